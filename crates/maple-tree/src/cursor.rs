@@ -1,0 +1,302 @@
+//! Cursors: the advanced API (the kernel's `ma_state`).
+//!
+//! A cursor sits on one range of the tree: an entry, or an empty range
+//! between entries, with its exact bounds. It can step over entries only
+//! (`next`/`prev`) or over every range including empty ones
+//! (`next_range`/`prev_range`), and a [`CursorMut`] can write where it
+//! stands and stays usable afterwards.
+//!
+//! ```
+//! use maple_tree::{MapleTree, U63};
+//! let mut t = MapleTree::new();
+//! t.insert_range(10..=19, U63::from(1u32)).unwrap();
+//! t.insert_range(30..=39, U63::from(2u32)).unwrap();
+//! let mut c = t.cursor(0);
+//! assert_eq!(c.range(), 0..=9); // the empty range before the first entry
+//! assert_eq!(c.next_range(), Some((10..=19, Some(U63::from(1u32)))));
+//! assert_eq!(c.next_range(), Some((20..=29, None)));
+//! assert_eq!(c.next().map(|(r, v)| (r, v.get())), Some((30..=39, 2)));
+//! ```
+
+use core::{
+    fmt,
+    ops::{RangeBounds, RangeInclusive},
+    ptr::{self, NonNull},
+};
+
+use crate::{
+    error::{Error, InsertError},
+    handle::Handle,
+    raw::{Path, RawTree},
+    tree::{to_inclusive, MapleTree},
+};
+
+/// Position shared by both cursors: the walk to the current leaf slot.
+#[derive(Clone)]
+struct Pos {
+    path: Path,
+}
+
+impl Pos {
+    fn seek(raw: &RawTree, index: u64) -> Pos {
+        Pos { path: raw.walk(index) }
+    }
+
+    /// Current range and value word.
+    fn current(&self) -> (u64, u64, *mut ()) {
+        match self.path.last() {
+            None => (0, u64::MAX, ptr::null_mut()),
+            Some(lv) => {
+                let (lo, hi) = lv.slot_range();
+                (lo, hi, lv.node.slot(lv.off))
+            }
+        }
+    }
+
+    fn step(&mut self, forward: bool) -> bool {
+        if forward {
+            RawTree::step_next(&mut self.path)
+        } else {
+            RawTree::step_prev(&mut self.path)
+        }
+    }
+
+    /// Steps to the next (or previous) non-empty range.
+    fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+        let saved = self.path.clone();
+        while self.step(forward) {
+            let (lo, hi, v) = self.current();
+            if let Some(nn) = NonNull::new(v) {
+                return Some((lo, hi, nn));
+            }
+        }
+        self.path = saved;
+        None
+    }
+}
+
+macro_rules! read_methods {
+    ($lt:lifetime) => {
+        /// Bounds of the range the cursor is on (an entry or an empty range).
+        pub fn range(&self) -> RangeInclusive<u64> {
+            let (lo, hi, _) = self.pos.current();
+            lo..=hi
+        }
+
+        /// The value of the range the cursor is on (`None` if it is empty).
+        pub fn get(&self) -> Option<V::Borrowed<$lt>> {
+            let (_, _, v) = self.pos.current();
+            self.borrow(v)
+        }
+
+        /// The current range with its value, if it holds one.
+        pub fn get_entry(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+            let (lo, hi, v) = self.pos.current();
+            self.borrow(v).map(|b| (lo..=hi, b))
+        }
+
+        /// Moves to the range containing `index` and returns its value.
+        pub fn seek(&mut self, index: u64) -> Option<V::Borrowed<$lt>> {
+            self.pos = Pos::seek(&self.tree.raw, index);
+            self.get()
+        }
+
+        /// Moves to the next range, empty or not. `None` (cursor unmoved) at
+        /// the end of the index space.
+        pub fn next_range(&mut self) -> Option<(RangeInclusive<u64>, Option<V::Borrowed<$lt>>)> {
+            if !self.pos.step(true) {
+                return None;
+            }
+            let (lo, hi, v) = self.pos.current();
+            Some((lo..=hi, self.borrow(v)))
+        }
+
+        /// Moves to the previous range, empty or not. `None` (cursor
+        /// unmoved) at index 0.
+        pub fn prev_range(&mut self) -> Option<(RangeInclusive<u64>, Option<V::Borrowed<$lt>>)> {
+            if !self.pos.step(false) {
+                return None;
+            }
+            let (lo, hi, v) = self.pos.current();
+            Some((lo..=hi, self.borrow(v)))
+        }
+
+        /// Moves to the next entry after the current range. `None` (cursor
+        /// unmoved) if there is none.
+        #[allow(clippy::should_implement_trait)]
+        pub fn next(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+            let (lo, hi, nn) = self.pos.step_entry(true)?;
+            self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+        }
+
+        /// Moves to the previous entry before the current range. `None`
+        /// (cursor unmoved) if there is none.
+        pub fn prev(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+            let (lo, hi, nn) = self.pos.step_entry(false)?;
+            self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+        }
+
+        /// The first entry at or after the cursor (the current range
+        /// included) that starts at or before `limit`; the cursor moves to it.
+        /// `None` (cursor unmoved) if there is none.
+        pub fn find(&mut self, limit: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+            let (lo, _, v) = self.pos.current();
+            if lo > limit {
+                return None;
+            }
+            if v.is_null() {
+                let saved = self.pos.clone();
+                match self.pos.step_entry(true) {
+                    Some((start, _, _)) if start <= limit => {}
+                    Some(_) => {
+                        self.pos = saved;
+                        return None;
+                    }
+                    None => return None,
+                }
+            }
+            self.get_entry()
+        }
+    };
+}
+
+/// A read cursor over a borrowed tree; see the [module docs](self).
+pub struct Cursor<'a, V: Handle> {
+    tree: &'a MapleTree<V>,
+    pos: Pos,
+}
+
+impl<'a, V: Handle> Cursor<'a, V> {
+    pub(crate) fn new(tree: &'a MapleTree<V>, index: u64) -> Self {
+        Cursor { tree, pos: Pos::seek(&tree.raw, index) }
+    }
+
+    fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
+        // SAFETY: slot words are handles owned by the tree, which is borrowed
+        // for 'a.
+        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+    }
+
+    read_methods!('a);
+}
+
+impl<V: Handle> Clone for Cursor<'_, V> {
+    fn clone(&self) -> Self {
+        Cursor { tree: self.tree, pos: self.pos.clone() }
+    }
+}
+
+impl<V: Handle> fmt::Debug for Cursor<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cursor").field("range", &self.range()).finish_non_exhaustive()
+    }
+}
+
+/// A write cursor; see the [module docs](self). After any write it stands on
+/// the range containing the first index written.
+pub struct CursorMut<'a, V: Handle> {
+    tree: &'a mut MapleTree<V>,
+    pos: Pos,
+}
+
+impl<'a, V: Handle> CursorMut<'a, V> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V>, index: u64) -> Self {
+        let pos = Pos::seek(&tree.raw, index);
+        CursorMut { tree, pos }
+    }
+
+    fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {
+        // SAFETY: slot words are handles owned by the tree, which is borrowed
+        // for as long as `self` is.
+        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+    }
+
+    read_methods!('_);
+
+    fn reseek(&mut self, index: u64) {
+        self.pos = Pos::seek(&self.tree.raw, index);
+    }
+
+    /// Replaces the current range (entry or empty range) with `value` and
+    /// returns the old value. This is an exact-fit store: replacing one
+    /// entry by another never allocates.
+    pub fn replace(&mut self, value: V) -> Result<Option<V>, InsertError<V>> {
+        let (lo, hi, _) = self.pos.current();
+        let res = self.tree.replace_exact(lo, hi, value);
+        self.reseek(lo);
+        res
+    }
+
+    /// Removes the entry the cursor is on and returns it; the cursor then
+    /// stands on the empty range that replaced it.
+    pub fn erase(&mut self) -> Option<V> {
+        let (lo, _, _) = self.pos.current();
+        let out = self.tree.erase(lo);
+        self.reseek(lo);
+        out
+    }
+
+    /// [`MapleTree::insert_range`] through the cursor.
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        let first = to_inclusive(&range).map(|r| r.0);
+        let res = self.tree.insert_range(range, value);
+        if let (Ok(f), Ok(())) = (first, &res) {
+            self.reseek(f);
+        }
+        res
+    }
+
+    /// [`MapleTree::store_range`] through the cursor.
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        let first = to_inclusive(&range).map(|r| r.0);
+        let res = self.tree.store_range(range, value);
+        if let (Ok(f), Ok(())) = (first, &res) {
+            self.reseek(f);
+        }
+        res
+    }
+
+    /// [`MapleTree::remove_range`] through the cursor.
+    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    where
+        V: Clone,
+    {
+        let (first, _) = to_inclusive(&range)?;
+        self.tree.remove_range(range)?;
+        self.reseek(first);
+        Ok(())
+    }
+}
+
+impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
+    }
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// Stores `value` over exactly `[lo, hi]`, which must be one current
+    /// range, and returns what was there.
+    pub(crate) fn replace_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<Option<V>, InsertError<V>> {
+        let e = value.into_raw().as_ptr();
+        // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
+        // `e` is a fresh handle.
+        match unsafe { self.raw.store(lo, hi, e, ptr::null_mut()) } {
+            Ok(stored) => {
+                let mut it = stored.removed.into_iter();
+                let old = it.next();
+                debug_assert!(it.next().is_none());
+                // SAFETY: the word the store took out; ours now.
+                Ok(old.map(|nn| unsafe { V::from_raw(nn) }))
+            }
+            Err(_) => Err(InsertError {
+                // SAFETY: the failed store did not keep `e`.
+                value: unsafe { V::from_raw(NonNull::new_unchecked(e)) },
+                cause: Error::NoMemory,
+            }),
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Values stored in the tree: one machine word each.
+//!
+//! A node slot is one pointer-sized word, as in the kernel. Values therefore
+//! go into the tree as *handles*: an owning pointer (`Box<T>`, `Arc<T>`) is
+//! stored as its address, and small integers ([`U63`]) are stored inline,
+//! shifted left with the low bit set, so `MapleTree<U63>` needs no
+//! allocation per entry at all.
+//!
+//! The trade-off: a lookup hands out a [`Handle::Borrowed`] view (for
+//! `Box<T>` and `Arc<T>` a `&T`, for [`U63`] the integer itself) rather than
+//! `&V`, because a slot holds only the raw word, not a `V` value. Values
+//! larger than a word must live behind a pointer; that costs one allocation
+//! per value but keeps every node 256 bytes and every slot update one atomic
+//! store, which is what lets readers run without locks.
+
+use core::{fmt, ptr::NonNull};
+use std::sync::Arc;
+
+/// Raw word value the tree reserves for its own markers; no handle may
+/// encode to it. It is even (so never a [`U63`]) and in the top page of the
+/// address space (so never a `Box`/`Arc` allocation or a dangling ZST
+/// pointer, which is at most the type's alignment).
+pub(crate) const RESERVED_ADDR: usize = usize::MAX & !0xfff;
+
+/// A value that can live in a tree slot as one non-null word.
+///
+/// # Safety
+///
+/// Implementations must guarantee that:
+/// * `into_raw` returns a non-null pointer whose address is not
+///   `0xffff_ffff_ffff_f000` (reserved for the tree's own markers);
+/// * `from_raw(into_raw(v))` gives back `v`, and is called at most once per
+///   `into_raw`;
+/// * `borrow(raw)` is valid for as long as the handle has not been turned
+///   back by `from_raw`, and may be called from several threads at once if
+///   `Self: Sync`.
+pub unsafe trait Handle: Sized {
+    /// What a lookup hands out.
+    type Borrowed<'a>: Copy
+    where
+        Self: 'a;
+
+    /// Gives up ownership, turning the value into one word.
+    fn into_raw(self) -> NonNull<()>;
+
+    /// Takes ownership back.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must come from `into_raw` of the same type and not have been
+    /// turned back before.
+    unsafe fn from_raw(raw: NonNull<()>) -> Self;
+
+    /// Borrows the value behind a raw word.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must come from `into_raw` of the same type, and the value must
+    /// not be turned back by `from_raw` while the borrow lives.
+    unsafe fn borrow<'a>(raw: NonNull<()>) -> Self::Borrowed<'a>
+    where
+        Self: 'a;
+}
+
+// SAFETY: `Box::into_raw` gives a non-null, `T`-aligned pointer in the heap
+// (or the type's alignment for a ZST), never the reserved top page; the
+// round trip is `Box::from_raw`.
+unsafe impl<T> Handle for Box<T> {
+    type Borrowed<'a>
+        = &'a T
+    where
+        T: 'a;
+
+    fn into_raw(self) -> NonNull<()> {
+        // SAFETY: `Box::into_raw` never returns null.
+        unsafe { NonNull::new_unchecked(Box::into_raw(self)) }.cast()
+    }
+
+    unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        // SAFETY: the caller passes a pointer from `into_raw`, once.
+        unsafe { Box::from_raw(raw.cast::<T>().as_ptr()) }
+    }
+
+    unsafe fn borrow<'a>(raw: NonNull<()>) -> &'a T
+    where
+        T: 'a,
+    {
+        // SAFETY: the box is alive while the caller's borrow lives.
+        unsafe { raw.cast::<T>().as_ref() }
+    }
+}
+
+// SAFETY: as for `Box`, with `Arc::into_raw` / `Arc::from_raw`.
+unsafe impl<T> Handle for Arc<T> {
+    type Borrowed<'a>
+        = &'a T
+    where
+        T: 'a;
+
+    fn into_raw(self) -> NonNull<()> {
+        // SAFETY: `Arc::into_raw` never returns null.
+        unsafe { NonNull::new_unchecked(Arc::into_raw(self).cast_mut()) }.cast()
+    }
+
+    unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        // SAFETY: the caller passes a pointer from `into_raw`, once.
+        unsafe { Arc::from_raw(raw.cast::<T>().as_ptr()) }
+    }
+
+    unsafe fn borrow<'a>(raw: NonNull<()>) -> &'a T
+    where
+        T: 'a,
+    {
+        // SAFETY: the `Arc` keeps the value alive while the borrow lives.
+        unsafe { raw.cast::<T>().as_ref() }
+    }
+}
+
+/// An unsigned integer below 2^63, stored inline in a slot (no allocation).
+///
+/// ```
+/// use maple_tree::{MapleTree, U63};
+/// let mut t: MapleTree<U63> = MapleTree::new();
+/// t.insert_range(10..=19, U63::new(7).unwrap()).unwrap();
+/// assert_eq!(t.load(15).map(U63::get), Some(7));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct U63(u64);
+
+impl U63 {
+    /// Largest value.
+    pub const MAX: U63 = U63(u64::MAX >> 1);
+
+    /// `Some` if `v < 2^63`.
+    pub const fn new(v: u64) -> Option<U63> {
+        if v <= Self::MAX.0 {
+            Some(U63(v))
+        } else {
+            None
+        }
+    }
+
+    /// The value, truncated to 63 bits.
+    pub const fn new_truncate(v: u64) -> U63 {
+        U63(v & Self::MAX.0)
+    }
+
+    /// The integer.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for U63 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for U63 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl From<u32> for U63 {
+    fn from(v: u32) -> U63 {
+        U63(v.into())
+    }
+}
+
+impl TryFrom<u64> for U63 {
+    type Error = core::num::TryFromIntError;
+    fn try_from(v: u64) -> Result<U63, Self::Error> {
+        // Borrow std's error type by provoking the same conversion failure.
+        U63::new(v).ok_or_else(|| u8::try_from(u64::MAX).unwrap_err())
+    }
+}
+
+impl From<U63> for u64 {
+    fn from(v: U63) -> u64 {
+        v.0
+    }
+}
+
+// SAFETY: `(v << 1) | 1` is odd, hence non-null and never the (even)
+// reserved address; it carries no provenance and is decoded by shifting back.
+unsafe impl Handle for U63 {
+    type Borrowed<'a> = U63;
+
+    fn into_raw(self) -> NonNull<()> {
+        let word = ((self.0 as usize) << 1) | 1;
+        // SAFETY: the low bit is set, so the address is non-zero.
+        unsafe { NonNull::new_unchecked(core::ptr::without_provenance_mut(word)) }
+    }
+
+    unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        U63((raw.as_ptr().addr() >> 1) as u64)
+    }
+
+    unsafe fn borrow<'a>(raw: NonNull<()>) -> U63
+    where
+        Self: 'a,
+    {
+        U63((raw.as_ptr().addr() >> 1) as u64)
+    }
+}

@@ -1,0 +1,86 @@
+//! # maple-tree
+//!
+//! A userspace implementation of the Linux maple tree: a B-tree over
+//! non-overlapping inclusive `u64` ranges, built from 256-byte nodes, with
+//! gap tracking for O(log n) free-range search.
+//!
+//! ## Overview
+//!
+//! * Keys are ranges `[first, last]`; a new tree is one empty range
+//!   `[0, u64::MAX]`. Storing over a range overwrites (trimming or cutting
+//!   neighbours); storing nothing empties it; adjacent empty ranges are always
+//!   merged. `insert` fails if anything is present; `erase` removes the whole
+//!   entry containing an index.
+//! * Nodes are the kernel's: leaves and plain internal nodes hold 16 slots
+//!   and 15 pivots, gap-tracking internal nodes 10 slots, 9 pivots and 10 gap
+//!   values; every node is exactly 256 bytes and 256-byte aligned (four cache
+//!   lines), and the low bits of node pointers carry the node type.
+//! * Values are one word each ([`Handle`]): `Box<T>`, `Arc<T>`, or inline
+//!   integers ([`U63`]).
+//!
+//! ## Normal and advanced API
+//!
+//! The normal API ([`MapleTree::load`], [`MapleTree::insert_range`],
+//! [`MapleTree::store_range`], [`MapleTree::erase`], iteration, gap search)
+//! is built on cursors ([`Cursor`], [`CursorMut`]), the equivalent of the
+//! kernel's `ma_state`: a cursor stands on one range (an entry *or* an empty
+//! range, with exact bounds), steps over entries or over all ranges, and can
+//! write where it stands.
+//!
+//! ```
+//! use maple_tree::{MapleTree, U63};
+//!
+//! let mut vmas: MapleTree<U63> = MapleTree::with_gaps();
+//! vmas.insert_range(0x1000..=0x1fff, U63::from(1u32)).unwrap();
+//! vmas.insert_range(0x4000..=0x5fff, U63::from(2u32)).unwrap();
+//! // Lowest free window of 0x2000 bytes at or above 0x1000:
+//! assert_eq!(vmas.empty_area(0x1000.., 0x2000), Ok(0x2000));
+//! // Highest one below 0x8000:
+//! assert_eq!(vmas.empty_area_rev(..0x8000, 0x2000), Ok(0x6000));
+//! ```
+//!
+//! ## Writes
+//!
+//! Every write is planned before anything visible changes: the nodes it
+//! needs are allocated and filled first, so a failed allocation leaves the
+//! tree exactly as it was (see `store.rs` for the algorithm). A multi-word
+//! change is built in fresh nodes and published by one pointer store; while
+//! the tree is borrowed `&mut` (no reader can exist) the one node that
+//! changes may instead be rewritten in place, and replaced nodes are freed
+//! at once.
+//!
+//! ## Guarantees
+//!
+//! * No panic on any input: invalid ranges, sizes and windows return
+//!   [`Error::InvalidRange`]; failures hand the value back
+//!   ([`InsertError`]).
+//! * [`MapleTree::validate`] checks every invariant: pivots ascending inside
+//!   the implied bounds, unused pivots and slots cleared, minimum fill
+//!   (6 slots in leaves and plain nodes, 4 in gap nodes; the root and the
+//!   right-most spine are exempt), parent back-links, gap values, no two
+//!   adjacent empty ranges anywhere, all leaves at one depth, no reachable
+//!   dead node, and the entry count.
+//! * Unwind safety: a value's `Drop` runs only after the tree is consistent.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod alloc;
+mod build;
+mod cursor;
+mod error;
+mod gap;
+mod handle;
+mod node;
+mod raw;
+mod store;
+mod tree;
+mod validate;
+
+#[cfg(feature = "fault-injection")]
+pub use alloc::fault;
+pub use cursor::{Cursor, CursorMut};
+pub use error::{AllocError, Error, InsertError};
+pub use handle::{Handle, U63};
+pub use tree::{IntoIter, Iter, MapleTree};
+pub use validate::ValidateError;

@@ -1,0 +1,503 @@
+//! The raw node layer: 256-byte nodes, tagged node pointers, and slot/pivot
+//! access. This module knows only structure; ordering, fill and gap rules
+//! belong to the modules that add `impl` blocks on top of it.
+//!
+//! # Layout (64-bit)
+//!
+//! ```text
+//!  leaf / plain internal node (Range64)          gap-tracking internal (Arange64)
+//!  +--------+----------------+----------------+   +--------+--------+---------+---------+------+
+//!  | parent | pivot[0..15]   | slot[0..16]    |   | parent | pivot  | slot    | gap     | meta |
+//!  | 8 B    | 15 x 8 = 120 B | 16 x 8 = 128 B |   | 8 B    | 9x8 B  | 10x8 B  | 10x8 B  | 16 B |
+//!  +--------+----------------+----------------+   +--------+--------+---------+---------+------+
+//!                    = 256 B                                       = 256 B
+//! ```
+//!
+//! `pivot[i]` is the inclusive upper bound of `slot[i]`; slot `i` covers
+//! `pivot[i-1] + 1 ..= pivot[i]` (slot 0 starts at the node's minimum) and
+//! the last used slot ends at the node's maximum. A node does not store its
+//! own bounds: the walk carries them down from the parent.
+//!
+//! Unused pivots hold [`PIVOT_UNUSED`] (`u64::MAX`). A used pivot is always
+//! below the node's maximum, so it is never `u64::MAX`: the number of used
+//! slots is one more than the number of used pivots, and a lookup can scan
+//! pivots with `index <= pivot[i]` and stop at the first unused one without
+//! knowing the count. This replaces the kernel's "metadata in the last
+//! slot" trick; gap nodes keep the offset of their largest gap in `meta`.
+//!
+//! # Tagged pointers
+//!
+//! Nodes are 256-byte aligned, so the low 8 bits of a node address are free:
+//!
+//! ```text
+//!  child pointer in a slot / the tree root:
+//!   63                                  8 7        2 1   0
+//!  +-------------------------------------+----------+-----+
+//!  |        node address >> 8            |  0 0 0 0 | kind|   kind: 1 leaf, 2 range64, 3 arange64
+//!  +-------------------------------------+----------+-----+
+//!  parent word of a node:
+//!  +-------------------------------------+----------+-----+
+//!  |        parent address >> 8          | offset   |0 0 R|   R: this node is the root (address 0)
+//!  +-------------------------------------+----------+-----+   offset: slot of this node in its parent
+//! ```
+//!
+//! A node whose parent word points at itself is dead (replaced; waiting to
+//! be reclaimed).
+
+use core::{
+    mem::ManuallyDrop,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicPtr, AtomicU64, Ordering},
+};
+
+use arrayvec::ArrayVec;
+
+/// Slots in a leaf or plain internal node.
+pub(crate) const RANGE64_SLOTS: usize = 16;
+/// Slots in a gap-tracking internal node.
+pub(crate) const ARANGE64_SLOTS: usize = 10;
+/// Value of a pivot that is not in use.
+pub(crate) const PIVOT_UNUSED: u64 = u64::MAX;
+/// Deepest tree we support (the kernel's `MAPLE_HEIGHT_MAX`).
+pub(crate) const MAX_HEIGHT: usize = 31;
+
+const KIND_MASK: usize = 0b11;
+const ROOT_BIT: usize = 0b1;
+const OFFSET_SHIFT: usize = 3;
+const ADDR_MASK: usize = !0xff;
+
+/// The three node types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Kind {
+    /// Leaf: 16 slots of values.
+    Leaf = 1,
+    /// Plain internal node: 16 child pointers.
+    Range64 = 2,
+    /// Gap-tracking internal node: 10 children and the largest gap below each.
+    Arange64 = 3,
+}
+
+impl Kind {
+    #[inline]
+    pub(crate) const fn slots(self) -> usize {
+        match self {
+            Kind::Leaf | Kind::Range64 => RANGE64_SLOTS,
+            Kind::Arange64 => ARANGE64_SLOTS,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn pivots(self) -> usize {
+        self.slots() - 1
+    }
+
+    /// Minimum number of used slots for a node that is not the root and not
+    /// on the right-most spine (kernel `mt_min_slots`).
+    #[inline]
+    pub(crate) const fn min_fill(self) -> usize {
+        match self {
+            Kind::Leaf | Kind::Range64 => 6,
+            Kind::Arange64 => 4,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn is_leaf(self) -> bool {
+        matches!(self, Kind::Leaf)
+    }
+
+    #[inline]
+    fn from_bits(bits: usize) -> Kind {
+        match bits & KIND_MASK {
+            1 => Kind::Leaf,
+            2 => Kind::Range64,
+            _ => Kind::Arange64,
+        }
+    }
+}
+
+#[repr(C)]
+pub(crate) struct RangeBody {
+    pivot: [AtomicU64; RANGE64_SLOTS - 1],
+    slot: [AtomicPtr<()>; RANGE64_SLOTS],
+}
+
+#[repr(C)]
+pub(crate) struct ArangeBody {
+    pivot: [AtomicU64; ARANGE64_SLOTS - 1],
+    slot: [AtomicPtr<()>; ARANGE64_SLOTS],
+    gap: [AtomicU64; ARANGE64_SLOTS],
+    /// Offset of the largest gap.
+    meta: AtomicU64,
+    _spare: AtomicU64,
+}
+
+#[repr(C)]
+union Body {
+    range: ManuallyDrop<RangeBody>,
+    arange: ManuallyDrop<ArangeBody>,
+}
+
+/// One tree node: exactly 256 bytes, 256-byte aligned.
+///
+/// # Invariants
+///
+/// The node's kind never changes between allocation and free; it is known
+/// from the tagged pointer that leads to the node. All-zero bytes are a
+/// valid (if meaningless) node, so allocation can zero it.
+#[repr(C, align(256))]
+pub(crate) struct Node {
+    parent: AtomicPtr<Node>,
+    body: Body,
+}
+
+const _: () = assert!(core::mem::size_of::<Node>() == 256);
+const _: () = assert!(core::mem::align_of::<Node>() == 256);
+const _: () = assert!(core::mem::size_of::<RangeBody>() == 248);
+const _: () = assert!(core::mem::size_of::<ArangeBody>() == 248);
+const _: () = assert!(core::mem::size_of::<usize>() == 8, "maple-tree needs a 64-bit target");
+
+/// One (upper bound, slot, gap) triple while a node's content is being
+/// rebuilt. For leaves `slot` is a value handle (or null); for internal
+/// nodes it is a tagged child pointer and `gap` the child's largest gap.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Item {
+    pub(crate) last: u64,
+    pub(crate) slot: *mut (),
+    pub(crate) gap: u64,
+}
+
+/// Content of up to a few nodes while a write is planned.
+pub(crate) type Content = ArrayVec<Item, 64>;
+
+/// A typed reference to a live node.
+///
+/// # Invariants
+///
+/// `ptr` points to a node allocated by [`crate::alloc`] whose kind is
+/// `kind`, and the node stays allocated for as long as this value (or a
+/// copy) is used. Inside the crate this holds because every `NodeRef` is
+/// derived from the tree while the tree is borrowed, and nodes are freed only
+/// by the tree's `&mut` paths after they are unreachable.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeRef {
+    ptr: NonNull<Node>,
+    kind: Kind,
+}
+
+impl core::fmt::Debug for NodeRef {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}@{:p}", self.kind, self.ptr)
+    }
+}
+
+impl NodeRef {
+    /// # Safety
+    ///
+    /// `ptr` must point to a live node of kind `kind` that outlives every use
+    /// of the returned value.
+    #[inline]
+    pub(crate) unsafe fn new(ptr: NonNull<Node>, kind: Kind) -> NodeRef {
+        NodeRef { ptr, kind }
+    }
+
+    /// Decodes a tagged child pointer (from a slot or the root).
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a tagged pointer produced by [`NodeRef::encode`] for a
+    /// node that outlives every use of the returned value.
+    #[inline]
+    pub(crate) unsafe fn decode(raw: *mut ()) -> NodeRef {
+        let kind = Kind::from_bits(raw.addr());
+        let ptr = raw.map_addr(|a| a & ADDR_MASK).cast::<Node>();
+        // SAFETY: the caller guarantees `raw` came from `encode` of a live
+        // node, so the untagged address is that node's non-null address.
+        unsafe { NodeRef::new(NonNull::new_unchecked(ptr), kind) }
+    }
+
+    /// The tagged pointer stored in a parent's slot or the tree root.
+    #[inline]
+    pub(crate) fn encode(self) -> *mut () {
+        self.ptr.as_ptr().cast::<()>().map_addr(|a| a | self.kind as usize)
+    }
+
+    #[inline]
+    pub(crate) fn kind(self) -> Kind {
+        self.kind
+    }
+
+    #[inline]
+    pub(crate) fn as_ptr(self) -> NonNull<Node> {
+        self.ptr
+    }
+
+    #[inline]
+    pub(crate) fn is_leaf(self) -> bool {
+        self.kind.is_leaf()
+    }
+
+    #[inline]
+    fn node(&self) -> &Node {
+        // SAFETY: by the type invariant the node is live.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    #[inline]
+    fn pivot_array(&self) -> &[AtomicU64] {
+        let node = self.node();
+        // SAFETY: the kind (type invariant of `Node`) says which union
+        // field was written at allocation; both are plain atomics.
+        unsafe {
+            match self.kind {
+                Kind::Arange64 => &node.body.arange.pivot[..],
+                _ => &node.body.range.pivot[..],
+            }
+        }
+    }
+
+    #[inline]
+    fn slot_array(&self) -> &[AtomicPtr<()>] {
+        let node = self.node();
+        // SAFETY: as in `pivot_array`.
+        unsafe {
+            match self.kind {
+                Kind::Arange64 => &node.body.arange.slot[..],
+                _ => &node.body.range.slot[..],
+            }
+        }
+    }
+
+    #[inline]
+    fn arange(&self) -> &ArangeBody {
+        debug_assert_eq!(self.kind, Kind::Arange64);
+        // SAFETY: callers only ask gap nodes for gaps (debug-asserted).
+        unsafe { &self.node().body.arange }
+    }
+
+    #[inline]
+    pub(crate) fn pivot(self, i: usize) -> u64 {
+        self.pivot_array()[i].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_pivot(self, i: usize, v: u64) {
+        self.pivot_array()[i].store(v, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn slot(self, i: usize) -> *mut () {
+        self.slot_array()[i].load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub(crate) fn set_slot(self, i: usize, v: *mut ()) {
+        self.slot_array()[i].store(v, Ordering::Release)
+    }
+
+    #[inline]
+    pub(crate) fn gap(self, i: usize) -> u64 {
+        self.arange().gap[i].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_gap(self, i: usize, v: u64) {
+        self.arange().gap[i].store(v, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn gap_offset(self) -> usize {
+        self.arange().meta.load(Ordering::Relaxed) as usize
+    }
+
+    #[inline]
+    fn set_gap_offset(self, off: usize) {
+        self.arange().meta.store(off as u64, Ordering::Relaxed)
+    }
+
+    /// Number of used slots.
+    #[inline]
+    pub(crate) fn count(self) -> usize {
+        let piv = self.pivot_array();
+        let mut n = 0;
+        while n < piv.len() && piv[n].load(Ordering::Relaxed) != PIVOT_UNUSED {
+            n += 1;
+        }
+        n + 1
+    }
+
+    /// Offset of the slot whose range contains `index` (which must lie
+    /// inside the node's bounds).
+    #[inline]
+    pub(crate) fn find(self, index: u64) -> usize {
+        let piv = self.pivot_array();
+        let mut i = 0;
+        while i < piv.len() {
+            if index <= piv[i].load(Ordering::Relaxed) {
+                return i;
+            }
+            i += 1;
+        }
+        i
+    }
+
+    /// Inclusive upper bound of slot `i` in a node whose maximum is `max`.
+    #[inline]
+    pub(crate) fn slot_max(self, i: usize, max: u64) -> u64 {
+        if i < self.kind.pivots() {
+            self.pivot(i).min(max)
+        } else {
+            max
+        }
+    }
+
+    /// Lower bound of slot `i` in a node whose minimum is `min`.
+    #[inline]
+    pub(crate) fn slot_min(self, i: usize, min: u64) -> u64 {
+        if i == 0 {
+            min
+        } else {
+            self.pivot(i - 1) + 1
+        }
+    }
+
+    /// The child in slot `i` of an internal node.
+    ///
+    /// # Safety
+    ///
+    /// `self` must be an internal node and `i` a used slot; the child must
+    /// outlive every use of the returned reference (it does while the tree is
+    /// borrowed).
+    #[inline]
+    pub(crate) unsafe fn child(self, i: usize) -> NodeRef {
+        debug_assert!(!self.is_leaf());
+        // SAFETY: used slots of internal nodes hold encoded live children.
+        unsafe { NodeRef::decode(self.slot(i)) }
+    }
+
+    /// The raw parent word.
+    #[inline]
+    pub(crate) fn parent_word(self) -> *mut Node {
+        self.node().parent.load(Ordering::Acquire)
+    }
+
+    /// Records `parent` (slot `off`) as this node's parent.
+    #[inline]
+    pub(crate) fn set_parent(self, parent: NodeRef, off: usize) {
+        let word = parent.ptr.as_ptr().map_addr(|a| a | (off << OFFSET_SHIFT));
+        self.node().parent.store(word, Ordering::Release)
+    }
+
+    /// Marks this node as the root.
+    #[inline]
+    pub(crate) fn set_root_parent(self) {
+        self.node()
+            .parent
+            .store(ptr::without_provenance_mut(ROOT_BIT), Ordering::Release)
+    }
+
+    /// Marks this node dead: its parent word points at itself.
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn mark_dead(self) {
+        self.node().parent.store(self.ptr.as_ptr(), Ordering::Release)
+    }
+
+    /// Decoded parent word: `None` for the root, else (parent address, offset).
+    pub(crate) fn parent_info(self) -> Option<(usize, usize)> {
+        let w = self.parent_word();
+        if w.addr() & ROOT_BIT != 0 {
+            None
+        } else {
+            Some((w.addr() & ADDR_MASK, (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT))
+        }
+    }
+
+    #[inline]
+    pub(crate) fn addr(self) -> usize {
+        self.ptr.as_ptr().addr()
+    }
+
+    /// Largest empty range below this node (saturating at `u64::MAX`).
+    pub(crate) fn max_gap(self, min: u64, max: u64) -> u64 {
+        match self.kind {
+            Kind::Arange64 => {
+                let n = self.count();
+                (0..n).map(|i| self.gap(i)).max().unwrap_or(0)
+            }
+            Kind::Leaf => {
+                let n = self.count();
+                let mut best = 0;
+                let mut lo = min;
+                for i in 0..n {
+                    let hi = self.slot_max(i, max);
+                    if self.slot(i).is_null() {
+                        best = best.max(range_len(lo, hi));
+                    }
+                    lo = hi.wrapping_add(1);
+                }
+                best
+            }
+            Kind::Range64 => u64::MAX,
+        }
+    }
+
+    /// Appends the node's items (with `max` as the last bound) to `out`.
+    pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
+        for i in range {
+            let gap = if self.kind == Kind::Arange64 { self.gap(i) } else { 0 };
+            out.push(Item { last: self.slot_max(i, max), slot: self.slot(i), gap });
+        }
+    }
+
+    /// Overwrites the node with `items` (at most `kind.slots()`); unused
+    /// pivots become [`PIVOT_UNUSED`], unused slots null. The parent word is
+    /// left alone.
+    pub(crate) fn fill(self, items: &[Item]) {
+        let slots = self.kind.slots();
+        debug_assert!(!items.is_empty() && items.len() <= slots);
+        let pivs = self.kind.pivots();
+        for (i, it) in items.iter().enumerate() {
+            if i < pivs {
+                self.set_pivot(i, if i + 1 < items.len() { it.last } else { PIVOT_UNUSED });
+            }
+            self.set_slot(i, it.slot);
+        }
+        for i in items.len()..slots {
+            if i < pivs {
+                self.set_pivot(i, PIVOT_UNUSED);
+            }
+            self.set_slot(i, ptr::null_mut());
+        }
+        if self.kind == Kind::Arange64 {
+            let mut best = 0;
+            for i in 0..slots {
+                let g = items.get(i).map_or(0, |it| it.gap);
+                self.set_gap(i, g);
+                if g > items[best].gap {
+                    best = i;
+                }
+            }
+            self.set_gap_offset(best);
+        }
+    }
+
+    /// Recomputes the largest-gap offset of a gap node after one gap changed.
+    pub(crate) fn refresh_gap_offset(self) {
+        let n = self.count();
+        let mut best = 0;
+        for i in 1..n {
+            if self.gap(i) > self.gap(best) {
+                best = i;
+            }
+        }
+        self.set_gap_offset(best);
+    }
+}
+
+/// Number of indices in `[lo, hi]`, saturating at `u64::MAX`.
+#[inline]
+pub(crate) fn range_len(lo: u64, hi: u64) -> u64 {
+    (hi - lo).saturating_add(1)
+}

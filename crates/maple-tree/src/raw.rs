@@ -1,0 +1,250 @@
+//! The untyped tree: root, height, flavour, and the read-side walks.
+//!
+//! `RawTree` stores values as raw words (see [`crate::Handle`]); the typed
+//! [`crate::MapleTree`] owns their meaning. Writes live in `store.rs`, gap
+//! search in `gap.rs`, bulk building in `build.rs` and checking in
+//! `validate.rs`.
+
+use core::{
+    ptr,
+    sync::atomic::{AtomicPtr, Ordering},
+};
+
+use arrayvec::ArrayVec;
+
+use crate::{
+    alloc::free_node,
+    node::{Kind, NodeRef, MAX_HEIGHT},
+};
+
+/// One level of a walk: the node, its implied bounds and the slot taken.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Level {
+    pub(crate) node: NodeRef,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) off: usize,
+}
+
+impl Level {
+    /// Bounds of the slot this level points at.
+    #[inline]
+    pub(crate) fn slot_range(&self) -> (u64, u64) {
+        (
+            self.node.slot_min(self.off, self.min),
+            self.node.slot_max(self.off, self.max),
+        )
+    }
+}
+
+/// Root-to-leaf walk; `path[0]` is the root.
+pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
+
+/// The untyped tree.
+///
+/// # Invariants
+///
+/// * `root` is null (every index empty) or the encoded root node, whose
+///   parent word has the root bit; all leaves are `height` levels down.
+/// * Every node reachable from `root` is live and owned by this tree; every
+///   non-null leaf slot is a handle owned by this tree.
+/// * The structural rules checked by `validate()` hold between operations.
+pub(crate) struct RawTree {
+    pub(crate) root: AtomicPtr<()>,
+    pub(crate) height: usize,
+    pub(crate) gaps: bool,
+    pub(crate) len: usize,
+    /// Build every multi-word change in fresh nodes even though `&mut`
+    /// proves no reader exists (the path concurrent mode will need; tests
+    /// switch it on to exercise it).
+    pub(crate) rcu: bool,
+}
+
+// SAFETY: the raw tree is plain data plus owned heap nodes; thread-safety of
+// the values is enforced by the typed wrapper's bounds.
+unsafe impl Send for RawTree {}
+// SAFETY: as above; `&RawTree` only reads.
+unsafe impl Sync for RawTree {}
+
+impl RawTree {
+    pub(crate) const fn new(gaps: bool) -> RawTree {
+        RawTree {
+            root: AtomicPtr::new(ptr::null_mut()),
+            height: 0,
+            gaps,
+            len: 0,
+            rcu: false,
+        }
+    }
+
+    /// Kind of the internal nodes of this tree.
+    #[inline]
+    pub(crate) fn inner_kind(&self) -> Kind {
+        if self.gaps {
+            Kind::Arange64
+        } else {
+            Kind::Range64
+        }
+    }
+
+    #[inline]
+    pub(crate) fn root_node(&self) -> Option<NodeRef> {
+        let raw = self.root.load(Ordering::Acquire);
+        if raw.is_null() {
+            None
+        } else {
+            // SAFETY: by the type invariant a non-null root is an encoded
+            // live node, alive while `self` is borrowed.
+            Some(unsafe { NodeRef::decode(raw) })
+        }
+    }
+
+    /// The value word stored at `index` (null if empty).
+    #[inline]
+    pub(crate) fn load(&self, index: u64) -> *mut () {
+        let Some(mut node) = self.root_node() else {
+            return ptr::null_mut();
+        };
+        loop {
+            let off = node.find(index);
+            if node.is_leaf() {
+                return node.slot(off);
+            }
+            // SAFETY: internal node, used slot (find stays inside count).
+            node = unsafe { node.child(off) };
+        }
+    }
+
+    /// The range containing `index` and its value word.
+    pub(crate) fn lookup(&self, index: u64) -> (u64, u64, *mut ()) {
+        let Some(mut node) = self.root_node() else {
+            return (0, u64::MAX, ptr::null_mut());
+        };
+        let (mut min, mut max) = (0, u64::MAX);
+        loop {
+            let off = node.find(index);
+            let lo = node.slot_min(off, min);
+            let hi = node.slot_max(off, max);
+            if node.is_leaf() {
+                return (lo, hi, node.slot(off));
+            }
+            // SAFETY: internal node, used slot.
+            node = unsafe { node.child(off) };
+            min = lo;
+            max = hi;
+        }
+    }
+
+    /// Walks from the root to the leaf slot containing `index`, recording
+    /// every level in `path` (cleared first). Leaves `path` empty for an
+    /// empty tree.
+    pub(crate) fn walk_into(&self, index: u64, path: &mut Path) {
+        path.clear();
+        let Some(mut node) = self.root_node() else {
+            return;
+        };
+        let (mut min, mut max) = (0, u64::MAX);
+        loop {
+            let off = node.find(index);
+            path.push(Level { node, min, max, off });
+            if node.is_leaf() {
+                return;
+            }
+            let lo = node.slot_min(off, min);
+            let hi = node.slot_max(off, max);
+            // SAFETY: internal node, used slot.
+            node = unsafe { node.child(off) };
+            min = lo;
+            max = hi;
+        }
+    }
+
+    pub(crate) fn walk(&self, index: u64) -> Path {
+        let mut p = Path::new();
+        self.walk_into(index, &mut p);
+        p
+    }
+
+    /// Appends levels below `path`'s last (internal) level, always taking
+    /// the first (`rightmost == false`) or last slot.
+    pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {
+        loop {
+            let top = *path.last().expect("descend from a non-empty path");
+            if top.node.is_leaf() {
+                return;
+            }
+            let (min, max) = top.slot_range();
+            // SAFETY: internal node, used slot `top.off`.
+            let node = unsafe { top.node.child(top.off) };
+            let off = if rightmost { node.count() - 1 } else { 0 };
+            path.push(Level { node, min, max, off });
+        }
+    }
+
+    /// Moves `path` to the next leaf slot; false (path unchanged) at the end.
+    pub(crate) fn step_next(path: &mut Path) -> bool {
+        let mut depth = path.len();
+        while depth > 0 {
+            let lv = &mut path[depth - 1];
+            if lv.off + 1 < lv.node.count() {
+                lv.off += 1;
+                path.truncate(depth);
+                Self::descend_edge(path, false);
+                return true;
+            }
+            depth -= 1;
+        }
+        false
+    }
+
+    /// Moves `path` to the previous leaf slot; false (path unchanged) at the start.
+    pub(crate) fn step_prev(path: &mut Path) -> bool {
+        let mut depth = path.len();
+        while depth > 0 {
+            let lv = &mut path[depth - 1];
+            if lv.off > 0 {
+                lv.off -= 1;
+                path.truncate(depth);
+                Self::descend_edge(path, true);
+                return true;
+            }
+            depth -= 1;
+        }
+        false
+    }
+
+    /// Frees every node, calling `drop_value` for each value word.
+    pub(crate) fn clear_with(&mut self, drop_value: &mut dyn FnMut(*mut ())) {
+        let raw = self.root.swap(ptr::null_mut(), Ordering::AcqRel);
+        self.height = 0;
+        self.len = 0;
+        if !raw.is_null() {
+            // SAFETY: the root was an encoded live node; we just unlinked it,
+            // so the subtree is ours alone.
+            unsafe { free_subtree(NodeRef::decode(raw), drop_value) }
+        }
+    }
+}
+
+/// Frees `node` and everything below it, handing each value word to
+/// `drop_value`.
+///
+/// # Safety
+///
+/// `node` must be live, unreachable from any tree, and freed by nobody else.
+pub(crate) unsafe fn free_subtree(node: NodeRef, drop_value: &mut dyn FnMut(*mut ())) {
+    let n = node.count();
+    for i in 0..n {
+        let s = node.slot(i);
+        if node.is_leaf() {
+            if !s.is_null() {
+                drop_value(s);
+            }
+        } else {
+            // SAFETY: children of an unreachable subtree are unreachable too.
+            unsafe { free_subtree(NodeRef::decode(s), drop_value) };
+        }
+    }
+    // SAFETY: the caller hands us the only reference to this node.
+    unsafe { free_node(node) };
+}

@@ -1,0 +1,528 @@
+//! The write path: every store (insert, overwrite, erase, empty a range)
+//! comes down to "put `entry` over `[first, last]`".
+//!
+//! A write runs in two phases.
+//!
+//! 1. **Plan** (nothing visible changes). Walk to the leaves holding `first`
+//!    and `last` (the left and right paths; they differ for a *spanning*
+//!    store). Build the new content of the leaf level: the left leaf's
+//!    entries before `first` (the one containing `first` trimmed), the new
+//!    entry, the right leaf's entries after `last`. Then, level by level
+//!    upwards: if the content is below minimum fill (and not on the right
+//!    spine), pull in the next node to the right (sibling or cousin);
+//!    distribute the content over 1–4 fresh nodes (balanced, never ending a
+//!    leaf part on an empty slot when avoidable); the new nodes become the
+//!    replacement items of the level above, surrounded by the untouched
+//!    items of the left and right parents. Stop at the first level where one
+//!    node is replaced by one node with the same bounds, or at the root
+//!    (which may grow a level, or collapse). Every node is allocated here;
+//!    a failed allocation frees the fresh nodes and returns with the tree
+//!    untouched.
+//! 2. **Commit** (cannot fail). Set the parent words of the children of the
+//!    fresh nodes, publish the new subtree with one pointer store (or, when
+//!    `&mut` access proves no reader exists, overwrite the one changed node
+//!    in place), update the gaps of the ancestors, then free the replaced
+//!    nodes and the subtrees that fell inside `[first, last]`.
+//!
+//! Exact-fit replacement of one value by another is a single slot store.
+
+use core::{
+    ptr::{self, NonNull},
+    sync::atomic::Ordering,
+};
+
+use arrayvec::ArrayVec;
+
+use crate::{
+    alloc::{alloc_node, free_node},
+    error::AllocError,
+    node::{Content, Item, Kind, NodeRef},
+    raw::{free_subtree, Level, Path, RawTree},
+};
+
+/// Value words a write took out of the tree; the typed layer drops them.
+#[derive(Default)]
+pub(crate) struct Removed {
+    inline: ArrayVec<NonNull<()>, 8>,
+    spill: Vec<NonNull<()>>,
+}
+
+impl Removed {
+    pub(crate) fn push(&mut self, raw: *mut ()) {
+        if let Some(nn) = NonNull::new(raw) {
+            if let Err(e) = self.inline.try_push(nn) {
+                self.spill.push(e.element());
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.inline.len() + self.spill.len()
+    }
+
+    pub(crate) fn into_iter(self) -> impl Iterator<Item = NonNull<()>> {
+        self.inline.into_iter().chain(self.spill)
+    }
+}
+
+/// Why the engine refused a store.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StoreFail {
+    Alloc,
+    /// The write would cut one entry in two and no second handle was given.
+    NeedSplit,
+}
+
+impl From<AllocError> for StoreFail {
+    fn from(_: AllocError) -> StoreFail {
+        StoreFail::Alloc
+    }
+}
+
+/// What a successful store did.
+pub(crate) struct Stored {
+    pub(crate) removed: Removed,
+    /// The `split` handle was placed in the tree (else the caller still owns it).
+    pub(crate) used_split: bool,
+}
+
+/// How the planned change becomes visible.
+enum Publish {
+    /// Overwrite this node with the final content (exclusive access only).
+    InPlace { level: usize },
+    /// Store this fresh node into its parent's slot (or as the root at level 0).
+    Replace { level: usize, node: NodeRef },
+    /// New root (possibly taller or shorter than before).
+    Root { node: NodeRef, height: usize },
+}
+
+/// Nodes allocated by a plan; freed again if the plan fails.
+struct Fresh {
+    nodes: ArrayVec<NodeRef, 160>,
+}
+
+impl Fresh {
+    fn alloc(&mut self, kind: Kind) -> Result<NodeRef, AllocError> {
+        let n = alloc_node(kind)?;
+        self.nodes.push(n);
+        Ok(n)
+    }
+
+    fn abandon(self) {
+        for n in self.nodes {
+            // SAFETY: these nodes were never published.
+            unsafe { free_node(n) };
+        }
+    }
+}
+
+/// End offsets of the parts `content` is cut into for nodes of `kind`.
+fn split_points(content: &[Item], kind: Kind) -> ArrayVec<usize, 8> {
+    let n = content.len();
+    let cap = kind.slots();
+    let mut ends = ArrayVec::new();
+    if n <= cap {
+        ends.push(n);
+        return ends;
+    }
+    let k = n.div_ceil(cap);
+    let mut start = 0;
+    for p in 0..k - 1 {
+        let parts_left = k - p;
+        let mut end = start + (n - start).div_ceil(parts_left);
+        if kind.is_leaf() && content[end - 1].slot.is_null() {
+            // Never end a leaf part on an empty slot if it can be avoided:
+            // the next slot is an entry (empties never touch).
+            let rest_after_minus = n - (end - 1);
+            if end - start < cap {
+                end += 1;
+            } else if rest_after_minus <= (parts_left - 1) * cap {
+                end -= 1;
+            }
+        }
+        ends.push(end);
+        start = end;
+    }
+    ends.push(n);
+    ends
+}
+
+impl RawTree {
+    /// Stores `entry` (a value word, or null for "nothing") over
+    /// `[first, last]`. If the write cuts one existing entry in two, the
+    /// right-hand piece gets `split` (which must then be non-null unless the
+    /// cut entry is empty).
+    ///
+    /// # Safety
+    ///
+    /// `first <= last`; `entry` and `split` are null or handles whose
+    /// ownership passes to the tree when the call succeeds (`split` only if
+    /// `used_split`).
+    pub(crate) unsafe fn store(
+        &mut self,
+        mut first: u64,
+        mut last: u64,
+        entry: *mut (),
+        split: *mut (),
+    ) -> Result<Stored, StoreFail> {
+        debug_assert!(first <= last);
+        if entry.is_null() {
+            // Empty ranges never touch: absorb empty neighbours.
+            if first > 0 {
+                let (lo, _, v) = self.lookup(first - 1);
+                if v.is_null() {
+                    first = lo;
+                }
+            }
+            if last < u64::MAX {
+                let (_, hi, v) = self.lookup(last + 1);
+                if v.is_null() {
+                    last = hi;
+                }
+            }
+        }
+        let Some(_) = self.root_node() else {
+            return self.store_empty_root(first, last, entry);
+        };
+        let mut lpath = self.walk(first);
+        let leaf = lpath.len() - 1;
+        let mut rpath = if last <= lpath[leaf].max {
+            let mut p = lpath.clone();
+            p[leaf].off = p[leaf].node.find(last);
+            p
+        } else {
+            self.walk(last)
+        };
+        let l = lpath[leaf];
+        let r = rpath[leaf];
+        let (lmin, lmax) = l.slot_range();
+        let (_, rmax) = r.slot_range();
+        let lval = l.node.slot(l.off);
+        let rval = r.node.slot(r.off);
+        let same_slot = l.node == r.node && l.off == r.off;
+
+        // Exact fit, value for value: one word, in place, safe for readers.
+        if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
+            l.node.set_slot(l.off, entry);
+            let mut removed = Removed::default();
+            removed.push(lval);
+            return Ok(Stored { removed, used_split: false });
+        }
+
+        let is_split = same_slot && lmin < first && rmax > last && !lval.is_null();
+        if is_split && split.is_null() {
+            return Err(StoreFail::NeedSplit);
+        }
+        let keep_left = lmin < first;
+        let keep_right = rmax > last && !is_split;
+
+        // Leaf-level content and the values that fall out of it.
+        let mut content = Content::new();
+        let mut removed = Removed::default();
+        l.node.read_items(l.max, 0..l.off, &mut content);
+        if keep_left {
+            content.push(Item { last: first - 1, slot: lval, gap: 0 });
+        }
+        content.push(Item { last, slot: entry, gap: 0 });
+        if rmax > last {
+            let v = if is_split { split } else { rval };
+            content.push(Item { last: rmax, slot: v, gap: 0 });
+        }
+        let rcount = r.node.count();
+        r.node.read_items(r.max, r.off + 1..rcount, &mut content);
+        if l.node == r.node {
+            for k in l.off..=r.off {
+                if !(k == l.off && keep_left) && !(k == r.off && keep_right) {
+                    removed.push(l.node.slot(k));
+                }
+            }
+        } else {
+            for k in l.off..l.node.count() {
+                if !(k == l.off && keep_left) {
+                    removed.push(l.node.slot(k));
+                }
+            }
+            for k in 0..=r.off {
+                if !(k == r.off && keep_right) {
+                    removed.push(r.node.slot(k));
+                }
+            }
+        }
+
+        // Whole subtrees strictly between the two paths.
+        let mut doomed: Vec<NodeRef> = Vec::new();
+        for j in 0..leaf {
+            let (a, b) = (lpath[j], rpath[j]);
+            // SAFETY (both loops): internal nodes, used slots.
+            if a.node == b.node {
+                for c in a.off + 1..b.off {
+                    doomed.push(unsafe { a.node.child(c) });
+                }
+            } else {
+                for c in a.off + 1..a.node.count() {
+                    doomed.push(unsafe { a.node.child(c) });
+                }
+                for c in 0..b.off {
+                    doomed.push(unsafe { b.node.child(c) });
+                }
+            }
+        }
+
+        let mut fresh = Fresh { nodes: ArrayVec::new() };
+        let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
+        let plan = self.plan(&mut lpath, &mut rpath, &mut content, &mut fresh, &mut old);
+        let publish = match plan {
+            Ok(p) => p,
+            Err(e) => {
+                fresh.abandon();
+                return Err(e.into());
+            }
+        };
+
+        // ---- commit: nothing below can fail ----
+        let delta_add = usize::from(!entry.is_null()) + usize::from(is_split);
+        for n in &fresh.nodes {
+            if !n.is_leaf() {
+                fix_children(*n);
+            }
+        }
+        let top_level = self.publish(publish, &lpath, &content);
+        if let Some(level) = top_level {
+            self.update_gaps(&lpath, level);
+        }
+        self.collapse_root(&mut old, &fresh);
+        for n in old {
+            // SAFETY: replaced nodes are unreachable now; each is listed once.
+            unsafe { free_node(n) };
+        }
+        for d in doomed {
+            // SAFETY: subtrees inside [first, last] are unreachable now.
+            unsafe { free_subtree(d, &mut |v| removed.push(v)) };
+        }
+        self.len = self.len + delta_add - removed.len();
+        Ok(Stored { removed, used_split: is_split })
+    }
+
+    /// Store into an empty tree.
+    fn store_empty_root(&mut self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
+        let none = Stored { removed: Removed::default(), used_split: false };
+        if entry.is_null() {
+            return Ok(none);
+        }
+        let mut content = Content::new();
+        if first > 0 {
+            content.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
+        }
+        content.push(Item { last, slot: entry, gap: 0 });
+        if last < u64::MAX {
+            content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
+        }
+        let node = alloc_node(Kind::Leaf)?;
+        node.fill(&content);
+        node.set_root_parent();
+        self.root.store(node.encode(), Ordering::Release);
+        self.height = 1;
+        self.len = 1;
+        Ok(none)
+    }
+
+    /// Phase 1: allocate and fill every new node, level by level.
+    fn plan(
+        &self,
+        lpath: &mut Path,
+        rpath: &mut Path,
+        content: &mut Content,
+        fresh: &mut Fresh,
+        old: &mut ArrayVec<NodeRef, 160>,
+    ) -> Result<Publish, AllocError> {
+        let leaf = lpath.len() - 1;
+        let mut d = leaf;
+        let mut cmin = lpath[leaf].min;
+        let mut cmax = rpath[leaf].max;
+        loop {
+            let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
+            let mut extended = false;
+            if d > 0 && content.len() < kind.min_fill() && cmax != u64::MAX {
+                let nb = right_neighbour(lpath, rpath, d, old);
+                nb.node.read_items(nb.max, 0..nb.node.count(), content);
+                extended = true;
+            }
+            let single = !extended && lpath[d].node == rpath[d].node;
+            let ends = split_points(content, kind);
+            if single && ends.len() == 1 {
+                if !self.rcu {
+                    return Ok(Publish::InPlace { level: d });
+                }
+                let node = fresh.alloc(kind)?;
+                node.fill(content);
+                old.push(lpath[d].node);
+                return Ok(Publish::Replace { level: d, node });
+            }
+            old.push(lpath[d].node);
+            if rpath[d].node != lpath[d].node {
+                old.push(rpath[d].node);
+            }
+            let mut up: ArrayVec<Item, 8> = ArrayVec::new();
+            let mut start = 0;
+            let mut part_min = cmin;
+            for &end in &ends {
+                let node = fresh.alloc(kind)?;
+                let part = &content[start..end];
+                node.fill(part);
+                let part_max = part[part.len() - 1].last;
+                let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
+                up.push(Item { last: part_max, slot: node.encode(), gap });
+                part_min = part_max.wrapping_add(1);
+                start = end;
+            }
+            if d == 0 {
+                let mut height = lpath.len();
+                while up.len() > 1 {
+                    let node = fresh.alloc(self.inner_kind())?;
+                    node.fill(&up);
+                    let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
+                    up.clear();
+                    up.push(Item { last: u64::MAX, slot: node.encode(), gap });
+                    height += 1;
+                }
+                // SAFETY: `up[0]` encodes a fresh node.
+                let node = unsafe { NodeRef::decode(up[0].slot) };
+                return Ok(Publish::Root { node, height });
+            }
+            let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
+            content.clear();
+            lp.node.read_items(lp.max, 0..lp.off, content);
+            content.extend(up);
+            rp.node.read_items(rp.max, rp.off + 1..rp.node.count(), content);
+            cmin = lp.min;
+            cmax = rp.max;
+            d -= 1;
+        }
+    }
+
+    /// Makes the plan visible. Returns the level whose ancestors' gaps must
+    /// be refreshed (None when the root changed).
+    fn publish(&mut self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
+        match publish {
+            Publish::InPlace { level } => {
+                let node = lpath[level].node;
+                node.fill(content);
+                if !node.is_leaf() {
+                    fix_children(node);
+                }
+                Some(level)
+            }
+            Publish::Replace { level: 0, node } => {
+                self.set_root(node, self.height);
+                None
+            }
+            Publish::Replace { level, node } => {
+                let p = lpath[level - 1];
+                node.set_parent(p.node, p.off);
+                p.node.set_slot(p.off, node.encode());
+                Some(level)
+            }
+            Publish::Root { node, height } => {
+                self.set_root(node, height);
+                None
+            }
+        }
+    }
+
+    fn set_root(&mut self, node: NodeRef, height: usize) {
+        node.set_root_parent();
+        self.root.store(node.encode(), Ordering::Release);
+        self.height = height;
+    }
+
+    /// Drops root levels with a single child, and a root leaf that holds
+    /// only one empty range (the tree is then empty).
+    fn collapse_root(&mut self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh) {
+        let Some(mut node) = self.root_node() else { return };
+        let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
+            if fresh.nodes.contains(&n) {
+                // SAFETY: a fresh node is listed nowhere else and is now unreachable.
+                unsafe { free_node(n) };
+            } else {
+                old.push(n);
+            }
+        };
+        let mut changed = false;
+        while !node.is_leaf() && node.count() == 1 {
+            // SAFETY: internal node with one used slot.
+            let child = unsafe { node.child(0) };
+            retire(node, old);
+            node = child;
+            self.height -= 1;
+            changed = true;
+        }
+        if node.is_leaf() && node.count() == 1 && node.slot(0).is_null() {
+            retire(node, old);
+            self.root.store(ptr::null_mut(), Ordering::Release);
+            self.height = 0;
+        } else if changed {
+            self.set_root(node, self.height);
+        }
+    }
+
+    /// Refreshes the gap recorded for `lpath[level].node`'s position in each
+    /// ancestor, stopping as soon as a value does not change.
+    fn update_gaps(&self, lpath: &Path, level: usize) {
+        if !self.gaps {
+            return;
+        }
+        let mut j = level;
+        while j > 0 {
+            let p = lpath[j - 1];
+            let (lo, hi) = p.slot_range();
+            // SAFETY: internal node, used slot.
+            let child = unsafe { p.node.child(p.off) };
+            let g = child.max_gap(lo, hi);
+            if p.node.gap(p.off) == g {
+                return;
+            }
+            p.node.set_gap(p.off, g);
+            p.node.refresh_gap_offset();
+            j -= 1;
+        }
+    }
+}
+
+/// Points every child of `node` back at it.
+fn fix_children(node: NodeRef) {
+    for i in 0..node.count() {
+        // SAFETY: internal node, used slot.
+        unsafe { node.child(i) }.set_parent(node, i);
+    }
+}
+
+/// Moves the right path at level `d` to the next node to the right (a
+/// sibling, or a cousin under a different parent) and returns it. Nodes that
+/// leave the right path are queued in `old`. The caller has checked that
+/// the current right node is not on the right-most spine, so a neighbour
+/// exists.
+fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<NodeRef, 160>) -> Level {
+    let mut j = d;
+    while j > 0 {
+        j -= 1;
+        if rpath[j].off + 1 < rpath[j].node.count() {
+            break;
+        }
+    }
+    debug_assert!(rpath[j].off + 1 < rpath[j].node.count(), "no right neighbour");
+    for k in j + 1..=d {
+        if rpath[k].node != lpath[k].node {
+            old.push(rpath[k].node);
+        }
+    }
+    rpath[j].off += 1;
+    rpath.truncate(j + 1);
+    while rpath.len() <= d {
+        let top = rpath[rpath.len() - 1];
+        let (min, max) = top.slot_range();
+        // SAFETY: internal node (we are above level d), used slot.
+        let node = unsafe { top.node.child(top.off) };
+        rpath.push(Level { node, min, max, off: 0 });
+    }
+    rpath[d]
+}

@@ -1,0 +1,641 @@
+//! The typed tree and its normal API.
+
+use core::{
+    fmt,
+    marker::PhantomData,
+    mem::ManuallyDrop,
+    ops::{Bound, RangeBounds, RangeInclusive},
+    ptr::{self, NonNull},
+};
+
+use crate::{
+    cursor::{Cursor, CursorMut},
+    error::{AllocError, Error, InsertError},
+    handle::Handle,
+    raw::{Path, RawTree},
+    store::{Removed, StoreFail},
+    validate::ValidateError,
+};
+
+/// A map from non-overlapping inclusive `u64` ranges to values: the Linux
+/// maple tree.
+///
+/// A fresh tree is one empty range `[0, u64::MAX]`. Storing over a range
+/// overwrites whatever was there, trimming or splitting neighbours; storing
+/// nothing empties a range. Values are [`Handle`]s: `Box<T>`, `Arc<T>` or
+/// inline integers ([`crate::U63`]).
+///
+/// ```
+/// use maple_tree::MapleTree;
+/// let mut t: MapleTree<Box<&str>> = MapleTree::new();
+/// t.insert_range(0x1000..=0x1fff, Box::new("text")).unwrap();
+/// t.insert_range(0x3000..0x4000, Box::new("data")).unwrap();
+/// assert_eq!(t.load(0x1234), Some(&"text"));
+/// assert_eq!(t.load(0x2000), None);
+/// let (range, v) = t.next_after(0x2000).unwrap();
+/// assert_eq!((range, *v), (0x3000..=0x3fff, "data"));
+/// ```
+pub struct MapleTree<V: Handle> {
+    pub(crate) raw: RawTree,
+    _values: PhantomData<V>,
+}
+
+// SAFETY: the tree owns its values; moving it to another thread moves them.
+unsafe impl<V: Handle + Send> Send for MapleTree<V> {}
+// SAFETY: `&MapleTree` hands out shared borrows of values only.
+unsafe impl<V: Handle + Sync> Sync for MapleTree<V> {}
+
+/// Converts any `RangeBounds<u64>` to an inclusive `(first, last)`.
+pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Error> {
+    let first = match r.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_add(1).ok_or(Error::InvalidRange)?,
+        Bound::Unbounded => 0,
+    };
+    let last = match r.end_bound() {
+        Bound::Included(&e) => e,
+        Bound::Excluded(&e) => e.checked_sub(1).ok_or(Error::InvalidRange)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    if first > last {
+        return Err(Error::InvalidRange);
+    }
+    Ok((first, last))
+}
+
+fn abort_oom() -> ! {
+    std::alloc::handle_alloc_error(std::alloc::Layout::new::<crate::node::Node>())
+}
+
+impl<V: Handle> Default for MapleTree<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// An empty tree without gap tracking.
+    pub const fn new() -> Self {
+        MapleTree { raw: RawTree::new(false), _values: PhantomData }
+    }
+
+    /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
+    /// nodes keep the largest empty range below each child, making
+    /// [`empty_area`](Self::empty_area) O(log n).
+    pub const fn with_gaps() -> Self {
+        MapleTree { raw: RawTree::new(true), _values: PhantomData }
+    }
+
+    /// Whether this tree tracks gaps.
+    pub fn tracks_gaps(&self) -> bool {
+        self.raw.gaps
+    }
+
+    /// Number of entries (non-empty ranges).
+    pub fn len(&self) -> usize {
+        self.raw.len
+    }
+
+    /// True if no entry is stored.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// Levels of nodes (0 for an empty tree).
+    pub fn height(&self) -> usize {
+        self.raw.height
+    }
+
+    #[inline]
+    fn borrow<'a>(&'a self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
+        // SAFETY: non-null slot words are handles owned by the tree, alive
+        // while `self` is borrowed.
+        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+    }
+
+    /// The value stored at `index`.
+    #[inline]
+    pub fn load(&self, index: u64) -> Option<V::Borrowed<'_>> {
+        self.borrow(self.raw.load(index))
+    }
+
+    /// The entry containing `index` with its range.
+    pub fn get_range(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        let (lo, hi, v) = self.raw.lookup(index);
+        self.borrow(v).map(|b| (lo..=hi, b))
+    }
+
+    /// True if anything is stored at `index`.
+    pub fn contains(&self, index: u64) -> bool {
+        !self.raw.load(index).is_null()
+    }
+
+    /// Is every index of `[first, last]` empty?
+    fn range_is_empty(&self, first: u64, last: u64) -> bool {
+        let (_, hi, v) = self.raw.lookup(first);
+        // Empty ranges never touch, so one empty slot is the whole free run.
+        v.is_null() && hi >= last
+    }
+
+    /// The one place that turns typed writes into engine calls: returns the
+    /// removed value words, or gives `entry` back on failure. `split` is
+    /// used for the right-hand piece if the write cuts an entry in two.
+    fn write(&mut self, first: u64, last: u64, entry: Option<V>, split: Option<V>) -> Result<Removed, (Error, Option<V>)> {
+        let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
+        let s = split.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
+        // SAFETY: first <= last (callers check); e and s are fresh handles.
+        let res = unsafe { self.raw.store(first, last, e, s) };
+        let take_back = |w: *mut ()| {
+            // SAFETY: the engine did not keep this word; we own it again.
+            NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
+        };
+        match res {
+            Ok(stored) => {
+                if !stored.used_split {
+                    drop(take_back(s));
+                }
+                Ok(stored.removed)
+            }
+            Err(fail) => {
+                drop(take_back(s));
+                let cause = match fail {
+                    StoreFail::Alloc => Error::NoMemory,
+                    StoreFail::NeedSplit => Error::InvalidRange,
+                };
+                Err((cause, take_back(e)))
+            }
+        }
+    }
+
+    fn drop_removed(removed: Removed) {
+        for nn in removed.into_iter() {
+            // SAFETY: the tree gave up these words; each is dropped once.
+            drop(unsafe { V::from_raw(nn) });
+        }
+    }
+
+    /// A copy of the value behind `raw`, for the piece of a cut entry.
+    fn clone_raw(&mut self, raw: *mut ()) -> Option<V>
+    where
+        V: Clone,
+    {
+        let nn = NonNull::new(raw)?;
+        // SAFETY: `raw` is a handle owned by the tree; `&mut self` proves no
+        // borrow of it is live, and ManuallyDrop keeps ownership in the tree.
+        let tmp = ManuallyDrop::new(unsafe { V::from_raw(nn) });
+        Some((*tmp).clone())
+    }
+
+    /// Stores `value` over `range` only if every index in it is empty.
+    ///
+    /// ```
+    /// use maple_tree::{Error, MapleTree, U63};
+    /// let mut t = MapleTree::new();
+    /// t.insert_range(5..=9, U63::from(1u32)).unwrap();
+    /// let err = t.insert_range(9..=12, U63::from(2u32)).unwrap_err();
+    /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
+    /// ```
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        let (first, last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        if !self.range_is_empty(first, last) {
+            return Err(InsertError { value, cause: Error::Occupied });
+        }
+        match self.write(first, last, Some(value), None) {
+            Ok(removed) => {
+                debug_assert_eq!(removed.len(), 0);
+                Ok(())
+            }
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+        }
+    }
+
+    /// Inserts `value` at the single index `index`.
+    pub fn insert(&mut self, index: u64, value: V) -> Result<(), InsertError<V>> {
+        self.insert_range(index..=index, value)
+    }
+
+    /// Stores `value` over `range`, overwriting (and dropping) whatever was
+    /// there. Entries that stick out of the range are trimmed; an entry cut in
+    /// two by it keeps its value on the left and a clone on the right.
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        let (first, last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let split = self.split_clone(first, last);
+        match self.write(first, last, Some(value), split) {
+            Ok(removed) => {
+                Self::drop_removed(removed);
+                Ok(())
+            }
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+        }
+    }
+
+    /// Stores `value` at the single index `index`, overwriting.
+    pub fn store(&mut self, index: u64, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        self.store_range(index..=index, value)
+    }
+
+    /// The clone needed if a write over `[first, last]` cuts an entry in two.
+    fn split_clone(&mut self, first: u64, last: u64) -> Option<V>
+    where
+        V: Clone,
+    {
+        let (lo, hi, v) = self.raw.lookup(first);
+        if lo < first && hi > last {
+            self.clone_raw(v)
+        } else {
+            None
+        }
+    }
+
+    /// Empties `range`: entries inside are dropped, entries sticking out are
+    /// trimmed (an entry cut in two keeps a clone on the right).
+    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    where
+        V: Clone,
+    {
+        let (first, last) = to_inclusive(&range)?;
+        let split = self.split_clone(first, last);
+        let removed = self.write(first, last, None, split).map_err(|(e, _)| e)?;
+        Self::drop_removed(removed);
+        Ok(())
+    }
+
+    /// Removes the whole entry containing `index` and returns it.
+    ///
+    /// Aborts like `std` collections if a node cannot be allocated; see
+    /// [`try_erase`](Self::try_erase).
+    pub fn erase(&mut self, index: u64) -> Option<V> {
+        self.try_erase(index).unwrap_or_else(|_| abort_oom())
+    }
+
+    /// [`erase`](Self::erase) that reports allocation failure (the tree is
+    /// then unchanged).
+    pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
+        let (lo, hi, v) = self.raw.lookup(index);
+        if v.is_null() {
+            return Ok(None);
+        }
+        let removed = self.write(lo, hi, None, None).map_err(|_| AllocError)?;
+        let mut it = removed.into_iter();
+        let out = it.next();
+        debug_assert!(it.next().is_none());
+        // SAFETY: the one value the write took out; ours now.
+        Ok(out.map(|nn| unsafe { V::from_raw(nn) }))
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.raw.clear_with(&mut |w| {
+            // SAFETY: each value word is handed over exactly once.
+            drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+        });
+    }
+
+    /// First entry whose range ends at or after `index` (kernel `mt_find`).
+    pub fn next_after(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        let mut c = self.cursor(index);
+        c.get_entry().or_else(|| c.next())
+    }
+
+    /// Last entry that starts at or before `index` (kernel `mt_prev` from
+    /// `index + 1`).
+    pub fn prev_before(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        let mut c = self.cursor(index);
+        c.get_entry().or_else(|| c.prev())
+    }
+
+    /// Iterates over all entries in ascending order.
+    pub fn iter(&self) -> Iter<'_, V> {
+        self.range(..)
+    }
+
+    /// Iterates over the entries that overlap `range`, ascending. An invalid
+    /// range yields nothing.
+    pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
+        match to_inclusive(&range) {
+            Ok((first, last)) => Iter { tree: self, path: self.raw.walk(first), last, done: false },
+            Err(_) => Iter { tree: self, path: Path::new(), last: 0, done: true },
+        }
+    }
+
+    /// A read cursor positioned at the range containing `index`.
+    pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
+        Cursor::new(self, index)
+    }
+
+    /// A write cursor positioned at the range containing `index`.
+    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V> {
+        CursorMut::new(self, index)
+    }
+
+    /// Lowest `start` such that `[start, start + size - 1]` is empty and lies
+    /// inside `window` (kernel `mas_empty_area`). O(log n) on gap-tracking
+    /// trees; a leaf scan on plain ones.
+    ///
+    /// Errors: [`Error::InvalidRange`] for a size of 0 or a window that is
+    /// invalid or smaller than `size`; [`Error::Busy`] if nothing fits.
+    pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+        let (min, max) = to_inclusive(&window)?;
+        self.raw.empty_area(min, max, size)
+    }
+
+    /// Highest `start` such that `[start, start + size - 1]` is empty and
+    /// inside `window` (kernel `mas_empty_area_rev`).
+    pub fn empty_area_rev(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+        let (min, max) = to_inclusive(&window)?;
+        self.raw.empty_area_rev(min, max, size)
+    }
+
+    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+        let start = match found {
+            Ok(s) => s,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        match self.write(start, start + (size - 1), Some(value), None) {
+            Ok(_) => Ok(start),
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+        }
+    }
+
+    /// Stores `value` in the lowest empty window of `size` inside `window`
+    /// and returns its start (kernel `mtree_alloc_range`).
+    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+        let found = self.empty_area(window, size);
+        self.alloc_at(found, size, value)
+    }
+
+    /// Stores `value` in the highest empty window of `size` inside `window`
+    /// and returns its start (kernel `mtree_alloc_rrange`).
+    pub fn alloc_range_rev(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+        let found = self.empty_area_rev(window, size);
+        self.alloc_at(found, size, value)
+    }
+
+    /// Allocates one id in `window`, searching upwards from `*next` and
+    /// wrapping once to the start of the window (kernel
+    /// `mtree_alloc_cyclic`). Returns the id and whether the search wrapped;
+    /// `*next` becomes the id after it.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    /// let mut t = MapleTree::with_gaps();
+    /// let mut next = 0;
+    /// let v = || U63::from(0u32);
+    /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (0, false));
+    /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (1, false));
+    /// t.erase(0);
+    /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (2, false));
+    /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (0, true));
+    /// ```
+    pub fn alloc_cyclic(&mut self, window: impl RangeBounds<u64>, next: &mut u64, value: V) -> Result<(u64, bool), InsertError<V>> {
+        let (lo, hi) = match to_inclusive(&window) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let start = (*next).clamp(lo, hi);
+        let mut wrapped = false;
+        let mut found = self.raw.empty_area(start, hi, 1);
+        if found == Err(Error::Busy) && start > lo {
+            wrapped = true;
+            found = self.raw.empty_area(lo, start - 1, 1);
+        }
+        let id = self.alloc_at(found, 1, value)?;
+        *next = if id == hi { lo } else { id + 1 };
+        Ok((id, wrapped))
+    }
+
+    /// Builds a plain tree from entries sorted by range, in O(n), with every
+    /// node full except along the right-most spine.
+    ///
+    /// Fails with [`Error::InvalidRange`] if the ranges are not ascending and
+    /// disjoint or one has `first > last` (all values are dropped then).
+    pub fn from_sorted(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+        let mut t = Self::new();
+        t.build(entries)?;
+        Ok(t)
+    }
+
+    /// [`from_sorted`](Self::from_sorted) for a gap-tracking tree.
+    pub fn from_sorted_with_gaps(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+        let mut t = Self::with_gaps();
+        t.build(entries)?;
+        Ok(t)
+    }
+
+    fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
+        let iter = entries.into_iter().map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
+        self.raw.build_sorted(iter, &mut |w| {
+            // SAFETY: the builder hands back words it did not keep, once each.
+            drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+        })
+    }
+
+    /// Checks every structural invariant (see the crate docs).
+    pub fn validate(&self) -> Result<(), ValidateError> {
+        self.raw.validate()
+    }
+
+    /// A text picture of the nodes, for debugging.
+    pub fn dump(&self) -> String
+    where
+        for<'a> V::Borrowed<'a>: fmt::Debug,
+    {
+        let mut out = String::new();
+        self.raw.dump(&mut out, &|w| match self.borrow(w) {
+            Some(b) => format!("{b:?}"),
+            None => "-".into(),
+        });
+        out
+    }
+
+    /// Test hook: build every multi-word change in fresh nodes, as the
+    /// concurrent mode will, instead of updating in place.
+    #[doc(hidden)]
+    pub fn set_fresh_node_writes(&mut self, on: bool) {
+        self.raw.rcu = on;
+    }
+}
+
+impl<V: Handle> Drop for MapleTree<V> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl<V: Handle> fmt::Debug for MapleTree<V>
+where
+    for<'a> V::Borrowed<'a>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<V: Handle + Clone> Clone for MapleTree<V> {
+    fn clone(&self) -> Self {
+        let entries: Vec<_> = self.raw_entries().map(|(lo, hi, w)| {
+            // SAFETY: `w` is a live handle of this tree; ManuallyDrop keeps
+            // ownership here while we clone it.
+            let tmp = ManuallyDrop::new(unsafe { V::from_raw(w) });
+            (lo..=hi, (*tmp).clone())
+        }).collect();
+        let mut t = if self.raw.gaps { Self::with_gaps() } else { Self::new() };
+        if t.build(entries).is_err() {
+            abort_oom();
+        }
+        t
+    }
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// All entries as raw words.
+    pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
+        RawIter { path: self.raw.walk(0), last: u64::MAX, done: false }
+    }
+}
+
+/// Raw walk over leaf slots shared by the iterators.
+struct RawIter {
+    path: Path,
+    last: u64,
+    done: bool,
+}
+
+impl Iterator for RawIter {
+    type Item = (u64, u64, NonNull<()>);
+    fn next(&mut self) -> Option<Self::Item> {
+        next_entry(&mut self.path, self.last, &mut self.done)
+    }
+}
+
+/// Advances a leaf walk to the next non-empty slot that starts at or before
+/// `last`.
+fn next_entry(path: &mut Path, last: u64, done: &mut bool) -> Option<(u64, u64, NonNull<()>)> {
+    while !*done {
+        let Some(lv) = path.last() else {
+            *done = true;
+            return None;
+        };
+        let (lo, hi) = lv.slot_range();
+        if lo > last {
+            *done = true;
+            return None;
+        }
+        let v = lv.node.slot(lv.off);
+        if hi >= last || !RawTree::step_next(path) {
+            *done = true;
+        }
+        if let Some(nn) = NonNull::new(v) {
+            return Some((lo, hi, nn));
+        }
+    }
+    None
+}
+
+/// Iterator over entries in ascending order; see [`MapleTree::iter`].
+pub struct Iter<'a, V: Handle> {
+    tree: &'a MapleTree<V>,
+    path: Path,
+    last: u64,
+    done: bool,
+}
+
+impl<'a, V: Handle> Iterator for Iter<'a, V> {
+    type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let (lo, hi, nn) = next_entry(&mut self.path, self.last, &mut self.done)?;
+        let tree: &'a MapleTree<V> = self.tree;
+        tree.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+    }
+}
+
+impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
+
+impl<V: Handle> fmt::Debug for Iter<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter").field("done", &self.done).finish_non_exhaustive()
+    }
+}
+
+impl<'a, V: Handle> IntoIterator for &'a MapleTree<V> {
+    type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
+    type IntoIter = Iter<'a, V>;
+    fn into_iter(self) -> Iter<'a, V> {
+        self.iter()
+    }
+}
+
+/// Owning iterator; see `IntoIterator for MapleTree`.
+pub struct IntoIter<V> {
+    inner: std::vec::IntoIter<(RangeInclusive<u64>, V)>,
+}
+
+impl<V> Iterator for IntoIter<V> {
+    type Item = (RangeInclusive<u64>, V);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<V> ExactSizeIterator for IntoIter<V> {}
+
+impl<V> fmt::Debug for IntoIter<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntoIter").field("remaining", &self.inner.len()).finish()
+    }
+}
+
+impl<V: Handle> IntoIterator for MapleTree<V> {
+    type Item = (RangeInclusive<u64>, V);
+    type IntoIter = IntoIter<V>;
+    /// Takes every entry out in ascending order (collected up front).
+    fn into_iter(mut self) -> IntoIter<V> {
+        let words: Vec<_> = self.raw_entries().collect();
+        // Free the nodes but keep the values: they move into the iterator.
+        self.raw.clear_with(&mut |_| {});
+        let items: Vec<_> = words
+            .into_iter()
+            // SAFETY: the nodes are gone; each word is taken back once.
+            .map(|(lo, hi, w)| (lo..=hi, unsafe { V::from_raw(w) }))
+            .collect();
+        IntoIter { inner: items.into_iter() }
+    }
+}
+
+/// Collects with [`store_range`](MapleTree::store_range) semantics: later
+/// ranges overwrite earlier ones. Empty or inverted ranges are skipped.
+impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> {
+    fn from_iter<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(iter: I) -> Self {
+        let mut t = MapleTree::new();
+        t.extend(iter);
+        t
+    }
+}
+
+/// Stores each pair with [`store_range`](MapleTree::store_range); empty or
+/// inverted ranges are skipped. Aborts on allocation failure, like `std`.
+impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
+    fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
+        for (r, v) in iter {
+            match self.store_range(r, v) {
+                Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
+                Err(_) => abort_oom(),
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! A deliberately simple reference model: a `BTreeMap` from range start to
+//! (range end, value), and helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use maple_tree::{Error, MapleTree, U63};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Model {
+    pub map: BTreeMap<u64, (u64, u64)>,
+}
+
+impl Model {
+    /// Entry containing `index`.
+    pub fn get(&self, index: u64) -> Option<(u64, u64, u64)> {
+        let (&s, &(e, v)) = self.map.range(..=index).next_back()?;
+        (e >= index).then_some((s, e, v))
+    }
+
+    /// Empties `[first, last]`, trimming/splitting neighbours.
+    pub fn clear(&mut self, first: u64, last: u64) {
+        let overlapping: Vec<_> = self
+            .map
+            .range(..=last)
+            .filter(|(_, &(e, _))| e >= first)
+            .map(|(&s, &(e, v))| (s, e, v))
+            .collect();
+        for (s, e, v) in overlapping {
+            self.map.remove(&s);
+            if s < first {
+                self.map.insert(s, (first - 1, v));
+            }
+            if e > last {
+                self.map.insert(last + 1, (e, v));
+            }
+        }
+    }
+
+    pub fn store(&mut self, first: u64, last: u64, v: u64) {
+        self.clear(first, last);
+        self.map.insert(first, (last, v));
+    }
+
+    pub fn is_free(&self, first: u64, last: u64) -> bool {
+        !self.map.range(..=last).any(|(_, &(e, _))| e >= first)
+    }
+
+    pub fn erase(&mut self, index: u64) -> Option<(u64, u64, u64)> {
+        let (s, e, v) = self.get(index)?;
+        self.map.remove(&s);
+        Some((s, e, v))
+    }
+
+    /// First entry whose range ends at or after `index`.
+    pub fn next(&self, index: u64) -> Option<(u64, u64, u64)> {
+        self.get(index).or_else(|| self.map.range(index..).next().map(|(&s, &(e, v))| (s, e, v)))
+    }
+
+    /// Last entry starting at or before `index`.
+    pub fn prev(&self, index: u64) -> Option<(u64, u64, u64)> {
+        self.map.range(..=index).next_back().map(|(&s, &(e, v))| (s, e, v))
+    }
+
+    /// Free runs (maximal empty ranges) in ascending order.
+    pub fn free_runs(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut next: Option<u64> = Some(0);
+        for (&s, &(e, _)) in &self.map {
+            if let Some(n) = next {
+                if s > n {
+                    out.push((n, s - 1));
+                }
+            }
+            next = e.checked_add(1);
+        }
+        if let Some(n) = next {
+            out.push((n, u64::MAX));
+        }
+        out
+    }
+
+    pub fn gap(&self, min: u64, max: u64, size: u64, rev: bool) -> Result<u64, Error> {
+        if size == 0 || min > max || (max - min).saturating_add(1) < size {
+            return Err(Error::InvalidRange);
+        }
+        let fits = |(a, b): (u64, u64)| {
+            let lo = a.max(min);
+            let hi = b.min(max);
+            (lo <= hi && (hi - lo).saturating_add(1) >= size).then_some((lo, hi))
+        };
+        let runs = self.free_runs();
+        let found = if rev {
+            runs.into_iter().rev().find_map(fits).map(|(_, hi)| hi - (size - 1))
+        } else {
+            runs.into_iter().find_map(fits).map(|(lo, _)| lo)
+        };
+        found.ok_or(Error::Busy)
+    }
+
+    pub fn entries(&self) -> Vec<(u64, u64, u64)> {
+        self.map.iter().map(|(&s, &(e, v))| (s, e, v)).collect()
+    }
+}
+
+pub fn v(x: u64) -> U63 {
+    U63::new_truncate(x)
+}
+
+pub fn entries(t: &MapleTree<U63>) -> Vec<(u64, u64, u64)> {
+    t.iter().map(|(r, v)| (*r.start(), *r.end(), v.get())).collect()
+}
+
+/// Validates and compares the full contents, with a dump on failure.
+pub fn check(t: &MapleTree<U63>, m: &Model, what: &str) {
+    if let Err(e) = t.validate() {
+        panic!("{what}: {e}\n{}", t.dump());
+    }
+    let got = entries(t);
+    let want = m.entries();
+    if got != want {
+        panic!("{what}: contents differ\n got {got:x?}\nwant {want:x?}\n{}", t.dump());
+    }
+    assert_eq!(t.len(), want.len(), "{what}: len");
+}
