@@ -1,0 +1,240 @@
+//! Differential tests against the simple model in `common`, with
+//! `validate()` after every operation, in both tree flavours and in both
+//! write modes (in-place when `&mut` allows it, and fresh nodes always).
+
+mod common;
+
+use common::*;
+use maple_tree::{Error, MapleTree, U63};
+use proptest::prelude::*;
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Store(u64, u64, u64),
+    Insert(u64, u64, u64),
+    Clear(u64, u64),
+    Erase(u64),
+    Load(u64),
+    Next(u64),
+    Prev(u64),
+    Gap(u64, u64, u64),
+    RGap(u64, u64, u64),
+    Alloc(u64, u64, u64, bool),
+    CursorWalk(u64, bool),
+}
+
+fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
+    let what = format!("step {step}: {op:x?}");
+    match *op {
+        Op::Store(f, l, x) => {
+            let r = t.store_range(f..=l, v(x));
+            if f > l {
+                assert_eq!(r.unwrap_err().cause, Error::InvalidRange, "{what}");
+            } else {
+                r.unwrap();
+                m.store(f, l, x);
+            }
+        }
+        Op::Insert(f, l, x) => {
+            let r = t.insert_range(f..=l, v(x));
+            if f > l {
+                assert_eq!(r.unwrap_err().cause, Error::InvalidRange, "{what}");
+            } else if m.is_free(f, l) {
+                r.unwrap();
+                m.store(f, l, x);
+            } else {
+                let e = r.unwrap_err();
+                assert_eq!((e.cause, e.value.get()), (Error::Occupied, x), "{what}");
+            }
+        }
+        Op::Clear(f, l) => {
+            let r = t.remove_range(f..=l);
+            if f > l {
+                assert_eq!(r, Err(Error::InvalidRange), "{what}");
+            } else {
+                r.unwrap();
+                m.clear(f, l);
+            }
+        }
+        Op::Erase(i) => {
+            let got = t.erase(i).map(|x| x.get());
+            let want = m.erase(i).map(|e| e.2);
+            assert_eq!(got, want, "{what}");
+        }
+        Op::Load(i) => {
+            assert_eq!(t.load(i).map(|x| x.get()), m.get(i).map(|e| e.2), "{what}");
+            let got = t.get_range(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            assert_eq!(got, m.get(i), "{what}");
+        }
+        Op::Next(i) => {
+            let got = t.next_after(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            assert_eq!(got, m.next(i), "{what}");
+        }
+        Op::Prev(i) => {
+            let got = t.prev_before(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            assert_eq!(got, m.prev(i), "{what}");
+        }
+        Op::Gap(a, b, s) => assert_eq!(t.empty_area(a..=b, s), m.gap(a, b, s, false), "{what}"),
+        Op::RGap(a, b, s) => assert_eq!(t.empty_area_rev(a..=b, s), m.gap(a, b, s, true), "{what}"),
+        Op::Alloc(a, b, s, rev) => {
+            let want = m.gap(a, b, s, rev);
+            let got = if rev { t.alloc_range_rev(a..=b, s, v(s)) } else { t.alloc_range(a..=b, s, v(s)) };
+            match want {
+                Ok(start) => {
+                    assert_eq!(got.map_err(|e| e.cause), Ok(start), "{what}");
+                    m.store(start, start + (s - 1), s);
+                }
+                Err(e) => assert_eq!(got.map_err(|e| e.cause), Err(e), "{what}"),
+            }
+        }
+        Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
+    }
+    check(t, m, &what);
+}
+
+/// Walks every range (entries and gaps) from `i` to one end and compares
+/// with the model's entries and free runs.
+fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str) {
+    let mut want: Vec<(u64, u64, Option<u64>)> = m.entries().into_iter().map(|(s, e, x)| (s, e, Some(x))).collect();
+    want.extend(m.free_runs().into_iter().map(|(s, e)| (s, e, None)));
+    want.sort();
+    let start = want.iter().position(|&(s, e, _)| s <= i && i <= e).unwrap();
+    let mut c = t.cursor(i);
+    let mut got = vec![(*c.range().start(), *c.range().end(), c.get().map(U63::get))];
+    loop {
+        let step = if forward { c.next_range() } else { c.prev_range() };
+        match step {
+            Some((r, x)) => got.push((*r.start(), *r.end(), x.map(U63::get))),
+            None => break,
+        }
+    }
+    let expect: Vec<_> = if forward { want[start..].to_vec() } else { want[..=start].iter().rev().cloned().collect() };
+    assert_eq!(got, expect, "{what}: cursor walk");
+    // Entry-only stepping matches too.
+    let mut c = t.cursor(i);
+    let mut got = Vec::new();
+    while let Some((r, x)) = if forward { c.next() } else { c.prev() } {
+        got.push((*r.start(), *r.end(), x.get()));
+    }
+    let expect: Vec<_> = expect[1..].iter().filter_map(|&(s, e, x)| x.map(|x| (s, e, x))).collect();
+    assert_eq!(got, expect, "{what}: cursor next/prev");
+}
+
+fn key(max: u64) -> impl Strategy<Value = u64> + Clone {
+    prop_oneof![
+        8 => 0..max,
+        1 => Just(0u64),
+        1 => (u64::MAX - 64)..=u64::MAX,
+    ]
+}
+
+fn op(max: u64) -> impl Strategy<Value = Op> {
+    let range = (key(max), 0..64u64).prop_map(|(f, len)| (f, f.saturating_add(len)));
+    prop_oneof![
+        6 => (range.clone(), any::<u32>()).prop_map(|((f, l), x)| Op::Store(f, l, x.into())),
+        6 => (range.clone(), any::<u32>()).prop_map(|((f, l), x)| Op::Insert(f, l, x.into())),
+        2 => range.clone().prop_map(|(f, l)| Op::Clear(f, l)),
+        1 => (key(max), key(max)).prop_map(|(f, l)| Op::Clear(f.min(l), f.max(l))),
+        1 => (key(max), key(max)).prop_map(|(f, l)| Op::Store(f, l, 7)),
+        3 => key(max).prop_map(Op::Erase),
+        2 => key(max).prop_map(Op::Load),
+        1 => key(max).prop_map(Op::Next),
+        1 => key(max).prop_map(Op::Prev),
+        1 => (key(max), key(max), 0..200u64).prop_map(|(a, b, s)| Op::Gap(a, b, s)),
+        1 => (key(max), key(max), 0..200u64).prop_map(|(a, b, s)| Op::RGap(a, b, s)),
+        1 => (key(max), key(max), 1..50u64, any::<bool>()).prop_map(|(a, b, s, r)| Op::Alloc(a.min(b), a.max(b), s, r)),
+        1 => (key(max), any::<bool>()).prop_map(|(i, f)| Op::CursorWalk(i, f)),
+    ]
+}
+
+fn run(ops: &[Op], gaps: bool, fresh: bool) {
+    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    t.set_fresh_node_writes(fresh);
+    let mut m = Model::default();
+    for (i, op) in ops.iter().enumerate() {
+        apply(&mut t, &mut m, op, i);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 96 }, ..ProptestConfig::default() })]
+
+    #[test]
+    fn differential_small_keys(ops in prop::collection::vec(op(600), 1..400), gaps: bool, fresh: bool) {
+        run(&ops, gaps, fresh);
+    }
+
+    #[test]
+    fn differential_wide_keys(ops in prop::collection::vec(op(1 << 40), 1..300), gaps: bool, fresh: bool) {
+        run(&ops, gaps, fresh);
+    }
+}
+
+/// Long random sequences reaching height >= 4, validated after every op.
+#[test]
+fn long_random_sequences_reach_height_4() {
+    let n = if cfg!(miri) { 60 } else { 9000 };
+    for (seed, gaps, fresh) in [(1u64, true, false), (2, false, false), (3, true, true)] {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+        t.set_fresh_node_writes(fresh);
+        let mut m = Model::default();
+        let mut max_height = 0;
+        for step in 0..n {
+            let grow = step < n * 2 / 3;
+            let f = rng.gen_range(0..200_000u64) * 8;
+            let len = rng.gen_range(0..12u64);
+            let op = match rng.gen_range(0..10) {
+                0..=5 if grow => Op::Insert(f, f + len, step as u64),
+                0..=5 => Op::Erase(f),
+                6 => Op::Store(f, f + len * 40, step as u64),
+                7 => Op::Clear(f, f + len * 20),
+                8 => Op::Gap(f, f + 5000, len + 1),
+                _ => Op::RGap(f, f + 5000, len + 1),
+            };
+            // Validate each step, but compare contents every 16 (O(n) each).
+            apply_fast(&mut t, &mut m, &op, step);
+            max_height = max_height.max(t.height());
+        }
+        check(&t, &m, "end");
+        if !cfg!(miri) {
+            assert!(max_height >= 4, "height only reached {max_height}");
+        }
+    }
+}
+
+fn apply_fast(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
+    if step % 16 == 0 {
+        apply(t, m, op, step);
+        return;
+    }
+    let validate = |t: &MapleTree<U63>| {
+        if let Err(e) = t.validate() {
+            panic!("step {step} {op:x?}: {e}");
+        }
+    };
+    match *op {
+        Op::Insert(f, l, x) => {
+            let free = m.is_free(f, l);
+            assert_eq!(t.insert_range(f..=l, v(x)).is_ok(), free);
+            if free {
+                m.store(f, l, x);
+            }
+        }
+        Op::Erase(i) => assert_eq!(t.erase(i).map(|x| x.get()), m.erase(i).map(|e| e.2)),
+        Op::Store(f, l, x) => {
+            t.store_range(f..=l, v(x)).unwrap();
+            m.store(f, l, x);
+        }
+        Op::Clear(f, l) => {
+            t.remove_range(f..=l).unwrap();
+            m.clear(f, l);
+        }
+        Op::Gap(a, b, s) => assert_eq!(t.empty_area(a..=b, s), m.gap(a, b, s, false)),
+        Op::RGap(a, b, s) => assert_eq!(t.empty_area_rev(a..=b, s), m.gap(a, b, s, true)),
+        _ => unreachable!(),
+    }
+    validate(t);
+    assert_eq!(t.len(), m.map.len(), "step {step}");
+}
