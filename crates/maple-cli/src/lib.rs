@@ -1,0 +1,3 @@
+//! Library side of the `maple` command, so that its parts can be tested.
+
+pub mod ops;
