@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use maple_cli::ops;
 
 #[derive(Parser)]
-#[command(name = "maple", version, about = "Maple tree tools: operation logs (and soon strace replay and the benchmark report)")]
+#[command(
+    name = "maple",
+    version,
+    about = "Maple tree tools: operation logs (and soon strace replay and the benchmark report)"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -38,7 +42,11 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
+        Cmd::Ops {
+            gaps,
+            validate,
+            file,
+        } => run_ops(&file, gaps, validate),
     }
 }
 
@@ -65,7 +73,8 @@ fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let res = ops::run(&name, &parsed, gaps, validate, &mut out).and_then(|()| out.flush().map_err(Into::into));
+    let res = ops::run(&name, &parsed, gaps, validate, &mut out)
+        .and_then(|()| out.flush().map_err(Into::into));
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(ops::RunError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

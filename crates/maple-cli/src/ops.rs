@@ -100,7 +100,13 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<(usize, Op)>, ParseError> {
         match parse_line(line) {
             Ok(Some(op)) => out.push((i + 1, op)),
             Ok(None) => {}
-            Err(msg) => return Err(ParseError { file: file.to_string(), line: i + 1, msg }),
+            Err(msg) => {
+                return Err(ParseError {
+                    file: file.to_string(),
+                    line: i + 1,
+                    msg,
+                })
+            }
         }
     }
     Ok(out)
@@ -131,7 +137,9 @@ impl From<io::Error> for RunError {
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RunError::Invalid { file, line, msg } => write!(f, "{file}:{line}: after this operation: {msg}"),
+            RunError::Invalid { file, line, msg } => {
+                write!(f, "{file}:{line}: after this operation: {msg}")
+            }
             RunError::Io(e) => write!(f, "writing output: {e}"),
         }
     }
@@ -155,8 +163,18 @@ fn errno(e: Error) -> &'static str {
 /// `none`) and `gap`/`rgap` (the start, `EBUSY` or `EINVAL`); `store` and
 /// `clear` print only `EINVAL` for an inverted range. Then `contents N` and
 /// the N entries in ascending order.
-pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mut dyn Write) -> Result<(), RunError> {
-    let mut t: Tree = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+pub fn run(
+    file: &str,
+    ops: &[(usize, Op)],
+    gaps: bool,
+    validate: bool,
+    out: &mut dyn Write,
+) -> Result<(), RunError> {
+    let mut t: Tree = if gaps {
+        MapleTree::with_gaps()
+    } else {
+        MapleTree::new()
+    };
     for &(line, op) in ops {
         match op {
             Op::Store(f, l, v) => {
@@ -182,7 +200,11 @@ pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mu
             Op::Next(i) => entry(out, t.next_after(i))?,
             Op::Prev(i) => entry(out, t.prev_before(i))?,
             Op::Gap(a, b, s) | Op::RGap(a, b, s) => {
-                let r = if matches!(op, Op::Gap(..)) { t.empty_area(a..=b, s) } else { t.empty_area_rev(a..=b, s) };
+                let r = if matches!(op, Op::Gap(..)) {
+                    t.empty_area(a..=b, s)
+                } else {
+                    t.empty_area_rev(a..=b, s)
+                };
                 match r {
                     Ok(start) => writeln!(out, "{start}")?,
                     Err(e) => writeln!(out, "{}", errno(e))?,
@@ -191,7 +213,11 @@ pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mu
         }
         if validate {
             if let Err(e) = t.validate() {
-                return Err(RunError::Invalid { file: file.into(), line, msg: e.to_string() });
+                return Err(RunError::Invalid {
+                    file: file.into(),
+                    line,
+                    msg: e.to_string(),
+                });
             }
         }
     }

@@ -7,7 +7,10 @@ use std::{
 
 fn maple(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_maple"));
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
     if let Some(s) = stdin {
@@ -30,8 +33,16 @@ fn demo_log_gives_the_expected_output_on_both_flavours() {
         args.extend_from_slice(flags);
         args.push(&file);
         let out = maple(&args, None);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), want, "flags {flags:?}");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            want,
+            "flags {flags:?}"
+        );
     }
 }
 
@@ -49,7 +60,10 @@ fn every_op_and_answer_kind() {
 #[test]
 fn malformed_lines_name_file_and_line() {
     for (log, msg) in [
-        ("insert 1 2 3\nfrobnicate 1\n", "<stdin>:2: unknown operation"),
+        (
+            "insert 1 2 3\nfrobnicate 1\n",
+            "<stdin>:2: unknown operation",
+        ),
         ("load\n", ":1: load takes 1 number(s), got 0"),
         ("# fine\nstore 1 2 x\n", ":2: bad number \"x\""),
         ("gap 1 2 3 4\n", ":1: gap takes 3"),
@@ -57,9 +71,17 @@ fn malformed_lines_name_file_and_line() {
     ] {
         let out = maple(&["ops", "-"], Some(log));
         assert_eq!(out.status.code(), Some(2), "{log:?}");
-        let err = String::from_utf8(out.stderr).unwrap().replace("maple: -:", "maple: <stdin>:");
-        assert!(err.contains(msg.trim_start_matches("<stdin>")), "{log:?}: {err}");
-        assert!(out.stdout.is_empty(), "nothing is applied from a malformed log");
+        let err = String::from_utf8(out.stderr)
+            .unwrap()
+            .replace("maple: -:", "maple: <stdin>:");
+        assert!(
+            err.contains(msg.trim_start_matches("<stdin>")),
+            "{log:?}: {err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "nothing is applied from a malformed log"
+        );
     }
 }
 
@@ -67,7 +89,9 @@ fn malformed_lines_name_file_and_line() {
 fn missing_file_is_a_clear_error() {
     let out = maple(&["ops", "/nonexistent/x.ops"], None);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read /nonexistent/x.ops"));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("cannot read /nonexistent/x.ops"));
 }
 
 #[test]
@@ -86,7 +110,11 @@ fn recorded_kernel_set_replays_with_validation() {
         })
         .collect();
     let out = maple(&["ops", "--gaps", "--validate", "-"], Some(&log));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.lines().any(|l| l.starts_with("contents ")));
 }

@@ -39,7 +39,9 @@ struct Pos {
 
 impl Pos {
     fn seek(raw: &RawTree, index: u64) -> Pos {
-        Pos { path: raw.walk(index) }
+        Pos {
+            path: raw.walk(index),
+        }
     }
 
     /// Current range and value word.
@@ -168,7 +170,10 @@ pub struct Cursor<'a, V: Handle> {
 
 impl<'a, V: Handle> Cursor<'a, V> {
     pub(crate) fn new(tree: &'a MapleTree<V>, index: u64) -> Self {
-        Cursor { tree, pos: Pos::seek(&tree.raw, index) }
+        Cursor {
+            tree,
+            pos: Pos::seek(&tree.raw, index),
+        }
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
@@ -182,13 +187,18 @@ impl<'a, V: Handle> Cursor<'a, V> {
 
 impl<V: Handle> Clone for Cursor<'_, V> {
     fn clone(&self) -> Self {
-        Cursor { tree: self.tree, pos: self.pos.clone() }
+        Cursor {
+            tree: self.tree,
+            pos: self.pos.clone(),
+        }
     }
 }
 
 impl<V: Handle> fmt::Debug for Cursor<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cursor").field("range", &self.range()).finish_non_exhaustive()
+        f.debug_struct("Cursor")
+            .field("range", &self.range())
+            .finish_non_exhaustive()
     }
 }
 
@@ -237,7 +247,11 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     /// [`MapleTree::insert_range`] through the cursor.
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+    pub fn insert_range(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<(), InsertError<V>> {
         let first = to_inclusive(&range).map(|r| r.0);
         let res = self.tree.insert_range(range, value);
         if let (Ok(f), Ok(())) = (first, &res) {
@@ -247,7 +261,11 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     /// [`MapleTree::store_range`] through the cursor.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    pub fn store_range(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -273,14 +291,21 @@ impl<'a, V: Handle> CursorMut<'a, V> {
 
 impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
+        f.debug_struct("CursorMut")
+            .field("range", &self.range())
+            .finish_non_exhaustive()
     }
 }
 
 impl<V: Handle> MapleTree<V> {
     /// Stores `value` over exactly `[lo, hi]`, which must be one current
     /// range, and returns what was there.
-    pub(crate) fn replace_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<Option<V>, InsertError<V>> {
+    pub(crate) fn replace_exact(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        value: V,
+    ) -> Result<Option<V>, InsertError<V>> {
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
         // `e` is a fresh handle.

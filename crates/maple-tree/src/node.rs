@@ -156,7 +156,10 @@ const _: () = assert!(core::mem::size_of::<Node>() == 256);
 const _: () = assert!(core::mem::align_of::<Node>() == 256);
 const _: () = assert!(core::mem::size_of::<RangeBody>() == 248);
 const _: () = assert!(core::mem::size_of::<ArangeBody>() == 248);
-const _: () = assert!(core::mem::size_of::<usize>() == 8, "maple-tree needs a 64-bit target");
+const _: () = assert!(
+    core::mem::size_of::<usize>() == 8,
+    "maple-tree needs a 64-bit target"
+);
 
 /// One (upper bound, slot, gap) triple while a node's content is being
 /// rebuilt. For leaves `slot` is a value handle (or null); for internal
@@ -220,7 +223,10 @@ impl NodeRef {
     /// The tagged pointer stored in a parent's slot or the tree root.
     #[inline]
     pub(crate) fn encode(self) -> *mut () {
-        self.ptr.as_ptr().cast::<()>().map_addr(|a| a | self.kind as usize)
+        self.ptr
+            .as_ptr()
+            .cast::<()>()
+            .map_addr(|a| a | self.kind as usize)
     }
 
     #[inline]
@@ -401,7 +407,9 @@ impl NodeRef {
     #[allow(dead_code)]
     #[inline]
     pub(crate) fn mark_dead(self) {
-        self.node().parent.store(self.ptr.as_ptr(), Ordering::Release)
+        self.node()
+            .parent
+            .store(self.ptr.as_ptr(), Ordering::Release)
     }
 
     /// Decoded parent word: `None` for the root, else (parent address, offset).
@@ -410,7 +418,10 @@ impl NodeRef {
         if w.addr() & ROOT_BIT != 0 {
             None
         } else {
-            Some((w.addr() & ADDR_MASK, (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT))
+            Some((
+                w.addr() & ADDR_MASK,
+                (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT,
+            ))
         }
     }
 
@@ -446,8 +457,16 @@ impl NodeRef {
     /// Appends the node's items (with `max` as the last bound) to `out`.
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
         for i in range {
-            let gap = if self.kind == Kind::Arange64 { self.gap(i) } else { 0 };
-            out.push(Item { last: self.slot_max(i, max), slot: self.slot(i), gap });
+            let gap = if self.kind == Kind::Arange64 {
+                self.gap(i)
+            } else {
+                0
+            };
+            out.push(Item {
+                last: self.slot_max(i, max),
+                slot: self.slot(i),
+                gap,
+            });
         }
     }
 
@@ -460,7 +479,14 @@ impl NodeRef {
         let pivs = self.kind.pivots();
         for (i, it) in items.iter().enumerate() {
             if i < pivs {
-                self.set_pivot(i, if i + 1 < items.len() { it.last } else { PIVOT_UNUSED });
+                self.set_pivot(
+                    i,
+                    if i + 1 < items.len() {
+                        it.last
+                    } else {
+                        PIVOT_UNUSED
+                    },
+                );
             }
             self.set_slot(i, it.slot);
         }

@@ -58,6 +58,10 @@ pub(crate) struct RawTree {
     /// proves no reader exists (the path concurrent mode will need; tests
     /// switch it on to exercise it).
     pub(crate) rcu: bool,
+    /// `alloc_cyclic` handed out `u64::MAX`, so its `next` wrapped to 0;
+    /// the next cyclic allocation reports the wrap (kernel
+    /// `MT_FLAGS_ALLOC_WRAPPED`).
+    pub(crate) cyclic_wrapped: bool,
 }
 
 // SAFETY: the raw tree is plain data plus owned heap nodes; thread-safety of
@@ -74,6 +78,7 @@ impl RawTree {
             gaps,
             len: 0,
             rcu: false,
+            cyclic_wrapped: false,
         }
     }
 
@@ -146,7 +151,12 @@ impl RawTree {
         let (mut min, mut max) = (0, u64::MAX);
         loop {
             let off = node.find(index);
-            path.push(Level { node, min, max, off });
+            path.push(Level {
+                node,
+                min,
+                max,
+                off,
+            });
             if node.is_leaf() {
                 return;
             }
@@ -177,7 +187,12 @@ impl RawTree {
             // SAFETY: internal node, used slot `top.off`.
             let node = unsafe { top.node.child(top.off) };
             let off = if rightmost { node.count() - 1 } else { 0 };
-            path.push(Level { node, min, max, off });
+            path.push(Level {
+                node,
+                min,
+                max,
+                off,
+            });
         }
     }
 

@@ -206,7 +206,10 @@ impl RawTree {
             l.node.set_slot(l.off, entry);
             let mut removed = Removed::default();
             removed.push(lval);
-            return Ok(Stored { removed, used_split: false });
+            return Ok(Stored {
+                removed,
+                used_split: false,
+            });
         }
 
         let is_split = same_slot && lmin < first && rmax > last && !lval.is_null();
@@ -221,18 +224,30 @@ impl RawTree {
         let mut removed = Removed::default();
         l.node.read_items(l.max, 0..l.off, &mut content);
         if keep_left {
-            content.push(Item { last: first - 1, slot: lval, gap: 0 });
+            content.push(Item {
+                last: first - 1,
+                slot: lval,
+                gap: 0,
+            });
         }
-        content.push(Item { last, slot: entry, gap: 0 });
+        content.push(Item {
+            last,
+            slot: entry,
+            gap: 0,
+        });
         if rmax > last {
             let v = if is_split { split } else { rval };
-            content.push(Item { last: rmax, slot: v, gap: 0 });
+            content.push(Item {
+                last: rmax,
+                slot: v,
+                gap: 0,
+            });
         }
         let rcount = r.node.count();
         r.node.read_items(r.max, r.off + 1..rcount, &mut content);
         if l.node == r.node {
             for k in l.off..=r.off {
-                if !(k == l.off && keep_left) && !(k == r.off && keep_right) {
+                if !(k == l.off && keep_left || k == r.off && keep_right) {
                     removed.push(l.node.slot(k));
                 }
             }
@@ -253,22 +268,24 @@ impl RawTree {
         let mut doomed: Vec<NodeRef> = Vec::new();
         for j in 0..leaf {
             let (a, b) = (lpath[j], rpath[j]);
-            // SAFETY (both loops): internal nodes, used slots.
-            if a.node == b.node {
-                for c in a.off + 1..b.off {
-                    doomed.push(unsafe { a.node.child(c) });
-                }
+            let (right_of_a, left_of_b) = if a.node == b.node {
+                (a.off + 1..b.off, 0..0)
             } else {
-                for c in a.off + 1..a.node.count() {
-                    doomed.push(unsafe { a.node.child(c) });
-                }
-                for c in 0..b.off {
-                    doomed.push(unsafe { b.node.child(c) });
-                }
+                (a.off + 1..a.node.count(), 0..b.off)
+            };
+            for c in right_of_a {
+                // SAFETY: internal node (above the leaves), used slot.
+                doomed.push(unsafe { a.node.child(c) });
+            }
+            for c in left_of_b {
+                // SAFETY: internal node (above the leaves), used slot.
+                doomed.push(unsafe { b.node.child(c) });
             }
         }
 
-        let mut fresh = Fresh { nodes: ArrayVec::new() };
+        let mut fresh = Fresh {
+            nodes: ArrayVec::new(),
+        };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
         let plan = self.plan(&mut lpath, &mut rpath, &mut content, &mut fresh, &mut old);
         let publish = match plan {
@@ -300,22 +317,45 @@ impl RawTree {
             unsafe { free_subtree(d, &mut |v| removed.push(v)) };
         }
         self.len = self.len + delta_add - removed.len();
-        Ok(Stored { removed, used_split: is_split })
+        Ok(Stored {
+            removed,
+            used_split: is_split,
+        })
     }
 
     /// Store into an empty tree.
-    fn store_empty_root(&mut self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored { removed: Removed::default(), used_split: false };
+    fn store_empty_root(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+    ) -> Result<Stored, StoreFail> {
+        let none = Stored {
+            removed: Removed::default(),
+            used_split: false,
+        };
         if entry.is_null() {
             return Ok(none);
         }
         let mut content = Content::new();
         if first > 0 {
-            content.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
+            content.push(Item {
+                last: first - 1,
+                slot: ptr::null_mut(),
+                gap: 0,
+            });
         }
-        content.push(Item { last, slot: entry, gap: 0 });
+        content.push(Item {
+            last,
+            slot: entry,
+            gap: 0,
+        });
         if last < u64::MAX {
-            content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
+            content.push(Item {
+                last: u64::MAX,
+                slot: ptr::null_mut(),
+                gap: 0,
+            });
         }
         let node = alloc_node(Kind::Leaf)?;
         node.fill(&content);
@@ -340,7 +380,11 @@ impl RawTree {
         let mut cmin = lpath[leaf].min;
         let mut cmax = rpath[leaf].max;
         loop {
-            let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
+            let kind = if d == leaf {
+                Kind::Leaf
+            } else {
+                self.inner_kind()
+            };
             let mut extended = false;
             if d > 0 && content.len() < kind.min_fill() && cmax != u64::MAX {
                 let nb = right_neighbour(lpath, rpath, d, old);
@@ -370,8 +414,16 @@ impl RawTree {
                 let part = &content[start..end];
                 node.fill(part);
                 let part_max = part[part.len() - 1].last;
-                let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
-                up.push(Item { last: part_max, slot: node.encode(), gap });
+                let gap = if self.gaps {
+                    node.max_gap(part_min, part_max)
+                } else {
+                    0
+                };
+                up.push(Item {
+                    last: part_max,
+                    slot: node.encode(),
+                    gap,
+                });
                 part_min = part_max.wrapping_add(1);
                 start = end;
             }
@@ -380,9 +432,17 @@ impl RawTree {
                 while up.len() > 1 {
                     let node = fresh.alloc(self.inner_kind())?;
                     node.fill(&up);
-                    let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
+                    let gap = if self.gaps {
+                        node.max_gap(0, u64::MAX)
+                    } else {
+                        0
+                    };
                     up.clear();
-                    up.push(Item { last: u64::MAX, slot: node.encode(), gap });
+                    up.push(Item {
+                        last: u64::MAX,
+                        slot: node.encode(),
+                        gap,
+                    });
                     height += 1;
                 }
                 // SAFETY: `up[0]` encodes a fresh node.
@@ -393,7 +453,8 @@ impl RawTree {
             content.clear();
             lp.node.read_items(lp.max, 0..lp.off, content);
             content.extend(up);
-            rp.node.read_items(rp.max, rp.off + 1..rp.node.count(), content);
+            rp.node
+                .read_items(rp.max, rp.off + 1..rp.node.count(), content);
             cmin = lp.min;
             cmax = rp.max;
             d -= 1;
@@ -438,7 +499,9 @@ impl RawTree {
     /// Drops root levels with a single child, and a root leaf that holds
     /// only one empty range (the tree is then empty).
     fn collapse_root(&mut self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh) {
-        let Some(mut node) = self.root_node() else { return };
+        let Some(mut node) = self.root_node() else {
+            return;
+        };
         let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
             if fresh.nodes.contains(&n) {
                 // SAFETY: a fresh node is listed nowhere else and is now unreachable.
@@ -501,7 +564,12 @@ fn fix_children(node: NodeRef) {
 /// leave the right path are queued in `old`. The caller has checked that
 /// the current right node is not on the right-most spine, so a neighbour
 /// exists.
-fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<NodeRef, 160>) -> Level {
+fn right_neighbour(
+    lpath: &Path,
+    rpath: &mut Path,
+    d: usize,
+    old: &mut ArrayVec<NodeRef, 160>,
+) -> Level {
     let mut j = d;
     while j > 0 {
         j -= 1;
@@ -509,7 +577,10 @@ fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<
             break;
         }
     }
-    debug_assert!(rpath[j].off + 1 < rpath[j].node.count(), "no right neighbour");
+    debug_assert!(
+        rpath[j].off + 1 < rpath[j].node.count(),
+        "no right neighbour"
+    );
     for k in j + 1..=d {
         if rpath[k].node != lpath[k].node {
             old.push(rpath[k].node);
@@ -522,7 +593,12 @@ fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<
         let (min, max) = top.slot_range();
         // SAFETY: internal node (we are above level d), used slot.
         let node = unsafe { top.node.child(top.off) };
-        rpath.push(Level { node, min, max, off: 0 });
+        rpath.push(Level {
+            node,
+            min,
+            max,
+            off: 0,
+        });
     }
     rpath[d]
 }

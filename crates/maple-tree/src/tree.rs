@@ -76,14 +76,20 @@ impl<V: Handle> Default for MapleTree<V> {
 impl<V: Handle> MapleTree<V> {
     /// An empty tree without gap tracking.
     pub const fn new() -> Self {
-        MapleTree { raw: RawTree::new(false), _values: PhantomData }
+        MapleTree {
+            raw: RawTree::new(false),
+            _values: PhantomData,
+        }
     }
 
     /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
     /// nodes keep the largest empty range below each child, making
     /// [`empty_area`](Self::empty_area) O(log n).
     pub const fn with_gaps() -> Self {
-        MapleTree { raw: RawTree::new(true), _values: PhantomData }
+        MapleTree {
+            raw: RawTree::new(true),
+            _values: PhantomData,
+        }
     }
 
     /// Whether this tree tracks gaps.
@@ -140,7 +146,13 @@ impl<V: Handle> MapleTree<V> {
     /// The one place that turns typed writes into engine calls: returns the
     /// removed value words, or gives `entry` back on failure. `split` is
     /// used for the right-hand piece if the write cuts an entry in two.
-    fn write(&mut self, first: u64, last: u64, entry: Option<V>, split: Option<V>) -> Result<Removed, (Error, Option<V>)> {
+    fn write(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: Option<V>,
+        split: Option<V>,
+    ) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         let s = split.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); e and s are fresh handles.
@@ -195,20 +207,30 @@ impl<V: Handle> MapleTree<V> {
     /// let err = t.insert_range(9..=12, U63::from(2u32)).unwrap_err();
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+    pub fn insert_range(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<(), InsertError<V>> {
         let (first, last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
         if !self.range_is_empty(first, last) {
-            return Err(InsertError { value, cause: Error::Occupied });
+            return Err(InsertError {
+                value,
+                cause: Error::Occupied,
+            });
         }
         match self.write(first, last, Some(value), None) {
             Ok(removed) => {
                 debug_assert_eq!(removed.len(), 0);
                 Ok(())
             }
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+            Err((cause, v)) => Err(InsertError {
+                value: v.expect("value handed back"),
+                cause,
+            }),
         }
     }
 
@@ -220,7 +242,11 @@ impl<V: Handle> MapleTree<V> {
     /// Stores `value` over `range`, overwriting (and dropping) whatever was
     /// there. Entries that stick out of the range are trimmed; an entry cut in
     /// two by it keeps its value on the left and a clone on the right.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    pub fn store_range(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -234,7 +260,10 @@ impl<V: Handle> MapleTree<V> {
                 Self::drop_removed(removed);
                 Ok(())
             }
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+            Err((cause, v)) => Err(InsertError {
+                value: v.expect("value handed back"),
+                cause,
+            }),
         }
     }
 
@@ -325,8 +354,18 @@ impl<V: Handle> MapleTree<V> {
     /// range yields nothing.
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         match to_inclusive(&range) {
-            Ok((first, last)) => Iter { tree: self, path: self.raw.walk(first), last, done: false },
-            Err(_) => Iter { tree: self, path: Path::new(), last: 0, done: true },
+            Ok((first, last)) => Iter {
+                tree: self,
+                path: self.raw.walk(first),
+                last,
+                done: false,
+            },
+            Err(_) => Iter {
+                tree: self,
+                path: Path::new(),
+                last: 0,
+                done: true,
+            },
         }
     }
 
@@ -358,27 +397,45 @@ impl<V: Handle> MapleTree<V> {
         self.raw.empty_area_rev(min, max, size)
     }
 
-    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+    fn alloc_at(
+        &mut self,
+        found: Result<u64, Error>,
+        size: u64,
+        value: V,
+    ) -> Result<u64, InsertError<V>> {
         let start = match found {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
         match self.write(start, start + (size - 1), Some(value), None) {
             Ok(_) => Ok(start),
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+            Err((cause, v)) => Err(InsertError {
+                value: v.expect("value handed back"),
+                cause,
+            }),
         }
     }
 
     /// Stores `value` in the lowest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_range`).
-    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+    pub fn alloc_range(
+        &mut self,
+        window: impl RangeBounds<u64>,
+        size: u64,
+        value: V,
+    ) -> Result<u64, InsertError<V>> {
         let found = self.empty_area(window, size);
         self.alloc_at(found, size, value)
     }
 
     /// Stores `value` in the highest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_rrange`).
-    pub fn alloc_range_rev(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+    pub fn alloc_range_rev(
+        &mut self,
+        window: impl RangeBounds<u64>,
+        size: u64,
+        value: V,
+    ) -> Result<u64, InsertError<V>> {
         let found = self.empty_area_rev(window, size);
         self.alloc_at(found, size, value)
     }
@@ -386,7 +443,8 @@ impl<V: Handle> MapleTree<V> {
     /// Allocates one id in `window`, searching upwards from `*next` and
     /// wrapping once to the start of the window (kernel
     /// `mtree_alloc_cyclic`). Returns the id and whether the search wrapped;
-    /// `*next` becomes the id after it.
+    /// `*next` becomes the id after it (which may lie past the window: the
+    /// next call then wraps).
     ///
     /// ```
     /// use maple_tree::{MapleTree, U63};
@@ -399,20 +457,27 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (2, false));
     /// assert_eq!(t.alloc_cyclic(0..=2, &mut next, v()).unwrap(), (0, true));
     /// ```
-    pub fn alloc_cyclic(&mut self, window: impl RangeBounds<u64>, next: &mut u64, value: V) -> Result<(u64, bool), InsertError<V>> {
+    pub fn alloc_cyclic(
+        &mut self,
+        window: impl RangeBounds<u64>,
+        next: &mut u64,
+        value: V,
+    ) -> Result<(u64, bool), InsertError<V>> {
         let (lo, hi) = match to_inclusive(&window) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        let start = (*next).clamp(lo, hi);
-        let mut wrapped = false;
-        let mut found = self.raw.empty_area(start, hi, 1);
+        let start = (*next).max(lo);
+        let mut found = if start > hi { Err(Error::Busy) } else { self.raw.empty_area(start, hi, 1) };
+        // A previous allocation of u64::MAX wrapped `*next` to 0: report it now.
+        let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped;
         if found == Err(Error::Busy) && start > lo {
             wrapped = true;
-            found = self.raw.empty_area(lo, start - 1, 1);
+            found = self.raw.empty_area(lo, (start - 1).min(hi), 1);
         }
         let id = self.alloc_at(found, 1, value)?;
-        *next = if id == hi { lo } else { id + 1 };
+        *next = id.wrapping_add(1);
+        self.raw.cyclic_wrapped = *next == 0;
         Ok((id, wrapped))
     }
 
@@ -421,21 +486,30 @@ impl<V: Handle> MapleTree<V> {
     ///
     /// Fails with [`Error::InvalidRange`] if the ranges are not ascending and
     /// disjoint or one has `first > last` (all values are dropped then).
-    pub fn from_sorted(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+    pub fn from_sorted(
+        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
+    ) -> Result<Self, Error> {
         let mut t = Self::new();
         t.build(entries)?;
         Ok(t)
     }
 
     /// [`from_sorted`](Self::from_sorted) for a gap-tracking tree.
-    pub fn from_sorted_with_gaps(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+    pub fn from_sorted_with_gaps(
+        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
+    ) -> Result<Self, Error> {
         let mut t = Self::with_gaps();
         t.build(entries)?;
         Ok(t)
     }
 
-    fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
-        let iter = entries.into_iter().map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
+    fn build(
+        &mut self,
+        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
+    ) -> Result<(), Error> {
+        let iter = entries
+            .into_iter()
+            .map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
         self.raw.build_sorted(iter, &mut |w| {
             // SAFETY: the builder hands back words it did not keep, once each.
             drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
@@ -485,13 +559,20 @@ where
 
 impl<V: Handle + Clone> Clone for MapleTree<V> {
     fn clone(&self) -> Self {
-        let entries: Vec<_> = self.raw_entries().map(|(lo, hi, w)| {
-            // SAFETY: `w` is a live handle of this tree; ManuallyDrop keeps
-            // ownership here while we clone it.
-            let tmp = ManuallyDrop::new(unsafe { V::from_raw(w) });
-            (lo..=hi, (*tmp).clone())
-        }).collect();
-        let mut t = if self.raw.gaps { Self::with_gaps() } else { Self::new() };
+        let entries: Vec<_> = self
+            .raw_entries()
+            .map(|(lo, hi, w)| {
+                // SAFETY: `w` is a live handle of this tree; ManuallyDrop keeps
+                // ownership here while we clone it.
+                let tmp = ManuallyDrop::new(unsafe { V::from_raw(w) });
+                (lo..=hi, (*tmp).clone())
+            })
+            .collect();
+        let mut t = if self.raw.gaps {
+            Self::with_gaps()
+        } else {
+            Self::new()
+        };
         if t.build(entries).is_err() {
             abort_oom();
         }
@@ -502,7 +583,11 @@ impl<V: Handle + Clone> Clone for MapleTree<V> {
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
-        RawIter { path: self.raw.walk(0), last: u64::MAX, done: false }
+        RawIter {
+            path: self.raw.walk(0),
+            last: u64::MAX,
+            done: false,
+        }
     }
 }
 
@@ -565,7 +650,9 @@ impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("done", &self.done).finish_non_exhaustive()
+        f.debug_struct("Iter")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
     }
 }
 
@@ -596,7 +683,9 @@ impl<V> ExactSizeIterator for IntoIter<V> {}
 
 impl<V> fmt::Debug for IntoIter<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IntoIter").field("remaining", &self.inner.len()).finish()
+        f.debug_struct("IntoIter")
+            .field("remaining", &self.inner.len())
+            .finish()
     }
 }
 
@@ -613,7 +702,9 @@ impl<V: Handle> IntoIterator for MapleTree<V> {
             // SAFETY: the nodes are gone; each word is taken back once.
             .map(|(lo, hi, w)| (lo..=hi, unsafe { V::from_raw(w) }))
             .collect();
-        IntoIter { inner: items.into_iter() }
+        IntoIter {
+            inner: items.into_iter(),
+        }
     }
 }
 
@@ -633,7 +724,11 @@ impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
         for (r, v) in iter {
             match self.store_range(r, v) {
-                Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
+                Ok(())
+                | Err(InsertError {
+                    cause: Error::InvalidRange,
+                    ..
+                }) => {}
                 Err(_) => abort_oom(),
             }
         }

@@ -43,7 +43,10 @@ impl RawTree {
             ensure!(self.len == 0, "empty tree with len {}", self.len);
             return Ok(());
         };
-        ensure!(root.parent_info().is_none(), "root {root:?} lacks the root mark");
+        ensure!(
+            root.parent_info().is_none(),
+            "root {root:?} lacks the root mark"
+        );
         ensure!(
             root.is_leaf() || root.count() > 1,
             "internal root {root:?} has a single child"
@@ -52,16 +55,37 @@ impl RawTree {
             !(root.is_leaf() && root.count() == 1 && root.slot(0).is_null()),
             "root leaf holds only an empty range (tree should be empty)"
         );
-        let mut c = Checker { tree: self, entries: 0, prev_empty: false, leaf_depth: None };
+        let mut c = Checker {
+            tree: self,
+            entries: 0,
+            prev_empty: false,
+            leaf_depth: None,
+        };
         c.node(root, 0, u64::MAX, 0)?;
-        ensure!(c.leaf_depth == Some(self.height - 1), "height {} but leaves at depth {:?}", self.height, c.leaf_depth);
-        ensure!(c.entries == self.len, "len {} but {} entries", self.len, c.entries);
+        ensure!(
+            c.leaf_depth == Some(self.height - 1),
+            "height {} but leaves at depth {:?}",
+            self.height,
+            c.leaf_depth
+        );
+        ensure!(
+            c.entries == self.len,
+            "len {} but {} entries",
+            self.len,
+            c.entries
+        );
         Ok(())
     }
 
     /// Text picture of the tree, one node a line, indented by depth.
     pub(crate) fn dump(&self, out: &mut String, show: &dyn Fn(*mut ()) -> String) {
-        let _ = writeln!(out, "maple tree ({}, height {}, {} entries)", if self.gaps { "gaps" } else { "plain" }, self.height, self.len);
+        let _ = writeln!(
+            out,
+            "maple tree ({}, height {}, {} entries)",
+            if self.gaps { "gaps" } else { "plain" },
+            self.height,
+            self.len
+        );
         if let Some(root) = self.root_node() {
             dump_node(root, 0, u64::MAX, 1, out, show);
         }
@@ -69,12 +93,24 @@ impl RawTree {
 }
 
 impl Checker<'_> {
-    fn node(&mut self, node: NodeRef, min: u64, max: u64, depth: usize) -> Result<(), ValidateError> {
+    fn node(
+        &mut self,
+        node: NodeRef,
+        min: u64,
+        max: u64,
+        depth: usize,
+    ) -> Result<(), ValidateError> {
         let at = format!("{node:?} [{min:#x}, {max:#x}] depth {depth}");
-        ensure!(node.parent_word() != node.as_ptr().as_ptr(), "dead node reachable: {at}");
+        ensure!(
+            node.parent_word() != node.as_ptr().as_ptr(),
+            "dead node reachable: {at}"
+        );
         let kind = node.kind();
         if depth > 0 && !kind.is_leaf() {
-            ensure!(kind == self.tree.inner_kind(), "{at}: internal node of the wrong kind");
+            ensure!(
+                kind == self.tree.inner_kind(),
+                "{at}: internal node of the wrong kind"
+            );
         }
         let n = node.count();
         let pivs = kind.pivots();
@@ -84,20 +120,33 @@ impl Checker<'_> {
             let hi = node.slot_max(i, max);
             if i < n - 1 {
                 let p = node.pivot(i);
-                ensure!(p >= lo && p < max, "{at}: pivot[{i}] = {p:#x} outside [{lo:#x}, {max:#x})");
-                ensure!(i == 0 || p > node.pivot(i - 1), "{at}: pivots not ascending at {i}");
+                ensure!(
+                    p >= lo && p < max,
+                    "{at}: pivot[{i}] = {p:#x} outside [{lo:#x}, {max:#x})"
+                );
+                ensure!(
+                    i == 0 || p > node.pivot(i - 1),
+                    "{at}: pivots not ascending at {i}"
+                );
             }
             lo = hi.wrapping_add(1);
         }
         for i in n - 1..pivs {
-            ensure!(node.pivot(i) == PIVOT_UNUSED, "{at}: unused pivot[{i}] is set");
+            ensure!(
+                node.pivot(i) == PIVOT_UNUSED,
+                "{at}: unused pivot[{i}] is set"
+            );
         }
         for i in n..kind.slots() {
             ensure!(node.slot(i).is_null(), "{at}: unused slot {i} is not null");
         }
         // Minimum fill, except the root and the right-most spine.
         if depth > 0 && max != u64::MAX {
-            ensure!(n >= kind.min_fill(), "{at}: {n} slots, below minimum {}", kind.min_fill());
+            ensure!(
+                n >= kind.min_fill(),
+                "{at}: {n} slots, below minimum {}",
+                kind.min_fill()
+            );
         }
         if kind.is_leaf() {
             match self.leaf_depth {
@@ -106,11 +155,17 @@ impl Checker<'_> {
             }
             for i in 0..n {
                 let empty = node.slot(i).is_null();
-                ensure!(!(empty && self.prev_empty), "{at}: adjacent empty ranges at slot {i}");
+                ensure!(
+                    !(empty && self.prev_empty),
+                    "{at}: adjacent empty ranges at slot {i}"
+                );
                 self.prev_empty = empty;
                 if !empty {
                     self.entries += 1;
-                    ensure!(node.slot(i).addr() != crate::handle::RESERVED_ADDR, "{at}: reserved word in slot {i}");
+                    ensure!(
+                        node.slot(i).addr() != crate::handle::RESERVED_ADDR,
+                        "{at}: reserved word in slot {i}"
+                    );
                 }
             }
             return Ok(());
@@ -132,7 +187,11 @@ impl Checker<'_> {
             self.node(child, lo, hi, depth + 1)?;
             if kind == Kind::Arange64 {
                 let want = child.max_gap(lo, hi);
-                ensure!(node.gap(i) == want, "{at}: gap[{i}] = {} but child's largest gap is {want}", node.gap(i));
+                ensure!(
+                    node.gap(i) == want,
+                    "{at}: gap[{i}] = {} but child's largest gap is {want}",
+                    node.gap(i)
+                );
             }
         }
         if kind == Kind::Arange64 {
@@ -142,22 +201,42 @@ impl Checker<'_> {
             let g = node.gap_offset();
             ensure!(g < n, "{at}: gap offset {g} beyond count {n}");
             let best = (0..n).map(|i| node.gap(i)).max().unwrap_or(0);
-            ensure!(node.gap(g) == best, "{at}: gap offset {g} is not the largest gap");
+            ensure!(
+                node.gap(g) == best,
+                "{at}: gap offset {g} is not the largest gap"
+            );
         }
         Ok(())
     }
 }
 
-fn dump_node(node: NodeRef, min: u64, max: u64, depth: usize, out: &mut String, show: &dyn Fn(*mut ()) -> String) {
+fn dump_node(
+    node: NodeRef,
+    min: u64,
+    max: u64,
+    depth: usize,
+    out: &mut String,
+    show: &dyn Fn(*mut ()) -> String,
+) {
     let indent = "  ".repeat(depth);
     let n = node.count();
-    let _ = writeln!(out, "{indent}{:?} {:#x}-{:#x} ({n} slots)", node.kind(), min, max);
+    let _ = writeln!(
+        out,
+        "{indent}{:?} {:#x}-{:#x} ({n} slots)",
+        node.kind(),
+        min,
+        max
+    );
     for i in 0..n {
         let lo = node.slot_min(i, min);
         let hi = node.slot_max(i, max);
         if node.is_leaf() {
             let s = node.slot(i);
-            let v = if s.is_null() { "-".to_string() } else { show(s) };
+            let v = if s.is_null() {
+                "-".to_string()
+            } else {
+                show(s)
+            };
             let _ = writeln!(out, "{indent}  {lo:#x}-{hi:#x}: {v}");
         } else {
             if node.kind() == Kind::Arange64 {

@@ -11,7 +11,11 @@ use maple_tree::{fault, Error, MapleTree, U63};
 type Op = dyn Fn(&mut MapleTree<U63>) -> Result<(), Error>;
 
 fn build(n: u64, gaps: bool, fresh: bool) -> MapleTree<U63> {
-    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    let mut t = if gaps {
+        MapleTree::with_gaps()
+    } else {
+        MapleTree::new()
+    };
     t.set_fresh_node_writes(fresh);
     for i in 0..n {
         t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
@@ -35,8 +39,13 @@ fn exercise(name: &str, setup: &dyn Fn() -> MapleTree<U63>, op: &Op) -> u64 {
             t.validate().unwrap();
             return n - 1;
         }
-        assert_eq!(r, Err(Error::NoMemory), "{name}: allocation {n} failed silently");
-        t.validate().unwrap_or_else(|e| panic!("{name}: alloc {n}: {e}"));
+        assert_eq!(
+            r,
+            Err(Error::NoMemory),
+            "{name}: allocation {n} failed silently"
+        );
+        t.validate()
+            .unwrap_or_else(|e| panic!("{name}: alloc {n}: {e}"));
         assert_eq!(entries(&t), before, "{name}: alloc {n}: contents changed");
         assert_eq!(t.height(), height, "{name}: alloc {n}: height changed");
         assert_eq!(fault::live(), live, "{name}: alloc {n}: nodes leaked");
@@ -54,21 +63,64 @@ fn every_allocation_point_of_every_write() {
             for n in [0u64, 1, 15, 16, 17, 100, 170, 700, 2000] {
                 let setup = move || build(n, gaps, fresh);
                 let ops: Vec<(&str, Box<Op>)> = vec![
-                    ("insert", Box::new(move |t| t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause))),
-                    ("insert-end", Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause))),
-                    ("store-split", Box::new(move |t| t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause))),
-                    ("spanning-store", Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause))),
-                    ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
-                    ("erase", Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from))),
-                    ("alloc", Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
-                    ("alloc-rev", Box::new(move |t| t.alloc_range_rev(..=n * 10 + 50, 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
+                    (
+                        "insert",
+                        Box::new(move |t| {
+                            t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1))
+                                .map_err(|e| e.cause)
+                        }),
+                    ),
+                    (
+                        "insert-end",
+                        Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause)),
+                    ),
+                    (
+                        "store-split",
+                        Box::new(move |t| {
+                            t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1))
+                                .map_err(|e| e.cause)
+                        }),
+                    ),
+                    (
+                        "spanning-store",
+                        Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause)),
+                    ),
+                    (
+                        "spanning-clear",
+                        Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1)),
+                    ),
+                    (
+                        "erase",
+                        Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from)),
+                    ),
+                    (
+                        "alloc",
+                        Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause)),
+                    ),
+                    (
+                        "alloc-rev",
+                        Box::new(move |t| {
+                            t.alloc_range_rev(..=n * 10 + 50, 3, v(1))
+                                .map(|_| ())
+                                .map_err(|e| e.cause)
+                        }),
+                    ),
                     (
                         "cursor-replace-empty",
-                        Box::new(|t| t.cursor_mut(7).replace(v(1)).map(|_| ()).map_err(|e| e.cause)),
+                        Box::new(|t| {
+                            t.cursor_mut(7)
+                                .replace(v(1))
+                                .map(|_| ())
+                                .map_err(|e| e.cause)
+                        }),
                     ),
                 ];
                 for (name, op) in &ops {
-                    points += exercise(&format!("{name} n={n} gaps={gaps} fresh={fresh}"), &setup, op.as_ref());
+                    points += exercise(
+                        &format!("{name} n={n} gaps={gaps} fresh={fresh}"),
+                        &setup,
+                        op.as_ref(),
+                    );
                 }
             }
         }
@@ -115,7 +167,8 @@ fn bulk_build_under_injection() {
     let live = fault::live();
     for n in 1..200 {
         fault::fail_nth_alloc(n);
-        let r: Result<MapleTree<U63>, _> = MapleTree::from_sorted_with_gaps((0..300u64).map(|i| (i * 2..=i * 2, v(i))));
+        let r: Result<MapleTree<U63>, _> =
+            MapleTree::from_sorted_with_gaps((0..300u64).map(|i| (i * 2..=i * 2, v(i))));
         let armed = fault::armed();
         fault::fail_nth_alloc(0);
         match r {

@@ -1,5 +1,6 @@
 //! The kernel test themes (REFERENCE.md §9) that apply to a single-threaded
 //! tree, with exact expected answers.
+#![allow(clippy::reversed_empty_ranges)] // invalid ranges are tested on purpose
 
 mod common;
 
@@ -71,7 +72,10 @@ fn next_prev_across_node_boundaries_and_off_both_ends() {
         assert_eq!((r, x.get()), (i * 10..=i * 10 + 3, i));
     }
     assert_eq!(c.next(), None, "nothing after the last entry");
-    assert_eq!(c.next_range().map(|(r, x)| (r, x.is_some())), Some((2004..=u64::MAX, false)));
+    assert_eq!(
+        c.next_range().map(|(r, x)| (r, x.is_some())),
+        Some((2004..=u64::MAX, false))
+    );
     assert_eq!(c.next_range(), None, "the last range ends at u64::MAX");
     for i in (1..=200u64).rev() {
         let (r, x) = c.prev().unwrap();
@@ -81,7 +85,11 @@ fn next_prev_across_node_boundaries_and_off_both_ends() {
     assert_eq!(t.next_after(2004), None);
     assert_eq!(t.prev_before(9), None);
     assert_eq!(t.prev_before(u64::MAX).map(|(r, _)| r), Some(2000..=2003));
-    assert_eq!(c.find(5).map(|(r, _)| r), None, "no entry starts at or before 5");
+    assert_eq!(
+        c.find(5).map(|(r, _)| r),
+        None,
+        "no entry starts at or before 5"
+    );
     assert_eq!(c.find(10).map(|(r, _)| r), Some(10..=13));
 }
 
@@ -102,7 +110,10 @@ fn gap_searches_with_exact_answers() {
         assert_eq!(t.empty_area(0..=2000, 15), Err(Error::Busy));
         assert_eq!(t.empty_area_rev(0..=2000, 4), Ok(1996));
         assert_eq!(t.empty_area(2496..=u64::MAX, 1 << 40), Ok(2496));
-        assert_eq!(t.empty_area_rev(0..=u64::MAX, 1 << 40), Ok(u64::MAX - (1 << 40) + 1));
+        assert_eq!(
+            t.empty_area_rev(0..=u64::MAX, 1 << 40),
+            Ok(u64::MAX - (1 << 40) + 1)
+        );
         assert_eq!(t.empty_area_rev(0..=u64::MAX, u64::MAX), Err(Error::Busy));
         assert_eq!(t.empty_area(0..=5, 1), Err(Error::Busy));
         // Invalid requests.
@@ -174,7 +185,11 @@ fn overwrite_big_span_with_nothing() {
         t.store_range(5..=39_000, v(1)).unwrap();
         m.store(5, 39_000, 1);
         check(&t, &m, "big span store");
-        assert_eq!(t.len(), 102, "[0,4], the big entry, the trimmed [39001,39005] and 99 more");
+        assert_eq!(
+            t.len(),
+            102,
+            "[0,4], the big entry, the trimmed [39001,39005] and 99 more"
+        );
     }
 }
 
@@ -191,14 +206,19 @@ fn height_drops_after_spanning_store() {
         // Overwrite almost everything: the tree must shrink back.
         t.store_range(20..=top - 20, v(0)).unwrap();
         t.validate().unwrap();
-        assert!(t.height() <= 2, "height {} after spanning store", t.height());
+        assert!(
+            t.height() <= 2,
+            "height {} after spanning store",
+            t.height()
+        );
     }
 }
 
 #[test]
 fn collapse_a_height_6_tree_one_erase_at_a_time() {
     let n: u64 = if cfg!(miri) { 40 } else { 170_000 };
-    let t: Result<MapleTree<U63>, _> = MapleTree::from_sorted_with_gaps((0..n).map(|i| (i..=i, v(i))));
+    let t: Result<MapleTree<U63>, _> =
+        MapleTree::from_sorted_with_gaps((0..n).map(|i| (i..=i, v(i))));
     let mut t = t.unwrap();
     t.validate().unwrap();
     if !cfg!(miri) {
@@ -216,7 +236,8 @@ fn collapse_a_height_6_tree_one_erase_at_a_time() {
         assert!(t.height() <= last_height, "height grew while erasing");
         last_height = t.height();
         if i % 4096 == 0 || t.len() < 300 {
-            t.validate().unwrap_or_else(|e| panic!("erase #{i} ({idx}): {e}"));
+            t.validate()
+                .unwrap_or_else(|e| panic!("erase #{i} ({idx}): {e}"));
         }
     }
     for i in 0..n {
@@ -228,7 +249,8 @@ fn collapse_a_height_6_tree_one_erase_at_a_time() {
 
 #[test]
 fn bulk_build_rejects_bad_input() {
-    let bad: Result<MapleTree<U63>, _> = MapleTree::from_sorted(vec![(5..=9, v(1)), (9..=12, v(2))]);
+    let bad: Result<MapleTree<U63>, _> =
+        MapleTree::from_sorted(vec![(5..=9, v(1)), (9..=12, v(2))]);
     assert_eq!(bad.unwrap_err(), Error::InvalidRange);
     #[allow(clippy::reversed_empty_ranges)]
     let bad: Result<MapleTree<U63>, _> = MapleTree::from_sorted(vec![(5..=4, v(1))]);
@@ -239,7 +261,12 @@ fn bulk_build_rejects_bad_input() {
     for n in [1u64, 15, 16, 17, 200, 5000] {
         for gaps in [false, true] {
             let items = (0..n).map(|i| (i * 3..=i * 3 + (i % 2), v(i)));
-            let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) }.unwrap();
+            let t = if gaps {
+                MapleTree::from_sorted_with_gaps(items)
+            } else {
+                MapleTree::from_sorted(items)
+            }
+            .unwrap();
             t.validate().unwrap();
             let want: Vec<_> = (0..n).map(|i| (i * 3, i * 3 + (i % 2), i)).collect();
             assert_eq!(entries(&t), want);
@@ -254,17 +281,27 @@ fn alloc_cyclic_wraps_once_and_reports_it() {
     assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (5, false));
     assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (6, false));
     assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (7, false));
-    assert_eq!(next, 0);
+    assert_eq!(next, 8, "past the window: the next call wraps");
     t.insert(0, v(0)).unwrap();
-    assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (1, false));
+    assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (1, true));
     for want in 2..=4 {
         assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap().0, want);
     }
-    assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap_err().cause, Error::Busy);
+    assert_eq!(
+        t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap_err().cause,
+        Error::Busy
+    );
     t.erase(2);
     next = 6;
     assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (2, true));
     t.validate().unwrap();
+    // Handing out u64::MAX wraps `next` to 0; the wrap is reported once.
+    let mut t = tree(true);
+    let mut next = u64::MAX;
+    assert_eq!(t.alloc_cyclic(.., &mut next, v(0)).unwrap(), (u64::MAX, false));
+    assert_eq!(next, 0);
+    assert_eq!(t.alloc_cyclic(.., &mut next, v(0)).unwrap(), (0, true));
+    assert_eq!(t.alloc_cyclic(.., &mut next, v(0)).unwrap(), (1, false));
 }
 
 #[test]
@@ -273,13 +310,28 @@ fn invalid_ranges_change_nothing() {
     t.insert_range(10..=20, v(1)).unwrap();
     #[allow(clippy::reversed_empty_ranges)]
     {
-        assert_eq!(t.insert_range(5..=4, v(2)).unwrap_err().cause, Error::InvalidRange);
-        assert_eq!(t.store_range(5..5, v(2)).unwrap_err().cause, Error::InvalidRange);
+        assert_eq!(
+            t.insert_range(5..=4, v(2)).unwrap_err().cause,
+            Error::InvalidRange
+        );
+        assert_eq!(
+            t.store_range(5..5, v(2)).unwrap_err().cause,
+            Error::InvalidRange
+        );
         assert_eq!(t.remove_range(9..0), Err(Error::InvalidRange));
     }
-    assert_eq!(t.insert_range(..0, v(2)).unwrap_err().cause, Error::InvalidRange);
-    assert_eq!(t.alloc_range(0..=100, 0, v(2)).unwrap_err().cause, Error::InvalidRange);
-    assert_eq!(t.insert_range(u64::MAX.., v(3)).map_err(|e| e.cause), Ok(()));
+    assert_eq!(
+        t.insert_range(..0, v(2)).unwrap_err().cause,
+        Error::InvalidRange
+    );
+    assert_eq!(
+        t.alloc_range(0..=100, 0, v(2)).unwrap_err().cause,
+        Error::InvalidRange
+    );
+    assert_eq!(
+        t.insert_range(u64::MAX.., v(3)).map_err(|e| e.cause),
+        Ok(())
+    );
     assert_eq!(entries(&t), vec![(10, 20, 1), (u64::MAX, u64::MAX, 3)]);
     t.validate().unwrap();
 }

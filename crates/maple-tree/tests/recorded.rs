@@ -10,7 +10,11 @@ use common::*;
 use maple_tree::MapleTree;
 
 fn replay(name: &str, text: &str, gaps: bool, fresh: bool) {
-    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    let mut t = if gaps {
+        MapleTree::with_gaps()
+    } else {
+        MapleTree::new()
+    };
     t.set_fresh_node_writes(fresh);
     let mut m = Model::default();
     let mut max_height = 0;
@@ -20,7 +24,9 @@ fn replay(name: &str, text: &str, gaps: bool, fresh: bool) {
             continue;
         }
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [op, f, l] = parts[..] else { panic!("{name}:{}: bad line {line:?}", lineno + 1) };
+        let [op, f, l] = parts[..] else {
+            panic!("{name}:{}: bad line {line:?}", lineno + 1)
+        };
         let f: u64 = f.parse().unwrap();
         let l: u64 = l.parse().unwrap();
         match op {
@@ -50,7 +56,9 @@ fn all_recorded_sets() {
     let modes = std::fs::read_to_string(dir.join("modes.txt")).unwrap();
     let mut sets = 0;
     for line in modes.lines() {
-        let Some((name, mode)) = line.split_once(' ') else { continue };
+        let Some((name, mode)) = line.split_once(' ') else {
+            continue;
+        };
         let text = std::fs::read_to_string(dir.join(format!("{name}.ops"))).unwrap();
         let gaps = mode.trim() == "gaps";
         for (g, fresh) in [(gaps, false), (!gaps, false), (gaps, true)] {

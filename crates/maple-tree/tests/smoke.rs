@@ -6,7 +6,11 @@ use maple_tree::MapleTree;
 fn sequential_and_reverse() {
     for gaps in [false, true] {
         for rev in [false, true] {
-            let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+            let mut t = if gaps {
+                MapleTree::with_gaps()
+            } else {
+                MapleTree::new()
+            };
             let mut m = Model::default();
             for i in 0..1000u64 {
                 let i = if rev { 1000 - i } else { i };
