@@ -1,3 +1,4 @@
 //! Library side of the `maple` command, so that its parts can be tested.
 
 pub mod ops;
+pub mod report;

@@ -163,18 +163,8 @@ fn errno(e: Error) -> &'static str {
 /// `none`) and `gap`/`rgap` (the start, `EBUSY` or `EINVAL`); `store` and
 /// `clear` print only `EINVAL` for an inverted range. Then `contents N` and
 /// the N entries in ascending order.
-pub fn run(
-    file: &str,
-    ops: &[(usize, Op)],
-    gaps: bool,
-    validate: bool,
-    out: &mut dyn Write,
-) -> Result<(), RunError> {
-    let mut t: Tree = if gaps {
-        MapleTree::with_gaps()
-    } else {
-        MapleTree::new()
-    };
+pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mut dyn Write) -> Result<(), RunError> {
+    let mut t: Tree = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
     for &(line, op) in ops {
         match op {
             Op::Store(f, l, v) => {

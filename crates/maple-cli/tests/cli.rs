@@ -33,16 +33,8 @@ fn demo_log_gives_the_expected_output_on_both_flavours() {
         args.extend_from_slice(flags);
         args.push(&file);
         let out = maple(&args, None);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            want,
-            "flags {flags:?}"
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want, "flags {flags:?}");
     }
 }
 
@@ -60,10 +52,7 @@ fn every_op_and_answer_kind() {
 #[test]
 fn malformed_lines_name_file_and_line() {
     for (log, msg) in [
-        (
-            "insert 1 2 3\nfrobnicate 1\n",
-            "<stdin>:2: unknown operation",
-        ),
+        ("insert 1 2 3\nfrobnicate 1\n", "<stdin>:2: unknown operation"),
         ("load\n", ":1: load takes 1 number(s), got 0"),
         ("# fine\nstore 1 2 x\n", ":2: bad number \"x\""),
         ("gap 1 2 3 4\n", ":1: gap takes 3"),
@@ -74,14 +63,8 @@ fn malformed_lines_name_file_and_line() {
         let err = String::from_utf8(out.stderr)
             .unwrap()
             .replace("maple: -:", "maple: <stdin>:");
-        assert!(
-            err.contains(msg.trim_start_matches("<stdin>")),
-            "{log:?}: {err}"
-        );
-        assert!(
-            out.stdout.is_empty(),
-            "nothing is applied from a malformed log"
-        );
+        assert!(err.contains(msg.trim_start_matches("<stdin>")), "{log:?}: {err}");
+        assert!(out.stdout.is_empty(), "nothing is applied from a malformed log");
     }
 }
 
@@ -110,11 +93,7 @@ fn recorded_kernel_set_replays_with_validation() {
         })
         .collect();
     let out = maple(&["ops", "--gaps", "--validate", "-"], Some(&log));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.lines().any(|l| l.starts_with("contents ")));
 }

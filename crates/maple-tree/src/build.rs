@@ -40,11 +40,7 @@ impl RawTree {
                     gap: 0,
                 });
             }
-            items.push(Item {
-                last,
-                slot: v,
-                gap: 0,
-            });
+            items.push(Item { last, slot: v, gap: 0 });
             count += 1;
             next_free = last.checked_add(1);
         }
@@ -90,11 +86,7 @@ impl RawTree {
         }
     }
 
-    fn build_levels(
-        &self,
-        mut items: Vec<Item>,
-        allocated: &mut Vec<NodeRef>,
-    ) -> Result<(NodeRef, usize), AllocError> {
+    fn build_levels(&self, mut items: Vec<Item>, allocated: &mut Vec<NodeRef>) -> Result<(NodeRef, usize), AllocError> {
         let mut kind = Kind::Leaf;
         let mut height = 0;
         loop {

@@ -39,9 +39,7 @@ struct Pos {
 
 impl Pos {
     fn seek(raw: &RawTree, index: u64) -> Pos {
-        Pos {
-            path: raw.walk(index),
-        }
+        Pos { path: raw.walk(index) }
     }
 
     /// Current range and value word.
@@ -247,11 +245,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     /// [`MapleTree::insert_range`] through the cursor.
-    pub fn insert_range(
-        &mut self,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<(), InsertError<V>> {
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
         let first = to_inclusive(&range).map(|r| r.0);
         let res = self.tree.insert_range(range, value);
         if let (Ok(f), Ok(())) = (first, &res) {
@@ -261,11 +255,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     /// [`MapleTree::store_range`] through the cursor.
-    pub fn store_range(
-        &mut self,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<(), InsertError<V>>
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -300,12 +290,7 @@ impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
 impl<V: Handle> MapleTree<V> {
     /// Stores `value` over exactly `[lo, hi]`, which must be one current
     /// range, and returns what was there.
-    pub(crate) fn replace_exact(
-        &mut self,
-        lo: u64,
-        hi: u64,
-        value: V,
-    ) -> Result<Option<V>, InsertError<V>> {
+    pub(crate) fn replace_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<Option<V>, InsertError<V>> {
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
         // `e` is a fresh handle.

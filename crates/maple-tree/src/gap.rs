@@ -30,9 +30,7 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(min),
-            Some(root) => self
-                .search(root, 0, u64::MAX, min, max, size, false)
-                .ok_or(Error::Busy),
+            Some(root) => self.search(root, 0, u64::MAX, min, max, size, false).ok_or(Error::Busy),
         }
     }
 
@@ -42,23 +40,12 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(max - (size - 1)),
-            Some(root) => self
-                .search(root, 0, u64::MAX, min, max, size, true)
-                .ok_or(Error::Busy),
+            Some(root) => self.search(root, 0, u64::MAX, min, max, size, true).ok_or(Error::Busy),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn search(
-        &self,
-        node: NodeRef,
-        nmin: u64,
-        nmax: u64,
-        wmin: u64,
-        wmax: u64,
-        size: u64,
-        rev: bool,
-    ) -> Option<u64> {
+    fn search(&self, node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64, size: u64, rev: bool) -> Option<u64> {
         let n = node.count();
         // Only slots overlapping the window are visited.
         let first = node.find(wmin.max(nmin));

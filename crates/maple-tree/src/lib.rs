@@ -82,5 +82,10 @@ pub use alloc::fault;
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};
-pub use tree::{IntoIter, Iter, MapleTree};
+pub use tree::{IntoIter, Iter, MapleTree, Stats};
 pub use validate::ValidateError;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -156,10 +156,7 @@ const _: () = assert!(core::mem::size_of::<Node>() == 256);
 const _: () = assert!(core::mem::align_of::<Node>() == 256);
 const _: () = assert!(core::mem::size_of::<RangeBody>() == 248);
 const _: () = assert!(core::mem::size_of::<ArangeBody>() == 248);
-const _: () = assert!(
-    core::mem::size_of::<usize>() == 8,
-    "maple-tree needs a 64-bit target"
-);
+const _: () = assert!(core::mem::size_of::<usize>() == 8, "maple-tree needs a 64-bit target");
 
 /// One (upper bound, slot, gap) triple while a node's content is being
 /// rebuilt. For leaves `slot` is a value handle (or null); for internal
@@ -223,10 +220,7 @@ impl NodeRef {
     /// The tagged pointer stored in a parent's slot or the tree root.
     #[inline]
     pub(crate) fn encode(self) -> *mut () {
-        self.ptr
-            .as_ptr()
-            .cast::<()>()
-            .map_addr(|a| a | self.kind as usize)
+        self.ptr.as_ptr().cast::<()>().map_addr(|a| a | self.kind as usize)
     }
 
     #[inline]
@@ -407,9 +401,7 @@ impl NodeRef {
     #[allow(dead_code)]
     #[inline]
     pub(crate) fn mark_dead(self) {
-        self.node()
-            .parent
-            .store(self.ptr.as_ptr(), Ordering::Release)
+        self.node().parent.store(self.ptr.as_ptr(), Ordering::Release)
     }
 
     /// Decoded parent word: `None` for the root, else (parent address, offset).
@@ -418,10 +410,7 @@ impl NodeRef {
         if w.addr() & ROOT_BIT != 0 {
             None
         } else {
-            Some((
-                w.addr() & ADDR_MASK,
-                (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT,
-            ))
+            Some((w.addr() & ADDR_MASK, (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT))
         }
     }
 
@@ -457,11 +446,7 @@ impl NodeRef {
     /// Appends the node's items (with `max` as the last bound) to `out`.
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
         for i in range {
-            let gap = if self.kind == Kind::Arange64 {
-                self.gap(i)
-            } else {
-                0
-            };
+            let gap = if self.kind == Kind::Arange64 { self.gap(i) } else { 0 };
             out.push(Item {
                 last: self.slot_max(i, max),
                 slot: self.slot(i),
@@ -479,14 +464,7 @@ impl NodeRef {
         let pivs = self.kind.pivots();
         for (i, it) in items.iter().enumerate() {
             if i < pivs {
-                self.set_pivot(
-                    i,
-                    if i + 1 < items.len() {
-                        it.last
-                    } else {
-                        PIVOT_UNUSED
-                    },
-                );
+                self.set_pivot(i, if i + 1 < items.len() { it.last } else { PIVOT_UNUSED });
             }
             self.set_slot(i, it.slot);
         }
@@ -526,4 +504,93 @@ impl NodeRef {
 #[inline]
 pub(crate) fn range_len(lo: u64, hi: u64) -> u64 {
     (hi - lo).saturating_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::{alloc_node, free_node};
+
+    #[test]
+    fn layout_is_pinned() {
+        assert_eq!(core::mem::size_of::<Node>(), 256);
+        assert_eq!(core::mem::offset_of!(Node, body), 8);
+        assert_eq!(core::mem::offset_of!(RangeBody, slot), 120);
+        assert_eq!(core::mem::offset_of!(ArangeBody, slot), 72);
+        assert_eq!(core::mem::offset_of!(ArangeBody, gap), 152);
+        assert_eq!(core::mem::offset_of!(ArangeBody, meta), 232);
+    }
+
+    #[test]
+    fn tags_round_trip_and_keep_provenance() {
+        for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
+            let n = alloc_node(kind).unwrap();
+            let raw = n.encode();
+            assert_eq!(raw.addr() & 0xff, kind as usize);
+            // SAFETY: `raw` encodes the live node `n`.
+            let back = unsafe { NodeRef::decode(raw) };
+            assert_eq!(back, n);
+            back.set_pivot(0, 42); // writes through the decoded pointer
+            assert_eq!(n.pivot(0), 42);
+            // SAFETY: allocated above, freed once.
+            unsafe { free_node(n) };
+        }
+    }
+
+    #[test]
+    fn fill_count_find_and_parent_words() {
+        let leaf = alloc_node(Kind::Leaf).unwrap();
+        let items: Vec<Item> = (0..5u64)
+            .map(|i| Item {
+                last: i * 10 + 9,
+                slot: core::ptr::without_provenance_mut(((i as usize) << 1) | 1),
+                gap: 0,
+            })
+            .collect();
+        leaf.fill(&items);
+        assert_eq!(leaf.count(), 5);
+        assert_eq!(leaf.find(0), 0);
+        assert_eq!(leaf.find(10), 1);
+        assert_eq!(leaf.find(49), 4);
+        assert_eq!(leaf.slot_max(4, 49), 49);
+        assert_eq!(leaf.pivot(4), PIVOT_UNUSED);
+        // Full node: 16 slots, all 15 pivots used.
+        let full: Vec<Item> = (0..16u64)
+            .map(|i| Item {
+                last: i,
+                slot: core::ptr::null_mut(),
+                gap: 0,
+            })
+            .collect();
+        leaf.fill(&full);
+        assert_eq!(leaf.count(), 16);
+        assert_eq!(leaf.find(15), 15);
+        let inner = alloc_node(Kind::Arange64).unwrap();
+        let kids: Vec<Item> = vec![
+            Item {
+                last: 99,
+                slot: leaf.encode(),
+                gap: 7,
+            },
+            Item {
+                last: u64::MAX,
+                slot: leaf.encode(),
+                gap: 30,
+            },
+        ];
+        inner.fill(&kids);
+        assert_eq!(
+            (inner.count(), inner.gap_offset(), inner.max_gap(0, u64::MAX)),
+            (2, 1, 30)
+        );
+        leaf.set_parent(inner, 1);
+        assert_eq!(leaf.parent_info(), Some((inner.addr(), 1)));
+        inner.set_root_parent();
+        assert_eq!(inner.parent_info(), None);
+        // SAFETY: allocated above, freed once each.
+        unsafe {
+            free_node(leaf);
+            free_node(inner);
+        }
+    }
 }

@@ -151,12 +151,7 @@ impl RawTree {
         let (mut min, mut max) = (0, u64::MAX);
         loop {
             let off = node.find(index);
-            path.push(Level {
-                node,
-                min,
-                max,
-                off,
-            });
+            path.push(Level { node, min, max, off });
             if node.is_leaf() {
                 return;
             }
@@ -187,12 +182,7 @@ impl RawTree {
             // SAFETY: internal node, used slot `top.off`.
             let node = unsafe { top.node.child(top.off) };
             let off = if rightmost { node.count() - 1 } else { 0 };
-            path.push(Level {
-                node,
-                min,
-                max,
-                off,
-            });
+            path.push(Level { node, min, max, off });
         }
     }
 

@@ -116,35 +116,46 @@ impl Fresh {
     }
 }
 
-/// End offsets of the parts `content` is cut into for nodes of `kind`.
+/// End offsets of the parts `content` is cut into for nodes of `kind`:
+/// as few parts as possible, balanced, and (for leaves) no part but the
+/// last ends on an empty slot. If the fewest parts cannot avoid that (every
+/// part full), one more part is used.
 fn split_points(content: &[Item], kind: Kind) -> ArrayVec<usize, 8> {
     let n = content.len();
     let cap = kind.slots();
-    let mut ends = ArrayVec::new();
-    if n <= cap {
-        ends.push(n);
-        return ends;
+    let mut k = n.div_ceil(cap);
+    loop {
+        if let Some(ends) = try_split(content, kind, k) {
+            return ends;
+        }
+        k += 1;
     }
-    let k = n.div_ceil(cap);
+}
+
+fn try_split(content: &[Item], kind: Kind, k: usize) -> Option<ArrayVec<usize, 8>> {
+    let n = content.len();
+    let cap = kind.slots();
+    let mut ends = ArrayVec::new();
     let mut start = 0;
     for p in 0..k - 1 {
         let parts_left = k - p;
         let mut end = start + (n - start).div_ceil(parts_left);
         if kind.is_leaf() && content[end - 1].slot.is_null() {
-            // Never end a leaf part on an empty slot if it can be avoided:
-            // the next slot is an entry (empties never touch).
-            let rest_after_minus = n - (end - 1);
+            // The slot after an empty one is an entry (empties never touch):
+            // take it too, or leave the empty one to the next part.
             if end - start < cap {
                 end += 1;
-            } else if rest_after_minus <= (parts_left - 1) * cap {
+            } else if n - (end - 1) <= (parts_left - 1) * cap {
                 end -= 1;
+            } else {
+                return None;
             }
         }
         ends.push(end);
         start = end;
     }
     ends.push(n);
-    ends
+    Some(ends)
 }
 
 impl RawTree {
@@ -283,9 +294,7 @@ impl RawTree {
             }
         }
 
-        let mut fresh = Fresh {
-            nodes: ArrayVec::new(),
-        };
+        let mut fresh = Fresh { nodes: ArrayVec::new() };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
         let plan = self.plan(&mut lpath, &mut rpath, &mut content, &mut fresh, &mut old);
         let publish = match plan {
@@ -324,12 +333,7 @@ impl RawTree {
     }
 
     /// Store into an empty tree.
-    fn store_empty_root(
-        &mut self,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-    ) -> Result<Stored, StoreFail> {
+    fn store_empty_root(&mut self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
         let none = Stored {
             removed: Removed::default(),
             used_split: false,
@@ -380,11 +384,7 @@ impl RawTree {
         let mut cmin = lpath[leaf].min;
         let mut cmax = rpath[leaf].max;
         loop {
-            let kind = if d == leaf {
-                Kind::Leaf
-            } else {
-                self.inner_kind()
-            };
+            let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
             let mut extended = false;
             if d > 0 && content.len() < kind.min_fill() && cmax != u64::MAX {
                 let nb = right_neighbour(lpath, rpath, d, old);
@@ -414,11 +414,7 @@ impl RawTree {
                 let part = &content[start..end];
                 node.fill(part);
                 let part_max = part[part.len() - 1].last;
-                let gap = if self.gaps {
-                    node.max_gap(part_min, part_max)
-                } else {
-                    0
-                };
+                let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
                 up.push(Item {
                     last: part_max,
                     slot: node.encode(),
@@ -432,11 +428,7 @@ impl RawTree {
                 while up.len() > 1 {
                     let node = fresh.alloc(self.inner_kind())?;
                     node.fill(&up);
-                    let gap = if self.gaps {
-                        node.max_gap(0, u64::MAX)
-                    } else {
-                        0
-                    };
+                    let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
                     up.clear();
                     up.push(Item {
                         last: u64::MAX,
@@ -453,8 +445,7 @@ impl RawTree {
             content.clear();
             lp.node.read_items(lp.max, 0..lp.off, content);
             content.extend(up);
-            rp.node
-                .read_items(rp.max, rp.off + 1..rp.node.count(), content);
+            rp.node.read_items(rp.max, rp.off + 1..rp.node.count(), content);
             cmin = lp.min;
             cmax = rp.max;
             d -= 1;
@@ -564,12 +555,7 @@ fn fix_children(node: NodeRef) {
 /// leave the right path are queued in `old`. The caller has checked that
 /// the current right node is not on the right-most spine, so a neighbour
 /// exists.
-fn right_neighbour(
-    lpath: &Path,
-    rpath: &mut Path,
-    d: usize,
-    old: &mut ArrayVec<NodeRef, 160>,
-) -> Level {
+fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<NodeRef, 160>) -> Level {
     let mut j = d;
     while j > 0 {
         j -= 1;
@@ -577,10 +563,7 @@ fn right_neighbour(
             break;
         }
     }
-    debug_assert!(
-        rpath[j].off + 1 < rpath[j].node.count(),
-        "no right neighbour"
-    );
+    debug_assert!(rpath[j].off + 1 < rpath[j].node.count(), "no right neighbour");
     for k in j + 1..=d {
         if rpath[k].node != lpath[k].node {
             old.push(rpath[k].node);
@@ -593,12 +576,53 @@ fn right_neighbour(
         let (min, max) = top.slot_range();
         // SAFETY: internal node (we are above level d), used slot.
         let node = unsafe { top.node.child(top.off) };
-        rpath.push(Level {
-            node,
-            min,
-            max,
-            off: 0,
-        });
+        rpath.push(Level { node, min, max, off: 0 });
     }
     rpath[d]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(pattern: &[bool]) -> Content {
+        pattern
+            .iter()
+            .enumerate()
+            .map(|(i, &full)| Item {
+                last: i as u64,
+                slot: if full {
+                    ptr::without_provenance_mut(1)
+                } else {
+                    ptr::null_mut()
+                },
+                gap: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn split_points_balance_and_avoid_ending_on_empty() {
+        for n in 1..=54usize {
+            // Alternate entries and empty slots, as a fragmented leaf would.
+            let pattern: Vec<bool> = (0..n).map(|i| i % 2 == 0).collect();
+            let c = items(&pattern);
+            for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
+                let ends = split_points(&c, kind);
+                assert_eq!(*ends.last().unwrap(), n);
+                let mut start = 0;
+                for (p, &end) in ends.iter().enumerate() {
+                    let size = end - start;
+                    assert!(size <= kind.slots(), "n={n} {kind:?}: part of {size}");
+                    if ends.len() > 1 {
+                        assert!(size >= kind.min_fill(), "n={n} {kind:?}: part of {size}");
+                    }
+                    if kind.is_leaf() && p + 1 < ends.len() {
+                        assert!(!c[end - 1].slot.is_null(), "n={n}: leaf part ends on empty");
+                    }
+                    start = end;
+                }
+            }
+        }
+    }
 }

@@ -207,11 +207,7 @@ impl<V: Handle> MapleTree<V> {
     /// let err = t.insert_range(9..=12, U63::from(2u32)).unwrap_err();
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
-    pub fn insert_range(
-        &mut self,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<(), InsertError<V>> {
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
         let (first, last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
@@ -242,11 +238,7 @@ impl<V: Handle> MapleTree<V> {
     /// Stores `value` over `range`, overwriting (and dropping) whatever was
     /// there. Entries that stick out of the range are trimmed; an entry cut in
     /// two by it keeps its value on the left and a clone on the right.
-    pub fn store_range(
-        &mut self,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<(), InsertError<V>>
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -397,12 +389,7 @@ impl<V: Handle> MapleTree<V> {
         self.raw.empty_area_rev(min, max, size)
     }
 
-    fn alloc_at(
-        &mut self,
-        found: Result<u64, Error>,
-        size: u64,
-        value: V,
-    ) -> Result<u64, InsertError<V>> {
+    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
         let start = match found {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
@@ -418,12 +405,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// Stores `value` in the lowest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_range`).
-    pub fn alloc_range(
-        &mut self,
-        window: impl RangeBounds<u64>,
-        size: u64,
-        value: V,
-    ) -> Result<u64, InsertError<V>> {
+    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
         let found = self.empty_area(window, size);
         self.alloc_at(found, size, value)
     }
@@ -468,7 +450,11 @@ impl<V: Handle> MapleTree<V> {
             Err(cause) => return Err(InsertError { value, cause }),
         };
         let start = (*next).max(lo);
-        let mut found = if start > hi { Err(Error::Busy) } else { self.raw.empty_area(start, hi, 1) };
+        let mut found = if start > hi {
+            Err(Error::Busy)
+        } else {
+            self.raw.empty_area(start, hi, 1)
+        };
         // A previous allocation of u64::MAX wrapped `*next` to 0: report it now.
         let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped;
         if found == Err(Error::Busy) && start > lo {
@@ -486,27 +472,20 @@ impl<V: Handle> MapleTree<V> {
     ///
     /// Fails with [`Error::InvalidRange`] if the ranges are not ascending and
     /// disjoint or one has `first > last` (all values are dropped then).
-    pub fn from_sorted(
-        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
-    ) -> Result<Self, Error> {
+    pub fn from_sorted(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
         let mut t = Self::new();
         t.build(entries)?;
         Ok(t)
     }
 
     /// [`from_sorted`](Self::from_sorted) for a gap-tracking tree.
-    pub fn from_sorted_with_gaps(
-        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
-    ) -> Result<Self, Error> {
+    pub fn from_sorted_with_gaps(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
         let mut t = Self::with_gaps();
         t.build(entries)?;
         Ok(t)
     }
 
-    fn build(
-        &mut self,
-        entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>,
-    ) -> Result<(), Error> {
+    fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
         let iter = entries
             .into_iter()
             .map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
@@ -534,11 +513,63 @@ impl<V: Handle> MapleTree<V> {
         out
     }
 
+    /// Node statistics: how many nodes of each kind and the memory they use.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            height: self.raw.height,
+            entries: self.raw.len,
+            ..Stats::default()
+        };
+        if let Some(root) = self.raw.root_node() {
+            count_nodes(root, &mut s);
+        }
+        s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
+        s
+    }
+
     /// Test hook: build every multi-word change in fresh nodes, as the
     /// concurrent mode will, instead of updating in place.
     #[doc(hidden)]
     pub fn set_fresh_node_writes(&mut self, on: bool) {
         self.raw.rcu = on;
+    }
+}
+
+/// Node statistics of a tree; see [`MapleTree::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Levels of nodes.
+    pub height: usize,
+    /// Entries stored.
+    pub entries: usize,
+    /// Leaf nodes.
+    pub leaves: usize,
+    /// Internal nodes.
+    pub internal: usize,
+    /// Bytes of node memory (256 per node).
+    pub bytes: usize,
+}
+
+impl Stats {
+    /// Node bytes per stored entry (0 for an empty tree).
+    pub fn bytes_per_entry(&self) -> f64 {
+        if self.entries == 0 {
+            0.0
+        } else {
+            self.bytes as f64 / self.entries as f64
+        }
+    }
+}
+
+fn count_nodes(node: crate::node::NodeRef, s: &mut Stats) {
+    if node.is_leaf() {
+        s.leaves += 1;
+        return;
+    }
+    s.internal += 1;
+    for i in 0..node.count() {
+        // SAFETY: internal node, used slot; the tree is borrowed.
+        count_nodes(unsafe { node.child(i) }, s);
     }
 }
 
@@ -568,11 +599,7 @@ impl<V: Handle + Clone> Clone for MapleTree<V> {
                 (lo..=hi, (*tmp).clone())
             })
             .collect();
-        let mut t = if self.raw.gaps {
-            Self::with_gaps()
-        } else {
-            Self::new()
-        };
+        let mut t = if self.raw.gaps { Self::with_gaps() } else { Self::new() };
         if t.build(entries).is_err() {
             abort_oom();
         }
@@ -650,9 +677,7 @@ impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter")
-            .field("done", &self.done)
-            .finish_non_exhaustive()
+        f.debug_struct("Iter").field("done", &self.done).finish_non_exhaustive()
     }
 }
 

@@ -35,6 +35,15 @@ macro_rules! ensure {
     };
 }
 
+/// Where a node sits, for error messages (formatted only on failure).
+struct At(NodeRef, u64, u64, usize);
+
+impl core::fmt::Display for At {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?} [{:#x}, {:#x}] depth {}", self.0, self.1, self.2, self.3)
+    }
+}
+
 impl RawTree {
     /// Checks every invariant of the tree.
     pub(crate) fn validate(&self) -> Result<(), ValidateError> {
@@ -43,10 +52,7 @@ impl RawTree {
             ensure!(self.len == 0, "empty tree with len {}", self.len);
             return Ok(());
         };
-        ensure!(
-            root.parent_info().is_none(),
-            "root {root:?} lacks the root mark"
-        );
+        ensure!(root.parent_info().is_none(), "root {root:?} lacks the root mark");
         ensure!(
             root.is_leaf() || root.count() > 1,
             "internal root {root:?} has a single child"
@@ -68,12 +74,7 @@ impl RawTree {
             self.height,
             c.leaf_depth
         );
-        ensure!(
-            c.entries == self.len,
-            "len {} but {} entries",
-            self.len,
-            c.entries
-        );
+        ensure!(c.entries == self.len, "len {} but {} entries", self.len, c.entries);
         Ok(())
     }
 
@@ -93,24 +94,15 @@ impl RawTree {
 }
 
 impl Checker<'_> {
-    fn node(
-        &mut self,
-        node: NodeRef,
-        min: u64,
-        max: u64,
-        depth: usize,
-    ) -> Result<(), ValidateError> {
-        let at = format!("{node:?} [{min:#x}, {max:#x}] depth {depth}");
+    fn node(&mut self, node: NodeRef, min: u64, max: u64, depth: usize) -> Result<(), ValidateError> {
+        let at = At(node, min, max, depth);
         ensure!(
             node.parent_word() != node.as_ptr().as_ptr(),
             "dead node reachable: {at}"
         );
         let kind = node.kind();
         if depth > 0 && !kind.is_leaf() {
-            ensure!(
-                kind == self.tree.inner_kind(),
-                "{at}: internal node of the wrong kind"
-            );
+            ensure!(kind == self.tree.inner_kind(), "{at}: internal node of the wrong kind");
         }
         let n = node.count();
         let pivs = kind.pivots();
@@ -124,18 +116,12 @@ impl Checker<'_> {
                     p >= lo && p < max,
                     "{at}: pivot[{i}] = {p:#x} outside [{lo:#x}, {max:#x})"
                 );
-                ensure!(
-                    i == 0 || p > node.pivot(i - 1),
-                    "{at}: pivots not ascending at {i}"
-                );
+                ensure!(i == 0 || p > node.pivot(i - 1), "{at}: pivots not ascending at {i}");
             }
             lo = hi.wrapping_add(1);
         }
         for i in n - 1..pivs {
-            ensure!(
-                node.pivot(i) == PIVOT_UNUSED,
-                "{at}: unused pivot[{i}] is set"
-            );
+            ensure!(node.pivot(i) == PIVOT_UNUSED, "{at}: unused pivot[{i}] is set");
         }
         for i in n..kind.slots() {
             ensure!(node.slot(i).is_null(), "{at}: unused slot {i} is not null");
@@ -155,10 +141,7 @@ impl Checker<'_> {
             }
             for i in 0..n {
                 let empty = node.slot(i).is_null();
-                ensure!(
-                    !(empty && self.prev_empty),
-                    "{at}: adjacent empty ranges at slot {i}"
-                );
+                ensure!(!(empty && self.prev_empty), "{at}: adjacent empty ranges at slot {i}");
                 self.prev_empty = empty;
                 if !empty {
                     self.entries += 1;
@@ -201,42 +184,22 @@ impl Checker<'_> {
             let g = node.gap_offset();
             ensure!(g < n, "{at}: gap offset {g} beyond count {n}");
             let best = (0..n).map(|i| node.gap(i)).max().unwrap_or(0);
-            ensure!(
-                node.gap(g) == best,
-                "{at}: gap offset {g} is not the largest gap"
-            );
+            ensure!(node.gap(g) == best, "{at}: gap offset {g} is not the largest gap");
         }
         Ok(())
     }
 }
 
-fn dump_node(
-    node: NodeRef,
-    min: u64,
-    max: u64,
-    depth: usize,
-    out: &mut String,
-    show: &dyn Fn(*mut ()) -> String,
-) {
+fn dump_node(node: NodeRef, min: u64, max: u64, depth: usize, out: &mut String, show: &dyn Fn(*mut ()) -> String) {
     let indent = "  ".repeat(depth);
     let n = node.count();
-    let _ = writeln!(
-        out,
-        "{indent}{:?} {:#x}-{:#x} ({n} slots)",
-        node.kind(),
-        min,
-        max
-    );
+    let _ = writeln!(out, "{indent}{:?} {:#x}-{:#x} ({n} slots)", node.kind(), min, max);
     for i in 0..n {
         let lo = node.slot_min(i, min);
         let hi = node.slot_max(i, max);
         if node.is_leaf() {
             let s = node.slot(i);
-            let v = if s.is_null() {
-                "-".to_string()
-            } else {
-                show(s)
-            };
+            let v = if s.is_null() { "-".to_string() } else { show(s) };
             let _ = writeln!(out, "{indent}  {lo:#x}-{hi:#x}: {v}");
         } else {
             if node.kind() == Kind::Arange64 {

@@ -62,11 +62,7 @@ fn values_dropped_exactly_once() {
     let mut rng = SmallRng::seed_from_u64(7);
     for gaps in [false, true] {
         for fresh in [false, true] {
-            let mut t = if gaps {
-                MapleTree::with_gaps()
-            } else {
-                MapleTree::new()
-            };
+            let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
             t.set_fresh_node_writes(fresh);
             random_ops(&mut t, &mut rng, if cfg!(miri) { 200 } else { 20_000 });
             assert_eq!(live(), t.len() as i64, "live values != entries");
@@ -90,9 +86,7 @@ fn values_dropped_exactly_once() {
     random_ops(&mut t, &mut rng, 2000);
     t.clear();
     assert_eq!((live(), t.len(), t.height()), (0, 0, 0));
-    let collected: MapleTree<Box<Tracked>> = (0..100u64)
-        .map(|i| (i * 4..=i * 4 + 9, Tracked::new(i)))
-        .collect();
+    let collected: MapleTree<Box<Tracked>> = (0..100u64).map(|i| (i * 4..=i * 4 + 9, Tracked::new(i))).collect();
     collected.validate().unwrap();
     drop(collected);
     assert_eq!(live(), 0);

@@ -11,11 +11,7 @@ use maple_tree::{fault, Error, MapleTree, U63};
 type Op = dyn Fn(&mut MapleTree<U63>) -> Result<(), Error>;
 
 fn build(n: u64, gaps: bool, fresh: bool) -> MapleTree<U63> {
-    let mut t = if gaps {
-        MapleTree::with_gaps()
-    } else {
-        MapleTree::new()
-    };
+    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
     t.set_fresh_node_writes(fresh);
     for i in 0..n {
         t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
@@ -39,13 +35,8 @@ fn exercise(name: &str, setup: &dyn Fn() -> MapleTree<U63>, op: &Op) -> u64 {
             t.validate().unwrap();
             return n - 1;
         }
-        assert_eq!(
-            r,
-            Err(Error::NoMemory),
-            "{name}: allocation {n} failed silently"
-        );
-        t.validate()
-            .unwrap_or_else(|e| panic!("{name}: alloc {n}: {e}"));
+        assert_eq!(r, Err(Error::NoMemory), "{name}: allocation {n} failed silently");
+        t.validate().unwrap_or_else(|e| panic!("{name}: alloc {n}: {e}"));
         assert_eq!(entries(&t), before, "{name}: alloc {n}: contents changed");
         assert_eq!(t.height(), height, "{name}: alloc {n}: height changed");
         assert_eq!(fault::live(), live, "{name}: alloc {n}: nodes leaked");
@@ -60,7 +51,12 @@ fn every_allocation_point_of_every_write() {
     let mut points = 0;
     for gaps in [false, true] {
         for fresh in [false, true] {
-            for n in [0u64, 1, 15, 16, 17, 100, 170, 700, 2000] {
+            for n in if cfg!(miri) {
+                &[0u64, 17, 100][..]
+            } else {
+                &[0u64, 1, 15, 16, 17, 100, 170, 700, 2000][..]
+            } {
+                let n = *n;
                 let setup = move || build(n, gaps, fresh);
                 let ops: Vec<(&str, Box<Op>)> = vec![
                     (
@@ -85,10 +81,7 @@ fn every_allocation_point_of_every_write() {
                         "spanning-store",
                         Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause)),
                     ),
-                    (
-                        "spanning-clear",
-                        Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1)),
-                    ),
+                    ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
                     (
                         "erase",
                         Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from)),
@@ -107,25 +100,16 @@ fn every_allocation_point_of_every_write() {
                     ),
                     (
                         "cursor-replace-empty",
-                        Box::new(|t| {
-                            t.cursor_mut(7)
-                                .replace(v(1))
-                                .map(|_| ())
-                                .map_err(|e| e.cause)
-                        }),
+                        Box::new(|t| t.cursor_mut(7).replace(v(1)).map(|_| ()).map_err(|e| e.cause)),
                     ),
                 ];
                 for (name, op) in &ops {
-                    points += exercise(
-                        &format!("{name} n={n} gaps={gaps} fresh={fresh}"),
-                        &setup,
-                        op.as_ref(),
-                    );
+                    points += exercise(&format!("{name} n={n} gaps={gaps} fresh={fresh}"), &setup, op.as_ref());
                 }
             }
         }
     }
-    assert!(points > 100, "only {points} allocation points reached");
+    assert!(points > 30, "only {points} allocation points reached");
     assert_eq!(fault::live(), start_live, "nodes leaked overall");
 }
 
@@ -134,12 +118,13 @@ fn erase_sequences_under_injection() {
     // Shrinking a tree by erases exercises rebalancing; fail allocations at
     // every step for a while.
     for gaps in [false, true] {
-        let mut t = build(600, gaps, true);
+        let n = if cfg!(miri) { 60 } else { 600 };
+        let mut t = build(n, gaps, true);
         let mut m = Model::default();
-        for i in 0..600u64 {
+        for i in 0..n {
             m.store(i * 10, i * 10 + 5, i);
         }
-        for i in (0..600u64).rev().step_by(3) {
+        for i in (0..n).rev().step_by(3) {
             for n in 1..4 {
                 fault::fail_nth_alloc(n);
                 match t.try_erase(i * 10) {
@@ -167,8 +152,7 @@ fn bulk_build_under_injection() {
     let live = fault::live();
     for n in 1..200 {
         fault::fail_nth_alloc(n);
-        let r: Result<MapleTree<U63>, _> =
-            MapleTree::from_sorted_with_gaps((0..300u64).map(|i| (i * 2..=i * 2, v(i))));
+        let r: Result<MapleTree<U63>, _> = MapleTree::from_sorted_with_gaps((0..300u64).map(|i| (i * 2..=i * 2, v(i))));
         let armed = fault::armed();
         fault::fail_nth_alloc(0);
         match r {

@@ -16,6 +16,7 @@ fn tree(gaps: bool) -> MapleTree<U63> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thousands of validated steps; runs natively")]
 fn splits_at_lower_middle_upper_bounds_with_powers_of_two() {
     for gaps in [false, true] {
         let mut t = tree(gaps);
@@ -85,11 +86,7 @@ fn next_prev_across_node_boundaries_and_off_both_ends() {
     assert_eq!(t.next_after(2004), None);
     assert_eq!(t.prev_before(9), None);
     assert_eq!(t.prev_before(u64::MAX).map(|(r, _)| r), Some(2000..=2003));
-    assert_eq!(
-        c.find(5).map(|(r, _)| r),
-        None,
-        "no entry starts at or before 5"
-    );
+    assert_eq!(c.find(5).map(|(r, _)| r), None, "no entry starts at or before 5");
     assert_eq!(c.find(10).map(|(r, _)| r), Some(10..=13));
 }
 
@@ -110,10 +107,7 @@ fn gap_searches_with_exact_answers() {
         assert_eq!(t.empty_area(0..=2000, 15), Err(Error::Busy));
         assert_eq!(t.empty_area_rev(0..=2000, 4), Ok(1996));
         assert_eq!(t.empty_area(2496..=u64::MAX, 1 << 40), Ok(2496));
-        assert_eq!(
-            t.empty_area_rev(0..=u64::MAX, 1 << 40),
-            Ok(u64::MAX - (1 << 40) + 1)
-        );
+        assert_eq!(t.empty_area_rev(0..=u64::MAX, 1 << 40), Ok(u64::MAX - (1 << 40) + 1));
         assert_eq!(t.empty_area_rev(0..=u64::MAX, u64::MAX), Err(Error::Busy));
         assert_eq!(t.empty_area(0..=5, 1), Err(Error::Busy));
         // Invalid requests.
@@ -131,6 +125,7 @@ fn gap_searches_with_exact_answers() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thousands of validated steps; runs natively")]
 fn fill_with_allocations_until_busy() {
     // 5000 allocations of 4 KiB..64 KiB in a 64 MiB window, lowest fit.
     let mut t = tree(true);
@@ -169,6 +164,7 @@ fn fill_with_allocations_until_busy() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thousands of validated steps; runs natively")]
 fn overwrite_big_span_with_nothing() {
     for gaps in [false, true] {
         let mut t = tree(gaps);
@@ -206,19 +202,14 @@ fn height_drops_after_spanning_store() {
         // Overwrite almost everything: the tree must shrink back.
         t.store_range(20..=top - 20, v(0)).unwrap();
         t.validate().unwrap();
-        assert!(
-            t.height() <= 2,
-            "height {} after spanning store",
-            t.height()
-        );
+        assert!(t.height() <= 2, "height {} after spanning store", t.height());
     }
 }
 
 #[test]
 fn collapse_a_height_6_tree_one_erase_at_a_time() {
     let n: u64 = if cfg!(miri) { 40 } else { 170_000 };
-    let t: Result<MapleTree<U63>, _> =
-        MapleTree::from_sorted_with_gaps((0..n).map(|i| (i..=i, v(i))));
+    let t: Result<MapleTree<U63>, _> = MapleTree::from_sorted_with_gaps((0..n).map(|i| (i..=i, v(i))));
     let mut t = t.unwrap();
     t.validate().unwrap();
     if !cfg!(miri) {
@@ -236,8 +227,7 @@ fn collapse_a_height_6_tree_one_erase_at_a_time() {
         assert!(t.height() <= last_height, "height grew while erasing");
         last_height = t.height();
         if i % 4096 == 0 || t.len() < 300 {
-            t.validate()
-                .unwrap_or_else(|e| panic!("erase #{i} ({idx}): {e}"));
+            t.validate().unwrap_or_else(|e| panic!("erase #{i} ({idx}): {e}"));
         }
     }
     for i in 0..n {
@@ -249,8 +239,7 @@ fn collapse_a_height_6_tree_one_erase_at_a_time() {
 
 #[test]
 fn bulk_build_rejects_bad_input() {
-    let bad: Result<MapleTree<U63>, _> =
-        MapleTree::from_sorted(vec![(5..=9, v(1)), (9..=12, v(2))]);
+    let bad: Result<MapleTree<U63>, _> = MapleTree::from_sorted(vec![(5..=9, v(1)), (9..=12, v(2))]);
     assert_eq!(bad.unwrap_err(), Error::InvalidRange);
     #[allow(clippy::reversed_empty_ranges)]
     let bad: Result<MapleTree<U63>, _> = MapleTree::from_sorted(vec![(5..=4, v(1))]);
@@ -287,10 +276,7 @@ fn alloc_cyclic_wraps_once_and_reports_it() {
     for want in 2..=4 {
         assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap().0, want);
     }
-    assert_eq!(
-        t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap_err().cause,
-        Error::Busy
-    );
+    assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap_err().cause, Error::Busy);
     t.erase(2);
     next = 6;
     assert_eq!(t.alloc_cyclic(0..=7, &mut next, v(0)).unwrap(), (2, true));
@@ -310,28 +296,13 @@ fn invalid_ranges_change_nothing() {
     t.insert_range(10..=20, v(1)).unwrap();
     #[allow(clippy::reversed_empty_ranges)]
     {
-        assert_eq!(
-            t.insert_range(5..=4, v(2)).unwrap_err().cause,
-            Error::InvalidRange
-        );
-        assert_eq!(
-            t.store_range(5..5, v(2)).unwrap_err().cause,
-            Error::InvalidRange
-        );
+        assert_eq!(t.insert_range(5..=4, v(2)).unwrap_err().cause, Error::InvalidRange);
+        assert_eq!(t.store_range(5..5, v(2)).unwrap_err().cause, Error::InvalidRange);
         assert_eq!(t.remove_range(9..0), Err(Error::InvalidRange));
     }
-    assert_eq!(
-        t.insert_range(..0, v(2)).unwrap_err().cause,
-        Error::InvalidRange
-    );
-    assert_eq!(
-        t.alloc_range(0..=100, 0, v(2)).unwrap_err().cause,
-        Error::InvalidRange
-    );
-    assert_eq!(
-        t.insert_range(u64::MAX.., v(3)).map_err(|e| e.cause),
-        Ok(())
-    );
+    assert_eq!(t.insert_range(..0, v(2)).unwrap_err().cause, Error::InvalidRange);
+    assert_eq!(t.alloc_range(0..=100, 0, v(2)).unwrap_err().cause, Error::InvalidRange);
+    assert_eq!(t.insert_range(u64::MAX.., v(3)).map_err(|e| e.cause), Ok(()));
     assert_eq!(entries(&t), vec![(10, 20, 1), (u64::MAX, u64::MAX, 3)]);
     t.validate().unwrap();
 }

@@ -68,15 +68,11 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
             assert_eq!(got, m.get(i), "{what}");
         }
         Op::Next(i) => {
-            let got = t
-                .next_after(i)
-                .map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            let got = t.next_after(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
             assert_eq!(got, m.next(i), "{what}");
         }
         Op::Prev(i) => {
-            let got = t
-                .prev_before(i)
-                .map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            let got = t.prev_before(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
             assert_eq!(got, m.prev(i), "{what}");
         }
         Op::Gap(a, b, s) => assert_eq!(t.empty_area(a..=b, s), m.gap(a, b, s, false), "{what}"),
@@ -104,22 +100,14 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
 /// Walks every range (entries and gaps) from `i` to one end and compares
 /// with the model's entries and free runs.
 fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str) {
-    let mut want: Vec<(u64, u64, Option<u64>)> = m
-        .entries()
-        .into_iter()
-        .map(|(s, e, x)| (s, e, Some(x)))
-        .collect();
+    let mut want: Vec<(u64, u64, Option<u64>)> = m.entries().into_iter().map(|(s, e, x)| (s, e, Some(x))).collect();
     want.extend(m.free_runs().into_iter().map(|(s, e)| (s, e, None)));
     want.sort();
     let start = want.iter().position(|&(s, e, _)| s <= i && i <= e).unwrap();
     let mut c = t.cursor(i);
     let mut got = vec![(*c.range().start(), *c.range().end(), c.get().map(U63::get))];
     loop {
-        let step = if forward {
-            c.next_range()
-        } else {
-            c.prev_range()
-        };
+        let step = if forward { c.next_range() } else { c.prev_range() };
         match step {
             Some((r, x)) => got.push((*r.start(), *r.end(), x.map(U63::get))),
             None => break,
@@ -172,11 +160,7 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
 }
 
 fn run(ops: &[Op], gaps: bool, fresh: bool) {
-    let mut t = if gaps {
-        MapleTree::with_gaps()
-    } else {
-        MapleTree::new()
-    };
+    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
     t.set_fresh_node_writes(fresh);
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
@@ -204,11 +188,7 @@ fn long_random_sequences_reach_height_4() {
     let n = if cfg!(miri) { 60 } else { 9000 };
     for (seed, gaps, fresh) in [(1u64, true, false), (2, false, false), (3, true, true)] {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut t = if gaps {
-            MapleTree::with_gaps()
-        } else {
-            MapleTree::new()
-        };
+        let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
         t.set_fresh_node_writes(fresh);
         let mut m = Model::default();
         let mut max_height = 0;

@@ -10,11 +10,7 @@ use common::*;
 use maple_tree::MapleTree;
 
 fn replay(name: &str, text: &str, gaps: bool, fresh: bool) {
-    let mut t = if gaps {
-        MapleTree::with_gaps()
-    } else {
-        MapleTree::new()
-    };
+    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
     t.set_fresh_node_writes(fresh);
     let mut m = Model::default();
     let mut max_height = 0;

@@ -54,20 +54,13 @@ impl Model {
 
     /// First entry whose range ends at or after `index`.
     pub fn next(&self, index: u64) -> Option<(u64, u64, u64)> {
-        self.get(index).or_else(|| {
-            self.map
-                .range(index..)
-                .next()
-                .map(|(&s, &(e, v))| (s, e, v))
-        })
+        self.get(index)
+            .or_else(|| self.map.range(index..).next().map(|(&s, &(e, v))| (s, e, v)))
     }
 
     /// Last entry starting at or before `index`.
     pub fn prev(&self, index: u64) -> Option<(u64, u64, u64)> {
-        self.map
-            .range(..=index)
-            .next_back()
-            .map(|(&s, &(e, v))| (s, e, v))
+        self.map.range(..=index).next_back().map(|(&s, &(e, v))| (s, e, v))
     }
 
     /// Free runs (maximal empty ranges) in ascending order.
@@ -99,10 +92,7 @@ impl Model {
         };
         let runs = self.free_runs();
         let found = if rev {
-            runs.into_iter()
-                .rev()
-                .find_map(fits)
-                .map(|(_, hi)| hi - (size - 1))
+            runs.into_iter().rev().find_map(fits).map(|(_, hi)| hi - (size - 1))
         } else {
             runs.into_iter().find_map(fits).map(|(lo, _)| lo)
         };
@@ -119,9 +109,7 @@ pub fn v(x: u64) -> U63 {
 }
 
 pub fn entries(t: &MapleTree<U63>) -> Vec<(u64, u64, u64)> {
-    t.iter()
-        .map(|(r, v)| (*r.start(), *r.end(), v.get()))
-        .collect()
+    t.iter().map(|(r, v)| (*r.start(), *r.end(), v.get())).collect()
 }
 
 /// Validates and compares the full contents, with a dump on failure.
@@ -132,10 +120,7 @@ pub fn check(t: &MapleTree<U63>, m: &Model, what: &str) {
     let got = entries(t);
     let want = m.entries();
     if got != want {
-        panic!(
-            "{what}: contents differ\n got {got:x?}\nwant {want:x?}\n{}",
-            t.dump()
-        );
+        panic!("{what}: contents differ\n got {got:x?}\nwant {want:x?}\n{}", t.dump());
     }
     assert_eq!(t.len(), want.len(), "{what}: len");
 }

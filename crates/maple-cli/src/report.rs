@@ -1,0 +1,521 @@
+//! `maple report`: measures the maple tree side by side with `BTreeMap`
+//! (used as a range map) and the `rangemap` crate on built-in data, and
+//! runs the kernel's own maple-tree benchmark loops, printing Markdown.
+//!
+//! Every figure is the median of several repetitions, and each row runs all
+//! structures on the same data in the same process, so the ratios are
+//! meaningful even on a busy machine; absolute times are not.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    hint::black_box,
+    time::{Duration, Instant},
+};
+
+use maple_tree::{MapleTree, U63};
+use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
+use rangemap::RangeInclusiveMap;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Numbers of ranges for the comparison tables.
+    pub sizes: Vec<u64>,
+    /// Repetitions per measurement (the median is reported).
+    pub reps: usize,
+    /// Scale of the kernel benchmark loops (1.0 = our default counts).
+    pub loop_scale: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sizes: vec![1_000, 100_000, 1_000_000],
+            reps: 5,
+            loop_scale: 1.0,
+        }
+    }
+}
+
+const STEP: u64 = 16;
+const LEN: u64 = 10;
+
+fn range(i: u64) -> (u64, u64) {
+    (i * STEP, i * STEP + LEN - 1)
+}
+
+fn u(x: u64) -> U63 {
+    U63::new_truncate(x)
+}
+
+/// Median time per operation of `reps` runs of `f`, which performs `ops`
+/// operations; `setup` builds fresh input for each run (not timed).
+fn per_op<S, T>(reps: usize, ops: u64, mut setup: impl FnMut() -> S, mut f: impl FnMut(S) -> T) -> Duration {
+    let mut times: Vec<Duration> = (0..reps.max(1))
+        .map(|_| {
+            let input = setup();
+            let start = Instant::now();
+            let out = f(input);
+            let d = start.elapsed();
+            drop(black_box(out));
+            d
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2] / ops.max(1) as u32
+}
+
+fn ns(d: Duration) -> String {
+    let n = d.as_secs_f64() * 1e9;
+    if n >= 100.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
+fn ratio(base: Duration, ours: Duration) -> String {
+    format!("{:.2}×", base.as_secs_f64() / ours.as_secs_f64().max(1e-12))
+}
+
+fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
+    let items = (0..n).map(|i| {
+        let (f, l) = range(i);
+        (f..=l, u(i))
+    });
+    let t = if gaps {
+        MapleTree::from_sorted_with_gaps(items)
+    } else {
+        MapleTree::from_sorted(items)
+    };
+    t.expect("sorted built-in data")
+}
+
+fn btree(n: u64) -> BTreeMap<u64, (u64, u64)> {
+    (0..n)
+        .map(|i| {
+            let (f, l) = range(i);
+            (f, (l, i))
+        })
+        .collect()
+}
+
+fn btree_load(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
+    m.range(..=i).next_back().and_then(|(_, &(l, v))| (l >= i).then_some(v))
+}
+
+fn btree_gap(m: &BTreeMap<u64, (u64, u64)>, size: u64) -> Option<u64> {
+    let mut next = 0u64;
+    for (&f, &(l, _)) in m {
+        if f - next >= size {
+            return Some(next);
+        }
+        next = l + 1;
+    }
+    Some(next)
+}
+
+fn rmap(n: u64) -> RangeInclusiveMap<u64, u64> {
+    let mut m = RangeInclusiveMap::new();
+    for i in 0..n {
+        let (f, l) = range(i);
+        m.insert(f..=l, i);
+    }
+    m
+}
+
+/// One row of a comparison table: ns/op for maple, the baselines, ratios.
+struct Row {
+    what: String,
+    n: u64,
+    maple: Duration,
+    btree: Duration,
+    rangemap: Option<Duration>,
+}
+
+fn comparison(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
+    let mut rows = Vec::new();
+    for &n in &opts.sizes {
+        let reps = opts.reps;
+        let mut rng = SmallRng::seed_from_u64(n);
+        let lookups = 200_000u64;
+        let keys: Vec<u64> = (0..lookups).map(|_| rng.gen_range(0..n * STEP)).collect();
+        let mut shuffled: Vec<u64> = (0..n).collect();
+        shuffled.shuffle(&mut rng);
+        let asc: Vec<u64> = (0..n).collect();
+
+        progress(&format!("load n={n}"));
+        let t = maple(n, false);
+        let m = btree(n);
+        let r = rmap(n);
+        let sum = |f: &dyn Fn(u64) -> u64| keys.iter().map(|&k| f(k)).sum::<u64>();
+        rows.push(Row {
+            what: "load (random)".into(),
+            n,
+            maple: per_op(reps, lookups, || (), |()| sum(&|k| t.load(k).map_or(0, U63::get))),
+            btree: per_op(reps, lookups, || (), |()| sum(&|k| btree_load(&m, k).unwrap_or(0))),
+            rangemap: Some(per_op(
+                reps,
+                lookups,
+                || (),
+                |()| sum(&|k| r.get(&k).copied().unwrap_or(0)),
+            )),
+        });
+
+        progress(&format!("iterate n={n}"));
+        rows.push(Row {
+            what: "iterate".into(),
+            n,
+            maple: per_op(reps, n, || (), |()| t.iter().map(|(_, v)| v.get()).sum::<u64>()),
+            btree: per_op(reps, n, || (), |()| m.values().map(|v| v.1).sum::<u64>()),
+            rangemap: Some(per_op(reps, n, || (), |()| r.iter().map(|(_, v)| *v).sum::<u64>())),
+        });
+
+        for (what, order) in [("store (ascending)", &asc), ("store (random)", &shuffled)] {
+            progress(&format!("{what} n={n}"));
+            rows.push(Row {
+                what: what.into(),
+                n,
+                maple: per_op(reps, n, MapleTree::<U63>::new, |mut t| {
+                    for &i in order {
+                        let (f, l) = range(i);
+                        t.store_range(f..=l, u(i)).expect("store");
+                    }
+                    t
+                }),
+                btree: per_op(reps, n, BTreeMap::<u64, (u64, u64)>::new, |mut m| {
+                    for &i in order {
+                        let (f, l) = range(i);
+                        m.insert(f, (l, i));
+                    }
+                    m
+                }),
+                rangemap: Some(per_op(reps, n, RangeInclusiveMap::<u64, u64>::new, |mut m| {
+                    for &i in order {
+                        let (f, l) = range(i);
+                        m.insert(f..=l, i);
+                    }
+                    m
+                })),
+            });
+        }
+
+        progress(&format!("erase n={n}"));
+        rows.push(Row {
+            what: "erase (random)".into(),
+            n,
+            maple: per_op(
+                reps,
+                n,
+                || maple(n, false),
+                |mut t| {
+                    for &i in &shuffled {
+                        black_box(t.erase(i * STEP));
+                    }
+                    t
+                },
+            ),
+            btree: per_op(
+                reps,
+                n,
+                || btree(n),
+                |mut m| {
+                    for &i in &shuffled {
+                        black_box(m.remove(&(i * STEP)));
+                    }
+                    m
+                },
+            ),
+            rangemap: Some(per_op(
+                reps,
+                n,
+                || rmap(n),
+                |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        m.remove(f..=l);
+                    }
+                    m
+                },
+            )),
+        });
+
+        progress(&format!("gap n={n}"));
+        let hole = rng.gen_range(n / 4..n / 2 + 1);
+        let mut tg = maple(n, true);
+        let mut mg = btree(n);
+        for k in hole..hole + 5 {
+            tg.erase(k * STEP);
+            mg.remove(&(k * STEP));
+        }
+        let searches = 20_000u64;
+        let scans = if n > 100_000 { 20 } else { (2_000_000 / n).max(20) };
+        debug_assert_eq!(tg.empty_area(.., 64).ok(), btree_gap(&mg, 64));
+        rows.push(Row {
+            what: "gap search (lowest fit)".into(),
+            n,
+            maple: per_op(
+                reps,
+                searches,
+                || (),
+                |()| {
+                    (0..searches)
+                        .map(|_| tg.empty_area(.., black_box(64)).unwrap_or(0))
+                        .sum::<u64>()
+                },
+            ),
+            btree: per_op(
+                reps,
+                scans,
+                || (),
+                |()| {
+                    (0..scans)
+                        .map(|_| btree_gap(&mg, black_box(64)).unwrap_or(0))
+                        .sum::<u64>()
+                },
+            ),
+            rangemap: None,
+        });
+    }
+
+    let _ = writeln!(out, "## Maple tree vs `BTreeMap` and `rangemap`\n");
+    let _ = writeln!(
+        out,
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} runs); ratio > 1 means the maple tree is faster. \
+         The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan.\n",
+        opts.reps
+    );
+    let _ = writeln!(
+        out,
+        "| operation | ranges | maple ns | BTreeMap ns | rangemap ns | vs BTreeMap | vs rangemap |"
+    );
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in &rows {
+        let (rm, rr) = match r.rangemap {
+            Some(d) => (ns(d), ratio(d, r.maple)),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.what,
+            r.n,
+            ns(r.maple),
+            ns(r.btree),
+            rm,
+            ratio(r.btree, r.maple),
+            rr
+        );
+    }
+    let _ = writeln!(out, "\n### Memory\n");
+    let _ = writeln!(out, "| ranges | flavour | height | nodes | bytes per range |");
+    let _ = writeln!(out, "| ---: | --- | ---: | ---: | ---: |");
+    for &n in &opts.sizes {
+        for (gaps, name, how) in [(false, "plain", "bulk"), (true, "gaps", "bulk")] {
+            let s = maple(n, gaps).stats();
+            let _ = writeln!(
+                out,
+                "| {n} | {name} ({how}) | {} | {} | {:.1} |",
+                s.height,
+                s.leaves + s.internal,
+                s.bytes_per_entry()
+            );
+        }
+        let mut t = MapleTree::with_gaps();
+        let mut order: Vec<u64> = (0..n).collect();
+        order.shuffle(&mut SmallRng::seed_from_u64(n));
+        for i in order {
+            let (f, l) = range(i);
+            let _ = t.insert_range(f..=l, u(i));
+        }
+        let s = t.stats();
+        let _ = writeln!(
+            out,
+            "| {n} | gaps (random inserts) | {} | {} | {:.1} |",
+            s.height,
+            s.leaves + s.internal,
+            s.bytes_per_entry()
+        );
+    }
+}
+
+/// The kernel's benchmark loops (REFERENCE.md §8), on gap-tracking trees.
+fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
+    let scale = |n: f64| ((n * opts.loop_scale) as u64).max(1);
+    let mut rows: Vec<(&str, &str, u64, Duration)> = Vec::new();
+
+    progress("kernel: slot store");
+    let loops = scale(2_000_000.0);
+    let d = per_op(
+        opts.reps,
+        loops,
+        || {
+            let mut t = MapleTree::with_gaps();
+            for i in (0..=1030u64).step_by(10) {
+                t.insert_range(i..=i + 5, u(i)).expect("insert");
+            }
+            t
+        },
+        |mut t| {
+            for _ in 0..loops {
+                t.remove_range(105..=105).expect("clear");
+                t.store_range(100..=105, u(100)).expect("store");
+            }
+            t
+        },
+    );
+    rows.push(("slot store", "`[i, i+5]`, i = 0, 10 … 1030", loops, d));
+
+    progress("kernel: node store");
+    let loops = scale(2_000_000.0);
+    let d = per_op(
+        opts.reps,
+        loops,
+        || {
+            let mut t = MapleTree::with_gaps();
+            for i in (0..=230u64).step_by(10) {
+                t.insert_range(i..=i + 5, u(i)).expect("insert");
+            }
+            t
+        },
+        |mut t| {
+            let mut ow = 76u64;
+            for _ in 0..loops {
+                t.store_range(ow..=ow + 15, u(ow)).expect("store");
+                ow += 5;
+                if ow > 135 {
+                    ow = 76;
+                }
+            }
+            t
+        },
+    );
+    rows.push(("node store", "i = 0, 10 … 230; store `[ow, ow+15]`", loops, d));
+
+    let walk_tree = || {
+        let mut t = MapleTree::with_gaps();
+        for i in (0..=2490u64).step_by(10) {
+            t.insert_range(i..=i + 5, u(i)).expect("insert");
+        }
+        t.remove_range(1470..=1475).expect("clear");
+        t
+    };
+    progress("kernel: gap walk");
+    let t = walk_tree();
+    let loops = scale(5_000_000.0);
+    let d = per_op(
+        opts.reps,
+        loops,
+        || (),
+        |()| {
+            (0..loops)
+                .map(|_| t.empty_area_rev(0..=2000, black_box(10)).unwrap_or(0))
+                .sum::<u64>()
+        },
+    );
+    rows.push(("gap walk", "highest gap of 10 in [0, 2000]", loops, d));
+
+    progress("kernel: walk/load");
+    let loops = scale(20_000_000.0);
+    let d = per_op(
+        opts.reps,
+        loops,
+        || (),
+        |()| {
+            (0..loops)
+                .map(|_| t.load(black_box(1480)).map_or(0, U63::get))
+                .sum::<u64>()
+        },
+    );
+    rows.push(("walk / load", "lookup of 1480 in the gap-walk tree", loops, d));
+
+    progress("kernel: for-each");
+    let mut fe = MapleTree::with_gaps();
+    for i in 0..500u64 {
+        fe.insert_range(i * 5..=i * 5 + 4, u(i)).expect("insert");
+    }
+    let loops = scale(50_000.0);
+    let d = per_op(
+        opts.reps,
+        loops,
+        || (),
+        |()| {
+            (0..loops)
+                .map(|_| fe.iter().map(|(_, v)| v.get()).sum::<u64>())
+                .sum::<u64>()
+        },
+    );
+    rows.push(("for-each", "`[i, i+4]`, 500 entries, one full iteration", loops, d));
+
+    let _ = writeln!(out, "\n## The kernel's maple-tree benchmarks (gap-tracking trees)\n");
+    let _ = writeln!(
+        out,
+        "Same data and loop bodies as the kernel's `lib/test_maple_tree.c` benchmarks, fewer iterations.\n"
+    );
+    let _ = writeln!(out, "| benchmark | data | iterations | ns per iteration |");
+    let _ = writeln!(out, "| --- | --- | ---: | ---: |");
+    for (name, data, loops, d) in rows {
+        let _ = writeln!(out, "| {name} | {data} | {loops} | {} |", ns(d));
+    }
+}
+
+/// Runs everything and returns the Markdown report. `progress` is told
+/// what is being measured.
+pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# maple benchmark report\n");
+    let _ = writeln!(
+        out,
+        "Produced by `maple report` (built-in data). Machine: {} logical CPUs. Absolute times are noise on a shared machine; compare the ratios.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    comparison(opts, &mut out, progress);
+    kernel_loops(opts, &mut out, progress);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_report_has_every_table_row() {
+        let opts = Options {
+            sizes: vec![64],
+            reps: 1,
+            loop_scale: 0.0001,
+        };
+        let report = run(&opts, &mut |_| {});
+        for what in [
+            "load (random)",
+            "iterate",
+            "store (ascending)",
+            "store (random)",
+            "erase (random)",
+            "gap search",
+            "slot store",
+            "node store",
+            "gap walk",
+            "walk / load",
+            "for-each",
+            "bytes per range",
+        ] {
+            assert!(report.contains(what), "missing {what}:\n{report}");
+        }
+    }
+
+    #[test]
+    fn baselines_agree_with_the_tree() {
+        let n = 300;
+        let t = maple(n, true);
+        let m = btree(n);
+        let r = rmap(n);
+        for k in 0..n * STEP + 20 {
+            let want = t.load(k).map(U63::get);
+            assert_eq!(btree_load(&m, k), want);
+            assert_eq!(r.get(&k).copied(), want);
+        }
+        assert_eq!(t.empty_area(.., 7).ok(), btree_gap(&m, 7));
+    }
+}
