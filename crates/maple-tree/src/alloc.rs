@@ -1,9 +1,14 @@
 //! Every node allocation and free goes through this module, so that one
 //! place counts them and (with the `fault-injection` feature) can fail the
 //! N-th allocation on purpose.
+//!
+//! Freed nodes go to a small per-thread cache (like the kernel's slab) that
+//! the next allocation reuses: splits and merges free and allocate nodes in
+//! pairs, and 256-byte-aligned `malloc` is slow. The cache holds at most
+//! [`CACHE_NODES`] nodes per thread and is emptied when the thread exits.
 
-use core::ptr::NonNull;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use core::{cell::RefCell, ptr::NonNull};
+use std::alloc::{alloc, dealloc, Layout};
 
 use crate::{
     error::AllocError,
@@ -12,19 +17,50 @@ use crate::{
 
 const LAYOUT: Layout = Layout::new::<Node>();
 
-/// Allocates a zeroed node of `kind`.
+/// Most nodes kept per thread for reuse.
+const CACHE_NODES: usize = 64;
+
+/// Free nodes of this thread.
+struct Cache(Vec<NonNull<Node>>);
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        for p in self.0.drain(..) {
+            // SAFETY: cached nodes came from `alloc` with `LAYOUT` and are
+            // owned by the cache alone.
+            unsafe { dealloc(p.as_ptr().cast(), LAYOUT) }
+        }
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
+}
+
+/// Allocates a node of `kind`. Its parent word is null; every other field
+/// is uninitialised until [`NodeRef::fill`] writes it, so callers must fill
+/// the node before anyone reads it.
 pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
     #[cfg(feature = "fault-injection")]
     if fault::should_fail() {
         return Err(AllocError);
     }
-    // SAFETY: `LAYOUT` has non-zero size.
-    let ptr = unsafe { alloc_zeroed(LAYOUT) }.cast::<Node>();
-    let ptr = NonNull::new(ptr).ok_or(AllocError)?;
+    let cached = CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten();
+    let ptr = match cached {
+        Some(p) => p,
+        None => {
+            // SAFETY: `LAYOUT` has non-zero size.
+            let raw = unsafe { alloc(LAYOUT) }.cast::<Node>();
+            NonNull::new(raw).ok_or(AllocError)?
+        }
+    };
     #[cfg(feature = "fault-injection")]
     fault::on_alloc();
-    // SAFETY: freshly allocated; an all-zero node is valid (see `Node`).
-    Ok(unsafe { NodeRef::new(ptr, kind) })
+    // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
+    // is fixed from here on.
+    let node = unsafe { NodeRef::new(ptr, kind) };
+    node.init_parent();
+    Ok(node)
 }
 
 /// Frees a node.
@@ -36,9 +72,23 @@ pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
 pub(crate) unsafe fn free_node(node: NodeRef) {
     #[cfg(feature = "fault-injection")]
     fault::on_free();
-    // SAFETY: the caller guarantees the node came from `alloc_node` with the
-    // same layout and is no longer used.
-    unsafe { dealloc(node.as_ptr().as_ptr().cast(), LAYOUT) }
+    let ptr = node.as_ptr();
+    let kept = CACHE
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0.len() < CACHE_NODES {
+                c.0.push(ptr);
+                true
+            } else {
+                false
+            }
+        })
+        .unwrap_or(false);
+    if !kept {
+        // SAFETY: the caller guarantees the node came from `alloc_node` with
+        // the same layout and is no longer used.
+        unsafe { dealloc(ptr.as_ptr().cast(), LAYOUT) }
+    }
 }
 
 #[cfg(feature = "fault-injection")]

@@ -294,7 +294,7 @@ impl<V: Handle> MapleTree<V> {
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
         // `e` is a fresh handle.
-        match unsafe { self.raw.store(lo, hi, e, ptr::null_mut()) } {
+        match unsafe { self.raw.store(lo, hi, e, false, None) } {
             Ok(stored) => {
                 let mut it = stored.removed.into_iter();
                 let old = it.next();

@@ -144,8 +144,9 @@ union Body {
 /// # Invariants
 ///
 /// The node's kind never changes between allocation and free; it is known
-/// from the tagged pointer that leads to the node. All-zero bytes are a
-/// valid (if meaningless) node, so allocation can zero it.
+/// from the tagged pointer that leads to the node. A node is allocated
+/// uninitialised except for its parent word; [`NodeRef::fill`] writes every
+/// other field that is ever read before the node becomes reachable.
 #[repr(C, align(256))]
 pub(crate) struct Node {
     parent: AtomicPtr<Node>,
@@ -387,6 +388,14 @@ impl NodeRef {
     pub(crate) fn set_parent(self, parent: NodeRef, off: usize) {
         let word = parent.ptr.as_ptr().map_addr(|a| a | (off << OFFSET_SHIFT));
         self.node().parent.store(word, Ordering::Release)
+    }
+
+    /// Initialises the parent word of a fresh node (to null).
+    #[inline]
+    pub(crate) fn init_parent(self) {
+        // SAFETY: the node is allocated; writing a field through a raw
+        // pointer does not read the uninitialised rest.
+        unsafe { ptr::addr_of_mut!((*self.ptr.as_ptr()).parent).write(AtomicPtr::new(ptr::null_mut())) }
     }
 
     /// Marks this node as the root.

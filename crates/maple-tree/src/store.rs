@@ -69,8 +69,10 @@ impl Removed {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum StoreFail {
     Alloc,
-    /// The write would cut one entry in two and no second handle was given.
+    /// The write would cut one entry in two and no way to copy it was given.
     NeedSplit,
+    /// `insert_only` and something is stored in the range.
+    Occupied,
 }
 
 impl From<AllocError> for StoreFail {
@@ -82,8 +84,6 @@ impl From<AllocError> for StoreFail {
 /// What a successful store did.
 pub(crate) struct Stored {
     pub(crate) removed: Removed,
-    /// The `split` handle was placed in the tree (else the caller still owns it).
-    pub(crate) used_split: bool,
 }
 
 /// How the planned change becomes visible.
@@ -160,50 +160,51 @@ fn try_split(content: &[Item], kind: Kind, k: usize) -> Option<ArrayVec<usize, 8
 
 impl RawTree {
     /// Stores `entry` (a value word, or null for "nothing") over
-    /// `[first, last]`. If the write cuts one existing entry in two, the
-    /// right-hand piece gets `split` (which must then be non-null unless the
-    /// cut entry is empty).
+    /// `[first, last]`.
+    ///
+    /// With `insert_only`, fails with [`StoreFail::Occupied`] unless the
+    /// whole range is empty. If the write cuts one existing entry in two,
+    /// the right-hand piece gets `split(word)` (a second owner of the cut
+    /// entry's value, made before anything changes); without `split` such a
+    /// write fails with [`StoreFail::NeedSplit`]. On failure the tree is
+    /// unchanged and the returned word (null or a made clone) is the
+    /// caller's to drop.
     ///
     /// # Safety
     ///
-    /// `first <= last`; `entry` and `split` are null or handles whose
-    /// ownership passes to the tree when the call succeeds (`split` only if
-    /// `used_split`).
+    /// `first <= last`; `entry` is null or a handle whose ownership passes to
+    /// the tree when the call succeeds; `split` returns a fresh handle for
+    /// the value behind the word it is given.
     pub(crate) unsafe fn store(
         &mut self,
         mut first: u64,
         mut last: u64,
         entry: *mut (),
-        split: *mut (),
-    ) -> Result<Stored, StoreFail> {
+        insert_only: bool,
+        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+    ) -> Result<Stored, (StoreFail, *mut ())> {
         debug_assert!(first <= last);
+        if self.root_node().is_none() {
+            return self.store_empty_root(first, last, entry).map_err(|e| (e, ptr::null_mut()));
+        }
+        let mut lpath = Path::new();
+        self.walk_into(first, &mut lpath);
+        let leaf = lpath.len() - 1;
+        let mut rpath = lpath.clone();
+        if last > lpath[leaf].max {
+            self.walk_into(last, &mut rpath);
+        } else {
+            rpath[leaf].off = rpath[leaf].node.find(last);
+        }
         if entry.is_null() {
             // Empty ranges never touch: absorb empty neighbours.
-            if first > 0 {
-                let (lo, _, v) = self.lookup(first - 1);
-                if v.is_null() {
-                    first = lo;
-                }
+            if let Some(lo) = self.empty_before(&mut lpath, first) {
+                first = lo;
             }
-            if last < u64::MAX {
-                let (_, hi, v) = self.lookup(last + 1);
-                if v.is_null() {
-                    last = hi;
-                }
+            if let Some(hi) = self.empty_after(&mut rpath, last) {
+                last = hi;
             }
         }
-        let Some(_) = self.root_node() else {
-            return self.store_empty_root(first, last, entry);
-        };
-        let mut lpath = self.walk(first);
-        let leaf = lpath.len() - 1;
-        let mut rpath = if last <= lpath[leaf].max {
-            let mut p = lpath.clone();
-            p[leaf].off = p[leaf].node.find(last);
-            p
-        } else {
-            self.walk(last)
-        };
         let l = lpath[leaf];
         let r = rpath[leaf];
         let (lmin, lmax) = l.slot_range();
@@ -212,21 +213,26 @@ impl RawTree {
         let rval = r.node.slot(r.off);
         let same_slot = l.node == r.node && l.off == r.off;
 
+        if insert_only && !(lval.is_null() && lmax >= last) {
+            return Err((StoreFail::Occupied, ptr::null_mut()));
+        }
         // Exact fit, value for value: one word, in place, safe for readers.
         if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
             l.node.set_slot(l.off, entry);
             let mut removed = Removed::default();
             removed.push(lval);
-            return Ok(Stored {
-                removed,
-                used_split: false,
-            });
+            return Ok(Stored { removed });
         }
 
         let is_split = same_slot && lmin < first && rmax > last && !lval.is_null();
-        if is_split && split.is_null() {
-            return Err(StoreFail::NeedSplit);
-        }
+        let split_word = if is_split {
+            match split {
+                Some(f) => f(lval),
+                None => return Err((StoreFail::NeedSplit, ptr::null_mut())),
+            }
+        } else {
+            ptr::null_mut()
+        };
         let keep_left = lmin < first;
         let keep_right = rmax > last && !is_split;
 
@@ -247,7 +253,7 @@ impl RawTree {
             gap: 0,
         });
         if rmax > last {
-            let v = if is_split { split } else { rval };
+            let v = if is_split { split_word } else { rval };
             content.push(Item {
                 last: rmax,
                 slot: v,
@@ -301,7 +307,7 @@ impl RawTree {
             Ok(p) => p,
             Err(e) => {
                 fresh.abandon();
-                return Err(e.into());
+                return Err((e.into(), split_word));
             }
         };
 
@@ -317,7 +323,7 @@ impl RawTree {
             self.update_gaps(&lpath, level);
         }
         self.collapse_root(&mut old, &fresh);
-        for n in old {
+        for &n in &old {
             // SAFETY: replaced nodes are unreachable now; each is listed once.
             unsafe { free_node(n) };
         }
@@ -326,18 +332,67 @@ impl RawTree {
             unsafe { free_subtree(d, &mut |v| removed.push(v)) };
         }
         self.len = self.len + delta_add - removed.len();
-        Ok(Stored {
-            removed,
-            used_split: is_split,
-        })
+        Ok(Stored { removed })
+    }
+
+    /// If the range just before `first` is empty, returns its start and
+    /// moves `lpath` onto it.
+    fn empty_before(&self, lpath: &mut Path, first: u64) -> Option<u64> {
+        let leaf = lpath.len() - 1;
+        let l = &mut lpath[leaf];
+        let (lmin, _) = l.slot_range();
+        if l.node.slot(l.off).is_null() {
+            return Some(lmin);
+        }
+        if lmin != first || first == 0 {
+            return None;
+        }
+        if l.off > 0 {
+            if !l.node.slot(l.off - 1).is_null() {
+                return None;
+            }
+            l.off -= 1;
+            return Some(l.slot_range().0);
+        }
+        // The previous range is in another leaf.
+        let (lo, _, v) = self.lookup(first - 1);
+        if !v.is_null() {
+            return None;
+        }
+        self.walk_into(lo, lpath);
+        Some(lo)
+    }
+
+    /// If the range just after `last` is empty, returns its end and moves
+    /// `rpath` onto it.
+    fn empty_after(&self, rpath: &mut Path, last: u64) -> Option<u64> {
+        let leaf = rpath.len() - 1;
+        let r = &mut rpath[leaf];
+        let (_, rmax) = r.slot_range();
+        if r.node.slot(r.off).is_null() {
+            return Some(rmax);
+        }
+        if rmax != last || last == u64::MAX {
+            return None;
+        }
+        if r.off + 1 < r.node.count() {
+            if !r.node.slot(r.off + 1).is_null() {
+                return None;
+            }
+            r.off += 1;
+            return Some(r.slot_range().1);
+        }
+        let (_, hi, v) = self.lookup(last + 1);
+        if !v.is_null() {
+            return None;
+        }
+        self.walk_into(hi, rpath);
+        Some(hi)
     }
 
     /// Store into an empty tree.
     fn store_empty_root(&mut self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored {
-            removed: Removed::default(),
-            used_split: false,
-        };
+        let none = Stored { removed: Removed::default() };
         if entry.is_null() {
             return Ok(none);
         }

@@ -45,6 +45,19 @@ unsafe impl<V: Handle + Send> Send for MapleTree<V> {}
 // SAFETY: `&MapleTree` hands out shared borrows of values only.
 unsafe impl<V: Handle + Sync> Sync for MapleTree<V> {}
 
+/// A second owner of the value behind `w`, for the piece of a cut entry.
+///
+/// # Safety
+///
+/// `w` must be the word of a live handle of type `V` owned by a tree that is
+/// borrowed `&mut` (so no borrow of the value is live).
+unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
+    // SAFETY: per the contract `w` is a live `V`; ManuallyDrop leaves the
+    // tree's ownership untouched while we clone it.
+    let tmp = ManuallyDrop::new(unsafe { V::from_raw(NonNull::new_unchecked(w)) });
+    (*tmp).clone().into_raw().as_ptr()
+}
+
 /// Converts any `RangeBounds<u64>` to an inclusive `(first, last)`.
 pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Error> {
     let first = match r.start_bound() {
@@ -136,43 +149,32 @@ impl<V: Handle> MapleTree<V> {
         !self.raw.load(index).is_null()
     }
 
-    /// Is every index of `[first, last]` empty?
-    fn range_is_empty(&self, first: u64, last: u64) -> bool {
-        let (_, hi, v) = self.raw.lookup(first);
-        // Empty ranges never touch, so one empty slot is the whole free run.
-        v.is_null() && hi >= last
-    }
-
     /// The one place that turns typed writes into engine calls: returns the
-    /// removed value words, or gives `entry` back on failure. `split` is
-    /// used for the right-hand piece if the write cuts an entry in two.
+    /// removed value words, or gives `entry` back on failure.
     fn write(
         &mut self,
         first: u64,
         last: u64,
         entry: Option<V>,
-        split: Option<V>,
+        insert_only: bool,
+        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
     ) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
-        let s = split.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
-        // SAFETY: first <= last (callers check); e and s are fresh handles.
-        let res = unsafe { self.raw.store(first, last, e, s) };
+        // SAFETY: first <= last (callers check); `e` is a fresh handle and
+        // `split` (from `clone_word`) makes fresh handles.
+        let res = unsafe { self.raw.store(first, last, e, insert_only, split) };
         let take_back = |w: *mut ()| {
             // SAFETY: the engine did not keep this word; we own it again.
             NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
         };
         match res {
-            Ok(stored) => {
-                if !stored.used_split {
-                    drop(take_back(s));
-                }
-                Ok(stored.removed)
-            }
-            Err(fail) => {
-                drop(take_back(s));
+            Ok(stored) => Ok(stored.removed),
+            Err((fail, unused_clone)) => {
+                drop(take_back(unused_clone));
                 let cause = match fail {
                     StoreFail::Alloc => Error::NoMemory,
                     StoreFail::NeedSplit => Error::InvalidRange,
+                    StoreFail::Occupied => Error::Occupied,
                 };
                 Err((cause, take_back(e)))
             }
@@ -184,18 +186,6 @@ impl<V: Handle> MapleTree<V> {
             // SAFETY: the tree gave up these words; each is dropped once.
             drop(unsafe { V::from_raw(nn) });
         }
-    }
-
-    /// A copy of the value behind `raw`, for the piece of a cut entry.
-    fn clone_raw(&mut self, raw: *mut ()) -> Option<V>
-    where
-        V: Clone,
-    {
-        let nn = NonNull::new(raw)?;
-        // SAFETY: `raw` is a handle owned by the tree; `&mut self` proves no
-        // borrow of it is live, and ManuallyDrop keeps ownership in the tree.
-        let tmp = ManuallyDrop::new(unsafe { V::from_raw(nn) });
-        Some((*tmp).clone())
     }
 
     /// Stores `value` over `range` only if every index in it is empty.
@@ -212,13 +202,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        if !self.range_is_empty(first, last) {
-            return Err(InsertError {
-                value,
-                cause: Error::Occupied,
-            });
-        }
-        match self.write(first, last, Some(value), None) {
+        match self.write(first, last, Some(value), true, None) {
             Ok(removed) => {
                 debug_assert_eq!(removed.len(), 0);
                 Ok(())
@@ -246,8 +230,10 @@ impl<V: Handle> MapleTree<V> {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        let split = self.split_clone(first, last);
-        match self.write(first, last, Some(value), split) {
+        // SAFETY: the engine passes words of live handles of this tree, which
+        // `&mut self` keeps free of borrows.
+        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        match self.write(first, last, Some(value), false, Some(&mut clone)) {
             Ok(removed) => {
                 Self::drop_removed(removed);
                 Ok(())
@@ -267,19 +253,6 @@ impl<V: Handle> MapleTree<V> {
         self.store_range(index..=index, value)
     }
 
-    /// The clone needed if a write over `[first, last]` cuts an entry in two.
-    fn split_clone(&mut self, first: u64, last: u64) -> Option<V>
-    where
-        V: Clone,
-    {
-        let (lo, hi, v) = self.raw.lookup(first);
-        if lo < first && hi > last {
-            self.clone_raw(v)
-        } else {
-            None
-        }
-    }
-
     /// Empties `range`: entries inside are dropped, entries sticking out are
     /// trimmed (an entry cut in two keeps a clone on the right).
     pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
@@ -287,8 +260,9 @@ impl<V: Handle> MapleTree<V> {
         V: Clone,
     {
         let (first, last) = to_inclusive(&range)?;
-        let split = self.split_clone(first, last);
-        let removed = self.write(first, last, None, split).map_err(|(e, _)| e)?;
+        // SAFETY: as in `store_range`.
+        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        let removed = self.write(first, last, None, false, Some(&mut clone)).map_err(|(e, _)| e)?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -308,7 +282,7 @@ impl<V: Handle> MapleTree<V> {
         if v.is_null() {
             return Ok(None);
         }
-        let removed = self.write(lo, hi, None, None).map_err(|_| AllocError)?;
+        let removed = self.write(lo, hi, None, false, None).map_err(|_| AllocError)?;
         let mut it = removed.into_iter();
         let out = it.next();
         debug_assert!(it.next().is_none());
@@ -394,7 +368,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(start, start + (size - 1), Some(value), None) {
+        match self.write(start, start + (size - 1), Some(value), true, None) {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError {
                 value: v.expect("value handed back"),

@@ -1,0 +1,22 @@
+//! A workload for profilers: builds trees by storing ranges in ascending or
+//! random order (`cargo run --release --example profile_store -- rand`).
+use maple_tree::{MapleTree, U63};
+
+fn main() {
+    let random = std::env::args().nth(1).as_deref() == Some("rand");
+    let n = 100_000u64;
+    let mut order: Vec<u64> = (0..n).collect();
+    if random {
+        // A fixed permutation (multiplicative hashing), no RNG dependency.
+        order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
+    }
+    let mut total = 0;
+    for _ in 0..10 {
+        let mut t: MapleTree<U63> = MapleTree::new();
+        for &i in &order {
+            t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
+        }
+        total += t.len();
+    }
+    println!("{total}");
+}
