@@ -59,12 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Report {
-            sizes,
-            reps,
-            quick,
-            out,
-        } => run_report(sizes, reps, quick, out),
+        Cmd::Report { sizes, reps, quick, out } => run_report(sizes, reps, quick, out),
     }
 }
 
@@ -73,11 +68,7 @@ fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>) -> 
         eprintln!("maple: --sizes: {bad} is outside 4..=50000000");
         return ExitCode::from(2);
     }
-    let mut opts = report::Options {
-        sizes,
-        reps: reps as usize,
-        ..Default::default()
-    };
+    let mut opts = report::Options { sizes, reps: reps as usize, ..Default::default() };
     if quick {
         opts.sizes.retain(|&n| n <= 100_000);
         opts.reps = opts.reps.min(3);
@@ -96,11 +87,7 @@ fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>) -> 
 
 fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
     let name = file.display().to_string();
-    let text = if name == "-" {
-        io::read_to_string(io::stdin())
-    } else {
-        std::fs::read_to_string(file)
-    };
+    let text = if name == "-" { io::read_to_string(io::stdin()) } else { std::fs::read_to_string(file) };
     let text = match text {
         Ok(t) => t,
         Err(e) => {

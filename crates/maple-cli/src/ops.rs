@@ -100,13 +100,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<(usize, Op)>, ParseError> {
         match parse_line(line) {
             Ok(Some(op)) => out.push((i + 1, op)),
             Ok(None) => {}
-            Err(msg) => {
-                return Err(ParseError {
-                    file: file.to_string(),
-                    line: i + 1,
-                    msg,
-                })
-            }
+            Err(msg) => return Err(ParseError { file: file.to_string(), line: i + 1, msg }),
         }
     }
     Ok(out)
@@ -190,11 +184,7 @@ pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mu
             Op::Next(i) => entry(out, t.next_after(i))?,
             Op::Prev(i) => entry(out, t.prev_before(i))?,
             Op::Gap(a, b, s) | Op::RGap(a, b, s) => {
-                let r = if matches!(op, Op::Gap(..)) {
-                    t.empty_area(a..=b, s)
-                } else {
-                    t.empty_area_rev(a..=b, s)
-                };
+                let r = if matches!(op, Op::Gap(..)) { t.empty_area(a..=b, s) } else { t.empty_area_rev(a..=b, s) };
                 match r {
                     Ok(start) => writeln!(out, "{start}")?,
                     Err(e) => writeln!(out, "{}", errno(e))?,
@@ -203,11 +193,7 @@ pub fn run(file: &str, ops: &[(usize, Op)], gaps: bool, validate: bool, out: &mu
         }
         if validate {
             if let Err(e) = t.validate() {
-                return Err(RunError::Invalid {
-                    file: file.into(),
-                    line,
-                    msg: e.to_string(),
-                });
+                return Err(RunError::Invalid { file: file.into(), line, msg: e.to_string() });
             }
         }
     }

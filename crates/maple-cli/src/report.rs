@@ -30,11 +30,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            sizes: vec![1_000, 100_000, 1_000_000],
-            reps: 5,
-            loop_scale: 1.0,
-        }
+        Options { sizes: vec![1_000, 100_000, 1_000_000], reps: 5, loop_scale: 1.0 }
     }
 }
 
@@ -84,11 +80,7 @@ fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
         let (f, l) = range(i);
         (f..=l, u(i))
     });
-    let t = if gaps {
-        MapleTree::from_sorted_with_gaps(items)
-    } else {
-        MapleTree::from_sorted(items)
-    };
+    let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) };
     t.expect("sorted built-in data")
 }
 
@@ -155,12 +147,7 @@ fn comparison(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             n,
             maple: per_op(reps, lookups, || (), |()| sum(&|k| t.load(k).map_or(0, U63::get))),
             btree: per_op(reps, lookups, || (), |()| sum(&|k| btree_load(&m, k).unwrap_or(0))),
-            rangemap: Some(per_op(
-                reps,
-                lookups,
-                || (),
-                |()| sum(&|k| r.get(&k).copied().unwrap_or(0)),
-            )),
+            rangemap: Some(per_op(reps, lookups, || (), |()| sum(&|k| r.get(&k).copied().unwrap_or(0)))),
         });
 
         progress(&format!("iterate n={n}"));
@@ -259,21 +246,13 @@ fn comparison(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
                 reps,
                 searches,
                 || (),
-                |()| {
-                    (0..searches)
-                        .map(|_| tg.empty_area(.., black_box(64)).unwrap_or(0))
-                        .sum::<u64>()
-                },
+                |()| (0..searches).map(|_| tg.empty_area(.., black_box(64)).unwrap_or(0)).sum::<u64>(),
             ),
             btree: per_op(
                 reps,
                 scans,
                 || (),
-                |()| {
-                    (0..scans)
-                        .map(|_| btree_gap(&mg, black_box(64)).unwrap_or(0))
-                        .sum::<u64>()
-                },
+                |()| (0..scans).map(|_| btree_gap(&mg, black_box(64)).unwrap_or(0)).sum::<u64>(),
             ),
             rangemap: None,
         });
@@ -286,10 +265,7 @@ fn comparison(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
          The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan.\n",
         opts.reps
     );
-    let _ = writeln!(
-        out,
-        "| operation | ranges | maple ns | BTreeMap ns | rangemap ns | vs BTreeMap | vs rangemap |"
-    );
+    let _ = writeln!(out, "| operation | ranges | maple ns | BTreeMap ns | rangemap ns | vs BTreeMap | vs rangemap |");
     let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for r in &rows {
         let (rm, rr) = match r.rangemap {
@@ -408,11 +384,7 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
         opts.reps,
         loops,
         || (),
-        |()| {
-            (0..loops)
-                .map(|_| t.empty_area_rev(0..=2000, black_box(10)).unwrap_or(0))
-                .sum::<u64>()
-        },
+        |()| (0..loops).map(|_| t.empty_area_rev(0..=2000, black_box(10)).unwrap_or(0)).sum::<u64>(),
     );
     rows.push(("gap walk", "highest gap of 10 in [0, 2000]", loops, d));
 
@@ -422,11 +394,7 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
         opts.reps,
         loops,
         || (),
-        |()| {
-            (0..loops)
-                .map(|_| t.load(black_box(1480)).map_or(0, U63::get))
-                .sum::<u64>()
-        },
+        |()| (0..loops).map(|_| t.load(black_box(1480)).map_or(0, U63::get)).sum::<u64>(),
     );
     rows.push(("walk / load", "lookup of 1480 in the gap-walk tree", loops, d));
 
@@ -440,11 +408,7 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
         opts.reps,
         loops,
         || (),
-        |()| {
-            (0..loops)
-                .map(|_| fe.iter().map(|(_, v)| v.get()).sum::<u64>())
-                .sum::<u64>()
-        },
+        |()| (0..loops).map(|_| fe.iter().map(|(_, v)| v.get()).sum::<u64>()).sum::<u64>(),
     );
     rows.push(("for-each", "`[i, i+4]`, 500 entries, one full iteration", loops, d));
 
@@ -481,11 +445,7 @@ mod tests {
 
     #[test]
     fn tiny_report_has_every_table_row() {
-        let opts = Options {
-            sizes: vec![64],
-            reps: 1,
-            loop_scale: 0.0001,
-        };
+        let opts = Options { sizes: vec![64], reps: 1, loop_scale: 0.0001 };
         let report = run(&opts, &mut |_| {});
         for what in [
             "load (random)",

@@ -7,10 +7,7 @@ use std::{
 
 fn maple(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_maple"));
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
     if let Some(s) = stdin {
@@ -60,9 +57,7 @@ fn malformed_lines_name_file_and_line() {
     ] {
         let out = maple(&["ops", "-"], Some(log));
         assert_eq!(out.status.code(), Some(2), "{log:?}");
-        let err = String::from_utf8(out.stderr)
-            .unwrap()
-            .replace("maple: -:", "maple: <stdin>:");
+        let err = String::from_utf8(out.stderr).unwrap().replace("maple: -:", "maple: <stdin>:");
         assert!(err.contains(msg.trim_start_matches("<stdin>")), "{log:?}: {err}");
         assert!(out.stdout.is_empty(), "nothing is applied from a malformed log");
     }
@@ -72,9 +67,7 @@ fn malformed_lines_name_file_and_line() {
 fn missing_file_is_a_clear_error() {
     let out = maple(&["ops", "/nonexistent/x.ops"], None);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8(out.stderr)
-        .unwrap()
-        .contains("cannot read /nonexistent/x.ops"));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read /nonexistent/x.ops"));
 }
 
 #[test]

@@ -41,12 +41,7 @@ fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
         let (f, l) = range(i);
         (f..=l, U63::new_truncate(i))
     });
-    if gaps {
-        MapleTree::from_sorted_with_gaps(items)
-    } else {
-        MapleTree::from_sorted(items)
-    }
-    .unwrap()
+    if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) }.unwrap()
 }
 
 fn btree(n: u64) -> BTreeMap<u64, (u64, u64)> {
@@ -177,17 +172,11 @@ fn iterate(c: &mut Criterion) {
     for n in sizes() {
         g.throughput(Throughput::Elements(n));
         let t = maple(n, false);
-        g.bench_function(BenchmarkId::new("maple", n), |b| {
-            b.iter(|| t.iter().map(|(_, v)| v.get()).sum::<u64>())
-        });
+        g.bench_function(BenchmarkId::new("maple", n), |b| b.iter(|| t.iter().map(|(_, v)| v.get()).sum::<u64>()));
         let m = btree(n);
-        g.bench_function(BenchmarkId::new("btreemap", n), |b| {
-            b.iter(|| m.values().map(|v| v.1).sum::<u64>())
-        });
+        g.bench_function(BenchmarkId::new("btreemap", n), |b| b.iter(|| m.values().map(|v| v.1).sum::<u64>()));
         let r = rmap(n);
-        g.bench_function(BenchmarkId::new("rangemap", n), |b| {
-            b.iter(|| r.iter().map(|(_, v)| *v).sum::<u64>())
-        });
+        g.bench_function(BenchmarkId::new("rangemap", n), |b| b.iter(|| r.iter().map(|(_, v)| *v).sum::<u64>()));
     }
     g.finish();
 }
@@ -263,15 +252,11 @@ fn gap(c: &mut Criterion) {
         let want = Some(hole * STEP);
         assert_eq!(t.empty_area(.., 64).ok(), want);
         assert_eq!(btree_gap(&m, 64), want);
-        g.bench_function(BenchmarkId::new("maple-gaps", n), |b| {
-            b.iter(|| t.empty_area(.., black_box(64)))
-        });
+        g.bench_function(BenchmarkId::new("maple-gaps", n), |b| b.iter(|| t.empty_area(.., black_box(64))));
         g.bench_function(BenchmarkId::new("maple-gaps-rev", n), |b| {
             b.iter(|| t.empty_area_rev(..n * STEP - 100, black_box(64)))
         });
-        g.bench_function(BenchmarkId::new("btreemap-scan", n), |b| {
-            b.iter(|| btree_gap(&m, black_box(64)))
-        });
+        g.bench_function(BenchmarkId::new("btreemap-scan", n), |b| b.iter(|| btree_gap(&m, black_box(64))));
     }
     g.finish();
 }

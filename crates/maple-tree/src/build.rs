@@ -34,11 +34,7 @@ impl RawTree {
             }
             let n = next_free.unwrap_or(0);
             if first > n {
-                items.push(Item {
-                    last: first - 1,
-                    slot: ptr::null_mut(),
-                    gap: 0,
-                });
+                items.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
             }
             items.push(Item { last, slot: v, gap: 0 });
             count += 1;
@@ -56,11 +52,7 @@ impl RawTree {
             return Ok(());
         }
         if next_free.is_some() {
-            items.push(Item {
-                last: u64::MAX,
-                slot: ptr::null_mut(),
-                gap: 0,
-            });
+            items.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
         }
         let mut allocated: Vec<NodeRef> = Vec::new();
         match self.build_levels(items.clone(), &mut allocated) {
@@ -105,11 +97,7 @@ impl RawTree {
                 node.fill(&items[start..end]);
                 let max = items[end - 1].last;
                 let gap = if self.gaps { node.max_gap(min, max) } else { 0 };
-                up.push(Item {
-                    last: max,
-                    slot: node.encode(),
-                    gap,
-                });
+                up.push(Item { last: max, slot: node.encode(), gap });
                 min = max.wrapping_add(1);
                 start = end;
             }

@@ -27,50 +27,44 @@ use core::{
 use crate::{
     error::{Error, InsertError},
     handle::Handle,
-    raw::{Path, RawTree},
+    raw::{LeafWalk, RawTree},
     tree::{to_inclusive, MapleTree},
 };
 
 /// Position shared by both cursors: the walk to the current leaf slot.
 #[derive(Clone)]
 struct Pos {
-    path: Path,
+    walk: LeafWalk,
 }
 
 impl Pos {
     fn seek(raw: &RawTree, index: u64) -> Pos {
-        Pos { path: raw.walk(index) }
+        Pos { walk: LeafWalk::new(raw, index) }
     }
 
     /// Current range and value word.
     fn current(&self) -> (u64, u64, *mut ()) {
-        match self.path.last() {
-            None => (0, u64::MAX, ptr::null_mut()),
-            Some(lv) => {
-                let (lo, hi) = lv.slot_range();
-                (lo, hi, lv.node.slot(lv.off))
-            }
-        }
+        self.walk.current().unwrap_or((0, u64::MAX, ptr::null_mut()))
     }
 
     fn step(&mut self, forward: bool) -> bool {
         if forward {
-            RawTree::step_next(&mut self.path)
+            self.walk.next()
         } else {
-            RawTree::step_prev(&mut self.path)
+            self.walk.prev()
         }
     }
 
     /// Steps to the next (or previous) non-empty range.
     fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
-        let saved = self.path.clone();
+        let saved = self.walk.clone();
         while self.step(forward) {
             let (lo, hi, v) = self.current();
             if let Some(nn) = NonNull::new(v) {
                 return Some((lo, hi, nn));
             }
         }
-        self.path = saved;
+        self.walk = saved;
         None
     }
 }
@@ -168,10 +162,7 @@ pub struct Cursor<'a, V: Handle> {
 
 impl<'a, V: Handle> Cursor<'a, V> {
     pub(crate) fn new(tree: &'a MapleTree<V>, index: u64) -> Self {
-        Cursor {
-            tree,
-            pos: Pos::seek(&tree.raw, index),
-        }
+        Cursor { tree, pos: Pos::seek(&tree.raw, index) }
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
@@ -185,18 +176,13 @@ impl<'a, V: Handle> Cursor<'a, V> {
 
 impl<V: Handle> Clone for Cursor<'_, V> {
     fn clone(&self) -> Self {
-        Cursor {
-            tree: self.tree,
-            pos: self.pos.clone(),
-        }
+        Cursor { tree: self.tree, pos: self.pos.clone() }
     }
 }
 
 impl<V: Handle> fmt::Debug for Cursor<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cursor")
-            .field("range", &self.range())
-            .finish_non_exhaustive()
+        f.debug_struct("Cursor").field("range", &self.range()).finish_non_exhaustive()
     }
 }
 
@@ -281,9 +267,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
 
 impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CursorMut")
-            .field("range", &self.range())
-            .finish_non_exhaustive()
+        f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
     }
 }
 

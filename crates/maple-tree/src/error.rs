@@ -75,9 +75,7 @@ pub struct InsertError<V> {
 
 impl<V> fmt::Debug for InsertError<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InsertError")
-            .field("cause", &self.cause)
-            .finish_non_exhaustive()
+        f.debug_struct("InsertError").field("cause", &self.cause).finish_non_exhaustive()
     }
 }
 

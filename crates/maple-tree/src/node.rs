@@ -329,18 +329,18 @@ impl NodeRef {
     }
 
     /// Offset of the slot whose range contains `index` (which must lie
-    /// inside the node's bounds).
+    /// inside the node's bounds): the number of pivots below `index`.
+    /// Unused pivots are `u64::MAX`, never below, so no count is needed;
+    /// counting every pivot is branch-free, which beats an early exit whose
+    /// position the branch predictor cannot guess.
     #[inline]
     pub(crate) fn find(self, index: u64) -> usize {
         let piv = self.pivot_array();
-        let mut i = 0;
-        while i < piv.len() {
-            if index <= piv[i].load(Ordering::Relaxed) {
-                return i;
-            }
-            i += 1;
+        let mut n = 0;
+        for p in piv {
+            n += usize::from(p.load(Ordering::Relaxed) < index);
         }
-        i
+        n
     }
 
     /// Inclusive upper bound of slot `i` in a node whose maximum is `max`.
@@ -401,9 +401,7 @@ impl NodeRef {
     /// Marks this node as the root.
     #[inline]
     pub(crate) fn set_root_parent(self) {
-        self.node()
-            .parent
-            .store(ptr::without_provenance_mut(ROOT_BIT), Ordering::Release)
+        self.node().parent.store(ptr::without_provenance_mut(ROOT_BIT), Ordering::Release)
     }
 
     /// Marks this node dead: its parent word points at itself.
@@ -456,11 +454,7 @@ impl NodeRef {
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
         for i in range {
             let gap = if self.kind == Kind::Arange64 { self.gap(i) } else { 0 };
-            out.push(Item {
-                last: self.slot_max(i, max),
-                slot: self.slot(i),
-                gap,
-            });
+            out.push(Item { last: self.slot_max(i, max), slot: self.slot(i), gap });
         }
     }
 
@@ -493,6 +487,37 @@ impl NodeRef {
                 }
             }
             self.set_gap_offset(best);
+        }
+    }
+
+    /// Replaces slots `from..to` of a leaf that has `count` used slots with
+    /// `items`, shifting the slots after them in place. The result must fit
+    /// (at most 16 slots); `max` is the leaf's upper bound. Only for leaves
+    /// nobody else can be reading.
+    pub(crate) fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item], max: u64) {
+        debug_assert!(self.is_leaf() && from < to && to <= count);
+        let new_count = count - (to - from) + items.len();
+        debug_assert!(new_count <= RANGE64_SLOTS);
+        let piv = self.pivot_array();
+        let slots = self.slot_array();
+        // Read the tail first (bounds of the last slot come from `max`).
+        let mut tail: ArrayVec<(u64, *mut ()), RANGE64_SLOTS> = ArrayVec::new();
+        for i in to..count {
+            tail.push((self.slot_max(i, max), slots[i].load(Ordering::Relaxed)));
+        }
+        let mut i = from;
+        for it in items.iter().map(|it| (it.last, it.slot)).chain(tail) {
+            if i < RANGE64_SLOTS - 1 {
+                piv[i].store(if i + 1 < new_count { it.0 } else { PIVOT_UNUSED }, Ordering::Relaxed);
+            }
+            slots[i].store(it.1, Ordering::Relaxed);
+            i += 1;
+        }
+        for i in new_count..count {
+            if i < RANGE64_SLOTS - 1 {
+                piv[i].store(PIVOT_UNUSED, Ordering::Relaxed);
+            }
+            slots[i].store(ptr::null_mut(), Ordering::Relaxed);
         }
     }
 
@@ -564,34 +589,15 @@ mod tests {
         assert_eq!(leaf.slot_max(4, 49), 49);
         assert_eq!(leaf.pivot(4), PIVOT_UNUSED);
         // Full node: 16 slots, all 15 pivots used.
-        let full: Vec<Item> = (0..16u64)
-            .map(|i| Item {
-                last: i,
-                slot: core::ptr::null_mut(),
-                gap: 0,
-            })
-            .collect();
+        let full: Vec<Item> = (0..16u64).map(|i| Item { last: i, slot: core::ptr::null_mut(), gap: 0 }).collect();
         leaf.fill(&full);
         assert_eq!(leaf.count(), 16);
         assert_eq!(leaf.find(15), 15);
         let inner = alloc_node(Kind::Arange64).unwrap();
-        let kids: Vec<Item> = vec![
-            Item {
-                last: 99,
-                slot: leaf.encode(),
-                gap: 7,
-            },
-            Item {
-                last: u64::MAX,
-                slot: leaf.encode(),
-                gap: 30,
-            },
-        ];
+        let kids: Vec<Item> =
+            vec![Item { last: 99, slot: leaf.encode(), gap: 7 }, Item { last: u64::MAX, slot: leaf.encode(), gap: 30 }];
         inner.fill(&kids);
-        assert_eq!(
-            (inner.count(), inner.gap_offset(), inner.max_gap(0, u64::MAX)),
-            (2, 1, 30)
-        );
+        assert_eq!((inner.count(), inner.gap_offset(), inner.max_gap(0, u64::MAX)), (2, 1, 30));
         leaf.set_parent(inner, 1);
         assert_eq!(leaf.parent_info(), Some((inner.addr(), 1)));
         inner.set_root_parent();

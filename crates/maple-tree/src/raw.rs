@@ -30,10 +30,7 @@ impl Level {
     /// Bounds of the slot this level points at.
     #[inline]
     pub(crate) fn slot_range(&self) -> (u64, u64) {
-        (
-            self.node.slot_min(self.off, self.min),
-            self.node.slot_max(self.off, self.max),
-        )
+        (self.node.slot_min(self.off, self.min), self.node.slot_max(self.off, self.max))
     }
 }
 
@@ -72,14 +69,7 @@ unsafe impl Sync for RawTree {}
 
 impl RawTree {
     pub(crate) const fn new(gaps: bool) -> RawTree {
-        RawTree {
-            root: AtomicPtr::new(ptr::null_mut()),
-            height: 0,
-            gaps,
-            len: 0,
-            rcu: false,
-            cyclic_wrapped: false,
-        }
+        RawTree { root: AtomicPtr::new(ptr::null_mut()), height: 0, gaps, len: 0, rcu: false, cyclic_wrapped: false }
     }
 
     /// Kind of the internal nodes of this tree.
@@ -164,11 +154,6 @@ impl RawTree {
         }
     }
 
-    pub(crate) fn walk(&self, index: u64) -> Path {
-        let mut p = Path::new();
-        self.walk_into(index, &mut p);
-        p
-    }
 
     /// Appends levels below `path`'s last (internal) level, always taking
     /// the first (`rightmost == false`) or last slot.
@@ -252,4 +237,63 @@ pub(crate) unsafe fn free_subtree(node: NodeRef, drop_value: &mut dyn FnMut(*mut
     }
     // SAFETY: the caller hands us the only reference to this node.
     unsafe { free_node(node) };
+}
+
+/// A walk over leaf slots in index order that remembers the current leaf's
+/// slot count, so stepping inside a leaf is one increment.
+#[derive(Clone)]
+pub(crate) struct LeafWalk {
+    pub(crate) path: Path,
+    count: usize,
+}
+
+impl LeafWalk {
+    pub(crate) fn new(tree: &RawTree, index: u64) -> LeafWalk {
+        let mut w = LeafWalk { path: Path::new(), count: 0 };
+        tree.walk_into(index, &mut w.path);
+        w.count = w.path.last().map_or(0, |lv| lv.node.count());
+        w
+    }
+
+    /// The current slot's bounds and value word; `None` for an empty tree.
+    #[inline]
+    pub(crate) fn current(&self) -> Option<(u64, u64, *mut ())> {
+        let lv = self.path.last()?;
+        let (lo, hi) = lv.slot_range();
+        Some((lo, hi, lv.node.slot(lv.off)))
+    }
+
+    /// Moves to the next slot; false (unmoved) at the end.
+    #[inline]
+    pub(crate) fn next(&mut self) -> bool {
+        match self.path.last_mut() {
+            None => false,
+            Some(lv) if lv.off + 1 < self.count => {
+                lv.off += 1;
+                true
+            }
+            Some(_) => self.moved(RawTree::step_next),
+        }
+    }
+
+    /// Moves to the previous slot; false (unmoved) at the start.
+    #[inline]
+    pub(crate) fn prev(&mut self) -> bool {
+        match self.path.last_mut() {
+            None => false,
+            Some(lv) if lv.off > 0 => {
+                lv.off -= 1;
+                true
+            }
+            Some(_) => self.moved(RawTree::step_prev),
+        }
+    }
+
+    fn moved(&mut self, step: fn(&mut Path) -> bool) -> bool {
+        if !step(&mut self.path) {
+            return false;
+        }
+        self.count = self.path.last().map_or(0, |lv| lv.node.count());
+        true
+    }
 }

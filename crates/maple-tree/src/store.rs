@@ -120,30 +120,40 @@ impl Fresh {
 /// as few parts as possible, balanced, and (for leaves) no part but the
 /// last ends on an empty slot. If the fewest parts cannot avoid that (every
 /// part full), one more part is used.
-fn split_points(content: &[Item], kind: Kind) -> ArrayVec<usize, 8> {
+///
+/// On the right-most spine (`right_spine`), parts are filled left to right
+/// and the last part takes the remainder: that part is exempt from minimum
+/// fill, and appending at the end of the index space (the common pattern
+/// for ids and for stacks of mappings) then leaves full nodes behind instead
+/// of half-full ones.
+fn split_points(content: &[Item], kind: Kind, right_spine: bool) -> ArrayVec<usize, 8> {
     let n = content.len();
     let cap = kind.slots();
     let mut k = n.div_ceil(cap);
     loop {
-        if let Some(ends) = try_split(content, kind, k) {
+        if let Some(ends) = try_split(content, kind, k, right_spine) {
             return ends;
         }
         k += 1;
     }
 }
 
-fn try_split(content: &[Item], kind: Kind, k: usize) -> Option<ArrayVec<usize, 8>> {
+fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Option<ArrayVec<usize, 8>> {
     let n = content.len();
     let cap = kind.slots();
     let mut ends = ArrayVec::new();
     let mut start = 0;
     for p in 0..k - 1 {
         let parts_left = k - p;
-        let mut end = start + (n - start).div_ceil(parts_left);
+        let mut end = if right_spine {
+            start + cap.min(n - start - (parts_left - 1))
+        } else {
+            start + (n - start).div_ceil(parts_left)
+        };
         if kind.is_leaf() && content[end - 1].slot.is_null() {
             // The slot after an empty one is an entry (empties never touch):
             // take it too, or leave the empty one to the next part.
-            if end - start < cap {
+            if end - start < cap && n - (end + 1) >= parts_left - 1 {
                 end += 1;
             } else if n - (end - 1) <= (parts_left - 1) * cap {
                 end -= 1;
@@ -236,32 +246,18 @@ impl RawTree {
         let keep_left = lmin < first;
         let keep_right = rmax > last && !is_split;
 
-        // Leaf-level content and the values that fall out of it.
-        let mut content = Content::new();
-        let mut removed = Removed::default();
-        l.node.read_items(l.max, 0..l.off, &mut content);
+        // The new slots that replace l.off ..= r.off, and the values that
+        // fall out of the tree.
+        let mut pieces: ArrayVec<Item, 3> = ArrayVec::new();
         if keep_left {
-            content.push(Item {
-                last: first - 1,
-                slot: lval,
-                gap: 0,
-            });
+            pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
         }
-        content.push(Item {
-            last,
-            slot: entry,
-            gap: 0,
-        });
+        pieces.push(Item { last, slot: entry, gap: 0 });
         if rmax > last {
             let v = if is_split { split_word } else { rval };
-            content.push(Item {
-                last: rmax,
-                slot: v,
-                gap: 0,
-            });
+            pieces.push(Item { last: rmax, slot: v, gap: 0 });
         }
-        let rcount = r.node.count();
-        r.node.read_items(r.max, r.off + 1..rcount, &mut content);
+        let mut removed = Removed::default();
         if l.node == r.node {
             for k in l.off..=r.off {
                 if !(k == l.off && keep_left || k == r.off && keep_right) {
@@ -280,16 +276,38 @@ impl RawTree {
                 }
             }
         }
+        let delta_add = usize::from(!entry.is_null()) + usize::from(is_split);
+
+        // Fast path: the change stays inside one leaf that keeps a legal
+        // fill, and `&mut` proves no reader exists: shift the tail in place.
+        if !self.rcu && l.node == r.node {
+            let count = l.node.count();
+            let new_count = count - (r.off - l.off + 1) + pieces.len();
+            let exempt = leaf == 0 || l.max == u64::MAX;
+            let legal = new_count <= Kind::Leaf.slots()
+                && (new_count >= Kind::Leaf.min_fill() || exempt)
+                && !(leaf == 0 && new_count == 1 && entry.is_null());
+            if legal {
+                l.node.splice_leaf(l.off, r.off + 1, count, &pieces, l.max);
+                self.update_gaps(&lpath, leaf);
+                self.len = self.len + delta_add - removed.len();
+                return Ok(Stored { removed });
+            }
+        }
+
+        // Leaf-level content.
+        let mut content = Content::new();
+        l.node.read_items(l.max, 0..l.off, &mut content);
+        content.extend(pieces);
+        let rcount = r.node.count();
+        r.node.read_items(r.max, r.off + 1..rcount, &mut content);
 
         // Whole subtrees strictly between the two paths.
         let mut doomed: Vec<NodeRef> = Vec::new();
         for j in 0..leaf {
             let (a, b) = (lpath[j], rpath[j]);
-            let (right_of_a, left_of_b) = if a.node == b.node {
-                (a.off + 1..b.off, 0..0)
-            } else {
-                (a.off + 1..a.node.count(), 0..b.off)
-            };
+            let (right_of_a, left_of_b) =
+                if a.node == b.node { (a.off + 1..b.off, 0..0) } else { (a.off + 1..a.node.count(), 0..b.off) };
             for c in right_of_a {
                 // SAFETY: internal node (above the leaves), used slot.
                 doomed.push(unsafe { a.node.child(c) });
@@ -312,7 +330,6 @@ impl RawTree {
         };
 
         // ---- commit: nothing below can fail ----
-        let delta_add = usize::from(!entry.is_null()) + usize::from(is_split);
         for n in &fresh.nodes {
             if !n.is_leaf() {
                 fix_children(*n);
@@ -398,23 +415,11 @@ impl RawTree {
         }
         let mut content = Content::new();
         if first > 0 {
-            content.push(Item {
-                last: first - 1,
-                slot: ptr::null_mut(),
-                gap: 0,
-            });
+            content.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
         }
-        content.push(Item {
-            last,
-            slot: entry,
-            gap: 0,
-        });
+        content.push(Item { last, slot: entry, gap: 0 });
         if last < u64::MAX {
-            content.push(Item {
-                last: u64::MAX,
-                slot: ptr::null_mut(),
-                gap: 0,
-            });
+            content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
         }
         let node = alloc_node(Kind::Leaf)?;
         node.fill(&content);
@@ -444,10 +449,11 @@ impl RawTree {
             if d > 0 && content.len() < kind.min_fill() && cmax != u64::MAX {
                 let nb = right_neighbour(lpath, rpath, d, old);
                 nb.node.read_items(nb.max, 0..nb.node.count(), content);
+                cmax = nb.max;
                 extended = true;
             }
             let single = !extended && lpath[d].node == rpath[d].node;
-            let ends = split_points(content, kind);
+            let ends = split_points(content, kind, cmax == u64::MAX);
             if single && ends.len() == 1 {
                 if !self.rcu {
                     return Ok(Publish::InPlace { level: d });
@@ -470,11 +476,7 @@ impl RawTree {
                 node.fill(part);
                 let part_max = part[part.len() - 1].last;
                 let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
-                up.push(Item {
-                    last: part_max,
-                    slot: node.encode(),
-                    gap,
-                });
+                up.push(Item { last: part_max, slot: node.encode(), gap });
                 part_min = part_max.wrapping_add(1);
                 start = end;
             }
@@ -485,11 +487,7 @@ impl RawTree {
                     node.fill(&up);
                     let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
                     up.clear();
-                    up.push(Item {
-                        last: u64::MAX,
-                        slot: node.encode(),
-                        gap,
-                    });
+                    up.push(Item { last: u64::MAX, slot: node.encode(), gap });
                     height += 1;
                 }
                 // SAFETY: `up[0]` encodes a fresh node.
@@ -646,11 +644,7 @@ mod tests {
             .enumerate()
             .map(|(i, &full)| Item {
                 last: i as u64,
-                slot: if full {
-                    ptr::without_provenance_mut(1)
-                } else {
-                    ptr::null_mut()
-                },
+                slot: if full { ptr::without_provenance_mut(1) } else { ptr::null_mut() },
                 gap: 0,
             })
             .collect()
@@ -662,16 +656,20 @@ mod tests {
             // Alternate entries and empty slots, as a fragmented leaf would.
             let pattern: Vec<bool> = (0..n).map(|i| i % 2 == 0).collect();
             let c = items(&pattern);
-            for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
-                let ends = split_points(&c, kind);
+            for (kind, spine) in
+                [Kind::Leaf, Kind::Range64, Kind::Arange64].into_iter().flat_map(|k| [(k, false), (k, true)])
+            {
+                let ends = split_points(&c, kind, spine);
                 assert_eq!(*ends.last().unwrap(), n);
                 let mut start = 0;
                 for (p, &end) in ends.iter().enumerate() {
                     let size = end - start;
                     assert!(size <= kind.slots(), "n={n} {kind:?}: part of {size}");
-                    if ends.len() > 1 {
-                        assert!(size >= kind.min_fill(), "n={n} {kind:?}: part of {size}");
+                    let exempt = spine && p + 1 == ends.len();
+                    if ends.len() > 1 && !exempt {
+                        assert!(size >= kind.min_fill(), "n={n} {kind:?} spine={spine}: part of {size}");
                     }
+                    assert!(size >= 1);
                     if kind.is_leaf() && p + 1 < ends.len() {
                         assert!(!c[end - 1].slot.is_null(), "n={n}: leaf part ends on empty");
                     }

@@ -12,7 +12,7 @@ use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
     handle::Handle,
-    raw::{Path, RawTree},
+    raw::{LeafWalk, RawTree},
     store::{Removed, StoreFail},
     validate::ValidateError,
 };
@@ -89,20 +89,14 @@ impl<V: Handle> Default for MapleTree<V> {
 impl<V: Handle> MapleTree<V> {
     /// An empty tree without gap tracking.
     pub const fn new() -> Self {
-        MapleTree {
-            raw: RawTree::new(false),
-            _values: PhantomData,
-        }
+        MapleTree { raw: RawTree::new(false), _values: PhantomData }
     }
 
     /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
     /// nodes keep the largest empty range below each child, making
     /// [`empty_area`](Self::empty_area) O(log n).
     pub const fn with_gaps() -> Self {
-        MapleTree {
-            raw: RawTree::new(true),
-            _values: PhantomData,
-        }
+        MapleTree { raw: RawTree::new(true), _values: PhantomData }
     }
 
     /// Whether this tree tracks gaps.
@@ -207,10 +201,7 @@ impl<V: Handle> MapleTree<V> {
                 debug_assert_eq!(removed.len(), 0);
                 Ok(())
             }
-            Err((cause, v)) => Err(InsertError {
-                value: v.expect("value handed back"),
-                cause,
-            }),
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
     }
 
@@ -238,10 +229,7 @@ impl<V: Handle> MapleTree<V> {
                 Self::drop_removed(removed);
                 Ok(())
             }
-            Err((cause, v)) => Err(InsertError {
-                value: v.expect("value handed back"),
-                cause,
-            }),
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
     }
 
@@ -320,18 +308,10 @@ impl<V: Handle> MapleTree<V> {
     /// range yields nothing.
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         match to_inclusive(&range) {
-            Ok((first, last)) => Iter {
-                tree: self,
-                path: self.raw.walk(first),
-                last,
-                done: false,
-            },
-            Err(_) => Iter {
-                tree: self,
-                path: Path::new(),
-                last: 0,
-                done: true,
-            },
+            Ok((first, last)) => {
+                Iter { tree: self, raw: RawIter { walk: LeafWalk::new(&self.raw, first), last, done: false } }
+            }
+            Err(_) => Iter { tree: self, raw: RawIter { walk: LeafWalk::new(&self.raw, 0), last: 0, done: true } },
         }
     }
 
@@ -370,10 +350,7 @@ impl<V: Handle> MapleTree<V> {
         };
         match self.write(start, start + (size - 1), Some(value), true, None) {
             Ok(_) => Ok(start),
-            Err((cause, v)) => Err(InsertError {
-                value: v.expect("value handed back"),
-                cause,
-            }),
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
     }
 
@@ -424,11 +401,7 @@ impl<V: Handle> MapleTree<V> {
             Err(cause) => return Err(InsertError { value, cause }),
         };
         let start = (*next).max(lo);
-        let mut found = if start > hi {
-            Err(Error::Busy)
-        } else {
-            self.raw.empty_area(start, hi, 1)
-        };
+        let mut found = if start > hi { Err(Error::Busy) } else { self.raw.empty_area(start, hi, 1) };
         // A previous allocation of u64::MAX wrapped `*next` to 0: report it now.
         let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped;
         if found == Err(Error::Busy) && start > lo {
@@ -460,9 +433,7 @@ impl<V: Handle> MapleTree<V> {
     }
 
     fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
-        let iter = entries
-            .into_iter()
-            .map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
+        let iter = entries.into_iter().map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
         self.raw.build_sorted(iter, &mut |w| {
             // SAFETY: the builder hands back words it did not keep, once each.
             drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
@@ -489,11 +460,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// Node statistics: how many nodes of each kind and the memory they use.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats {
-            height: self.raw.height,
-            entries: self.raw.len,
-            ..Stats::default()
-        };
+        let mut s = Stats { height: self.raw.height, entries: self.raw.len, ..Stats::default() };
         if let Some(root) = self.raw.root_node() {
             count_nodes(root, &mut s);
         }
@@ -584,64 +551,52 @@ impl<V: Handle + Clone> Clone for MapleTree<V> {
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
-        RawIter {
-            path: self.raw.walk(0),
-            last: u64::MAX,
-            done: false,
-        }
+        let mut raw = RawIter { walk: LeafWalk::new(&self.raw, 0), last: u64::MAX, done: false };
+        core::iter::from_fn(move || raw.next_entry())
     }
 }
 
-/// Raw walk over leaf slots shared by the iterators.
+/// Entry-by-entry walk shared by the iterators.
 struct RawIter {
-    path: Path,
+    walk: LeafWalk,
     last: u64,
     done: bool,
 }
 
-impl Iterator for RawIter {
-    type Item = (u64, u64, NonNull<()>);
-    fn next(&mut self) -> Option<Self::Item> {
-        next_entry(&mut self.path, self.last, &mut self.done)
+impl RawIter {
+    /// The next non-empty slot that starts at or before `last`.
+    #[inline]
+    fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        while !self.done {
+            let Some((lo, hi, v)) = self.walk.current() else {
+                self.done = true;
+                return None;
+            };
+            if lo > self.last {
+                self.done = true;
+                return None;
+            }
+            if hi >= self.last || !self.walk.next() {
+                self.done = true;
+            }
+            if let Some(nn) = NonNull::new(v) {
+                return Some((lo, hi, nn));
+            }
+        }
+        None
     }
-}
-
-/// Advances a leaf walk to the next non-empty slot that starts at or before
-/// `last`.
-fn next_entry(path: &mut Path, last: u64, done: &mut bool) -> Option<(u64, u64, NonNull<()>)> {
-    while !*done {
-        let Some(lv) = path.last() else {
-            *done = true;
-            return None;
-        };
-        let (lo, hi) = lv.slot_range();
-        if lo > last {
-            *done = true;
-            return None;
-        }
-        let v = lv.node.slot(lv.off);
-        if hi >= last || !RawTree::step_next(path) {
-            *done = true;
-        }
-        if let Some(nn) = NonNull::new(v) {
-            return Some((lo, hi, nn));
-        }
-    }
-    None
 }
 
 /// Iterator over entries in ascending order; see [`MapleTree::iter`].
 pub struct Iter<'a, V: Handle> {
     tree: &'a MapleTree<V>,
-    path: Path,
-    last: u64,
-    done: bool,
+    raw: RawIter,
 }
 
 impl<'a, V: Handle> Iterator for Iter<'a, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
     fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = next_entry(&mut self.path, self.last, &mut self.done)?;
+        let (lo, hi, nn) = self.raw.next_entry()?;
         let tree: &'a MapleTree<V> = self.tree;
         tree.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
     }
@@ -651,7 +606,7 @@ impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("done", &self.done).finish_non_exhaustive()
+        f.debug_struct("Iter").field("done", &self.raw.done).finish_non_exhaustive()
     }
 }
 
@@ -682,9 +637,7 @@ impl<V> ExactSizeIterator for IntoIter<V> {}
 
 impl<V> fmt::Debug for IntoIter<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IntoIter")
-            .field("remaining", &self.inner.len())
-            .finish()
+        f.debug_struct("IntoIter").field("remaining", &self.inner.len()).finish()
     }
 }
 
@@ -701,9 +654,7 @@ impl<V: Handle> IntoIterator for MapleTree<V> {
             // SAFETY: the nodes are gone; each word is taken back once.
             .map(|(lo, hi, w)| (lo..=hi, unsafe { V::from_raw(w) }))
             .collect();
-        IntoIter {
-            inner: items.into_iter(),
-        }
+        IntoIter { inner: items.into_iter() }
     }
 }
 
@@ -723,11 +674,7 @@ impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
         for (r, v) in iter {
             match self.store_range(r, v) {
-                Ok(())
-                | Err(InsertError {
-                    cause: Error::InvalidRange,
-                    ..
-                }) => {}
+                Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
                 Err(_) => abort_oom(),
             }
         }

@@ -53,27 +53,14 @@ impl RawTree {
             return Ok(());
         };
         ensure!(root.parent_info().is_none(), "root {root:?} lacks the root mark");
-        ensure!(
-            root.is_leaf() || root.count() > 1,
-            "internal root {root:?} has a single child"
-        );
+        ensure!(root.is_leaf() || root.count() > 1, "internal root {root:?} has a single child");
         ensure!(
             !(root.is_leaf() && root.count() == 1 && root.slot(0).is_null()),
             "root leaf holds only an empty range (tree should be empty)"
         );
-        let mut c = Checker {
-            tree: self,
-            entries: 0,
-            prev_empty: false,
-            leaf_depth: None,
-        };
+        let mut c = Checker { tree: self, entries: 0, prev_empty: false, leaf_depth: None };
         c.node(root, 0, u64::MAX, 0)?;
-        ensure!(
-            c.leaf_depth == Some(self.height - 1),
-            "height {} but leaves at depth {:?}",
-            self.height,
-            c.leaf_depth
-        );
+        ensure!(c.leaf_depth == Some(self.height - 1), "height {} but leaves at depth {:?}", self.height, c.leaf_depth);
         ensure!(c.entries == self.len, "len {} but {} entries", self.len, c.entries);
         Ok(())
     }
@@ -96,10 +83,7 @@ impl RawTree {
 impl Checker<'_> {
     fn node(&mut self, node: NodeRef, min: u64, max: u64, depth: usize) -> Result<(), ValidateError> {
         let at = At(node, min, max, depth);
-        ensure!(
-            node.parent_word() != node.as_ptr().as_ptr(),
-            "dead node reachable: {at}"
-        );
+        ensure!(node.parent_word() != node.as_ptr().as_ptr(), "dead node reachable: {at}");
         let kind = node.kind();
         if depth > 0 && !kind.is_leaf() {
             ensure!(kind == self.tree.inner_kind(), "{at}: internal node of the wrong kind");
@@ -112,10 +96,7 @@ impl Checker<'_> {
             let hi = node.slot_max(i, max);
             if i < n - 1 {
                 let p = node.pivot(i);
-                ensure!(
-                    p >= lo && p < max,
-                    "{at}: pivot[{i}] = {p:#x} outside [{lo:#x}, {max:#x})"
-                );
+                ensure!(p >= lo && p < max, "{at}: pivot[{i}] = {p:#x} outside [{lo:#x}, {max:#x})");
                 ensure!(i == 0 || p > node.pivot(i - 1), "{at}: pivots not ascending at {i}");
             }
             lo = hi.wrapping_add(1);
@@ -128,11 +109,7 @@ impl Checker<'_> {
         }
         // Minimum fill, except the root and the right-most spine.
         if depth > 0 && max != u64::MAX {
-            ensure!(
-                n >= kind.min_fill(),
-                "{at}: {n} slots, below minimum {}",
-                kind.min_fill()
-            );
+            ensure!(n >= kind.min_fill(), "{at}: {n} slots, below minimum {}", kind.min_fill());
         }
         if kind.is_leaf() {
             match self.leaf_depth {
@@ -145,10 +122,7 @@ impl Checker<'_> {
                 self.prev_empty = empty;
                 if !empty {
                     self.entries += 1;
-                    ensure!(
-                        node.slot(i).addr() != crate::handle::RESERVED_ADDR,
-                        "{at}: reserved word in slot {i}"
-                    );
+                    ensure!(node.slot(i).addr() != crate::handle::RESERVED_ADDR, "{at}: reserved word in slot {i}");
                 }
             }
             return Ok(());
@@ -161,20 +135,15 @@ impl Checker<'_> {
             // SAFETY: internal node, used non-null slot.
             let child = unsafe { node.child(i) };
             match child.parent_info() {
-                Some((addr, off)) => ensure!(
-                    addr == node.addr() && off == i,
-                    "{at}: child {i} has parent {addr:#x} slot {off}"
-                ),
+                Some((addr, off)) => {
+                    ensure!(addr == node.addr() && off == i, "{at}: child {i} has parent {addr:#x} slot {off}")
+                }
                 None => ensure!(false, "{at}: child {i} is marked as root"),
             }
             self.node(child, lo, hi, depth + 1)?;
             if kind == Kind::Arange64 {
                 let want = child.max_gap(lo, hi);
-                ensure!(
-                    node.gap(i) == want,
-                    "{at}: gap[{i}] = {} but child's largest gap is {want}",
-                    node.gap(i)
-                );
+                ensure!(node.gap(i) == want, "{at}: gap[{i}] = {} but child's largest gap is {want}", node.gap(i));
             }
         }
         if kind == Kind::Arange64 {

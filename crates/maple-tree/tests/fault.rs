@@ -51,52 +51,26 @@ fn every_allocation_point_of_every_write() {
     let mut points = 0;
     for gaps in [false, true] {
         for fresh in [false, true] {
-            for n in if cfg!(miri) {
-                &[0u64, 17, 100][..]
-            } else {
-                &[0u64, 1, 15, 16, 17, 100, 170, 700, 2000][..]
-            } {
+            for n in if cfg!(miri) { &[0u64, 17, 100][..] } else { &[0u64, 1, 15, 16, 17, 100, 170, 700, 2000][..] } {
                 let n = *n;
                 let setup = move || build(n, gaps, fresh);
                 let ops: Vec<(&str, Box<Op>)> = vec![
                     (
                         "insert",
-                        Box::new(move |t| {
-                            t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1))
-                                .map_err(|e| e.cause)
-                        }),
+                        Box::new(move |t| t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause)),
                     ),
-                    (
-                        "insert-end",
-                        Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause)),
-                    ),
+                    ("insert-end", Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause))),
                     (
                         "store-split",
-                        Box::new(move |t| {
-                            t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1))
-                                .map_err(|e| e.cause)
-                        }),
+                        Box::new(move |t| t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)),
                     ),
-                    (
-                        "spanning-store",
-                        Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause)),
-                    ),
+                    ("spanning-store", Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause))),
                     ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
-                    (
-                        "erase",
-                        Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from)),
-                    ),
-                    (
-                        "alloc",
-                        Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause)),
-                    ),
+                    ("erase", Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from))),
+                    ("alloc", Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
                     (
                         "alloc-rev",
-                        Box::new(move |t| {
-                            t.alloc_range_rev(..=n * 10 + 50, 3, v(1))
-                                .map(|_| ())
-                                .map_err(|e| e.cause)
-                        }),
+                        Box::new(move |t| t.alloc_range_rev(..=n * 10 + 50, 3, v(1)).map(|_| ()).map_err(|e| e.cause)),
                     ),
                     (
                         "cursor-replace-empty",

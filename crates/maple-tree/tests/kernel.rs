@@ -73,10 +73,7 @@ fn next_prev_across_node_boundaries_and_off_both_ends() {
         assert_eq!((r, x.get()), (i * 10..=i * 10 + 3, i));
     }
     assert_eq!(c.next(), None, "nothing after the last entry");
-    assert_eq!(
-        c.next_range().map(|(r, x)| (r, x.is_some())),
-        Some((2004..=u64::MAX, false))
-    );
+    assert_eq!(c.next_range().map(|(r, x)| (r, x.is_some())), Some((2004..=u64::MAX, false)));
     assert_eq!(c.next_range(), None, "the last range ends at u64::MAX");
     for i in (1..=200u64).rev() {
         let (r, x) = c.prev().unwrap();
@@ -181,11 +178,7 @@ fn overwrite_big_span_with_nothing() {
         t.store_range(5..=39_000, v(1)).unwrap();
         m.store(5, 39_000, 1);
         check(&t, &m, "big span store");
-        assert_eq!(
-            t.len(),
-            102,
-            "[0,4], the big entry, the trimmed [39001,39005] and 99 more"
-        );
+        assert_eq!(t.len(), 102, "[0,4], the big entry, the trimmed [39001,39005] and 99 more");
     }
 }
 
@@ -250,12 +243,7 @@ fn bulk_build_rejects_bad_input() {
     for n in [1u64, 15, 16, 17, 200, 5000] {
         for gaps in [false, true] {
             let items = (0..n).map(|i| (i * 3..=i * 3 + (i % 2), v(i)));
-            let t = if gaps {
-                MapleTree::from_sorted_with_gaps(items)
-            } else {
-                MapleTree::from_sorted(items)
-            }
-            .unwrap();
+            let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) }.unwrap();
             t.validate().unwrap();
             let want: Vec<_> = (0..n).map(|i| (i * 3, i * 3 + (i % 2), i)).collect();
             assert_eq!(entries(&t), want);

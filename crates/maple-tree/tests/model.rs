@@ -79,11 +79,7 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
         Op::RGap(a, b, s) => assert_eq!(t.empty_area_rev(a..=b, s), m.gap(a, b, s, true), "{what}"),
         Op::Alloc(a, b, s, rev) => {
             let want = m.gap(a, b, s, rev);
-            let got = if rev {
-                t.alloc_range_rev(a..=b, s, v(s))
-            } else {
-                t.alloc_range(a..=b, s, v(s))
-            };
+            let got = if rev { t.alloc_range_rev(a..=b, s, v(s)) } else { t.alloc_range(a..=b, s, v(s)) };
             match want {
                 Ok(start) => {
                     assert_eq!(got.map_err(|e| e.cause), Ok(start), "{what}");
@@ -113,11 +109,7 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
             None => break,
         }
     }
-    let expect: Vec<_> = if forward {
-        want[start..].to_vec()
-    } else {
-        want[..=start].iter().rev().cloned().collect()
-    };
+    let expect: Vec<_> = if forward { want[start..].to_vec() } else { want[..=start].iter().rev().cloned().collect() };
     assert_eq!(got, expect, "{what}: cursor walk");
     // Entry-only stepping matches too.
     let mut c = t.cursor(i);
@@ -125,10 +117,7 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
     while let Some((r, x)) = if forward { c.next() } else { c.prev() } {
         got.push((*r.start(), *r.end(), x.get()));
     }
-    let expect: Vec<_> = expect[1..]
-        .iter()
-        .filter_map(|&(s, e, x)| x.map(|x| (s, e, x)))
-        .collect();
+    let expect: Vec<_> = expect[1..].iter().filter_map(|&(s, e, x)| x.map(|x| (s, e, x))).collect();
     assert_eq!(got, expect, "{what}: cursor next/prev");
 }
 

@@ -20,9 +20,7 @@ fn replay(name: &str, text: &str, gaps: bool, fresh: bool) {
             continue;
         }
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [op, f, l] = parts[..] else {
-            panic!("{name}:{}: bad line {line:?}", lineno + 1)
-        };
+        let [op, f, l] = parts[..] else { panic!("{name}:{}: bad line {line:?}", lineno + 1) };
         let f: u64 = f.parse().unwrap();
         let l: u64 = l.parse().unwrap();
         match op {

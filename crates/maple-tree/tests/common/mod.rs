@@ -20,12 +20,8 @@ impl Model {
 
     /// Empties `[first, last]`, trimming/splitting neighbours.
     pub fn clear(&mut self, first: u64, last: u64) {
-        let overlapping: Vec<_> = self
-            .map
-            .range(..=last)
-            .filter(|(_, &(e, _))| e >= first)
-            .map(|(&s, &(e, v))| (s, e, v))
-            .collect();
+        let overlapping: Vec<_> =
+            self.map.range(..=last).filter(|(_, &(e, _))| e >= first).map(|(&s, &(e, v))| (s, e, v)).collect();
         for (s, e, v) in overlapping {
             self.map.remove(&s);
             if s < first {
@@ -54,8 +50,7 @@ impl Model {
 
     /// First entry whose range ends at or after `index`.
     pub fn next(&self, index: u64) -> Option<(u64, u64, u64)> {
-        self.get(index)
-            .or_else(|| self.map.range(index..).next().map(|(&s, &(e, v))| (s, e, v)))
+        self.get(index).or_else(|| self.map.range(index..).next().map(|(&s, &(e, v))| (s, e, v)))
     }
 
     /// Last entry starting at or before `index`.
