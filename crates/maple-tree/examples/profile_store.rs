@@ -3,7 +3,21 @@
 use maple_tree::{MapleTree, U63};
 
 fn main() {
-    let random = std::env::args().nth(1).as_deref() == Some("rand");
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    if mode == "slot" {
+        // The kernel's slot-store loop.
+        let mut t: MapleTree<U63> = MapleTree::with_gaps();
+        for i in (0..=1030u64).step_by(10) {
+            t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
+        }
+        for _ in 0..1_000_000 {
+            t.remove_range(105..=105).unwrap();
+            t.store_range(100..=105, U63::new_truncate(100)).unwrap();
+        }
+        println!("{}", t.len());
+        return;
+    }
+    let random = mode == "rand";
     let n = 100_000u64;
     let mut order: Vec<u64> = (0..n).collect();
     if random {

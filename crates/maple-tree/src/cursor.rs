@@ -280,11 +280,9 @@ impl<V: Handle> MapleTree<V> {
         // `e` is a fresh handle.
         match unsafe { self.raw.store(lo, hi, e, false, None) } {
             Ok(stored) => {
-                let mut it = stored.removed.into_iter();
-                let old = it.next();
-                debug_assert!(it.next().is_none());
+                debug_assert!(stored.removed.len() <= 1);
                 // SAFETY: the word the store took out; ours now.
-                Ok(old.map(|nn| unsafe { V::from_raw(nn) }))
+                Ok(stored.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
             }
             Err(_) => Err(InsertError {
                 // SAFETY: the failed store did not keep `e`.

@@ -430,19 +430,24 @@ impl NodeRef {
     pub(crate) fn max_gap(self, min: u64, max: u64) -> u64 {
         match self.kind {
             Kind::Arange64 => {
-                let n = self.count();
-                (0..n).map(|i| self.gap(i)).max().unwrap_or(0)
+                // Unused gaps are 0, so the maximum over all ten is right.
+                self.arange().gap.iter().map(|g| g.load(Ordering::Relaxed)).max().unwrap_or(0)
             }
             Kind::Leaf => {
-                let n = self.count();
+                let piv = self.pivot_array();
+                let slots = self.slot_array();
                 let mut best = 0;
                 let mut lo = min;
-                for i in 0..n {
-                    let hi = self.slot_max(i, max);
-                    if self.slot(i).is_null() {
+                for (i, s) in slots.iter().enumerate() {
+                    let p = if i < piv.len() { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+                    let hi = p.min(max);
+                    if s.load(Ordering::Relaxed).is_null() {
                         best = best.max(range_len(lo, hi));
                     }
-                    lo = hi.wrapping_add(1);
+                    if hi == max {
+                        break;
+                    }
+                    lo = hi + 1;
                 }
                 best
             }
@@ -492,29 +497,43 @@ impl NodeRef {
 
     /// Replaces slots `from..to` of a leaf that has `count` used slots with
     /// `items`, shifting the slots after them in place. The result must fit
-    /// (at most 16 slots); `max` is the leaf's upper bound. Only for leaves
-    /// nobody else can be reading.
-    pub(crate) fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item], max: u64) {
+    /// (at most 16 slots). Only for leaves nobody else can be reading.
+    pub(crate) fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
         debug_assert!(self.is_leaf() && from < to && to <= count);
         let new_count = count - (to - from) + items.len();
         debug_assert!(new_count <= RANGE64_SLOTS);
         let piv = self.pivot_array();
         let slots = self.slot_array();
-        // Read the tail first (bounds of the last slot come from `max`).
-        let mut tail: ArrayVec<(u64, *mut ()), RANGE64_SLOTS> = ArrayVec::new();
-        for i in to..count {
-            tail.push((self.slot_max(i, max), slots[i].load(Ordering::Relaxed)));
-        }
-        let mut i = from;
-        for it in items.iter().map(|it| (it.last, it.slot)).chain(tail) {
-            if i < RANGE64_SLOTS - 1 {
-                piv[i].store(if i + 1 < new_count { it.0 } else { PIVOT_UNUSED }, Ordering::Relaxed);
+        let pivs = RANGE64_SLOTS - 1;
+        let end = from + items.len(); // where the tail starts afterwards
+        let mv = |i: usize, j: usize| {
+            // The old last slot has no pivot: it ends at the node's max and
+            // stays last, so its (unused) pivot needs no copy.
+            if i < count - 1 {
+                piv[j].store(piv[i].load(Ordering::Relaxed), Ordering::Relaxed);
             }
-            slots[i].store(it.1, Ordering::Relaxed);
-            i += 1;
+            slots[j].store(slots[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        };
+        if end > to {
+            for i in (to..count).rev() {
+                mv(i, i + (end - to));
+            }
+        } else if end < to {
+            for i in to..count {
+                mv(i, i - (to - end));
+            }
+        }
+        for (k, it) in items.iter().enumerate() {
+            if from + k < pivs {
+                piv[from + k].store(it.last, Ordering::Relaxed);
+            }
+            slots[from + k].store(it.slot, Ordering::Relaxed);
+        }
+        if new_count - 1 < pivs {
+            piv[new_count - 1].store(PIVOT_UNUSED, Ordering::Relaxed);
         }
         for i in new_count..count {
-            if i < RANGE64_SLOTS - 1 {
+            if i < pivs {
                 piv[i].store(PIVOT_UNUSED, Ordering::Relaxed);
             }
             slots[i].store(ptr::null_mut(), Ordering::Relaxed);
@@ -523,11 +542,14 @@ impl NodeRef {
 
     /// Recomputes the largest-gap offset of a gap node after one gap changed.
     pub(crate) fn refresh_gap_offset(self) {
-        let n = self.count();
+        let gaps = &self.arange().gap;
         let mut best = 0;
-        for i in 1..n {
-            if self.gap(i) > self.gap(best) {
+        let mut best_gap = 0;
+        for (i, g) in gaps.iter().enumerate() {
+            let g = g.load(Ordering::Relaxed); // unused gaps are 0
+            if g > best_gap {
                 best = i;
+                best_gap = g;
             }
         }
         self.set_gap_offset(best);

@@ -60,8 +60,14 @@ impl Removed {
         self.inline.len() + self.spill.len()
     }
 
-    pub(crate) fn into_iter(self) -> impl Iterator<Item = NonNull<()>> {
-        self.inline.into_iter().chain(self.spill)
+    /// Hands every removed word to `f`.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<()>)) {
+        self.inline.iter().chain(&self.spill).for_each(|&w| f(w));
+    }
+
+    /// The single removed word, if exactly one was removed.
+    pub(crate) fn single(&self) -> Option<NonNull<()>> {
+        (self.len() == 1).then(|| self.inline[0])
     }
 }
 
@@ -200,7 +206,8 @@ impl RawTree {
         let mut lpath = Path::new();
         self.walk_into(first, &mut lpath);
         let leaf = lpath.len() - 1;
-        let mut rpath = lpath.clone();
+        let mut rpath = Path::new();
+        rpath.extend(lpath.iter().copied());
         if last > lpath[leaf].max {
             self.walk_into(last, &mut rpath);
         } else {
@@ -288,7 +295,7 @@ impl RawTree {
                 && (new_count >= Kind::Leaf.min_fill() || exempt)
                 && !(leaf == 0 && new_count == 1 && entry.is_null());
             if legal {
-                l.node.splice_leaf(l.off, r.off + 1, count, &pieces, l.max);
+                l.node.splice_leaf(l.off, r.off + 1, count, &pieces);
                 self.update_gaps(&lpath, leaf);
                 self.len = self.len + delta_add - removed.len();
                 return Ok(Stored { removed });

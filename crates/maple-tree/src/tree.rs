@@ -176,10 +176,8 @@ impl<V: Handle> MapleTree<V> {
     }
 
     fn drop_removed(removed: Removed) {
-        for nn in removed.into_iter() {
-            // SAFETY: the tree gave up these words; each is dropped once.
-            drop(unsafe { V::from_raw(nn) });
-        }
+        // SAFETY: the tree gave up these words; each is dropped once.
+        removed.for_each(|nn| drop(unsafe { V::from_raw(nn) }));
     }
 
     /// Stores `value` over `range` only if every index in it is empty.
@@ -271,11 +269,9 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         }
         let removed = self.write(lo, hi, None, false, None).map_err(|_| AllocError)?;
-        let mut it = removed.into_iter();
-        let out = it.next();
-        debug_assert!(it.next().is_none());
+        debug_assert_eq!(removed.len(), 1);
         // SAFETY: the one value the write took out; ours now.
-        Ok(out.map(|nn| unsafe { V::from_raw(nn) }))
+        Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
     }
 
     /// Removes every entry.
