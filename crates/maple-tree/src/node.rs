@@ -313,7 +313,7 @@ impl NodeRef {
     }
 
     #[inline]
-    fn set_gap_offset(self, off: usize) {
+    pub(crate) fn set_gap_offset(self, off: usize) {
         self.arange().meta.store(off as u64, Ordering::Relaxed)
     }
 

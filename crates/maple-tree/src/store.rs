@@ -580,23 +580,37 @@ impl RawTree {
     }
 
     /// Refreshes the gap recorded for `lpath[level].node`'s position in each
-    /// ancestor, stopping as soon as a value does not change.
-    fn update_gaps(&self, lpath: &Path, level: usize) {
+    /// ancestor, stopping as soon as a value does not change. A parent's own
+    /// largest gap is kept incrementally through its largest-gap offset; it
+    /// is rescanned only when its largest child gap shrank.
+    pub(crate) fn update_gaps(&self, lpath: &Path, level: usize) {
         if !self.gaps {
             return;
         }
+        if level == 0 {
+            return;
+        }
+        // The node now in the parent's slot (a fresh one may have replaced
+        // `lpath[level].node`).
+        let p = lpath[level - 1];
+        // SAFETY: internal node, used slot.
+        let child = unsafe { p.node.child(p.off) };
+        let mut g = child.max_gap(lpath[level].min, lpath[level].max);
         let mut j = level;
         while j > 0 {
             let p = lpath[j - 1];
-            let (lo, hi) = p.slot_range();
-            // SAFETY: internal node, used slot.
-            let child = unsafe { p.node.child(p.off) };
-            let g = child.max_gap(lo, hi);
-            if p.node.gap(p.off) == g {
+            let old = p.node.gap(p.off);
+            if old == g {
                 return;
             }
             p.node.set_gap(p.off, g);
-            p.node.refresh_gap_offset();
+            let best = p.node.gap_offset();
+            if g > p.node.gap(best) || best == p.off && g > old {
+                p.node.set_gap_offset(p.off);
+            } else if best == p.off {
+                p.node.refresh_gap_offset();
+            }
+            g = p.node.gap(p.node.gap_offset());
             j -= 1;
         }
     }
