@@ -107,6 +107,7 @@ impl RawTree {
             }
             // SAFETY: internal node, used slot (find stays inside count).
             node = unsafe { node.child(off) };
+            node.prefetch();
         }
     }
 
