@@ -60,6 +60,29 @@ pub unsafe trait Handle: Sized {
     unsafe fn borrow<'a>(raw: NonNull<()>) -> Self::Borrowed<'a>
     where
         Self: 'a;
+
+    /// Makes a second owner of the value behind `raw` (the tree's copy
+    /// stays where it is). Used when a write cuts an entry in two and by
+    /// [`MapleTree::try_dup`](crate::MapleTree::try_dup).
+    ///
+    /// The default materialises `Self` from the word without dropping it,
+    /// which is right for handles that claim no uniqueness (`Arc`,
+    /// integers); `Box` overrides it so that shared borrows of the value
+    /// stay valid.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must come from `into_raw` of the same type and still be owned
+    /// by its tree.
+    unsafe fn clone_raw(raw: NonNull<()>) -> Self
+    where
+        Self: Clone,
+    {
+        // SAFETY: per the contract `raw` is a live handle; ManuallyDrop
+        // leaves its ownership untouched.
+        let tmp = core::mem::ManuallyDrop::new(unsafe { Self::from_raw(raw) });
+        (*tmp).clone()
+    }
 }
 
 // SAFETY: `Box::into_raw` gives a non-null, `T`-aligned pointer in the heap
@@ -87,6 +110,19 @@ unsafe impl<T> Handle for Box<T> {
     {
         // SAFETY: the box is alive while the caller's borrow lives.
         unsafe { raw.cast::<T>().as_ref() }
+    }
+
+    unsafe fn clone_raw(raw: NonNull<()>) -> Self
+    where
+        Self: Clone,
+    {
+        let word: *mut T = raw.cast::<T>().as_ptr();
+        // SAFETY: `Box<T>` (sized `T`) has the layout of `*mut T`, and the
+        // word points to a live boxed `T`. A shared reference to a local copy
+        // of the pointer claims no uniqueness of the pointee, so borrows of
+        // the value handed out earlier stay valid; `Box::clone` only reads it.
+        let b: &Box<T> = unsafe { &*core::ptr::addr_of!(word).cast::<Box<T>>() };
+        b.clone()
     }
 }
 

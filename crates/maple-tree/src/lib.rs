@@ -68,6 +68,7 @@
 mod alloc;
 mod build;
 mod cursor;
+mod dup;
 mod error;
 mod gap;
 mod handle;

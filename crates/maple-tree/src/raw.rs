@@ -264,6 +264,15 @@ impl LeafWalk {
         Some((lo, hi, lv.node.slot(lv.off)))
     }
 
+    /// Overwrites the value word of the current slot (exact fit: the
+    /// caller keeps the tree's rules, e.g. null stays null).
+    #[inline]
+    pub(crate) fn set_current(&self, word: *mut ()) {
+        if let Some(lv) = self.path.last() {
+            lv.node.set_slot(lv.off, word);
+        }
+    }
+
     /// Moves to the next slot; false (unmoved) at the end.
     #[inline]
     pub(crate) fn next(&mut self) -> bool {

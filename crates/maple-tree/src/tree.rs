@@ -3,7 +3,6 @@
 use core::{
     fmt,
     marker::PhantomData,
-    mem::ManuallyDrop,
     ops::{Bound, RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
@@ -45,17 +44,15 @@ unsafe impl<V: Handle + Send> Send for MapleTree<V> {}
 // SAFETY: `&MapleTree` hands out shared borrows of values only.
 unsafe impl<V: Handle + Sync> Sync for MapleTree<V> {}
 
-/// A second owner of the value behind `w`, for the piece of a cut entry.
+/// A second owner of the value behind `w`, as a word.
 ///
 /// # Safety
 ///
-/// `w` must be the word of a live handle of type `V` owned by a tree that is
-/// borrowed `&mut` (so no borrow of the value is live).
-unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
-    // SAFETY: per the contract `w` is a live `V`; ManuallyDrop leaves the
-    // tree's ownership untouched while we clone it.
-    let tmp = ManuallyDrop::new(unsafe { V::from_raw(NonNull::new_unchecked(w)) });
-    (*tmp).clone().into_raw().as_ptr()
+/// `w` must be the non-null word of a live handle of type `V` owned by a
+/// tree.
+pub(crate) unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
+    // SAFETY: per the contract `w` is a live `V`.
+    unsafe { V::clone_raw(NonNull::new_unchecked(w)) }.into_raw().as_ptr()
 }
 
 /// Converts any `RangeBounds<u64>` to an inclusive `(first, last)`.
@@ -525,22 +522,102 @@ where
     }
 }
 
+/// `clone` is [`try_dup`](MapleTree::try_dup): an O(n) copy of the nodes,
+/// then a clone of every value. Aborts on allocation failure, like `std`.
 impl<V: Handle + Clone> Clone for MapleTree<V> {
     fn clone(&self) -> Self {
-        let entries: Vec<_> = self
-            .raw_entries()
-            .map(|(lo, hi, w)| {
-                // SAFETY: `w` is a live handle of this tree; ManuallyDrop keeps
-                // ownership here while we clone it.
-                let tmp = ManuallyDrop::new(unsafe { V::from_raw(w) });
-                (lo..=hi, (*tmp).clone())
-            })
-            .collect();
-        let mut t = if self.raw.gaps { Self::with_gaps() } else { Self::new() };
-        if t.build(entries).is_err() {
-            abort_oom();
+        self.try_dup().unwrap_or_else(|_| abort_oom())
+    }
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// Duplicates the tree in O(number of nodes), as fork does: the nodes
+    /// are copied depth-first, one 256-byte copy each (same shape, no
+    /// comparisons or splits), then each value of the copy is replaced in
+    /// place by `f(range, value)`.
+    ///
+    /// On allocation failure the partial copy is freed and `self` is
+    /// untouched. If `f` panics, the values it already made are dropped and
+    /// the copy's nodes freed.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    /// let t: MapleTree<Box<String>> =
+    ///     MapleTree::from_sorted([(0..=9, Box::new("a".to_string())), (20..=29, Box::new("b".into()))]).unwrap();
+    /// let lens: MapleTree<U63> = t.try_dup_map(|_, s| U63::new(s.len() as u64).unwrap()).unwrap();
+    /// assert_eq!(lens.load(25).map(U63::get), Some(1));
+    /// ```
+    pub fn try_dup_map<W: Handle>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> W,
+    ) -> Result<MapleTree<W>, AllocError> {
+        let copy = self.raw.dup_nodes()?;
+        // Until every word is replaced, the copy holds words of `self`:
+        // the guard frees it without dropping those if `f` panics.
+        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut walk = LeafWalk::new(&guard.raw, 0);
+        loop {
+            if let Some((lo, hi, w)) = walk.current() {
+                if let Some(v) = self.borrow(w) {
+                    let new = f(lo..=hi, v).into_raw().as_ptr();
+                    walk.set_current(new);
+                    guard.replaced += 1;
+                }
+            }
+            if !walk.next() {
+                break;
+            }
         }
-        t
+        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
+        core::mem::forget(guard);
+        Ok(MapleTree { raw, _values: PhantomData })
+    }
+
+    /// [`try_dup_map`](Self::try_dup_map) with clones of the values: an
+    /// independent copy of the tree.
+    pub fn try_dup(&self) -> Result<Self, AllocError>
+    where
+        V: Clone,
+    {
+        let copy = self.raw.dup_nodes()?;
+        let mut walk = LeafWalk::new(&copy, 0);
+        loop {
+            if let Some((_, _, w)) = walk.current() {
+                if !w.is_null() {
+                    // SAFETY: `w` is a live handle of `self` (the copy only
+                    // shares it); cloning cannot fail midway in a way that
+                    // leaves two owners, and a panic in `clone` leaks the
+                    // copy's nodes at worst (never a double drop).
+                    walk.set_current(unsafe { clone_word::<V>(w) });
+                }
+            }
+            if !walk.next() {
+                break;
+            }
+        }
+        Ok(MapleTree { raw: copy, _values: PhantomData })
+    }
+}
+
+/// Frees a half-replaced copy: the first `replaced` entries (in index
+/// order) are `W`s made by the map function; the rest belong to the source.
+struct DupGuard<W: Handle> {
+    raw: RawTree,
+    replaced: usize,
+    _w: PhantomData<W>,
+}
+
+impl<W: Handle> Drop for DupGuard<W> {
+    fn drop(&mut self) {
+        let mut seen = 0;
+        let replaced = self.replaced;
+        self.raw.clear_with(&mut |w| {
+            if seen < replaced {
+                // SAFETY: one of the `W` values made by the map function.
+                drop(unsafe { W::from_raw(NonNull::new_unchecked(w)) });
+            }
+            seen += 1;
+        });
     }
 }
 

@@ -1,0 +1,90 @@
+//! O(n) duplication (the kernel's `__mt_dup`, used by fork): copy the node
+//! structure depth-first in pre-order, one 256-byte copy per node, with all
+//! children of an internal node allocated together before any is filled. No
+//! pivot comparison, split or gap computation happens: the copy has exactly
+//! the source's shape. On allocation failure the partial copy is freed and
+//! the source is untouched.
+//!
+//! The copy's leaf slots still hold the *source's* value words; the typed
+//! layer replaces every one of them in place (an exact-fit store that
+//! cannot allocate) before anyone sees the copy.
+
+use core::ptr;
+
+use arrayvec::ArrayVec;
+
+use crate::{
+    alloc::{alloc_node, free_node},
+    error::AllocError,
+    node::{NodeRef, RANGE64_SLOTS},
+    raw::RawTree,
+};
+
+/// One 256-byte copy of `src` into `dst` (parent word included; the caller
+/// fixes it).
+fn copy_node(src: NodeRef, dst: NodeRef) {
+    debug_assert_eq!(src.kind(), dst.kind());
+    // SAFETY: both are live, distinct, node-sized allocations; `&RawTree`
+    // keeps writers away from the source while we read it.
+    unsafe { ptr::copy_nonoverlapping(src.as_ptr().as_ptr(), dst.as_ptr().as_ptr(), 1) }
+}
+
+impl RawTree {
+    /// A copy of the node structure sharing this tree's value words.
+    pub(crate) fn dup_nodes(&self) -> Result<RawTree, AllocError> {
+        let mut out = RawTree::new(self.gaps);
+        let Some(root) = self.root_node() else {
+            return Ok(out);
+        };
+        let mut allocated: Vec<NodeRef> = Vec::new();
+        match dup_from(root, &mut allocated) {
+            Ok(new_root) => {
+                out.root.store(new_root.encode(), core::sync::atomic::Ordering::Release);
+                out.height = self.height;
+                out.len = self.len;
+                out.cyclic_wrapped = self.cyclic_wrapped;
+                Ok(out)
+            }
+            Err(e) => {
+                // Free in reverse order of allocation; slots of the partial
+                // copy may still point at source nodes, so never traverse it.
+                for n in allocated.into_iter().rev() {
+                    // SAFETY: copies nobody else has seen, each freed once.
+                    unsafe { free_node(n) };
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+fn dup_from(root: NodeRef, allocated: &mut Vec<NodeRef>) -> Result<NodeRef, AllocError> {
+    let new_root = alloc_node(root.kind())?;
+    allocated.push(new_root);
+    copy_node(root, new_root);
+    new_root.set_root_parent();
+    // Pre-order: a node's children are allocated and copied together, then
+    // the left-most child is expanded first.
+    let mut stack: Vec<(NodeRef, NodeRef)> = vec![(root, new_root)];
+    while let Some((src, dst)) = stack.pop() {
+        if src.is_leaf() {
+            continue;
+        }
+        let n = src.count();
+        let mut kids: ArrayVec<(NodeRef, NodeRef), RANGE64_SLOTS> = ArrayVec::new();
+        for i in 0..n {
+            // SAFETY: internal node, used slot; the source is borrowed.
+            let child = unsafe { src.child(i) };
+            let copy = alloc_node(child.kind())?;
+            allocated.push(copy);
+            kids.push((child, copy));
+        }
+        for (i, &(child, copy)) in kids.iter().enumerate() {
+            copy_node(child, copy);
+            copy.set_parent(dst, i);
+            dst.set_slot(i, copy.encode());
+        }
+        stack.extend(kids.into_iter().rev());
+    }
+    Ok(new_root)
+}

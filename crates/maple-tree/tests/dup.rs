@@ -1,0 +1,161 @@
+//! O(n) duplication: same contents and shape, independent copies, every
+//! allocation point failing cleanly, and panic safety of `try_dup_map`.
+
+mod common;
+
+use std::{
+    cell::Cell,
+    panic::{catch_unwind, AssertUnwindSafe},
+};
+
+use common::*;
+use maple_tree::{fault, Error, MapleTree, U63};
+
+fn grow(n: u64, gaps: bool) -> MapleTree<U63> {
+    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    // Random-ish order so nodes are not all full.
+    for i in 0..n {
+        let k = (i * 7919) % n;
+        t.insert_range(k * 10..=k * 10 + 5, v(k)).unwrap();
+    }
+    t
+}
+
+#[test]
+fn dup_has_same_contents_and_shape_at_every_height() {
+    let sizes: &[u64] = if cfg!(miri) { &[0, 1, 30, 200] } else { &[0, 1, 15, 16, 200, 3000, 40_000] };
+    let mut heights = Vec::new();
+    for &n in sizes {
+        for gaps in [false, true] {
+            let t = grow(n, gaps);
+            let c = t.try_dup().unwrap();
+            c.validate().unwrap();
+            assert_eq!(entries(&c), entries(&t));
+            assert_eq!(c.dump(), t.dump(), "shape differs");
+            assert_eq!((c.len(), c.height(), c.stats()), (t.len(), t.height(), t.stats()));
+            heights.push(t.height());
+        }
+    }
+    if !cfg!(miri) {
+        assert!(heights.contains(&0) && heights.iter().max() >= Some(&5), "heights {heights:?}");
+    }
+}
+
+#[test]
+fn copies_are_independent() {
+    let n = if cfg!(miri) { 100 } else { 2000 };
+    let mut t = grow(n, true);
+    let mut m = Model::default();
+    for (s, e, x) in entries(&t) {
+        m.store(s, e, x);
+    }
+    let mut c = t.clone();
+    let mut mc = m.clone();
+    // Write to the copy: the source does not change.
+    c.store_range(5..=n * 5, v(1)).unwrap();
+    mc.store(5, n * 5, 1);
+    c.erase(n * 10 - 10);
+    mc.erase(n * 10 - 10);
+    check(&c, &mc, "copy after writes");
+    check(&t, &m, "source after writes to the copy");
+    // And the other way round.
+    t.remove_range(0..=n * 3).unwrap();
+    m.clear(0, n * 3);
+    check(&t, &m, "source after writes");
+    check(&c, &mc, "copy after writes to the source");
+}
+
+thread_local! {
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+#[derive(Debug)]
+struct Tracked(u64);
+
+impl Tracked {
+    fn new(x: u64) -> Tracked {
+        LIVE.with(|l| l.set(l.get() + 1));
+        Tracked(x)
+    }
+}
+
+impl Clone for Tracked {
+    fn clone(&self) -> Self {
+        Tracked::new(self.0)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        LIVE.with(|l| l.set(l.get() - 1));
+    }
+}
+
+fn live() -> i64 {
+    LIVE.with(|l| l.get())
+}
+
+#[test]
+fn boxed_values_are_cloned_and_dropped_once() {
+    let n = if cfg!(miri) { 60 } else { 5000 };
+    let t: MapleTree<Box<Tracked>> = MapleTree::from_sorted_with_gaps((0..n).map(|i| (i * 3..=i * 3 + 1, Box::new(Tracked::new(i))))).unwrap();
+    let first = t.load(0).unwrap(); // a live borrow while we duplicate
+    let c = t.try_dup().unwrap();
+    assert_eq!(first.0, 0);
+    assert_eq!(live(), 2 * n as i64);
+    assert_eq!(c.load(3 * (n - 1)).map(|x| x.0), Some(n - 1));
+    assert!(!std::ptr::eq(c.load(0).unwrap(), first), "the copy must own its values");
+    drop(c);
+    assert_eq!(live(), n as i64);
+    drop(t);
+    assert_eq!(live(), 0);
+}
+
+#[test]
+fn dup_map_panicking_midway_drops_what_it_made() {
+    let t: MapleTree<Box<Tracked>> = MapleTree::from_sorted((0..50u64).map(|i| (i * 2..=i * 2, Box::new(Tracked::new(i))))).unwrap();
+    let nodes = fault::live();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        t.try_dup_map(|r, x| {
+            assert!(*r.start() < 60, "stop");
+            Box::new(Tracked::new(x.0 + 100))
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(live(), 50, "made values dropped, source values kept");
+    assert_eq!(fault::live(), nodes, "copy's nodes freed");
+    t.validate().unwrap();
+    drop(t);
+    assert_eq!(live(), 0);
+}
+
+#[test]
+fn every_allocation_point_of_dup_fails_cleanly() {
+    let sizes: &[u64] = if cfg!(miri) { &[40] } else { &[1, 20, 300, 3000] };
+    for &n in sizes {
+        let t = grow(n, true);
+        let before = entries(&t);
+        let nodes = t.stats().leaves + t.stats().internal;
+        let live = fault::live();
+        for k in 1..=nodes as u64 + 1 {
+            fault::fail_nth_alloc(k);
+            let r = t.try_dup();
+            let armed = fault::armed();
+            fault::fail_nth_alloc(0);
+            match r {
+                Err(e) => {
+                    assert!(!armed);
+                    assert_eq!(Error::from(e), Error::NoMemory);
+                    assert_eq!(fault::live(), live, "n={n} k={k}: partial copy leaked");
+                }
+                Ok(c) => {
+                    assert!(armed, "n={n}: dup made more than {nodes} allocations");
+                    assert_eq!(k as usize, nodes + 1);
+                    assert_eq!(entries(&c), before);
+                }
+            }
+            t.validate().unwrap();
+            assert_eq!(entries(&t), before, "source changed");
+        }
+    }
+}
