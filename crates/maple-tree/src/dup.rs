@@ -29,21 +29,26 @@ fn copy_node(src: NodeRef, dst: NodeRef) {
     unsafe { ptr::copy_nonoverlapping(src.as_ptr().as_ptr(), dst.as_ptr().as_ptr(), 1) }
 }
 
+/// A leaf of a copy with its bounds, in index order.
+pub(crate) type LeafList = Vec<(NodeRef, u64, u64)>;
+
 impl RawTree {
-    /// A copy of the node structure sharing this tree's value words.
-    pub(crate) fn dup_nodes(&self) -> Result<RawTree, AllocError> {
+    /// A copy of the node structure sharing this tree's value words, and
+    /// the copy's leaves in index order (for the value replacement pass).
+    pub(crate) fn dup_nodes(&self) -> Result<(RawTree, LeafList), AllocError> {
         let mut out = RawTree::new(self.gaps);
         let Some(root) = self.root_node() else {
-            return Ok(out);
+            return Ok((out, Vec::new()));
         };
         let mut allocated: Vec<NodeRef> = Vec::new();
-        match dup_from(root, &mut allocated) {
+        let mut leaves = LeafList::new();
+        match dup_from(root, &mut allocated, &mut leaves) {
             Ok(new_root) => {
                 out.root.store(new_root.encode(), core::sync::atomic::Ordering::Release);
                 out.height = self.height;
                 out.len = self.len;
                 out.cyclic_wrapped = self.cyclic_wrapped;
-                Ok(out)
+                Ok((out, leaves))
             }
             Err(e) => {
                 // Free in reverse order of allocation; slots of the partial
@@ -58,28 +63,29 @@ impl RawTree {
     }
 }
 
-fn dup_from(root: NodeRef, allocated: &mut Vec<NodeRef>) -> Result<NodeRef, AllocError> {
+fn dup_from(root: NodeRef, allocated: &mut Vec<NodeRef>, leaves: &mut LeafList) -> Result<NodeRef, AllocError> {
     let new_root = alloc_node(root.kind())?;
     allocated.push(new_root);
     copy_node(root, new_root);
     new_root.set_root_parent();
     // Pre-order: a node's children are allocated and copied together, then
-    // the left-most child is expanded first.
-    let mut stack: Vec<(NodeRef, NodeRef)> = vec![(root, new_root)];
-    while let Some((src, dst)) = stack.pop() {
+    // the left-most child is expanded first (so leaves come out in order).
+    let mut stack: Vec<(NodeRef, NodeRef, u64, u64)> = vec![(root, new_root, 0, u64::MAX)];
+    while let Some((src, dst, min, max)) = stack.pop() {
         if src.is_leaf() {
+            leaves.push((dst, min, max));
             continue;
         }
         let n = src.count();
-        let mut kids: ArrayVec<(NodeRef, NodeRef), RANGE64_SLOTS> = ArrayVec::new();
+        let mut kids: ArrayVec<(NodeRef, NodeRef, u64, u64), RANGE64_SLOTS> = ArrayVec::new();
         for i in 0..n {
             // SAFETY: internal node, used slot; the source is borrowed.
             let child = unsafe { src.child(i) };
             let copy = alloc_node(child.kind())?;
             allocated.push(copy);
-            kids.push((child, copy));
+            kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
         }
-        for (i, &(child, copy)) in kids.iter().enumerate() {
+        for (i, &(child, copy, _, _)) in kids.iter().enumerate() {
             copy_node(child, copy);
             copy.set_parent(dst, i);
             dst.set_slot(i, copy.encode());

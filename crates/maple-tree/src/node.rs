@@ -475,6 +475,30 @@ impl NodeRef {
         }
     }
 
+    /// Calls `f(first, last, word)` for every non-empty slot of a leaf
+    /// with bounds `[min, max]`, in order, and stores the word `f` returns
+    /// (if any) in place of the old one. Only for leaves nobody else reads.
+    pub(crate) fn for_each_entry(self, min: u64, max: u64, mut f: impl FnMut(u64, u64, *mut ()) -> Option<*mut ()>) {
+        debug_assert!(self.is_leaf());
+        let piv = self.pivot_array();
+        let slots = self.slot_array();
+        let mut lo = min;
+        for (i, s) in slots.iter().enumerate() {
+            let p = if i < piv.len() { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+            let hi = p.min(max);
+            let w = s.load(Ordering::Relaxed);
+            if !w.is_null() {
+                if let Some(new) = f(lo, hi, w) {
+                    s.store(new, Ordering::Relaxed);
+                }
+            }
+            if hi == max {
+                break;
+            }
+            lo = hi + 1;
+        }
+    }
+
     /// Appends the node's items (with `max` as the last bound) to `out`.
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
         for i in range {

@@ -155,7 +155,6 @@ impl RawTree {
         }
     }
 
-
     /// Appends levels below `path`'s last (internal) level, always taking
     /// the first (`rightmost == false`) or last slot.
     pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {
@@ -262,15 +261,6 @@ impl LeafWalk {
         let lv = self.path.last()?;
         let (lo, hi) = lv.slot_range();
         Some((lo, hi, lv.node.slot(lv.off)))
-    }
-
-    /// Overwrites the value word of the current slot (exact fit: the
-    /// caller keeps the tree's rules, e.g. null stays null).
-    #[inline]
-    pub(crate) fn set_current(&self, word: *mut ()) {
-        if let Some(lv) = self.path.last() {
-            lv.node.set_slot(lv.off, word);
-        }
     }
 
     /// Moves to the next slot; false (unmoved) at the end.

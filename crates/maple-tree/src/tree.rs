@@ -551,22 +551,17 @@ impl<V: Handle> MapleTree<V> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> W,
     ) -> Result<MapleTree<W>, AllocError> {
-        let copy = self.raw.dup_nodes()?;
+        let (copy, leaves) = self.raw.dup_nodes()?;
         // Until every word is replaced, the copy holds words of `self`:
         // the guard frees it without dropping those if `f` panics.
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
-        let mut walk = LeafWalk::new(&guard.raw, 0);
-        loop {
-            if let Some((lo, hi, w)) = walk.current() {
-                if let Some(v) = self.borrow(w) {
-                    let new = f(lo..=hi, v).into_raw().as_ptr();
-                    walk.set_current(new);
-                    guard.replaced += 1;
-                }
-            }
-            if !walk.next() {
-                break;
-            }
+        for (leaf, min, max) in leaves {
+            leaf.for_each_entry(min, max, |lo, hi, w| {
+                let v = self.borrow(w)?;
+                let new = f(lo..=hi, v).into_raw().as_ptr();
+                guard.replaced += 1;
+                Some(new)
+            });
         }
         let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
         core::mem::forget(guard);
@@ -579,21 +574,12 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        let copy = self.raw.dup_nodes()?;
-        let mut walk = LeafWalk::new(&copy, 0);
-        loop {
-            if let Some((_, _, w)) = walk.current() {
-                if !w.is_null() {
-                    // SAFETY: `w` is a live handle of `self` (the copy only
-                    // shares it); cloning cannot fail midway in a way that
-                    // leaves two owners, and a panic in `clone` leaks the
-                    // copy's nodes at worst (never a double drop).
-                    walk.set_current(unsafe { clone_word::<V>(w) });
-                }
-            }
-            if !walk.next() {
-                break;
-            }
+        let (copy, leaves) = self.raw.dup_nodes()?;
+        for (leaf, min, max) in leaves {
+            // SAFETY: `w` is a live handle of `self` (the copy only shares
+            // it). A panic in `clone` leaks the copy's nodes at worst (a
+            // `RawTree` drops nothing), never a double drop.
+            leaf.for_each_entry(min, max, |_, _, w| Some(unsafe { clone_word::<V>(w) }));
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
     }

@@ -98,7 +98,8 @@ fn live() -> i64 {
 #[test]
 fn boxed_values_are_cloned_and_dropped_once() {
     let n = if cfg!(miri) { 60 } else { 5000 };
-    let t: MapleTree<Box<Tracked>> = MapleTree::from_sorted_with_gaps((0..n).map(|i| (i * 3..=i * 3 + 1, Box::new(Tracked::new(i))))).unwrap();
+    let t: MapleTree<Box<Tracked>> =
+        MapleTree::from_sorted_with_gaps((0..n).map(|i| (i * 3..=i * 3 + 1, Box::new(Tracked::new(i))))).unwrap();
     let first = t.load(0).unwrap(); // a live borrow while we duplicate
     let c = t.try_dup().unwrap();
     assert_eq!(first.0, 0);
@@ -113,7 +114,8 @@ fn boxed_values_are_cloned_and_dropped_once() {
 
 #[test]
 fn dup_map_panicking_midway_drops_what_it_made() {
-    let t: MapleTree<Box<Tracked>> = MapleTree::from_sorted((0..50u64).map(|i| (i * 2..=i * 2, Box::new(Tracked::new(i))))).unwrap();
+    let t: MapleTree<Box<Tracked>> =
+        MapleTree::from_sorted((0..50u64).map(|i| (i * 2..=i * 2, Box::new(Tracked::new(i))))).unwrap();
     let nodes = fault::live();
     let r = catch_unwind(AssertUnwindSafe(|| {
         t.try_dup_map(|r, x| {
