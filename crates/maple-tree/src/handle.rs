@@ -117,6 +117,8 @@ unsafe impl<T> Handle for Box<T> {
         Self: Clone,
     {
         let word: *mut T = raw.cast::<T>().as_ptr();
+        // The point is to clone the Box without owning it.
+        #[allow(clippy::borrowed_box)]
         // SAFETY: `Box<T>` (sized `T`) has the layout of `*mut T`, and the
         // word points to a live boxed `T`. A shared reference to a local copy
         // of the pointer claims no uniqueness of the pointee, so borrows of
