@@ -4,4 +4,4 @@
 # provenance: tagged node pointers must keep theirs.
 set -euo pipefail
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}"
-cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel
+cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup

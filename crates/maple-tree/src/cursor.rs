@@ -26,7 +26,7 @@ use core::{
 
 use crate::{
     error::{Error, InsertError},
-    handle::Handle,
+    handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
     tree::{to_inclusive, MapleTree},
 };
@@ -60,8 +60,9 @@ impl Pos {
         let saved = self.walk.clone();
         while self.step(forward) {
             let (lo, hi, v) = self.current();
-            if let Some(nn) = NonNull::new(v) {
-                return Some((lo, hi, nn));
+            if is_value(v) {
+                // SAFETY: value words are non-null.
+                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
             }
         }
         self.walk = saved;
@@ -81,6 +82,12 @@ macro_rules! read_methods {
         pub fn get(&self) -> Option<V::Borrowed<$lt>> {
             let (_, _, v) = self.pos.current();
             self.borrow(v)
+        }
+
+        /// True if the current range is reserved (see
+        /// [`MapleTree::reserve_range`]): occupied, but with no value.
+        pub fn is_reserved(&self) -> bool {
+            self.pos.current().2 == reserved_word()
         }
 
         /// The current range with its value, if it holds one.
@@ -138,7 +145,7 @@ macro_rules! read_methods {
             if lo > limit {
                 return None;
             }
-            if v.is_null() {
+            if !is_value(v) {
                 let saved = self.pos.clone();
                 match self.pos.step_entry(true) {
                     Some((start, _, _)) if start <= limit => {}
@@ -166,9 +173,8 @@ impl<'a, V: Handle> Cursor<'a, V> {
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
-        // SAFETY: slot words are handles owned by the tree, which is borrowed
-        // for 'a.
-        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+        let tree: &'a MapleTree<V> = self.tree;
+        tree.borrow(raw)
     }
 
     read_methods!('a);
@@ -200,9 +206,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {
-        // SAFETY: slot words are handles owned by the tree, which is borrowed
-        // for as long as `self` is.
-        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+        self.tree.borrow(raw)
     }
 
     read_methods!('_);

@@ -22,6 +22,19 @@ use std::sync::Arc;
 /// pointer, which is at most the type's alignment).
 pub(crate) const RESERVED_ADDR: usize = usize::MAX & !0xfff;
 
+/// The reserved marker word (the kernel's zero entry): occupies a range but
+/// is no value.
+#[inline]
+pub(crate) fn reserved_word() -> *mut () {
+    core::ptr::without_provenance_mut(RESERVED_ADDR)
+}
+
+/// True for words that are values: neither empty nor the reserved marker.
+#[inline]
+pub(crate) fn is_value(w: *mut ()) -> bool {
+    !w.is_null() && w.addr() != RESERVED_ADDR
+}
+
 /// A value that can live in a tree slot as one non-null word.
 ///
 /// # Safety

@@ -36,6 +36,7 @@ use arrayvec::ArrayVec;
 use crate::{
     alloc::{alloc_node, free_node},
     error::AllocError,
+    handle::is_value,
     node::{Content, Item, Kind, NodeRef},
     raw::{free_subtree, Level, Path, RawTree},
 };
@@ -48,7 +49,12 @@ pub(crate) struct Removed {
 }
 
 impl Removed {
+    /// Records a word that left the tree (empty slots and reserved markers
+    /// are not values and are skipped).
     pub(crate) fn push(&mut self, raw: *mut ()) {
+        if !is_value(raw) {
+            return;
+        }
         if let Some(nn) = NonNull::new(raw) {
             if let Err(e) = self.inline.try_push(nn) {
                 self.spill.push(e.element());
@@ -241,7 +247,9 @@ impl RawTree {
             return Ok(Stored { removed });
         }
 
-        let is_split = same_slot && lmin < first && rmax > last && !lval.is_null();
+        // Cutting a value in two needs a second owner; a reserved marker is
+        // simply kept on both sides.
+        let is_split = same_slot && lmin < first && rmax > last && is_value(lval);
         let split_word = if is_split {
             match split {
                 Some(f) => f(lval),
@@ -283,7 +291,7 @@ impl RawTree {
                 }
             }
         }
-        let delta_add = usize::from(!entry.is_null()) + usize::from(is_split);
+        let delta_add = usize::from(is_value(entry)) + usize::from(is_split);
 
         // Fast path: the change stays inside one leaf that keeps a legal
         // fill, and `&mut` proves no reader exists: shift the tail in place.
@@ -433,7 +441,7 @@ impl RawTree {
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
         self.height = 1;
-        self.len = 1;
+        self.len = usize::from(is_value(entry));
         Ok(none)
     }
 

@@ -10,7 +10,7 @@ use core::{
 use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
-    handle::Handle,
+    handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
     store::{Removed, StoreFail},
     validate::ValidateError,
@@ -116,11 +116,15 @@ impl<V: Handle> MapleTree<V> {
         self.raw.height
     }
 
+    /// The value behind a slot word (`None` for empty and reserved).
     #[inline]
-    fn borrow<'a>(&'a self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
-        // SAFETY: non-null slot words are handles owned by the tree, alive
-        // while `self` is borrowed.
-        NonNull::new(raw).map(|nn| unsafe { V::borrow(nn) })
+    pub(crate) fn borrow<'a>(&'a self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
+        if !is_value(raw) {
+            return None;
+        }
+        // SAFETY: value words are handles owned by the tree, alive while
+        // `self` is borrowed.
+        Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
     }
 
     /// The value stored at `index`.
@@ -137,7 +141,39 @@ impl<V: Handle> MapleTree<V> {
 
     /// True if anything is stored at `index`.
     pub fn contains(&self, index: u64) -> bool {
-        !self.raw.load(index).is_null()
+        is_value(self.raw.load(index))
+    }
+
+    /// Marks `range` as reserved (the kernel's zero entry): it is occupied
+    /// (inserts over it fail, gap searches skip it) but holds no value, so
+    /// [`load`](Self::load), iteration and [`len`](Self::len) do not see it;
+    /// a cursor does ([`Cursor::is_reserved`]). Storing over it or
+    /// [`erase`](Self::erase) removes it. Fails like
+    /// [`insert_range`](Self::insert_range) if anything is stored there.
+    ///
+    /// ```
+    /// use maple_tree::{Error, MapleTree, U63};
+    /// let mut t: MapleTree<U63> = MapleTree::new();
+    /// t.reserve_range(10..=19).unwrap();
+    /// assert_eq!(t.load(15), None);
+    /// assert!(t.is_reserved(15));
+    /// assert_eq!(t.insert(15, U63::from(1u32)).unwrap_err().cause, Error::Occupied);
+    /// assert_eq!((t.len(), t.iter().count()), (0, 0));
+    /// ```
+    pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
+        let (first, last) = to_inclusive(&range)?;
+        // SAFETY: first <= last; the marker is no handle and owns nothing.
+        match unsafe { self.raw.store(first, last, reserved_word(), true, None) } {
+            Ok(_) => Ok(()),
+            Err((StoreFail::Occupied, _)) => Err(Error::Occupied),
+            Err(_) => Err(Error::NoMemory),
+        }
+    }
+
+    /// True if `index` lies in a reserved range (see
+    /// [`reserve_range`](Self::reserve_range)).
+    pub fn is_reserved(&self, index: u64) -> bool {
+        self.raw.load(index) == reserved_word()
     }
 
     /// The one place that turns typed writes into engine calls: returns the
@@ -265,8 +301,9 @@ impl<V: Handle> MapleTree<V> {
         if v.is_null() {
             return Ok(None);
         }
+        // (A reserved range is erased too; it returns no value.)
         let removed = self.write(lo, hi, None, false, None).map_err(|_| AllocError)?;
-        debug_assert_eq!(removed.len(), 1);
+        debug_assert!(removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
     }
@@ -274,8 +311,10 @@ impl<V: Handle> MapleTree<V> {
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.raw.clear_with(&mut |w| {
-            // SAFETY: each value word is handed over exactly once.
-            drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+            if is_value(w) {
+                // SAFETY: each value word is handed over exactly once.
+                drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+            }
         });
     }
 
@@ -579,7 +618,7 @@ impl<V: Handle> MapleTree<V> {
             // SAFETY: `w` is a live handle of `self` (the copy only shares
             // it). A panic in `clone` leaks the copy's nodes at worst (a
             // `RawTree` drops nothing), never a double drop.
-            leaf.for_each_entry(min, max, |_, _, w| Some(unsafe { clone_word::<V>(w) }));
+            leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| unsafe { clone_word::<V>(w) }));
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
     }
@@ -598,6 +637,9 @@ impl<W: Handle> Drop for DupGuard<W> {
         let mut seen = 0;
         let replaced = self.replaced;
         self.raw.clear_with(&mut |w| {
+            if !is_value(w) {
+                return; // a reserved marker: kept as is by the copy
+            }
             if seen < replaced {
                 // SAFETY: one of the `W` values made by the map function.
                 drop(unsafe { W::from_raw(NonNull::new_unchecked(w)) });
@@ -638,8 +680,9 @@ impl RawIter {
             if hi >= self.last || !self.walk.next() {
                 self.done = true;
             }
-            if let Some(nn) = NonNull::new(v) {
-                return Some((lo, hi, nn));
+            if is_value(v) {
+                // SAFETY: value words are non-null.
+                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
             }
         }
         None

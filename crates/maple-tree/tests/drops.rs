@@ -64,7 +64,7 @@ fn values_dropped_exactly_once() {
         for fresh in [false, true] {
             let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
             t.set_fresh_node_writes(fresh);
-            random_ops(&mut t, &mut rng, if cfg!(miri) { 200 } else { 20_000 });
+            random_ops(&mut t, &mut rng, if cfg!(miri) { 60 } else { 20_000 });
             assert_eq!(live(), t.len() as i64, "live values != entries");
             // Clone shares nothing.
             let c = t.clone();
@@ -83,7 +83,7 @@ fn values_dropped_exactly_once() {
         }
     }
     let mut t = MapleTree::new();
-    random_ops(&mut t, &mut rng, 2000);
+    random_ops(&mut t, &mut rng, if cfg!(miri) { 100 } else { 2000 });
     t.clear();
     assert_eq!((live(), t.len(), t.height()), (0, 0, 0));
     let collected: MapleTree<Box<Tracked>> = (0..100u64).map(|i| (i * 4..=i * 4 + 9, Tracked::new(i))).collect();

@@ -294,3 +294,49 @@ fn invalid_ranges_change_nothing() {
     assert_eq!(entries(&t), vec![(10, 20, 1), (u64::MAX, u64::MAX, 3)]);
     t.validate().unwrap();
 }
+
+#[test]
+fn reserved_marker_occupies_but_is_invisible() {
+    for gaps in [false, true] {
+        let mut t = tree(gaps);
+        for i in 0..500u64 {
+            t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
+        }
+        // A reserved marker where a failed fork stopped: [1000, 2999].
+        t.remove_range(1000..=2999).unwrap();
+        t.reserve_range(1000..=2999).unwrap();
+        t.validate().unwrap();
+        assert_eq!(t.len(), 300);
+        assert_eq!(t.iter().count(), 300);
+        assert_eq!(t.load(1500), None);
+        assert!(t.get_range(1500).is_none() && !t.contains(1500) && t.is_reserved(1500));
+        assert_eq!(t.insert(1500, v(1)).unwrap_err().cause, Error::Occupied);
+        assert_eq!(t.reserve_range(995..=1000), Err(Error::Occupied));
+        assert_eq!(t.empty_area(996..=3100, 4), Ok(996));
+        assert_eq!(t.empty_area(997..=3100, 4), Ok(3006), "the reserved range is not free");
+        assert_eq!(t.next_after(1000).map(|(r, _)| r), Some(3000..=3005));
+        assert_eq!(t.prev_before(2999).map(|(r, _)| r), Some(990..=995));
+        // The cursor sees it.
+        let mut c = t.cursor(995);
+        assert_eq!(c.next_range().map(|(r, x)| (r, x.is_some())), Some((996..=999, false)));
+        assert_eq!(c.next_range().map(|(r, x)| (r, x.is_some())), Some((1000..=2999, false)));
+        assert!(c.is_reserved());
+        // Cutting it keeps the marker on both sides; a dup keeps it too.
+        t.store_range(1500..=1500, v(7)).unwrap();
+        assert!(t.is_reserved(1499) && t.is_reserved(1501));
+        assert_eq!(t.len(), 301);
+        let c = t.try_dup().unwrap();
+        let m = t.try_dup_map(|_, x| x).unwrap();
+        for d in [&c, &m] {
+            d.validate().unwrap();
+            assert!(d.is_reserved(2000));
+            assert_eq!(d.len(), 301);
+        }
+        // Erase removes it (and returns no value); empties merge again.
+        assert_eq!(t.erase(1000), None);
+        assert_eq!(t.erase(2000), None);
+        assert!(!t.is_reserved(1000) && !t.is_reserved(2000));
+        t.validate().unwrap();
+        assert_eq!(t.empty_area(996..=3100, 500), Ok(996));
+    }
+}

@@ -22,6 +22,7 @@ enum Op {
     RGap(u64, u64, u64),
     Alloc(u64, u64, u64, bool),
     CursorWalk(u64, bool),
+    Reserve(u64, u64),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -89,6 +90,20 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
             }
         }
         Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
+        Op::Reserve(f, l) => {
+            let r = t.reserve_range(f..=l);
+            if f > l {
+                assert_eq!(r, Err(Error::InvalidRange), "{what}");
+            } else if m.is_free(f, l) {
+                r.unwrap();
+                m.store(f, l, RESERVED);
+            } else {
+                assert_eq!(r, Err(Error::Occupied), "{what}");
+            }
+            for i in [f, l] {
+                assert_eq!(t.is_reserved(i), m.get_any(i).is_some_and(|e| e.2 == RESERVED), "{what}");
+            }
+        }
     }
     check(t, m, &what);
 }
@@ -96,7 +111,8 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
 /// Walks every range (entries and gaps) from `i` to one end and compares
 /// with the model's entries and free runs.
 fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str) {
-    let mut want: Vec<(u64, u64, Option<u64>)> = m.entries().into_iter().map(|(s, e, x)| (s, e, Some(x))).collect();
+    let mut want: Vec<(u64, u64, Option<u64>)> =
+        m.entries().into_iter().map(|(s, e, x)| (s, e, (x != RESERVED).then_some(x))).collect();
     want.extend(m.free_runs().into_iter().map(|(s, e)| (s, e, None)));
     want.sort();
     let start = want.iter().position(|&(s, e, _)| s <= i && i <= e).unwrap();
@@ -145,6 +161,7 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => (key(max), key(max), 0..200u64).prop_map(|(a, b, s)| Op::RGap(a, b, s)),
         1 => (key(max), key(max), 1..50u64, any::<bool>()).prop_map(|(a, b, s, r)| Op::Alloc(a.min(b), a.max(b), s, r)),
         1 => (key(max), any::<bool>()).prop_map(|(i, f)| Op::CursorWalk(i, f)),
+        1 => range.clone().prop_map(|(f, l)| Op::Reserve(f, l)),
     ]
 }
 

@@ -11,11 +11,19 @@ pub struct Model {
     pub map: BTreeMap<u64, (u64, u64)>,
 }
 
+/// Model value of a reserved range (never a `U63`).
+pub const RESERVED: u64 = u64::MAX;
+
 impl Model {
-    /// Entry containing `index`.
-    pub fn get(&self, index: u64) -> Option<(u64, u64, u64)> {
+    /// Range (value or reserved) containing `index`.
+    pub fn get_any(&self, index: u64) -> Option<(u64, u64, u64)> {
         let (&s, &(e, v)) = self.map.range(..=index).next_back()?;
         (e >= index).then_some((s, e, v))
+    }
+
+    /// Entry (with a value) containing `index`.
+    pub fn get(&self, index: u64) -> Option<(u64, u64, u64)> {
+        self.get_any(index).filter(|e| e.2 != RESERVED)
     }
 
     /// Empties `[first, last]`, trimming/splitting neighbours.
@@ -42,20 +50,27 @@ impl Model {
         !self.map.range(..=last).any(|(_, &(e, _))| e >= first)
     }
 
+    /// Removes the range containing `index` (reserved too); returns it if
+    /// it held a value.
     pub fn erase(&mut self, index: u64) -> Option<(u64, u64, u64)> {
-        let (s, e, v) = self.get(index)?;
+        let (s, e, v) = self.get_any(index)?;
         self.map.remove(&s);
-        Some((s, e, v))
+        (v != RESERVED).then_some((s, e, v))
     }
 
     /// First entry whose range ends at or after `index`.
     pub fn next(&self, index: u64) -> Option<(u64, u64, u64)> {
-        self.get(index).or_else(|| self.map.range(index..).next().map(|(&s, &(e, v))| (s, e, v)))
+        self.get(index).or_else(|| self.map.range(index..).map(|(&s, &(e, v))| (s, e, v)).find(|e| e.2 != RESERVED))
     }
 
     /// Last entry starting at or before `index`.
     pub fn prev(&self, index: u64) -> Option<(u64, u64, u64)> {
-        self.map.range(..=index).next_back().map(|(&s, &(e, v))| (s, e, v))
+        self.map.range(..=index).rev().map(|(&s, &(e, v))| (s, e, v)).find(|e| e.2 != RESERVED)
+    }
+
+    /// Entries with values (reserved ranges left out).
+    pub fn values(&self) -> Vec<(u64, u64, u64)> {
+        self.entries().into_iter().filter(|e| e.2 != RESERVED).collect()
     }
 
     /// Free runs (maximal empty ranges) in ascending order.
@@ -113,7 +128,7 @@ pub fn check(t: &MapleTree<U63>, m: &Model, what: &str) {
         panic!("{what}: {e}\n{}", t.dump());
     }
     let got = entries(t);
-    let want = m.entries();
+    let want = m.values();
     if got != want {
         panic!("{what}: contents differ\n got {got:x?}\nwant {want:x?}\n{}", t.dump());
     }
