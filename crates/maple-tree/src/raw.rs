@@ -150,6 +150,7 @@ impl RawTree {
             let hi = node.slot_max(off, max);
             // SAFETY: internal node, used slot.
             node = unsafe { node.child(off) };
+            node.prefetch();
             min = lo;
             max = hi;
         }
