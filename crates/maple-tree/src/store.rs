@@ -239,11 +239,13 @@ impl RawTree {
         if insert_only && !(lval.is_null() && lmax >= last) {
             return Err((StoreFail::Occupied, ptr::null_mut()));
         }
-        // Exact fit, value for value: one word, in place, safe for readers.
+        // Exact fit of an entry over an entry (values or reserved markers):
+        // one word, in place, safe for readers; no gap changes.
         if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
             l.node.set_slot(l.off, entry);
             let mut removed = Removed::default();
             removed.push(lval);
+            self.len = self.len + usize::from(is_value(entry)) - usize::from(is_value(lval));
             return Ok(Stored { removed });
         }
 

@@ -175,7 +175,7 @@ fn run(ops: &[Op], gaps: bool, fresh: bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 96 }, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 256 }, ..ProptestConfig::default() })]
 
     #[test]
     fn differential_small_keys(ops in prop::collection::vec(op(600), 1..400), gaps: bool, fresh: bool) {
