@@ -17,6 +17,16 @@ fn main() {
         println!("{}", t.len());
         return;
     }
+    if mode == "iter" {
+        let t: MapleTree<U63> =
+            MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+        let mut sum = 0;
+        for _ in 0..20_000 {
+            sum += t.iter().map(|(_, v)| v.get()).sum::<u64>();
+        }
+        println!("{sum}");
+        return;
+    }
     let random = mode == "rand";
     let n = 100_000u64;
     let mut order: Vec<u64> = (0..n).collect();

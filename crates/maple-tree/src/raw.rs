@@ -177,7 +177,7 @@ impl RawTree {
         let mut depth = path.len();
         while depth > 0 {
             let lv = &mut path[depth - 1];
-            if lv.off + 1 < lv.node.count() {
+            if lv.node.has_next(lv.off) {
                 lv.off += 1;
                 path.truncate(depth);
                 Self::descend_edge(path, false);
@@ -240,19 +240,16 @@ pub(crate) unsafe fn free_subtree(node: NodeRef, drop_value: &mut dyn FnMut(*mut
     unsafe { free_node(node) };
 }
 
-/// A walk over leaf slots in index order that remembers the current leaf's
-/// slot count, so stepping inside a leaf is one increment.
+/// A walk over leaf slots in index order.
 #[derive(Clone)]
 pub(crate) struct LeafWalk {
     pub(crate) path: Path,
-    count: usize,
 }
 
 impl LeafWalk {
     pub(crate) fn new(tree: &RawTree, index: u64) -> LeafWalk {
-        let mut w = LeafWalk { path: Path::new(), count: 0 };
+        let mut w = LeafWalk { path: Path::new() };
         tree.walk_into(index, &mut w.path);
-        w.count = w.path.last().map_or(0, |lv| lv.node.count());
         w
     }
 
@@ -269,12 +266,24 @@ impl LeafWalk {
     pub(crate) fn next(&mut self) -> bool {
         match self.path.last_mut() {
             None => false,
-            Some(lv) if lv.off + 1 < self.count => {
+            Some(lv) if lv.node.has_next(lv.off) => {
                 lv.off += 1;
                 true
             }
-            Some(_) => self.moved(RawTree::step_next),
+            Some(_) => RawTree::step_next(&mut self.path),
         }
+    }
+
+    /// Moves to the first slot of the next leaf; false (unmoved) at the end.
+    pub(crate) fn next_leaf(&mut self) -> bool {
+        let Some(leaf) = self.path.pop() else {
+            return false;
+        };
+        if RawTree::step_next(&mut self.path) {
+            return true;
+        }
+        self.path.push(leaf);
+        false
     }
 
     /// Moves to the previous slot; false (unmoved) at the start.
@@ -286,15 +295,7 @@ impl LeafWalk {
                 lv.off -= 1;
                 true
             }
-            Some(_) => self.moved(RawTree::step_prev),
+            Some(_) => RawTree::step_prev(&mut self.path),
         }
-    }
-
-    fn moved(&mut self, step: fn(&mut Path) -> bool) -> bool {
-        if !step(&mut self.path) {
-            return false;
-        }
-        self.count = self.path.last().map_or(0, |lv| lv.node.count());
-        true
     }
 }

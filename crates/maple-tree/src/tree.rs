@@ -11,6 +11,7 @@ use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle},
+    node::NodeRef,
     raw::{LeafWalk, RawTree},
     store::{Removed, StoreFail},
     validate::ValidateError,
@@ -340,10 +341,8 @@ impl<V: Handle> MapleTree<V> {
     /// range yields nothing.
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         match to_inclusive(&range) {
-            Ok((first, last)) => {
-                Iter { tree: self, raw: RawIter { walk: LeafWalk::new(&self.raw, first), last, done: false } }
-            }
-            Err(_) => Iter { tree: self, raw: RawIter { walk: LeafWalk::new(&self.raw, 0), last: 0, done: true } },
+            Ok((first, last)) => Iter { tree: self, raw: RawIter::new(&self.raw, first, last, false) },
+            Err(_) => Iter { tree: self, raw: RawIter::new(&self.raw, 0, 0, true) },
         }
     }
 
@@ -652,32 +651,69 @@ impl<W: Handle> Drop for DupGuard<W> {
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
-        let mut raw = RawIter { walk: LeafWalk::new(&self.raw, 0), last: u64::MAX, done: false };
+        let mut raw = RawIter::new(&self.raw, 0, u64::MAX, false);
         core::iter::from_fn(move || raw.next_entry())
     }
 }
 
-/// Entry-by-entry walk shared by the iterators.
+/// Entry-by-entry walk shared by the iterators. Inside a leaf it only
+/// reads pivots and slots; the root-to-leaf path is consulted once per leaf.
 struct RawIter {
     walk: LeafWalk,
+    /// Current leaf and its upper bound.
+    leaf: Option<(NodeRef, u64)>,
+    /// Next slot in the leaf (`None` past its last slot), and where that
+    /// slot starts.
+    off: Option<usize>,
+    lo: u64,
     last: u64,
     done: bool,
 }
 
 impl RawIter {
+    fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
+        let walk = LeafWalk::new(tree, first);
+        let mut it = RawIter { walk, leaf: None, off: None, lo: 0, last, done };
+        it.load_leaf();
+        it
+    }
+
+    /// Takes the leaf the walk stands on, from the walk's current slot.
+    fn load_leaf(&mut self) {
+        match self.walk.path.last() {
+            None => self.done = true,
+            Some(lv) => {
+                self.leaf = Some((lv.node, lv.max));
+                self.off = Some(lv.off);
+                self.lo = lv.node.slot_min(lv.off, lv.min);
+            }
+        }
+    }
+
     /// The next non-empty slot that starts at or before `last`.
     #[inline]
     fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         while !self.done {
-            let Some((lo, hi, v)) = self.walk.current() else {
-                self.done = true;
-                return None;
+            let (node, max) = self.leaf?;
+            let Some(i) = self.off else {
+                if max == u64::MAX || !self.walk.next_leaf() {
+                    self.done = true;
+                    return None;
+                }
+                self.load_leaf();
+                continue;
             };
+            let lo = self.lo;
             if lo > self.last {
                 self.done = true;
                 return None;
             }
-            if hi >= self.last || !self.walk.next() {
+            let has_next = node.has_next(i);
+            let hi = if has_next { node.pivot(i) } else { max };
+            let v = node.slot(i);
+            self.off = has_next.then_some(i + 1);
+            self.lo = hi.wrapping_add(1);
+            if hi >= self.last {
                 self.done = true;
             }
             if is_value(v) {
