@@ -8,7 +8,7 @@ fn sequential_and_reverse() {
         for rev in [false, true] {
             let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
             let mut m = Model::default();
-            let n = if cfg!(miri) { 40 } else { 1000u64 };
+            let n = if cfg!(miri) { 24 } else { 1000u64 };
             for i in 0..n {
                 let i = if rev { n - i } else { i };
                 t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
