@@ -316,6 +316,15 @@ fn comparison(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     }
 }
 
+/// The kernel benchmarks' layout: `[i, i+5]` for i = 0, 10, … `top`.
+fn kernel_tree(top: u64) -> MapleTree<U63> {
+    let mut t = MapleTree::with_gaps();
+    for i in (0..=top).step_by(10) {
+        t.insert_range(i..=i + 5, u(i)).expect("insert");
+    }
+    t
+}
+
 /// The kernel's benchmark loops (REFERENCE.md §8), on gap-tracking trees.
 fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
     let scale = |n: f64| ((n * opts.loop_scale) as u64).max(1);
@@ -326,13 +335,7 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
     let d = per_op(
         opts.reps,
         loops,
-        || {
-            let mut t = MapleTree::with_gaps();
-            for i in (0..=1030u64).step_by(10) {
-                t.insert_range(i..=i + 5, u(i)).expect("insert");
-            }
-            t
-        },
+        || kernel_tree(1030),
         |mut t| {
             for _ in 0..loops {
                 t.remove_range(105..=105).expect("clear");
@@ -348,13 +351,7 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
     let d = per_op(
         opts.reps,
         loops,
-        || {
-            let mut t = MapleTree::with_gaps();
-            for i in (0..=230u64).step_by(10) {
-                t.insert_range(i..=i + 5, u(i)).expect("insert");
-            }
-            t
-        },
+        || kernel_tree(230),
         |mut t| {
             let mut ow = 76u64;
             for _ in 0..loops {
@@ -369,16 +366,9 @@ fn kernel_loops(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
     );
     rows.push(("node store", "i = 0, 10 … 230; store `[ow, ow+15]`", loops, d));
 
-    let walk_tree = || {
-        let mut t = MapleTree::with_gaps();
-        for i in (0..=2490u64).step_by(10) {
-            t.insert_range(i..=i + 5, u(i)).expect("insert");
-        }
-        t.remove_range(1470..=1475).expect("clear");
-        t
-    };
     progress("kernel: gap walk");
-    let t = walk_tree();
+    let mut t = kernel_tree(2490);
+    t.remove_range(1470..=1475).expect("clear");
     let loops = scale(5_000_000.0);
     let d = per_op(
         opts.reps,

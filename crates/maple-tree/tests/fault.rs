@@ -127,7 +127,8 @@ fn bulk_build_under_injection() {
     let live = fault::live();
     for n in 1..200 {
         fault::fail_nth_alloc(n);
-        let r: Result<MapleTree<U63>, _> = MapleTree::from_sorted_with_gaps((0..if cfg!(miri) { 60 } else { 300u64 }).map(|i| (i * 2..=i * 2, v(i))));
+        let r: Result<MapleTree<U63>, _> =
+            MapleTree::from_sorted_with_gaps((0..if cfg!(miri) { 60 } else { 300u64 }).map(|i| (i * 2..=i * 2, v(i))));
         let armed = fault::armed();
         fault::fail_nth_alloc(0);
         match r {
