@@ -59,8 +59,8 @@ impl RawTree {
             Ok((root, height)) => {
                 root.set_root_parent();
                 self.root.store(root.encode(), Ordering::Release);
-                self.height = height;
-                self.len = count;
+                self.height.set(height);
+                self.len.set(count);
                 Ok(())
             }
             Err(AllocError) => {

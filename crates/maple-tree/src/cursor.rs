@@ -282,11 +282,11 @@ impl<V: Handle> MapleTree<V> {
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
         // `e` is a fresh handle.
-        match unsafe { self.raw.store(lo, hi, e, false, None) } {
-            Ok(stored) => {
-                debug_assert!(stored.removed.len() <= 1);
+        match unsafe { self.raw.store_mut(lo, hi, e, false, None) } {
+            Ok(removed) => {
+                debug_assert!(removed.len() <= 1);
                 // SAFETY: the word the store took out; ours now.
-                Ok(stored.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
+                Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
             }
             Err(_) => Err(InsertError {
                 // SAFETY: the failed store did not keep `e`.

@@ -36,7 +36,7 @@ impl RawTree {
     /// A copy of the node structure sharing this tree's value words, and
     /// the copy's leaves in index order (for the value replacement pass).
     pub(crate) fn dup_nodes(&self) -> Result<(RawTree, LeafList), AllocError> {
-        let mut out = RawTree::new(self.gaps);
+        let out = RawTree::new(self.gaps);
         let Some(root) = self.root_node() else {
             return Ok((out, Vec::new()));
         };
@@ -45,9 +45,9 @@ impl RawTree {
         match dup_from(root, &mut allocated, &mut leaves) {
             Ok(new_root) => {
                 out.root.store(new_root.encode(), core::sync::atomic::Ordering::Release);
-                out.height = self.height;
-                out.len = self.len;
-                out.cyclic_wrapped = self.cyclic_wrapped;
+                out.height.set(self.height.get());
+                out.len.set(self.len.get());
+                out.cyclic_wrapped.set(self.cyclic_wrapped.get());
                 Ok((out, leaves))
             }
             Err(e) => {

@@ -7,7 +7,7 @@
 
 use core::{
     ptr,
-    sync::atomic::{AtomicPtr, Ordering},
+    sync::atomic::{AtomicPtr, AtomicUsize, Ordering},
 };
 
 use arrayvec::ArrayVec;
@@ -48,9 +48,9 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 /// * The structural rules checked by `validate()` hold between operations.
 pub(crate) struct RawTree {
     pub(crate) root: AtomicPtr<()>,
-    pub(crate) height: usize,
+    pub(crate) height: Shared,
     pub(crate) gaps: bool,
-    pub(crate) len: usize,
+    pub(crate) len: Shared,
     /// Build every multi-word change in fresh nodes even though `&mut`
     /// proves no reader exists (the path concurrent mode will need; tests
     /// switch it on to exercise it).
@@ -58,7 +58,29 @@ pub(crate) struct RawTree {
     /// `alloc_cyclic` handed out `u64::MAX`, so its `next` wrapped to 0;
     /// the next cyclic allocation reports the wrap (kernel
     /// `MT_FLAGS_ALLOC_WRAPPED`).
-    pub(crate) cyclic_wrapped: bool,
+    pub(crate) cyclic_wrapped: Shared,
+}
+
+/// A word that only the tree's single writer changes and anyone may read
+/// (so that a writer holding only `&RawTree` can update it while readers
+/// look on).
+#[derive(Debug, Default)]
+pub(crate) struct Shared(AtomicUsize);
+
+impl Shared {
+    pub(crate) const fn new(v: usize) -> Shared {
+        Shared(AtomicUsize::new(v))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set(&self, v: usize) {
+        self.0.store(v, Ordering::Relaxed)
+    }
 }
 
 // SAFETY: the raw tree is plain data plus owned heap nodes; thread-safety of
@@ -69,7 +91,14 @@ unsafe impl Sync for RawTree {}
 
 impl RawTree {
     pub(crate) const fn new(gaps: bool) -> RawTree {
-        RawTree { root: AtomicPtr::new(ptr::null_mut()), height: 0, gaps, len: 0, rcu: false, cyclic_wrapped: false }
+        RawTree {
+            root: AtomicPtr::new(ptr::null_mut()),
+            height: Shared::new(0),
+            gaps,
+            len: Shared::new(0),
+            rcu: false,
+            cyclic_wrapped: Shared::new(0),
+        }
     }
 
     /// Kind of the internal nodes of this tree.
@@ -207,8 +236,8 @@ impl RawTree {
     /// Frees every node, calling `drop_value` for each value word.
     pub(crate) fn clear_with(&mut self, drop_value: &mut dyn FnMut(*mut ())) {
         let raw = self.root.swap(ptr::null_mut(), Ordering::AcqRel);
-        self.height = 0;
-        self.len = 0;
+        self.height.set(0);
+        self.len.set(0);
         if !raw.is_null() {
             // SAFETY: the root was an encoded live node; we just unlinked it,
             // so the subtree is ours alone.

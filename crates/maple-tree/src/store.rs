@@ -96,6 +96,10 @@ impl From<AllocError> for StoreFail {
 /// What a successful store did.
 pub(crate) struct Stored {
     pub(crate) removed: Removed,
+    /// In RCU mode: replaced nodes, already marked dead, that readers may
+    /// still be walking; the caller frees them after a grace period (with
+    /// [`free_node`]). Always empty otherwise (they were freed at once).
+    pub(crate) retired: Vec<NodeRef>,
 }
 
 /// How the planned change becomes visible.
@@ -196,9 +200,13 @@ impl RawTree {
     ///
     /// `first <= last`; `entry` is null or a handle whose ownership passes to
     /// the tree when the call succeeds; `split` returns a fresh handle for
-    /// the value behind the word it is given.
+    /// the value behind the word it is given. The caller is the only writer
+    /// (it holds the tree `&mut` or its write lock), and unless `self.rcu`
+    /// no reader exists; in RCU mode the caller frees `retired` nodes and
+    /// drops removed values only after every reader that could see them is
+    /// gone.
     pub(crate) unsafe fn store(
-        &mut self,
+        &self,
         mut first: u64,
         mut last: u64,
         entry: *mut (),
@@ -245,8 +253,8 @@ impl RawTree {
             l.node.set_slot(l.off, entry);
             let mut removed = Removed::default();
             removed.push(lval);
-            self.len = self.len + usize::from(is_value(entry)) - usize::from(is_value(lval));
-            return Ok(Stored { removed });
+            self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(lval)));
+            return Ok(Stored { removed, retired: Vec::new() });
         }
 
         // Cutting a value in two needs a second owner; a reserved marker is
@@ -307,8 +315,8 @@ impl RawTree {
             if legal {
                 l.node.splice_leaf(l.off, r.off + 1, count, &pieces);
                 self.update_gaps(&lpath, leaf);
-                self.len = self.len + delta_add - removed.len();
-                return Ok(Stored { removed });
+                self.len.set(self.len.get() + delta_add - removed.len());
+                return Ok(Stored { removed, retired: Vec::new() });
             }
         }
 
@@ -357,16 +365,55 @@ impl RawTree {
             self.update_gaps(&lpath, level);
         }
         self.collapse_root(&mut old, &fresh);
-        for &n in &old {
-            // SAFETY: replaced nodes are unreachable now; each is listed once.
+        let mut retired = Vec::new();
+        if self.rcu {
+            // Readers may still be inside: mark dead, hand over for a grace
+            // period. Values inside doomed subtrees leave the tree now.
+            for &n in &old {
+                n.mark_dead();
+                retired.push(n);
+            }
+            for d in doomed {
+                collect_subtree(d, &mut retired, &mut removed);
+            }
+        } else {
+            for &n in &old {
+                // SAFETY: replaced nodes are unreachable now; each is listed once.
+                unsafe { free_node(n) };
+            }
+            for d in doomed {
+                // SAFETY: subtrees inside [first, last] are unreachable now.
+                unsafe { free_subtree(d, &mut |v| removed.push(v)) };
+            }
+        }
+        self.len.set(self.len.get() + delta_add - removed.len());
+        Ok(Stored { removed, retired })
+    }
+
+    /// [`store`](Self::store) through `&mut`: no reader can exist, so nodes
+    /// retired in fresh-node mode are freed at once. Returns the removed
+    /// value words.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store).
+    pub(crate) unsafe fn store_mut(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+    ) -> Result<Removed, (StoreFail, *mut ())> {
+        // SAFETY: the caller's contract; `&mut self` makes us the only writer
+        // and rules out readers.
+        let stored = unsafe { self.store(first, last, entry, insert_only, split) }?;
+        for n in stored.retired {
+            // SAFETY: retired nodes are unreachable and, with no readers,
+            // need no grace period; each is listed once.
             unsafe { free_node(n) };
         }
-        for d in doomed {
-            // SAFETY: subtrees inside [first, last] are unreachable now.
-            unsafe { free_subtree(d, &mut |v| removed.push(v)) };
-        }
-        self.len = self.len + delta_add - removed.len();
-        Ok(Stored { removed })
+        Ok(stored.removed)
     }
 
     /// If the range just before `first` is empty, returns its start and
@@ -425,8 +472,8 @@ impl RawTree {
     }
 
     /// Store into an empty tree.
-    fn store_empty_root(&mut self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored { removed: Removed::default() };
+    fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
+        let none = Stored { removed: Removed::default(), retired: Vec::new() };
         if entry.is_null() {
             return Ok(none);
         }
@@ -442,8 +489,8 @@ impl RawTree {
         node.fill(&content);
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
-        self.height = 1;
-        self.len = usize::from(is_value(entry));
+        self.height.set(1);
+        self.len.set(usize::from(is_value(entry)));
         Ok(none)
     }
 
@@ -524,7 +571,7 @@ impl RawTree {
 
     /// Makes the plan visible. Returns the level whose ancestors' gaps must
     /// be refreshed (None when the root changed).
-    fn publish(&mut self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
+    fn publish(&self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
         match publish {
             Publish::InPlace { level } => {
                 let node = lpath[level].node;
@@ -535,7 +582,7 @@ impl RawTree {
                 Some(level)
             }
             Publish::Replace { level: 0, node } => {
-                self.set_root(node, self.height);
+                self.set_root(node, self.height.get());
                 None
             }
             Publish::Replace { level, node } => {
@@ -551,15 +598,15 @@ impl RawTree {
         }
     }
 
-    fn set_root(&mut self, node: NodeRef, height: usize) {
+    fn set_root(&self, node: NodeRef, height: usize) {
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
-        self.height = height;
+        self.height.set(height);
     }
 
     /// Drops root levels with a single child, and a root leaf that holds
     /// only one empty range (the tree is then empty).
-    fn collapse_root(&mut self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh) {
+    fn collapse_root(&self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh) {
         let Some(mut node) = self.root_node() else {
             return;
         };
@@ -577,15 +624,15 @@ impl RawTree {
             let child = unsafe { node.child(0) };
             retire(node, old);
             node = child;
-            self.height -= 1;
+            self.height.set(self.height.get() - 1);
             changed = true;
         }
         if node.is_leaf() && node.count() == 1 && node.slot(0).is_null() {
             retire(node, old);
             self.root.store(ptr::null_mut(), Ordering::Release);
-            self.height = 0;
+            self.height.set(0);
         } else if changed {
-            self.set_root(node, self.height);
+            self.set_root(node, self.height.get());
         }
     }
 
@@ -624,6 +671,21 @@ impl RawTree {
             j -= 1;
         }
     }
+}
+
+/// Marks every node of an unlinked subtree dead and lists it in `retired`,
+/// and its value words in `removed` (RCU mode: freed after a grace period).
+fn collect_subtree(node: NodeRef, retired: &mut Vec<NodeRef>, removed: &mut Removed) {
+    for i in 0..node.count() {
+        if node.is_leaf() {
+            removed.push(node.slot(i));
+        } else {
+            // SAFETY: internal node, used slot; the subtree is still allocated.
+            collect_subtree(unsafe { node.child(i) }, retired, removed);
+        }
+    }
+    node.mark_dead();
+    retired.push(node);
 }
 
 /// Points every child of `node` back at it.

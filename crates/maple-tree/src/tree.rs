@@ -104,17 +104,17 @@ impl<V: Handle> MapleTree<V> {
 
     /// Number of entries (non-empty ranges).
     pub fn len(&self) -> usize {
-        self.raw.len
+        self.raw.len.get()
     }
 
     /// True if no entry is stored.
     pub fn is_empty(&self) -> bool {
-        self.raw.len == 0
+        self.raw.len.get() == 0
     }
 
     /// Levels of nodes (0 for an empty tree).
     pub fn height(&self) -> usize {
-        self.raw.height
+        self.raw.height.get()
     }
 
     /// The value behind a slot word (`None` for empty and reserved).
@@ -164,7 +164,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        match unsafe { self.raw.store(first, last, reserved_word(), true, None) } {
+        match unsafe { self.raw.store_mut(first, last, reserved_word(), true, None) } {
             Ok(_) => Ok(()),
             Err((StoreFail::Occupied, _)) => Err(Error::Occupied),
             Err(_) => Err(Error::NoMemory),
@@ -190,13 +190,13 @@ impl<V: Handle> MapleTree<V> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); `e` is a fresh handle and
         // `split` (from `clone_word`) makes fresh handles.
-        let res = unsafe { self.raw.store(first, last, e, insert_only, split) };
+        let res = unsafe { self.raw.store_mut(first, last, e, insert_only, split) };
         let take_back = |w: *mut ()| {
             // SAFETY: the engine did not keep this word; we own it again.
             NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
         };
         match res {
-            Ok(stored) => Ok(stored.removed),
+            Ok(removed) => Ok(removed),
             Err((fail, unused_clone)) => {
                 drop(take_back(unused_clone));
                 let cause = match fail {
@@ -434,14 +434,14 @@ impl<V: Handle> MapleTree<V> {
         let start = (*next).max(lo);
         let mut found = if start > hi { Err(Error::Busy) } else { self.raw.empty_area(start, hi, 1) };
         // A previous allocation of u64::MAX wrapped `*next` to 0: report it now.
-        let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped;
+        let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped.get() != 0;
         if found == Err(Error::Busy) && start > lo {
             wrapped = true;
             found = self.raw.empty_area(lo, (start - 1).min(hi), 1);
         }
         let id = self.alloc_at(found, 1, value)?;
         *next = id.wrapping_add(1);
-        self.raw.cyclic_wrapped = *next == 0;
+        self.raw.cyclic_wrapped.set(usize::from(*next == 0));
         Ok((id, wrapped))
     }
 
@@ -491,7 +491,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// Node statistics: how many nodes of each kind and the memory they use.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats { height: self.raw.height, entries: self.raw.len, ..Stats::default() };
+        let mut s = Stats { height: self.raw.height.get(), entries: self.raw.len.get(), ..Stats::default() };
         if let Some(root) = self.raw.root_node() {
             count_nodes(root, &mut s);
         }

@@ -48,8 +48,8 @@ impl RawTree {
     /// Checks every invariant of the tree.
     pub(crate) fn validate(&self) -> Result<(), ValidateError> {
         let Some(root) = self.root_node() else {
-            ensure!(self.height == 0, "empty tree with height {}", self.height);
-            ensure!(self.len == 0, "empty tree with len {}", self.len);
+            ensure!(self.height.get() == 0, "empty tree with height {}", self.height.get());
+            ensure!(self.len.get() == 0, "empty tree with len {}", self.len.get());
             return Ok(());
         };
         ensure!(root.parent_info().is_none(), "root {root:?} lacks the root mark");
@@ -60,8 +60,9 @@ impl RawTree {
         );
         let mut c = Checker { tree: self, entries: 0, prev_empty: false, leaf_depth: None };
         c.node(root, 0, u64::MAX, 0)?;
-        ensure!(c.leaf_depth == Some(self.height - 1), "height {} but leaves at depth {:?}", self.height, c.leaf_depth);
-        ensure!(c.entries == self.len, "len {} but {} entries", self.len, c.entries);
+        let (height, len) = (self.height.get(), self.len.get());
+        ensure!(c.leaf_depth == Some(height - 1), "height {height} but leaves at depth {:?}", c.leaf_depth);
+        ensure!(c.entries == len, "len {len} but {} entries", c.entries);
         Ok(())
     }
 
@@ -71,8 +72,8 @@ impl RawTree {
             out,
             "maple tree ({}, height {}, {} entries)",
             if self.gaps { "gaps" } else { "plain" },
-            self.height,
-            self.len
+            self.height.get(),
+            self.len.get()
         );
         if let Some(root) = self.root_node() {
             dump_node(root, 0, u64::MAX, 1, out, show);
