@@ -67,6 +67,7 @@
 
 mod alloc;
 mod build;
+mod concurrent;
 mod cursor;
 mod dup;
 mod error;
@@ -80,6 +81,9 @@ mod validate;
 
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;
+#[doc(hidden)]
+pub use concurrent::collect_garbage;
+pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard};
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};

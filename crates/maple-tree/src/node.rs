@@ -432,10 +432,16 @@ impl NodeRef {
     }
 
     /// Marks this node dead: its parent word points at itself.
-    #[allow(dead_code)]
     #[inline]
     pub(crate) fn mark_dead(self) {
         self.node().parent.store(self.ptr.as_ptr(), Ordering::Release)
+    }
+
+    /// True once the node has been replaced (its parent word points at
+    /// itself): a reader that meets it restarts from the root.
+    #[inline]
+    pub(crate) fn is_dead(self) -> bool {
+        self.parent_word() == self.ptr.as_ptr()
     }
 
     /// Decoded parent word: `None` for the root, else (parent address, offset).

@@ -140,6 +140,37 @@ impl RawTree {
         }
     }
 
+    /// [`lookup`](Self::lookup) for readers racing an RCU-mode writer: a
+    /// slot read from a node that turned out dead is discarded and the walk
+    /// restarts from the root, so the answer comes from nodes that were live
+    /// when read. The caller keeps the nodes alive (an epoch guard).
+    pub(crate) fn lookup_rcu(&self, index: u64) -> (u64, u64, *mut ()) {
+        'restart: loop {
+            let Some(mut node) = self.root_node() else {
+                return (0, u64::MAX, ptr::null_mut());
+            };
+            let (mut min, mut max) = (0, u64::MAX);
+            loop {
+                let off = node.find(index);
+                let lo = node.slot_min(off, min);
+                let hi = node.slot_max(off, max);
+                let slot = node.slot(off);
+                if node.is_dead() {
+                    continue 'restart;
+                }
+                if node.is_leaf() {
+                    return (lo, hi, slot);
+                }
+                // SAFETY: a live internal node's used slot holds a child,
+                // kept allocated by the caller's guard.
+                node = unsafe { NodeRef::decode(slot) };
+                node.prefetch();
+                min = lo;
+                max = hi;
+            }
+        }
+    }
+
     /// The range containing `index` and its value word.
     pub(crate) fn lookup(&self, index: u64) -> (u64, u64, *mut ()) {
         let Some(mut node) = self.root_node() else {

@@ -85,6 +85,15 @@ impl<V: Handle> Default for MapleTree<V> {
 }
 
 impl<V: Handle> MapleTree<V> {
+    pub(crate) fn from_raw(raw: RawTree) -> Self {
+        MapleTree { raw, _values: PhantomData }
+    }
+
+    /// Takes the raw tree out (leaving an empty one to drop).
+    pub(crate) fn into_raw(mut self) -> RawTree {
+        core::mem::replace(&mut self.raw, RawTree::new(false))
+    }
+
     /// An empty tree without gap tracking.
     pub const fn new() -> Self {
         MapleTree { raw: RawTree::new(false), _values: PhantomData }
@@ -612,11 +621,19 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        let (copy, leaves) = self.raw.dup_nodes()?;
+        Self::dup_raw(&self.raw)
+    }
+
+    /// Node copy of `raw` plus a clone of every value.
+    pub(crate) fn dup_raw(raw: &RawTree) -> Result<Self, AllocError>
+    where
+        V: Clone,
+    {
+        let (copy, leaves) = raw.dup_nodes()?;
         for (leaf, min, max) in leaves {
-            // SAFETY: `w` is a live handle of `self` (the copy only shares
-            // it). A panic in `clone` leaks the copy's nodes at worst (a
-            // `RawTree` drops nothing), never a double drop.
+            // SAFETY: `w` is a live handle of the source (the copy only
+            // shares it). A panic in `clone` leaks the copy's nodes at worst
+            // (a `RawTree` drops nothing), never a double drop.
             leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| unsafe { clone_word::<V>(w) }));
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
@@ -658,7 +675,7 @@ impl<V: Handle> MapleTree<V> {
 
 /// Entry-by-entry walk shared by the iterators. Inside a leaf it only
 /// reads pivots and slots; the root-to-leaf path is consulted once per leaf.
-struct RawIter {
+pub(crate) struct RawIter {
     walk: LeafWalk,
     /// Current leaf and its upper bound.
     leaf: Option<(NodeRef, u64)>,
@@ -671,7 +688,7 @@ struct RawIter {
 }
 
 impl RawIter {
-    fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
+    pub(crate) fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
         let walk = LeafWalk::new(tree, first);
         let mut it = RawIter { walk, leaf: None, off: None, lo: 0, last, done };
         it.load_leaf();
@@ -692,7 +709,7 @@ impl RawIter {
 
     /// The next non-empty slot that starts at or before `last`.
     #[inline]
-    fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+    pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         while !self.done {
             let (node, max) = self.leaf?;
             let Some(i) = self.off else {

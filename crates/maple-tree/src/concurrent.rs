@@ -1,0 +1,450 @@
+//! A maple tree that readers use without locks while one writer at a time
+//! changes it: the kernel's RCU mode.
+//!
+//! # Reading
+//!
+//! Readers [`pin`](ConcurrentMapleTree::pin) an epoch and read under the
+//! returned [`ReadGuard`]; values they see stay alive until the guard is
+//! dropped, even if a writer replaces or removes them meanwhile. Reading
+//! takes no lock, writes nothing shared, and never waits for the writer.
+//!
+//! What a reader may see during a concurrent write: each lookup returns the
+//! value the index had either before or after the write (never a torn or
+//! freed entry); an iteration may show some entries from before and some
+//! from after one write, but always in ascending order and never the same
+//! index twice.
+//!
+//! # Writing
+//!
+//! [`lock`](ConcurrentMapleTree::lock) serialises writers and hands out a
+//! [`WriteGuard`]. Every multi-word change is built in fresh nodes and
+//! published by one pointer store (release); only single-word updates (an
+//! exact-fit replacement, a gap value) happen in place. Replaced nodes are
+//! marked dead, so readers that meet one restart from the root, and are
+//! freed, like replaced or erased values, only after every reader that
+//! could have seen them has unpinned.
+//!
+//! # Reclamation
+//!
+//! `crossbeam-epoch`: reading costs one thread-local pin (no shared
+//! counter, no atomic read-modify-write on shared memory), which keeps the
+//! read path flat on many cores; garbage is freed in batches by whichever
+//! thread advances the epoch.
+
+use core::{
+    fmt,
+    marker::PhantomData,
+    ops::{RangeBounds, RangeInclusive},
+    ptr::{self, NonNull},
+};
+use std::sync::{Mutex, MutexGuard};
+
+use crossbeam_epoch as epoch;
+
+use crate::{
+    alloc::free_node,
+    error::{Error, InsertError},
+    handle::{is_value, reserved_word, Handle},
+    node::NodeRef,
+    raw::RawTree,
+    store::{Removed, StoreFail},
+    tree::{clone_word, to_inclusive, MapleTree, RawIter},
+};
+
+/// A pinned epoch: values and nodes read under it stay allocated until it
+/// is dropped. Made by [`ConcurrentMapleTree::pin`].
+#[must_use]
+pub struct ReadGuard {
+    _epoch: epoch::Guard,
+}
+
+impl fmt::Debug for ReadGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadGuard").finish_non_exhaustive()
+    }
+}
+
+/// A maple tree with lock-free readers; see the [module docs](self).
+///
+/// ```
+/// use std::sync::Arc;
+/// use maple_tree::{ConcurrentMapleTree, U63};
+///
+/// let t = Arc::new(ConcurrentMapleTree::<U63>::new());
+/// t.lock().insert_range(10..=19, U63::from(1u32)).unwrap();
+/// let reader = {
+///     let t = Arc::clone(&t);
+///     std::thread::spawn(move || {
+///         let g = t.pin();
+///         t.load(15, &g).map(U63::get)
+///     })
+/// };
+/// t.lock().store_range(15..=15, U63::from(2u32)).unwrap();
+/// let seen = reader.join().unwrap();
+/// assert!(seen == Some(1) || seen == Some(2));
+/// assert_eq!(t.load_with(15, |v| v.map(U63::get)), Some(2));
+/// ```
+pub struct ConcurrentMapleTree<V: Handle + Send + Sync + 'static> {
+    raw: RawTree,
+    writer: Mutex<()>,
+    _values: PhantomData<V>,
+}
+
+// SAFETY: values are `Send + Sync`; the raw tree is atomics and owned nodes;
+// writers are serialised by the mutex and readers only read.
+unsafe impl<V: Handle + Send + Sync + 'static> Send for ConcurrentMapleTree<V> {}
+// SAFETY: as above.
+unsafe impl<V: Handle + Send + Sync + 'static> Sync for ConcurrentMapleTree<V> {}
+
+impl<V: Handle + Send + Sync + 'static> Default for ConcurrentMapleTree<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrentMapleTree").field("len", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
+    fn with_raw(mut raw: RawTree) -> Self {
+        raw.rcu = true;
+        ConcurrentMapleTree { raw, writer: Mutex::new(()), _values: PhantomData }
+    }
+
+    /// An empty tree without gap tracking.
+    pub fn new() -> Self {
+        Self::with_raw(RawTree::new(false))
+    }
+
+    /// An empty gap-tracking tree.
+    pub fn with_gaps() -> Self {
+        Self::with_raw(RawTree::new(true))
+    }
+
+    /// Pins the current epoch for reading.
+    pub fn pin(&self) -> ReadGuard {
+        ReadGuard { _epoch: epoch::pin() }
+    }
+
+    fn borrow<'g>(&'g self, w: *mut ()) -> Option<V::Borrowed<'g>> {
+        if !is_value(w) {
+            return None;
+        }
+        // SAFETY: a value word read under a pinned guard stays alive until
+        // the guard (which outlives 'g) is dropped: writers defer its drop.
+        Some(unsafe { V::borrow(NonNull::new_unchecked(w)) })
+    }
+
+    /// The value at `index`, valid while `guard` lives.
+    pub fn load<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Option<V::Borrowed<'g>> {
+        let _ = guard;
+        self.borrow(self.raw.lookup_rcu(index).2)
+    }
+
+    /// The entry containing `index` with its range.
+    pub fn get_range<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Option<(RangeInclusive<u64>, V::Borrowed<'g>)> {
+        let _ = guard;
+        let (lo, hi, w) = self.raw.lookup_rcu(index);
+        self.borrow(w).map(|b| (lo..=hi, b))
+    }
+
+    /// Calls `f` with the value at `index` (pinning for the duration).
+    pub fn load_with<R>(&self, index: u64, f: impl FnOnce(Option<V::Borrowed<'_>>) -> R) -> R {
+        let g = self.pin();
+        f(self.load(index, &g))
+    }
+
+    /// A clone of the value at `index` (for `Arc` and `Copy`-like values).
+    pub fn load_cloned(&self, index: u64) -> Option<V>
+    where
+        V: Clone,
+    {
+        let _g = self.pin();
+        let w = self.raw.lookup_rcu(index).2;
+        // SAFETY: a live value word of this tree, kept alive by `_g`.
+        is_value(w).then(|| unsafe { V::clone_raw(NonNull::new_unchecked(w)) })
+    }
+
+    /// The entries overlapping `range`, ascending, under `guard`.
+    pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
+        let _ = guard;
+        let raw = match to_inclusive(&range) {
+            Ok((first, last)) => RawIter::new(&self.raw, first, last, false),
+            Err(_) => RawIter::new(&self.raw, 0, 0, true),
+        };
+        ConcurrentIter { tree: self, raw }
+    }
+
+    /// All entries, ascending, under `guard`.
+    pub fn iter<'g>(&'g self, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
+        self.range(.., guard)
+    }
+
+    /// Entries stored (a snapshot that may be stale by the time it is read).
+    pub fn len(&self) -> usize {
+        self.raw.len.get()
+    }
+
+    /// True if no entry is stored (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lowest free window of `size` in `window`; see
+    /// [`MapleTree::empty_area`]. Without the lock the answer may be stale.
+    pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+        let (min, max) = to_inclusive(&window)?;
+        let _g = self.pin();
+        self.raw.empty_area(min, max, size)
+    }
+
+    /// Takes the writer lock. Waits for another writer, never for readers.
+    pub fn lock(&self) -> WriteGuard<'_, V> {
+        // A writer that panicked left the tree consistent (writes commit
+        // atomically), so a poisoned lock is safe to take over.
+        let lock = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        WriteGuard { tree: self, _lock: lock }
+    }
+
+    /// Checks every invariant (under the writer lock).
+    pub fn validate(&self) -> Result<(), crate::ValidateError> {
+        let _w = self.lock();
+        self.raw.validate()
+    }
+
+    /// Back to a plain tree (no readers can exist: `self` is owned).
+    pub fn into_inner(mut self) -> MapleTree<V> {
+        let mut raw = core::mem::replace(&mut self.raw, RawTree::new(false));
+        raw.rcu = false;
+        MapleTree::from_raw(raw)
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> From<MapleTree<V>> for ConcurrentMapleTree<V> {
+    fn from(t: MapleTree<V>) -> Self {
+        Self::with_raw(t.into_raw())
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> Drop for ConcurrentMapleTree<V> {
+    fn drop(&mut self) {
+        // `&mut self`: no reader or writer is left.
+        self.raw.clear_with(&mut |w| {
+            if is_value(w) {
+                // SAFETY: each value word is handed over exactly once.
+                drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+            }
+        });
+    }
+}
+
+/// Runs deferred frees that are due: pins and flushes the calling
+/// thread's epoch state a few times. Garbage is otherwise freed in batches
+/// as threads pin; tests call this to count drops deterministically once no
+/// other thread is reading.
+#[doc(hidden)]
+pub fn collect_garbage() {
+    // Each flush collects a bounded number of bags; the epoch must also
+    // advance twice past the newest garbage.
+    for _ in 0..4096 {
+        epoch::pin().flush();
+    }
+}
+
+/// Iterator over a [`ConcurrentMapleTree`] under a [`ReadGuard`].
+pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
+    tree: &'g ConcurrentMapleTree<V>,
+    raw: RawIter,
+}
+
+impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
+    type Item = (RangeInclusive<u64>, V::Borrowed<'g>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let (lo, hi, nn) = self.raw.next_entry()?;
+        let tree: &'g ConcurrentMapleTree<V> = self.tree;
+        tree.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrentIter").finish_non_exhaustive()
+    }
+}
+
+/// Nodes and values a write took out, freed after a grace period.
+struct Garbage<V: Handle> {
+    nodes: Vec<NodeRef>,
+    values: Removed,
+    _v: PhantomData<V>,
+}
+
+// SAFETY: the garbage is unreachable from the tree; its values are `Send`
+// and the nodes are plain memory.
+unsafe impl<V: Handle + Send> Send for Garbage<V> {}
+
+impl<V: Handle> Drop for Garbage<V> {
+    fn drop(&mut self) {
+        for n in self.nodes.drain(..) {
+            // SAFETY: retired nodes are unreachable and the grace period has
+            // passed; each is listed once.
+            unsafe { free_node(n) };
+        }
+        // SAFETY: removed words are values the tree gave up, dropped once.
+        self.values.for_each(|w| drop(unsafe { V::from_raw(w) }));
+    }
+}
+
+/// The writer's handle; see [`ConcurrentMapleTree::lock`].
+#[must_use]
+pub struct WriteGuard<'a, V: Handle + Send + Sync + 'static> {
+    tree: &'a ConcurrentMapleTree<V>,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteGuard").finish_non_exhaustive()
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
+    /// One RCU-mode store; garbage is deferred past every current reader.
+    fn write(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+    ) -> Result<(), (Error, *mut ())> {
+        let guard = epoch::pin();
+        // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
+        // engine changes nothing readers can see except by single-word
+        // stores and publication, and hands back what it unlinked.
+        let res = unsafe { self.tree.raw.store(first, last, entry, insert_only, split) };
+        match res {
+            Ok(stored) => {
+                let garbage = Garbage::<V> { nodes: stored.retired, values: stored.removed, _v: PhantomData };
+                if !garbage.nodes.is_empty() || garbage.values.len() > 0 {
+                    // SAFETY: everything in `garbage` was unlinked before
+                    // this point; readers pinned now may still hold it, and
+                    // the closure runs only after all of them have unpinned.
+                    // It owns `Send` data only.
+                    unsafe { guard.defer_unchecked(move || drop(garbage)) };
+                }
+                Ok(())
+            }
+            Err((fail, unused)) => {
+                if !unused.is_null() {
+                    // SAFETY: a clone the engine made and did not keep.
+                    drop(unsafe { V::from_raw(NonNull::new_unchecked(unused)) });
+                }
+                let cause = match fail {
+                    StoreFail::Alloc => Error::NoMemory,
+                    StoreFail::NeedSplit => Error::InvalidRange,
+                    StoreFail::Occupied => Error::Occupied,
+                };
+                Err((cause, entry))
+            }
+        }
+    }
+
+    fn give_back(value: *mut (), cause: Error) -> InsertError<V> {
+        // SAFETY: the failed store did not keep `value`, a fresh handle.
+        InsertError { value: unsafe { V::from_raw(NonNull::new_unchecked(value)) }, cause }
+    }
+
+    /// Stores `value` over `range` if it is empty; see
+    /// [`MapleTree::insert_range`].
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        let (first, last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let e = value.into_raw().as_ptr();
+        self.write(first, last, e, true, None).map_err(|(c, w)| Self::give_back(w, c))
+    }
+
+    /// Stores `value` over `range`, overwriting; see
+    /// [`MapleTree::store_range`].
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        let (first, last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let e = value.into_raw().as_ptr();
+        // SAFETY: the engine passes words of live values of this tree.
+        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        self.write(first, last, e, false, Some(&mut clone)).map_err(|(c, w)| Self::give_back(w, c))
+    }
+
+    /// Empties `range`; see [`MapleTree::remove_range`].
+    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    where
+        V: Clone,
+    {
+        let (first, last) = to_inclusive(&range)?;
+        // SAFETY: as in `store_range`.
+        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        self.write(first, last, ptr::null_mut(), false, Some(&mut clone)).map_err(|(c, _)| c)
+    }
+
+    /// Removes the entry containing `index`. Its value is dropped after the
+    /// readers that may see it are gone; returns whether one was removed.
+    pub fn erase(&mut self, index: u64) -> Result<bool, Error> {
+        let (lo, hi, w) = self.tree.raw.lookup(index);
+        if w.is_null() {
+            return Ok(false);
+        }
+        self.write(lo, hi, ptr::null_mut(), false, None).map(|()| is_value(w)).map_err(|(c, _)| c)
+    }
+
+    /// Reserves `range`; see [`MapleTree::reserve_range`].
+    pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
+        let (first, last) = to_inclusive(&range)?;
+        self.write(first, last, reserved_word(), true, None).map_err(|(c, _)| c)
+    }
+
+    /// Stores `value` in the lowest free window of `size` in `window`; the
+    /// search and the store happen under the lock, so they agree.
+    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+        let found = to_inclusive(&window).and_then(|(a, b)| self.tree.raw.empty_area(a, b, size));
+        self.alloc_at(found, size, value)
+    }
+
+    /// Stores `value` in the highest free window of `size` in `window`.
+    pub fn alloc_range_rev(
+        &mut self,
+        window: impl RangeBounds<u64>,
+        size: u64,
+        value: V,
+    ) -> Result<u64, InsertError<V>> {
+        let found = to_inclusive(&window).and_then(|(a, b)| self.tree.raw.empty_area_rev(a, b, size));
+        self.alloc_at(found, size, value)
+    }
+
+    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
+        let start = match found {
+            Ok(s) => s,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let e = value.into_raw().as_ptr();
+        self.write(start, start + (size - 1), e, true, None).map(|()| start).map_err(|(c, w)| Self::give_back(w, c))
+    }
+
+    /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep
+    /// reading: the writer lock keeps other writers out during the copy.
+    pub fn try_dup(&self) -> Result<MapleTree<V>, crate::AllocError>
+    where
+        V: Clone,
+    {
+        MapleTree::dup_raw(&self.tree.raw)
+    }
+}
