@@ -10,10 +10,15 @@ use std::{
     collections::BTreeMap,
     fmt::Write as _,
     hint::black_box,
+    sync::{
+        atomic::{AtomicBool, Ordering as AtomicOrdering},
+        RwLock,
+    },
     time::{Duration, Instant},
 };
 
-use maple_tree::{MapleTree, U63};
+use crossbeam_skiplist::SkipMap;
+use maple_tree::{ConcurrentMapleTree, MapleTree, U63};
 use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
 use rangemap::RangeInclusiveMap;
 
@@ -512,6 +517,141 @@ fn fork(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
     }
 }
 
+/// Lookups per second per reader thread: `readers` threads each doing
+/// `per_reader` random lookups with `lookup`, while `writer` (if any) runs
+/// in another thread until they finish.
+fn read_throughput(
+    readers: usize,
+    per_reader: u64,
+    keys: u64,
+    lookup: &(dyn Fn(u64) -> u64 + Sync),
+    writer: Option<&(dyn Fn(&AtomicBool) + Sync)>,
+) -> f64 {
+    let stop = AtomicBool::new(false);
+    let secs = std::thread::scope(|s| {
+        let w = writer.map(|w| s.spawn(|| w(&stop)));
+        let hs: Vec<_> = (0..readers)
+            .map(|r| {
+                s.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(r as u64 + 1);
+                    let start = Instant::now();
+                    let mut sum = 0u64;
+                    for _ in 0..per_reader {
+                        sum = sum.wrapping_add(lookup(rng.gen_range(0..keys)));
+                    }
+                    black_box(sum);
+                    start.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        let secs: Vec<f64> = hs.into_iter().map(|h| h.join().expect("reader")).collect();
+        stop.store(true, AtomicOrdering::Relaxed);
+        if let Some(w) = w {
+            w.join().expect("writer");
+        }
+        secs
+    });
+    let mean = secs.iter().sum::<f64>() / secs.len() as f64;
+    per_reader as f64 / mean
+}
+
+/// Read throughput alone and with a busy writer, for the concurrent tree
+/// and the usual concurrent alternatives.
+fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
+    let n = 100_000u64;
+    let keys = n * STEP;
+    let per_reader = ((1_000_000.0 * opts.loop_scale) as u64).max(1000);
+    let shared: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
+    let rw = RwLock::new(btree(n));
+    let skip: SkipMap<u64, (u64, u64)> = btree(n).into_iter().collect();
+    let churn = |i: u64| (i * 7919) % n;
+
+    let maple_read = |k: u64| {
+        let g = shared.pin();
+        shared.load(k, &g).map_or(0, U63::get)
+    };
+    let maple_write = |stop: &AtomicBool| {
+        let mut i = 0;
+        while !stop.load(AtomicOrdering::Relaxed) {
+            let (f, l) = range(churn(i));
+            let mut w = shared.lock();
+            let _ = w.erase(f);
+            let _ = w.insert_range(f..=l, u(i));
+            i += 1;
+        }
+    };
+    let rw_read = |k: u64| btree_load(&rw.read().expect("lock"), k).unwrap_or(0);
+    let rw_write = |stop: &AtomicBool| {
+        let mut i = 0;
+        while !stop.load(AtomicOrdering::Relaxed) {
+            let (f, l) = range(churn(i));
+            let mut m = rw.write().expect("lock");
+            m.remove(&f);
+            m.insert(f, (l, i));
+            i += 1;
+        }
+    };
+    let skip_read =
+        |k: u64| skip.range(..=k).next_back().and_then(|e| (e.value().0 >= k).then(|| e.value().1)).unwrap_or(0);
+    let skip_write = |stop: &AtomicBool| {
+        let mut i = 0;
+        while !stop.load(AtomicOrdering::Relaxed) {
+            let (f, l) = range(churn(i));
+            skip.remove(&f);
+            skip.insert(f, (l, i));
+            i += 1;
+        }
+    };
+    type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
+    type Write<'a> = &'a (dyn Fn(&AtomicBool) + Sync);
+    let cases: [(&str, Read<'_>, Write<'_>); 3] = [
+        ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
+        ("RwLock<BTreeMap> (range idiom)", &rw_read, &rw_write),
+        ("crossbeam SkipMap (range idiom)", &skip_read, &skip_write),
+    ];
+    let _ = writeln!(out, "\n## Concurrent readers\n");
+    let _ = writeln!(
+        out,
+        "{n} ranges; each reader does {per_reader} random lookups; the writer erases and re-inserts ranges as fast as it can until the readers finish. Lookups per second per reader (millions). The machine has {} CPUs, so with 2 readers plus a writer the threads also compete for cores.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let _ = writeln!(out, "| structure | readers | alone M/s | with writer M/s | kept |");
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    for (name, read, write) in cases {
+        for readers in [1usize, 2] {
+            progress(&format!("concurrent: {name}, {readers} reader(s)"));
+            let alone = read_throughput(readers, per_reader, keys, read, None);
+            let busy = read_throughput(readers, per_reader, keys, read, Some(write));
+            let _ = writeln!(
+                out,
+                "| {name} | {readers} | {:.2} | {:.2} | {:.0} % |",
+                alone / 1e6,
+                busy / 1e6,
+                100.0 * busy / alone
+            );
+        }
+    }
+    shared.validate().expect("valid after the race");
+    progress("concurrent: single-thread lookup cost");
+    let lookups = 200_000u64;
+    let mut rng = SmallRng::seed_from_u64(5);
+    let ks: Vec<u64> = (0..lookups).map(|_| rng.gen_range(0..keys)).collect();
+    let plain = maple(n, false);
+    let d_plain =
+        per_op(opts.reps, lookups, || (), |()| ks.iter().map(|&k| plain.load(k).map_or(0, U63::get)).sum::<u64>());
+    let d_guarded = per_op(
+        opts.reps,
+        lookups,
+        || (),
+        |()| {
+            let g = shared.pin();
+            ks.iter().map(|&k| shared.load(k, &g).map_or(0, U63::get)).sum::<u64>()
+        },
+    );
+    let d_pinned = per_op(opts.reps, lookups, || (), |()| ks.iter().map(|&k| maple_read(k)).sum::<u64>());
+    let _ = writeln!(out, "\nSingle-thread lookup cost (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} ({}), pin per lookup {} ({}).", ns(d_plain), ns(d_guarded), ratio(d_plain, d_guarded), ns(d_pinned), ratio(d_plain, d_pinned));
+}
+
 /// Runs everything and returns the Markdown report. `progress` is told
 /// what is being measured.
 pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
@@ -525,6 +665,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
     comparison(opts, &mut out, progress);
     kernel_loops(opts, &mut out, progress);
     fork(opts, &mut out, progress);
+    concurrent(opts, &mut out, progress);
     out
 }
 
