@@ -45,7 +45,8 @@ pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
     if fault::should_fail() {
         return Err(AllocError);
     }
-    let cached = CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten();
+    // Loom models run many executions on one thread: no reuse across them.
+    let cached = if cfg!(loom) { None } else { CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten() };
     let ptr = match cached {
         Some(p) => p,
         None => {
@@ -59,6 +60,12 @@ pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
     // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
     // is fixed from here on.
     let node = unsafe { NodeRef::new(ptr, kind) };
+    #[cfg(loom)]
+    // SAFETY: loom's atomics must be constructed, not just stored into: write
+    // a fully built empty node over the fresh block.
+    unsafe {
+        ptr.as_ptr().write(Node::loom_empty(kind))
+    };
     node.init_parent();
     Ok(node)
 }
@@ -73,17 +80,18 @@ pub(crate) unsafe fn free_node(node: NodeRef) {
     #[cfg(feature = "fault-injection")]
     fault::on_free();
     let ptr = node.as_ptr();
-    let kept = CACHE
-        .try_with(|c| {
-            let mut c = c.borrow_mut();
-            if c.0.len() < CACHE_NODES {
-                c.0.push(ptr);
-                true
-            } else {
-                false
-            }
-        })
-        .unwrap_or(false);
+    let kept = !cfg!(loom)
+        && CACHE
+            .try_with(|c| {
+                let mut c = c.borrow_mut();
+                if c.0.len() < CACHE_NODES {
+                    c.0.push(ptr);
+                    true
+                } else {
+                    false
+                }
+            })
+            .unwrap_or(false);
     if !kept {
         // SAFETY: the caller guarantees the node came from `alloc_node` with
         // the same layout and is no longer used.

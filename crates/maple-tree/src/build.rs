@@ -2,13 +2,14 @@
 //! each level of internal nodes, every node full except the last of each
 //! level (which is on the right-most spine and exempt from minimum fill).
 
-use core::{ptr, sync::atomic::Ordering};
+use core::ptr;
 
 use crate::{
     alloc::{alloc_node, free_node},
     error::{AllocError, Error},
     node::{Item, Kind, NodeRef},
     raw::RawTree,
+    sync::Ordering,
 };
 
 impl RawTree {

@@ -44,7 +44,7 @@ impl RawTree {
         let mut leaves = LeafList::new();
         match dup_from(root, &mut allocated, &mut leaves) {
             Ok(new_root) => {
-                out.root.store(new_root.encode(), core::sync::atomic::Ordering::Release);
+                out.root.store(new_root.encode(), crate::sync::Ordering::Release);
                 out.height.set(self.height.get());
                 out.len.set(self.len.get());
                 out.cyclic_wrapped.set(self.cyclic_wrapped.get());

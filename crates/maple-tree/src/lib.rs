@@ -67,22 +67,28 @@
 
 mod alloc;
 mod build;
+#[cfg(not(loom))]
 mod concurrent;
 mod cursor;
 mod dup;
 mod error;
 mod gap;
 mod handle;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod node;
 mod raw;
 mod store;
+mod sync;
 mod tree;
 mod validate;
 
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;
+#[cfg(not(loom))]
 #[doc(hidden)]
 pub use concurrent::collect_garbage;
+#[cfg(not(loom))]
 pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard};
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};

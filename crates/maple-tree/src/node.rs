@@ -47,8 +47,9 @@
 use core::{
     mem::ManuallyDrop,
     ptr::{self, NonNull},
-    sync::atomic::{AtomicPtr, AtomicU64, Ordering},
 };
+
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 
 use arrayvec::ArrayVec;
 
@@ -153,11 +154,42 @@ pub(crate) struct Node {
     body: Body,
 }
 
+// (Loom's instrumented atomics are larger than a word, so the layout is
+// only pinned for real builds.)
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Node>() == 256);
 const _: () = assert!(core::mem::align_of::<Node>() == 256);
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<RangeBody>() == 248);
+#[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<ArangeBody>() == 248);
 const _: () = assert!(core::mem::size_of::<usize>() == 8, "maple-tree needs a 64-bit target");
+
+#[cfg(loom)]
+impl Node {
+    /// An empty node whose loom atomics are all constructed.
+    pub(crate) fn loom_empty(kind: Kind) -> Node {
+        use core::array::from_fn;
+        let body = match kind {
+            Kind::Arange64 => Body {
+                arange: ManuallyDrop::new(ArangeBody {
+                    pivot: from_fn(|_| AtomicU64::new(0)),
+                    slot: from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+                    gap: from_fn(|_| AtomicU64::new(0)),
+                    meta: AtomicU64::new(0),
+                    _spare: AtomicU64::new(0),
+                }),
+            },
+            _ => Body {
+                range: ManuallyDrop::new(RangeBody {
+                    pivot: from_fn(|_| AtomicU64::new(0)),
+                    slot: from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+                }),
+            },
+        };
+        Node { parent: AtomicPtr::new(ptr::null_mut()), body }
+    }
+}
 
 /// One (upper bound, slot, gap) triple while a node's content is being
 /// rebuilt. For leaves `slot` is a value handle (or null); for internal

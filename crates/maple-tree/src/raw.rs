@@ -5,16 +5,14 @@
 //! search in `gap.rs`, bulk building in `build.rs` and checking in
 //! `validate.rs`.
 
-use core::{
-    ptr,
-    sync::atomic::{AtomicPtr, AtomicUsize, Ordering},
-};
+use core::ptr;
 
 use arrayvec::ArrayVec;
 
 use crate::{
     alloc::free_node,
     node::{Kind, NodeRef, MAX_HEIGHT},
+    sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
 /// One level of a walk: the node, its implied bounds and the slot taken.
@@ -68,7 +66,7 @@ pub(crate) struct RawTree {
 pub(crate) struct Shared(AtomicUsize);
 
 impl Shared {
-    pub(crate) const fn new(v: usize) -> Shared {
+    pub(crate) fn new(v: usize) -> Shared {
         Shared(AtomicUsize::new(v))
     }
 
@@ -90,7 +88,7 @@ unsafe impl Send for RawTree {}
 unsafe impl Sync for RawTree {}
 
 impl RawTree {
-    pub(crate) const fn new(gaps: bool) -> RawTree {
+    pub(crate) fn new(gaps: bool) -> RawTree {
         RawTree {
             root: AtomicPtr::new(ptr::null_mut()),
             height: Shared::new(0),

@@ -26,10 +26,7 @@
 //!
 //! Exact-fit replacement of one value by another is a single slot store.
 
-use core::{
-    ptr::{self, NonNull},
-    sync::atomic::Ordering,
-};
+use core::ptr::{self, NonNull};
 
 use arrayvec::ArrayVec;
 
@@ -39,6 +36,7 @@ use crate::{
     handle::is_value,
     node::{Content, Item, Kind, NodeRef},
     raw::{free_subtree, Level, Path, RawTree},
+    sync::Ordering,
 };
 
 /// Value words a write took out of the tree; the typed layer drops them.

@@ -95,14 +95,14 @@ impl<V: Handle> MapleTree<V> {
     }
 
     /// An empty tree without gap tracking.
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         MapleTree { raw: RawTree::new(false), _values: PhantomData }
     }
 
     /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
     /// nodes keep the largest empty range below each child, making
     /// [`empty_area`](Self::empty_area) O(log n).
-    pub const fn with_gaps() -> Self {
+    pub fn with_gaps() -> Self {
         MapleTree { raw: RawTree::new(true), _values: PhantomData }
     }
 
