@@ -49,7 +49,7 @@ struct Sizes {
 
 fn sizes() -> Sizes {
     if cfg!(miri) {
-        Sizes { keys: 300, writes: 60, readers: 2 }
+        Sizes { keys: 200, writes: 40, readers: 1 }
     } else {
         Sizes { keys: 200_000, writes: 60_000, readers: 2 }
     }
@@ -79,7 +79,7 @@ fn race(gaps: bool) {
                 let mut n = 0u64;
                 while !done.load(Ordering::Relaxed) || n == 0 {
                     let g = tree.pin();
-                    for _ in 0..64 {
+                    for _ in 0..if cfg!(miri) { 4 } else { 64 } {
                         let i = rng.gen_range(0..s.keys);
                         if let Some((range, v)) = tree.get_range(i, &g) {
                             let ok = range.contains(&i) && v.first <= *range.start() && *range.end() <= v.last;
@@ -89,7 +89,7 @@ fn race(gaps: bool) {
                         }
                         n += 1;
                     }
-                    if n % 1024 == 0 {
+                    if n % if cfg!(miri) { 16 } else { 1024 } == 0 {
                         // A short ordered scan under one guard.
                         let start = rng.gen_range(0..s.keys);
                         let mut prev_end: Option<u64> = None;
@@ -143,7 +143,7 @@ fn race(gaps: bool) {
 /// Runs deferred frees until `live` reaches `want` or clearly will not
 /// (other tests in this process share the epoch and may delay it briefly).
 fn settle(live: &AtomicI64, want: i64) -> i64 {
-    for _ in 0..2000 {
+    for _ in 0..if cfg!(miri) { 40 } else { 2000 } {
         collect_garbage();
         if live.load(Ordering::Relaxed) == want {
             break;
