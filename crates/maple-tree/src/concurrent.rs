@@ -43,6 +43,7 @@ use crossbeam_epoch as epoch;
 
 use crate::{
     alloc::free_node,
+    cursor::Cursor,
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
@@ -176,6 +177,14 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
             Err(_) => RawIter::new(&self.raw, 0, 0, true),
         };
         ConcurrentIter { tree: self, raw }
+    }
+
+    /// A read cursor at the range containing `index`, under `guard`. It
+    /// walks the nodes it reached even if a writer replaces them meanwhile,
+    /// so it shows a consistent (possibly slightly old) picture.
+    pub fn cursor<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Cursor<'g, V> {
+        let _ = guard;
+        Cursor::on_raw(&self.raw, index)
     }
 
     /// All entries, ascending, under `guard`.

@@ -20,6 +20,7 @@
 
 use core::{
     fmt,
+    marker::PhantomData,
     ops::{RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
@@ -98,7 +99,7 @@ macro_rules! read_methods {
 
         /// Moves to the range containing `index` and returns its value.
         pub fn seek(&mut self, index: u64) -> Option<V::Borrowed<$lt>> {
-            self.pos = Pos::seek(&self.tree.raw, index);
+            self.pos = Pos::seek(self.raw_tree(), index);
             self.get()
         }
 
@@ -161,20 +162,33 @@ macro_rules! read_methods {
     };
 }
 
-/// A read cursor over a borrowed tree; see the [module docs](self).
+/// A read cursor over a borrowed tree (or, for a
+/// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree), a tree read under a
+/// guard); see the [module docs](self).
 pub struct Cursor<'a, V: Handle> {
-    tree: &'a MapleTree<V>,
+    raw: &'a RawTree,
     pos: Pos,
+    _values: PhantomData<&'a V>,
 }
 
 impl<'a, V: Handle> Cursor<'a, V> {
-    pub(crate) fn new(tree: &'a MapleTree<V>, index: u64) -> Self {
-        Cursor { tree, pos: Pos::seek(&tree.raw, index) }
+    /// A cursor on `raw`, whose nodes and values must stay alive and
+    /// unchanged-or-RCU-published for 'a (a `&'a MapleTree`, or a
+    /// concurrent tree read under a guard that lives for 'a).
+    pub(crate) fn on_raw(raw: &'a RawTree, index: u64) -> Self {
+        Cursor { raw, pos: Pos::seek(raw, index), _values: PhantomData }
+    }
+
+    fn raw_tree(&self) -> &'a RawTree {
+        self.raw
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
-        let tree: &'a MapleTree<V> = self.tree;
-        tree.borrow(raw)
+        if !is_value(raw) {
+            return None;
+        }
+        // SAFETY: per `on_raw`, value words of the tree stay alive for 'a.
+        Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
     }
 
     read_methods!('a);
@@ -182,7 +196,7 @@ impl<'a, V: Handle> Cursor<'a, V> {
 
 impl<V: Handle> Clone for Cursor<'_, V> {
     fn clone(&self) -> Self {
-        Cursor { tree: self.tree, pos: self.pos.clone() }
+        Cursor { raw: self.raw, pos: self.pos.clone(), _values: PhantomData }
     }
 }
 
@@ -210,6 +224,10 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     read_methods!('_);
+
+    fn raw_tree(&self) -> &RawTree {
+        &self.tree.raw
+    }
 
     fn reseek(&mut self, index: u64) {
         self.pos = Pos::seek(&self.tree.raw, index);

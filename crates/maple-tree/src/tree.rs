@@ -357,7 +357,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// A read cursor positioned at the range containing `index`.
     pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
-        Cursor::new(self, index)
+        Cursor::on_raw(&self.raw, index)
     }
 
     /// A write cursor positioned at the range containing `index`.

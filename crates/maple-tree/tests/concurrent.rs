@@ -178,6 +178,10 @@ fn round_trip_and_read_api() {
     assert_eq!(c.load_cloned(20).map(U63::get), Some(2));
     assert_eq!(c.load_with(31, |v| v.map(U63::get)), Some(3));
     assert_eq!(c.empty_area(0..=1000, 5), Ok(5));
+    let mut cur = c.cursor(5, &g);
+    assert_eq!((cur.range(), cur.get()), (5..=9, None));
+    assert_eq!(cur.next().map(|(r, v)| (r, v.get())), Some((10..=14, 1)));
+    assert_eq!(cur.prev_range().map(|(r, v)| (r, v.is_some())), Some((5..=9, false)));
     {
         let mut w = c.lock();
         assert_eq!(w.alloc_range(0..=1000, 5, U63::new(7).unwrap()).unwrap(), 5);
