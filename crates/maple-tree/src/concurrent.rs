@@ -48,7 +48,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::RawTree,
-    store::{Removed, StoreFail},
+    store::Removed,
     tree::{clone_word, to_inclusive, MapleTree, RawIter},
 };
 
@@ -352,12 +352,7 @@ impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
                     // SAFETY: a clone the engine made and did not keep.
                     drop(unsafe { V::from_raw(NonNull::new_unchecked(unused)) });
                 }
-                let cause = match fail {
-                    StoreFail::Alloc => Error::NoMemory,
-                    StoreFail::NeedSplit => Error::InvalidRange,
-                    StoreFail::Occupied => Error::Occupied,
-                };
-                Err((cause, entry))
+                Err((fail.into(), entry))
             }
         }
     }

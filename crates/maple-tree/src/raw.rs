@@ -169,24 +169,12 @@ impl RawTree {
         }
     }
 
-    /// The range containing `index` and its value word.
+    /// The range containing `index` and its value word. (The same walk as
+    /// [`lookup_rcu`](Self::lookup_rcu): without concurrent writers no dead
+    /// node is reachable, so it never restarts.)
+    #[inline]
     pub(crate) fn lookup(&self, index: u64) -> (u64, u64, *mut ()) {
-        let Some(mut node) = self.root_node() else {
-            return (0, u64::MAX, ptr::null_mut());
-        };
-        let (mut min, mut max) = (0, u64::MAX);
-        loop {
-            let off = node.find(index);
-            let lo = node.slot_min(off, min);
-            let hi = node.slot_max(off, max);
-            if node.is_leaf() {
-                return (lo, hi, node.slot(off));
-            }
-            // SAFETY: internal node, used slot.
-            node = unsafe { node.child(off) };
-            min = lo;
-            max = hi;
-        }
+        self.lookup_rcu(index)
     }
 
     /// Walks from the root to the leaf slot containing `index`, recording

@@ -85,6 +85,18 @@ pub(crate) enum StoreFail {
     Occupied,
 }
 
+impl From<StoreFail> for crate::error::Error {
+    fn from(f: StoreFail) -> Self {
+        match f {
+            StoreFail::Alloc => Self::NoMemory,
+            // Only reachable through a caller that cannot clone values; the
+            // typed layer always supplies a clone where a cut is possible.
+            StoreFail::NeedSplit => Self::InvalidRange,
+            StoreFail::Occupied => Self::Occupied,
+        }
+    }
+}
+
 impl From<AllocError> for StoreFail {
     fn from(_: AllocError) -> StoreFail {
         StoreFail::Alloc

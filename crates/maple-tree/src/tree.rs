@@ -13,7 +13,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::{LeafWalk, RawTree},
-    store::{Removed, StoreFail},
+    store::Removed,
     validate::ValidateError,
 };
 
@@ -173,11 +173,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        match unsafe { self.raw.store_mut(first, last, reserved_word(), true, None) } {
-            Ok(_) => Ok(()),
-            Err((StoreFail::Occupied, _)) => Err(Error::Occupied),
-            Err(_) => Err(Error::NoMemory),
-        }
+        unsafe { self.raw.store_mut(first, last, reserved_word(), true, None) }.map(drop).map_err(|(f, _)| f.into())
     }
 
     /// True if `index` lies in a reserved range (see
@@ -208,12 +204,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(removed) => Ok(removed),
             Err((fail, unused_clone)) => {
                 drop(take_back(unused_clone));
-                let cause = match fail {
-                    StoreFail::Alloc => Error::NoMemory,
-                    StoreFail::NeedSplit => Error::InvalidRange,
-                    StoreFail::Occupied => Error::Occupied,
-                };
-                Err((cause, take_back(e)))
+                Err((fail.into(), take_back(e)))
             }
         }
     }
