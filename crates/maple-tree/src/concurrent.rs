@@ -65,7 +65,8 @@ impl fmt::Debug for ReadGuard {
     }
 }
 
-/// A maple tree with lock-free readers; see the [module docs](self).
+/// A maple tree with lock-free readers; see "Locking and reading" in the
+/// [crate docs](crate).
 ///
 /// ```
 /// use std::sync::Arc;

@@ -164,7 +164,7 @@ macro_rules! read_methods {
 
 /// A read cursor over a borrowed tree (or, for a
 /// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree), a tree read under a
-/// guard); see the [module docs](self).
+/// guard); see "Normal and advanced API" in the [crate docs](crate).
 pub struct Cursor<'a, V: Handle> {
     raw: &'a RawTree,
     pos: Pos,
@@ -206,7 +206,8 @@ impl<V: Handle> fmt::Debug for Cursor<'_, V> {
     }
 }
 
-/// A write cursor; see the [module docs](self). After any write it stands on
+/// A write cursor; see "Normal and advanced API" in the [crate docs](crate).
+/// After any write it stands on
 /// the range containing the first index written.
 pub struct CursorMut<'a, V: Handle> {
     tree: &'a mut MapleTree<V>,
