@@ -560,7 +560,7 @@ fn read_throughput(
 fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
     let n = 100_000u64;
     let keys = n * STEP;
-    let per_reader = ((1_000_000.0 * opts.loop_scale) as u64).max(1000);
+    let per_reader = ((500_000.0 * opts.loop_scale) as u64).max(1000);
     let shared: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
     let rw = RwLock::new(btree(n));
     let skip: SkipMap<u64, (u64, u64)> = btree(n).into_iter().collect();
@@ -613,22 +613,16 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         let g = scc::ebr::Guard::new();
         scc_tree.range(k.., &g).next().and_then(|(_, &(f, v))| (f <= k).then_some(v)).unwrap_or(0)
     };
-    let scc_write = |stop: &AtomicBool| {
-        let mut i = 0;
-        while !stop.load(AtomicOrdering::Relaxed) {
-            let (f, l) = range(churn(i));
-            scc_tree.remove(&l);
-            let _ = scc_tree.insert(l, (f, i));
-            i += 1;
-        }
-    };
     type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
     type Write<'a> = &'a (dyn Fn(&AtomicBool) + Sync);
-    let cases: [(&str, Read<'_>, Write<'_>); 4] = [
-        ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
-        ("RwLock<BTreeMap> (range idiom)", &rw_read, &rw_write),
-        ("crossbeam SkipMap (range idiom)", &skip_read, &skip_write),
-        ("scc TreeIndex (keyed by range end)", &scc_read, &scc_write),
+    // scc's TreeIndex is measured alone only: with this remove/insert churn
+    // its readers slowed to a crawl and memory grew to ~1 GB within minutes
+    // (not investigated yet), which would stall the whole report.
+    let cases: [(&str, Read<'_>, Option<Write<'_>>); 4] = [
+        ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, Some(&maple_write)),
+        ("RwLock<BTreeMap> (range idiom)", &rw_read, Some(&rw_write)),
+        ("crossbeam SkipMap (range idiom)", &skip_read, Some(&skip_write)),
+        ("scc TreeIndex (keyed by range end)", &scc_read, None),
     ];
     // The baselines must answer like the tree before their speed means anything.
     for k in (0..keys).step_by(997) {
@@ -647,14 +641,21 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         for readers in [1usize, 2] {
             progress(&format!("concurrent: {name}, {readers} reader(s)"));
             let alone = read_throughput(readers, per_reader, keys, read, None);
-            let busy = read_throughput(readers, per_reader, keys, read, Some(write));
-            let _ = writeln!(
-                out,
-                "| {name} | {readers} | {:.2} | {:.2} | {:.0} % |",
-                alone / 1e6,
-                busy / 1e6,
-                100.0 * busy / alone
-            );
+            match write {
+                Some(write) => {
+                    let busy = read_throughput(readers, per_reader, keys, read, Some(write));
+                    let _ = writeln!(
+                        out,
+                        "| {name} | {readers} | {:.2} | {:.2} | {:.0} % |",
+                        alone / 1e6,
+                        busy / 1e6,
+                        100.0 * busy / alone
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "| {name} | {readers} | {:.2} | – | – |", alone / 1e6);
+                }
+            }
         }
     }
     shared.validate().expect("valid after the race");
