@@ -52,6 +52,9 @@ enum Cmd {
         /// Also write the report to this file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run only these sections (comma-separated; default all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<report::Section>,
     },
 }
 
@@ -59,16 +62,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Report { sizes, reps, quick, out } => run_report(sizes, reps, quick, out),
+        Cmd::Report { sizes, reps, quick, out, only } => run_report(sizes, reps, quick, out, only),
     }
 }
 
-fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>) -> ExitCode {
+fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>, only: Vec<report::Section>) -> ExitCode {
     if let Some(bad) = sizes.iter().find(|&&n| !(4..=50_000_000).contains(&n)) {
         eprintln!("maple: --sizes: {bad} is outside 4..=50000000");
         return ExitCode::from(2);
     }
-    let mut opts = report::Options { sizes, reps: reps as usize, ..Default::default() };
+    let mut opts = report::Options { sizes, reps: reps as usize, loop_scale: 1.0, sections: only };
     if quick {
         opts.sizes.retain(|&n| n <= 100_000);
         opts.reps = opts.reps.min(3);

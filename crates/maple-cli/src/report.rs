@@ -31,11 +31,26 @@ pub struct Options {
     pub reps: usize,
     /// Scale of the kernel benchmark loops (1.0 = our default counts).
     pub loop_scale: f64,
+    /// Sections to run; empty means all.
+    pub sections: Vec<Section>,
+}
+
+/// A part of the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Section {
+    /// maple vs BTreeMap and rangemap: load, iterate, store, erase, gap search, memory.
+    Compare,
+    /// The kernel's own benchmark loops.
+    Kernel,
+    /// O(n) duplication (fork) against rebuilding.
+    Fork,
+    /// Lock-free readers with and without a busy writer.
+    Concurrent,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { sizes: vec![1_000, 100_000, 1_000_000], reps: 5, loop_scale: 1.0 }
+        Options { sizes: vec![1_000, 100_000, 1_000_000], reps: 5, loop_scale: 1.0, sections: Vec::new() }
     }
 }
 
@@ -517,42 +532,78 @@ fn fork(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
     }
 }
 
-/// Lookups per second per reader thread: `readers` threads each doing
-/// `per_reader` random lookups with `lookup`, while `writer` (if any) runs
-/// in another thread until they finish.
+/// CPU time used so far by the calling thread (wall time where the
+/// platform has no per-thread clock).
+fn thread_cpu_time() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc == 0 {
+            return Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+        }
+    }
+    None
+}
+
+/// What one [`read_throughput`] run measured.
+struct Throughput {
+    /// Lookups per second of wall time, mean over readers.
+    wall: f64,
+    /// Lookups per second of the readers' own CPU time (what a reader gets
+    /// done while it runs, apart from time the scheduler gave to others).
+    cpu: f64,
+    /// Writes per second, if a writer ran.
+    writes: f64,
+}
+
+/// `readers` threads each do `per_reader` random lookups with `lookup`,
+/// while `writer` (if any) runs in another thread until they finish and
+/// reports how many writes it did.
 fn read_throughput(
     readers: usize,
     per_reader: u64,
     keys: u64,
     lookup: &(dyn Fn(u64) -> u64 + Sync),
-    writer: Option<&(dyn Fn(&AtomicBool) + Sync)>,
-) -> f64 {
+    writer: Option<&(dyn Fn(&AtomicBool) -> u64 + Sync)>,
+) -> Throughput {
     let stop = AtomicBool::new(false);
-    let secs = std::thread::scope(|s| {
+    let start = Instant::now();
+    let (times, writes) = std::thread::scope(|s| {
         let w = writer.map(|w| s.spawn(|| w(&stop)));
         let hs: Vec<_> = (0..readers)
             .map(|r| {
                 s.spawn(move || {
                     let mut rng = SmallRng::seed_from_u64(r as u64 + 1);
+                    let cpu0 = thread_cpu_time();
                     let start = Instant::now();
                     let mut sum = 0u64;
                     for _ in 0..per_reader {
                         sum = sum.wrapping_add(lookup(rng.gen_range(0..keys)));
                     }
                     black_box(sum);
-                    start.elapsed().as_secs_f64()
+                    let wall = start.elapsed().as_secs_f64();
+                    let cpu = match (cpu0, thread_cpu_time()) {
+                        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+                        _ => wall,
+                    };
+                    (wall, cpu)
                 })
             })
             .collect();
-        let secs: Vec<f64> = hs.into_iter().map(|h| h.join().expect("reader")).collect();
+        let times: Vec<(f64, f64)> = hs.into_iter().map(|h| h.join().expect("reader")).collect();
         stop.store(true, AtomicOrdering::Relaxed);
-        if let Some(w) = w {
-            w.join().expect("writer");
-        }
-        secs
+        let writes = w.map_or(0, |w| w.join().expect("writer"));
+        (times, writes)
     });
-    let mean = secs.iter().sum::<f64>() / secs.len() as f64;
-    per_reader as f64 / mean
+    let elapsed = start.elapsed().as_secs_f64();
+    let mean = |f: fn(&(f64, f64)) -> f64| times.iter().map(f).sum::<f64>() / times.len() as f64;
+    Throughput {
+        wall: per_reader as f64 / mean(|t| t.0),
+        cpu: per_reader as f64 / mean(|t| t.1).max(1e-9),
+        writes: writes as f64 / elapsed,
+    }
 }
 
 /// Read throughput alone and with a busy writer, for the concurrent tree
@@ -560,16 +611,14 @@ fn read_throughput(
 fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
     let n = 100_000u64;
     let keys = n * STEP;
-    let per_reader = ((500_000.0 * opts.loop_scale) as u64).max(1000);
+    let per_reader = ((1_000_000.0 * opts.loop_scale) as u64).max(1000);
     let shared: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
     let rw = RwLock::new(btree(n));
     let skip: SkipMap<u64, (u64, u64)> = btree(n).into_iter().collect();
     let churn = |i: u64| (i * 7919) % n;
 
-    let maple_read = |k: u64| {
-        let g = shared.pin();
-        shared.load(k, &g).map_or(0, U63::get)
-    };
+    // Readers use the convenient form: one pin per lookup.
+    let maple_read = |k: u64| shared.load_with(k, |v| v.map_or(0, U63::get));
     let maple_write = |stop: &AtomicBool| {
         let mut i = 0;
         while !stop.load(AtomicOrdering::Relaxed) {
@@ -579,6 +628,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             let _ = w.insert_range(f..=l, u(i));
             i += 1;
         }
+        2 * i
     };
     let rw_read = |k: u64| btree_load(&rw.read().expect("lock"), k).unwrap_or(0);
     let rw_write = |stop: &AtomicBool| {
@@ -590,6 +640,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             m.insert(f, (l, i));
             i += 1;
         }
+        2 * i
     };
     let skip_read =
         |k: u64| skip.range(..=k).next_back().and_then(|e| (e.value().0 >= k).then(|| e.value().1)).unwrap_or(0);
@@ -601,9 +652,10 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             skip.insert(f, (l, i));
             i += 1;
         }
+        2 * i
     };
     type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
-    type Write<'a> = &'a (dyn Fn(&AtomicBool) + Sync);
+    type Write<'a> = &'a (dyn Fn(&AtomicBool) -> u64 + Sync);
     let cases: [(&str, Read<'_>, Write<'_>); 3] = [
         ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
         ("RwLock<BTreeMap> (range idiom)", &rw_read, &rw_write),
@@ -614,14 +666,17 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         let want = maple_read(k);
         assert_eq!((rw_read(k), skip_read(k)), (want, want), "baselines disagree at {k}");
     }
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let _ = writeln!(out, "\n## Concurrent readers\n");
     let _ = writeln!(
         out,
-        "{n} ranges; each reader does {per_reader} random lookups; the writer erases and re-inserts ranges as fast as it can until the readers finish. Lookups per second per reader (millions). The machine has {} CPUs, so with 2 readers plus a writer the threads also compete for cores.\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "{n} ranges; each reader does {per_reader} random lookups (one pin or read lock per lookup); the writer erases and re-inserts ranges as fast as it can until the readers finish. Lookups per second per reader in millions, by wall time and by the reader's own CPU time; \"kept\" is with-writer over alone. The machine has {cpus} CPUs: with 2 readers plus a writer the threads also take turns on the cores, which the wall-time column shows and the CPU-time column does not.\n",
     );
-    let _ = writeln!(out, "| structure | readers | alone M/s | with writer M/s | kept |");
-    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        out,
+        "| structure | readers | alone M/s | with writer M/s | kept (wall) | kept (CPU time) | writer M writes/s |"
+    );
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (name, read, write) in cases {
         for readers in [1usize, 2] {
             progress(&format!("concurrent: {name}, {readers} reader(s)"));
@@ -629,19 +684,25 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             let busy = read_throughput(readers, per_reader, keys, read, Some(write));
             let _ = writeln!(
                 out,
-                "| {name} | {readers} | {:.2} | {:.2} | {:.0} % |",
-                alone / 1e6,
-                busy / 1e6,
-                100.0 * busy / alone
+                "| {name} | {readers} | {:.2} | {:.2} | {:.0} % | {:.0} % | {:.2} |",
+                alone.wall / 1e6,
+                busy.wall / 1e6,
+                100.0 * busy.wall / alone.wall,
+                100.0 * busy.cpu / alone.cpu,
+                busy.writes / 1e6,
             );
         }
     }
     shared.validate().expect("valid after the race");
+    drop(shared);
+
     progress("concurrent: single-thread lookup cost");
+    // Identical, freshly built trees: the one above was reshaped by the churn.
     let lookups = 200_000u64;
     let mut rng = SmallRng::seed_from_u64(5);
     let ks: Vec<u64> = (0..lookups).map(|_| rng.gen_range(0..keys)).collect();
     let plain = maple(n, false);
+    let fresh: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
     let d_plain =
         per_op(opts.reps, lookups, || (), |()| ks.iter().map(|&k| plain.load(k).map_or(0, U63::get)).sum::<u64>());
     let d_guarded = per_op(
@@ -649,12 +710,25 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         lookups,
         || (),
         |()| {
-            let g = shared.pin();
-            ks.iter().map(|&k| shared.load(k, &g).map_or(0, U63::get)).sum::<u64>()
+            let g = fresh.pin();
+            ks.iter().map(|&k| fresh.load(k, &g).map_or(0, U63::get)).sum::<u64>()
         },
     );
-    let d_pinned = per_op(opts.reps, lookups, || (), |()| ks.iter().map(|&k| maple_read(k)).sum::<u64>());
-    let _ = writeln!(out, "\nSingle-thread lookup cost (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} ({}), pin per lookup {} ({}).", ns(d_plain), ns(d_guarded), ratio(d_plain, d_guarded), ns(d_pinned), ratio(d_plain, d_pinned));
+    let d_pinned = per_op(
+        opts.reps,
+        lookups,
+        || (),
+        |()| ks.iter().map(|&k| fresh.load_with(k, |v| v.map_or(0, U63::get))).sum::<u64>(),
+    );
+    let _ = writeln!(
+        out,
+        "\nSingle-thread lookup cost on identical trees (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} (plain is {} of it), `load_with` pinning per lookup {} ({}).",
+        ns(d_plain),
+        ns(d_guarded),
+        ratio(d_plain, d_guarded),
+        ns(d_pinned),
+        ratio(d_plain, d_pinned)
+    );
 }
 
 /// Runs everything and returns the Markdown report. `progress` is told
@@ -667,10 +741,19 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
         "Produced by `maple report` (built-in data). Machine: {} logical CPUs. Absolute times are noise on a shared machine; compare the ratios.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    comparison(opts, &mut out, progress);
-    kernel_loops(opts, &mut out, progress);
-    fork(opts, &mut out, progress);
-    concurrent(opts, &mut out, progress);
+    let wanted = |s: Section| opts.sections.is_empty() || opts.sections.contains(&s);
+    if wanted(Section::Compare) {
+        comparison(opts, &mut out, progress);
+    }
+    if wanted(Section::Kernel) {
+        kernel_loops(opts, &mut out, progress);
+    }
+    if wanted(Section::Fork) {
+        fork(opts, &mut out, progress);
+    }
+    if wanted(Section::Concurrent) {
+        concurrent(opts, &mut out, progress);
+    }
     out
 }
 
@@ -680,7 +763,7 @@ mod tests {
 
     #[test]
     fn tiny_report_has_every_table_row() {
-        let opts = Options { sizes: vec![64], reps: 1, loop_scale: 0.0001 };
+        let opts = Options { sizes: vec![64], reps: 1, loop_scale: 0.0001, sections: Vec::new() };
         let report = run(&opts, &mut |_| {});
         for what in [
             "load (random)",

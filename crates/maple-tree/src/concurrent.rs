@@ -37,9 +37,13 @@ use core::{
     ops::{RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc, Mutex, MutexGuard,
+};
 
 use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
 
 use crate::{
     alloc::free_node,
@@ -48,7 +52,6 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::RawTree,
-    store::Removed,
     tree::{clone_word, to_inclusive, MapleTree, RawIter},
 };
 
@@ -87,10 +90,92 @@ impl fmt::Debug for ReadGuard {
 /// assert_eq!(t.load_with(15, |v| v.map(U63::get)), Some(2));
 /// ```
 pub struct ConcurrentMapleTree<V: Handle + Send + Sync + 'static> {
-    raw: RawTree,
-    writer: Mutex<()>,
-    _values: PhantomData<V>,
+    // Readers touch only `raw.root` (and the nodes); `raw.len`, the
+    // writer's lock and its garbage live on other cache lines, so a busy
+    // writer does not make every lookup miss on the line holding the root.
+    raw: Lines,
+    writer: CachePadded<Mutex<Writer<V>>>,
 }
+
+/// A [`RawTree`] placed so that its `len` (written by nearly every write)
+/// starts a cache line and `root` (read by every lookup) ends the one
+/// before.
+#[repr(C, align(128))]
+struct Lines {
+    _pad: [u8; LINES_PAD],
+    raw: RawTree,
+}
+
+const LINES_PAD: usize = 128 - core::mem::offset_of!(RawTree, len);
+const _: () = assert!(core::mem::offset_of!(RawTree, len) <= 64, "root and len must fit the padding scheme");
+
+impl core::ops::Deref for Lines {
+    type Target = RawTree;
+    fn deref(&self) -> &RawTree {
+        &self.raw
+    }
+}
+
+impl core::ops::DerefMut for Lines {
+    fn deref_mut(&mut self) -> &mut RawTree {
+        &mut self.raw
+    }
+}
+
+/// What only the writer touches: the garbage of recent writes and the
+/// batches whose grace period has passed.
+struct Writer<V: Handle + Send + 'static> {
+    pending: Batch<V>,
+    reclaim: Arc<Reclaim<V>>,
+}
+
+/// Retired nodes and removed values waiting for their grace period.
+struct Batch<V: Handle + Send + 'static> {
+    nodes: Vec<NodeRef>,
+    values: Vec<NonNull<()>>,
+    _v: PhantomData<V>,
+}
+
+// SAFETY: a batch is unreachable from the tree; its values are `Send` and
+// the nodes are plain memory owned by the batch.
+unsafe impl<V: Handle + Send + 'static> Send for Batch<V> {}
+
+impl<V: Handle + Send + 'static> Batch<V> {
+    fn new() -> Self {
+        Batch { nodes: Vec::new(), values: Vec::new(), _v: PhantomData }
+    }
+
+    fn len(&self) -> usize {
+        self.nodes.len() + self.values.len()
+    }
+}
+
+impl<V: Handle + Send + 'static> Drop for Batch<V> {
+    fn drop(&mut self) {
+        for n in self.nodes.drain(..) {
+            // SAFETY: a batch is dropped only once no reader can hold its
+            // nodes (its grace period passed, or the tree is owned); each
+            // node is listed once.
+            unsafe { free_node(n) };
+        }
+        for w in self.values.drain(..) {
+            // SAFETY: removed words are values the tree gave up, listed once.
+            drop(unsafe { V::from_raw(w) });
+        }
+    }
+}
+
+/// Batches past their grace period, handed from the epoch collector (which
+/// may run on any thread) back to the writer, which frees them on its own
+/// thread: its node cache reuses the memory at once, and readers never run
+/// the allocator's cross-thread free path or a value's `Drop`.
+struct Reclaim<V: Handle + Send + 'static> {
+    ready: Mutex<Vec<Batch<V>>>,
+    any: AtomicBool,
+}
+
+/// Garbage items (nodes plus values) per batch handed to the collector.
+const BATCH: usize = 32;
 
 // SAFETY: values are `Send + Sync`; the raw tree is atomics and owned nodes;
 // writers are serialised by the mutex and readers only read.
@@ -113,7 +198,11 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     fn with_raw(mut raw: RawTree) -> Self {
         raw.rcu = true;
-        ConcurrentMapleTree { raw, writer: Mutex::new(()), _values: PhantomData }
+        let reclaim = Arc::new(Reclaim { ready: Mutex::new(Vec::new()), any: AtomicBool::new(false) });
+        ConcurrentMapleTree {
+            raw: Lines { _pad: [0; LINES_PAD], raw },
+            writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), reclaim })),
+        }
     }
 
     /// An empty tree without gap tracking.
@@ -143,7 +232,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// The value at `index`, valid while `guard` lives.
     pub fn load<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Option<V::Borrowed<'g>> {
         let _ = guard;
-        self.borrow(self.raw.lookup_rcu(index).2)
+        self.borrow(self.raw.load_rcu(index))
     }
 
     /// The entry containing `index` with its range.
@@ -165,7 +254,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         V: Clone,
     {
         let _g = self.pin();
-        let w = self.raw.lookup_rcu(index).2;
+        let w = self.raw.load_rcu(index);
         // SAFETY: a live value word of this tree, kept alive by `_g`.
         is_value(w).then(|| unsafe { V::clone_raw(NonNull::new_unchecked(w)) })
     }
@@ -215,8 +304,8 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     pub fn lock(&self) -> WriteGuard<'_, V> {
         // A writer that panicked left the tree consistent (writes commit
         // atomically), so a poisoned lock is safe to take over.
-        let lock = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        WriteGuard { tree: self, _lock: lock }
+        let state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        WriteGuard { tree: self, state }
     }
 
     /// Checks every invariant (under the writer lock).
@@ -227,7 +316,8 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
 
     /// Back to a plain tree (no readers can exist: `self` is owned).
     pub fn into_inner(mut self) -> MapleTree<V> {
-        let mut raw = core::mem::replace(&mut self.raw, RawTree::new(false));
+        self.free_garbage();
+        let mut raw = core::mem::replace(&mut *self.raw, RawTree::new(false));
         raw.rcu = false;
         MapleTree::from_raw(raw)
     }
@@ -239,9 +329,23 @@ impl<V: Handle + Send + Sync + 'static> From<MapleTree<V>> for ConcurrentMapleTr
     }
 }
 
+impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
+    /// Frees the writer's pending garbage and every batch already past its
+    /// grace period. `&mut self`: no reader is left (guards borrow the
+    /// tree), so pending garbage needs no grace period. Batches still with
+    /// the collector are freed when it runs them (they own their contents).
+    fn free_garbage(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        w.pending = Batch::new();
+        let ready = core::mem::take(&mut *w.reclaim.ready.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(ready);
+    }
+}
+
 impl<V: Handle + Send + Sync + 'static> Drop for ConcurrentMapleTree<V> {
     fn drop(&mut self) {
         // `&mut self`: no reader or writer is left.
+        self.free_garbage();
         self.raw.clear_with(&mut |w| {
             if is_value(w) {
                 // SAFETY: each value word is handed over exactly once.
@@ -285,26 +389,39 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
     }
 }
 
-/// Nodes and values a write took out, freed after a grace period.
-struct Garbage<V: Handle> {
-    nodes: Vec<NodeRef>,
-    values: Removed,
-    _v: PhantomData<V>,
-}
-
-// SAFETY: the garbage is unreachable from the tree; its values are `Send`
-// and the nodes are plain memory.
-unsafe impl<V: Handle + Send> Send for Garbage<V> {}
-
-impl<V: Handle> Drop for Garbage<V> {
-    fn drop(&mut self) {
-        for n in self.nodes.drain(..) {
-            // SAFETY: retired nodes are unreachable and the grace period has
-            // passed; each is listed once.
-            unsafe { free_node(n) };
+impl<V: Handle + Send + 'static> Writer<V> {
+    /// Defers the pending batch past every reader pinned now.
+    fn seal(&mut self) {
+        if self.pending.len() == 0 {
+            return;
         }
-        // SAFETY: removed words are values the tree gave up, dropped once.
-        self.values.for_each(|w| drop(unsafe { V::from_raw(w) }));
+        let batch = core::mem::replace(&mut self.pending, Batch::new());
+        let reclaim = Arc::clone(&self.reclaim);
+        let guard = epoch::pin();
+        // SAFETY: everything in `batch` was unlinked before this point;
+        // readers pinned now may still hold it, and the closure runs only
+        // after all of them have unpinned. It owns `Send` data only (the
+        // batch and a reference count).
+        unsafe {
+            guard.defer_unchecked(move || {
+                reclaim.ready.lock().unwrap_or_else(|p| p.into_inner()).push(batch);
+                reclaim.any.store(true, Ordering::Release);
+            })
+        };
+    }
+
+    /// Frees the batches whose grace period has passed, on this thread.
+    fn reap(&mut self) {
+        if !self.reclaim.any.load(Ordering::Acquire) {
+            return;
+        }
+        let ready = {
+            // Never wait for the collector: it holds the lock only to push.
+            let Ok(mut ready) = self.reclaim.ready.try_lock() else { return };
+            self.reclaim.any.store(false, Ordering::Relaxed);
+            core::mem::take(&mut *ready)
+        };
+        drop(ready);
     }
 }
 
@@ -312,7 +429,7 @@ impl<V: Handle> Drop for Garbage<V> {
 #[must_use]
 pub struct WriteGuard<'a, V: Handle + Send + Sync + 'static> {
     tree: &'a ConcurrentMapleTree<V>,
-    _lock: MutexGuard<'a, ()>,
+    state: MutexGuard<'a, Writer<V>>,
 }
 
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
@@ -322,7 +439,8 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
 }
 
 impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
-    /// One RCU-mode store; garbage is deferred past every current reader.
+    /// One RCU-mode store; its garbage joins the pending batch, which is
+    /// handed to the epoch collector when full.
     fn write(
         &mut self,
         first: u64,
@@ -331,20 +449,19 @@ impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
         insert_only: bool,
         split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
     ) -> Result<(), (Error, *mut ())> {
-        let guard = epoch::pin();
+        // Free what is due first, so this write's nodes come from the cache.
+        self.state.reap();
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked.
         let res = unsafe { self.tree.raw.store(first, last, entry, insert_only, split) };
         match res {
             Ok(stored) => {
-                let garbage = Garbage::<V> { nodes: stored.retired, values: stored.removed, _v: PhantomData };
-                if !garbage.nodes.is_empty() || garbage.values.len() > 0 {
-                    // SAFETY: everything in `garbage` was unlinked before
-                    // this point; readers pinned now may still hold it, and
-                    // the closure runs only after all of them have unpinned.
-                    // It owns `Send` data only.
-                    unsafe { guard.defer_unchecked(move || drop(garbage)) };
+                let pending = &mut self.state.pending;
+                pending.nodes.extend(stored.retired);
+                stored.removed.for_each(|w| pending.values.push(w));
+                if pending.len() >= BATCH {
+                    self.state.seal();
                 }
                 Ok(())
             }
@@ -356,6 +473,15 @@ impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
                 Err((fail.into(), entry))
             }
         }
+    }
+
+    /// Hands the garbage of earlier writes to the epoch collector and frees
+    /// whatever every reader has finished with. Writes do this by
+    /// themselves in batches; call it after a burst of writes to give
+    /// memory back (and drop removed values) sooner.
+    pub fn reclaim(&mut self) {
+        self.state.seal();
+        self.state.reap();
     }
 
     fn give_back(value: *mut (), cause: Error) -> InsertError<V> {

@@ -77,11 +77,12 @@ fn loom_reader_races_root_publish() {
         let t = Arc::new(tree(3));
         let r = {
             let t = Arc::clone(&t);
-            thread::spawn(move || val(t.lookup_rcu(12).2))
+            thread::spawn(move || [val(t.lookup_rcu(12).2), val(t.load_rcu(12))])
         };
         let stored = store(&t, 12, 12, 99);
-        let seen = r.join().unwrap();
-        assert!(seen == Some(1) || seen == Some(99), "saw {seen:?}");
+        for seen in r.join().unwrap() {
+            assert!(seen == Some(1) || seen == Some(99), "saw {seen:?}");
+        }
         retire(stored);
         finish(t);
     });
@@ -96,12 +97,13 @@ fn loom_reader_races_leaf_replacement() {
         assert!(t.height.get() >= 2);
         let r = {
             let t = Arc::clone(&t);
-            thread::spawn(move || (val(t.lookup_rcu(52).2), val(t.lookup_rcu(57).2)))
+            thread::spawn(move || (val(t.lookup_rcu(52).2), val(t.lookup_rcu(57).2), val(t.load_rcu(57))))
         };
         let stored = store(&t, 56, 57, 77);
-        let (a, b) = r.join().unwrap();
+        let (a, b, c) = r.join().unwrap();
         assert_eq!(a, Some(5));
         assert!(b.is_none() || b == Some(77), "saw {b:?}");
+        assert!(c.is_none() || c == Some(77), "load_rcu saw {c:?}");
         retire(stored);
         finish(t);
     });
@@ -114,12 +116,13 @@ fn loom_reader_races_in_place_slot_store() {
         let t = Arc::new(tree(3));
         let r = {
             let t = Arc::clone(&t);
-            thread::spawn(move || val(t.lookup_rcu(13).2))
+            thread::spawn(move || [val(t.lookup_rcu(13).2), val(t.load_rcu(13))])
         };
         let stored = store(&t, 10, 15, 42);
         assert!(stored.retired.is_empty(), "exact fit must not replace nodes");
-        let seen = r.join().unwrap();
-        assert!(seen == Some(1) || seen == Some(42), "saw {seen:?}");
+        for seen in r.join().unwrap() {
+            assert!(seen == Some(1) || seen == Some(42), "saw {seen:?}");
+        }
         retire(stored);
         finish(t);
     });

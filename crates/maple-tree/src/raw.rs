@@ -44,11 +44,16 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 /// * Every node reachable from `root` is live and owned by this tree; every
 ///   non-null leaf slot is a handle owned by this tree.
 /// * The structural rules checked by `validate()` hold between operations.
+///
+/// Readers touch only `root`; of the rest, only `len` is written by most
+/// writes, so it comes last: `ConcurrentMapleTree` places the struct so
+/// that `len` starts a new cache line and a busy writer does not keep
+/// invalidating the line every lookup starts from.
+#[repr(C)]
 pub(crate) struct RawTree {
     pub(crate) root: AtomicPtr<()>,
     pub(crate) height: Shared,
     pub(crate) gaps: bool,
-    pub(crate) len: Shared,
     /// Build every multi-word change in fresh nodes even though `&mut`
     /// proves no reader exists (the path concurrent mode will need; tests
     /// switch it on to exercise it).
@@ -57,6 +62,8 @@ pub(crate) struct RawTree {
     /// the next cyclic allocation reports the wrap (kernel
     /// `MT_FLAGS_ALLOC_WRAPPED`).
     pub(crate) cyclic_wrapped: Shared,
+    /// Entries stored (the one field nearly every write changes).
+    pub(crate) len: Shared,
 }
 
 /// A word that only the tree's single writer changes and anyone may read
@@ -121,6 +128,33 @@ impl RawTree {
         }
     }
 
+    /// The value word stored at `index` (null if empty), while a writer may
+    /// be replacing nodes: [`load`](Self::load) with the dead-node restart
+    /// of [`lookup_rcu`](Self::lookup_rcu). The caller keeps the nodes
+    /// alive (an epoch guard).
+    #[inline]
+    pub(crate) fn load_rcu(&self, index: u64) -> *mut () {
+        'restart: loop {
+            let Some(mut node) = self.root_node() else {
+                return ptr::null_mut();
+            };
+            loop {
+                let off = node.find(index);
+                let slot = node.slot(off);
+                if node.is_dead() {
+                    continue 'restart;
+                }
+                if node.is_leaf() {
+                    return slot;
+                }
+                // SAFETY: a live internal node's used slot holds a child,
+                // kept allocated by the caller's guard.
+                node = unsafe { NodeRef::decode(slot) };
+                node.prefetch();
+            }
+        }
+    }
+
     /// The value word stored at `index` (null if empty).
     #[inline]
     pub(crate) fn load(&self, index: u64) -> *mut () {
@@ -142,6 +176,7 @@ impl RawTree {
     /// slot read from a node that turned out dead is discarded and the walk
     /// restarts from the root, so the answer comes from nodes that were live
     /// when read. The caller keeps the nodes alive (an epoch guard).
+    #[inline]
     pub(crate) fn lookup_rcu(&self, index: u64) -> (u64, u64, *mut ()) {
         'restart: loop {
             let Some(mut node) = self.root_node() else {

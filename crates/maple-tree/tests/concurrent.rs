@@ -135,16 +135,19 @@ fn race(gaps: bool) {
     tree.validate().unwrap();
     let tree = Arc::into_inner(tree).expect("readers are gone");
     let n = tree.len() as i64;
-    assert_eq!(settle(&live, n), n, "values alive != entries after the grace period");
+    assert_eq!(settle(&live, n, || tree.lock().reclaim()), n, "values alive != entries after the grace period");
     drop(tree);
-    assert_eq!(settle(&live, 0), 0, "values leaked or dropped twice");
+    assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
 }
 
-/// Runs deferred frees until `live` reaches `want` or clearly will not
-/// (other tests in this process share the epoch and may delay it briefly).
-fn settle(live: &AtomicI64, want: i64) -> i64 {
+/// Runs deferred frees (and `reclaim`, which frees batches past their grace
+/// period) until `live` reaches `want` or clearly will not (other tests in
+/// this process share the epoch and may delay it briefly).
+fn settle(live: &AtomicI64, want: i64, reclaim: impl Fn()) -> i64 {
     for _ in 0..if cfg!(miri) { 40 } else { 2000 } {
+        reclaim();
         collect_garbage();
+        reclaim();
         if live.load(Ordering::Relaxed) == want {
             break;
         }
@@ -202,4 +205,70 @@ fn round_trip_and_read_api() {
     back.validate().unwrap();
     assert_eq!(back.len(), 101);
     assert_eq!(back.load(7).map(U63::get), Some(7));
+}
+
+/// A value a reader still holds survives its removal, later writes, and
+/// every reclamation attempt, until the reader's guard is dropped; then it
+/// is dropped exactly once.
+#[test]
+fn removed_value_outlives_the_reader_that_holds_it() {
+    let live = Arc::new(AtomicI64::new(0));
+    let tree: ConcurrentMapleTree<Box<Val>> = ConcurrentMapleTree::new();
+    let writes = if cfg!(miri) { 80 } else { 2000 };
+    {
+        let mut w = tree.lock();
+        for i in 0..writes {
+            w.insert_range(i * 10..=i * 10 + 5, Val::new(i * 10, i * 10 + 5, &live)).unwrap();
+        }
+    }
+    let g = tree.pin();
+    let held = tree.load(33, &g).expect("stored");
+    assert_eq!((held.first, held.last), (30, 35));
+    // Another thread removes it and churns enough to fill many batches.
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut w = tree.lock();
+            assert!(w.erase(33).unwrap());
+            for i in 0..writes {
+                let f = i * 10 + 1_000_000;
+                w.insert_range(f..=f + 5, Val::new(f, f + 5, &live)).unwrap();
+                assert!(w.erase(f).unwrap());
+            }
+            w.reclaim();
+        });
+    });
+    for _ in 0..if cfg!(miri) { 8 } else { 200 } {
+        collect_garbage();
+        tree.lock().reclaim();
+    }
+    // Still readable, still counted alive.
+    assert_eq!((held.first, held.last), (30, 35));
+    assert_eq!(tree.load(33, &g).map(|v| v.first), None);
+    let n = tree.len() as i64;
+    assert_eq!(n, writes as i64 - 1);
+    assert!(live.load(Ordering::Relaxed) > n, "the held value was dropped under its reader");
+    drop(g);
+    assert_eq!(settle(&live, n, || tree.lock().reclaim()), n, "removed values not reclaimed after the grace period");
+    drop(tree);
+    assert_eq!(live.load(Ordering::Relaxed), 0);
+}
+
+/// Dropping the tree while batches are still waiting for their grace
+/// period frees them when the collector runs them: nothing leaks.
+#[test]
+fn dropping_the_tree_with_garbage_in_flight() {
+    let live = Arc::new(AtomicI64::new(0));
+    let tree: ConcurrentMapleTree<Box<Val>> = ConcurrentMapleTree::with_gaps();
+    let g = tree.pin(); // holds the epoch back so batches stay in flight
+    {
+        let mut w = tree.lock();
+        for i in 0..200u64 {
+            w.store_range(0..=i, Val::new(0, i, &live)).unwrap();
+        }
+        w.reclaim();
+    }
+    assert!(live.load(Ordering::Relaxed) > 1, "replaced values were freed under a pinned guard");
+    drop(g);
+    drop(tree);
+    assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
 }
