@@ -547,6 +547,37 @@ fn thread_cpu_time() -> Option<Duration> {
     None
 }
 
+/// Tells a benchmark writer when to stop and, if paced, when each write
+/// is due.
+struct Pace {
+    stop: AtomicBool,
+    start: Instant,
+    /// Time between writes; `None` writes as fast as possible.
+    period: Option<Duration>,
+    /// Number of writes after which to stop anyway.
+    limit: u64,
+}
+
+impl Pace {
+    /// Waits (spinning, so the writer keeps its core) until write `i` is
+    /// due; false once the readers have finished.
+    fn next(&self, i: u64) -> bool {
+        if i >= self.limit {
+            return false;
+        }
+        if let Some(p) = self.period {
+            let due = self.start + p * i as u32;
+            while Instant::now() < due {
+                if self.stop.load(AtomicOrdering::Relaxed) {
+                    return false;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        !self.stop.load(AtomicOrdering::Relaxed)
+    }
+}
+
 /// What one [`read_throughput`] run measured.
 struct Throughput {
     /// Lookups per second of wall time, mean over readers.
@@ -566,12 +597,12 @@ fn read_throughput(
     per_reader: u64,
     keys: u64,
     lookup: &(dyn Fn(u64) -> u64 + Sync),
-    writer: Option<&(dyn Fn(&AtomicBool) -> u64 + Sync)>,
+    writer: Option<(&(dyn Fn(&Pace) -> u64 + Sync), Option<Duration>)>,
 ) -> Throughput {
-    let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let pace = Pace { stop: AtomicBool::new(false), start, period: writer.and_then(|w| w.1), limit: u64::MAX };
     let (times, writes) = std::thread::scope(|s| {
-        let w = writer.map(|w| s.spawn(|| w(&stop)));
+        let w = writer.map(|(w, _)| s.spawn(|| w(&pace)));
         let hs: Vec<_> = (0..readers)
             .map(|r| {
                 s.spawn(move || {
@@ -593,7 +624,7 @@ fn read_throughput(
             })
             .collect();
         let times: Vec<(f64, f64)> = hs.into_iter().map(|h| h.join().expect("reader")).collect();
-        stop.store(true, AtomicOrdering::Relaxed);
+        pace.stop.store(true, AtomicOrdering::Relaxed);
         let writes = w.map_or(0, |w| w.join().expect("writer"));
         (times, writes)
     });
@@ -604,6 +635,21 @@ fn read_throughput(
         cpu: per_reader as f64 / mean(|t| t.1).max(1e-9),
         writes: writes as f64 / elapsed,
     }
+}
+
+/// [`read_throughput`] `reps` times; the run with the median wall rate.
+fn median_throughput(
+    reps: usize,
+    readers: usize,
+    per_reader: u64,
+    keys: u64,
+    lookup: &(dyn Fn(u64) -> u64 + Sync),
+    writer: Option<(&(dyn Fn(&Pace) -> u64 + Sync), Option<Duration>)>,
+) -> Throughput {
+    let mut runs: Vec<Throughput> =
+        (0..reps.max(1)).map(|_| read_throughput(readers, per_reader, keys, lookup, writer)).collect();
+    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+    runs.swap_remove(runs.len() / 2)
 }
 
 /// Read throughput alone and with a busy writer, for the concurrent tree
@@ -619,21 +665,26 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
 
     // Readers use the convenient form: one pin per lookup.
     let maple_read = |k: u64| shared.load_with(k, |v| v.map_or(0, U63::get));
-    let maple_write = |stop: &AtomicBool| {
+    let churn_tree = |t: &ConcurrentMapleTree<U63>, pace: &Pace| {
         let mut i = 0;
-        while !stop.load(AtomicOrdering::Relaxed) {
+        while pace.next(i) {
             let (f, l) = range(churn(i));
-            let mut w = shared.lock();
+            let mut w = t.lock();
             let _ = w.erase(f);
             let _ = w.insert_range(f..=l, u(i));
             i += 1;
         }
         2 * i
     };
+    let maple_write = |pace: &Pace| churn_tree(&shared, pace);
+    // The control: the same writer on another tree, so the readers share
+    // nothing with it but the machine (and the epoch).
+    let other: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
+    let other_write = |pace: &Pace| churn_tree(&other, pace);
     let rw_read = |k: u64| btree_load(&rw.read().expect("lock"), k).unwrap_or(0);
-    let rw_write = |stop: &AtomicBool| {
+    let rw_write = |pace: &Pace| {
         let mut i = 0;
-        while !stop.load(AtomicOrdering::Relaxed) {
+        while pace.next(i) {
             let (f, l) = range(churn(i));
             let mut m = rw.write().expect("lock");
             m.remove(&f);
@@ -644,9 +695,9 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     };
     let skip_read =
         |k: u64| skip.range(..=k).next_back().and_then(|e| (e.value().0 >= k).then(|| e.value().1)).unwrap_or(0);
-    let skip_write = |stop: &AtomicBool| {
+    let skip_write = |pace: &Pace| {
         let mut i = 0;
-        while !stop.load(AtomicOrdering::Relaxed) {
+        while pace.next(i) {
             let (f, l) = range(churn(i));
             skip.remove(&f);
             skip.insert(f, (l, i));
@@ -655,22 +706,37 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         2 * i
     };
     type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
-    type Write<'a> = &'a (dyn Fn(&AtomicBool) -> u64 + Sync);
-    let cases: [(&str, Read<'_>, Write<'_>); 3] = [
+    type Write<'a> = &'a (dyn Fn(&Pace) -> u64 + Sync);
+    let cases: [(&str, Read<'_>, Write<'_>); 4] = [
         ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
+        ("control: ConcurrentMapleTree, writer on another tree", &maple_read, &other_write),
         ("RwLock<BTreeMap> (range idiom)", &rw_read, &rw_write),
         ("crossbeam SkipMap (range idiom)", &skip_read, &skip_write),
     ];
     // The baselines must answer like the tree before their speed means anything.
-    for k in (0..keys).step_by(997) {
-        let want = maple_read(k);
-        assert_eq!((rw_read(k), skip_read(k)), (want, want), "baselines disagree at {k}");
+    let agree = || {
+        for k in (0..keys).step_by(997) {
+            let want = maple_read(k);
+            assert_eq!((rw_read(k), skip_read(k)), (want, want), "baselines disagree at {k}");
+        }
+    };
+    agree();
+    // Churn every structure into its steady state first: a writer reshapes
+    // a bulk-built structure (fuller nodes, denser memory), and readers
+    // measured alone on the bulk-built one and busy on a reshaped one
+    // would count that as interference.
+    progress("concurrent: churning every structure to steady state");
+    for w in [&maple_write as &(dyn Fn(&Pace) -> u64 + Sync), &other_write, &rw_write, &skip_write] {
+        w(&Pace { stop: AtomicBool::new(false), start: Instant::now(), period: None, limit: 2 * n });
     }
+    agree();
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let _ = writeln!(out, "\n## Concurrent readers\n");
     let _ = writeln!(
         out,
-        "{n} ranges; each reader does {per_reader} random lookups (one pin or read lock per lookup); the writer erases and re-inserts ranges as fast as it can until the readers finish. Lookups per second per reader in millions, by wall time and by the reader's own CPU time; \"kept\" is with-writer over alone. The machine has {cpus} CPUs: with 2 readers plus a writer the threads also take turns on the cores, which the wall-time column shows and the CPU-time column does not.\n",
+        "{n} ranges; each reader does {per_reader} random lookups (one pin or read lock per lookup; the median of {reps} runs is shown); the writer erases and re-inserts ranges as fast as it can until the readers finish (every structure was first churned by {} such pairs, so that \"alone\" and \"with writer\" measure the same steady state). Lookups per second per reader in millions, by wall time and by the reader's own CPU time; \"kept\" is with-writer over alone. The machine has {cpus} CPUs: with 2 readers plus a writer the threads also take turns on the cores, which the wall-time column shows and the CPU-time column does not.\n",
+        2 * n,
+        reps = opts.reps
     );
     let _ = writeln!(
         out,
@@ -680,8 +746,8 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     for (name, read, write) in cases {
         for readers in [1usize, 2] {
             progress(&format!("concurrent: {name}, {readers} reader(s)"));
-            let alone = read_throughput(readers, per_reader, keys, read, None);
-            let busy = read_throughput(readers, per_reader, keys, read, Some(write));
+            let alone = median_throughput(opts.reps, readers, per_reader, keys, read, None);
+            let busy = median_throughput(opts.reps, readers, per_reader, keys, read, Some((write, None)));
             let _ = writeln!(
                 out,
                 "| {name} | {readers} | {:.2} | {:.2} | {:.0} % | {:.0} % | {:.2} |",
@@ -692,6 +758,29 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
                 busy.writes / 1e6,
             );
         }
+    }
+
+    // How much readers keep as the writer gets busier (one reader).
+    let rates = [10_000u32, 100_000, 1_000_000];
+    let _ = writeln!(
+        out,
+        "\nOne reader against a writer paced to a fixed number of erase + insert pairs per second (kept, by wall time):\n"
+    );
+    let _ = write!(out, "| structure |");
+    for r in rates {
+        let _ = write!(out, " {} K pairs/s |", r / 1000);
+    }
+    let _ = writeln!(out, "\n| --- |{}", " ---: |".repeat(rates.len()));
+    for (name, read, write) in cases {
+        progress(&format!("concurrent: {name}, paced writer"));
+        let alone = median_throughput(opts.reps, 1, per_reader, keys, read, None);
+        let _ = write!(out, "| {name} |");
+        for r in rates {
+            let period = Some(Duration::from_secs(1) / r);
+            let busy = median_throughput(opts.reps, 1, per_reader, keys, read, Some((write, period)));
+            let _ = write!(out, " {:.0} % |", 100.0 * busy.wall / alone.wall);
+        }
+        let _ = writeln!(out);
     }
     shared.validate().expect("valid after the race");
     drop(shared);
