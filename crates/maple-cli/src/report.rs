@@ -578,6 +578,12 @@ impl Pace {
     }
 }
 
+/// A benchmark reader: one lookup, returning something to sum.
+type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
+/// A benchmark writer: writes until its [`Pace`] says stop; returns the
+/// number of writes.
+type Write<'a> = &'a (dyn Fn(&Pace) -> u64 + Sync);
+
 /// What one [`read_throughput`] run measured.
 struct Throughput {
     /// Lookups per second of wall time, mean over readers.
@@ -596,8 +602,8 @@ fn read_throughput(
     readers: usize,
     per_reader: u64,
     keys: u64,
-    lookup: &(dyn Fn(u64) -> u64 + Sync),
-    writer: Option<(&(dyn Fn(&Pace) -> u64 + Sync), Option<Duration>)>,
+    lookup: Read<'_>,
+    writer: Option<(Write<'_>, Option<Duration>)>,
 ) -> Throughput {
     let start = Instant::now();
     let pace = Pace { stop: AtomicBool::new(false), start, period: writer.and_then(|w| w.1), limit: u64::MAX };
@@ -643,8 +649,8 @@ fn median_throughput(
     readers: usize,
     per_reader: u64,
     keys: u64,
-    lookup: &(dyn Fn(u64) -> u64 + Sync),
-    writer: Option<(&(dyn Fn(&Pace) -> u64 + Sync), Option<Duration>)>,
+    lookup: Read<'_>,
+    writer: Option<(Write<'_>, Option<Duration>)>,
 ) -> Throughput {
     let mut runs: Vec<Throughput> =
         (0..reps.max(1)).map(|_| read_throughput(readers, per_reader, keys, lookup, writer)).collect();
@@ -705,8 +711,6 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         }
         2 * i
     };
-    type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
-    type Write<'a> = &'a (dyn Fn(&Pace) -> u64 + Sync);
     let cases: [(&str, Read<'_>, Write<'_>); 4] = [
         ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
         ("control: ConcurrentMapleTree, writer on another tree", &maple_read, &other_write),
@@ -726,7 +730,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     // measured alone on the bulk-built one and busy on a reshaped one
     // would count that as interference.
     progress("concurrent: churning every structure to steady state");
-    for w in [&maple_write as &(dyn Fn(&Pace) -> u64 + Sync), &other_write, &rw_write, &skip_write] {
+    for w in [&maple_write as Write<'_>, &other_write, &rw_write, &skip_write] {
         w(&Pace { stop: AtomicBool::new(false), start: Instant::now(), period: None, limit: 2 * n });
     }
     agree();
