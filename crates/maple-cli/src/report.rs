@@ -643,19 +643,27 @@ fn read_throughput(
     }
 }
 
-/// [`read_throughput`] `reps` times; the run with the median wall rate.
-fn median_throughput(
+/// Readers alone and readers with `writer`, measured `reps` times each,
+/// alternating (so that drift in the machine's speed hits both alike);
+/// for each, the run with the median wall rate.
+fn alone_and_busy(
     reps: usize,
     readers: usize,
     per_reader: u64,
     keys: u64,
     lookup: Read<'_>,
-    writer: Option<(Write<'_>, Option<Duration>)>,
-) -> Throughput {
-    let mut runs: Vec<Throughput> =
-        (0..reps.max(1)).map(|_| read_throughput(readers, per_reader, keys, lookup, writer)).collect();
-    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
-    runs.swap_remove(runs.len() / 2)
+    writer: (Write<'_>, Option<Duration>),
+) -> (Throughput, Throughput) {
+    let (mut alone, mut busy) = (Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        alone.push(read_throughput(readers, per_reader, keys, lookup, None));
+        busy.push(read_throughput(readers, per_reader, keys, lookup, Some(writer)));
+    }
+    let median = |mut runs: Vec<Throughput>| {
+        runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+        runs.swap_remove(runs.len() / 2)
+    };
+    (median(alone), median(busy))
 }
 
 /// Read throughput alone and with a busy writer, for the concurrent tree
@@ -738,7 +746,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     let _ = writeln!(out, "\n## Concurrent readers\n");
     let _ = writeln!(
         out,
-        "{n} ranges; each reader does {per_reader} random lookups (one pin or read lock per lookup; the median of {reps} runs is shown); the writer erases and re-inserts ranges as fast as it can until the readers finish (every structure was first churned by {} such pairs, so that \"alone\" and \"with writer\" measure the same steady state). Lookups per second per reader in millions, by wall time and by the reader's own CPU time; \"kept\" is with-writer over alone. The machine has {cpus} CPUs: with 2 readers plus a writer the threads also take turns on the cores, which the wall-time column shows and the CPU-time column does not.\n",
+        "{n} ranges; each reader does {per_reader} random lookups (one pin or read lock per lookup; runs alone and with the writer alternate, {reps} of each, and the median is shown); the writer erases and re-inserts ranges as fast as it can until the readers finish (every structure was first churned by {} such pairs, so that \"alone\" and \"with writer\" measure the same steady state). Lookups per second per reader in millions, by wall time and by the reader's own CPU time; \"kept\" is with-writer over alone. The machine has {cpus} CPUs: with 2 readers plus a writer the threads also take turns on the cores, which the wall-time column shows and the CPU-time column does not.\n",
         2 * n,
         reps = opts.reps
     );
@@ -750,8 +758,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     for (name, read, write) in cases {
         for readers in [1usize, 2] {
             progress(&format!("concurrent: {name}, {readers} reader(s)"));
-            let alone = median_throughput(opts.reps, readers, per_reader, keys, read, None);
-            let busy = median_throughput(opts.reps, readers, per_reader, keys, read, Some((write, None)));
+            let (alone, busy) = alone_and_busy(opts.reps, readers, per_reader, keys, read, (write, None));
             let _ = writeln!(
                 out,
                 "| {name} | {readers} | {:.2} | {:.2} | {:.0} % | {:.0} % | {:.2} |",
@@ -777,11 +784,10 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     let _ = writeln!(out, "\n| --- |{}", " ---: |".repeat(rates.len()));
     for (name, read, write) in cases {
         progress(&format!("concurrent: {name}, paced writer"));
-        let alone = median_throughput(opts.reps, 1, per_reader, keys, read, None);
         let _ = write!(out, "| {name} |");
         for r in rates {
             let period = Some(Duration::from_secs(1) / r);
-            let busy = median_throughput(opts.reps, 1, per_reader, keys, read, Some((write, period)));
+            let (alone, busy) = alone_and_busy(opts.reps, 1, per_reader, keys, read, (write, period));
             let _ = write!(out, " {:.0} % |", 100.0 * busy.wall / alone.wall);
         }
         let _ = writeln!(out);

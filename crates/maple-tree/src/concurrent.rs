@@ -28,8 +28,11 @@
 //!
 //! `crossbeam-epoch`: reading costs one thread-local pin (no shared
 //! counter, no atomic read-modify-write on shared memory), which keeps the
-//! read path flat on many cores; garbage is freed in batches by whichever
-//! thread advances the epoch.
+//! read path flat on many cores. The writer gathers what its writes unlinked
+//! into batches; the collector tells it (by moving a batch onto a list)
+//! when no reader can still see a batch, and the writer frees it on its own
+//! thread during a later write or [`WriteGuard::reclaim`]. Readers thus
+//! never free memory the writer allocated nor run a value's `Drop`.
 
 use core::{
     fmt,

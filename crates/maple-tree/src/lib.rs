@@ -68,8 +68,14 @@
 //! ## Memory reclamation
 //!
 //! Replaced nodes and replaced or erased values of a `ConcurrentMapleTree`
-//! are freed through `crossbeam-epoch` once every reader that could see them
-//! has unpinned. A `MapleTree` frees at once.
+//! are freed once every reader that could see them has unpinned. The
+//! writer collects them in batches of 32; `crossbeam-epoch` tells it when a
+//! batch's grace period is over, and the writer then frees the batch on its
+//! own thread during a later write (so a reader never runs a value's `Drop`
+//! or the allocator's cross-thread free path, and the writer's node cache
+//! reuses the memory at once). [`WriteGuard::reclaim`] hands over and frees
+//! what it can right away, for use after a burst of writes; dropping the
+//! tree frees everything. A `MapleTree` frees at once.
 //!
 //! ## Writes
 //!

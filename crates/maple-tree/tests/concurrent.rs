@@ -87,7 +87,23 @@ fn race(gaps: bool) {
                                 violations.fetch_add(1, Ordering::Relaxed);
                             }
                         }
+                        if let Some(v) = tree.load(i, &g) {
+                            if !(v.first..=v.last).contains(&i) {
+                                violations.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                         n += 1;
+                    }
+                    if gaps {
+                        // Gap search while nodes are replaced: the answer
+                        // may be stale but lies inside the window.
+                        let lo = rng.gen_range(0..s.keys);
+                        let size = rng.gen_range(1..30u64);
+                        if let Ok(start) = tree.empty_area(lo..=lo + 5000, size) {
+                            if start < lo || start + size - 1 > lo + 5000 {
+                                violations.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                     }
                     if n % if cfg!(miri) { 16 } else { 1024 } == 0 {
                         // A short ordered scan under one guard.
@@ -108,10 +124,20 @@ fn race(gaps: bool) {
         })
         .collect();
     let mut rng = SmallRng::seed_from_u64(99);
-    for _ in 0..s.writes {
+    for step in 0..s.writes {
         let f = rng.gen_range(0..s.keys);
         let len = rng.gen_range(0..40u64);
         let mut w = tree.lock();
+        if step % (s.writes / 4).max(1) == 0 {
+            // Duplicate while readers run; under the lock the copy must
+            // equal the tree.
+            let copy = w.try_dup().unwrap();
+            copy.validate().unwrap();
+            let g = tree.pin();
+            let a: Vec<_> = copy.iter().map(|(r, v)| (r, v.first, v.last)).collect();
+            let b: Vec<_> = tree.iter(&g).map(|(r, v)| (r, v.first, v.last)).collect();
+            assert_eq!(a, b, "dup differs from the tree");
+        }
         match rng.gen_range(0..10) {
             0..=3 => w.store_range(f..=f + len, Val::new(f, f + len, &live)).unwrap(),
             4 | 5 => {
