@@ -800,28 +800,33 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     let lookups = 200_000u64;
     let mut rng = SmallRng::seed_from_u64(5);
     let ks: Vec<u64> = (0..lookups).map(|_| rng.gen_range(0..keys)).collect();
-    let plain = maple(n, false);
-    let fresh: ConcurrentMapleTree<U63> = ConcurrentMapleTree::from(maple(n, false));
-    let d_plain =
-        per_op(opts.reps, lookups, || (), |()| ks.iter().map(|&k| plain.load(k).map_or(0, U63::get)).sum::<u64>());
-    let d_guarded = per_op(
-        opts.reps,
-        lookups,
-        || (),
-        |()| {
-            let g = fresh.pin();
-            ks.iter().map(|&k| fresh.load(k, &g).map_or(0, U63::get)).sum::<u64>()
-        },
-    );
-    let d_pinned = per_op(
-        opts.reps,
-        lookups,
-        || (),
-        |()| ks.iter().map(|&k| fresh.load_with(k, |v| v.map_or(0, U63::get))).sum::<u64>(),
-    );
+    // One set of nodes, alternately a `MapleTree` and (moved, not copied)
+    // a `ConcurrentMapleTree`, so placement in memory cannot differ.
+    let timed = |f: &dyn Fn() -> u64| {
+        let start = Instant::now();
+        black_box(f());
+        start.elapsed() / lookups as u32
+    };
+    let (mut plain_t, mut guarded_t, mut pinned_t) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tree = maple(n, false);
+    for _ in 0..opts.reps.max(1) {
+        plain_t.push(timed(&|| ks.iter().map(|&k| tree.load(k).map_or(0, U63::get)).sum()));
+        let c = ConcurrentMapleTree::from(tree);
+        guarded_t.push(timed(&|| {
+            let g = c.pin();
+            ks.iter().map(|&k| c.load(k, &g).map_or(0, U63::get)).sum()
+        }));
+        pinned_t.push(timed(&|| ks.iter().map(|&k| c.load_with(k, |v| v.map_or(0, U63::get))).sum()));
+        tree = c.into_inner();
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (d_plain, d_guarded, d_pinned) = (median(plain_t), median(guarded_t), median(pinned_t));
     let _ = writeln!(
         out,
-        "\nSingle-thread lookup cost on identical trees (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} (plain is {} of it), `load_with` pinning per lookup {} ({}).",
+        "\nSingle-thread lookup cost on the same nodes, alternating (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} (plain is {} of it), `load_with` pinning per lookup {} ({}).",
         ns(d_plain),
         ns(d_guarded),
         ratio(d_plain, d_guarded),
