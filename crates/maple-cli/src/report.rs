@@ -707,6 +707,30 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         }
         2 * i
     };
+    let scc_tree: scc::TreeIndex<u64, (u64, u64)> = scc::TreeIndex::new();
+    for (f, v) in btree(n) {
+        let _ = scc_tree.insert_sync(f, v);
+    }
+    let scc_read = |k: u64| {
+        use scc::tree_index::Proximity;
+        let g = scc::Guard::new();
+        let below = match scc_tree.locate(&k, &g) {
+            Proximity::Exact(it) | Proximity::Between(it) => it.get(),
+            Proximity::Smaller(it) => it.get_back(),
+            Proximity::Larger(_) | Proximity::Empty => None,
+        };
+        below.and_then(|(_, &(l, v))| (l >= k).then_some(v)).unwrap_or(0)
+    };
+    let scc_write = |pace: &Pace| {
+        let mut i = 0;
+        while pace.next(i) {
+            let (f, l) = range(churn(i));
+            scc_tree.remove_sync(&f);
+            let _ = scc_tree.insert_sync(f, (l, i));
+            i += 1;
+        }
+        2 * i
+    };
     let skip_read =
         |k: u64| skip.range(..=k).next_back().and_then(|e| (e.value().0 >= k).then(|| e.value().1)).unwrap_or(0);
     let skip_write = |pace: &Pace| {
@@ -719,17 +743,18 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         }
         2 * i
     };
-    let cases: [(&str, Read<'_>, Write<'_>); 4] = [
+    let cases: [(&str, Read<'_>, Write<'_>); 5] = [
         ("ConcurrentMapleTree (epoch readers, locked writer)", &maple_read, &maple_write),
         ("control: ConcurrentMapleTree, writer on another tree", &maple_read, &other_write),
         ("RwLock<BTreeMap> (range idiom)", &rw_read, &rw_write),
         ("crossbeam SkipMap (range idiom)", &skip_read, &skip_write),
+        ("scc TreeIndex (range idiom)", &scc_read, &scc_write),
     ];
     // The baselines must answer like the tree before their speed means anything.
     let agree = || {
         for k in (0..keys).step_by(997) {
             let want = maple_read(k);
-            assert_eq!((rw_read(k), skip_read(k)), (want, want), "baselines disagree at {k}");
+            assert_eq!((rw_read(k), skip_read(k), scc_read(k)), (want, want, want), "baselines disagree at {k}");
         }
     };
     agree();
@@ -738,7 +763,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
     // measured alone on the bulk-built one and busy on a reshaped one
     // would count that as interference.
     progress("concurrent: churning every structure to steady state");
-    for w in [&maple_write as Write<'_>, &other_write, &rw_write, &skip_write] {
+    for w in [&maple_write as Write<'_>, &other_write, &rw_write, &skip_write, &scc_write] {
         w(&Pace { stop: AtomicBool::new(false), start: Instant::now(), period: None, limit: 2 * n });
     }
     agree();
