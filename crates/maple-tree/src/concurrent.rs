@@ -50,7 +50,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::{
     alloc::free_node,
-    cursor::Cursor,
+    cursor::{Cursor, WriteCursor},
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
@@ -441,7 +441,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
+impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// One RCU-mode store; its garbage joins the pending batch, which is
     /// handed to the epoch collector when full.
     fn write(
@@ -485,6 +485,27 @@ impl<V: Handle + Send + Sync + 'static> WriteGuard<'_, V> {
     pub fn reclaim(&mut self) {
         self.state.seal();
         self.state.reap();
+    }
+
+    pub(crate) fn raw(&self) -> &RawTree {
+        &self.tree.raw
+    }
+
+    /// Stores `value` over `[lo, hi]`, one current range (so nothing is
+    /// cut in two).
+    pub(crate) fn store_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<(), InsertError<V>> {
+        let e = value.into_raw().as_ptr();
+        self.write(lo, hi, e, false, None).map_err(|(c, w)| Self::give_back(w, c))
+    }
+
+    /// Empties `[lo, hi]`, one current range.
+    pub(crate) fn clear_exact(&mut self, lo: u64, hi: u64) -> Result<(), Error> {
+        self.write(lo, hi, ptr::null_mut(), false, None).map_err(|(c, _)| c)
+    }
+
+    /// A write cursor at the range containing `index`.
+    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, V> {
+        WriteCursor::new(self, index)
     }
 
     fn give_back(value: *mut (), cause: Error) -> InsertError<V> {

@@ -26,6 +26,7 @@ use core::{
 };
 
 use crate::{
+    concurrent::WriteGuard,
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
@@ -313,5 +314,121 @@ impl<V: Handle> MapleTree<V> {
                 cause: Error::NoMemory,
             }),
         }
+    }
+}
+
+/// A write cursor on a [`ConcurrentMapleTree`](crate::ConcurrentMapleTree),
+/// made by [`WriteGuard::cursor`]: the read methods of [`CursorMut`], and
+/// writes published for concurrent readers. Values a write takes out are
+/// dropped after the readers that may see them are gone, so the writes
+/// return whether something was removed rather than the value.
+///
+/// ```
+/// use maple_tree::{ConcurrentMapleTree, U63};
+/// let t = ConcurrentMapleTree::<U63>::new();
+/// let mut w = t.lock();
+/// w.insert_range(10..=19, U63::from(1u32)).unwrap();
+/// w.insert_range(30..=39, U63::from(2u32)).unwrap();
+/// let mut c = w.cursor(0);
+/// // Double every value, walking entry by entry.
+/// while let Some((_, v)) = c.next() {
+///     let doubled = U63::from(v.get() as u32 * 2);
+///     c.replace(doubled).unwrap();
+/// }
+/// drop(w);
+/// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
+/// ```
+pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
+    guard: &'w mut WriteGuard<'a, V>,
+    pos: Pos,
+}
+
+impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
+    pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
+        let pos = Pos::seek(guard.raw(), index);
+        WriteCursor { guard, pos }
+    }
+
+    fn raw_tree(&self) -> &RawTree {
+        self.guard.raw()
+    }
+
+    fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {
+        if !is_value(raw) {
+            return None;
+        }
+        // SAFETY: we hold the writer lock, and nodes and values reachable
+        // from the tree are freed only by the writer, during a later write,
+        // which needs `&mut self` and so ends this borrow first.
+        Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
+    }
+
+    read_methods!('_);
+
+    fn reseek(&mut self, index: u64) {
+        self.pos = Pos::seek(self.guard.raw(), index);
+    }
+
+    /// Stores `value` over exactly the current range (entry or empty
+    /// range). Replacing one entry by another is one word written in place:
+    /// it never allocates, and readers see the old or the new value.
+    pub fn replace(&mut self, value: V) -> Result<(), InsertError<V>> {
+        let (lo, hi, _) = self.pos.current();
+        let res = self.guard.store_exact(lo, hi, value);
+        self.reseek(lo);
+        res
+    }
+
+    /// Removes the entry (or reserved range) the cursor is on; it then
+    /// stands on the empty range that replaced it. Returns whether a value
+    /// was removed.
+    pub fn erase(&mut self) -> Result<bool, Error> {
+        let (lo, hi, v) = self.pos.current();
+        if v.is_null() {
+            return Ok(false);
+        }
+        self.guard.clear_exact(lo, hi)?;
+        self.reseek(lo);
+        Ok(is_value(v))
+    }
+
+    /// [`WriteGuard::insert_range`] through the cursor.
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        let first = to_inclusive(&range).map(|r| r.0);
+        let res = self.guard.insert_range(range, value);
+        if let (Ok(f), Ok(())) = (first, &res) {
+            self.reseek(f);
+        }
+        res
+    }
+
+    /// [`WriteGuard::store_range`] through the cursor.
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        let first = to_inclusive(&range).map(|r| r.0);
+        let res = self.guard.store_range(range, value);
+        if let (Ok(f), Ok(())) = (first, &res) {
+            self.reseek(f);
+        }
+        res
+    }
+
+    /// [`WriteGuard::remove_range`] through the cursor.
+    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    where
+        V: Clone,
+    {
+        let (first, _) = to_inclusive(&range)?;
+        self.guard.remove_range(range)?;
+        self.reseek(first);
+        Ok(())
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()
     }
 }

@@ -134,7 +134,7 @@ pub use alloc::fault;
 pub use concurrent::collect_garbage;
 #[cfg(not(loom))]
 pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard};
-pub use cursor::{Cursor, CursorMut};
+pub use cursor::{Cursor, CursorMut, WriteCursor};
 pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};
 pub use tree::{IntoIter, Iter, MapleTree, Stats};

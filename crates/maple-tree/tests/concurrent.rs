@@ -138,7 +138,7 @@ fn race(gaps: bool) {
             let b: Vec<_> = tree.iter(&g).map(|(r, v)| (r, v.first, v.last)).collect();
             assert_eq!(a, b, "dup differs from the tree");
         }
-        match rng.gen_range(0..10) {
+        match rng.gen_range(0..12) {
             0..=3 => w.store_range(f..=f + len, Val::new(f, f + len, &live)).unwrap(),
             4 | 5 => {
                 let _ = w.insert_range(f..=f + len, Val::new(f, f + len, &live));
@@ -149,7 +149,27 @@ fn race(gaps: bool) {
             }
             // Spanning writes that rebuild several levels.
             8 => w.store_range(f..=f + len * 200, Val::new(f, f + len * 200, &live)).unwrap(),
-            _ => w.remove_range(f..=f + len * 100).unwrap(),
+            9 => w.remove_range(f..=f + len * 100).unwrap(),
+            // Through the write cursor: replace the next few entries in
+            // place (exact fit) and fill or erase the ranges between them.
+            10 => {
+                let mut c = w.cursor(f);
+                for _ in 0..4 {
+                    let Some((r, _)) = c.next() else { break };
+                    c.replace(Val::new(*r.start(), *r.end(), &live)).unwrap();
+                }
+                if c.get().is_none() {
+                    let r = c.range();
+                    c.replace(Val::new(*r.start(), *r.end(), &live)).unwrap();
+                }
+            }
+            _ => {
+                let mut c = w.cursor(f);
+                if c.next().is_some() {
+                    assert!(c.erase().unwrap());
+                    assert!(c.get().is_none());
+                }
+            }
         }
     }
     done.store(true, Ordering::Relaxed);
@@ -297,4 +317,53 @@ fn dropping_the_tree_with_garbage_in_flight() {
     drop(g);
     drop(tree);
     assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
+}
+
+/// The concurrent write cursor does what `CursorMut` does on a plain tree.
+#[test]
+fn write_cursor_matches_cursor_mut() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut plain: MapleTree<U63> = MapleTree::with_gaps();
+    let conc: ConcurrentMapleTree<U63> = ConcurrentMapleTree::with_gaps();
+    let steps = if cfg!(miri) { 60 } else { 3000 };
+    for step in 0..steps {
+        let at = rng.gen_range(0..5000u64);
+        let f = rng.gen_range(0..5000u64);
+        let l = f + rng.gen_range(0..60u64);
+        let v = U63::new(step).unwrap();
+        let op = rng.gen_range(0..6);
+        let mut w = conc.lock();
+        let mut cc = w.cursor(at);
+        let mut pc = plain.cursor_mut(at);
+        assert_eq!(cc.range(), pc.range());
+        let moved = (cc.next().map(|(r, v)| (r, v.get())), pc.next().map(|(r, v)| (r, v.get())));
+        assert_eq!(moved.0, moved.1, "step {step}: next");
+        match op {
+            0 => assert_eq!(cc.replace(v).is_ok(), pc.replace(v).is_ok()),
+            1 => assert_eq!(cc.erase().unwrap(), pc.erase().is_some()),
+            2 => assert_eq!(cc.insert_range(f..=l, v).is_ok(), pc.insert_range(f..=l, v).is_ok()),
+            3 => {
+                cc.store_range(f..=l, v).unwrap();
+                pc.store_range(f..=l, v).unwrap();
+            }
+            4 => {
+                cc.remove_range(f..=l).unwrap();
+                pc.remove_range(f..=l).unwrap();
+            }
+            _ => {
+                let a: Vec<_> = (0..3).map_while(|_| cc.prev_range().map(|(r, v)| (r, v.map(U63::get)))).collect();
+                let b: Vec<_> = (0..3).map_while(|_| pc.prev_range().map(|(r, v)| (r, v.map(U63::get)))).collect();
+                assert_eq!(a, b, "step {step}: prev_range");
+            }
+        }
+        assert_eq!(cc.range(), pc.range(), "step {step}: position after op {op}");
+        drop(cc);
+        drop(w);
+        conc.validate().unwrap();
+        plain.validate().unwrap();
+        let g = conc.pin();
+        let a: Vec<_> = conc.iter(&g).map(|(r, v)| (r, v.get())).collect();
+        let b: Vec<_> = plain.iter().map(|(r, v)| (r, v.get())).collect();
+        assert_eq!(a, b, "step {step}: contents after op {op}");
+    }
 }
