@@ -55,7 +55,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::RawTree,
-    tree::{clone_word, to_inclusive, MapleTree, RawIter},
+    tree::{clone_word, to_inclusive, MapleTree, RawIter, Stats},
 };
 
 /// A pinned epoch: values and nodes read under it stay allocated until it
@@ -309,6 +309,13 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         // atomically), so a poisoned lock is safe to take over.
         let state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         WriteGuard { tree: self, state }
+    }
+
+    /// Node statistics (under the writer lock, so they describe one state;
+    /// nodes waiting for their grace period are not counted).
+    pub fn stats(&self) -> Stats {
+        let _w = self.lock();
+        Stats::of(&self.raw)
     }
 
     /// Checks every invariant (under the writer lock).

@@ -491,12 +491,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// Node statistics: how many nodes of each kind and the memory they use.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats { height: self.raw.height.get(), entries: self.raw.len.get(), ..Stats::default() };
-        if let Some(root) = self.raw.root_node() {
-            count_nodes(root, &mut s);
-        }
-        s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
-        s
+        Stats::of(&self.raw)
     }
 
     /// Test hook: build every multi-word change in fresh nodes, as the
@@ -504,6 +499,18 @@ impl<V: Handle> MapleTree<V> {
     #[doc(hidden)]
     pub fn set_fresh_node_writes(&mut self, on: bool) {
         self.raw.rcu = on;
+    }
+}
+
+impl Stats {
+    /// Counts the nodes of `raw` (which must not change meanwhile).
+    pub(crate) fn of(raw: &RawTree) -> Stats {
+        let mut s = Stats { height: raw.height.get(), entries: raw.len.get(), ..Stats::default() };
+        if let Some(root) = raw.root_node() {
+            count_nodes(root, &mut s);
+        }
+        s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
+        s
     }
 }
 
