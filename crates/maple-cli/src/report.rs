@@ -832,7 +832,7 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
         black_box(f());
         start.elapsed() / lookups as u32
     };
-    let (mut plain_t, mut guarded_t, mut pinned_t) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut plain_t, mut guarded_t, mut pinned_t, mut pin_t) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut tree = maple(n, false);
     for _ in 0..opts.reps.max(1) {
         plain_t.push(timed(&|| ks.iter().map(|&k| tree.load(k).map_or(0, U63::get)).sum()));
@@ -842,21 +842,30 @@ fn concurrent(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) 
             ks.iter().map(|&k| c.load(k, &g).map_or(0, U63::get)).sum()
         }));
         pinned_t.push(timed(&|| ks.iter().map(|&k| c.load_with(k, |v| v.map_or(0, U63::get))).sum()));
+        pin_t.push(timed(&|| {
+            ks.iter()
+                .map(|&k| {
+                    drop(black_box(c.pin()));
+                    k
+                })
+                .sum()
+        }));
         tree = c.into_inner();
     }
     let median = |mut v: Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
     };
-    let (d_plain, d_guarded, d_pinned) = (median(plain_t), median(guarded_t), median(pinned_t));
+    let (d_plain, d_guarded, d_pinned, d_pin) = (median(plain_t), median(guarded_t), median(pinned_t), median(pin_t));
     let _ = writeln!(
         out,
-        "\nSingle-thread lookup cost on the same nodes, alternating (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} (plain is {} of it), `load_with` pinning per lookup {} ({}).",
+        "\nSingle-thread lookup cost on the same nodes, alternating (ns): plain `MapleTree::load` {}, concurrent `load` under one guard {} (plain is {} of it), `load_with` pinning per lookup {} ({}); a pin and unpin alone (crossbeam-epoch) {}.",
         ns(d_plain),
         ns(d_guarded),
         ratio(d_plain, d_guarded),
         ns(d_pinned),
-        ratio(d_plain, d_pinned)
+        ratio(d_plain, d_pinned),
+        ns(d_pin)
     );
 }
 
