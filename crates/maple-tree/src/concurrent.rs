@@ -40,10 +40,7 @@ use core::{
     ops::{RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
-use std::sync::{
-    atomic::{AtomicBool, Ordering},
-    Arc, Mutex, MutexGuard,
-};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
@@ -53,6 +50,7 @@ use crate::{
     cursor::{Cursor, WriteCursor},
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
+    handoff::Handoff,
     node::NodeRef,
     raw::RawTree,
     tree::{clone_word, to_inclusive, MapleTree, RawIter, Stats},
@@ -129,7 +127,11 @@ impl core::ops::DerefMut for Lines {
 /// batches whose grace period has passed.
 struct Writer<V: Handle + Send + 'static> {
     pending: Batch<V>,
-    reclaim: Arc<Reclaim<V>>,
+    /// Batches past their grace period, handed back by the collector (which
+    /// may run on any thread) so that the writer frees them on its own
+    /// thread: its node cache reuses the memory at once, and readers never
+    /// run the allocator's cross-thread free path or a value's `Drop`.
+    reclaim: Arc<Handoff<Batch<V>>>,
 }
 
 /// Retired nodes and removed values waiting for their grace period.
@@ -168,15 +170,6 @@ impl<V: Handle + Send + 'static> Drop for Batch<V> {
     }
 }
 
-/// Batches past their grace period, handed from the epoch collector (which
-/// may run on any thread) back to the writer, which frees them on its own
-/// thread: its node cache reuses the memory at once, and readers never run
-/// the allocator's cross-thread free path or a value's `Drop`.
-struct Reclaim<V: Handle + Send + 'static> {
-    ready: Mutex<Vec<Batch<V>>>,
-    any: AtomicBool,
-}
-
 /// Garbage items (nodes plus values) per batch handed to the collector.
 const BATCH: usize = 32;
 
@@ -201,7 +194,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     fn with_raw(mut raw: RawTree) -> Self {
         raw.rcu = true;
-        let reclaim = Arc::new(Reclaim { ready: Mutex::new(Vec::new()), any: AtomicBool::new(false) });
+        let reclaim = Arc::new(Handoff::new());
         ConcurrentMapleTree {
             raw: Lines { _pad: [0; LINES_PAD], raw },
             writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), reclaim })),
@@ -347,8 +340,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     fn free_garbage(&mut self) {
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         w.pending = Batch::new();
-        let ready = core::mem::take(&mut *w.reclaim.ready.lock().unwrap_or_else(|p| p.into_inner()));
-        drop(ready);
+        drop(w.reclaim.take_all());
     }
 }
 
@@ -412,26 +404,12 @@ impl<V: Handle + Send + 'static> Writer<V> {
         // readers pinned now may still hold it, and the closure runs only
         // after all of them have unpinned. It owns `Send` data only (the
         // batch and a reference count).
-        unsafe {
-            guard.defer_unchecked(move || {
-                reclaim.ready.lock().unwrap_or_else(|p| p.into_inner()).push(batch);
-                reclaim.any.store(true, Ordering::Release);
-            })
-        };
+        unsafe { guard.defer_unchecked(move || reclaim.push(batch)) };
     }
 
     /// Frees the batches whose grace period has passed, on this thread.
     fn reap(&mut self) {
-        if !self.reclaim.any.load(Ordering::Acquire) {
-            return;
-        }
-        let ready = {
-            // Never wait for the collector: it holds the lock only to push.
-            let Ok(mut ready) = self.reclaim.ready.try_lock() else { return };
-            self.reclaim.any.store(false, Ordering::Relaxed);
-            core::mem::take(&mut *ready)
-        };
-        drop(ready);
+        drop(self.reclaim.try_take());
     }
 }
 

@@ -25,8 +25,9 @@ use core::{
     ptr::{self, NonNull},
 };
 
+#[cfg(not(loom))]
+use crate::concurrent::WriteGuard;
 use crate::{
-    concurrent::WriteGuard,
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
@@ -338,11 +339,13 @@ impl<V: Handle> MapleTree<V> {
 /// drop(w);
 /// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
 /// ```
+#[cfg(not(loom))]
 pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
     guard: &'w mut WriteGuard<'a, V>,
     pos: Pos,
 }
 
+#[cfg(not(loom))]
 impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
         let pos = Pos::seek(guard.raw(), index);
@@ -427,6 +430,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     }
 }
 
+#[cfg(not(loom))]
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()

@@ -122,6 +122,7 @@ mod dup;
 mod error;
 mod gap;
 mod handle;
+mod handoff;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;
@@ -138,7 +139,9 @@ pub use alloc::fault;
 pub use concurrent::collect_garbage;
 #[cfg(not(loom))]
 pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard};
-pub use cursor::{Cursor, CursorMut, WriteCursor};
+#[cfg(not(loom))]
+pub use cursor::WriteCursor;
+pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};
 pub use tree::{IntoIter, Iter, MapleTree, Stats};
