@@ -164,6 +164,47 @@ macro_rules! read_methods {
     };
 }
 
+/// `insert_range`, `store_range` and `remove_range` of a write cursor:
+/// forwarded to the tree or guard in field `$target` (of type `$ty`, for
+/// the docs), after which the cursor stands on the first index written.
+macro_rules! range_write_methods {
+    ($target:ident, $ty:ident) => {
+        #[doc = concat!("[`", stringify!($ty), "::insert_range`] through the cursor.")]
+        pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+            let first = to_inclusive(&range).map(|r| r.0);
+            let res = self.$target.insert_range(range, value);
+            if let (Ok(f), Ok(())) = (first, &res) {
+                self.reseek(f);
+            }
+            res
+        }
+
+        #[doc = concat!("[`", stringify!($ty), "::store_range`] through the cursor.")]
+        pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+        where
+            V: Clone,
+        {
+            let first = to_inclusive(&range).map(|r| r.0);
+            let res = self.$target.store_range(range, value);
+            if let (Ok(f), Ok(())) = (first, &res) {
+                self.reseek(f);
+            }
+            res
+        }
+
+        #[doc = concat!("[`", stringify!($ty), "::remove_range`] through the cursor.")]
+        pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+        where
+            V: Clone,
+        {
+            let (first, _) = to_inclusive(&range)?;
+            self.$target.remove_range(range)?;
+            self.reseek(first);
+            Ok(())
+        }
+    };
+}
+
 /// A read cursor over a borrowed tree (or, for a
 /// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree), a tree read under a
 /// guard); see "Normal and advanced API" in the [crate docs](crate).
@@ -255,39 +296,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         out
     }
 
-    /// [`MapleTree::insert_range`] through the cursor.
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        let first = to_inclusive(&range).map(|r| r.0);
-        let res = self.tree.insert_range(range, value);
-        if let (Ok(f), Ok(())) = (first, &res) {
-            self.reseek(f);
-        }
-        res
-    }
-
-    /// [`MapleTree::store_range`] through the cursor.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
-    where
-        V: Clone,
-    {
-        let first = to_inclusive(&range).map(|r| r.0);
-        let res = self.tree.store_range(range, value);
-        if let (Ok(f), Ok(())) = (first, &res) {
-            self.reseek(f);
-        }
-        res
-    }
-
-    /// [`MapleTree::remove_range`] through the cursor.
-    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
-    where
-        V: Clone,
-    {
-        let (first, _) = to_inclusive(&range)?;
-        self.tree.remove_range(range)?;
-        self.reseek(first);
-        Ok(())
-    }
+    range_write_methods!(tree, MapleTree);
 }
 
 impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
@@ -395,39 +404,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         Ok(is_value(v))
     }
 
-    /// [`WriteGuard::insert_range`] through the cursor.
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        let first = to_inclusive(&range).map(|r| r.0);
-        let res = self.guard.insert_range(range, value);
-        if let (Ok(f), Ok(())) = (first, &res) {
-            self.reseek(f);
-        }
-        res
-    }
-
-    /// [`WriteGuard::store_range`] through the cursor.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
-    where
-        V: Clone,
-    {
-        let first = to_inclusive(&range).map(|r| r.0);
-        let res = self.guard.store_range(range, value);
-        if let (Ok(f), Ok(())) = (first, &res) {
-            self.reseek(f);
-        }
-        res
-    }
-
-    /// [`WriteGuard::remove_range`] through the cursor.
-    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
-    where
-        V: Clone,
-    {
-        let (first, _) = to_inclusive(&range)?;
-        self.guard.remove_range(range)?;
-        self.reseek(first);
-        Ok(())
-    }
+    range_write_methods!(guard, WriteGuard);
 }
 
 #[cfg(not(loom))]
