@@ -122,6 +122,8 @@ mod dup;
 mod error;
 mod gap;
 mod handle;
+// Used by `concurrent` (not built under loom) and the loom models.
+#[cfg_attr(all(loom, not(test)), allow(dead_code))]
 mod handoff;
 #[cfg(all(test, loom))]
 mod loom_tests;
