@@ -90,3 +90,100 @@ fn recorded_kernel_set_replays_with_validation() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.lines().any(|l| l.starts_with("contents ")));
 }
+
+mod fuzz {
+    use maple_cli::ops;
+    use proptest::prelude::*;
+
+    /// Words an op log is made of, plus garbage around them.
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "store",
+                "insert",
+                "clear",
+                "erase",
+                "load",
+                "next",
+                "prev",
+                "gap",
+                "rgap",
+                "STORE",
+                "#",
+                "0x",
+                "-1",
+                "0xffffffffffffffff",
+                "18446744073709551615",
+                "18446744073709551616",
+                "0x1_0",
+                "",
+                "\t",
+                "é",
+                "\0",
+            ])
+            .prop_map(str::to_string),
+            any::<u64>().prop_map(|n| n.to_string()),
+            (0u64..200).prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| format!("{n:#x}")),
+            "[ -~]{0,6}",
+        ]
+    }
+
+    fn line() -> impl Strategy<Value = String> {
+        prop::collection::vec(token(), 0..6).prop_map(|t| t.join(" "))
+    }
+
+    /// Numbers where bugs live: 0, 1, near the top, and small ones that
+    /// make ranges overlap.
+    fn edge_number() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(0u64), Just(1), Just(u64::MAX), Just(u64::MAX - 1), 0u64..300, any::<u64>()]
+    }
+
+    /// A well-formed op with edge-case numbers (ranges may be inverted,
+    /// sizes zero, windows empty).
+    fn op_line() -> impl Strategy<Value = String> {
+        let n = edge_number;
+        prop_oneof![
+            (prop::sample::select(vec!["store", "insert", "gap", "rgap"]), n(), n(), n())
+                .prop_map(|(w, a, b, c)| format!("{w} {a} {b:#x} {c}")),
+            (n(), n()).prop_map(|(a, b)| format!("clear {a} {b}")),
+            (prop::sample::select(vec!["erase", "load", "next", "prev"]), n()).prop_map(|(w, a)| format!("{w} {a}")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Well-formed logs with extreme numbers parse and replay, with
+        /// every invariant checked after every op, without a panic.
+        #[test]
+        fn well_formed_logs_replay(lines in prop::collection::vec(op_line(), 1..80), gaps: bool) {
+            let text = lines.join("\n");
+            let parsed = ops::parse("fuzz.ops", &text).unwrap();
+            prop_assert_eq!(parsed.len(), lines.len());
+            let mut out = Vec::new();
+            ops::run("fuzz.ops", &parsed, gaps, true, &mut out).unwrap();
+            prop_assert!(String::from_utf8(out).unwrap().contains("contents "));
+        }
+
+        /// No input makes the parser or the replay panic: a log either
+        /// parses or names its first bad line, and a parsed log replays
+        /// (validating every step) to completion.
+        #[test]
+        fn any_log_parses_or_names_its_line(lines in prop::collection::vec(line(), 0..40), gaps: bool) {
+            let text = lines.join("\n");
+            match ops::parse("fuzz.ops", &text) {
+                Ok(parsed) => {
+                    let mut out = Vec::new();
+                    ops::run("fuzz.ops", &parsed, gaps, true, &mut out).unwrap();
+                    prop_assert!(String::from_utf8(out).unwrap().contains("contents "));
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.file.as_str(), "fuzz.ops");
+                    prop_assert!(e.line >= 1 && e.line <= lines.len().max(1), "line {} of {}", e.line, lines.len());
+                    prop_assert!(!e.msg.is_empty());
+                }
+            }
+        }
+    }
+}
