@@ -53,7 +53,7 @@ use crate::{
     handoff::Handoff,
     node::NodeRef,
     raw::RawTree,
-    tree::{clone_word, to_inclusive, MapleTree, RawIter, Stats},
+    tree::{clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
 };
 
 /// A pinned epoch: values and nodes read under it stay allocated until it
@@ -348,12 +348,7 @@ impl<V: Handle + Send + Sync + 'static> Drop for ConcurrentMapleTree<V> {
     fn drop(&mut self) {
         // `&mut self`: no reader or writer is left.
         self.free_garbage();
-        self.raw.clear_with(&mut |w| {
-            if is_value(w) {
-                // SAFETY: each value word is handed over exactly once.
-                drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
-            }
-        });
+        clear_values::<V>(&mut self.raw);
     }
 }
 

@@ -63,7 +63,7 @@ fn retire(stored: Stored) {
 fn finish(t: Arc<RawTree>) {
     let mut t = Arc::try_unwrap(t).ok().expect("threads joined");
     t.validate().expect("valid after the race");
-    t.clear_with(&mut |_| {});
+    t.clear_with(None);
 }
 
 fn builder() -> Builder {

@@ -286,7 +286,7 @@ impl RawTree {
     }
 
     /// Frees every node, calling `drop_value` for each value word.
-    pub(crate) fn clear_with(&mut self, drop_value: &mut dyn FnMut(*mut ())) {
+    pub(crate) fn clear_with(&mut self, drop_value: Option<&mut dyn FnMut(*mut ())>) {
         let raw = self.root.swap(ptr::null_mut(), Ordering::AcqRel);
         self.height.set(0);
         self.len.set(0);
@@ -299,22 +299,26 @@ impl RawTree {
 }
 
 /// Frees `node` and everything below it, handing each value word to
-/// `drop_value`.
+/// `drop_value`. Without `drop_value` (values that need no drop, or that
+/// the caller has taken out) leaf slots are not even read.
 ///
 /// # Safety
 ///
 /// `node` must be live, unreachable from any tree, and freed by nobody else.
-pub(crate) unsafe fn free_subtree(node: NodeRef, drop_value: &mut dyn FnMut(*mut ())) {
-    let n = node.count();
-    for i in 0..n {
-        let s = node.slot(i);
-        if node.is_leaf() {
-            if !s.is_null() {
-                drop_value(s);
+pub(crate) unsafe fn free_subtree<'f>(node: NodeRef, mut drop_value: Option<&mut (dyn FnMut(*mut ()) + 'f)>) {
+    if node.is_leaf() {
+        if let Some(f) = drop_value {
+            for i in 0..node.count() {
+                let s = node.slot(i);
+                if !s.is_null() {
+                    f(s);
+                }
             }
-        } else {
+        }
+    } else {
+        for i in 0..node.count() {
             // SAFETY: children of an unreachable subtree are unreachable too.
-            unsafe { free_subtree(NodeRef::decode(s), drop_value) };
+            unsafe { free_subtree(NodeRef::decode(node.slot(i)), drop_value.as_deref_mut()) };
         }
     }
     // SAFETY: the caller hands us the only reference to this node.

@@ -393,7 +393,7 @@ impl RawTree {
             }
             for d in doomed {
                 // SAFETY: subtrees inside [first, last] are unreachable now.
-                unsafe { free_subtree(d, &mut |v| removed.push(v)) };
+                unsafe { free_subtree(d, Some(&mut |v| removed.push(v))) };
             }
         }
         self.len.set(self.len.get() + delta_add - removed.len());

@@ -311,12 +311,7 @@ impl<V: Handle> MapleTree<V> {
 
     /// Removes every entry.
     pub fn clear(&mut self) {
-        self.raw.clear_with(&mut |w| {
-            if is_value(w) {
-                // SAFETY: each value word is handed over exactly once.
-                drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
-            }
-        });
+        clear_values::<V>(&mut self.raw);
     }
 
     /// First entry whose range ends at or after `index` (kernel `mt_find`).
@@ -502,6 +497,21 @@ impl<V: Handle> MapleTree<V> {
     }
 }
 
+/// Frees every node of `raw` and drops its values as `V`s; values that
+/// need no drop (inline integers) are not even visited.
+pub(crate) fn clear_values<V: Handle>(raw: &mut RawTree) {
+    if core::mem::needs_drop::<V>() {
+        raw.clear_with(Some(&mut |w| {
+            if is_value(w) {
+                // SAFETY: each value word is handed over exactly once.
+                drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
+            }
+        }));
+    } else {
+        raw.clear_with(None);
+    }
+}
+
 impl Stats {
     /// Counts the nodes of `raw` (which must not change meanwhile).
     pub(crate) fn of(raw: &RawTree) -> Stats {
@@ -648,9 +658,13 @@ struct DupGuard<W: Handle> {
 
 impl<W: Handle> Drop for DupGuard<W> {
     fn drop(&mut self) {
+        if !core::mem::needs_drop::<W>() {
+            self.raw.clear_with(None);
+            return;
+        }
         let mut seen = 0;
         let replaced = self.replaced;
-        self.raw.clear_with(&mut |w| {
+        self.raw.clear_with(Some(&mut |w| {
             if !is_value(w) {
                 return; // a reserved marker: kept as is by the copy
             }
@@ -659,7 +673,7 @@ impl<W: Handle> Drop for DupGuard<W> {
                 drop(unsafe { W::from_raw(NonNull::new_unchecked(w)) });
             }
             seen += 1;
-        });
+        }));
     }
 }
 
@@ -801,7 +815,7 @@ impl<V: Handle> IntoIterator for MapleTree<V> {
     fn into_iter(mut self) -> IntoIter<V> {
         let words: Vec<_> = self.raw_entries().collect();
         // Free the nodes but keep the values: they move into the iterator.
-        self.raw.clear_with(&mut |_| {});
+        self.raw.clear_with(None);
         let items: Vec<_> = words
             .into_iter()
             // SAFETY: the nodes are gone; each word is taken back once.
