@@ -317,6 +317,44 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         self.raw.validate()
     }
 
+    /// Runs `f` on the tree as a plain [`MapleTree`]. `&mut self` proves
+    /// that no reader or writer exists, so this needs no lock or pin, writes
+    /// may rewrite nodes in place, and removed values are handed back (or
+    /// dropped) at once, as with a `MapleTree`; garbage left by earlier
+    /// concurrent writes is freed first.
+    ///
+    /// ```
+    /// use maple_tree::{ConcurrentMapleTree, U63};
+    /// let mut t = ConcurrentMapleTree::<U63>::new();
+    /// let old = t.with_mut(|m| {
+    ///     m.insert_range(0..=9, U63::from(1u32)).unwrap();
+    ///     m.erase(5)
+    /// });
+    /// assert_eq!(old.map(U63::get), Some(1));
+    /// assert!(t.is_empty());
+    /// ```
+    pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut MapleTree<V>) -> R) -> R {
+        /// Puts the tree back into RCU mode however `f` ends (return or
+        /// unwind), whatever `f` did to it.
+        struct Rcu(*mut RawTree);
+        impl Drop for Rcu {
+            fn drop(&mut self) {
+                // SAFETY: points at our `RawTree`, which outlives this guard;
+                // the `&mut MapleTree` lent to `f` is no longer used.
+                unsafe { (*self.0).rcu = true }
+            }
+        }
+        self.free_garbage();
+        let raw: *mut RawTree = &mut *self.raw;
+        // SAFETY: `raw` comes from `&mut self`, so nobody else can see it.
+        unsafe { (*raw).rcu = false };
+        let _restore = Rcu(raw);
+        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `RawTree`, and this
+        // tree's value words are `V`s; the borrow ends before `_restore`
+        // touches the tree again.
+        f(unsafe { &mut *raw.cast::<MapleTree<V>>() })
+    }
+
     /// Back to a plain tree (no readers can exist: `self` is owned).
     pub fn into_inner(mut self) -> MapleTree<V> {
         self.free_garbage();

@@ -35,6 +35,9 @@ use crate::{
 /// let (range, v) = t.next_after(0x2000).unwrap();
 /// assert_eq!((range, *v), (0x3000..=0x3fff, "data"));
 /// ```
+// `repr(transparent)`: `ConcurrentMapleTree::with_mut` lends its `RawTree`
+// out as a `MapleTree`.
+#[repr(transparent)]
 pub struct MapleTree<V: Handle> {
     pub(crate) raw: RawTree,
     _values: PhantomData<V>,

@@ -417,3 +417,45 @@ fn no_node_leaks() {
     drop(tree);
     assert_eq!(fault::live(), base, "nodes leaked");
 }
+
+/// `with_mut` writes in place and hands removed values back; afterwards
+/// the tree is in RCU mode again: a value a reader holds survives later
+/// locked writes until its guard drops.
+#[test]
+fn with_mut_then_concurrent_again() {
+    let live = Arc::new(AtomicI64::new(0));
+    let mut tree: ConcurrentMapleTree<Box<Val>> = ConcurrentMapleTree::with_gaps();
+    let n = if cfg!(miri) { 40 } else { 1000 };
+    let back = tree.with_mut(|m| {
+        for i in 0..n {
+            m.insert_range(i * 10..=i * 10 + 5, Val::new(i * 10, i * 10 + 5, &live)).unwrap();
+        }
+        m.validate().unwrap();
+        m.erase(13).map(|v| (v.first, v.last))
+    });
+    assert_eq!(back, Some((10, 15)));
+    assert_eq!(live.load(Ordering::Relaxed), n as i64 - 1, "the erased value was dropped on return");
+    tree.validate().unwrap();
+    let g = tree.pin();
+    let held = tree.load(22, &g).unwrap();
+    // A read cursor keeps walking the nodes it reached: in RCU mode the
+    // writes below replace them rather than rewrite them.
+    let cur = tree.cursor(22, &g);
+    {
+        let mut w = tree.lock();
+        for i in 0..n {
+            w.store_range(i * 10..=i * 10 + 9, Val::new(i * 10, i * 10 + 9, &live)).unwrap();
+        }
+        w.reclaim();
+    }
+    collect_garbage();
+    tree.lock().reclaim();
+    assert_eq!((held.first, held.last), (20, 25), "a held value changed under its reader");
+    assert_eq!(cur.range(), 20..=25, "a node was rewritten in place: RCU mode not restored");
+    assert_eq!(cur.get().map(|v| v.last), Some(25));
+    drop(cur);
+    drop(g);
+    tree.validate().unwrap();
+    drop(tree);
+    assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
+}
