@@ -65,7 +65,8 @@
 //! before or after it; an iteration may mix before and after of one write
 //! but stays ascending; a reader never sees a torn or freed entry. The
 //! writer's guard also hands out a [`WriteCursor`] for walking and editing
-//! in one pass. A guard may cover many lookups: reading under one costs
+//! in one pass, and [`ConcurrentMapleTree::with_mut`] lends the tree out as
+//! a plain `MapleTree` while `&mut` proves nobody else is looking. A guard may cover many lookups: reading under one costs
 //! about what a plain `&MapleTree` lookup does, while pinning per lookup
 //! (`load_with`) adds one atomic swap (see `docs/BENCHMARKS.md`).
 //!
