@@ -18,7 +18,7 @@ use crate::{
 const LAYOUT: Layout = Layout::new::<Node>();
 
 /// Most nodes kept per thread for reuse.
-const CACHE_NODES: usize = 64;
+const CACHE_NODES: usize = 256;
 
 /// Free nodes of this thread.
 struct Cache(Vec<NonNull<Node>>);

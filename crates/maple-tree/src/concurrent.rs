@@ -146,8 +146,14 @@ struct Batch<V: Handle + Send + 'static> {
 unsafe impl<V: Handle + Send + 'static> Send for Batch<V> {}
 
 impl<V: Handle + Send + 'static> Batch<V> {
+    /// An empty batch that allocates nothing yet.
     fn new() -> Self {
         Batch { nodes: Vec::new(), values: Vec::new(), _v: PhantomData }
+    }
+
+    /// An empty batch with room for a full one (no regrowth while filling).
+    fn with_room() -> Self {
+        Batch { nodes: Vec::with_capacity(BATCH), values: Vec::with_capacity(BATCH), _v: PhantomData }
     }
 
     fn len(&self) -> usize {
@@ -430,7 +436,7 @@ impl<V: Handle + Send + 'static> Writer<V> {
         if self.pending.len() == 0 {
             return;
         }
-        let batch = core::mem::replace(&mut self.pending, Batch::new());
+        let batch = core::mem::replace(&mut self.pending, Batch::with_room());
         let reclaim = Arc::clone(&self.reclaim);
         let guard = epoch::pin();
         // SAFETY: everything in `batch` was unlinked before this point;
@@ -438,6 +444,11 @@ impl<V: Handle + Send + 'static> Writer<V> {
         // after all of them have unpinned. It owns `Send` data only (the
         // batch and a reference count).
         unsafe { guard.defer_unchecked(move || reclaim.push(batch)) };
+        // Hand the batch to the global queue now and try to advance the
+        // epoch: garbage then comes back a batch at a time, small enough
+        // for the node cache to reuse, instead of thousands of nodes at
+        // once after crossbeam's own every-128-pins collection.
+        guard.flush();
     }
 
     /// Frees the batches whose grace period has passed, on this thread.
@@ -479,7 +490,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         match res {
             Ok(stored) => {
                 let pending = &mut self.state.pending;
-                pending.nodes.extend(stored.retired);
+                pending.nodes.extend(stored.retired.iter());
                 stored.removed.for_each(|w| pending.values.push(w));
                 if pending.len() >= BATCH {
                     self.state.seal();

@@ -53,7 +53,7 @@ fn store(t: &RawTree, first: u64, last: u64, v: u64) -> Stored {
 }
 
 fn retire(stored: Stored) {
-    for n in stored.retired {
+    for n in stored.retired.iter() {
         // SAFETY: the reader has been joined: the grace period is over.
         unsafe { free_node(n) };
     }

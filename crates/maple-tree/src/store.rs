@@ -39,12 +39,45 @@ use crate::{
     sync::Ordering,
 };
 
+/// A list that lives inline up to `N` items (the common write touches one
+/// or two) and spills to the heap beyond, so most writes allocate nothing
+/// for their bookkeeping.
+pub(crate) struct SmallList<T, const N: usize> {
+    inline: ArrayVec<T, N>,
+    spill: Vec<T>,
+}
+
+impl<T, const N: usize> Default for SmallList<T, N> {
+    fn default() -> Self {
+        SmallList { inline: ArrayVec::new(), spill: Vec::new() }
+    }
+}
+
+impl<T: Copy, const N: usize> SmallList<T, N> {
+    pub(crate) fn push(&mut self, item: T) {
+        if let Err(e) = self.inline.try_push(item) {
+            self.spill.push(e.element());
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.inline.len() + self.spill.len()
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inline.is_empty()
+    }
+
+    /// Every item, in the order pushed.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.inline.iter().chain(&self.spill).copied()
+    }
+}
+
 /// Value words a write took out of the tree; the typed layer drops them.
 #[derive(Default)]
-pub(crate) struct Removed {
-    inline: ArrayVec<NonNull<()>, 8>,
-    spill: Vec<NonNull<()>>,
-}
+pub(crate) struct Removed(SmallList<NonNull<()>, 8>);
 
 impl Removed {
     /// Records a word that left the tree (empty slots and reserved markers
@@ -54,26 +87,27 @@ impl Removed {
             return;
         }
         if let Some(nn) = NonNull::new(raw) {
-            if let Err(e) = self.inline.try_push(nn) {
-                self.spill.push(e.element());
-            }
+            self.0.push(nn);
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.inline.len() + self.spill.len()
+        self.0.len()
     }
 
     /// Hands every removed word to `f`.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<()>)) {
-        self.inline.iter().chain(&self.spill).for_each(|&w| f(w));
+    pub(crate) fn for_each(&self, f: impl FnMut(NonNull<()>)) {
+        self.0.iter().for_each(f);
     }
 
     /// The single removed word, if exactly one was removed.
     pub(crate) fn single(&self) -> Option<NonNull<()>> {
-        (self.len() == 1).then(|| self.inline[0])
+        (self.len() == 1).then(|| self.0.inline[0])
     }
 }
+
+/// Nodes a write replaced (see [`Stored::retired`]).
+pub(crate) type Retired = SmallList<NodeRef, 8>;
 
 /// Why the engine refused a store.
 #[derive(Debug, PartialEq, Eq)]
@@ -109,7 +143,7 @@ pub(crate) struct Stored {
     /// In RCU mode: replaced nodes, already marked dead, that readers may
     /// still be walking; the caller frees them after a grace period (with
     /// [`free_node`]). Always empty otherwise (they were freed at once).
-    pub(crate) retired: Vec<NodeRef>,
+    pub(crate) retired: Retired,
 }
 
 /// How the planned change becomes visible.
@@ -264,7 +298,7 @@ impl RawTree {
             let mut removed = Removed::default();
             removed.push(lval);
             self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(lval)));
-            return Ok(Stored { removed, retired: Vec::new() });
+            return Ok(Stored { removed, retired: Retired::default() });
         }
 
         // Cutting a value in two needs a second owner; a reserved marker is
@@ -326,7 +360,7 @@ impl RawTree {
                 l.node.splice_leaf(l.off, r.off + 1, count, &pieces);
                 self.update_gaps(&lpath, leaf);
                 self.len.set(self.len.get() + delta_add - removed.len());
-                return Ok(Stored { removed, retired: Vec::new() });
+                return Ok(Stored { removed, retired: Retired::default() });
             }
         }
 
@@ -375,7 +409,7 @@ impl RawTree {
             self.update_gaps(&lpath, level);
         }
         self.collapse_root(&mut old, &fresh);
-        let mut retired = Vec::new();
+        let mut retired = Retired::default();
         if self.rcu {
             // Readers may still be inside: mark dead, hand over for a grace
             // period. Values inside doomed subtrees leave the tree now.
@@ -418,7 +452,7 @@ impl RawTree {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
         let stored = unsafe { self.store(first, last, entry, insert_only, split) }?;
-        for n in stored.retired {
+        for n in stored.retired.iter() {
             // SAFETY: retired nodes are unreachable and, with no readers,
             // need no grace period; each is listed once.
             unsafe { free_node(n) };
@@ -483,7 +517,7 @@ impl RawTree {
 
     /// Store into an empty tree.
     fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored { removed: Removed::default(), retired: Vec::new() };
+        let none = Stored { removed: Removed::default(), retired: Retired::default() };
         if entry.is_null() {
             return Ok(none);
         }
@@ -685,7 +719,7 @@ impl RawTree {
 
 /// Marks every node of an unlinked subtree dead and lists it in `retired`,
 /// and its value words in `removed` (RCU mode: freed after a grace period).
-fn collect_subtree(node: NodeRef, retired: &mut Vec<NodeRef>, removed: &mut Removed) {
+fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) {
     for i in 0..node.count() {
         if node.is_leaf() {
             removed.push(node.slot(i));
