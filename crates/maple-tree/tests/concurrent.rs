@@ -459,3 +459,33 @@ fn with_mut_then_concurrent_again() {
     drop(tree);
     assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
 }
+
+/// Readers never wait for the writer: with the write lock held (and a
+/// write done under it), lookups, iteration, gap search and `load_cloned`
+/// all complete on another thread.
+#[test]
+fn readers_do_not_wait_for_a_held_write_lock() {
+    let tree: ConcurrentMapleTree<U63> = ConcurrentMapleTree::with_gaps();
+    {
+        let mut w = tree.lock();
+        for i in 0..100u64 {
+            w.insert_range(i * 10..=i * 10 + 4, U63::new(i).unwrap()).unwrap();
+        }
+    }
+    let mut w = tree.lock();
+    w.store_range(0..=4, U63::new(1000).unwrap()).unwrap();
+    thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let g = tree.pin();
+            let seen = tree.load(2, &g).map(U63::get);
+            let n = tree.iter(&g).count();
+            let gap = tree.empty_area(0..=1000, 5);
+            (seen, n, gap, tree.load_cloned(13).map(U63::get))
+        });
+        // The reader finishes while this thread still holds the lock.
+        let (seen, n, gap, cloned) = reader.join().unwrap();
+        assert_eq!(seen, Some(1000), "the reader sees the published write");
+        assert_eq!((n, gap, cloned), (100, Ok(5), Some(1)));
+    });
+    drop(w);
+}
