@@ -309,6 +309,24 @@ impl NodeRef {
         unsafe { &self.node().body.arange }
     }
 
+    /// Pivot `i` of a leaf, without the layout dispatch of
+    /// [`pivot`](Self::pivot): leaves always use the 16-slot layout.
+    #[inline]
+    pub(crate) fn leaf_pivot(self, i: usize) -> u64 {
+        debug_assert!(self.is_leaf());
+        // SAFETY: a leaf's body is the `range` layout (written at
+        // allocation for its kind).
+        unsafe { self.node().body.range.pivot[i].load(Ordering::Relaxed) }
+    }
+
+    /// Slot `i` of a leaf; see [`leaf_pivot`](Self::leaf_pivot).
+    #[inline]
+    pub(crate) fn leaf_slot(self, i: usize) -> *mut () {
+        debug_assert!(self.is_leaf());
+        // SAFETY: as in `leaf_pivot`.
+        unsafe { self.node().body.range.slot[i].load(Ordering::Acquire) }
+    }
+
     #[inline]
     pub(crate) fn pivot(self, i: usize) -> u64 {
         self.pivot_array()[i].load(Ordering::Relaxed)
@@ -376,7 +394,10 @@ impl NodeRef {
         i < self.kind.pivots() && self.pivot(i) != PIVOT_UNUSED
     }
 
-    /// Number of used slots.
+    /// Number of used slots: one more than the used pivots. A used pivot
+    /// ends a slot that has a successor, so it is below `u64::MAX`; the
+    /// unused ones are `u64::MAX`. Counting pivots below `u64::MAX` is then
+    /// [`find`](Self::find)'s branch-free scan.
     #[inline]
     pub(crate) fn count(self) -> usize {
         let piv = self.pivot_array();

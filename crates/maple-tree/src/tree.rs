@@ -697,6 +697,9 @@ pub(crate) struct RawIter {
     /// Next slot in the leaf (`None` past its last slot), and where that
     /// slot starts.
     off: Option<usize>,
+    /// Last used slot of the current leaf (its pivots never change while
+    /// it is reachable: in-place writes under readers are single slots).
+    end: usize,
     lo: u64,
     last: u64,
     done: bool,
@@ -705,7 +708,7 @@ pub(crate) struct RawIter {
 impl RawIter {
     pub(crate) fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
         let walk = LeafWalk::new(tree, first);
-        let mut it = RawIter { walk, leaf: None, off: None, lo: 0, last, done };
+        let mut it = RawIter { walk, leaf: None, off: None, end: 0, lo: 0, last, done };
         it.load_leaf();
         it
     }
@@ -717,6 +720,10 @@ impl RawIter {
             Some(lv) => {
                 self.leaf = Some((lv.node, lv.max));
                 self.off = Some(lv.off);
+                // Pivots below u64::MAX are the used ones (each ends a slot
+                // with a successor); counting them branch-free beats
+                // `count`'s early exit when every leaf is scanned whole.
+                self.end = lv.node.find(u64::MAX);
                 self.lo = lv.node.slot_min(lv.off, lv.min);
             }
         }
@@ -740,9 +747,9 @@ impl RawIter {
                 self.done = true;
                 return None;
             }
-            let has_next = node.has_next(i);
-            let hi = if has_next { node.pivot(i) } else { max };
-            let v = node.slot(i);
+            let has_next = i < self.end;
+            let hi = if has_next { node.leaf_pivot(i) } else { max };
+            let v = node.leaf_slot(i);
             self.off = has_next.then_some(i + 1);
             self.lo = hi.wrapping_add(1);
             if hi >= self.last {
