@@ -303,11 +303,23 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     }
 
     /// Takes the writer lock. Waits for another writer, never for readers.
+    /// Taking it again on a thread that already holds it deadlocks: write
+    /// through the guard you have.
     pub fn lock(&self) -> WriteGuard<'_, V> {
         // A writer that panicked left the tree consistent (writes commit
         // atomically), so a poisoned lock is safe to take over.
         let state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         WriteGuard { tree: self, state }
+    }
+
+    /// Takes the writer lock if no other writer holds it.
+    pub fn try_lock(&self) -> Option<WriteGuard<'_, V>> {
+        let state = match self.writer.try_lock() {
+            Ok(s) => s,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(WriteGuard { tree: self, state })
     }
 
     /// Node statistics (under the writer lock, so they describe one state;

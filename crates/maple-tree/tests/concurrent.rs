@@ -489,3 +489,35 @@ fn readers_do_not_wait_for_a_held_write_lock() {
     });
     drop(w);
 }
+
+/// `try_lock` fails while another writer holds the lock; a panic inside
+/// `with_mut` leaves the tree consistent and back in RCU mode.
+#[test]
+fn try_lock_and_a_panic_inside_with_mut() {
+    let mut tree: ConcurrentMapleTree<U63> = ConcurrentMapleTree::new();
+    {
+        let _w = tree.lock();
+        thread::scope(|s| {
+            assert!(s.spawn(|| tree.try_lock().is_none()).join().unwrap(), "try_lock took a held lock");
+        });
+    }
+    assert!(tree.try_lock().is_some());
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tree.with_mut(|m| {
+            for i in 0..200u64 {
+                m.insert_range(i * 10..=i * 10 + 4, U63::new(i).unwrap()).unwrap();
+            }
+            panic!("user code fails halfway");
+        })
+    }));
+    assert!(res.is_err());
+    tree.validate().unwrap();
+    assert_eq!(tree.len(), 200);
+    // RCU mode again: a read cursor keeps its snapshot across writes.
+    let g = tree.pin();
+    let cur = tree.cursor(12, &g);
+    tree.lock().store_range(10..=19, U63::new(7).unwrap()).unwrap();
+    assert_eq!(cur.range(), 10..=14);
+    assert_eq!(cur.get().map(U63::get), Some(1));
+    assert_eq!(tree.load(12, &g).map(U63::get), Some(7));
+}
