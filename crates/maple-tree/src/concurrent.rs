@@ -53,7 +53,7 @@ use crate::{
     handoff::Handoff,
     node::NodeRef,
     raw::RawTree,
-    tree::{clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
+    tree::{abort_oom, clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
 };
 
 /// A pinned epoch: values and nodes read under it stay allocated until it
@@ -385,6 +385,30 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
 impl<V: Handle + Send + Sync + 'static> From<MapleTree<V>> for ConcurrentMapleTree<V> {
     fn from(t: MapleTree<V>) -> Self {
         Self::with_raw(t.into_raw())
+    }
+}
+
+/// A duplicate made under the writer lock (readers keep reading); see
+/// [`MapleTree::try_dup`]. Aborts on allocation failure, like `std`.
+impl<V: Handle + Clone + Send + Sync + 'static> Clone for ConcurrentMapleTree<V> {
+    fn clone(&self) -> Self {
+        let copy = self.lock().try_dup().unwrap_or_else(|_| abort_oom());
+        Self::from(copy)
+    }
+}
+
+/// Collects like [`MapleTree`]'s `FromIterator` (later ranges overwrite).
+impl<V: Handle + Clone + Send + Sync + 'static> FromIterator<(RangeInclusive<u64>, V)> for ConcurrentMapleTree<V> {
+    fn from_iter<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(iter: I) -> Self {
+        Self::from(MapleTree::from_iter(iter))
+    }
+}
+
+/// Stores each pair through [`with_mut`](ConcurrentMapleTree::with_mut)
+/// (`&mut self`: in place, no lock); see [`MapleTree`]'s `Extend`.
+impl<V: Handle + Clone + Send + Sync + 'static> Extend<(RangeInclusive<u64>, V)> for ConcurrentMapleTree<V> {
+    fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
+        self.with_mut(|m| m.extend(iter));
     }
 }
 

@@ -77,7 +77,7 @@ pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Erro
     Ok((first, last))
 }
 
-fn abort_oom() -> ! {
+pub(crate) fn abort_oom() -> ! {
     std::alloc::handle_alloc_error(std::alloc::Layout::new::<crate::node::Node>())
 }
 

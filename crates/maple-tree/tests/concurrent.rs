@@ -521,3 +521,19 @@ fn try_lock_and_a_panic_inside_with_mut() {
     assert_eq!(cur.get().map(U63::get), Some(1));
     assert_eq!(tree.load(12, &g).map(U63::get), Some(7));
 }
+
+/// `Clone`, `FromIterator` and `Extend` behave like `MapleTree`'s.
+#[test]
+fn std_traits() {
+    let mut t: ConcurrentMapleTree<U63> = (0..50u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
+    t.extend([(1000..=1009, U63::new(100).unwrap()), (3..=12, U63::new(101).unwrap())]);
+    let c = t.clone();
+    t.lock().store_range(0..=2000, U63::new(0).unwrap()).unwrap();
+    c.validate().unwrap();
+    let g = c.pin();
+    let got: Vec<_> = c.iter(&g).map(|(r, v)| (r, v.get())).take(3).collect();
+    assert_eq!(got, [(0..=2, 0), (3..=12, 101), (13..=14, 1)]);
+    assert_eq!(c.len(), 52);
+    assert_eq!(c.load(1005, &g).map(U63::get), Some(100));
+    assert_eq!(t.len(), 1, "the clone is independent");
+}
