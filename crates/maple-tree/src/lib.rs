@@ -63,13 +63,26 @@
 //! replaced nodes are marked dead so that a reader meeting one restarts
 //! from the root. During a concurrent write each lookup sees the value from
 //! before or after it; an iteration may mix before and after of one write
-//! but stays ascending; a reader never sees a torn or freed entry. The
-//! writer's guard also hands out a [`WriteCursor`] for walking and editing
-//! in one pass, and [`ConcurrentMapleTree::with_mut`] lends the tree out as
-//! a plain `MapleTree` while `&mut` proves nobody else is looking. A guard may cover many lookups: reading under one costs
-//! about what a plain `&MapleTree` lookup does, while pinning per lookup
-//! (`load_with`) adds one atomic swap (see `docs/BENCHMARKS.md`).
+//! but stays ascending; a reader never sees a torn or freed entry.
 //!
+//! Which to use:
+//!
+//! * One thread, or threads that take turns (`Mutex<MapleTree>`): a
+//!   [`MapleTree`]. It is the fastest for writes (in-place updates, frees
+//!   at once) and hands removed values back.
+//! * Lookups from many threads that must never wait for a writer (a
+//!   debugger or profiler reading an emulator's address space while it
+//!   runs): a [`ConcurrentMapleTree`]. Hold one [`ReadGuard`] across a
+//!   batch of lookups: reading under a guard costs about what a plain
+//!   `&MapleTree` lookup does, while pinning per lookup (`load_with`)
+//!   adds one atomic swap (see `docs/BENCHMARKS.md`). Removed values are
+//!   dropped later, on the writer's thread.
+//! * Both in turn: [`ConcurrentMapleTree::with_mut`] lends the tree out as
+//!   a plain `MapleTree` while `&mut` proves nobody else is looking, and
+//!   `From`/[`ConcurrentMapleTree::into_inner`] convert in O(1). The
+//!   writer's guard hands out a [`WriteCursor`] for walking and editing in
+//!   one pass.
+
 //! ## Memory reclamation
 //!
 //! Replaced nodes and replaced or erased values of a `ConcurrentMapleTree`
