@@ -108,7 +108,10 @@ struct Lines {
 }
 
 const LINES_PAD: usize = 128 - core::mem::offset_of!(RawTree, len);
-const _: () = assert!(core::mem::offset_of!(RawTree, len) <= 64, "root and len must fit the padding scheme");
+const _: () = assert!(
+    core::mem::offset_of!(RawTree, root) == 0 && core::mem::offset_of!(RawTree, len) <= 64,
+    "root first and len within a line of it, for the padding scheme"
+);
 
 impl core::ops::Deref for Lines {
     type Target = RawTree;
@@ -547,6 +550,10 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// whatever every reader has finished with. Writes do this by
     /// themselves in batches; call it after a burst of writes to give
     /// memory back (and drop removed values) sooner.
+    ///
+    /// Removed values are dropped here or inside a later write, on this
+    /// thread and with the writer lock held: a value's `Drop` must not take
+    /// the same tree's lock.
     pub fn reclaim(&mut self) {
         self.state.seal();
         self.state.reap();
