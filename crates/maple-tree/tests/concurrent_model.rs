@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{v, Model, RESERVED};
-use maple_tree::{ConcurrentMapleTree, Error, U63};
+use common::{expect_clear, expect_insert, expect_store, key, v, Model, RESERVED};
+use maple_tree::{ConcurrentMapleTree, U63};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -30,33 +30,11 @@ enum Op {
 
 fn apply(t: &mut ConcurrentMapleTree<U63>, m: &mut Model, op: &Op, what: &str) {
     match *op {
-        Op::Store(f, l, x) => {
-            let r = t.lock().store_range(f..=l, v(x));
-            if f > l {
-                assert_eq!(r.unwrap_err().cause, Error::InvalidRange, "{what}");
-            } else {
-                r.unwrap();
-                m.store(f, l, x);
-            }
-        }
+        Op::Store(f, l, x) => expect_store(t.lock().store_range(f..=l, v(x)).map_err(|e| e.cause), m, (f, l, x), what),
         Op::Insert(f, l, x) => {
-            let r = t.lock().insert_range(f..=l, v(x));
-            if f <= l && m.is_free(f, l) {
-                r.unwrap();
-                m.store(f, l, x);
-            } else {
-                assert!(r.is_err(), "{what}");
-            }
+            expect_insert(t.lock().insert_range(f..=l, v(x)).map_err(|e| e.cause), m, (f, l, x), what)
         }
-        Op::Clear(f, l) => {
-            let r = t.lock().remove_range(f..=l);
-            if f > l {
-                assert_eq!(r, Err(Error::InvalidRange), "{what}");
-            } else {
-                r.unwrap();
-                m.clear(f, l);
-            }
-        }
+        Op::Clear(f, l) => expect_clear(t.lock().remove_range(f..=l), m, (f, l), what),
         Op::Erase(i) => {
             let got = t.lock().erase(i).unwrap();
             let want = m.erase(i).is_some();
@@ -119,13 +97,7 @@ fn apply(t: &mut ConcurrentMapleTree<U63>, m: &mut Model, op: &Op, what: &str) {
             assert!(c.get().is_none() && c.range().contains(&i), "{what}");
         }
         Op::WithMut(f, l, x) => {
-            let r = t.with_mut(|mt| mt.store_range(f..=l, v(x)).map_err(|e| e.cause));
-            if f > l {
-                assert_eq!(r, Err(Error::InvalidRange), "{what}");
-            } else {
-                r.unwrap();
-                m.store(f, l, x);
-            }
+            expect_store(t.with_mut(|mt| mt.store_range(f..=l, v(x)).map_err(|e| e.cause)), m, (f, l, x), what)
         }
         Op::Reclaim => t.lock().reclaim(),
     }
@@ -136,10 +108,6 @@ fn apply(t: &mut ConcurrentMapleTree<U63>, m: &mut Model, op: &Op, what: &str) {
     let got: Vec<_> = t.iter(&g).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
     assert_eq!(got, m.values(), "{what}: contents");
     assert_eq!(t.len(), got.len(), "{what}: len");
-}
-
-fn key(max: u64) -> impl Strategy<Value = u64> + Clone {
-    prop_oneof![8 => 0..max, 1 => Just(0u64), 1 => (u64::MAX - 64)..=u64::MAX]
 }
 
 fn op(max: u64) -> impl Strategy<Value = Op> {

@@ -28,15 +28,7 @@ enum Op {
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
     let what = format!("step {step}: {op:x?}");
     match *op {
-        Op::Store(f, l, x) => {
-            let r = t.store_range(f..=l, v(x));
-            if f > l {
-                assert_eq!(r.unwrap_err().cause, Error::InvalidRange, "{what}");
-            } else {
-                r.unwrap();
-                m.store(f, l, x);
-            }
-        }
+        Op::Store(f, l, x) => expect_store(t.store_range(f..=l, v(x)).map_err(|e| e.cause), m, (f, l, x), &what),
         Op::Insert(f, l, x) => {
             let r = t.insert_range(f..=l, v(x));
             if f > l {
@@ -49,15 +41,7 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
                 assert_eq!((e.cause, e.value.get()), (Error::Occupied, x), "{what}");
             }
         }
-        Op::Clear(f, l) => {
-            let r = t.remove_range(f..=l);
-            if f > l {
-                assert_eq!(r, Err(Error::InvalidRange), "{what}");
-            } else {
-                r.unwrap();
-                m.clear(f, l);
-            }
-        }
+        Op::Clear(f, l) => expect_clear(t.remove_range(f..=l), m, (f, l), &what),
         Op::Erase(i) => {
             let got = t.erase(i).map(|x| x.get());
             let want = m.erase(i).map(|e| e.2);
@@ -135,14 +119,6 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
     }
     let expect: Vec<_> = expect[1..].iter().filter_map(|&(s, e, x)| x.map(|x| (s, e, x))).collect();
     assert_eq!(got, expect, "{what}: cursor next/prev");
-}
-
-fn key(max: u64) -> impl Strategy<Value = u64> + Clone {
-    prop_oneof![
-        8 => 0..max,
-        1 => Just(0u64),
-        1 => (u64::MAX - 64)..=u64::MAX,
-    ]
 }
 
 fn op(max: u64) -> impl Strategy<Value = Op> {

@@ -114,6 +114,51 @@ impl Model {
     }
 }
 
+/// Checks a store of `x` over `[f, l]` (its result reduced to the error
+/// cause) against the model, and applies it there.
+pub fn expect_store(res: Result<(), Error>, m: &mut Model, (f, l, x): (u64, u64, u64), what: &str) {
+    if f > l {
+        assert_eq!(res, Err(Error::InvalidRange), "{what}");
+    } else {
+        assert_eq!(res, Ok(()), "{what}");
+        m.store(f, l, x);
+    }
+}
+
+/// Checks an insert of `x` into `[f, l]` against the model (it must fail
+/// unless the range is valid and free), and applies it there.
+pub fn expect_insert(res: Result<(), Error>, m: &mut Model, (f, l, x): (u64, u64, u64), what: &str) {
+    if f > l {
+        assert_eq!(res, Err(Error::InvalidRange), "{what}");
+    } else if m.is_free(f, l) {
+        assert_eq!(res, Ok(()), "{what}");
+        m.store(f, l, x);
+    } else {
+        assert_eq!(res, Err(Error::Occupied), "{what}");
+    }
+}
+
+/// Checks emptying `[f, l]` against the model, and applies it there.
+pub fn expect_clear(res: Result<(), Error>, m: &mut Model, (f, l): (u64, u64), what: &str) {
+    if f > l {
+        assert_eq!(res, Err(Error::InvalidRange), "{what}");
+    } else {
+        assert_eq!(res, Ok(()), "{what}");
+        m.clear(f, l);
+    }
+}
+
+/// Keys for property tests: mostly below `max`, sometimes 0 or at the very
+/// top of the index space.
+pub fn key(max: u64) -> impl proptest::strategy::Strategy<Value = u64> + Clone {
+    use proptest::prelude::*;
+    prop_oneof![
+        8 => 0..max,
+        1 => Just(0u64),
+        1 => (u64::MAX - 64)..=u64::MAX,
+    ]
+}
+
 pub fn v(x: u64) -> U63 {
     U63::new_truncate(x)
 }
