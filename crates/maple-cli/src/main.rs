@@ -90,7 +90,12 @@ fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>, onl
 
 fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
     let name = file.display().to_string();
-    let text = if name == "-" { io::read_to_string(io::stdin()) } else { std::fs::read_to_string(file) };
+    let text = if name == "-" {
+        let mut buf = Vec::new();
+        io::Read::read_to_end(&mut io::stdin(), &mut buf).map(|_| buf)
+    } else {
+        std::fs::read(file)
+    };
     let text = match text {
         Ok(t) => t,
         Err(e) => {
@@ -98,7 +103,7 @@ fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let parsed = match ops::parse(&name, &text) {
+    let parsed = match ops::parse_bytes(&name, &text) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("maple: {e}");

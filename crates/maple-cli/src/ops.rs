@@ -95,12 +95,24 @@ pub fn parse_line(line: &str) -> Result<Option<Op>, String> {
 
 /// Parses a whole log; the first malformed line is an error.
 pub fn parse(file: &str, text: &str) -> Result<Vec<(usize, Op)>, ParseError> {
+    parse_bytes(file, text.as_bytes())
+}
+
+/// [`parse`] for raw file contents: a line that is not valid UTF-8 is an
+/// error naming that line, like any other malformed line.
+pub fn parse_bytes(file: &str, bytes: &[u8]) -> Result<Vec<(usize, Op)>, ParseError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    let error = |line: usize, msg: String| ParseError { file: file.to_string(), line, msg };
+    // `split` leaves one empty piece after a final newline: that is no line.
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let line = std::str::from_utf8(raw)
+            .map_err(|e| error(i + 1, format!("not valid UTF-8 (at byte {} of the line)", e.valid_up_to() + 1)))?;
         match parse_line(line) {
             Ok(Some(op)) => out.push((i + 1, op)),
             Ok(None) => {}
-            Err(msg) => return Err(ParseError { file: file.to_string(), line: i + 1, msg }),
+            Err(msg) => return Err(error(i + 1, msg)),
         }
     }
     Ok(out)

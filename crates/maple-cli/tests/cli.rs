@@ -63,6 +63,22 @@ fn malformed_lines_name_file_and_line() {
     }
 }
 
+/// A file that is not UTF-8 is a parse error naming the bad line, from a
+/// file and from stdin alike.
+#[test]
+fn non_utf8_input_names_its_line() {
+    let dir = std::env::temp_dir().join(format!("maple-cli-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.ops");
+    std::fs::write(&path, b"insert 1 2 3\r\n# ok\nload \xff\xfe\nload 1\n").unwrap();
+    let out = maple(&["ops", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("bad.ops:3: not valid UTF-8"), "{err}");
+    assert!(out.stdout.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn missing_file_is_a_clear_error() {
     let out = maple(&["ops", "/nonexistent/x.ops"], None);

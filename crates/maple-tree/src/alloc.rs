@@ -57,6 +57,8 @@ pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
     };
     #[cfg(feature = "fault-injection")]
     fault::on_alloc();
+    #[cfg(loom)]
+    freed::forget(ptr.as_ptr().addr());
     // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
     // is fixed from here on.
     let node = unsafe { NodeRef::new(ptr, kind) };
@@ -80,6 +82,8 @@ pub(crate) unsafe fn free_node(node: NodeRef) {
     #[cfg(feature = "fault-injection")]
     fault::on_free();
     let ptr = node.as_ptr();
+    #[cfg(loom)]
+    freed::record(ptr.as_ptr().addr());
     let kept = !cfg!(loom)
         && CACHE
             .try_with(|c| {
@@ -96,6 +100,37 @@ pub(crate) unsafe fn free_node(node: NodeRef) {
         // SAFETY: the caller guarantees the node came from `alloc_node` with
         // the same layout and is no longer used.
         unsafe { dealloc(ptr.as_ptr().cast(), LAYOUT) }
+    }
+}
+
+/// Loom builds remember which node addresses are freed, and every node
+/// access checks the list first (`NodeRef`), so that a model in which a
+/// reader can reach a node after the writer freed it fails with a clear
+/// message instead of reading freed memory. The list lives outside loom
+/// (a plain mutex, never held across a loom operation), so it adds no
+/// interleavings.
+#[cfg(loom)]
+pub(crate) mod freed {
+    use std::{collections::BTreeSet, sync::Mutex};
+
+    static FREED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+    fn with<R>(f: impl FnOnce(&mut BTreeSet<usize>) -> R) -> R {
+        f(&mut FREED.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub(crate) fn record(addr: usize) {
+        with(|s| s.insert(addr));
+    }
+
+    /// The allocator handed `addr` out again.
+    pub(crate) fn forget(addr: usize) {
+        with(|s| s.remove(&addr));
+    }
+
+    /// Panics if the node at `addr` has been freed.
+    pub(crate) fn check(addr: usize) {
+        assert!(!with(|s| s.contains(&addr)), "a node was used after it was freed ({addr:#x})");
     }
 }
 

@@ -29,10 +29,21 @@
 //! `crossbeam-epoch`: reading costs one thread-local pin (no shared
 //! counter, no atomic read-modify-write on shared memory), which keeps the
 //! read path flat on many cores. The writer gathers what its writes unlinked
-//! into batches; the collector tells it (by moving a batch onto a list)
-//! when no reader can still see a batch, and the writer frees it on its own
-//! thread during a later write or [`WriteGuard::reclaim`]. Readers thus
-//! never free memory the writer allocated nor run a value's `Drop`.
+//! into batches and keeps them; the collector only sets a batch's flag when
+//! no reader can still see it, and the writer frees it on its own thread
+//! during a later write or [`WriteGuard::reclaim`]. Readers thus never free
+//! memory the writer allocated nor run a value's `Drop`, and dropping the
+//! tree frees every batch at once, on the dropping thread.
+//!
+//! # The freeing rule
+//!
+//! In RCU mode, a node (or value) that readers could have reached at any
+//! time since it was published is freed only after a grace period: it is
+//! marked dead, put in a batch, and freed once that batch's flag is set.
+//! A node may be freed at once only if it was never published (a write
+//! that failed while planning) or under `&mut` (no reader can exist). Every
+//! call of `free_node` in the crate falls in one of these cases, and says
+//! which.
 
 use core::{
     fmt,
@@ -40,7 +51,13 @@ use core::{
     ops::{RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::{
+    collections::VecDeque,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
+};
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
@@ -50,7 +67,6 @@ use crate::{
     cursor::{Cursor, WriteCursor},
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
-    handoff::Handoff,
     node::NodeRef,
     raw::RawTree,
     tree::{abort_oom, clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
@@ -126,15 +142,19 @@ impl core::ops::DerefMut for Lines {
     }
 }
 
-/// What only the writer touches: the garbage of recent writes and the
-/// batches whose grace period has passed.
+/// What only the writer touches: the garbage of recent writes, and the
+/// sealed batches waiting for their grace period.
 struct Writer<V: Handle + Send + 'static> {
     pending: Batch<V>,
-    /// Batches past their grace period, handed back by the collector (which
-    /// may run on any thread) so that the writer frees them on its own
-    /// thread: its node cache reuses the memory at once, and readers never
-    /// run the allocator's cross-thread free path or a value's `Drop`.
-    reclaim: Arc<Handoff<Batch<V>>>,
+    /// Sealed batches, oldest first, each with the flag that the epoch
+    /// collector sets (on whichever thread it runs) once no reader can
+    /// still see the batch. The batches themselves never leave the writer:
+    /// it frees them on its own thread at a later write or
+    /// [`WriteGuard::reclaim`], and whoever drops the tree frees the rest.
+    /// Readers therefore never free memory the writer allocated nor run a
+    /// value's `Drop`, and no node or value of this tree is ever freed by a
+    /// thread that does not hold the writer lock or own the tree.
+    sealed: VecDeque<(Arc<AtomicBool>, Batch<V>)>,
 }
 
 /// Retired nodes and removed values waiting for their grace period.
@@ -203,10 +223,9 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     fn with_raw(mut raw: RawTree) -> Self {
         raw.rcu = true;
-        let reclaim = Arc::new(Handoff::new());
         ConcurrentMapleTree {
             raw: Lines { _pad: [0; LINES_PAD], raw },
-            writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), reclaim })),
+            writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), sealed: VecDeque::new() })),
         }
     }
 
@@ -290,6 +309,11 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// Entries stored (a snapshot that may be stale by the time it is read).
     pub fn len(&self) -> usize {
         self.raw.len.get()
+    }
+
+    /// Levels of nodes (a snapshot; 0 for an empty tree).
+    pub fn height(&self) -> usize {
+        self.raw.height.get()
     }
 
     /// True if no entry is stored (a snapshot).
@@ -416,14 +440,15 @@ impl<V: Handle + Clone + Send + Sync + 'static> Extend<(RangeInclusive<u64>, V)>
 }
 
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
-    /// Frees the writer's pending garbage and every batch already past its
-    /// grace period. `&mut self`: no reader is left (guards borrow the
-    /// tree), so pending garbage needs no grace period. Batches still with
-    /// the collector are freed when it runs them (they own their contents).
+    /// Frees the writer's pending garbage and every sealed batch, due or
+    /// not. `&mut self`: no reader is left (every read borrows the tree),
+    /// so no grace period is needed. The collector may still run the
+    /// deferred functions of those batches later; they only set a flag
+    /// that nobody reads any more.
     fn free_garbage(&mut self) {
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         w.pending = Batch::new();
-        drop(w.reclaim.take_all());
+        w.sealed.clear();
     }
 }
 
@@ -476,23 +501,35 @@ impl<V: Handle + Send + 'static> Writer<V> {
             return;
         }
         let batch = core::mem::replace(&mut self.pending, Batch::with_room());
-        let reclaim = Arc::clone(&self.reclaim);
+        let due = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&due);
         let guard = epoch::pin();
-        // SAFETY: everything in `batch` was unlinked before this point;
-        // readers pinned now may still hold it, and the closure runs only
-        // after all of them have unpinned. It owns `Send` data only (the
-        // batch and a reference count).
-        unsafe { guard.defer_unchecked(move || reclaim.push(batch)) };
-        // Hand the batch to the global queue now and try to advance the
-        // epoch: garbage then comes back a batch at a time, small enough
-        // for the node cache to reuse, instead of thousands of nodes at
-        // once after crossbeam's own every-128-pins collection.
+        // SAFETY: the closure owns only a reference count of an atomic flag
+        // (`Send`, `'static`); running it late, or never, frees nothing.
+        unsafe { guard.defer_unchecked(move || flag.store(true, Ordering::Release)) };
+        // Everything in `batch` was unlinked before the pin above, so once
+        // the flag is set (after every reader pinned before then has
+        // unpinned) nothing can reach the batch.
+        self.sealed.push_back((due, batch));
+        // Hand the deferred function to the global queue now and try to
+        // advance the epoch: batches then come due a few at a time, small
+        // enough for the node cache to reuse, instead of thousands of nodes
+        // at once after crossbeam's own every-128-pins collection.
         guard.flush();
     }
 
-    /// Frees the batches whose grace period has passed, on this thread.
+    /// Frees, on this thread, the sealed batches whose grace period has
+    /// passed (oldest first; a batch sealed later that is already due waits
+    /// for the ones before it).
     fn reap(&mut self) {
-        drop(self.reclaim.try_take());
+        while let Some((due, _)) = self.sealed.front() {
+            // Acquire: pairs with the collector's release store, which comes
+            // after every reader of the batch has unpinned.
+            if !due.load(Ordering::Acquire) {
+                break;
+            }
+            self.sealed.pop_front();
+        }
     }
 }
 

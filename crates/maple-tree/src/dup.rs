@@ -37,6 +37,9 @@ impl RawTree {
     /// the copy's leaves in index order (for the value replacement pass).
     pub(crate) fn dup_nodes(&self) -> Result<(RawTree, LeafList), AllocError> {
         let out = RawTree::new(self.gaps);
+        // Tree-wide state is copied whatever the shape (an empty tree can
+        // have a pending wrap too).
+        out.cyclic_wrapped.set(self.cyclic_wrapped.get());
         let Some(root) = self.root_node() else {
             return Ok((out, Vec::new()));
         };
@@ -54,7 +57,6 @@ impl RawTree {
                 out.root.store(new_root.encode(), crate::sync::Ordering::Release);
                 out.height.set(self.height.get());
                 out.len.set(self.len.get());
-                out.cyclic_wrapped.set(self.cyclic_wrapped.get());
                 Ok((out, leaves))
             }
             Err(e) => {

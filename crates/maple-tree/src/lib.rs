@@ -87,13 +87,16 @@
 //!
 //! Replaced nodes and replaced or erased values of a `ConcurrentMapleTree`
 //! are freed once every reader that could see them has unpinned. The
-//! writer collects them in batches of 32; `crossbeam-epoch` tells it when a
-//! batch's grace period is over, and the writer then frees the batch on its
-//! own thread during a later write (so a reader never runs a value's `Drop`
-//! or the allocator's cross-thread free path, and the writer's node cache
-//! reuses the memory at once). [`WriteGuard::reclaim`] hands over and frees
-//! what it can right away, for use after a burst of writes; dropping the
-//! tree frees everything. A `MapleTree` frees at once.
+//! writer collects them in batches of 32 and keeps each batch itself;
+//! `crossbeam-epoch` only raises a flag when a batch's grace period is
+//! over, and the writer then frees the batch on its own thread during a
+//! later write. So nodes and values are freed, and values dropped, only by
+//! the thread holding the writer lock or by the thread that drops the tree
+//! (which frees everything at once: no reader can be left then) — never by
+//! a reader, never on a thread the collector happens to run on, and never
+//! after the tree is gone. [`WriteGuard::reclaim`] seals the current batch
+//! and frees what is due right away, for use after a burst of writes. A
+//! `MapleTree` frees at once.
 //!
 //! ## Writes
 //!
@@ -136,9 +139,6 @@ mod dup;
 mod error;
 mod gap;
 mod handle;
-// Used by `concurrent` (not built under loom) and the loom models.
-#[cfg_attr(all(loom, not(test)), allow(dead_code))]
-mod handoff;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;

@@ -273,6 +273,8 @@ impl NodeRef {
 
     #[inline]
     fn node(&self) -> &Node {
+        #[cfg(loom)]
+        crate::alloc::freed::check(self.ptr.as_ptr().addr());
         // SAFETY: by the type invariant the node is live.
         unsafe { self.ptr.as_ref() }
     }

@@ -654,9 +654,15 @@ impl RawTree {
         let Some(mut node) = self.root_node() else {
             return;
         };
+        // The freeing rule (docs/DESIGN.md, "Who frees"): in RCU mode a node
+        // that readers could have reached since it was published waits for
+        // the grace period. Every node here was reachable from the root
+        // published above, fresh or not, so in RCU mode all of them are
+        // retired; only without readers may a fresh one be freed at once.
         let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
-            if fresh.nodes.contains(&n) {
-                // SAFETY: a fresh node is listed nowhere else and is now unreachable.
+            if !self.rcu && fresh.nodes.contains(&n) {
+                // SAFETY: no reader exists (not RCU mode); a fresh node is
+                // listed nowhere else and is now unreachable.
                 unsafe { free_node(n) };
             } else {
                 old.push(n);

@@ -3,12 +3,7 @@
 //! can explore every interleaving of readers and writers.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::{
-    atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
-    Mutex,
-};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};

@@ -161,3 +161,32 @@ fn every_allocation_point_of_dup_fails_cleanly() {
         }
     }
 }
+
+/// A copy keeps `alloc_cyclic`'s pending wrap whatever the tree holds, an
+/// empty tree included (the wrap is tree state, not node state).
+#[test]
+fn dup_keeps_a_pending_cyclic_wrap() {
+    for keep_one in [false, true] {
+        let mut t: MapleTree<U63> = MapleTree::with_gaps();
+        let mut next = 0;
+        if keep_one {
+            t.insert(5, U63::new(5).unwrap()).unwrap();
+        }
+        assert_eq!(t.alloc_cyclic(u64::MAX..=u64::MAX, &mut next, U63::new(1).unwrap()).unwrap(), (u64::MAX, false));
+        assert_eq!(next, 0);
+        t.erase(u64::MAX);
+        let mut copy = t.try_dup().unwrap();
+        let mapped = t.try_dup_map(|_, v| v).unwrap();
+        let (mut n1, mut n2, mut n3) = (next, next, next);
+        let want = (0, true);
+        for (name, tree, n) in [("source", &mut t, &mut n1), ("copy", &mut copy, &mut n2)] {
+            assert_eq!(
+                tree.alloc_cyclic(0..=18, n, U63::new(2).unwrap()).unwrap(),
+                want,
+                "{name}, keep_one={keep_one}"
+            );
+        }
+        let mut mapped = mapped;
+        assert_eq!(mapped.alloc_cyclic(0..=18, &mut n3, U63::new(2).unwrap()).unwrap(), want, "mapped copy");
+    }
+}
