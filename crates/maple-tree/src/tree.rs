@@ -626,6 +626,68 @@ impl<V: Handle> MapleTree<V> {
         Ok(MapleTree { raw, _values: PhantomData })
     }
 
+    /// [`try_dup_map`](Self::try_dup_map) with a map function that may
+    /// fail, as fork's copy of each VMA can.
+    ///
+    /// If `f` fails on the entry starting at `index`, the copy is marked at
+    /// that point the way the kernel's fork marks it: every entry from
+    /// there on becomes a reserved marker (the copy never owned those
+    /// values), so tearing the copy down drops exactly the values `f` made
+    /// before the failure and stops at the marker. Nothing leaks and `self`
+    /// is untouched.
+    ///
+    /// ```
+    /// use maple_tree::{DupError, MapleTree, U63};
+    /// let t: MapleTree<U63> = (0..10u64).map(|i| (i * 10..=i * 10 + 5, U63::new(i).unwrap())).collect();
+    /// let failed = t.try_dup_map_fallible(|_, v| if v.get() < 4 { Ok(v) } else { Err("no memory") });
+    /// assert_eq!(failed.unwrap_err(), DupError::Map { index: 40, error: "no memory" });
+    /// let copy = t.try_dup_map_fallible(|_, v| Ok::<_, ()>(v)).unwrap();
+    /// assert_eq!(copy.len(), 10);
+    /// ```
+    pub fn try_dup_map_fallible<W: Handle, E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<W, E>,
+    ) -> Result<MapleTree<W>, DupError<E>> {
+        let (copy, leaves) = self.raw.dup_nodes().map_err(DupError::Alloc)?;
+        // As in `try_dup_map`: until every word is replaced (or marked),
+        // the copy holds words of `self`, and the guard knows which.
+        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut failed: Option<(u64, E)> = None;
+        for (leaf, min, max) in leaves {
+            leaf.for_each_entry(min, max, |lo, hi, w| {
+                if failed.is_some() {
+                    // Past the failure point: the kernel's zero entry.
+                    return Some(reserved_word());
+                }
+                let v = self.borrow(w)?;
+                match f(lo..=hi, v) {
+                    Ok(new) => {
+                        guard.replaced += 1;
+                        Some(new.into_raw().as_ptr())
+                    }
+                    Err(e) => {
+                        failed = Some((lo, e));
+                        Some(reserved_word())
+                    }
+                }
+            });
+        }
+        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
+        let made = guard.replaced;
+        core::mem::forget(guard);
+        let copy = MapleTree::<W> { raw, _values: PhantomData };
+        match failed {
+            None => Ok(copy),
+            Some((index, error)) => {
+                // Holds `made` values, then markers: dropping it drops those
+                // values and frees every node.
+                copy.raw.len.set(made);
+                drop(copy);
+                Err(DupError::Map { index, error })
+            }
+        }
+    }
+
     /// [`try_dup_map`](Self::try_dup_map) with clones of the values: an
     /// independent copy of the tree.
     pub fn try_dup(&self) -> Result<Self, AllocError>
@@ -650,6 +712,32 @@ impl<V: Handle> MapleTree<V> {
         Ok(MapleTree { raw: copy, _values: PhantomData })
     }
 }
+
+/// Why [`MapleTree::try_dup_map_fallible`] failed. Either way nothing
+/// leaked and the source is untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DupError<E> {
+    /// A node allocation failed while copying the structure.
+    Alloc(AllocError),
+    /// The map function failed on the entry starting at `index`.
+    Map {
+        /// First index of the entry whose copy failed.
+        index: u64,
+        /// What the map function returned.
+        error: E,
+    },
+}
+
+impl<E: fmt::Display> fmt::Display for DupError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DupError::Alloc(e) => e.fmt(f),
+            DupError::Map { index, error } => write!(f, "copying the entry at {index:#x} failed: {error}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for DupError<E> {}
 
 /// Frees a half-replaced copy: the first `replaced` entries (in index
 /// order) are `W`s made by the map function; the rest belong to the source.

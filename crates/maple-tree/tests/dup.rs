@@ -190,3 +190,51 @@ fn dup_keeps_a_pending_cyclic_wrap() {
         assert_eq!(mapped.alloc_cyclic(0..=18, &mut n3, U63::new(2).unwrap()).unwrap(), want, "mapped copy");
     }
 }
+
+/// A map function that fails part way (fork's VMA copy running out of
+/// memory): at every possible failure point the values made so far are
+/// dropped, the copy's nodes freed, the source untouched, and the error
+/// names the entry that failed.
+#[test]
+fn dup_map_fallible_fails_cleanly_at_every_entry() {
+    use maple_tree::DupError;
+    let n: u64 = if cfg!(miri) { 30 } else { 400 };
+    let mut t: MapleTree<Box<Tracked>> = MapleTree::with_gaps();
+    for i in 0..n {
+        t.insert_range(i * 4..=i * 4 + 2, Box::new(Tracked::new(i))).unwrap();
+    }
+    // A reserved range is no value: the map function never sees it.
+    t.reserve_range(n * 4..=n * 4 + 9).unwrap();
+    let before: Vec<_> = t.iter().map(|(r, x)| (r, x.0)).collect();
+    let nodes = fault::live();
+    for fail_at in 0..n {
+        let mut calls = 0;
+        let r = t.try_dup_map_fallible(|_, x| {
+            calls += 1;
+            if x.0 == fail_at {
+                Err("copy failed")
+            } else {
+                Ok(Box::new(Tracked::new(x.0 + 1000)))
+            }
+        });
+        assert_eq!(r.unwrap_err(), DupError::Map { index: fail_at * 4, error: "copy failed" });
+        assert_eq!(calls, fail_at + 1, "the copy stops at the failure");
+        assert_eq!(live(), n as i64, "made values dropped, source values kept (fail at {fail_at})");
+        assert_eq!(fault::live(), nodes, "copy's nodes freed (fail at {fail_at})");
+    }
+    t.validate().unwrap();
+    assert_eq!(t.iter().map(|(r, x)| (r, x.0)).collect::<Vec<_>>(), before);
+    // And a node allocation failing while copying the structure.
+    fault::fail_nth_alloc(1);
+    let r = t.try_dup_map_fallible(|_, x| Ok::<_, ()>(Box::new(Tracked::new(x.0))));
+    fault::fail_nth_alloc(0);
+    assert!(matches!(r, Err(DupError::Alloc(_))));
+    assert_eq!((live(), fault::live()), (n as i64, nodes));
+    let ok = t.try_dup_map_fallible(|_, x| Ok::<_, ()>(Box::new(Tracked::new(x.0)))).unwrap();
+    ok.validate().unwrap();
+    assert!(ok.is_reserved(n * 4 + 5), "reserved ranges are copied");
+    assert_eq!(ok.len(), n as usize);
+    drop(ok);
+    drop(t);
+    assert_eq!(live(), 0);
+}
