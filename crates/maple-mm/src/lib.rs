@@ -1,4 +1,79 @@
-//! Address spaces on the maple tree (work in progress: this crate is a
-//! placeholder until the address-space issue lands).
+//! Process address spaces on the maple tree, with Linux's semantics.
+//!
+//! Linux keeps a process's memory areas (VMAs) in one maple tree: it
+//! replaced the red-black tree with gap tracking, the per-thread VMA cache
+//! and the VMA list. This crate builds that address space in userspace: an
+//! [`AddressSpace`] keeps its VMAs in a gap-tracking
+//! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
+//! `mremap`, `brk`, `madvise`, anonymous VMA names, write faults
+//! ([`touch`](AddressSpace::touch), which decide merging as in Linux),
+//! `fork` by O(n) duplication of the tree, and `exec`; and it reads and
+//! writes `/proc/PID/maps`.
+//!
+//! It is meant for programs that model or track another program's memory:
+//! emulators, sandboxes, record/replay tools, debuggers, userspace kernels.
+//!
+//! ```
+//! use maple_mm::{AddressSpace, Advice, Errno, MapFlags, Prot, PAGE_SIZE};
+//! let mut mm = AddressSpace::new();
+//! let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+//! let a = mm.mmap(0, 4 * PAGE_SIZE, Prot::RW, anon, None, 0)?;
+//! mm.set_anon_name(a, 4 * PAGE_SIZE, Some("arena"))?;
+//! mm.madvise(a + 2 * PAGE_SIZE, PAGE_SIZE, Advice::DontFork)?;
+//! assert_eq!(mm.vma_count(), 3); // the don't-fork page is its own VMA
+//! let child = mm.fork()?;
+//! assert!(child.vma_at(a + 2 * PAGE_SIZE).is_none());
+//! // A name is shared with the child, not copied.
+//! let (p, c) = (mm.vma_at(a).unwrap(), child.vma_at(a).unwrap());
+//! assert!(maple_mm::AnonName::ptr_eq(p.name().unwrap(), c.name().unwrap()));
+//! assert_eq!(mm.munmap(a + 1, PAGE_SIZE), Err(Errno::EINVAL));
+//! assert!(mm.maps().contains("[anon:arena]"));
+//! # Ok::<(), Errno>(())
+//! ```
+//!
+//! # How VMAs are stored
+//!
+//! A VMA `[start, end)` is stored under `[start, end - 1]`; its attributes
+//! (flags, backing, file offset, name, anon_vma) live in one
+//! reference-counted object that does not depend on where the VMA starts
+//! (the file offset is kept relative to address 0). So when a call cuts a
+//! VMA, the tree's own split shares that object between the pieces, and
+//! every piece has the right start and offset with nothing to fix up.
+//!
+//! # Fidelity
+//!
+//! Where this crate claims Linux semantics, a test runs the same random
+//! operations on this machine's kernel (in a child process, inside a
+//! reserved window, reading `/proc/self/maps`) and on an `AddressSpace`,
+//! and compares the VMA lists line for line and the error numbers. What
+//! Linux keeps but maps files do not show — don't-fork, accounting,
+//! no-reserve, hugepage advice, whether anonymous memory was written — is
+//! modelled because it decides where VMA boundaries fall.
+//!
+//! Not modelled: memory locking limits, hugetlbfs, `mremap` of a zero
+//! length (Linux duplicates a shared mapping), userfaultfd, memory sealing,
+//! mempolicy.
 
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod error;
+mod flags;
+mod fork;
+mod maps;
+mod mmap;
+mod modify;
+mod mremap;
+mod name;
+mod space;
+mod vma;
+
+pub use error::{Errno, Result};
+#[cfg(feature = "fault-injection")]
+pub use fork::fault;
+pub use flags::{Advice, MapFlags, MremapFlags, Prot, VmFlags};
+pub use maps::{MapsError, MapsLine};
 pub use maple_tree;
+pub use name::{AnonName, MAX_NAME_LEN};
+pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
+pub use vma::{AnonVma, Backing, MappedFile, Vma};

@@ -160,7 +160,7 @@ pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};
-pub use tree::{DupError, IntoIter, Iter, MapleTree, Stats};
+pub use tree::{DupError, IntoIter, Iter, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;
 
 /// The README's examples, compiled and run as doctests.

@@ -344,6 +344,35 @@ impl<V: Handle> MapleTree<V> {
         }
     }
 
+    /// Like [`range`](Self::range), but yields owned handles: a clone of
+    /// each value (for `Arc` values, one more reference to the same one).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use maple_tree::MapleTree;
+    /// let mut t: MapleTree<Arc<String>> = MapleTree::new();
+    /// t.insert_range(0..=9, Arc::new("ten".to_string())).unwrap();
+    /// let (r, v) = t.range_cloned(..).next().unwrap();
+    /// assert_eq!((r, v.as_str(), Arc::strong_count(&v)), (0..=9, "ten", 2));
+    /// ```
+    pub fn range_cloned(&self, range: impl RangeBounds<u64>) -> RangeCloned<'_, V>
+    where
+        V: Clone,
+    {
+        RangeCloned { inner: self.range(range) }
+    }
+
+    /// The entry containing `index` with its range, as an owned handle (a
+    /// clone of the value).
+    pub fn get_range_cloned(&self, index: u64) -> Option<(RangeInclusive<u64>, V)>
+    where
+        V: Clone,
+    {
+        let (lo, hi, w) = self.raw.lookup(index);
+        // SAFETY: a value word of this tree, alive while `self` is borrowed.
+        is_value(w).then(|| (lo..=hi, unsafe { V::clone_raw(NonNull::new_unchecked(w)) }))
+    }
+
     /// A read cursor positioned at the range containing `index`.
     pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
         Cursor::on_raw(&self.raw, index)
@@ -868,6 +897,29 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
 }
 
 impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
+
+/// Iterator of owned handles; see [`MapleTree::range_cloned`].
+pub struct RangeCloned<'a, V: Handle + Clone> {
+    inner: Iter<'a, V>,
+}
+
+impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
+    type Item = (RangeInclusive<u64>, V);
+    fn next(&mut self) -> Option<Self::Item> {
+        let (lo, hi, nn) = self.inner.raw.next_entry()?;
+        // SAFETY: `next_entry` yields value words of the borrowed tree,
+        // alive while it is borrowed.
+        Some((lo..=hi, unsafe { V::clone_raw(nn) }))
+    }
+}
+
+impl<V: Handle + Clone> core::iter::FusedIterator for RangeCloned<'_, V> {}
+
+impl<V: Handle + Clone> fmt::Debug for RangeCloned<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RangeCloned").finish_non_exhaustive()
+    }
+}
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

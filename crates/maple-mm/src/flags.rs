@@ -1,0 +1,232 @@
+//! Typed flags: the arguments of the calls (`Prot`, `MapFlags`,
+//! `MremapFlags`, `Advice`) with Linux's bit values, and the flags a VMA
+//! keeps (`VmFlags`), which decide merging.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// Memory protection (`PROT_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Prot: u32 {
+        /// `PROT_READ`
+        const READ = 0x1;
+        /// `PROT_WRITE`
+        const WRITE = 0x2;
+        /// `PROT_EXEC`
+        const EXEC = 0x4;
+        /// `PROT_SEM` (accepted, no effect).
+        const SEM = 0x8;
+        /// `PROT_GROWSDOWN` (`mprotect` only): extend the range down to the
+        /// start of a grows-down mapping.
+        const GROWSDOWN = 0x0100_0000;
+        /// `PROT_GROWSUP` (not on x86: `EINVAL`).
+        const GROWSUP = 0x0200_0000;
+    }
+}
+
+impl Prot {
+    /// No access (`PROT_NONE`).
+    pub const NONE: Prot = Prot::empty();
+    /// Read and write.
+    pub const RW: Prot = Prot::READ.union(Prot::WRITE);
+}
+
+bitflags! {
+    /// `mmap` flags (`MAP_*`). Exactly one of `SHARED`, `PRIVATE` or
+    /// `SHARED_VALIDATE` must be given.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MapFlags: u32 {
+        /// `MAP_SHARED`
+        const SHARED = 0x01;
+        /// `MAP_PRIVATE`
+        const PRIVATE = 0x02;
+        /// `MAP_SHARED_VALIDATE`: shared, and unknown flags are an error.
+        const SHARED_VALIDATE = 0x03;
+        /// `MAP_FIXED`: exactly at the address, replacing what is there.
+        const FIXED = 0x10;
+        /// `MAP_ANONYMOUS`
+        const ANONYMOUS = 0x20;
+        /// `MAP_GROWSDOWN`: a stack that grows down.
+        const GROWSDOWN = 0x100;
+        /// `MAP_DENYWRITE` (ignored, as by Linux).
+        const DENYWRITE = 0x800;
+        /// `MAP_EXECUTABLE` (ignored, as by Linux).
+        const EXECUTABLE = 0x1000;
+        /// `MAP_LOCKED`
+        const LOCKED = 0x2000;
+        /// `MAP_NORESERVE`: no commit accounting.
+        const NORESERVE = 0x4000;
+        /// `MAP_POPULATE`: prefault (a private writable mapping is written).
+        const POPULATE = 0x8000;
+        /// `MAP_NONBLOCK`
+        const NONBLOCK = 0x10000;
+        /// `MAP_STACK`: marks the mapping no-hugepage.
+        const STACK = 0x20000;
+        /// `MAP_HUGETLB`
+        const HUGETLB = 0x40000;
+        /// `MAP_SYNC`
+        const SYNC = 0x80000;
+        /// `MAP_FIXED_NOREPLACE`: at the address, `EEXIST` if anything is there.
+        const FIXED_NOREPLACE = 0x10_0000;
+        /// `MAP_UNINITIALIZED` (ignored).
+        const UNINITIALIZED = 0x400_0000;
+    }
+}
+
+bitflags! {
+    /// `mremap` flags (`MREMAP_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MremapFlags: u32 {
+        /// `MREMAP_MAYMOVE`
+        const MAYMOVE = 1;
+        /// `MREMAP_FIXED`: move to the given new address.
+        const FIXED = 2;
+        /// `MREMAP_DONTUNMAP`: move, leaving the old range mapped (empty).
+        const DONTUNMAP = 4;
+    }
+}
+
+/// `madvise` advice (`MADV_*`). Those that change a mapping's flags split
+/// and merge VMAs like `mprotect`; the rest are accepted and change no VMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Advice {
+    /// `MADV_NORMAL`
+    Normal,
+    /// `MADV_RANDOM`
+    Random,
+    /// `MADV_SEQUENTIAL`
+    Sequential,
+    /// `MADV_DONTFORK`: the child of a fork does not get this range.
+    DontFork,
+    /// `MADV_DOFORK`
+    DoFork,
+    /// `MADV_WIPEONFORK`: the child gets this range zeroed (private anonymous only).
+    WipeOnFork,
+    /// `MADV_KEEPONFORK`
+    KeepOnFork,
+    /// `MADV_DONTDUMP`
+    DontDump,
+    /// `MADV_DODUMP`
+    DoDump,
+    /// `MADV_HUGEPAGE`
+    HugePage,
+    /// `MADV_NOHUGEPAGE`
+    NoHugePage,
+    /// `MADV_POPULATE_WRITE`: prefault for writing (a write of every page).
+    PopulateWrite,
+    /// Any other valid advice (`MADV_DONTNEED`, `MADV_FREE`, `MADV_WILLNEED`,
+    /// …), by number: no VMA changes.
+    Other(i32),
+}
+
+impl Advice {
+    /// The advice for a Linux `MADV_*` number; `None` for an invalid one.
+    pub fn from_code(code: i32) -> Option<Advice> {
+        Some(match code {
+            0 => Advice::Normal,
+            1 => Advice::Random,
+            2 => Advice::Sequential,
+            10 => Advice::DontFork,
+            11 => Advice::DoFork,
+            16 => Advice::DontDump,
+            17 => Advice::DoDump,
+            14 => Advice::HugePage,
+            15 => Advice::NoHugePage,
+            18 => Advice::WipeOnFork,
+            19 => Advice::KeepOnFork,
+            23 => Advice::PopulateWrite,
+            // WILLNEED, DONTNEED, FREE, REMOVE, MERGEABLE, UNMERGEABLE,
+            // COLD, PAGEOUT, POPULATE_READ, COLLAPSE, GUARD_INSTALL,
+            // GUARD_REMOVE, HWPOISON, SOFT_OFFLINE.
+            3 | 4 | 8 | 9 | 12 | 13 | 20 | 21 | 22 | 25 | 102 | 103 | 100 | 101 => Advice::Other(code),
+            _ => return None,
+        })
+    }
+
+    /// The Linux `MADV_*` number.
+    pub fn code(self) -> i32 {
+        match self {
+            Advice::Normal => 0,
+            Advice::Random => 1,
+            Advice::Sequential => 2,
+            Advice::DontFork => 10,
+            Advice::DoFork => 11,
+            Advice::DontDump => 16,
+            Advice::DoDump => 17,
+            Advice::HugePage => 14,
+            Advice::NoHugePage => 15,
+            Advice::WipeOnFork => 18,
+            Advice::KeepOnFork => 19,
+            Advice::PopulateWrite => 23,
+            Advice::Other(c) => c,
+        }
+    }
+}
+
+bitflags! {
+    /// What Linux keeps in a VMA's `vm_flags` and we model. Two neighbours
+    /// merge only if their flags are equal, so flags that
+    /// `/proc/PID/maps` does not show (don't-fork, accounting, no-reserve,
+    /// hugepage advice, …) still keep VMAs apart, as in Linux.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct VmFlags: u64 {
+        /// Readable.
+        const READ = 1 << 0;
+        /// Writable.
+        const WRITE = 1 << 1;
+        /// Executable.
+        const EXEC = 1 << 2;
+        /// Shared (`MAP_SHARED`): writes reach the file or other mappers.
+        const SHARED = 1 << 3;
+        /// A stack that grows down (`MAP_GROWSDOWN`, `[stack]`).
+        const GROWSDOWN = 1 << 8;
+        /// Locked in memory (`MAP_LOCKED`, `mlock`).
+        const LOCKED = 1 << 13;
+        /// `MADV_SEQUENTIAL`
+        const SEQ_READ = 1 << 15;
+        /// `MADV_RANDOM`
+        const RAND_READ = 1 << 16;
+        /// Not copied on fork (`MADV_DONTFORK`).
+        const DONTCOPY = 1 << 17;
+        /// Commit-charged (private writable mappings).
+        const ACCOUNT = 1 << 20;
+        /// Not charged (`MAP_NORESERVE`).
+        const NORESERVE = 1 << 21;
+        /// Zeroed in the child of a fork (`MADV_WIPEONFORK`).
+        const WIPEONFORK = 1 << 25;
+        /// Left out of core dumps (`MADV_DONTDUMP`).
+        const DONTDUMP = 1 << 26;
+        /// `MADV_HUGEPAGE`
+        const HUGEPAGE = 1 << 29;
+        /// `MADV_NOHUGEPAGE`, `MAP_STACK`
+        const NOHUGEPAGE = 1 << 30;
+        /// A special mapping the kernel installs (`[vdso]`, `[vvar]`,
+        /// `[vsyscall]`, device memory): never merges, cannot be advised
+        /// to fork differently.
+        const SPECIAL = 1 << 40;
+    }
+}
+
+impl VmFlags {
+    /// The access bits.
+    pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
+
+    /// The access bits for a protection.
+    pub fn from_prot(prot: Prot) -> VmFlags {
+        let mut f = VmFlags::empty();
+        f.set(VmFlags::READ, prot.contains(Prot::READ));
+        f.set(VmFlags::WRITE, prot.contains(Prot::WRITE));
+        f.set(VmFlags::EXEC, prot.contains(Prot::EXEC));
+        f
+    }
+
+    /// The protection these flags grant.
+    pub fn prot(self) -> Prot {
+        let mut p = Prot::NONE;
+        p.set(Prot::READ, self.contains(VmFlags::READ));
+        p.set(Prot::WRITE, self.contains(VmFlags::WRITE));
+        p.set(Prot::EXEC, self.contains(VmFlags::EXEC));
+        p
+    }
+}

@@ -1,0 +1,106 @@
+//! `fork`: the child's address space by O(n) duplication of the tree.
+
+use std::sync::Arc;
+
+use maple_tree::{DupError, MapleTree};
+
+use crate::{
+    error::{Errno, Result},
+    flags::VmFlags,
+    space::AddressSpace,
+    vma::{AnonVma, VmaData},
+};
+
+impl AddressSpace {
+    /// The child's address space after `fork(2)`.
+    ///
+    /// The tree is duplicated node by node (Linux's `__mt_dup`: no
+    /// per-VMA insertion), and each entry of the copy is replaced in place
+    /// by a copy of its VMA. Names are shared with the parent by reference
+    /// count, not copied. Don't-fork ranges are then removed from the
+    /// child; wipe-on-fork ranges start without pages (no anon_vma); a
+    /// written private VMA gets its own anon_vma linked to the parent's,
+    /// so it will not merge with a new neighbour (as in Linux).
+    ///
+    /// If copying a VMA fails part way, the child's tree is marked at that
+    /// point with the tree's reserved marker, torn down up to it, and the
+    /// call returns `ENOMEM`; the parent is untouched and nothing leaks.
+    pub fn fork(&self) -> Result<AddressSpace> {
+        let tree = self.tree.try_dup_map_fallible(|_, d| fork_copy(d)).map_err(|e| match e {
+            DupError::Alloc(_) => Errno::ENOMEM,
+            DupError::Map { error, .. } => error,
+        })?;
+        let mut child = AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
+        let dontcopy: Vec<(u64, u64)> = self
+            .iter()
+            .filter(|v| v.flags().contains(VmFlags::DONTCOPY))
+            .map(|v| (v.start(), v.end()))
+            .collect();
+        for (s, e) in dontcopy {
+            child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
+        }
+        Ok(child)
+    }
+
+    /// [`fork`](Self::fork) the way Linux did before `__mt_dup`: every VMA
+    /// copied and inserted one by one into a new tree. Same result; kept as
+    /// the benchmark baseline.
+    pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
+        let mut tree = MapleTree::with_gaps();
+        for (r, d) in self.tree.iter() {
+            if d.flags.contains(VmFlags::DONTCOPY) {
+                continue;
+            }
+            tree.insert_range(r, fork_copy(d)?).map_err(|_| Errno::ENOMEM)?;
+        }
+        Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
+    }
+}
+
+/// The child's copy of one VMA (Linux's `vm_area_dup` + `anon_vma_fork`).
+fn fork_copy(d: &VmaData) -> Result<Arc<VmaData>> {
+    fault::vma_copy()?;
+    let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
+    Ok(Arc::new(VmaData { anon, ..d.clone() }))
+}
+
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    //! Test hook: fail the N-th VMA copy made by `fork` on this thread, as
+    //! an allocation failure of `vm_area_dup` would.
+    use std::cell::Cell;
+
+    use crate::Errno;
+
+    thread_local! {
+        static FAIL_AT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Makes the `n`-th next VMA copy on this thread fail (1 = the next);
+    /// 0 disarms.
+    pub fn fail_nth_vma_copy(n: u64) {
+        FAIL_AT.with(|f| f.set(n));
+    }
+
+    pub(crate) fn vma_copy() -> Result<(), Errno> {
+        FAIL_AT.with(|f| match f.get() {
+            0 => Ok(()),
+            1 => {
+                f.set(0);
+                Err(Errno::ENOMEM)
+            }
+            n => {
+                f.set(n - 1);
+                Ok(())
+            }
+        })
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+mod fault {
+    #[inline(always)]
+    pub(crate) fn vma_copy() -> Result<(), crate::Errno> {
+        Ok(())
+    }
+}

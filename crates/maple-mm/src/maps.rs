@@ -1,0 +1,313 @@
+//! `/proc/PID/maps`: render an address space in Linux's exact format, and
+//! build one from a maps file or a live process.
+
+use core::fmt;
+use std::{path::Path, sync::Arc};
+
+use crate::{
+    flags::VmFlags,
+    name::AnonName,
+    space::{AddressSpace, Brk, Layout, PAGE_SIZE},
+    vma::{AnonVma, Backing, MappedFile, Vma, VmaData},
+};
+
+/// Column where the path starts (Linux pads the fields before it to 73).
+const NAME_COLUMN: usize = 73;
+
+/// Writes one maps line (no newline). `label` is `[heap]`/`[stack]` when
+/// the address space says so.
+pub(crate) fn write_line(f: &mut impl fmt::Write, v: &Vma<'_>, label: Option<&str>) -> fmt::Result {
+    let p = v.perms();
+    let (maj, min, inode) = v.file().map_or((0, 0, 0), |m| (m.dev_major, m.dev_minor, m.inode));
+    let head = format!(
+        "{:08x}-{:08x} {}{}{}{} {:08x} {:02x}:{:02x} {} ",
+        v.start(),
+        v.end(),
+        p[0] as char,
+        p[1] as char,
+        p[2] as char,
+        p[3] as char,
+        v.file_offset(),
+        maj,
+        min,
+        inode
+    );
+    let name: Option<String> = match (v.file(), v.label(), label, v.name()) {
+        (Some(m), _, _, Some(n)) if m.anon_shmem => Some(format!("[anon_shmem:{n}]")),
+        (Some(m), _, _, _) => Some(m.path.clone()),
+        (None, Some(l), _, _) => Some(l.to_string()),
+        (None, None, Some(l), _) => Some(l.to_string()),
+        (None, None, None, Some(n)) => Some(format!("[anon:{n}]")),
+        _ => None,
+    };
+    match name {
+        None => f.write_str(&head),
+        Some(name) => write!(f, "{head:<width$}{name}", width = NAME_COLUMN),
+    }
+}
+
+/// A maps file that could not be read: names the file and the 1-based line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsError {
+    /// The file, as given.
+    pub file: String,
+    /// 1-based line number (0: the file as a whole).
+    pub line: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for MapsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.msg)
+        } else {
+            write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for MapsError {}
+
+/// One parsed line of a maps file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsLine {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `rwxp`-style permissions.
+    pub perms: [u8; 4],
+    /// File offset.
+    pub offset: u64,
+    /// Device major number.
+    pub dev_major: u32,
+    /// Device minor number.
+    pub dev_minor: u32,
+    /// Inode.
+    pub inode: u64,
+    /// Path or label (`[heap]`, `[anon:NAME]`, …); empty if none.
+    pub path: String,
+}
+
+fn hex(s: &str, what: &str) -> Result<u64, String> {
+    if s.is_empty() || s.len() > 16 {
+        return Err(format!("bad {what} {s:?}"));
+    }
+    u64::from_str_radix(s, 16).map_err(|_| format!("bad {what} {s:?}"))
+}
+
+impl MapsLine {
+    /// Parses `start-end perms offset major:minor inode [path]`.
+    pub fn parse(line: &str) -> Result<MapsLine, String> {
+        let mut rest = line;
+        let mut field = |what: &str| -> Result<&str, String> {
+            let t = rest.trim_start_matches(' ');
+            let end = t.find(' ').unwrap_or(t.len());
+            if end == 0 {
+                return Err(format!("missing {what}"));
+            }
+            rest = &t[end..];
+            Ok(&t[..end])
+        };
+        let range = field("address range")?;
+        let perms = field("permissions")?;
+        let offset = field("offset")?;
+        let dev = field("device")?;
+        let inode = field("inode")?;
+        let path = rest.trim_start_matches(' ').to_string();
+        let (s, e) = range.split_once('-').ok_or_else(|| format!("bad address range {range:?}"))?;
+        let (start, end) = (hex(s, "start address")?, hex(e, "end address")?);
+        if start >= end || start % PAGE_SIZE != 0 || end % PAGE_SIZE != 0 {
+            return Err(format!("bad address range {range:?}"));
+        }
+        let pb = perms.as_bytes();
+        let ok = pb.len() == 4
+            && matches!(pb[0], b'r' | b'-')
+            && matches!(pb[1], b'w' | b'-')
+            && matches!(pb[2], b'x' | b'-')
+            && matches!(pb[3], b'p' | b's');
+        if !ok {
+            return Err(format!("bad permissions {perms:?}"));
+        }
+        let (ma, mi) = dev.split_once(':').ok_or_else(|| format!("bad device {dev:?}"))?;
+        let dev_major = u32::try_from(hex(ma, "device")?).map_err(|_| format!("bad device {dev:?}"))?;
+        let dev_minor = u32::try_from(hex(mi, "device")?).map_err(|_| format!("bad device {dev:?}"))?;
+        let inode: u64 = inode.parse().map_err(|_| format!("bad inode {inode:?}"))?;
+        Ok(MapsLine {
+            start,
+            end,
+            perms: [pb[0], pb[1], pb[2], pb[3]],
+            offset: hex(offset, "offset")?,
+            dev_major,
+            dev_minor,
+            inode,
+            path,
+        })
+    }
+}
+
+impl AddressSpace {
+    /// The whole address space in `/proc/PID/maps` format (same as
+    /// `to_string()`).
+    pub fn maps(&self) -> String {
+        self.to_string()
+    }
+
+    /// The maps line of one VMA, with the `[heap]`/`[stack]` labels this
+    /// address space gives it.
+    pub fn maps_line(&self, vma: &Vma<'_>) -> String {
+        let mut s = String::new();
+        let _ = write_line(&mut s, vma, self.label(vma));
+        s
+    }
+
+    /// Builds an address space from a maps file's text (`file` names it in
+    /// errors). Every line becomes a VMA with what the file shows; flags it
+    /// does not show take Linux's defaults (private writable memory is
+    /// charged and has been written). `[heap]` sets the program break,
+    /// `[stack]` the stack, `[vdso]`-style labels make special mappings,
+    /// `[anon:NAME]` names. Neighbours that look mergeable stay apart, as
+    /// the file shows them (something the file does not show kept them
+    /// apart in Linux).
+    pub fn from_maps(text: &str, file: &str) -> Result<AddressSpace, MapsError> {
+        Self::from_maps_with(text, file, Layout::default())
+    }
+
+    /// [`from_maps`](Self::from_maps) with a layout.
+    pub fn from_maps_with(text: &str, file: &str, layout: Layout) -> Result<AddressSpace, MapsError> {
+        let err = |line: usize, msg: String| MapsError { file: file.to_string(), line, msg };
+        let mut mm = AddressSpace::with_layout(layout);
+        let mut prev_end = 0;
+        let mut prev: Option<(u64, u64, VmaData)> = None;
+        let mut files: Vec<Arc<MappedFile>> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let l = MapsLine::parse(line).map_err(|m| err(n, m))?;
+            if l.start < prev_end {
+                return Err(err(n, format!("{:x}-{:x} overlaps or precedes the line before", l.start, l.end)));
+            }
+            prev_end = l.end;
+            let mut data = data_of(&l, &mut files).map_err(|m| err(n, m))?;
+            match l.path.as_str() {
+                "[heap]" => mm.brk = Some(Brk { start: mm.brk.map_or(l.start, |b| b.start), current: l.end }),
+                "[stack]" => mm.start_stack = Some(l.end - 8),
+                _ => {}
+            }
+            // Keep apart what the file shows apart.
+            if let Some((_, pe, pd)) = &prev {
+                if *pe == l.start && pd.merges_with(&data) {
+                    data.anon = Some(AnonVma::new());
+                    if pd.merges_with(&data) {
+                        data.flags |= VmFlags::SPECIAL;
+                    }
+                }
+            }
+            mm.tree
+                .insert_range(l.start..l.end, Arc::new(data.clone()))
+                .map_err(|e| err(n, format!("cannot add the mapping: {}", e.cause)))?;
+            prev = Some((l.start, l.end, data));
+        }
+        Ok(mm)
+    }
+
+    /// Reads a maps file from disk; see [`from_maps`](Self::from_maps).
+    pub fn from_maps_file(path: impl AsRef<Path>) -> Result<AddressSpace, MapsError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| MapsError { file: name.clone(), line: 0, msg: e.to_string() })?;
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let line = e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+                return Err(MapsError { file: name, line, msg: "not valid UTF-8".into() });
+            }
+        };
+        Self::from_maps(&text, &name)
+    }
+
+    /// The address space of a live process, from `/proc/PID/maps`.
+    pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
+        Self::from_maps_file(format!("/proc/{pid}/maps"))
+    }
+
+    /// This process's address space, from `/proc/self/maps`.
+    pub fn from_self() -> Result<AddressSpace, MapsError> {
+        Self::from_maps_file("/proc/self/maps")
+    }
+}
+
+/// The attributes of a parsed line.
+fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, String> {
+    let mut flags = VmFlags::empty();
+    flags.set(VmFlags::READ, l.perms[0] == b'r');
+    flags.set(VmFlags::WRITE, l.perms[1] == b'w');
+    flags.set(VmFlags::EXEC, l.perms[2] == b'x');
+    let shared = l.perms[3] == b's';
+    flags.set(VmFlags::SHARED, shared);
+    let mut name = None;
+    let mut label: Option<Arc<str>> = None;
+    let path = l.path.as_str();
+    let backing = if let Some(n) = path.strip_prefix("[anon:").and_then(|p| p.strip_suffix(']')) {
+        name = Some(AnonName::new(n).map_err(|_| format!("bad anonymous name {n:?}"))?);
+        Backing::Anon
+    } else if let Some(n) = path.strip_prefix("[anon_shmem:").and_then(|p| p.strip_suffix(']')) {
+        name = Some(AnonName::new(n).map_err(|_| format!("bad anonymous name {n:?}"))?);
+        Backing::File(shmem(l, files))
+    } else if path == "[heap]" || (path.is_empty() && l.inode == 0 && !shared) {
+        Backing::Anon
+    } else if path == "[stack]" {
+        flags |= VmFlags::GROWSDOWN;
+        Backing::Anon
+    } else if path.starts_with('[') && path.ends_with(']') {
+        flags |= VmFlags::SPECIAL;
+        label = Some(Arc::from(path));
+        Backing::Anon
+    } else if path == "/dev/zero (deleted)" || (path.is_empty() && shared) {
+        Backing::File(shmem(l, files))
+    } else {
+        Backing::File(file(l, files))
+    };
+    let anonymous = matches!(backing, Backing::Anon);
+    let pgoff = if anonymous { l.start / PAGE_SIZE } else { l.offset / PAGE_SIZE };
+    let writable_private = flags.contains(VmFlags::WRITE) && !shared;
+    if writable_private {
+        flags |= VmFlags::ACCOUNT;
+    }
+    Ok(VmaData {
+        flags,
+        pgoff_base: VmaData::base_for(l.start, pgoff),
+        backing,
+        name,
+        anon: (writable_private && !flags.contains(VmFlags::SPECIAL)).then(AnonVma::new),
+        label,
+    })
+}
+
+/// One `MappedFile` per (device, inode), shared by its VMAs.
+fn file(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
+    let want = MappedFile::new(l.dev_major, l.dev_minor, l.inode, l.path.clone());
+    if let Some(f) = files.iter().find(|f| f.same_file(&want)) {
+        return Arc::clone(f);
+    }
+    let f = Arc::new(want);
+    files.push(Arc::clone(&f));
+    f
+}
+
+fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
+    let want = MappedFile {
+        anon_shmem: true,
+        path: "/dev/zero (deleted)".into(),
+        ..MappedFile::new(l.dev_major, l.dev_minor, l.inode, "")
+    };
+    if let Some(f) = files.iter().find(|f| f.same_file(&want)) {
+        return Arc::clone(f);
+    }
+    let f = Arc::new(want);
+    files.push(Arc::clone(&f));
+    f
+}

@@ -1,0 +1,383 @@
+//! `mmap`, `munmap`, `brk` and placement (`get_unmapped_area`).
+
+use std::sync::Arc;
+
+use crate::{
+    error::{Errno, Result},
+    flags::{MapFlags, Prot, VmFlags},
+    space::{is_aligned, page_align, AddressSpace, AllocFail, Brk, PAGE_SIZE, PMD_SIZE},
+    vma::{Backing, MappedFile, VmaData},
+};
+
+/// Flags Linux knows (`MAP_SHARED_VALIDATE` rejects others).
+const KNOWN_MAP_FLAGS: u32 = 0x03
+    | 0x10
+    | 0x20
+    | 0x100
+    | 0x800
+    | 0x1000
+    | 0x2000
+    | 0x4000
+    | 0x8000
+    | 0x10000
+    | 0x20000
+    | 0x40000
+    | 0x80000
+    | 0x10_0000
+    | 0x400_0000;
+
+impl AddressSpace {
+    /// Maps `len` bytes (rounded up to pages), as `mmap(2)` does, and
+    /// returns the address.
+    ///
+    /// * Without `MAP_FIXED`, `addr` is a hint: used if the range is free,
+    ///   else the mapping goes top-down below the layout's `mmap_base`
+    ///   (bottom-up in the legacy layout), keeping the guard gap below a
+    ///   grows-down mapping; found with the tree's O(log n) gap search.
+    /// * `MAP_FIXED` replaces whatever is there; `MAP_FIXED_NOREPLACE`
+    ///   fails with `EEXIST` instead.
+    /// * `file` is required (`EBADF` without) unless `MAP_ANONYMOUS`;
+    ///   `offset` must be page-aligned (`EINVAL`) and not overflow with
+    ///   `len` (`EOVERFLOW`).
+    /// * The new VMA merges with compatible neighbours.
+    ///
+    /// Errors: `EINVAL` (zero length, no or two mapping types, unaligned
+    /// fixed address or offset), `ENOMEM` (no room, past the end of the
+    /// address space, too many VMAs), `EACCES` (shared writable mapping of
+    /// a read-only file), `EEXIST`, `EOVERFLOW`, `EOPNOTSUPP` (unknown flags
+    /// with `MAP_SHARED_VALIDATE`). Unknown flags are otherwise ignored and
+    /// protection bits other than `rwx` too, as by Linux.
+    pub fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<Arc<MappedFile>>,
+        offset: u64,
+    ) -> Result<u64> {
+        let bits = flags.bits();
+        let shared = match bits & 0x0f {
+            0x01 => true,
+            0x02 => false,
+            0x03 => {
+                if bits & !KNOWN_MAP_FLAGS != 0 {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                true
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        let anonymous = flags.contains(MapFlags::ANONYMOUS);
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        if !is_aligned(offset) {
+            return Err(Errno::EINVAL);
+        }
+        let mut pgoff = offset / PAGE_SIZE;
+        if pgoff.checked_add(len / PAGE_SIZE).is_none() {
+            return Err(Errno::EOVERFLOW);
+        }
+        let backing = if anonymous {
+            if shared {
+                pgoff = 0;
+                Backing::File(Arc::new(MappedFile::new_shmem()))
+            } else {
+                Backing::Anon
+            }
+        } else {
+            match file {
+                Some(f) => Backing::File(f),
+                None => return Err(Errno::EBADF),
+            }
+        };
+        if flags.contains(MapFlags::HUGETLB) {
+            // No huge pages are reserved (a default Linux): hugetlbfs
+            // cannot back the mapping.
+            return Err(Errno::ENOMEM);
+        }
+        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+        if self.vma_count() > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let mut vm = VmFlags::from_prot(prot);
+        vm.set(VmFlags::SHARED, shared);
+        vm.set(VmFlags::GROWSDOWN, flags.contains(MapFlags::GROWSDOWN));
+        vm.set(VmFlags::LOCKED, flags.contains(MapFlags::LOCKED));
+        vm.set(VmFlags::NOHUGEPAGE, flags.contains(MapFlags::STACK));
+        vm.set(VmFlags::NORESERVE, flags.contains(MapFlags::NORESERVE));
+        if let Backing::File(f) = &backing {
+            if shared && prot.contains(Prot::WRITE) && !f.writable {
+                return Err(Errno::EACCES);
+            }
+        }
+        // Linux's accountable_mapping: private and writable, not NORESERVE.
+        if (vm & (VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE)) == VmFlags::WRITE {
+            vm |= VmFlags::ACCOUNT;
+        }
+        let start = if fixed {
+            if !is_aligned(addr) {
+                return Err(Errno::EINVAL);
+            }
+            if addr > self.layout.task_size || len > self.layout.task_size - addr {
+                return Err(Errno::ENOMEM);
+            }
+            if addr < self.layout.mmap_min_addr {
+                return Err(Errno::EPERM);
+            }
+            if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(addr, addr + len).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            addr
+        } else {
+            let hint = self.round_hint(addr);
+            self.unmapped_area(hint, len, &backing, pgoff)?
+        };
+        let end = start + len;
+        self.check_splits(start, end)?;
+        if matches!(backing, Backing::Anon) {
+            pgoff = start / PAGE_SIZE;
+        }
+        let data = VmaData {
+            flags: vm,
+            pgoff_base: VmaData::base_for(start, pgoff),
+            backing,
+            name: None,
+            anon: None,
+            label: None,
+        };
+        // MAP_POPULATE and MAP_LOCKED prefault; a private writable mapping
+        // is then written.
+        let populate = flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED)
+            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE;
+        self.transact(&[(start, end)], |mm| {
+            mm.clear(start, end)?;
+            mm.put(start, end, data)?;
+            mm.merge_around(&[(start, end)])?;
+            if populate {
+                let v = mm.vma_at(start).map(|v| (v.start, v.end));
+                if let Some((s, e)) = v {
+                    mm.fault_in(s, e)?;
+                }
+            }
+            Ok(Ok(start))
+        })
+    }
+
+    /// Linux's `round_hint_to_min`: a hint below `mmap_min_addr` moves up to it.
+    fn round_hint(&self, hint: u64) -> u64 {
+        let hint = hint & !(PAGE_SIZE - 1);
+        if hint != 0 && hint < self.layout.mmap_min_addr {
+            page_align(self.layout.mmap_min_addr).unwrap_or(hint)
+        } else {
+            hint
+        }
+    }
+
+    /// Where `mmap` without `MAP_FIXED` would put `len` bytes with this
+    /// hint (0 for none): the hint if the range is free, else the highest
+    /// (or, bottom-up, lowest) free range, aligned to 2 MiB where Linux
+    /// aligns it for huge pages.
+    pub fn get_unmapped_area(&self, hint: u64, len: u64) -> Result<u64> {
+        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        self.unmapped_area(self.round_hint(hint), len, &Backing::Anon, 0)
+    }
+
+    pub(crate) fn unmapped_area(&self, hint: u64, len: u64, backing: &Backing, pgoff: u64) -> Result<u64> {
+        if len > self.layout.task_size {
+            return Err(Errno::ENOMEM);
+        }
+        let thp = self.layout.thp_align
+            && match backing {
+                Backing::Anon => hint == 0 && len % PMD_SIZE == 0,
+                Backing::File(f) => {
+                    // Regular files: when the file range covers an aligned
+                    // 2 MiB block (Linux's __thp_get_unmapped_area).
+                    let off = pgoff.wrapping_mul(PAGE_SIZE);
+                    let off_end = off.wrapping_add(len);
+                    let off_align = off.div_ceil(PMD_SIZE).wrapping_mul(PMD_SIZE);
+                    !f.anon_shmem && off_end > off_align && off_end - off_align >= PMD_SIZE
+                }
+            };
+        if thp {
+            if let Some(pad) = len.checked_add(PMD_SIZE) {
+                if let Ok(ret) = self.search_area(hint, pad) {
+                    if hint != 0 && ret == hint {
+                        return Ok(ret);
+                    }
+                    let off = match backing {
+                        Backing::Anon => 0,
+                        Backing::File(_) => pgoff.wrapping_mul(PAGE_SIZE),
+                    };
+                    let off_sub = off.wrapping_sub(ret) & (PMD_SIZE - 1);
+                    if !self.layout.bottom_up && off_sub == 0 {
+                        return Ok(ret + PMD_SIZE);
+                    }
+                    return Ok(ret + off_sub);
+                }
+            }
+        }
+        self.search_area(hint, len)
+    }
+
+    /// x86-64's `arch_get_unmapped_area(_topdown)`.
+    fn search_area(&self, hint: u64, len: u64) -> Result<u64> {
+        let task = self.layout.task_size;
+        if hint != 0 && len <= task && hint <= task - len {
+            let free = match self.find_vma(hint) {
+                None => true,
+                Some(v) => hint + len <= self.start_gap(&v),
+            };
+            if free {
+                return Ok(hint);
+            }
+        }
+        if !self.layout.bottom_up {
+            let low = PAGE_SIZE.max(self.layout.mmap_min_addr);
+            if let Ok(a) = self.topdown(low, self.layout.mmap_base.min(task), len) {
+                return Ok(a);
+            }
+            // Linux falls back to a bottom-up search.
+        }
+        let low = page_align(task / 3).unwrap_or(task).max(self.layout.mmap_min_addr);
+        self.bottomup(low, task, len)
+    }
+
+    /// The lowest address a mapping may end at below `v` (its guard gap if
+    /// it grows down).
+    fn start_gap(&self, v: &crate::Vma<'_>) -> u64 {
+        if v.flags().contains(VmFlags::GROWSDOWN) {
+            v.start.saturating_sub(self.layout.stack_guard_gap)
+        } else {
+            v.start
+        }
+    }
+
+    /// Highest free `[a, a + len)` inside `[low, high)`, keeping the guard
+    /// gap below grows-down VMAs.
+    fn topdown(&self, low: u64, mut high: u64, len: u64) -> Result<u64> {
+        loop {
+            if high <= low || high - low < len {
+                return Err(Errno::ENOMEM);
+            }
+            let start = self.tree.empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            match self.find_vma(start + len) {
+                Some(next) if next.start < start + len + self.layout.stack_guard_gap && self.start_gap(&next) < start + len => {
+                    high = self.start_gap(&next);
+                }
+                _ => return Ok(start),
+            }
+        }
+    }
+
+    /// Lowest free `[a, a + len)` inside `[low, high)`, keeping the guard
+    /// gap below grows-down VMAs.
+    fn bottomup(&self, mut low: u64, high: u64, len: u64) -> Result<u64> {
+        loop {
+            if high <= low || high - low < len {
+                return Err(Errno::ENOMEM);
+            }
+            let start = self.tree.empty_area(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            match self.find_vma(start + len) {
+                Some(next) if self.start_gap(&next) < start + len => low = next.end,
+                _ => return Ok(start),
+            }
+        }
+    }
+
+    /// Unmaps `[addr, addr + len)` (rounded up to pages), as `munmap(2)`:
+    /// VMAs at the edges are cut; holes are fine.
+    ///
+    /// Errors: `EINVAL` (unaligned `addr`, zero length, past the end of
+    /// the address space), `ENOMEM` (cutting a VMA in two would exceed
+    /// `max_map_count`, or an allocation failed).
+    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<()> {
+        if !is_aligned(addr) {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        if addr > self.layout.task_size || len > self.layout.task_size - addr {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr + len;
+        if let Some(v) = self.vma_at(addr) {
+            if v.start < addr && v.end > end && self.vma_count() >= self.layout.max_map_count {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        self.transact(&[(addr, end)], |mm| {
+            mm.clear(addr, end)?;
+            Ok(Ok(()))
+        })
+    }
+
+    /// Moves the program break, as `brk(2)`: returns the new break, or the
+    /// old one if the request is refused (below the heap's start, into the
+    /// guard page of the next mapping, or out of memory). `brk(0)` asks for
+    /// the current break. Growing extends `[heap]` (or makes it), shrinking
+    /// unmaps the pages above the new break.
+    ///
+    /// Without a heap base ([`set_brk_base`](Self::set_brk_base)) every
+    /// call returns 0 and changes nothing.
+    pub fn brk(&mut self, new: u64) -> u64 {
+        let Some(b) = self.brk else { return 0 };
+        if new < b.start {
+            return b.current;
+        }
+        let (Some(newbrk), Some(oldbrk)) = (page_align(new), page_align(b.current)) else {
+            return b.current;
+        };
+        if newbrk > self.layout.task_size {
+            return b.current;
+        }
+        if newbrk == oldbrk {
+            self.brk = Some(Brk { current: new, ..b });
+            return new;
+        }
+        if new <= b.current {
+            let ok = self.transact(&[(newbrk, oldbrk)], |mm| {
+                mm.clear(newbrk, oldbrk)?;
+                Ok(Ok(()))
+            });
+            if ok.is_ok() {
+                self.brk = Some(Brk { current: new, ..b });
+                return new;
+            }
+            return b.current;
+        }
+        // Growing: keep a page (and a stack's guard gap) free below the
+        // next mapping.
+        if let Some(next) = self.find_vma(oldbrk) {
+            if newbrk.saturating_add(PAGE_SIZE) > self.start_gap(&next) {
+                return b.current;
+            }
+        }
+        if self.vma_count() > self.layout.max_map_count {
+            return b.current;
+        }
+        let data = VmaData {
+            flags: VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT,
+            backing: Backing::Anon,
+            pgoff_base: 0,
+            name: None,
+            anon: None,
+            label: None,
+        };
+        let res = self.transact(&[(oldbrk, newbrk)], |mm| {
+            // Linux's do_brk_flags: extend the VMA ending at the old break
+            // if it is compatible, else a new VMA.
+            mm.put(oldbrk, newbrk, data)?;
+            mm.merge_at(oldbrk).map_err(|_: AllocFail| AllocFail)?;
+            Ok(Ok(()))
+        });
+        match res {
+            Ok(()) => {
+                self.brk = Some(Brk { current: new, ..b });
+                new
+            }
+            Err(_) => b.current,
+        }
+    }
+}

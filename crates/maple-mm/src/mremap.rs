@@ -1,0 +1,216 @@
+//! `mremap`: shrink, grow in place, or move a mapping.
+
+use crate::{
+    error::{Errno, Result},
+    flags::{MremapFlags, VmFlags},
+    space::{is_aligned, page_align, AddressSpace},
+    vma::VmaData,
+};
+
+impl AddressSpace {
+    /// Resizes and/or moves `[old, old + old_len)`, as `mremap(2)`, and
+    /// returns the mapping's (possibly new) address.
+    ///
+    /// * Shrinking unmaps the tail, in place (it may span several VMAs).
+    /// * Growing extends the VMA in place when the range ends at the VMA's
+    ///   end and the space after it is free; otherwise, with
+    ///   `MREMAP_MAYMOVE`, the range moves to a new place (`MREMAP_FIXED`:
+    ///   to `new_addr`, replacing what is there) and the old range is
+    ///   unmapped — or, with `MREMAP_DONTUNMAP`, left mapped and empty.
+    /// * A moved range keeps its file offset; a never-written anonymous
+    ///   range takes the page offset of its new address, so it can merge
+    ///   there (a written one cannot).
+    /// * Since Linux 6.17 a pure move (`MREMAP_FIXED`, same length) may span
+    ///   several VMAs and the gaps between them; each VMA moves by the same
+    ///   distance.
+    ///
+    /// Errors: `EINVAL` (unknown flags, `FIXED` or `DONTUNMAP` without
+    /// `MAYMOVE`, `DONTUNMAP` with a size change, unaligned addresses, zero
+    /// new length, overlapping old and new ranges, a zero old length),
+    /// `EFAULT` (old range not mapped, or spanning VMAs where that is not
+    /// allowed), `ENOMEM` (no room to grow and no `MAYMOVE`, no free range,
+    /// too many VMAs).
+    pub fn mremap(&mut self, old: u64, old_len: u64, new_len: u64, flags: MremapFlags, new_addr: u64) -> Result<u64> {
+        if flags.bits() & !MremapFlags::all().bits() != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let maymove = flags.contains(MremapFlags::MAYMOVE);
+        let fixed = flags.contains(MremapFlags::FIXED);
+        let dontunmap = flags.contains(MremapFlags::DONTUNMAP);
+        if (fixed || dontunmap) && !maymove {
+            return Err(Errno::EINVAL);
+        }
+        if !is_aligned(old) {
+            return Err(Errno::EINVAL);
+        }
+        let old_len = page_align(old_len).ok_or(Errno::EINVAL)?;
+        let new_len = page_align(new_len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        if dontunmap && old_len != new_len {
+            return Err(Errno::EINVAL);
+        }
+        let task = self.layout.task_size;
+        if old_len == 0 {
+            // Linux duplicates a shared mapping here; not modelled.
+            return Err(Errno::EINVAL);
+        }
+        if old > task || old_len > task - old {
+            return Err(Errno::EFAULT);
+        }
+        let old_end = old + old_len;
+        if fixed {
+            if !is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
+                return Err(Errno::EINVAL);
+            }
+            if new_addr < old_end && old < new_addr + new_len {
+                return Err(Errno::EINVAL);
+            }
+        }
+        if self.vma_at(old).is_none() {
+            return Err(Errno::EFAULT);
+        }
+        if !fixed && !dontunmap && new_len <= old_len {
+            // Always allowed: unmap the tail (it may cut across VMAs).
+            if new_len < old_len {
+                let cut = old + new_len;
+                self.transact(&[(cut, old_end)], |mm| {
+                    mm.clear(cut, old_end)?;
+                    Ok(Ok(()))
+                })?;
+            }
+            return Ok(old);
+        }
+        let Some(vma) = self.vma_at(old) else { return Err(Errno::EFAULT) };
+        let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
+        if old_end.min(old + new_len) > vend || (!fixed && old_end > vend) {
+            // A pure move may carry several VMAs and the gaps between them.
+            if fixed && new_len == old_len && !dontunmap {
+                return self.move_many(old, old_len, new_addr);
+            }
+            return Err(Errno::EFAULT);
+        }
+        if data.flags.contains(VmFlags::SPECIAL) && new_len > old_len {
+            return Err(Errno::EFAULT);
+        }
+        if dontunmap && data.flags.contains(VmFlags::SPECIAL) {
+            return Err(Errno::EINVAL);
+        }
+        if fixed {
+            return self.move_to(old, old_len, new_len, new_addr, dontunmap, (vstart, data));
+        }
+        // Grow in place if the range ends the VMA and the space after it is
+        // free (Linux checks only for overlap, not for guard gaps).
+        let delta = new_len - old_len;
+        if !dontunmap && old_end == vend {
+            let fits = vend.checked_add(delta).is_some_and(|e| e <= task)
+                && self.find_vma_intersection(vend, vend + delta).is_none();
+            if fits {
+                let (s, e) = (vstart, vend + delta);
+                return self.transact(&[(s, e)], |mm| {
+                    mm.put(s, e, data)?;
+                    mm.merge_around(&[(vend, e)])?;
+                    Ok(Ok(old))
+                });
+            }
+        }
+        if !maymove {
+            return Err(Errno::ENOMEM);
+        }
+        if self.vma_count() + 3 > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let pgoff = data.pgoff_at(old);
+        let dest = self.unmapped_area(0, new_len, &data.backing, pgoff)?;
+        self.move_to(old, old_len, new_len, dest, dontunmap, (vstart, data))
+    }
+
+    /// Moves `[old, old + old_len)` of the VMA starting at `src.0` to
+    /// `[dest, dest + new_len)` (replacing what is there).
+    fn move_to(
+        &mut self,
+        old: u64,
+        old_len: u64,
+        new_len: u64,
+        dest: u64,
+        dontunmap: bool,
+        src: (u64, VmaData),
+    ) -> Result<u64> {
+        let (_, data) = src;
+        let old_end = old + old_len;
+        let dest_end = dest + new_len;
+        let mut moved = data.clone();
+        if data.is_anonymous() && data.anon.is_none() {
+            // A never-written anonymous range takes its new address's page
+            // number, so it can merge at the destination.
+            moved.pgoff_base = 0;
+        } else {
+            moved.pgoff_base = VmaData::base_for(dest, data.pgoff_at(old));
+        }
+        self.transact(&[(dest, dest_end), (old, old_end)], |mm| {
+            // MREMAP_FIXED unmaps the target first, then the tail of a shrink.
+            mm.clear(dest, dest_end)?;
+            if new_len < old_len {
+                mm.clear(old + new_len, old_end)?;
+            }
+            let keep = old_len.min(new_len);
+            mm.put(dest, dest_end, moved)?;
+            mm.merge_around(&[(dest, dest_end)])?;
+            if dontunmap {
+                // The old range stays mapped, its pages gone: no anon_vma.
+                let left = VmaData { anon: None, ..data.clone() };
+                mm.put(old, old + keep, left)?;
+            } else {
+                mm.clear(old, old + keep)?;
+            }
+            Ok(Ok(dest))
+        })
+    }
+
+    /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+).
+    fn move_many(&mut self, old: u64, len: u64, dest: u64) -> Result<u64> {
+        let pieces = self.entries(old, old + len);
+        if pieces.iter().any(|(_, _, d)| d.flags.contains(VmFlags::SPECIAL)) {
+            return Err(Errno::EFAULT);
+        }
+        let old_end = old + len;
+        self.transact(&[(dest, dest + len), (old, old_end)], |mm| {
+            mm.clear(dest, dest + len)?;
+            let mut changed = Vec::new();
+            for (s, e, d) in &pieces {
+                let (ps, pe) = ((*s).max(old), (*e).min(old_end));
+                let (ns, ne) = (dest + (ps - old), dest + (pe - old));
+                let mut moved = (**d).clone();
+                if d.is_anonymous() && d.anon.is_none() {
+                    moved.pgoff_base = 0;
+                } else {
+                    moved.pgoff_base = VmaData::base_for(ns, d.pgoff_at(ps));
+                }
+                mm.put(ns, ne, moved)?;
+                changed.push((ns, ne));
+            }
+            mm.merge_around(&changed)?;
+            mm.clear(old, old_end)?;
+            Ok(Ok(dest))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AddressSpace, MapFlags, MremapFlags, Prot, PAGE_SIZE};
+
+    #[test]
+    fn grow_in_place_and_move() {
+        let mut mm = AddressSpace::new();
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        let a = mm.mmap(0x100_0000, PAGE_SIZE * 2, Prot::RW, f, None, 0).unwrap();
+        assert_eq!(mm.mremap(a, PAGE_SIZE * 2, PAGE_SIZE * 4, MremapFlags::empty(), 0), Ok(a));
+        assert_eq!(mm.vma_at(a).unwrap().len(), 4 * PAGE_SIZE);
+        mm.mmap(a + 5 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).unwrap();
+        assert_eq!(mm.mremap(a, 4 * PAGE_SIZE, 8 * PAGE_SIZE, MremapFlags::empty(), 0), Err(crate::Errno::ENOMEM));
+        let b = mm.mremap(a, 4 * PAGE_SIZE, 8 * PAGE_SIZE, MremapFlags::MAYMOVE, 0).unwrap();
+        assert_ne!(a, b);
+        assert!(mm.vma_at(a).is_none());
+        assert_eq!(mm.vma_at(b).unwrap().len(), 8 * PAGE_SIZE);
+        mm.validate().unwrap();
+    }
+}

@@ -1,0 +1,486 @@
+//! The address space: VMAs in a gap-tracking maple tree, lookups, and the
+//! machinery every call shares (saving a window for undo, merging around
+//! what a call changed).
+
+use core::fmt;
+use std::sync::Arc;
+
+use maple_tree::MapleTree;
+
+use crate::{
+    error::{Errno, Result},
+    flags::VmFlags,
+    vma::{AnonVma, Vma, VmaData},
+    Prot,
+};
+
+/// Bytes per page (x86-64).
+pub const PAGE_SIZE: u64 = 4096;
+/// Bytes per PMD (a 2 MiB huge page).
+pub(crate) const PMD_SIZE: u64 = 2 << 20;
+
+/// `len` rounded up to whole pages; `None` if that overflows.
+pub(crate) fn page_align(len: u64) -> Option<u64> {
+    len.checked_add(PAGE_SIZE - 1).map(|l| l & !(PAGE_SIZE - 1))
+}
+
+pub(crate) fn is_aligned(addr: u64) -> bool {
+    addr % PAGE_SIZE == 0
+}
+
+/// Where mappings go and the limits of an address space (x86-64 defaults).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// One past the highest user address (`TASK_SIZE`, 47-bit).
+    pub task_size: u64,
+    /// Mappings without an address are placed top-down below this.
+    pub mmap_base: u64,
+    /// Lowest address a mapping may use (`vm.mmap_min_addr`).
+    pub mmap_min_addr: u64,
+    /// Place mappings bottom-up from `task_size / 3` (the legacy layout)
+    /// instead of top-down from `mmap_base`.
+    pub bottom_up: bool,
+    /// Gap kept free below a grows-down mapping (`stack_guard_gap`, 256
+    /// pages).
+    pub stack_guard_gap: u64,
+    /// Most VMAs allowed (`vm.max_map_count`).
+    pub max_map_count: usize,
+    /// Place large anonymous (a multiple of 2 MiB) and file (covering a
+    /// 2 MiB-aligned file range) mappings on 2 MiB boundaries when no
+    /// address is given, as Linux does with transparent huge pages.
+    pub thp_align: bool,
+}
+
+impl Default for Layout {
+    /// Linux x86-64 with address randomisation off.
+    fn default() -> Layout {
+        Layout {
+            task_size: 0x7fff_ffff_f000,
+            mmap_base: 0x7fff_f7ff_f000,
+            mmap_min_addr: 0x1_0000,
+            bottom_up: false,
+            stack_guard_gap: 256 * PAGE_SIZE,
+            max_map_count: 65_530,
+            thp_align: true,
+        }
+    }
+}
+
+/// The program break: `[heap]` runs from `start` up to `current`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Brk {
+    /// `mm->start_brk`: where the heap starts.
+    pub start: u64,
+    /// `mm->brk`: the current break (not necessarily page-aligned).
+    pub current: u64,
+}
+
+/// A process's address space with Linux semantics: the VMAs in one
+/// gap-tracking [`MapleTree`], as Linux keeps them since 6.1.
+///
+/// ```
+/// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
+/// let mut mm = AddressSpace::new();
+/// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+/// let a = mm.mmap(0, 3 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+/// // Protecting the middle page splits the VMA in three...
+/// mm.mprotect(a + PAGE_SIZE, PAGE_SIZE, Prot::READ).unwrap();
+/// assert_eq!(mm.vma_count(), 3);
+/// // ...and restoring it merges them again.
+/// mm.mprotect(a + PAGE_SIZE, PAGE_SIZE, Prot::RW).unwrap();
+/// assert_eq!(mm.vma_count(), 1);
+/// let child = mm.fork().unwrap();
+/// assert_eq!(child.maps(), mm.maps());
+/// ```
+pub struct AddressSpace {
+    pub(crate) tree: MapleTree<Arc<VmaData>>,
+    pub(crate) layout: Layout,
+    pub(crate) brk: Option<Brk>,
+    pub(crate) start_stack: Option<u64>,
+}
+
+impl Default for AddressSpace {
+    fn default() -> Self {
+        AddressSpace::new()
+    }
+}
+
+impl Clone for AddressSpace {
+    /// An exact copy (all VMAs, hidden state included), unlike
+    /// [`fork`](AddressSpace::fork). Aborts on allocation failure.
+    fn clone(&self) -> AddressSpace {
+        AddressSpace {
+            tree: self.tree.clone(),
+            layout: self.layout.clone(),
+            brk: self.brk,
+            start_stack: self.start_stack,
+        }
+    }
+}
+
+impl fmt::Debug for AddressSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddressSpace")
+            .field("vmas", &self.vma_count())
+            .field("brk", &self.brk)
+            .field("start_stack", &self.start_stack.map(|s| format!("{s:#x}")))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The whole address space in `/proc/PID/maps` format.
+impl fmt::Display for AddressSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for vma in self.iter() {
+            crate::maps::write_line(f, &vma, self.label(&vma))?;
+            f.write_str("\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// Totals over an address space; see [`AddressSpace::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// VMAs.
+    pub vmas: usize,
+    /// Bytes mapped.
+    pub mapped: u64,
+    /// Bytes of private anonymous memory.
+    pub anon: u64,
+    /// Bytes backed by files (shared anonymous memory included).
+    pub file: u64,
+    /// Bytes of shared mappings.
+    pub shared: u64,
+    /// Bytes mapped with each protection, indexed by the `rwx` bits
+    /// (`Prot::bits() & 7`).
+    pub by_prot: [u64; 8],
+}
+
+/// A failed tree write (node allocation): the call is undone.
+#[derive(Debug)]
+pub(crate) struct AllocFail;
+
+impl From<AllocFail> for Errno {
+    fn from(_: AllocFail) -> Errno {
+        Errno::ENOMEM
+    }
+}
+
+/// The entries of a window before a call changed it, to put back if the
+/// call fails on an allocation.
+pub(crate) struct Undo {
+    lo: u64,
+    hi: u64,
+    old: Vec<(u64, u64, Arc<VmaData>)>,
+}
+
+impl AddressSpace {
+    /// An empty address space with the default [`Layout`].
+    pub fn new() -> AddressSpace {
+        AddressSpace::with_layout(Layout::default())
+    }
+
+    /// An empty address space.
+    pub fn with_layout(layout: Layout) -> AddressSpace {
+        AddressSpace { tree: MapleTree::with_gaps(), layout, brk: None, start_stack: None }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The program break, if one has been set (see [`set_brk_base`](Self::set_brk_base)).
+    pub fn brk_state(&self) -> Option<Brk> {
+        self.brk
+    }
+
+    /// Sets where the heap starts (`mm->start_brk`, page-aligned up), as
+    /// `exec` does after loading the program; the break starts there.
+    pub fn set_brk_base(&mut self, start: u64) -> Result<()> {
+        let start = page_align(start).filter(|&s| s < self.layout.task_size).ok_or(Errno::EINVAL)?;
+        self.brk = Some(Brk { start, current: start });
+        Ok(())
+    }
+
+    /// The initial stack pointer's address (`mm->start_stack`): the VMA
+    /// containing it is shown as `[stack]`.
+    pub fn start_stack(&self) -> Option<u64> {
+        self.start_stack
+    }
+
+    /// Sets `mm->start_stack`.
+    pub fn set_start_stack(&mut self, addr: u64) {
+        self.start_stack = Some(addr);
+    }
+
+    /// Replaces everything with an empty space of the same layout, as
+    /// `execve` does before loading a program.
+    pub fn exec(&mut self) {
+        *self = AddressSpace::with_layout(self.layout.clone());
+    }
+
+    // ---- lookups ----
+
+    pub(crate) fn vma_of<'a>(r: core::ops::RangeInclusive<u64>, d: &'a VmaData) -> Vma<'a> {
+        Vma { start: *r.start(), end: r.end() + 1, data: d }
+    }
+
+    /// The VMA containing `addr` (Linux's `vma_lookup`).
+    pub fn vma_at(&self, addr: u64) -> Option<Vma<'_>> {
+        self.tree.get_range(addr).map(|(r, d)| Self::vma_of(r, d))
+    }
+
+    /// The VMA containing `addr`, or else the first one above it (Linux's
+    /// `find_vma`).
+    pub fn find_vma(&self, addr: u64) -> Option<Vma<'_>> {
+        self.vma_at(addr).or_else(|| self.tree.next_after(addr).map(|(r, d)| Self::vma_of(r, d)))
+    }
+
+    /// [`find_vma`](Self::find_vma) and the VMA before it (Linux's
+    /// `find_vma_prev`).
+    pub fn find_vma_prev(&self, addr: u64) -> (Option<Vma<'_>>, Option<Vma<'_>>) {
+        let vma = self.find_vma(addr);
+        let below = vma.map_or(addr, |v| v.start);
+        let prev = below.checked_sub(1).and_then(|b| self.tree.prev_before(b)).map(|(r, d)| Self::vma_of(r, d));
+        (prev, vma)
+    }
+
+    /// The first VMA that overlaps `[start, end)`.
+    pub fn find_vma_intersection(&self, start: u64, end: u64) -> Option<Vma<'_>> {
+        if start >= end {
+            return None;
+        }
+        self.find_vma(start).filter(|v| v.start < end)
+    }
+
+    /// Every VMA, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = Vma<'_>> + '_ {
+        self.tree.iter().map(|(r, d)| Self::vma_of(r, d))
+    }
+
+    /// The VMAs overlapping `[start, end)`, ascending.
+    pub fn range(&self, start: u64, end: u64) -> impl Iterator<Item = Vma<'_>> + '_ {
+        let it = (start < end).then(|| self.tree.range(start..end)).into_iter().flatten();
+        it.map(|(r, d)| Self::vma_of(r, d))
+    }
+
+    /// Number of VMAs.
+    pub fn vma_count(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Totals: VMAs, bytes mapped by kind and by protection.
+    pub fn stats(&self) -> SpaceStats {
+        let mut s = SpaceStats::default();
+        for v in self.iter() {
+            let len = v.len();
+            s.vmas += 1;
+            s.mapped += len;
+            if v.is_anonymous() {
+                s.anon += len;
+            } else {
+                s.file += len;
+            }
+            if v.is_shared() {
+                s.shared += len;
+            }
+            s.by_prot[(v.prot().bits() & 7) as usize] += len;
+        }
+        s
+    }
+
+    /// The label `/proc/PID/maps` shows for `vma` when it has no file or
+    /// name of its own: `[heap]` or `[stack]`.
+    pub(crate) fn label(&self, vma: &Vma<'_>) -> Option<&'static str> {
+        if vma.file().is_some() || vma.data.label.is_some() {
+            return None;
+        }
+        if let Some(b) = self.brk {
+            if vma.start <= b.current && vma.end >= b.start {
+                return Some("[heap]");
+            }
+        }
+        match self.start_stack {
+            Some(s) if vma.start <= s && s <= vma.end => Some("[stack]"),
+            _ => None,
+        }
+    }
+
+    /// Node statistics of the tree holding the VMAs (height, nodes, bytes).
+    pub fn tree_stats(&self) -> maple_tree::Stats {
+        self.tree.stats()
+    }
+
+    /// Checks the tree's invariants and that every VMA is page-aligned and
+    /// below `task_size`. (Neighbours that could merge are not an error:
+    /// Linux itself leaves some apart.)
+    pub fn validate(&self) -> core::result::Result<(), String> {
+        self.tree.validate().map_err(|e| e.to_string())?;
+        for v in self.iter() {
+            let beyond = v.end > self.layout.task_size && !v.flags().contains(VmFlags::SPECIAL);
+            if !is_aligned(v.start) || !is_aligned(v.end) || beyond {
+                return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
+            }
+        }
+        Ok(())
+    }
+
+    // ---- shared write machinery ----
+
+    /// Owned copies of the entries overlapping `[start, end)`.
+    pub(crate) fn entries(&self, start: u64, end: u64) -> Vec<(u64, u64, Arc<VmaData>)> {
+        if start >= end {
+            return Vec::new();
+        }
+        self.tree.range_cloned(start..end).map(|(r, d)| (*r.start(), r.end() + 1, d)).collect()
+    }
+
+    /// Saves every VMA touching `[start, end)` or adjacent to it (merge
+    /// candidates), so that [`restore`](Self::restore) can undo a call.
+    pub(crate) fn save(&self, start: u64, end: u64) -> Undo {
+        let lo = start.checked_sub(1).and_then(|s| self.vma_at(s)).map_or(start, |v| v.start);
+        let hi = self.vma_at(end).map_or(end, |v| v.end);
+        Undo { lo, hi, old: self.entries(lo, hi) }
+    }
+
+    /// Puts a saved window back after a failed allocation. Each write is
+    /// retried a few times; the allocation that failed is usually not the
+    /// next one to be tried.
+    pub(crate) fn restore(&mut self, undo: Undo) {
+        for _ in 0..8 {
+            if self.tree.remove_range(undo.lo..undo.hi).is_ok() {
+                break;
+            }
+        }
+        for (s, e, d) in undo.old {
+            let mut d = d;
+            for _ in 0..8 {
+                match self.tree.store_range(s..e, d) {
+                    Ok(()) => break,
+                    Err(err) => d = err.value,
+                }
+            }
+        }
+    }
+
+    /// Runs `f`, undoing its tree writes over the windows if it fails on an
+    /// allocation. `f` returns the call's result, which may be an error
+    /// after a partial change that Linux keeps (not undone).
+    pub(crate) fn transact<T>(
+        &mut self,
+        windows: &[(u64, u64)],
+        f: impl FnOnce(&mut Self) -> core::result::Result<Result<T>, AllocFail>,
+    ) -> Result<T> {
+        let undo: Vec<Undo> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
+        let (brk, stack) = (self.brk, self.start_stack);
+        match f(self) {
+            Ok(res) => res,
+            Err(AllocFail) => {
+                for u in undo.into_iter().rev() {
+                    self.restore(u);
+                }
+                self.brk = brk;
+                self.start_stack = stack;
+                Err(Errno::ENOMEM)
+            }
+        }
+    }
+
+    /// Stores `data` over `[start, end)`, cutting whatever is there.
+    pub(crate) fn put(&mut self, start: u64, end: u64, data: VmaData) -> core::result::Result<(), AllocFail> {
+        self.put_arc(start, end, Arc::new(data))
+    }
+
+    pub(crate) fn put_arc(&mut self, start: u64, end: u64, data: Arc<VmaData>) -> core::result::Result<(), AllocFail> {
+        self.tree.store_range(start..end, data).map_err(|_| AllocFail)
+    }
+
+    /// Unmaps `[start, end)` (neighbours are cut, keeping their attributes).
+    pub(crate) fn clear(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
+        if start >= end {
+            return Ok(());
+        }
+        self.tree.remove_range(start..end).map_err(|_| AllocFail)
+    }
+
+    /// Merges compatible neighbours across every boundary of the changed
+    /// ranges (sorted, `[start, end)`), as Linux's `vma_merge` does around
+    /// the VMAs a call modified. Boundaries between two untouched VMAs are
+    /// left alone.
+    pub(crate) fn merge_around(&mut self, changed: &[(u64, u64)]) -> core::result::Result<(), AllocFail> {
+        let mut bounds: Vec<u64> = changed.iter().flat_map(|&(s, e)| [s, e]).collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        for b in bounds {
+            self.merge_at(b)?;
+        }
+        Ok(())
+    }
+
+    /// Merges the VMA ending at `b` with the one starting there, if they
+    /// are compatible.
+    pub(crate) fn merge_at(&mut self, b: u64) -> core::result::Result<(), AllocFail> {
+        let Some(lb) = b.checked_sub(1) else { return Ok(()) };
+        let (Some(left), Some(right)) = (self.tree.get_range(lb), self.tree.get_range(b)) else {
+            return Ok(());
+        };
+        if *left.0.end() != lb || *right.0.start() != b || !left.1.merges_with(right.1) {
+            return Ok(());
+        }
+        let (start, end) = (*left.0.start(), right.0.end() + 1);
+        let merged = left.1.merged(right.1);
+        self.put(start, end, merged)
+    }
+
+    /// Checks that splitting the VMAs at `start` and `end` would not make
+    /// more VMAs than `max_map_count` allows (Linux checks before each
+    /// split).
+    pub(crate) fn check_splits(&self, start: u64, end: u64) -> Result<()> {
+        let mut extra = 0;
+        for at in [start, end] {
+            if let Some(v) = self.vma_at(at) {
+                if v.start < at {
+                    extra += 1;
+                }
+            }
+        }
+        if extra > 0 && self.vma_count() + extra > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// A first write to every page of `[start, end)` of the VMA `v`: a
+    /// private mapping gets an anon_vma (reusing a compatible neighbour's,
+    /// as Linux's `find_mergeable_anon_vma` does).
+    pub(crate) fn fault_in(&mut self, v_start: u64, v_end: u64) -> core::result::Result<(), AllocFail> {
+        let Some((r, d)) = self.tree.get_range(v_start) else { return Ok(()) };
+        if d.anon.is_some() || d.flags.contains(VmFlags::SHARED) {
+            return Ok(());
+        }
+        debug_assert_eq!((*r.start(), r.end() + 1), (v_start, v_end));
+        let mut reuse = None;
+        // Linux looks at the next VMA first, then the previous one.
+        for n in [self.tree.get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.get_range(s))]
+            .into_iter()
+            .flatten()
+        {
+            let adjacent = *n.0.start() == v_end || n.0.end() + 1 == v_start;
+            if let Some(a) = n.1.anon {
+                if adjacent && !a.forked && d.anon_compatible(n.1) {
+                    reuse = Some(a);
+                    break;
+                }
+            }
+        }
+        let data = VmaData { anon: Some(reuse.unwrap_or_else(AnonVma::new)), ..d.clone() };
+        self.put(v_start, v_end, data)
+    }
+}
+
+/// Protection totals are indexed by `rwx` bits; this names an index.
+pub fn prot_of_index(i: usize) -> Prot {
+    Prot::from_bits_truncate(i as u32 & 7)
+}

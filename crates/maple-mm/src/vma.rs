@@ -1,0 +1,339 @@
+//! Virtual memory areas: what a mapping is, and when two neighbours merge.
+//!
+//! The tree stores each VMA under `[start, end - 1]` and the VMA's
+//! attributes as a shared [`VmaData`]. The attributes do not depend on where
+//! the VMA starts: the file offset is kept as the file page that address 0
+//! would map (`pgoff_base`), so a VMA's page offset is
+//! `pgoff_base + start / PAGE_SIZE`. A piece cut off a VMA therefore has
+//! exactly the same attributes as the VMA, and the tree's own split (which
+//! shares the value by reference count) gives every piece its correct start
+//! and file offset without any fixing up — and a concurrent reader always
+//! sees a range and attributes that belong together.
+
+use core::fmt;
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc,
+};
+
+use crate::{flags::VmFlags, name::AnonName, Prot, PAGE_SIZE};
+
+/// The identity of a mapped file, as `/proc/PID/maps` shows it.
+#[derive(Clone, Debug)]
+pub struct MappedFile {
+    /// Device major number.
+    pub dev_major: u32,
+    /// Device minor number.
+    pub dev_minor: u32,
+    /// Inode number.
+    pub inode: u64,
+    /// Path as shown in the maps file.
+    pub path: String,
+    /// Whether the file was opened for writing (a shared writable mapping
+    /// of a read-only file is `EACCES`).
+    pub writable: bool,
+    /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`): Linux backs
+    /// it with a fresh shmem file shown as `/dev/zero (deleted)`.
+    pub anon_shmem: bool,
+}
+
+/// Counter for the inode numbers of shared anonymous memory.
+static SHMEM_INODE: AtomicU64 = AtomicU64::new(1);
+
+impl MappedFile {
+    /// A regular file.
+    pub fn new(dev_major: u32, dev_minor: u32, inode: u64, path: impl Into<String>) -> MappedFile {
+        MappedFile { dev_major, dev_minor, inode, path: path.into(), writable: true, anon_shmem: false }
+    }
+
+    /// The same file, opened read-only.
+    pub fn read_only(mut self) -> MappedFile {
+        self.writable = false;
+        self
+    }
+
+    /// A fresh shmem object for a shared anonymous mapping.
+    pub(crate) fn new_shmem() -> MappedFile {
+        let inode = SHMEM_INODE.fetch_add(1, Ordering::Relaxed);
+        MappedFile {
+            dev_major: 0,
+            dev_minor: 1,
+            inode,
+            path: "/dev/zero (deleted)".into(),
+            writable: true,
+            anon_shmem: true,
+        }
+    }
+
+    /// Same file: same device and inode.
+    pub fn same_file(&self, other: &MappedFile) -> bool {
+        (self.dev_major, self.dev_minor, self.inode, self.anon_shmem)
+            == (other.dev_major, other.dev_minor, other.inode, other.anon_shmem)
+    }
+}
+
+/// What backs a mapping.
+#[derive(Clone, Debug)]
+pub enum Backing {
+    /// Private anonymous memory.
+    Anon,
+    /// A file (or the shmem object of shared anonymous memory).
+    File(Arc<MappedFile>),
+}
+
+impl Backing {
+    /// The file, if any.
+    pub fn file(&self) -> Option<&MappedFile> {
+        match self {
+            Backing::Anon => None,
+            Backing::File(f) => Some(f),
+        }
+    }
+
+    fn same(&self, other: &Backing) -> bool {
+        match (self, other) {
+            (Backing::Anon, Backing::Anon) => true,
+            (Backing::File(a), Backing::File(b)) => Arc::ptr_eq(a, b) || a.same_file(b),
+            _ => false,
+        }
+    }
+}
+
+/// The anonymous-memory state of a VMA that has been written (Linux's
+/// `anon_vma`): which anon_vma it belongs to, and whether it was inherited
+/// through a fork (its chain then also links the parent's, and Linux will
+/// not merge it with a never-written neighbour).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AnonVma {
+    /// Identity; VMAs with the same id share one anon_vma.
+    pub id: u64,
+    /// Inherited from a parent by fork.
+    pub forked: bool,
+}
+
+static ANON_VMA_ID: AtomicU64 = AtomicU64::new(1);
+
+impl AnonVma {
+    /// A fresh anon_vma (a first write fault).
+    pub(crate) fn new() -> AnonVma {
+        AnonVma { id: ANON_VMA_ID.fetch_add(1, Ordering::Relaxed), forked: false }
+    }
+
+    /// The child's anon_vma after a fork.
+    pub(crate) fn forked() -> AnonVma {
+        AnonVma { forked: true, ..AnonVma::new() }
+    }
+}
+
+/// A VMA's attributes, shared by reference count between the pieces of a
+/// split (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct VmaData {
+    pub(crate) flags: VmFlags,
+    pub(crate) backing: Backing,
+    /// File page (or, for private anonymous memory, the page number Linux
+    /// keeps in `vm_pgoff`) that address 0 would map; wrapping arithmetic.
+    pub(crate) pgoff_base: u64,
+    pub(crate) name: Option<AnonName>,
+    pub(crate) anon: Option<AnonVma>,
+    /// What the maps file shows for a special mapping (`[vdso]`, …).
+    pub(crate) label: Option<Arc<str>>,
+}
+
+impl VmaData {
+    pub(crate) fn pgoff_at(&self, addr: u64) -> u64 {
+        self.pgoff_base.wrapping_add(addr / PAGE_SIZE)
+    }
+
+    /// `pgoff_base` for a VMA at `start` whose first page is file page `pgoff`.
+    pub(crate) fn base_for(start: u64, pgoff: u64) -> u64 {
+        pgoff.wrapping_sub(start / PAGE_SIZE)
+    }
+
+    /// Linux's `vma_is_anonymous`: private anonymous memory.
+    pub(crate) fn is_anonymous(&self) -> bool {
+        matches!(self.backing, Backing::Anon)
+    }
+
+    /// Everything but the anon_vma matches (`is_mergeable_vma` plus
+    /// contiguous offsets, for neighbours).
+    pub(crate) fn same_kind(&self, other: &VmaData) -> bool {
+        self.flags == other.flags
+            && !self.flags.contains(VmFlags::SPECIAL)
+            && self.backing.same(&other.backing)
+            && self.pgoff_base == other.pgoff_base
+            && self.name == other.name
+            && self.label == other.label
+    }
+
+    /// Whether `self` (ending where `next` starts) and `next` merge into one
+    /// VMA, and Linux's anon_vma rule: two written VMAs only if they share
+    /// an anon_vma; a written one with a never-written one unless the
+    /// written one was inherited through fork.
+    pub(crate) fn merges_with(&self, next: &VmaData) -> bool {
+        self.same_kind(next)
+            && match (self.anon, next.anon) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.id == b.id,
+                (Some(a), None) | (None, Some(a)) => !a.forked,
+            }
+    }
+
+    /// The attributes of `self` merged with `next`.
+    pub(crate) fn merged(&self, next: &VmaData) -> VmaData {
+        VmaData { anon: self.anon.or(next.anon), ..self.clone() }
+    }
+
+    /// Linux's `anon_vma_compatible`: a neighbour whose anon_vma a first
+    /// write fault may reuse (same file, contiguous offsets, flags equal
+    /// but for access bits).
+    pub(crate) fn anon_compatible(&self, other: &VmaData) -> bool {
+        self.backing.same(&other.backing)
+            && self.pgoff_base == other.pgoff_base
+            && (self.flags ^ other.flags).difference(VmFlags::ACCESS).is_empty()
+    }
+}
+
+/// One mapping, as a lookup sees it: its range and its attributes.
+///
+/// ```
+/// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
+/// let mut mm = AddressSpace::new();
+/// let a = mm.mmap(0x10_0000, 4 * PAGE_SIZE, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED, None, 0).unwrap();
+/// let vma = mm.find_vma(a).unwrap();
+/// assert_eq!((vma.start(), vma.end(), vma.prot()), (0x10_0000, 0x10_4000, Prot::READ));
+/// assert_eq!(vma.to_string(), "00100000-00104000 r--p 00000000 00:00 0 "); // Linux keeps the space
+/// ```
+#[derive(Clone, Copy)]
+pub struct Vma<'a> {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) data: &'a VmaData,
+}
+
+impl<'a> Vma<'a> {
+    /// First address.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// One past the last address.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Never true: a VMA covers at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// `start..end`.
+    pub fn range(&self) -> core::ops::Range<u64> {
+        self.start..self.end
+    }
+
+    /// True if `addr` is inside.
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
+    /// Protection.
+    pub fn prot(&self) -> Prot {
+        self.data.flags.prot()
+    }
+
+    /// All flags.
+    pub fn flags(&self) -> VmFlags {
+        self.data.flags
+    }
+
+    /// Shared mapping.
+    pub fn is_shared(&self) -> bool {
+        self.data.flags.contains(VmFlags::SHARED)
+    }
+
+    /// What backs it.
+    pub fn backing(&self) -> &'a Backing {
+        &self.data.backing
+    }
+
+    /// The file, if file-backed (shared anonymous memory has a shmem file).
+    pub fn file(&self) -> Option<&'a MappedFile> {
+        self.data.backing.file()
+    }
+
+    /// Private anonymous memory.
+    pub fn is_anonymous(&self) -> bool {
+        self.data.is_anonymous()
+    }
+
+    /// The page offset Linux keeps (`vm_pgoff`): the file page of `start`
+    /// (for private anonymous memory, a page number used only for merging).
+    pub fn pgoff(&self) -> u64 {
+        self.data.pgoff_at(self.start)
+    }
+
+    /// Offset shown in `/proc/PID/maps`: `pgoff * PAGE_SIZE` for files, 0
+    /// for anonymous memory.
+    pub fn file_offset(&self) -> u64 {
+        if self.data.is_anonymous() {
+            0
+        } else {
+            self.pgoff().wrapping_mul(PAGE_SIZE)
+        }
+    }
+
+    /// The anonymous name, if any.
+    pub fn name(&self) -> Option<&'a AnonName> {
+        self.data.name.as_ref()
+    }
+
+    /// The label of a special mapping (`[vdso]`, `[vvar]`, …), if any.
+    pub fn label(&self) -> Option<&'a str> {
+        self.data.label.as_deref()
+    }
+
+    /// The anon_vma, if the mapping has been written (private mappings).
+    pub fn anon_vma(&self) -> Option<AnonVma> {
+        self.data.anon
+    }
+
+    /// `rwxp` / `rw-s` as in the maps file.
+    pub fn perms(&self) -> [u8; 4] {
+        let f = self.data.flags;
+        [
+            if f.contains(VmFlags::READ) { b'r' } else { b'-' },
+            if f.contains(VmFlags::WRITE) { b'w' } else { b'-' },
+            if f.contains(VmFlags::EXEC) { b'x' } else { b'-' },
+            if f.contains(VmFlags::SHARED) { b's' } else { b'p' },
+        ]
+    }
+}
+
+impl fmt::Debug for Vma<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Vma")
+            .field("start", &format_args!("{:#x}", self.start))
+            .field("end", &format_args!("{:#x}", self.end))
+            .field("flags", &self.data.flags)
+            .field("backing", &self.data.backing)
+            .field("pgoff", &self.pgoff())
+            .field("name", &self.data.name)
+            .field("anon", &self.data.anon)
+            .finish()
+    }
+}
+
+/// The maps-file line of this VMA without the `[heap]`/`[stack]` labels,
+/// which depend on the address space (see
+/// [`AddressSpace::maps`](crate::AddressSpace::maps)).
+impl fmt::Display for Vma<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::maps::write_line(f, self, None)
+    }
+}
