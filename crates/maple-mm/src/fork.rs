@@ -30,12 +30,10 @@ impl AddressSpace {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        let mut child = AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
-        let dontcopy: Vec<(u64, u64)> = self
-            .iter()
-            .filter(|v| v.flags().contains(VmFlags::DONTCOPY))
-            .map(|v| (v.start(), v.end()))
-            .collect();
+        let mut child =
+            AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
+        let dontcopy: Vec<(u64, u64)> =
+            self.iter().filter(|v| v.flags().contains(VmFlags::DONTCOPY)).map(|v| (v.start(), v.end())).collect();
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }

@@ -69,11 +69,11 @@ mod space;
 mod vma;
 
 pub use error::{Errno, Result};
+pub use flags::{Advice, MapFlags, MremapFlags, Prot, VmFlags};
 #[cfg(feature = "fault-injection")]
 pub use fork::fault;
-pub use flags::{Advice, MapFlags, MremapFlags, Prot, VmFlags};
-pub use maps::{MapsError, MapsLine};
 pub use maple_tree;
+pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
 pub use vma::{AnonVma, Backing, MappedFile, Vma};

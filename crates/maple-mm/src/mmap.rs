@@ -56,11 +56,56 @@ impl AddressSpace {
         file: Option<Arc<MappedFile>>,
         offset: u64,
     ) -> Result<u64> {
+        // The order of the checks is Linux's (sys_mmap, then do_mmap).
         let bits = flags.bits();
-        let shared = match bits & 0x0f {
-            0x01 => true,
-            0x02 => false,
-            0x03 => {
+        if !is_aligned(offset) {
+            return Err(Errno::EINVAL);
+        }
+        let anonymous = flags.contains(MapFlags::ANONYMOUS);
+        let file = if anonymous { None } else { Some(file.ok_or(Errno::EBADF)?) };
+        if flags.contains(MapFlags::HUGETLB) {
+            // No huge pages are reserved (a default Linux): hugetlbfs
+            // cannot back the mapping.
+            return Err(Errno::ENOMEM);
+        }
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let mut pgoff = offset / PAGE_SIZE;
+        if pgoff.checked_add(len / PAGE_SIZE).is_none() {
+            return Err(Errno::EOVERFLOW);
+        }
+        if self.vma_count() > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let probe = match &file {
+            Some(f) => Backing::File(Arc::clone(f)),
+            None => Backing::Anon,
+        };
+        let start = if fixed {
+            if addr > self.layout.task_size || len > self.layout.task_size - addr {
+                return Err(Errno::ENOMEM);
+            }
+            if !is_aligned(addr) {
+                return Err(Errno::EINVAL);
+            }
+            if addr < self.layout.mmap_min_addr {
+                return Err(Errno::EPERM);
+            }
+            addr
+        } else {
+            let hint = self.round_hint(addr);
+            self.unmapped_area(hint, len, &probe, pgoff)?
+        };
+        if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(start, start + len).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let shared = match (bits & 0x0f, anonymous) {
+            (0x01, _) => true,
+            (0x02, _) => false,
+            (0x03, false) => {
                 if bits & !KNOWN_MAP_FLAGS != 0 {
                     return Err(Errno::EOPNOTSUPP);
                 }
@@ -68,73 +113,35 @@ impl AddressSpace {
             }
             _ => return Err(Errno::EINVAL),
         };
-        let anonymous = flags.contains(MapFlags::ANONYMOUS);
-        if len == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
-        if !is_aligned(offset) {
-            return Err(Errno::EINVAL);
-        }
-        let mut pgoff = offset / PAGE_SIZE;
-        if pgoff.checked_add(len / PAGE_SIZE).is_none() {
-            return Err(Errno::EOVERFLOW);
-        }
-        let backing = if anonymous {
-            if shared {
+        let grows = flags.contains(MapFlags::GROWSDOWN);
+        let backing = match file {
+            Some(f) => {
+                if shared && prot.contains(Prot::WRITE) && !f.writable {
+                    return Err(Errno::EACCES);
+                }
+                if grows {
+                    return Err(Errno::EINVAL);
+                }
+                Backing::File(f)
+            }
+            // Only private anonymous memory can grow down.
+            None if shared && grows => return Err(Errno::EINVAL),
+            None if shared => {
                 pgoff = 0;
                 Backing::File(Arc::new(MappedFile::new_shmem()))
-            } else {
-                Backing::Anon
             }
-        } else {
-            match file {
-                Some(f) => Backing::File(f),
-                None => return Err(Errno::EBADF),
-            }
+            None => Backing::Anon,
         };
-        if flags.contains(MapFlags::HUGETLB) {
-            // No huge pages are reserved (a default Linux): hugetlbfs
-            // cannot back the mapping.
-            return Err(Errno::ENOMEM);
-        }
-        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-        if self.vma_count() > self.layout.max_map_count {
-            return Err(Errno::ENOMEM);
-        }
         let mut vm = VmFlags::from_prot(prot);
         vm.set(VmFlags::SHARED, shared);
         vm.set(VmFlags::GROWSDOWN, flags.contains(MapFlags::GROWSDOWN));
         vm.set(VmFlags::LOCKED, flags.contains(MapFlags::LOCKED));
         vm.set(VmFlags::NOHUGEPAGE, flags.contains(MapFlags::STACK));
         vm.set(VmFlags::NORESERVE, flags.contains(MapFlags::NORESERVE));
-        if let Backing::File(f) = &backing {
-            if shared && prot.contains(Prot::WRITE) && !f.writable {
-                return Err(Errno::EACCES);
-            }
-        }
         // Linux's accountable_mapping: private and writable, not NORESERVE.
         if (vm & (VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE)) == VmFlags::WRITE {
             vm |= VmFlags::ACCOUNT;
         }
-        let start = if fixed {
-            if !is_aligned(addr) {
-                return Err(Errno::EINVAL);
-            }
-            if addr > self.layout.task_size || len > self.layout.task_size - addr {
-                return Err(Errno::ENOMEM);
-            }
-            if addr < self.layout.mmap_min_addr {
-                return Err(Errno::EPERM);
-            }
-            if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(addr, addr + len).is_some() {
-                return Err(Errno::EEXIST);
-            }
-            addr
-        } else {
-            let hint = self.round_hint(addr);
-            self.unmapped_area(hint, len, &backing, pgoff)?
-        };
         let end = start + len;
         self.check_splits(start, end)?;
         if matches!(backing, Backing::Anon) {
@@ -264,7 +271,10 @@ impl AddressSpace {
             }
             let start = self.tree.empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
             match self.find_vma(start + len) {
-                Some(next) if next.start < start + len + self.layout.stack_guard_gap && self.start_gap(&next) < start + len => {
+                Some(next)
+                    if next.start < start + len + self.layout.stack_guard_gap
+                        && self.start_gap(&next) < start + len =>
+                {
                     high = self.start_gap(&next);
                 }
                 _ => return Ok(start),

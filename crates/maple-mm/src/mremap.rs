@@ -3,7 +3,7 @@
 use crate::{
     error::{Errno, Result},
     flags::{MremapFlags, VmFlags},
-    space::{is_aligned, page_align, AddressSpace},
+    space::{is_aligned, page_align, AddressSpace, AllocFail},
     vma::VmaData,
 };
 
@@ -57,7 +57,9 @@ impl AddressSpace {
             return Err(Errno::EFAULT);
         }
         let old_end = old + old_len;
-        if fixed {
+        // A new address given (or, with DONTUNMAP alone, hinted) is checked
+        // before the old range is looked at.
+        if fixed || dontunmap {
             if !is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
                 return Err(Errno::EINVAL);
             }
@@ -83,8 +85,8 @@ impl AddressSpace {
         let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
         if old_end.min(old + new_len) > vend || (!fixed && old_end > vend) {
             // A pure move may carry several VMAs and the gaps between them.
-            if fixed && new_len == old_len && !dontunmap {
-                return self.move_many(old, old_len, new_addr);
+            if fixed && new_len == old_len {
+                return self.move_many(old, old_len, new_addr, dontunmap);
             }
             return Err(Errno::EFAULT);
         }
@@ -119,7 +121,8 @@ impl AddressSpace {
             return Err(Errno::ENOMEM);
         }
         let pgoff = data.pgoff_at(old);
-        let dest = self.unmapped_area(0, new_len, &data.backing, pgoff)?;
+        let hint = if dontunmap { new_addr } else { 0 };
+        let dest = self.unmapped_area(hint, new_len, &data.backing, pgoff)?;
         self.move_to(old, old_len, new_len, dest, dontunmap, (vstart, data))
     }
 
@@ -134,7 +137,8 @@ impl AddressSpace {
         dontunmap: bool,
         src: (u64, VmaData),
     ) -> Result<u64> {
-        let (_, data) = src;
+        let (vstart, data) = src;
+        let vend = vstart + self.vma_at(vstart).map_or(0, |v| v.len());
         let old_end = old + old_len;
         let dest_end = dest + new_len;
         let mut moved = data.clone();
@@ -155,9 +159,7 @@ impl AddressSpace {
             mm.put(dest, dest_end, moved)?;
             mm.merge_around(&[(dest, dest_end)])?;
             if dontunmap {
-                // The old range stays mapped, its pages gone: no anon_vma.
-                let left = VmaData { anon: None, ..data.clone() };
-                mm.put(old, old + keep, left)?;
+                mm.leave_behind(vstart, vend, old, old + keep, &data)?;
             } else {
                 mm.clear(old, old + keep)?;
             }
@@ -165,15 +167,28 @@ impl AddressSpace {
         })
     }
 
-    /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+).
-    fn move_many(&mut self, old: u64, len: u64, dest: u64) -> Result<u64> {
+    /// What `MREMAP_DONTUNMAP` does to the VMA `[s, e)` the range
+    /// `[ps, pe)` moved out of: the VMA stays whole and mapped, unlocked;
+    /// if all of it moved, its pages went with it (no anon_vma left).
+    fn leave_behind(&mut self, s: u64, e: u64, ps: u64, pe: u64, d: &VmaData) -> core::result::Result<(), AllocFail> {
+        let whole = ps == s && pe == e;
+        if !whole && !d.flags.contains(VmFlags::LOCKED) {
+            return Ok(());
+        }
+        let anon = if whole { None } else { d.anon };
+        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d.clone() })
+    }
+
+    /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+):
+    /// each VMA piece moves by the same distance, replacing what is at its
+    /// own target; the targets of the gaps are left alone, as by Linux.
+    fn move_many(&mut self, old: u64, len: u64, dest: u64, dontunmap: bool) -> Result<u64> {
         let pieces = self.entries(old, old + len);
         if pieces.iter().any(|(_, _, d)| d.flags.contains(VmFlags::SPECIAL)) {
             return Err(Errno::EFAULT);
         }
         let old_end = old + len;
         self.transact(&[(dest, dest + len), (old, old_end)], |mm| {
-            mm.clear(dest, dest + len)?;
             let mut changed = Vec::new();
             for (s, e, d) in &pieces {
                 let (ps, pe) = ((*s).max(old), (*e).min(old_end));
@@ -184,11 +199,16 @@ impl AddressSpace {
                 } else {
                     moved.pgoff_base = VmaData::base_for(ns, d.pgoff_at(ps));
                 }
+                mm.clear(ns, ne)?;
                 mm.put(ns, ne, moved)?;
                 changed.push((ns, ne));
+                if dontunmap {
+                    mm.leave_behind(*s, *e, ps, pe, d)?;
+                } else {
+                    mm.clear(ps, pe)?;
+                }
             }
             mm.merge_around(&changed)?;
-            mm.clear(old, old_end)?;
             Ok(Ok(dest))
         })
     }

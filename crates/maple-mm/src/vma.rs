@@ -18,7 +18,13 @@ use std::sync::{
 
 use crate::{flags::VmFlags, name::AnonName, Prot, PAGE_SIZE};
 
-/// The identity of a mapped file, as `/proc/PID/maps` shows it.
+/// An open file that is mapped (Linux's `struct file`), with the identity
+/// `/proc/PID/maps` shows.
+///
+/// Share one `Arc<MappedFile>` between mappings made through the same open
+/// file (the same file descriptor): neighbours merge only then, because
+/// Linux compares the open file, not the inode. Mapping the same file
+/// opened twice gives VMAs that never merge, as in Linux.
 #[derive(Clone, Debug)]
 pub struct MappedFile {
     /// Device major number.
@@ -93,7 +99,9 @@ impl Backing {
     fn same(&self, other: &Backing) -> bool {
         match (self, other) {
             (Backing::Anon, Backing::Anon) => true,
-            (Backing::File(a), Backing::File(b)) => Arc::ptr_eq(a, b) || a.same_file(b),
+            // Linux compares `struct file` pointers: the same file opened
+            // twice does not merge.
+            (Backing::File(a), Backing::File(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

@@ -1,0 +1,691 @@
+//! Linux is the oracle: random operation sequences run on this machine's
+//! kernel and on an `AddressSpace`, and the VMA lists inside a reserved
+//! window must agree line for line after every operation, with the same
+//! error numbers.
+//!
+//! This file has its own `main`. Run normally, it generates sequences and
+//! starts itself again as a child process (`MAPLE_ORACLE_CHILD=1`) that
+//! makes the real system calls inside a window at a fixed address, far from
+//! anything else in the process, and reports `/proc/self/maps` after every
+//! operation. A divergence prints the whole sequence, ready to paste into a
+//! unit test.
+//!
+//! Where Linux and the model must differ, the test says so: shared
+//! anonymous memory gets a fresh inode number in each (compared without
+//! it); anonymous names are not tried (`CONFIG_ANON_VMA_NAME` is off on
+//! these machines); `brk` and the stack are not in the window.
+//!
+//! `MAPLE_ORACLE_SEQS=N` changes the number of sequences (default 2000,
+//! plus 3 fresh seeds); `MAPLE_ORACLE_SEED=S` runs one seed.
+
+use std::{
+    fmt,
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+    sync::Arc,
+};
+
+use maple_mm::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MremapFlags, Prot, PAGE_SIZE};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+/// The window: far below where Linux places mappings and far above the
+/// program, so nothing else ever lands next to it.
+const BASE: u64 = 0x1000_0000_0000;
+/// Window size in pages.
+const W: u64 = 48;
+/// Pages in the test file.
+const FILE_PAGES: u64 = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Src {
+    Anon,
+    File,
+    FileRo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Fixed,
+    NoReplace,
+    Hint,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Map {
+        page: u64,
+        pages: u64,
+        prot: u32,
+        place: Place,
+        shared: bool,
+        src: Src,
+        off: u64,
+        extra: u32,
+    },
+    Unmap {
+        page: u64,
+        pages: u64,
+        skew: u64,
+    },
+    Protect {
+        page: u64,
+        pages: u64,
+        prot: u32,
+    },
+    Advise {
+        page: u64,
+        pages: u64,
+        advice: i32,
+    },
+    Touch {
+        page: u64,
+        pages: u64,
+    },
+    Remap {
+        page: u64,
+        old: u64,
+        new: u64,
+        flags: u32,
+        to: u64,
+    },
+    Fork,
+    /// Fork, then map fresh anonymous memory in the child (next to
+    /// inherited VMAs: Linux does not merge it with a written one).
+    ForkMap {
+        page: u64,
+        pages: u64,
+        prot: u32,
+    },
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Op::Map { page, pages, prot, place, shared, src, off, extra } => {
+                let place = match place {
+                    Place::Fixed => "fixed",
+                    Place::NoReplace => "noreplace",
+                    Place::Hint => "hint",
+                };
+                let src = match src {
+                    Src::Anon => "anon",
+                    Src::File => "file",
+                    Src::FileRo => "filero",
+                };
+                write!(f, "map {page} {pages} {prot} {place} {} {src} {off} {extra}", u8::from(shared))
+            }
+            Op::Unmap { page, pages, skew } => write!(f, "unmap {page} {pages} {skew}"),
+            Op::Protect { page, pages, prot } => write!(f, "protect {page} {pages} {prot}"),
+            Op::Advise { page, pages, advice } => write!(f, "advise {page} {pages} {advice}"),
+            Op::Touch { page, pages } => write!(f, "touch {page} {pages}"),
+            Op::Remap { page, old, new, flags, to } => write!(f, "remap {page} {old} {new} {flags} {to}"),
+            Op::Fork => write!(f, "fork"),
+            Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
+        }
+    }
+}
+
+fn parse_op(line: &str) -> Op {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let n = |i: usize| -> u64 { w[i].parse().expect("number") };
+    match w[0] {
+        "map" => Op::Map {
+            page: n(1),
+            pages: n(2),
+            prot: n(3) as u32,
+            place: match w[4] {
+                "fixed" => Place::Fixed,
+                "noreplace" => Place::NoReplace,
+                _ => Place::Hint,
+            },
+            shared: w[5] == "1",
+            src: match w[6] {
+                "anon" => Src::Anon,
+                "file" => Src::File,
+                _ => Src::FileRo,
+            },
+            off: n(7),
+            extra: n(8) as u32,
+        },
+        "unmap" => Op::Unmap { page: n(1), pages: n(2), skew: n(3) },
+        "protect" => Op::Protect { page: n(1), pages: n(2), prot: n(3) as u32 },
+        "advise" => Op::Advise { page: n(1), pages: n(2), advice: n(3) as i32 },
+        "touch" => Op::Touch { page: n(1), pages: n(2) },
+        "remap" => Op::Remap { page: n(1), old: n(2), new: n(3), flags: n(4) as u32, to: n(5) },
+        "fork" => Op::Fork,
+        "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
+        other => panic!("unknown op {other}"),
+    }
+}
+
+fn map_flags(place: Place, shared: bool, src: Src, extra: u32) -> u32 {
+    let mut f = if shared { 0x01 } else { 0x02 } | extra;
+    if src == Src::Anon {
+        f |= 0x20;
+    }
+    match place {
+        Place::Fixed => f | 0x10,
+        Place::NoReplace => f | 0x10_0000,
+        Place::Hint => f,
+    }
+}
+
+/// Normalises a maps line: the inode of shared anonymous memory differs.
+fn normalise(line: &str) -> String {
+    if line.ends_with("/dev/zero (deleted)") {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        return format!("{} {} {} {} SHM /dev/zero (deleted)", f[0], f[1], f[2], f[3]);
+    }
+    line.trim_end().to_string()
+}
+
+/// Maps lines that overlap the window.
+fn window_lines(maps: &str) -> Vec<String> {
+    maps.lines()
+        .filter(|l| {
+            let Some((r, _)) = l.split_once(' ') else { return false };
+            let Some((s, e)) = r.split_once('-') else { return false };
+            let (s, e) = (u64::from_str_radix(s, 16).unwrap_or(0), u64::from_str_radix(e, 16).unwrap_or(0));
+            s < BASE + W * PAGE_SIZE && e > BASE
+        })
+        .map(normalise)
+        .collect()
+}
+
+// ---------------------------------------------------------------- model --
+
+struct Model {
+    mm: AddressSpace,
+    file: Arc<MappedFile>,
+    file_ro: Arc<MappedFile>,
+}
+
+fn errno(e: Errno) -> String {
+    format!("err {}", e.code())
+}
+
+impl Model {
+    fn new(file: &MappedFile) -> Model {
+        let mut mm = AddressSpace::new();
+        mm.mmap(
+            BASE,
+            W * PAGE_SIZE,
+            Prot::NONE,
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE,
+            None,
+            0,
+        )
+        .expect("window");
+        Model { mm, file: Arc::new(file.clone()), file_ro: Arc::new(file.clone().read_only()) }
+    }
+
+    /// Applies `op`; returns the result line and, for `fork`, the child's
+    /// window lines.
+    fn apply(&mut self, op: &Op) -> (String, Option<Vec<String>>) {
+        let at = |p: u64| BASE + p * PAGE_SIZE;
+        let res = match *op {
+            Op::Map { page, pages, prot, place, shared, src, off, extra } => {
+                let flags = MapFlags::from_bits_retain(map_flags(place, shared, src, extra));
+                let file = match src {
+                    Src::Anon => None,
+                    Src::File => Some(Arc::clone(&self.file)),
+                    Src::FileRo => Some(Arc::clone(&self.file_ro)),
+                };
+                let prot = Prot::from_bits_retain(prot);
+                match self.mm.mmap(at(page), pages * PAGE_SIZE, prot, flags, file, off * PAGE_SIZE) {
+                    Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                    Ok(a) => {
+                        self.mm.munmap(a, pages * PAGE_SIZE).expect("unmap outside");
+                        "out".into()
+                    }
+                    Err(e) => errno(e),
+                }
+            }
+            Op::Unmap { page, pages, skew } => match self.mm.munmap(at(page) + skew, pages * PAGE_SIZE) {
+                Ok(()) => "ok".into(),
+                Err(e) => errno(e),
+            },
+            Op::Protect { page, pages, prot } => {
+                match self.mm.mprotect(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot)) {
+                    Ok(()) => "ok".into(),
+                    Err(e) => errno(e),
+                }
+            }
+            Op::Advise { page, pages, advice } => {
+                let r = match Advice::from_code(advice) {
+                    Some(a) => self.mm.madvise(at(page), pages * PAGE_SIZE, a),
+                    None => Err(Errno::EINVAL),
+                };
+                match r {
+                    Ok(()) => "ok".into(),
+                    Err(e) => errno(e),
+                }
+            }
+            Op::Touch { page, pages } => match self.mm.touch(at(page), pages * PAGE_SIZE) {
+                Ok(()) => "ok".into(),
+                Err(e) => errno(e),
+            },
+            Op::Remap { page, old, new, flags, to } => {
+                match self.mm.mremap(
+                    at(page),
+                    old * PAGE_SIZE,
+                    new * PAGE_SIZE,
+                    MremapFlags::from_bits_retain(flags),
+                    at(to),
+                ) {
+                    Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                    Ok(a) => {
+                        self.mm.munmap(a, new * PAGE_SIZE).expect("unmap outside");
+                        "out".into()
+                    }
+                    Err(e) => errno(e),
+                }
+            }
+            Op::Fork => {
+                let child = self.mm.fork().expect("fork");
+                return ("ok".into(), Some(window_lines(&child.maps())));
+            }
+            Op::ForkMap { page, pages, prot } => {
+                let mut child = self.mm.fork().expect("fork");
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0).expect("child map");
+                return ("ok".into(), Some(window_lines(&child.maps())));
+            }
+        };
+        self.mm.validate().expect("model valid");
+        (res, None)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        window_lines(&self.mm.maps())
+    }
+}
+
+/// A random sequence, generated against the model (touches only where the
+/// model says every page is writable: a wrong guess would crash the child,
+/// which then reports the divergence).
+fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut model = Model::new(file);
+    let len = rng.gen_range(4..28);
+    let mut ops = Vec::new();
+    while ops.len() < len {
+        let page = rng.gen_range(0..W);
+        let pages = rng.gen_range(1..=(W - page).min(12));
+        let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
+        let op = match rng.gen_range(0..100) {
+            0..=29 => {
+                let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
+                let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
+                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100][rng.gen_range(0..7)];
+                let off = if src == Src::Anon { 0 } else { rng.gen_range(0..FILE_PAGES - pages) };
+                Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }
+            }
+            30..=44 => Op::Unmap { page, pages, skew: u64::from(rng.gen_ratio(1, 30)) },
+            45..=64 => Op::Protect { page, pages, prot },
+            65..=76 => {
+                let advice = [10, 11, 18, 19, 1, 0, 16, 17, 14, 15, 4, 2, 99][rng.gen_range(0..13)];
+                Op::Advise { page, pages, advice }
+            }
+            77..=86 => Op::Touch { page, pages },
+            87..=96 => {
+                let old = pages;
+                let new = rng.gen_range(1..=12);
+                let flags = [0, 1, 1, 3, 3, 5, 7, 8][rng.gen_range(0..8)];
+                let to = rng.gen_range(0..W - new.min(W - 1));
+                // Keep moves that pick their own place (MAYMOVE without
+                // FIXED) rare: they land outside the window.
+                Op::Remap { page, old, new, flags, to }
+            }
+            97 => Op::Fork,
+            _ => Op::ForkMap { page, pages, prot },
+        };
+        // Keep the window the window: mappings and growth stay inside it.
+        match &op {
+            Op::Map { page, pages, .. } | Op::ForkMap { page, pages, .. } if page + pages > W => continue,
+            Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
+            Op::Touch { .. } => {
+                let mut probe = model.mm.clone();
+                if let Op::Touch { page, pages } = op {
+                    if probe.touch(BASE + page * PAGE_SIZE, pages * PAGE_SIZE).is_err() {
+                        continue;
+                    }
+                }
+            }
+            _ => {}
+        }
+        model.apply(&op);
+        ops.push(op);
+    }
+    ops
+}
+
+// --------------------------------------------------------------- parent --
+
+fn run_parent() -> i32 {
+    let n: u64 = std::env::var("MAPLE_ORACLE_SEQS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let mut seeds: Vec<u64> = (0..n).collect();
+    let fresh =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    seeds.extend((0..3).map(|i| fresh.wrapping_mul(6364136223846793005).wrapping_add(i)));
+    if let Some(one) = std::env::var("MAPLE_ORACLE_SEED").ok().and_then(|s| s.parse().ok()) {
+        seeds = vec![one];
+    }
+    let exe = std::env::current_exe().expect("own path");
+    let mut child = Command::new(exe)
+        .env("MAPLE_ORACLE_CHILD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the child");
+    let mut to_child = child.stdin.take().expect("stdin");
+    let mut from_child = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    from_child.read_line(&mut line).expect("hello");
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.first() != Some(&"file") {
+        println!("kernel oracle: the child could not set up ({}), skipped", line.trim());
+        drop(to_child);
+        let _ = child.wait();
+        return 0;
+    }
+    let file = MappedFile::new(f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), f[4]);
+    let (mut passed, mut failed) = (0u64, 0u64);
+    let mut ops_run = 0usize;
+    for &seed in &seeds {
+        let ops = generate(seed, &file);
+        let mut model = Model::new(&file);
+        writeln!(to_child, "seq").unwrap();
+        for op in &ops {
+            writeln!(to_child, "{op}").unwrap();
+        }
+        writeln!(to_child, "end").unwrap();
+        to_child.flush().unwrap();
+        let mut diverged: Option<String> = None;
+        for (i, op) in ops.iter().enumerate() {
+            let (want_res, want_child) = model.apply(op);
+            let want_lines = model.lines();
+            // The child's report: a result line, maybe a fork's lines, the maps lines.
+            let mut got_res = String::new();
+            if from_child.read_line(&mut got_res).unwrap_or(0) == 0 {
+                diverged = Some(format!("the child died at op {} ({op})", i + 1));
+                break;
+            }
+            let mut read_block = || {
+                let mut v = Vec::new();
+                loop {
+                    let mut l = String::new();
+                    if from_child.read_line(&mut l).unwrap_or(0) == 0 {
+                        return None;
+                    }
+                    let l = l.trim_end().to_string();
+                    if l == "." {
+                        return Some(v);
+                    }
+                    v.push(l);
+                }
+            };
+            let got_child = if matches!(op, Op::Fork | Op::ForkMap { .. }) { read_block() } else { Some(Vec::new()) };
+            let got_lines = read_block();
+            let (Some(got_child), Some(got_lines)) = (got_child, got_lines) else {
+                diverged = Some(format!("the child died at op {} ({op})", i + 1));
+                break;
+            };
+            let mut why = Vec::new();
+            if got_res.trim() != want_res {
+                why.push(format!("result: kernel {:?}, model {want_res:?}", got_res.trim()));
+            }
+            if got_lines != want_lines {
+                why.push(format!(
+                    "maps:\n  kernel:\n    {}\n  model:\n    {}",
+                    got_lines.join("\n    "),
+                    want_lines.join("\n    ")
+                ));
+            }
+            if let Some(want_child) = want_child {
+                if got_child != want_child {
+                    why.push(format!(
+                        "forked child's maps:\n  kernel:\n    {}\n  model:\n    {}",
+                        got_child.join("\n    "),
+                        want_child.join("\n    ")
+                    ));
+                }
+            }
+            ops_run += 1;
+            if !why.is_empty() {
+                diverged = Some(format!("after op {} ({op}): {}", i + 1, why.join("\n")));
+                break;
+            }
+        }
+        match diverged {
+            None => passed += 1,
+            Some(why) => {
+                failed += 1;
+                if failed <= 3 {
+                    println!("seed {seed} diverged {why}\nsequence:");
+                    for op in &ops {
+                        println!("  {op}");
+                    }
+                }
+                // The child is out of step now: stop here.
+                let _ = child.kill();
+                break;
+            }
+        }
+    }
+    drop(to_child);
+    let _ = child.wait();
+    println!("kernel oracle: {ops_run} operations in {} sequences", passed + failed);
+    println!("{passed} passed, {failed} failed");
+    i32::from(failed > 0)
+}
+
+// ---------------------------------------------------------------- child --
+
+#[cfg(target_os = "linux")]
+mod child {
+    use std::{
+        ffi::CString,
+        io::{BufRead, Write},
+        os::unix::fs::MetadataExt,
+    };
+
+    use super::*;
+
+    fn at(p: u64) -> u64 {
+        BASE + p * PAGE_SIZE
+    }
+
+    fn maps_window() -> Vec<String> {
+        window_lines(&std::fs::read_to_string("/proc/self/maps").expect("maps"))
+    }
+
+    fn result(ret: i64) -> String {
+        if ret == -1 {
+            format!("err {}", std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        } else {
+            "ok".into()
+        }
+    }
+
+    fn placed(ret: *mut libc::c_void, pages: u64) -> String {
+        if ret == libc::MAP_FAILED {
+            return result(-1);
+        }
+        let a = ret as u64;
+        if (BASE..BASE + W * PAGE_SIZE).contains(&a) {
+            format!("ok {}", (a - BASE) / PAGE_SIZE)
+        } else {
+            // SAFETY: a mapping this process just made outside the window
+            // and nothing uses.
+            unsafe { libc::munmap(ret, (pages * PAGE_SIZE) as usize) };
+            "out".into()
+        }
+    }
+
+    pub fn run() {
+        let path = std::env::temp_dir().join(format!("maple-oracle-{}.bin", std::process::id()));
+        let data = vec![7u8; (FILE_PAGES * PAGE_SIZE) as usize];
+        std::fs::write(&path, &data).expect("test file");
+        let cpath = CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: plain open(2) calls on a path we own.
+        let (fd, fd_ro) =
+            unsafe { (libc::open(cpath.as_ptr(), libc::O_RDWR), libc::open(cpath.as_ptr(), libc::O_RDONLY)) };
+        let meta = std::fs::metadata(&path).unwrap();
+        let dev = meta.dev();
+        let (maj, min) = (libc::major(dev), libc::minor(dev));
+        let out = std::io::stdout();
+        let mut out = out.lock();
+        if fd < 0 || fd_ro < 0 {
+            writeln!(out, "nofile").unwrap();
+            return;
+        }
+        writeln!(out, "file {maj} {min} {} {}", meta.ino(), path.display()).unwrap();
+        out.flush().unwrap();
+        let stdin = std::io::stdin();
+        let mut lines = stdin.lock().lines();
+        while let Some(Ok(l)) = lines.next() {
+            if l != "seq" {
+                continue;
+            }
+            // A fresh window.
+            // SAFETY: the window's addresses are ours alone (nothing else in
+            // this process is mapped there).
+            let w = unsafe {
+                libc::munmap(BASE as *mut _, (W * PAGE_SIZE) as usize);
+                libc::mmap(
+                    BASE as *mut _,
+                    (W * PAGE_SIZE) as usize,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                    -1,
+                    0,
+                )
+            };
+            assert_eq!(w as u64, BASE, "window");
+            while let Some(Ok(l)) = lines.next() {
+                if l == "end" {
+                    break;
+                }
+                let op = parse_op(&l);
+                let mut fork_lines: Option<Vec<String>> = None;
+                // SAFETY: system calls on addresses inside the window, which
+                // only this loop uses; no Rust object lives there. Writes
+                // (`touch`) go only to pages the model says are mapped
+                // writable; if it is wrong the process dies and the parent
+                // reports the divergence. The forked child only reads its
+                // maps, writes to a pipe and leaves with `_exit`.
+                let res = unsafe {
+                    match op {
+                        Op::Map { page, pages, prot, place, shared, src, off, extra } => {
+                            let fl = map_flags(place, shared, src, extra) as i32;
+                            let f = match src {
+                                Src::Anon => -1,
+                                Src::File => fd,
+                                Src::FileRo => fd_ro,
+                            };
+                            let r = libc::mmap(
+                                at(page) as *mut _,
+                                (pages * PAGE_SIZE) as usize,
+                                prot as i32,
+                                fl,
+                                f,
+                                (off * PAGE_SIZE) as i64,
+                            );
+                            placed(r, pages)
+                        }
+                        Op::Unmap { page, pages, skew } => {
+                            result(libc::munmap((at(page) + skew) as *mut _, (pages * PAGE_SIZE) as usize) as i64)
+                        }
+                        Op::Protect { page, pages, prot } => {
+                            result(libc::mprotect(at(page) as *mut _, (pages * PAGE_SIZE) as usize, prot as i32) as i64)
+                        }
+                        Op::Advise { page, pages, advice } => {
+                            result(libc::madvise(at(page) as *mut _, (pages * PAGE_SIZE) as usize, advice) as i64)
+                        }
+                        Op::Touch { page, pages } => {
+                            for p in page..page + pages {
+                                std::ptr::write_volatile(at(p) as *mut u8, 1);
+                            }
+                            "ok".into()
+                        }
+                        Op::Remap { page, old, new, flags, to } => {
+                            let r = libc::mremap(
+                                at(page) as *mut _,
+                                (old * PAGE_SIZE) as usize,
+                                (new * PAGE_SIZE) as usize,
+                                flags as i32,
+                                at(to) as *mut libc::c_void,
+                            );
+                            placed(r, new)
+                        }
+                        Op::Fork | Op::ForkMap { .. } => {
+                            let mut p = [0i32; 2];
+                            assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
+                            let pid = libc::fork();
+                            if pid == 0 {
+                                // The forked child: maybe map, report its window
+                                // and leave without running any destructor.
+                                if let Op::ForkMap { page, pages, prot } = op {
+                                    libc::mmap(
+                                        at(page) as *mut _,
+                                        (pages * PAGE_SIZE) as usize,
+                                        prot as i32,
+                                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                                        -1,
+                                        0,
+                                    );
+                                }
+                                let text = maps_window().join("\n") + "\n";
+                                libc::write(p[1], text.as_ptr().cast(), text.len());
+                                libc::_exit(0);
+                            }
+                            libc::close(p[1]);
+                            let mut buf = Vec::new();
+                            let mut chunk = [0u8; 4096];
+                            loop {
+                                let n = libc::read(p[0], chunk.as_mut_ptr().cast(), chunk.len());
+                                if n <= 0 {
+                                    break;
+                                }
+                                buf.extend_from_slice(&chunk[..n as usize]);
+                            }
+                            libc::close(p[0]);
+                            let mut status = 0;
+                            libc::waitpid(pid, &mut status, 0);
+                            let text = String::from_utf8_lossy(&buf).to_string();
+                            fork_lines = Some(text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect());
+                            "ok".into()
+                        }
+                    }
+                };
+                writeln!(out, "{res}").unwrap();
+                if let Some(fl) = fork_lines {
+                    for l in fl {
+                        writeln!(out, "{l}").unwrap();
+                    }
+                    writeln!(out, ".").unwrap();
+                }
+                for l in maps_window() {
+                    writeln!(out, "{l}").unwrap();
+                }
+                writeln!(out, ".").unwrap();
+                out.flush().unwrap();
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+fn main() {
+    if std::env::var_os("MAPLE_ORACLE_CHILD").is_some() {
+        #[cfg(target_os = "linux")]
+        child::run();
+        return;
+    }
+    if !cfg!(target_os = "linux") {
+        println!("kernel oracle: not Linux, skipped");
+        return;
+    }
+    std::process::exit(run_parent());
+}
