@@ -102,6 +102,13 @@ impl AddressSpace {
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(start, start + len).is_some() {
             return Err(Errno::EEXIST);
         }
+        if let Some(f) = &file {
+            // Linux's file_mmap_ok: the file range must fit in a file.
+            let max = i64::MAX as u64 - len;
+            if !f.anon_shmem && pgoff > max / PAGE_SIZE {
+                return Err(Errno::EOVERFLOW);
+            }
+        }
         let shared = match (bits & 0x0f, anonymous) {
             (0x01, _) => true,
             (0x02, _) => false,

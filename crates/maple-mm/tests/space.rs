@@ -1,0 +1,460 @@
+//! Address-space behaviour: names, fork, allocation failures, maps files,
+//! and cases from Linux's own VMA tests.
+
+use std::sync::Arc;
+
+use maple_mm::{AddressSpace, Advice, AnonName, Errno, MapFlags, MappedFile, MremapFlags, Prot, VmFlags, PAGE_SIZE};
+
+const P: u64 = PAGE_SIZE;
+const BASE: u64 = 0x7000_0000;
+
+fn anon() -> MapFlags {
+    MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
+}
+
+/// `start-end perms` of every VMA, relative to `BASE` in pages.
+fn layout(mm: &AddressSpace) -> Vec<(u64, u64, String)> {
+    mm.iter()
+        .map(|v| ((v.start() - BASE) / P, (v.end() - BASE) / P, String::from_utf8(v.perms().to_vec()).unwrap()))
+        .collect()
+}
+
+/// Everything about every VMA, hidden state included.
+fn full(mm: &AddressSpace) -> String {
+    mm.iter().map(|v| format!("{v:?}\n")).collect()
+}
+
+#[test]
+fn names_follow_the_prctl_rules() {
+    assert!(AnonName::new(&"a".repeat(79)).is_ok());
+    assert_eq!(AnonName::new(&"a".repeat(80)).unwrap_err(), Errno::EINVAL);
+    for bad in ["a\\b", "a`b", "a$b", "a[b", "a]b", "tab\tname", "é"] {
+        assert_eq!(AnonName::new(bad).unwrap_err(), Errno::EINVAL, "{bad:?}");
+    }
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
+    let file = Arc::new(MappedFile::new(8, 1, 42, "/lib/x.so"));
+    mm.mmap(BASE + 8 * P, 2 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file), 0).unwrap();
+    // A file mapping cannot be named; a hole is skipped and reported.
+    assert_eq!(mm.set_anon_name(BASE + 8 * P, P, Some("x")), Err(Errno::EBADF));
+    assert_eq!(mm.set_anon_name(BASE, 6 * P, Some("arena")), Err(Errno::ENOMEM));
+    assert_eq!(mm.vma_at(BASE).unwrap().name().map(AnonName::as_str), Some("arena"));
+    assert_eq!(mm.set_anon_name(BASE + 1, P, Some("x")), Err(Errno::EINVAL));
+    assert!(mm.maps().contains("[anon:arena]"));
+    // An empty name clears.
+    mm.set_anon_name(BASE, 4 * P, Some("")).unwrap();
+    assert!(mm.vma_at(BASE).unwrap().name().is_none());
+}
+
+#[test]
+fn names_are_shared_by_split_and_fork_and_renaming_allocates() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 6 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.set_anon_name(BASE, 6 * P, Some("heap-arena")).unwrap();
+    let name = mm.vma_at(BASE).unwrap().name().unwrap().clone();
+    assert_eq!(name.ref_count(), 2, "one VMA and our clone");
+    // A split shares the object (the tree shares the whole VMA).
+    mm.mprotect(BASE + 2 * P, P, Prot::READ).unwrap();
+    assert_eq!(mm.vma_count(), 3);
+    for v in mm.iter() {
+        assert!(AnonName::ptr_eq(v.name().unwrap(), &name), "split copied the name");
+    }
+    // Fork shares it too: no string is copied.
+    let child = mm.fork().unwrap();
+    for v in child.iter() {
+        assert!(AnonName::ptr_eq(v.name().unwrap(), &name), "fork copied the name");
+    }
+    let before = name.ref_count();
+    drop(child);
+    assert!(name.ref_count() < before, "the child's references are dropped with it");
+    // Renaming a range gives it a new object; the rest keeps the old one.
+    mm.set_anon_name(BASE, P, Some("other")).unwrap();
+    let renamed = mm.vma_at(BASE).unwrap().name().unwrap().clone();
+    assert!(!AnonName::ptr_eq(&renamed, &name));
+    assert!(AnonName::ptr_eq(mm.vma_at(BASE + 5 * P).unwrap().name().unwrap(), &name));
+    // Same text: neighbours merge again.
+    mm.set_anon_name(BASE, P, Some("heap-arena")).unwrap();
+    mm.mprotect(BASE + 2 * P, P, Prot::RW).unwrap();
+    assert_eq!(mm.vma_count(), 1);
+    drop(mm);
+    assert_eq!(name.ref_count(), 1, "every reference dropped");
+}
+
+#[test]
+fn fork_leaves_out_dontfork_and_wipes_wipeonfork() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.touch(BASE, 3 * P).unwrap();
+    mm.madvise(BASE + P, P, Advice::DontFork).unwrap();
+    // Looks the same in maps, but the middle page is its own VMA.
+    assert_eq!(mm.vma_count(), 3);
+    mm.mmap(BASE + 8 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.touch(BASE + 8 * P, P).unwrap();
+    mm.madvise(BASE + 8 * P, 2 * P, Advice::WipeOnFork).unwrap();
+    let child = mm.fork().unwrap();
+    assert_eq!(layout(&child), [(0, 1, "rw-p".into()), (2, 3, "rw-p".into()), (8, 10, "rw-p".into())]);
+    let wiped = child.vma_at(BASE + 8 * P).unwrap();
+    assert!(wiped.anon_vma().is_none(), "wipe-on-fork memory starts empty in the child");
+    assert!(wiped.flags().contains(VmFlags::WIPEONFORK));
+    let inherited = child.vma_at(BASE).unwrap().anon_vma().unwrap();
+    assert!(inherited.forked);
+    // The insertion-based fork gives the same child.
+    let slow = mm.fork_by_insertion().unwrap();
+    assert_eq!(slow.maps(), child.maps());
+    assert_eq!(mm.vma_count(), 4, "the parent is unchanged");
+}
+
+/// A fork whose VMA copy or tree node allocation fails at any point
+/// returns ENOMEM, leaves the parent exactly as it was, and leaks nothing.
+#[test]
+fn fork_fails_cleanly_at_every_allocation() {
+    let mut mm = AddressSpace::new();
+    for i in 0..60 {
+        let prot = if i % 3 == 0 { Prot::READ } else { Prot::RW };
+        mm.mmap(BASE + i * 2 * P, P, prot, anon(), None, 0).unwrap();
+    }
+    mm.set_anon_name(BASE, 120 * P, Some("n")).unwrap_err(); // holes: ENOMEM, named anyway
+    let name = mm.vma_at(BASE).unwrap().name().unwrap().clone();
+    let refs = name.ref_count();
+    let want = full(&mm);
+    let nodes = maple_tree::fault::live();
+    for n in 1..=60 {
+        maple_mm::fault::fail_nth_vma_copy(n);
+        assert_eq!(mm.fork().unwrap_err(), Errno::ENOMEM, "copy {n}");
+        maple_mm::fault::fail_nth_vma_copy(0);
+        assert_eq!(full(&mm), want);
+        assert_eq!(name.ref_count(), refs, "name references leaked (copy {n})");
+        assert_eq!(maple_tree::fault::live(), nodes, "nodes leaked (copy {n})");
+    }
+    for n in 1..=20 {
+        maple_tree::fault::fail_nth_alloc(n);
+        let r = mm.fork();
+        let fired = !maple_tree::fault::armed();
+        maple_tree::fault::fail_nth_alloc(0);
+        if !fired {
+            assert!(r.is_ok());
+            break;
+        }
+        assert_eq!(r.unwrap_err(), Errno::ENOMEM);
+        assert_eq!(full(&mm), want);
+        assert_eq!(name.ref_count(), refs);
+        assert_eq!(maple_tree::fault::live(), nodes);
+    }
+    mm.validate().unwrap();
+}
+
+/// Every call that fails on an allocation leaves the address space exactly
+/// as it was (hidden state included), whichever allocation fails.
+#[test]
+fn failed_allocations_change_nothing() {
+    let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f"));
+    let setup = || {
+        let mut mm = AddressSpace::new();
+        mm.set_brk_base(BASE - 64 * P).unwrap();
+        mm.brk(BASE - 60 * P);
+        // Adjacent one-page VMAs that cannot merge (alternating
+        // protection): calls that make them alike merge many of them, so
+        // several writes allocate and a failure in a later one must undo
+        // the earlier ones.
+        for i in 0..300u64 {
+            let prot = [Prot::READ, Prot::RW][(i % 2) as usize];
+            mm.mmap(BASE + i * P, P, prot, anon(), None, 0).unwrap();
+        }
+        mm.mmap(BASE + 400 * P, 8 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0).unwrap();
+        mm
+    };
+    type Call = Box<dyn Fn(&mut AddressSpace) -> Result<u64, Errno>>;
+    let calls: Vec<(&str, Call)> = vec![
+        ("mmap over many", Box::new(|m| m.mmap(BASE + P, 150 * P, Prot::RW, anon(), None, 0))),
+        ("mmap hint", Box::new(|m| m.mmap(0, 3 * P, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0))),
+        ("munmap", Box::new(|m| m.munmap(BASE + P, 140 * P).map(|()| 0))),
+        ("mprotect", Box::new(|m| m.mprotect(BASE + 3 * P, 130 * P, Prot::RW).map(|()| 0))),
+        ("mprotect split", Box::new(|m| m.mprotect(BASE + 3 * P, P, Prot::NONE).map(|()| 0))),
+        ("madvise", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::DontFork).map(|()| 0))),
+        ("name", Box::new(|m| m.set_anon_name(BASE + P, 120 * P, Some("x")).map(|()| 0))),
+        ("touch", Box::new(|m| m.touch(BASE + 3 * P, 2 * P).map(|()| 0))),
+        ("mremap move", Box::new(|m| m.mremap(BASE + 3 * P, 2 * P, 9 * P, MremapFlags::MAYMOVE, 0))),
+        (
+            "mremap fixed",
+            Box::new(|m| {
+                m.mremap(BASE + 3 * P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 100 * P)
+            }),
+        ),
+        (
+            "mremap many",
+            Box::new(|m| {
+                m.mremap(BASE + 3 * P, 90 * P, 90 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 150 * P)
+            }),
+        ),
+        ("brk", Box::new(|m| Ok(m.brk(BASE - 20 * P)))),
+    ];
+    let mut allocating = 0;
+    for (what, call) in &calls {
+        let mut ok = setup();
+        let want_ok = call(&mut ok);
+        let mut n = 1;
+        loop {
+            let mut mm = setup();
+            let before = full(&mm);
+            maple_tree::fault::fail_nth_alloc(n);
+            let r = call(&mut mm);
+            let fired = !maple_tree::fault::armed();
+            maple_tree::fault::fail_nth_alloc(0);
+            mm.validate().unwrap();
+            if !fired {
+                assert_eq!(r, want_ok, "{what}");
+                break;
+            }
+            if *what == "brk" {
+                assert_eq!(r, Ok(BASE - 60 * P), "a failed brk returns the old break");
+            } else {
+                assert_eq!(r, Err(Errno::ENOMEM), "{what}: allocation {n}");
+            }
+            assert_eq!(full(&mm), before, "{what}: allocation {n} changed the space");
+            n += 1;
+        }
+        allocating += usize::from(n > 1);
+    }
+    assert!(allocating >= 4, "only {allocating} calls allocated: the sweep tests little");
+}
+
+#[test]
+fn maps_round_trip_of_this_process() {
+    let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mm = AddressSpace::from_maps(&text, "/proc/self/maps").unwrap();
+    assert_eq!(mm.maps(), text, "rendering what we parsed gives the file back");
+    mm.validate().unwrap();
+    let live = AddressSpace::from_self().unwrap();
+    assert!(live.find_vma(main_addr()).is_some());
+}
+
+fn main_addr() -> u64 {
+    maps_round_trip_of_this_process as *const () as usize as u64
+}
+
+#[test]
+fn maps_errors_name_the_line() {
+    let good = "00400000-00401000 r-xp 00000000 08:01 12 /bin/x\n";
+    for (text, want) in [
+        ("00400000-00401000 r-xq 00000000 08:01 12 /bin/x\n", "f:1: bad permissions"),
+        ("00400000 r-xp 00000000 08:01 12\n", "f:1: bad address range"),
+        ("00401000-00400000 r-xp 00000000 08:01 12\n", "f:1: bad address range"),
+        ("00400000-00401000 r-xp 00000000 0801 12\n", "f:1: bad device"),
+        ("00400000-00401000 r-xp zz 08:01 12\n", "f:1: bad offset"),
+        ("00400000-00401000\n", "f:1: missing permissions"),
+        ("00400100-00401000 r-xp 00000000 08:01 12\n", "f:1: bad address range"),
+    ] {
+        let e = AddressSpace::from_maps(text, "f").unwrap_err();
+        assert!(e.to_string().starts_with(want), "{text:?}: {e}");
+    }
+    let overlap = format!("{good}00400000-00402000 rw-p 00000000 00:00 0\n");
+    assert_eq!(AddressSpace::from_maps(&overlap, "f").unwrap_err().line, 2);
+    let e = AddressSpace::from_maps_file("/nonexistent/maps").unwrap_err();
+    assert_eq!(e.line, 0);
+}
+
+#[test]
+fn parsed_neighbours_stay_apart_and_heap_grows() {
+    let text = "\
+55550000-55552000 r--p 00000000 08:01 7 /bin/prog
+55552000-55553000 r--p 00002000 08:01 7 /bin/prog
+55553000-55554000 rw-p 00003000 08:01 7 /bin/prog
+55560000-55581000 rw-p 00000000 00:00 0 [heap]
+7ffd0000-7ffd2000 rw-p 00000000 00:00 0 [stack]
+";
+    let mut mm = AddressSpace::from_maps(text, "t").unwrap();
+    assert_eq!(mm.maps().lines().count(), 5);
+    // The two read-only lines look mergeable; touching their boundary
+    // must not merge them (something hidden kept them apart in Linux).
+    mm.mprotect(0x5555_2000, P, Prot::READ).unwrap();
+    assert_eq!(mm.vma_count(), 5);
+    // brk grows the heap in place.
+    assert_eq!(mm.brk_state().unwrap().current, 0x5558_1000);
+    assert_eq!(mm.brk(0x5559_0000), 0x5559_0000);
+    let heap = mm.maps().lines().find(|l| l.ends_with("[heap]")).unwrap().to_string();
+    assert!(heap.starts_with("55560000-55590000 rw-p 00000000 00:00 0 "), "{heap}");
+    assert_eq!(mm.vma_count(), 5);
+    assert!(mm.maps().contains("[stack]"));
+}
+
+// ---- cases from Linux's tools/testing/vma and selftests/mm ----
+
+/// merge.c: mprotect of a middle page splits; restoring merges; a written
+/// region does not merge with a separately written one.
+#[test]
+fn linux_merge_cases() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mprotect(BASE + P, P, Prot::READ).unwrap();
+    assert_eq!(layout(&mm), [(0, 1, "rw-p".into()), (1, 2, "r--p".into()), (2, 3, "rw-p".into())]);
+    mm.mprotect(BASE + P, P, Prot::RW).unwrap();
+    assert_eq!(layout(&mm), [(0, 3, "rw-p".into())]);
+    // Two mappings, each written before they touch: they stay apart.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.touch(BASE, P).unwrap();
+    mm.mmap(BASE + 4 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.touch(BASE + 4 * P, P).unwrap();
+    let moved = mm.mremap(BASE + 4 * P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 2 * P).unwrap();
+    assert_eq!(moved, BASE + 2 * P);
+    assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into())]);
+    // An untouched region moved next to a written one merges.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.touch(BASE, P).unwrap();
+    mm.mmap(BASE + 8 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mremap(BASE + 8 * P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 2 * P).unwrap();
+    assert_eq!(layout(&mm), [(0, 4, "rw-p".into())]);
+    // Hidden flags keep apart what looks alike: don't-fork, no-reserve.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.madvise(BASE + P, P, Advice::DontFork).unwrap();
+    assert_eq!(mm.vma_count(), 3);
+    mm.mmap(BASE + 3 * P, P, Prot::RW, anon() | MapFlags::NORESERVE, None, 0).unwrap();
+    assert_eq!(mm.vma_count(), 4);
+    // An untouched RW region set back to PROT_NONE rejoins a reservation.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 4 * P, Prot::NONE, anon(), None, 0).unwrap();
+    mm.mprotect(BASE + P, P, Prot::RW).unwrap();
+    mm.mprotect(BASE + P, P, Prot::NONE).unwrap();
+    assert_eq!(mm.vma_count(), 1);
+    mm.mprotect(BASE + P, P, Prot::RW).unwrap();
+    mm.touch(BASE + P, P).unwrap();
+    mm.mprotect(BASE + P, P, Prot::NONE).unwrap();
+    assert_eq!(mm.vma_count(), 3, "written memory keeps its charge");
+}
+
+/// map_fixed_noreplace.c: NOREPLACE succeeds on free space, fails with
+/// EEXIST on any overlap (start, end, inside, covering) and changes nothing.
+#[test]
+fn linux_map_fixed_noreplace_cases() {
+    let nr = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE;
+    let mut mm = AddressSpace::new();
+    let base = BASE;
+    assert_eq!(mm.mmap(base, 5 * P, Prot::RW, nr, None, 0), Ok(base));
+    mm.munmap(base, P).unwrap();
+    mm.munmap(base + 4 * P, P).unwrap();
+    let before = mm.maps();
+    for (start, len) in [(1, 1), (0, 2), (3, 2), (0, 5), (2, 1), (3, 1)] {
+        assert_eq!(mm.mmap(base + start * P, len * P, Prot::RW, nr, None, 0), Err(Errno::EEXIST), "{start}+{len}");
+        assert_eq!(mm.maps(), before);
+    }
+    assert_eq!(mm.mmap(base, P, Prot::RW, nr, None, 0), Ok(base));
+    assert_eq!(mm.mmap(base + 4 * P, P, Prot::RW, nr, None, 0), Ok(base + 4 * P));
+    assert_eq!(mm.vma_count(), 1, "all merged");
+}
+
+/// mremap_test.c: expanding in place when there is room, moving when not,
+/// and the error cases.
+#[test]
+fn linux_mremap_cases() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.munmap(BASE + 2 * P, P).unwrap();
+    // Expand into the freed page: in place, merged.
+    assert_eq!(mm.mremap(BASE, 2 * P, 3 * P, MremapFlags::empty(), 0), Ok(BASE));
+    assert_eq!(layout(&mm), [(0, 3, "rw-p".into())]);
+    // No room and no MAYMOVE.
+    mm.mmap(BASE + 3 * P, P, Prot::READ, anon(), None, 0).unwrap();
+    assert_eq!(mm.mremap(BASE, 3 * P, 4 * P, MremapFlags::empty(), 0), Err(Errno::ENOMEM));
+    // Errors.
+    assert_eq!(mm.mremap(BASE + 1, P, P, MremapFlags::empty(), 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mremap(BASE, P, 0, MremapFlags::empty(), 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mremap(BASE, P, P, MremapFlags::FIXED, BASE + 10 * P), Err(Errno::EINVAL));
+    assert_eq!(mm.mremap(BASE, P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP, 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mremap(BASE + 100 * P, P, 2 * P, MremapFlags::MAYMOVE, 0), Err(Errno::EFAULT));
+    assert_eq!(mm.mremap(BASE, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + P), Err(Errno::EINVAL));
+    // Growing across two VMAs is not allowed.
+    assert_eq!(mm.mremap(BASE, 4 * P, 5 * P, MremapFlags::MAYMOVE, 0), Err(Errno::EFAULT));
+    // Shrinking may cut across VMAs.
+    assert_eq!(mm.mremap(BASE, 4 * P, P, MremapFlags::empty(), 0), Ok(BASE));
+    assert_eq!(layout(&mm), [(0, 1, "rw-p".into())]);
+    mm.validate().unwrap();
+}
+
+#[test]
+fn placement_is_top_down_with_a_stack_guard_gap() {
+    let mut mm = AddressSpace::new();
+    let base = mm.layout().mmap_base;
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let a = mm.mmap(0, P, Prot::RW, f, None, 0).unwrap();
+    assert_eq!(a, base - P);
+    let b = mm.mmap(0, P, Prot::RW, f, None, 0).unwrap();
+    assert_eq!(b, base - 2 * P);
+    assert_eq!(mm.vma_count(), 1, "adjacent anonymous mappings merge");
+    // A grows-down VMA keeps 256 pages free below it.
+    let gap = mm.layout().stack_guard_gap;
+    let stack = mm.mmap(BASE, 4 * P, Prot::RW, anon() | MapFlags::GROWSDOWN, None, 0).unwrap();
+    let hinted = mm.mmap(stack - 2 * P, P, Prot::RW, f, None, 0).unwrap();
+    assert_ne!(hinted, stack - 2 * P, "a hint inside the guard gap is not taken");
+    assert_eq!(mm.mmap(stack - gap - P, P, Prot::RW, f, None, 0), Ok(stack - gap - P));
+    // 2 MiB-aligned placement of a 2 MiB-multiple anonymous mapping.
+    let big = mm.mmap(0, 4 << 20, Prot::RW, f, None, 0).unwrap();
+    assert_eq!(big % (2 << 20), 0);
+    // Bottom-up layout.
+    let mut up = AddressSpace::with_layout(maple_mm::Layout { bottom_up: true, ..Default::default() });
+    let lo = up.mmap(0, P, Prot::RW, f, None, 0).unwrap();
+    assert_eq!(lo, (up.layout().task_size / 3 + P - 1) & !(P - 1));
+    assert_eq!(mm.get_unmapped_area(0, 0), Err(Errno::ENOMEM));
+}
+
+#[test]
+fn bad_input_changes_nothing() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
+    let before = full(&mm);
+    let task = mm.layout().task_size;
+    let priv_anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    assert_eq!(mm.mmap(BASE, 0, Prot::RW, anon(), None, 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mmap(BASE + 1, P, Prot::RW, anon(), None, 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mmap(0, u64::MAX, Prot::RW, priv_anon, None, 0), Err(Errno::ENOMEM));
+    assert_eq!(mm.mmap(task - P, 2 * P, Prot::RW, anon(), None, 0), Err(Errno::ENOMEM));
+    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::ANONYMOUS, None, 0), Err(Errno::EINVAL));
+    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, None, 0), Err(Errno::EBADF));
+    assert_eq!(mm.mmap(0, P, Prot::RW, priv_anon, None, 5), Err(Errno::EINVAL));
+    let f = Arc::new(MappedFile::new(1, 2, 3, "/f"));
+    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, Some(f.clone()), u64::MAX & !(P - 1)), Err(Errno::EOVERFLOW));
+    let ro = Arc::new(MappedFile::new(1, 2, 3, "/f").read_only());
+    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::SHARED, Some(ro), 0), Err(Errno::EACCES));
+    assert_eq!(mm.mmap(0x1000, P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
+    assert_eq!(mm.munmap(BASE + 1, P), Err(Errno::EINVAL));
+    assert_eq!(mm.munmap(BASE, 0), Err(Errno::EINVAL));
+    assert_eq!(mm.munmap(task, P), Err(Errno::EINVAL));
+    assert_eq!(mm.mprotect(BASE + 1, P, Prot::READ), Err(Errno::EINVAL));
+    assert_eq!(mm.mprotect(BASE, P, Prot::from_bits_retain(0x40)), Err(Errno::EINVAL));
+    assert_eq!(mm.mprotect(BASE, u64::MAX - P, Prot::READ), Err(Errno::ENOMEM));
+    assert_eq!(mm.mprotect(BASE + 8 * P, P, Prot::READ), Err(Errno::ENOMEM));
+    assert_eq!(mm.mprotect(BASE, 0, Prot::READ), Ok(()));
+    assert_eq!(mm.madvise(BASE, P, Advice::WipeOnFork), Ok(()));
+    mm.madvise(BASE, P, Advice::KeepOnFork).unwrap();
+    assert_eq!(Advice::from_code(12345), None);
+    assert_eq!(mm.madvise(BASE + 1, P, Advice::DontFork), Err(Errno::EINVAL));
+    assert_eq!(mm.touch(BASE + 8 * P, P), Err(Errno::EFAULT));
+    assert_eq!(mm.mremap(BASE, P, P, MremapFlags::from_bits_retain(64), 0), Err(Errno::EINVAL));
+    assert_eq!(full(&mm), before);
+    // A partial mprotect over a hole is Linux's documented exception.
+    mm.mmap(BASE + 6 * P, P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.mprotect(BASE, 7 * P, Prot::READ), Err(Errno::ENOMEM));
+    assert_eq!(mm.vma_at(BASE).unwrap().prot(), Prot::READ);
+    assert_eq!(mm.vma_at(BASE + 6 * P).unwrap().prot(), Prot::RW);
+}
+
+#[test]
+fn lookups_and_stats() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 4 * P, P, Prot::READ, anon(), None, 0).unwrap();
+    assert_eq!(mm.find_vma(BASE + 2 * P).map(|v| v.start()), Some(BASE + 4 * P));
+    assert!(mm.vma_at(BASE + 2 * P).is_none());
+    let (prev, vma) = mm.find_vma_prev(BASE + 3 * P);
+    assert_eq!((prev.map(|v| v.start()), vma.map(|v| v.start())), (Some(BASE), Some(BASE + 4 * P)));
+    assert!(mm.find_vma_intersection(BASE + 2 * P, BASE + 4 * P).is_none());
+    assert_eq!(mm.find_vma_intersection(BASE + P, BASE + 5 * P).map(|v| v.start()), Some(BASE));
+    assert_eq!(mm.range(BASE, BASE + 10 * P).count(), 2);
+    let s = mm.stats();
+    assert_eq!((s.vmas, s.mapped, s.anon, s.file), (2, 3 * P, 3 * P, 0));
+    assert_eq!(s.by_prot[3], 2 * P);
+    assert_eq!(s.by_prot[1], P);
+    mm.exec();
+    assert_eq!(mm.vma_count(), 0);
+}
