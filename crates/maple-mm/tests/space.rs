@@ -413,7 +413,7 @@ fn bad_input_changes_nothing() {
     assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, None, 0), Err(Errno::EBADF));
     assert_eq!(mm.mmap(0, P, Prot::RW, priv_anon, None, 5), Err(Errno::EINVAL));
     let f = Arc::new(MappedFile::new(1, 2, 3, "/f"));
-    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, Some(f.clone()), u64::MAX & !(P - 1)), Err(Errno::EOVERFLOW));
+    assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, Some(f.clone()), !(P - 1)), Err(Errno::EOVERFLOW));
     let ro = Arc::new(MappedFile::new(1, 2, 3, "/f").read_only());
     assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::SHARED, Some(ro), 0), Err(Errno::EACCES));
     assert_eq!(mm.mmap(0x1000, P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
