@@ -2,3 +2,4 @@
 
 pub mod ops;
 pub mod report;
+mod report_mm;

@@ -46,6 +46,8 @@ pub enum Section {
     Fork,
     /// Lock-free readers with and without a busy writer.
     Concurrent,
+    /// Address space: fork scaling, fork of named mappings, call costs.
+    Mm,
 }
 
 impl Default for Options {
@@ -67,7 +69,7 @@ fn u(x: u64) -> U63 {
 
 /// Median time per operation of `reps` runs of `f`, which performs `ops`
 /// operations; `setup` builds fresh input for each run (not timed).
-fn per_op<S, T>(reps: usize, ops: u64, mut setup: impl FnMut() -> S, mut f: impl FnMut(S) -> T) -> Duration {
+pub(crate) fn per_op<S, T>(reps: usize, ops: u64, mut setup: impl FnMut() -> S, mut f: impl FnMut(S) -> T) -> Duration {
     let mut times: Vec<Duration> = (0..reps.max(1))
         .map(|_| {
             let input = setup();
@@ -82,7 +84,7 @@ fn per_op<S, T>(reps: usize, ops: u64, mut setup: impl FnMut() -> S, mut f: impl
     times[times.len() / 2] / ops.max(1) as u32
 }
 
-fn ns(d: Duration) -> String {
+pub(crate) fn ns(d: Duration) -> String {
     let n = d.as_secs_f64() * 1e9;
     if n >= 100.0 {
         format!("{n:.0}")
@@ -892,6 +894,11 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
     if wanted(Section::Concurrent) {
         concurrent(opts, &mut out, progress);
     }
+    if wanted(Section::Mm) {
+        crate::report_mm::fork_scaling(opts, &mut out, progress);
+        crate::report_mm::named_fork(opts, &mut out, progress);
+        crate::report_mm::ops_cost(opts, &mut out, progress);
+    }
     out
 }
 
@@ -916,6 +923,9 @@ mod tests {
             "walk / load",
             "for-each",
             "bytes per range",
+            "fork scaling",
+            "names shared",
+            "mprotect pair",
         ] {
             assert!(report.contains(what), "missing {what}:\n{report}");
         }

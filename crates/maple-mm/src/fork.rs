@@ -26,7 +26,11 @@ impl AddressSpace {
     /// point with the tree's reserved marker, torn down up to it, and the
     /// call returns `ENOMEM`; the parent is untouched and nothing leaks.
     pub fn fork(&self) -> Result<AddressSpace> {
-        let tree = self.tree.try_dup_map_fallible(|_, d| fork_copy(d)).map_err(|e| match e {
+        self.fork_impl(false)
+    }
+
+    fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace> {
+        let tree = self.tree.try_dup_map_fallible(|_, d| fork_copy(d, copy_names)).map_err(|e| match e {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
@@ -49,17 +53,31 @@ impl AddressSpace {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
-            tree.insert_range(r, fork_copy(d)?).map_err(|_| Errno::ENOMEM)?;
+            tree.insert_range(r, fork_copy(d, false)?).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
     }
 }
 
+impl AddressSpace {
+    /// [`fork`](Self::fork) as Linux did before names were reference
+    /// counted: every name string is copied for the child. Only for the
+    /// benchmark that measures what sharing saves (seed 003).
+    #[doc(hidden)]
+    pub fn fork_copying_names(&self) -> Result<AddressSpace> {
+        self.fork_impl(true)
+    }
+}
+
 /// The child's copy of one VMA (Linux's `vm_area_dup` + `anon_vma_fork`).
-fn fork_copy(d: &VmaData) -> Result<Arc<VmaData>> {
+fn fork_copy(d: &VmaData, copy_names: bool) -> Result<Arc<VmaData>> {
     fault::vma_copy()?;
     let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
-    Ok(Arc::new(VmaData { anon, ..d.clone() }))
+    let mut copy = VmaData { anon, ..d.clone() };
+    if copy_names {
+        copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
+    }
+    Ok(Arc::new(copy))
 }
 
 #[cfg(feature = "fault-injection")]

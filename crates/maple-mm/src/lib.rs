@@ -76,4 +76,4 @@ pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
-pub use vma::{AnonVma, Backing, MappedFile, Vma};
+pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};

@@ -308,6 +308,13 @@ impl AddressSpace {
         }
     }
 
+    /// The tree itself (for benchmarks that separate the tree's cost from
+    /// the VMAs').
+    #[doc(hidden)]
+    pub fn vma_tree(&self) -> &MapleTree<Arc<VmaData>> {
+        &self.tree
+    }
+
     /// Node statistics of the tree holding the VMAs (height, nodes, bytes).
     pub fn tree_stats(&self) -> maple_tree::Stats {
         self.tree.stats()

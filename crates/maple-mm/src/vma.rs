@@ -121,10 +121,30 @@ pub struct AnonVma {
 
 static ANON_VMA_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Ids handed out per thread in blocks, so that a fork of many written
+/// VMAs does not do one shared atomic increment per VMA.
+const ID_BLOCK: u64 = 1024;
+
+thread_local! {
+    static NEXT_ID: core::cell::Cell<(u64, u64)> = const { core::cell::Cell::new((0, 0)) };
+}
+
+fn next_anon_id() -> u64 {
+    NEXT_ID.with(|c| {
+        let (mut next, mut end) = c.get();
+        if next == end {
+            next = ANON_VMA_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            end = next + ID_BLOCK;
+        }
+        c.set((next + 1, end));
+        next
+    })
+}
+
 impl AnonVma {
     /// A fresh anon_vma (a first write fault).
     pub(crate) fn new() -> AnonVma {
-        AnonVma { id: ANON_VMA_ID.fetch_add(1, Ordering::Relaxed), forked: false }
+        AnonVma { id: next_anon_id(), forked: false }
     }
 
     /// The child's anon_vma after a fork.
@@ -134,9 +154,9 @@ impl AnonVma {
 }
 
 /// A VMA's attributes, shared by reference count between the pieces of a
-/// split (see the module docs).
+/// split (see the module docs). Opaque: read them through [`Vma`].
 #[derive(Clone, Debug)]
-pub(crate) struct VmaData {
+pub struct VmaData {
     pub(crate) flags: VmFlags,
     pub(crate) backing: Backing,
     /// File page (or, for private anonymous memory, the page number Linux

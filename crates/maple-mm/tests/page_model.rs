@@ -130,7 +130,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 } else {
                     Some(Arc::clone(&files[file as usize]))
                 };
-                mm.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, backing, off * PAGE_SIZE).map(drop)
+                mm.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, backing, off * PAGE_SIZE)
+                    .map(drop)
             }
             Op::Unmap { page, pages } => mm.munmap(at(page), pages * PAGE_SIZE),
             Op::Protect { page, pages, prot } => mm.mprotect(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot)),
