@@ -551,7 +551,7 @@ fn thread_cpu_time() -> Option<Duration> {
 
 /// Tells a benchmark writer when to stop and, if paced, when each write
 /// is due.
-struct Pace {
+pub(crate) struct Pace {
     stop: AtomicBool,
     start: Instant,
     /// Time between writes; `None` writes as fast as possible.
@@ -563,7 +563,7 @@ struct Pace {
 impl Pace {
     /// Waits (spinning, so the writer keeps its core) until write `i` is
     /// due; false once the readers have finished.
-    fn next(&self, i: u64) -> bool {
+    pub(crate) fn next(&self, i: u64) -> bool {
         if i >= self.limit {
             return false;
         }
@@ -581,20 +581,20 @@ impl Pace {
 }
 
 /// A benchmark reader: one lookup, returning something to sum.
-type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
+pub(crate) type Read<'a> = &'a (dyn Fn(u64) -> u64 + Sync);
 /// A benchmark writer: writes until its [`Pace`] says stop; returns the
 /// number of writes.
-type Write<'a> = &'a (dyn Fn(&Pace) -> u64 + Sync);
+pub(crate) type Write<'a> = &'a (dyn Fn(&Pace) -> u64 + Sync);
 
 /// What one [`read_throughput`] run measured.
-struct Throughput {
+pub(crate) struct Throughput {
     /// Lookups per second of wall time, mean over readers.
-    wall: f64,
+    pub(crate) wall: f64,
     /// Lookups per second of the readers' own CPU time (what a reader gets
     /// done while it runs, apart from time the scheduler gave to others).
-    cpu: f64,
+    pub(crate) cpu: f64,
     /// Writes per second, if a writer ran.
-    writes: f64,
+    pub(crate) writes: f64,
 }
 
 /// `readers` threads each do `per_reader` random lookups with `lookup`,
@@ -648,7 +648,7 @@ fn read_throughput(
 /// Readers alone and readers with `writer`, measured `reps` times each,
 /// alternating (so that drift in the machine's speed hits both alike);
 /// for each, the run with the median wall rate.
-fn alone_and_busy(
+pub(crate) fn alone_and_busy(
     reps: usize,
     readers: usize,
     per_reader: u64,
@@ -898,6 +898,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
         crate::report_mm::fork_scaling(opts, &mut out, progress);
         crate::report_mm::named_fork(opts, &mut out, progress);
         crate::report_mm::ops_cost(opts, &mut out, progress);
+        crate::report_mm::readers(opts, &mut out, progress);
     }
     out
 }
@@ -926,6 +927,7 @@ mod tests {
             "fork scaling",
             "names shared",
             "mprotect pair",
+            "busy writer (seed `004",
         ] {
             assert!(report.contains(what), "missing {what}:\n{report}");
         }

@@ -2,11 +2,11 @@
 //! fork of named mappings (seed 003), and single-thread mmap / munmap /
 //! mprotect cost as the number of VMAs grows.
 
-use std::{fmt::Write as _, hint::black_box, time::Duration};
+use std::{fmt::Write as _, hint::black_box, sync::RwLock, time::Duration};
 
-use maple_mm::{AddressSpace, Layout, MapFlags, Prot, PAGE_SIZE};
+use maple_mm::{AddressSpace, Layout, MapFlags, Prot, SharedAddressSpace, VmaStore, PAGE_SIZE};
 
-use crate::report::{ns, per_op, Options};
+use crate::report::{alone_and_busy, ns, per_op, Options, Pace};
 
 const BASE: u64 = 0x1000_0000;
 
@@ -222,5 +222,91 @@ pub fn ops_cost(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)
             s.bytes as f64 / n as f64,
             s.height
         );
+    }
+}
+
+/// One write of the busy writer: protect a page inside VMA `j` (a split in
+/// three) and restore it (a merge back), or map and unmap a page in the
+/// hole after it. Two calls either way.
+fn churn<T: VmaStore>(mm: &mut AddressSpace<T>, i: u64, n: u64) {
+    let j = (i.wrapping_mul(7919)) % n;
+    let vma = BASE + j * 3 * PAGE_SIZE;
+    if i % 2 == 0 {
+        mm.mprotect(vma, PAGE_SIZE, Prot::READ).expect("protect");
+        mm.mprotect(vma, PAGE_SIZE, Prot::RW).expect("protect");
+    } else {
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(vma + 2 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+        mm.munmap(vma + 2 * PAGE_SIZE, PAGE_SIZE).expect("unmap");
+    }
+}
+
+/// Lookups under a busy writer (seed `004_*`): `find_vma` from reader
+/// threads while one thread maps, unmaps and protects, on the shared
+/// address space (lock-free readers) and on the same address space behind
+/// an `RwLock` (the `mmap_lock` design).
+pub fn readers(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
+    let n = 10_000u64;
+    progress("address space: lookups under a busy writer");
+    let layout = Layout { max_map_count: n as usize + 1000, ..Layout::default() };
+    let mut plain = AddressSpace::with_layout(layout);
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    for i in 0..n {
+        plain.mmap(BASE + i * 3 * PAGE_SIZE, 2 * PAGE_SIZE, Prot::RW, f, None, 0).expect("map");
+    }
+    let locked = RwLock::new(plain.clone());
+    let shared = SharedAddressSpace::from(plain);
+    // Mapped addresses only: page 0 or 1 of VMA k.
+    let addr = |k: u64| BASE + (k / 2) * 3 * PAGE_SIZE + (k % 2) * PAGE_SIZE;
+    let keys = 2 * n;
+    let per_reader = ((400_000.0 * opts.loop_scale) as u64).max(1000);
+    let shared_read = |k: u64| {
+        let g = shared.pin();
+        shared.find_vma(addr(k), &g).map_or(0, |v| v.start())
+    };
+    let locked_read = |k: u64| locked.read().expect("lock").find_vma(addr(k)).map_or(0, |v| v.start());
+    let shared_write = |p: &Pace| {
+        let mut i = 0;
+        while p.next(i) {
+            churn(&mut *shared.write(), i, n);
+            i += 1;
+        }
+        i
+    };
+    let locked_write = |p: &Pace| {
+        let mut i = 0;
+        while p.next(i) {
+            churn(&mut *locked.write().expect("lock"), i, n);
+            i += 1;
+        }
+        i
+    };
+    let _ = writeln!(out, "\n## Address space: lookups under a busy writer (seed `004_*`)\n");
+    let _ = writeln!(
+        out,
+        "{n} VMAs; readers call `find_vma` at random mapped addresses ({per_reader} each, a pin or a read lock per lookup), alone and while one writer protects/restores a page or maps/unmaps one in a hole, flat out. Lock-free: `SharedAddressSpace`; locked: the same `AddressSpace` behind an `RwLock` (the `mmap_lock` design). Median of {} alternating runs. With two readers and the writer, three threads share two cores.\n",
+        opts.reps
+    );
+    let _ = writeln!(out, "| design | readers | lookups/s alone | lookups/s with writer | kept | writer calls/s |");
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |");
+    for readers in [1usize, 2] {
+        for (name, read, write) in [
+            (
+                "lock-free (`SharedAddressSpace`)",
+                &shared_read as crate::report::Read<'_>,
+                &shared_write as crate::report::Write<'_>,
+            ),
+            ("`RwLock<AddressSpace>`", &locked_read, &locked_write),
+        ] {
+            let (alone, busy) = alone_and_busy(opts.reps, readers, per_reader, keys, read, (write, None));
+            let _ = writeln!(
+                out,
+                "| {name} | {readers} | {:.2} M | {:.2} M | {:.0} % | {:.0} K |",
+                alone.wall / 1e6,
+                busy.wall / 1e6,
+                busy.wall / alone.wall * 100.0,
+                busy.writes * 2.0 / 1e3
+            );
+        }
     }
 }

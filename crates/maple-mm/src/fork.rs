@@ -8,10 +8,11 @@ use crate::{
     error::{Errno, Result},
     flags::VmFlags,
     space::AddressSpace,
+    store::VmaStore,
     vma::{AnonVma, VmaData},
 };
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// The child's address space after `fork(2)`.
     ///
     /// The tree is duplicated node by node (Linux's `__mt_dup`: no
@@ -30,7 +31,7 @@ impl AddressSpace {
     }
 
     fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace> {
-        let tree = self.tree.try_dup_map_fallible(|_, d| fork_copy(d, copy_names)).map_err(|e| match e {
+        let tree = self.tree.view().try_dup_map_fallible(|_, d| fork_copy(d, copy_names)).map_err(|e| match e {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
@@ -49,7 +50,7 @@ impl AddressSpace {
     /// the benchmark baseline.
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
-        for (r, d) in self.tree.iter() {
+        for (r, d) in self.tree.view().iter() {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
@@ -59,7 +60,7 @@ impl AddressSpace {
     }
 }
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// [`fork`](Self::fork) as Linux did before names were reference
     /// counted: every name string is copied for the child. Only for the
     /// benchmark that measures what sharing saves (seed 003).

@@ -65,7 +65,9 @@ mod mmap;
 mod modify;
 mod mremap;
 mod name;
+mod shared;
 mod space;
+mod store;
 mod vma;
 
 pub use error::{Errno, Result};
@@ -75,5 +77,7 @@ pub use fork::fault;
 pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
+pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
+pub use store::VmaStore;
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};

@@ -8,6 +8,7 @@ use crate::{
     flags::VmFlags,
     name::AnonName,
     space::{AddressSpace, Brk, Layout, PAGE_SIZE},
+    store::VmaStore,
     vma::{AnonVma, Backing, MappedFile, Vma, VmaData},
 };
 
@@ -147,7 +148,7 @@ impl MapsLine {
     }
 }
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// The whole address space in `/proc/PID/maps` format (same as
     /// `to_string()`).
     pub fn maps(&self) -> String {
@@ -161,7 +162,9 @@ impl AddressSpace {
         let _ = write_line(&mut s, vma, self.label(vma));
         s
     }
+}
 
+impl AddressSpace {
     /// Builds an address space from a maps file's text (`file` names it in
     /// errors). Every line becomes a VMA with what the file shows; flags it
     /// does not show take Linux's defaults (private writable memory is

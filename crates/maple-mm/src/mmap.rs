@@ -6,6 +6,7 @@ use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, VmFlags},
     space::{is_aligned, page_align, AddressSpace, AllocFail, Brk, PAGE_SIZE, PMD_SIZE},
+    store::VmaStore,
     vma::{Backing, MappedFile, VmaData},
 };
 
@@ -26,7 +27,7 @@ const KNOWN_MAP_FLAGS: u32 = 0x03
     | 0x10_0000
     | 0x400_0000;
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// Maps `len` bytes (rounded up to pages), as `mmap(2)` does, and
     /// returns the address.
     ///
@@ -276,7 +277,7 @@ impl AddressSpace {
             if high <= low || high - low < len {
                 return Err(Errno::ENOMEM);
             }
-            let start = self.tree.empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            let start = self.tree.view().empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
             match self.find_vma(start + len) {
                 Some(next)
                     if next.start < start + len + self.layout.stack_guard_gap
@@ -296,7 +297,7 @@ impl AddressSpace {
             if high <= low || high - low < len {
                 return Err(Errno::ENOMEM);
             }
-            let start = self.tree.empty_area(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            let start = self.tree.view().empty_area(low..high, len).map_err(|_| Errno::ENOMEM)?;
             match self.find_vma(start + len) {
                 Some(next) if self.start_gap(&next) < start + len => low = next.end,
                 _ => return Ok(start),

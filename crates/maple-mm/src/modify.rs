@@ -6,6 +6,7 @@ use crate::{
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
     space::{is_aligned, page_align, AddressSpace, AllocFail, PAGE_SIZE},
+    store::VmaStore,
     vma::{Backing, VmaData},
 };
 
@@ -21,7 +22,7 @@ enum Holes {
 /// What a visit does with one VMA piece.
 type Visit<'f> = &'f mut dyn FnMut(&VmaData) -> Result<Option<VmaData>>;
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// Applies `visit` to every VMA piece in `[start, end)`: the piece is
     /// cut out and given the new attributes (`Some`), or left alone
     /// (`None`); then neighbours merge around every changed piece. An error

@@ -4,10 +4,11 @@ use crate::{
     error::{Errno, Result},
     flags::{MremapFlags, VmFlags},
     space::{is_aligned, page_align, AddressSpace, AllocFail},
+    store::VmaStore,
     vma::VmaData,
 };
 
-impl AddressSpace {
+impl<T: VmaStore> AddressSpace<T> {
     /// Resizes and/or moves `[old, old + old_len)`, as `mremap(2)`, and
     /// returns the mapping's (possibly new) address.
     ///

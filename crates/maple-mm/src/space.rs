@@ -10,6 +10,7 @@ use maple_tree::MapleTree;
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
+    store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
     Prot,
 };
@@ -92,8 +93,8 @@ pub struct Brk {
 /// let child = mm.fork().unwrap();
 /// assert_eq!(child.maps(), mm.maps());
 /// ```
-pub struct AddressSpace {
-    pub(crate) tree: MapleTree<Arc<VmaData>>,
+pub struct AddressSpace<T: VmaStore = MapleTree<Arc<VmaData>>> {
+    pub(crate) tree: T,
     pub(crate) layout: Layout,
     pub(crate) brk: Option<Brk>,
     pub(crate) start_stack: Option<u64>,
@@ -118,7 +119,7 @@ impl Clone for AddressSpace {
     }
 }
 
-impl fmt::Debug for AddressSpace {
+impl<T: VmaStore> fmt::Debug for AddressSpace<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AddressSpace")
             .field("vmas", &self.vma_count())
@@ -129,7 +130,7 @@ impl fmt::Debug for AddressSpace {
 }
 
 /// The whole address space in `/proc/PID/maps` format.
-impl fmt::Display for AddressSpace {
+impl<T: VmaStore> fmt::Display for AddressSpace<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for vma in self.iter() {
             crate::maps::write_line(f, &vma, self.label(&vma))?;
@@ -186,6 +187,14 @@ impl AddressSpace {
         AddressSpace { tree: MapleTree::with_gaps(), layout, brk: None, start_stack: None }
     }
 
+    /// Replaces everything with an empty space of the same layout, as
+    /// `execve` does before loading a program.
+    pub fn exec(&mut self) {
+        *self = AddressSpace::with_layout(self.layout.clone());
+    }
+}
+
+impl<T: VmaStore> AddressSpace<T> {
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
@@ -215,12 +224,6 @@ impl AddressSpace {
         self.start_stack = Some(addr);
     }
 
-    /// Replaces everything with an empty space of the same layout, as
-    /// `execve` does before loading a program.
-    pub fn exec(&mut self) {
-        *self = AddressSpace::with_layout(self.layout.clone());
-    }
-
     // ---- lookups ----
 
     pub(crate) fn vma_of<'a>(r: core::ops::RangeInclusive<u64>, d: &'a VmaData) -> Vma<'a> {
@@ -229,13 +232,13 @@ impl AddressSpace {
 
     /// The VMA containing `addr` (Linux's `vma_lookup`).
     pub fn vma_at(&self, addr: u64) -> Option<Vma<'_>> {
-        self.tree.get_range(addr).map(|(r, d)| Self::vma_of(r, d))
+        self.tree.view().get_range(addr).map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// The VMA containing `addr`, or else the first one above it (Linux's
     /// `find_vma`).
     pub fn find_vma(&self, addr: u64) -> Option<Vma<'_>> {
-        self.vma_at(addr).or_else(|| self.tree.next_after(addr).map(|(r, d)| Self::vma_of(r, d)))
+        self.vma_at(addr).or_else(|| self.tree.view().next_after(addr).map(|(r, d)| Self::vma_of(r, d)))
     }
 
     /// [`find_vma`](Self::find_vma) and the VMA before it (Linux's
@@ -243,7 +246,7 @@ impl AddressSpace {
     pub fn find_vma_prev(&self, addr: u64) -> (Option<Vma<'_>>, Option<Vma<'_>>) {
         let vma = self.find_vma(addr);
         let below = vma.map_or(addr, |v| v.start);
-        let prev = below.checked_sub(1).and_then(|b| self.tree.prev_before(b)).map(|(r, d)| Self::vma_of(r, d));
+        let prev = below.checked_sub(1).and_then(|b| self.tree.view().prev_before(b)).map(|(r, d)| Self::vma_of(r, d));
         (prev, vma)
     }
 
@@ -257,18 +260,18 @@ impl AddressSpace {
 
     /// Every VMA, ascending.
     pub fn iter(&self) -> impl Iterator<Item = Vma<'_>> + '_ {
-        self.tree.iter().map(|(r, d)| Self::vma_of(r, d))
+        self.tree.view().iter().map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// The VMAs overlapping `[start, end)`, ascending.
     pub fn range(&self, start: u64, end: u64) -> impl Iterator<Item = Vma<'_>> + '_ {
-        let it = (start < end).then(|| self.tree.range(start..end)).into_iter().flatten();
+        let it = (start < end).then(|| self.tree.view().range(start..end)).into_iter().flatten();
         it.map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// Number of VMAs.
     pub fn vma_count(&self) -> usize {
-        self.tree.len()
+        self.tree.view().len()
     }
 
     /// Totals: VMAs, bytes mapped by kind and by protection.
@@ -312,19 +315,19 @@ impl AddressSpace {
     /// the VMAs').
     #[doc(hidden)]
     pub fn vma_tree(&self) -> &MapleTree<Arc<VmaData>> {
-        &self.tree
+        self.tree.view()
     }
 
     /// Node statistics of the tree holding the VMAs (height, nodes, bytes).
     pub fn tree_stats(&self) -> maple_tree::Stats {
-        self.tree.stats()
+        self.tree.view().stats()
     }
 
     /// Checks the tree's invariants and that every VMA is page-aligned and
     /// below `task_size`. (Neighbours that could merge are not an error:
     /// Linux itself leaves some apart.)
     pub fn validate(&self) -> core::result::Result<(), String> {
-        self.tree.validate().map_err(|e| e.to_string())?;
+        self.tree.view().validate().map_err(|e| e.to_string())?;
         for v in self.iter() {
             let beyond = v.end > self.layout.task_size && !v.flags().contains(VmFlags::SPECIAL);
             if !is_aligned(v.start) || !is_aligned(v.end) || beyond {
@@ -341,7 +344,7 @@ impl AddressSpace {
         if start >= end {
             return Vec::new();
         }
-        self.tree.range_cloned(start..end).map(|(r, d)| (*r.start(), r.end() + 1, d)).collect()
+        self.tree.view().range_cloned(start..end).map(|(r, d)| (*r.start(), r.end() + 1, d)).collect()
     }
 
     /// Saves every VMA touching `[start, end)` or adjacent to it (merge
@@ -357,14 +360,14 @@ impl AddressSpace {
     /// next one to be tried.
     pub(crate) fn restore(&mut self, undo: Undo) {
         for _ in 0..8 {
-            if self.tree.remove_range(undo.lo..undo.hi).is_ok() {
+            if self.tree.remove(undo.lo..undo.hi).is_ok() {
                 break;
             }
         }
         for (s, e, d) in undo.old {
             let mut d = d;
             for _ in 0..8 {
-                match self.tree.store_range(s..e, d) {
+                match self.tree.store(s..e, d) {
                     Ok(()) => break,
                     Err(err) => d = err.value,
                 }
@@ -375,11 +378,11 @@ impl AddressSpace {
     /// Runs `f`, undoing its tree writes over the windows if it fails on an
     /// allocation. `f` returns the call's result, which may be an error
     /// after a partial change that Linux keeps (not undone).
-    pub(crate) fn transact<T>(
+    pub(crate) fn transact<R>(
         &mut self,
         windows: &[(u64, u64)],
-        f: impl FnOnce(&mut Self) -> core::result::Result<Result<T>, AllocFail>,
-    ) -> Result<T> {
+        f: impl FnOnce(&mut Self) -> core::result::Result<Result<R>, AllocFail>,
+    ) -> Result<R> {
         let undo: Vec<Undo> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
         let (brk, stack) = (self.brk, self.start_stack);
         match f(self) {
@@ -401,7 +404,7 @@ impl AddressSpace {
     }
 
     pub(crate) fn put_arc(&mut self, start: u64, end: u64, data: Arc<VmaData>) -> core::result::Result<(), AllocFail> {
-        self.tree.store_range(start..end, data).map_err(|_| AllocFail)
+        self.tree.store(start..end, data).map_err(|_| AllocFail)
     }
 
     /// Unmaps `[start, end)` (neighbours are cut, keeping their attributes).
@@ -409,7 +412,7 @@ impl AddressSpace {
         if start >= end {
             return Ok(());
         }
-        self.tree.remove_range(start..end).map_err(|_| AllocFail)
+        self.tree.remove(start..end).map_err(|_| AllocFail)
     }
 
     /// Merges compatible neighbours across every boundary of the changed
@@ -430,7 +433,7 @@ impl AddressSpace {
     /// are compatible.
     pub(crate) fn merge_at(&mut self, b: u64) -> core::result::Result<(), AllocFail> {
         let Some(lb) = b.checked_sub(1) else { return Ok(()) };
-        let (Some(left), Some(right)) = (self.tree.get_range(lb), self.tree.get_range(b)) else {
+        let (Some(left), Some(right)) = (self.tree.view().get_range(lb), self.tree.view().get_range(b)) else {
             return Ok(());
         };
         if *left.0.end() != lb || *right.0.start() != b || !left.1.merges_with(right.1) {
@@ -463,14 +466,14 @@ impl AddressSpace {
     /// private mapping gets an anon_vma (reusing a compatible neighbour's,
     /// as Linux's `find_mergeable_anon_vma` does).
     pub(crate) fn fault_in(&mut self, v_start: u64, v_end: u64) -> core::result::Result<(), AllocFail> {
-        let Some((r, d)) = self.tree.get_range(v_start) else { return Ok(()) };
+        let Some((r, d)) = self.tree.view().get_range(v_start) else { return Ok(()) };
         if d.anon.is_some() || d.flags.contains(VmFlags::SHARED) {
             return Ok(());
         }
         debug_assert_eq!((*r.start(), r.end() + 1), (v_start, v_end));
         let mut reuse = None;
         // Linux looks at the next VMA first, then the previous one.
-        for n in [self.tree.get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.get_range(s))]
+        for n in [self.tree.view().get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.view().get_range(s))]
             .into_iter()
             .flatten()
         {

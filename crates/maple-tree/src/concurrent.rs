@@ -600,6 +600,31 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         &self.tree.raw
     }
 
+    /// The tree as it stands, for reading under the lock with the whole
+    /// [`MapleTree`] read API (lookups, iteration, gap search, cursors,
+    /// `validate`). Values borrowed from it cannot outlive the borrow of
+    /// the guard, so no write (which needs `&mut`) can free them meanwhile.
+    ///
+    /// ```
+    /// use maple_tree::{ConcurrentMapleTree, U63};
+    /// let t = ConcurrentMapleTree::<U63>::with_gaps();
+    /// let mut w = t.lock();
+    /// w.insert_range(10..=19, U63::from(1u32)).unwrap();
+    /// assert_eq!(w.tree().next_after(0).map(|(r, _)| r), Some(10..=19));
+    /// assert_eq!(w.tree().empty_area(0..=100, 10), Ok(0));
+    /// ```
+    pub fn tree(&self) -> &MapleTree<V> {
+        let raw: *const RawTree = &self.tree.raw.raw;
+        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `RawTree` whose
+        // value words are `V`s, as this tree's are. Only `&self` methods
+        // are reachable through the shared reference, and none of them
+        // writes. Holding the writer lock (this guard) means no other
+        // thread changes or frees anything while the borrow lives, and our
+        // own writes need `&mut self`, which the borrow excludes; readers
+        // elsewhere only read.
+        unsafe { &*raw.cast::<MapleTree<V>>() }
+    }
+
     /// Stores `value` over `[lo, hi]`, one current range (so nothing is
     /// cut in two).
     pub(crate) fn store_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<(), InsertError<V>> {

@@ -241,6 +241,15 @@ fn round_trip_and_read_api() {
         let copy = w.try_dup().unwrap();
         copy.validate().unwrap();
         assert_eq!(copy.len(), 101);
+        // The whole read API under the writer lock, through `tree()`.
+        let t = w.tree();
+        assert_eq!(t.len(), 101);
+        assert_eq!(t.get_range(996).map(|(r, v)| (r, v.get())), Some((996..=1000, 8)));
+        assert_eq!(t.iter().count(), 101);
+        assert!(t.is_reserved(100_005));
+        t.validate().unwrap();
+        w.erase(996).unwrap();
+        assert_eq!(w.tree().get_range(996), None);
         assert!(copy.is_reserved(100_005));
     }
     // The old guard still sees a consistent snapshot of what it read.
@@ -249,7 +258,7 @@ fn round_trip_and_read_api() {
     c.validate().unwrap();
     let back = c.into_inner();
     back.validate().unwrap();
-    assert_eq!(back.len(), 101);
+    assert_eq!(back.len(), 100);
     assert_eq!(back.load(7).map(U63::get), Some(7));
 }
 

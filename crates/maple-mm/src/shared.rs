@@ -1,0 +1,185 @@
+//! An address space whose lookups never wait: the VMAs live in a
+//! [`ConcurrentMapleTree`], readers look them up under an epoch guard
+//! without any lock, and one writer at a time changes them with every call
+//! of [`AddressSpace`].
+//!
+//! This is what the maple tree was built for in Linux: page faults look up
+//! their VMA without taking `mmap_lock` while `mmap`/`munmap` go on.
+
+use core::{
+    fmt,
+    ops::{Deref, DerefMut},
+};
+use std::sync::{Arc, Mutex};
+
+use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard};
+
+use crate::{
+    space::{AddressSpace, Brk, Layout},
+    vma::{Vma, VmaData},
+};
+
+/// An address space shared between threads: lock-free lookups, one writer
+/// at a time.
+///
+/// A lookup sees every VMA whole, as it was before or after any concurrent
+/// call, never torn or freed: each tree write publishes a VMA's range and
+/// attributes together, and what a reader holds stays allocated until its
+/// guard drops. A call that changes several VMAs (an `mprotect` over a
+/// range, say) is made of several such writes, so a reader may see some of
+/// them done and others not yet — as a Linux page fault under the per-VMA
+/// lock may.
+///
+/// ```
+/// use std::sync::Arc;
+/// use maple_mm::{MapFlags, Prot, SharedAddressSpace, PAGE_SIZE};
+/// let mm = Arc::new(SharedAddressSpace::new());
+/// let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+/// mm.write().mmap(0x10_0000, 4 * PAGE_SIZE, Prot::RW, f, None, 0).unwrap();
+/// let reader = {
+///     let mm = Arc::clone(&mm);
+///     std::thread::spawn(move || {
+///         let g = mm.pin();
+///         mm.find_vma(0x10_1000, &g).map(|v| v.start())
+///     })
+/// };
+/// mm.write().mprotect(0x10_1000, PAGE_SIZE, Prot::READ).unwrap();
+/// let seen = reader.join().unwrap();
+/// assert!(seen == Some(0x10_0000) || seen == Some(0x10_1000));
+/// ```
+pub struct SharedAddressSpace {
+    tree: ConcurrentMapleTree<Arc<VmaData>>,
+    /// Writer-side state that is not in the tree (taken after the tree's
+    /// writer lock, always).
+    state: Mutex<State>,
+}
+
+#[derive(Clone, Debug)]
+struct State {
+    layout: Layout,
+    brk: Option<Brk>,
+    start_stack: Option<u64>,
+}
+
+impl Default for SharedAddressSpace {
+    fn default() -> Self {
+        SharedAddressSpace::new()
+    }
+}
+
+impl fmt::Debug for SharedAddressSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedAddressSpace").field("vmas", &self.tree.len()).finish_non_exhaustive()
+    }
+}
+
+impl From<AddressSpace> for SharedAddressSpace {
+    fn from(mm: AddressSpace) -> SharedAddressSpace {
+        let state = State { layout: mm.layout, brk: mm.brk, start_stack: mm.start_stack };
+        SharedAddressSpace { tree: ConcurrentMapleTree::from(mm.tree), state: Mutex::new(state) }
+    }
+}
+
+impl SharedAddressSpace {
+    /// An empty address space with the default layout.
+    pub fn new() -> SharedAddressSpace {
+        SharedAddressSpace::from(AddressSpace::new())
+    }
+
+    /// Pins the current epoch for lookups.
+    pub fn pin(&self) -> ReadGuard {
+        self.tree.pin()
+    }
+
+    fn vma<'g>(r: core::ops::RangeInclusive<u64>, d: &'g VmaData) -> Vma<'g> {
+        Vma { start: *r.start(), end: r.end() + 1, data: d }
+    }
+
+    /// The VMA containing `addr`, without a lock.
+    pub fn vma_at<'g>(&'g self, addr: u64, guard: &'g ReadGuard) -> Option<Vma<'g>> {
+        self.tree.get_range(addr, guard).map(|(r, d)| Self::vma(r, d))
+    }
+
+    /// The VMA containing `addr` or the first above it (Linux's
+    /// `find_vma`), without a lock.
+    pub fn find_vma<'g>(&'g self, addr: u64, guard: &'g ReadGuard) -> Option<Vma<'g>> {
+        // Most lookups hit a VMA (a fault at a mapped address): one walk.
+        self.vma_at(addr, guard).or_else(|| self.tree.range(addr.., guard).next().map(|(r, d)| Self::vma(r, d)))
+    }
+
+    /// The first VMA overlapping `[start, end)`, without a lock.
+    pub fn find_vma_intersection<'g>(&'g self, start: u64, end: u64, guard: &'g ReadGuard) -> Option<Vma<'g>> {
+        if start >= end {
+            return None;
+        }
+        self.tree.range(start..end, guard).next().map(|(r, d)| Self::vma(r, d))
+    }
+
+    /// VMAs (a snapshot that may be stale by the time it is read).
+    pub fn vma_count(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Takes the writer's side: every [`AddressSpace`] call, made on the
+    /// shared tree. Waits for another writer, never for readers.
+    pub fn write(&self) -> SpaceWriter<'_> {
+        let guard = self.tree.lock();
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let space =
+            AddressSpace { tree: guard, layout: state.layout.clone(), brk: state.brk, start_stack: state.start_stack };
+        SpaceWriter { space, state }
+    }
+
+    /// A plain copy of the address space as it stands (under the writer
+    /// lock; readers go on).
+    pub fn snapshot(&self) -> AddressSpace {
+        let w = self.write();
+        AddressSpace {
+            tree: w.space.tree.tree().clone(),
+            layout: w.space.layout.clone(),
+            brk: w.space.brk,
+            start_stack: w.space.start_stack,
+        }
+    }
+
+    /// Back to a plain address space.
+    pub fn into_inner(self) -> AddressSpace {
+        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
+        let tree: MapleTree<Arc<VmaData>> = self.tree.into_inner();
+        AddressSpace { tree, layout: state.layout, brk: state.brk, start_stack: state.start_stack }
+    }
+}
+
+/// The writer of a [`SharedAddressSpace`]: derefs to an [`AddressSpace`]
+/// whose calls publish their changes to concurrent readers. Dropping it
+/// lets the next writer in.
+pub struct SpaceWriter<'a> {
+    space: AddressSpace<WriteGuard<'a, Arc<VmaData>>>,
+    state: std::sync::MutexGuard<'a, State>,
+}
+
+impl<'a> Deref for SpaceWriter<'a> {
+    type Target = AddressSpace<WriteGuard<'a, Arc<VmaData>>>;
+    fn deref(&self) -> &Self::Target {
+        &self.space
+    }
+}
+
+impl DerefMut for SpaceWriter<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.space
+    }
+}
+
+impl Drop for SpaceWriter<'_> {
+    fn drop(&mut self) {
+        self.state.brk = self.space.brk;
+        self.state.start_stack = self.space.start_stack;
+    }
+}
+
+impl fmt::Debug for SpaceWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpaceWriter").field("vmas", &self.space.vma_count()).finish_non_exhaustive()
+    }
+}
