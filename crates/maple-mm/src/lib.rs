@@ -81,3 +81,9 @@ pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
 pub use store::VmaStore;
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
+
+/// The README's examples (tree and address space), compiled and run as
+/// doctests here, where both crates are in scope.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

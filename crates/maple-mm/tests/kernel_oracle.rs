@@ -540,6 +540,26 @@ mod child {
             writeln!(out, "nofile").unwrap();
             return;
         }
+        // The window must be free in this process (it is, unless the
+        // machine's layout is very unusual: then say so and skip).
+        // SAFETY: a fresh mapping at an address nothing else uses; removed
+        // again at once.
+        let probe = unsafe {
+            libc::mmap(
+                BASE as *mut _,
+                (W * PAGE_SIZE) as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if probe as u64 != BASE {
+            writeln!(out, "nowindow").unwrap();
+            return;
+        }
+        // SAFETY: the probe mapping made just above.
+        unsafe { libc::munmap(probe, (W * PAGE_SIZE) as usize) };
         writeln!(out, "file {maj} {min} {} {}", meta.ino(), path.display()).unwrap();
         out.flush().unwrap();
         let stdin = std::io::stdin();

@@ -162,8 +162,3 @@ pub use error::{AllocError, Error, InsertError};
 pub use handle::{Handle, U63};
 pub use tree::{DupError, IntoIter, Iter, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;
-
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
