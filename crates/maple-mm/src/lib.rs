@@ -68,6 +68,7 @@ mod name;
 mod shared;
 mod space;
 mod store;
+pub mod strace;
 mod vma;
 
 pub use error::{Errno, Result};

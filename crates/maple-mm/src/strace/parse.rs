@@ -1,0 +1,394 @@
+//! Reading `strace` output: one line into a pid, an optional timestamp and
+//! an event, without allocating; arguments split and decoded on demand.
+//!
+//! Understood: `strace -f` with `-o` (`PID name(...)`) or to stderr
+//! (`[pid PID] name(...)`, and no pid before the first child exists);
+//! `-t`, `-tt`, `-ttt` and `-r` timestamps; `-y`/`-yy` file descriptor
+//! decorations (`3</path>`); `-X raw|abbrev|verbose` flag styles; strings
+//! cut by `-s`; `<unfinished ...>` / `<... NAME resumed>` pairs; signal,
+//! exit, kill and attach lines. The return value is split at the last
+//! `) = `, since arguments can contain that text.
+
+use core::fmt;
+
+/// One line of an strace log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// The pid, if the line names one.
+    pub pid: Option<u32>,
+    /// What the line says.
+    pub event: Event<'a>,
+}
+
+/// The return value of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ret<'a> {
+    /// A value (addresses and pids included; negative values as such).
+    Value(i64),
+    /// `-1 ENAME (message)`: failed with this error name.
+    Error(&'a str),
+    /// `?`: no return (exit, or a call interrupted for good).
+    Unknown,
+}
+
+/// What a line says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// A whole call: `name(args) = ret`.
+    Call {
+        /// The system call.
+        name: &'a str,
+        /// The text between the parentheses.
+        args: &'a str,
+        /// The result.
+        ret: Ret<'a>,
+    },
+    /// The first half of a call: `name(args <unfinished ...>`.
+    Unfinished {
+        /// The system call.
+        name: &'a str,
+        /// The arguments printed so far.
+        args: &'a str,
+    },
+    /// The second half: `<... name resumed>rest) = ret`.
+    Resumed {
+        /// The system call.
+        name: &'a str,
+        /// The rest of the arguments.
+        args: &'a str,
+        /// The result.
+        ret: Ret<'a>,
+    },
+    /// `--- SIGNAME {...} ---`
+    Signal,
+    /// `+++ exited with N +++`
+    Exited(i32),
+    /// `+++ killed by SIGNAME +++`
+    Killed,
+    /// `strace: Process N attached` (or detached).
+    Attached(u32),
+    /// Anything else strace prints that is not a call.
+    Other,
+}
+
+/// Why a line could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ParseError> {
+    Err(ParseError(msg.into()))
+}
+
+/// Skips a timestamp (`10:11:12`, `10:11:12.123456`, `1700000000.123456`,
+/// or `-r`'s `0.000123`) and the spaces after it.
+fn skip_timestamp(s: &str) -> &str {
+    let t = s.trim_start_matches(' ');
+    let end = t.find(' ').unwrap_or(0);
+    let tok = &t[..end];
+    let digits = tok.bytes().filter(u8::is_ascii_digit).count();
+    if !tok.is_empty() && digits > 0 && tok.bytes().all(|b| b.is_ascii_digit() || b == b':' || b == b'.') {
+        t[end..].trim_start_matches(' ')
+    } else {
+        s
+    }
+}
+
+/// Parses a return value: `0x7f..`, `-1 ENOMEM (...)`, `3</path>`, `?`.
+pub fn parse_ret(s: &str) -> Result<Ret<'_>, ParseError> {
+    let s = s.trim();
+    if s.starts_with('?') {
+        return Ok(Ret::Unknown);
+    }
+    let tok = s.split([' ', '<']).next().unwrap_or("");
+    let v = parse_int(tok).ok_or_else(|| ParseError(format!("bad return value {s:?}")))?;
+    if v < 0 {
+        let rest = s[tok.len()..].trim_start();
+        let name = rest.split(' ').next().unwrap_or("");
+        if name.starts_with('E') {
+            return Ok(Ret::Error(name));
+        }
+    }
+    Ok(Ret::Value(v))
+}
+
+/// A decimal, `0x` hexadecimal or negative integer (`u64` values above
+/// `i64::MAX` wrap, as addresses do in registers).
+pub fn parse_int(s: &str) -> Option<i64> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s),
+    };
+    let v = if let Some(h) = body.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()?
+    } else {
+        if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        body.parse::<u64>().ok()?
+    };
+    Some(if neg { (v as i64).wrapping_neg() } else { v as i64 })
+}
+
+/// Parses one line. Blank lines are `Other`.
+pub fn parse_line(line: &str) -> Result<Line<'_>, ParseError> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    let mut rest = line.trim_start_matches(' ');
+    let mut pid = None;
+    if let Some(r) = rest.strip_prefix("[pid") {
+        let r = r.trim_start_matches(' ');
+        let end = r.find(']').ok_or_else(|| ParseError("unterminated [pid ...]".into()))?;
+        pid = Some(r[..end].trim().parse().map_err(|_| ParseError(format!("bad pid {:?}", &r[..end])))?);
+        rest = r[end + 1..].trim_start_matches(' ');
+    } else if let Some(r) = rest.strip_prefix("strace: Process ") {
+        let n = r.split(' ').next().unwrap_or("");
+        return match n.parse() {
+            Ok(p) => Ok(Line { pid: Some(p), event: Event::Attached(p) }),
+            Err(_) => err(format!("bad pid {n:?}")),
+        };
+    } else {
+        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        // A pid is digits followed by spaces (a timestamp has ':' or '.').
+        if end > 0 && rest[end..].starts_with(' ') {
+            pid = Some(rest[..end].parse().map_err(|_| ParseError(format!("bad pid {:?}", &rest[..end])))?);
+            rest = rest[end..].trim_start_matches(' ');
+        }
+    }
+    rest = skip_timestamp(rest);
+    let event = parse_event(rest)?;
+    Ok(Line { pid, event })
+}
+
+fn parse_event(s: &str) -> Result<Event<'_>, ParseError> {
+    if s.is_empty() {
+        return Ok(Event::Other);
+    }
+    if let Some(r) = s.strip_prefix("+++ ") {
+        if let Some(code) = r.strip_prefix("exited with ") {
+            let n = code.split(' ').next().unwrap_or("");
+            return n.parse().map(Event::Exited).map_err(|_| ParseError(format!("bad exit code {n:?}")));
+        }
+        if r.starts_with("killed by ") {
+            return Ok(Event::Killed);
+        }
+        return Ok(Event::Other);
+    }
+    if s.starts_with("--- ") {
+        return Ok(Event::Signal);
+    }
+    if let Some(r) = s.strip_prefix("<... ") {
+        let end = r.find(" resumed>").ok_or_else(|| ParseError("bad <... resumed> line".into()))?;
+        let name = &r[..end];
+        let body = &r[end + " resumed>".len()..];
+        let (args, ret) = split_ret(body)?;
+        return Ok(Event::Resumed { name, args, ret });
+    }
+    let open = s.find('(').ok_or_else(|| ParseError(format!("not a call: {:?}", cut(s))))?;
+    let name = &s[..open];
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return err(format!("not a call: {:?}", cut(s)));
+    }
+    let body = &s[open + 1..];
+    if let Some(args) = body.strip_suffix("<unfinished ...>") {
+        return Ok(Event::Unfinished { name, args: args.trim_end() });
+    }
+    let (args, ret) = split_ret(body)?;
+    Ok(Event::Call { name, args, ret })
+}
+
+/// Splits `args) = ret` at the last `) = ` (strace pads with spaces
+/// before the `=`, so `)    = ` counts too); a line cut short is an error.
+fn split_ret(body: &str) -> Result<(&str, Ret<'_>), ParseError> {
+    let mut end = body.len();
+    while let Some(p) = body[..end].rfind(" = ") {
+        let head = body[..p].trim_end_matches(' ');
+        if let Some(args) = head.strip_suffix(')') {
+            return Ok((args, parse_ret(&body[p + 3..])?));
+        }
+        end = p;
+    }
+    err(format!("no return value: {:?}", cut(body)))
+}
+
+fn cut(s: &str) -> &str {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Splits the argument text at top-level commas (not inside `()`, `[]`,
+/// `{}`, strings or `<path>` decorations).
+pub fn split_args(args: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = args.as_bytes();
+    let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
+    let mut in_str = false;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                b'"' => in_str = true,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                // A decoration follows an fd: `3</path>`, `AT_FDCWD</dir>`.
+                b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
+                    if let Some(e) = args[i..].find('>') {
+                        i += e;
+                    }
+                }
+                b',' if depth == 0 => {
+                    out.push(args[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    let last = args[start..].trim();
+    if !last.is_empty() || !out.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+/// A numeric argument: a number (`-X raw`), `NULL`, a decorated fd
+/// (`3</path>`), a flag expression with symbolic names (`-X abbrev`,
+/// looked up with `names`), or `-X verbose`'s `0x3 /* PROT_READ|... */`.
+pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
+    let a = arg.trim();
+    if a == "NULL" {
+        return Ok(0);
+    }
+    // Verbose: the number comes first.
+    let a = match a.find(" /*") {
+        Some(i) => &a[..i],
+        None => a,
+    };
+    let a = match a.find('<') {
+        Some(i) if i > 0 => &a[..i],
+        _ => a,
+    };
+    if let Some(v) = parse_int(a) {
+        return Ok(v as u64);
+    }
+    let mut v = 0u64;
+    for part in a.split('|') {
+        let part = part.trim();
+        if let Some(n) = parse_int(part) {
+            v |= n as u64;
+        } else if let Some((_, bits)) = names.iter().find(|(n, _)| *n == part) {
+            v |= bits;
+        } else {
+            return err(format!("unknown flag {part:?}"));
+        }
+    }
+    Ok(v)
+}
+
+/// The path of a decorated fd or return value (`3</usr/lib/libc.so.6>`).
+pub fn decoration(arg: &str) -> Option<&str> {
+    let i = arg.find('<')?;
+    let rest = &arg[i + 1..];
+    let end = rest.rfind('>')?;
+    Some(&rest[..end])
+}
+
+/// A string argument's text (`"name"`, possibly cut: `"na"...`), with
+/// strace's escapes undone for the common ones.
+pub fn arg_string(arg: &str) -> Option<String> {
+    let a = arg.trim();
+    let a = a.strip_suffix("...").unwrap_or(a);
+    let inner = a.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            'x' => {
+                let h: String = chars.by_ref().take(2).collect();
+                out.push(u8::from_str_radix(&h, 16).ok()? as char);
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_shapes() {
+        let l = parse_line(
+            "11146 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7fc8ed840000",
+        )
+        .unwrap();
+        assert_eq!(l.pid, Some(11146));
+        let Event::Call { name, args, ret } = l.event else { panic!() };
+        assert_eq!((name, ret), ("mmap", Ret::Value(0x7fc8ed840000)));
+        assert_eq!(split_args(args).len(), 6);
+        let l = parse_line("[pid  4242] 10:11:12.123456 munmap(0x7f0000000000, 4096 <unfinished ...>").unwrap();
+        assert_eq!(l.pid, Some(4242));
+        assert_eq!(l.event, Event::Unfinished { name: "munmap", args: "0x7f0000000000, 4096" });
+        let l = parse_line("4242  1700000000.123456 <... munmap resumed>) = 0").unwrap();
+        assert_eq!(l.event, Event::Resumed { name: "munmap", args: "", ret: Ret::Value(0) });
+        let l = parse_line("mprotect(0x1000, 4096, PROT_READ) = -1 ENOMEM (Cannot allocate memory)").unwrap();
+        assert_eq!(
+            (l.pid, l.event.clone()),
+            (None, Event::Call { name: "mprotect", args: "0x1000, 4096, PROT_READ", ret: Ret::Error("ENOMEM") })
+        );
+        let l = parse_line("     0.000123 brk(NULL)                         = 0x55dbf438a000").unwrap();
+        assert!(matches!(l.event, Event::Call { name: "brk", ret: Ret::Value(0x55db_f438_a000), .. }));
+        assert_eq!(
+            parse_line("11147 exit_group(0)                     = ?").unwrap().event,
+            Event::Call { name: "exit_group", args: "0", ret: Ret::Unknown }
+        );
+        assert_eq!(parse_line("11146 --- SIGCHLD {si_signo=SIGCHLD} ---").unwrap().event, Event::Signal);
+        assert_eq!(parse_line("11147 +++ exited with 0 +++").unwrap().event, Event::Exited(0));
+        assert_eq!(parse_line("strace: Process 77 attached").unwrap().event, Event::Attached(77));
+        // The last ") = " splits, even if an argument contains one.
+        let l = parse_line(r#"1 write(1, "f(x) = 3\n", 9) = 9"#).unwrap();
+        assert!(matches!(l.event, Event::Call { name: "write", ret: Ret::Value(9), .. }));
+        assert!(parse_line("1 mmap(NULL, 4096, PROT_READ").is_err());
+        assert!(parse_line("garbage here").is_err());
+    }
+
+    #[test]
+    fn argument_styles() {
+        let prot = [("PROT_READ", 1), ("PROT_WRITE", 2), ("PROT_NONE", 0)];
+        assert_eq!(arg_value("PROT_READ|PROT_WRITE", &prot), Ok(3));
+        assert_eq!(arg_value("0x3 /* PROT_READ|PROT_WRITE */", &prot), Ok(3));
+        assert_eq!(arg_value("0x3", &prot), Ok(3));
+        assert_eq!(arg_value("PROT_READ|0x40", &prot), Ok(0x41));
+        assert_eq!(arg_value("NULL", &prot), Ok(0));
+        assert_eq!(arg_value("3</usr/lib/libc.so.6>", &prot), Ok(3));
+        assert_eq!(arg_value("-1", &prot), Ok(u64::MAX));
+        assert!(arg_value("PROT_BOGUS", &prot).is_err());
+        let args = split_args(r#"AT_FDCWD</home/a,b>, "/x,y", O_RDONLY|O_CLOEXEC"#);
+        assert_eq!(args, [r#"AT_FDCWD</home/a,b>"#, r#""/x,y""#, "O_RDONLY|O_CLOEXEC"]);
+        assert_eq!(decoration("3</usr/lib/libc.so.6>"), Some("/usr/lib/libc.so.6"));
+        assert_eq!(arg_string(r#""jit\x20code"..."#).as_deref(), Some("jit code"));
+        assert_eq!(split_args("{flags=CLONE_VM|CLONE_FS, exit_signal=0}, 88").len(), 2);
+    }
+}

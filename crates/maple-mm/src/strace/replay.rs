@@ -1,0 +1,556 @@
+//! Rebuilding address spaces from an strace log.
+
+use std::{cell::RefCell, collections::HashMap, fmt, rc::Rc, sync::Arc};
+
+use super::{
+    names,
+    parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
+};
+use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MremapFlags, Prot};
+
+/// Which lines to apply.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Lines up to this one (1-based, inclusive) are read only for process
+    /// relationships, open files and the program break; memory calls after
+    /// it are applied. `None`: from the start.
+    pub from: Option<usize>,
+    /// Lines from this one on (1-based) are not read. `None`: to the end.
+    pub to: Option<usize>,
+    /// Skip malformed lines (counted) instead of failing.
+    pub lenient: bool,
+}
+
+/// A malformed line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.msg)
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// Something the model did differently from what the log recorded (a call
+/// the kernel accepted and the model refused, or the other way round).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disagreement {
+    /// 1-based line number.
+    pub line: usize,
+    /// What happened.
+    pub msg: String,
+}
+
+/// What a replay counted.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayStats {
+    /// Lines read.
+    pub lines: usize,
+    /// Memory calls applied to an address space.
+    pub applied: usize,
+    /// Malformed lines skipped (`lenient`).
+    pub skipped: usize,
+    /// Calls whose recorded result the model did not reproduce.
+    pub disagreements: Vec<Disagreement>,
+    /// Lines where a process called `execve` (its new layout is unknown).
+    pub execs: Vec<(usize, u32)>,
+}
+
+type Space = Rc<RefCell<AddressSpace>>;
+type Files = Rc<RefCell<HashMap<i64, Arc<MappedFile>>>>;
+
+struct Proc {
+    space: Space,
+    files: Files,
+}
+
+/// Reads an strace log line by line and keeps every process's address
+/// space up to date; see [`replay`](crate::strace::replay) for the
+/// one-call form.
+pub struct Replayer {
+    opts: ReplayOptions,
+    procs: HashMap<u32, Proc>,
+    /// Pids in order of appearance.
+    order: Vec<u32>,
+    root: Option<u32>,
+    initial: Option<AddressSpace>,
+    /// Path → (major, minor, inode), from the initial maps file.
+    known: HashMap<String, (u32, u32, u64)>,
+    pending: HashMap<u32, (String, String)>,
+    /// Lines of pids not created yet while a clone is in flight.
+    deferred: HashMap<u32, Vec<(usize, String)>>,
+    clones_in_flight: usize,
+    /// The program break learned from the log: (start, current).
+    brk: HashMap<u32, (Option<u64>, Option<u64>)>,
+    /// The path strace showed after the return value of the current line
+    /// (`= 3</usr/lib/libc.so.6>`, with `-y`).
+    ret_path: Option<String>,
+    stats: ReplayStats,
+}
+
+impl fmt::Debug for Replayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replayer").field("processes", &self.order).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+/// The address spaces a log left behind.
+#[derive(Debug)]
+pub struct Replay {
+    /// Every process seen, in order of appearance, with its final address
+    /// space (threads share theirs).
+    pub processes: Vec<(u32, AddressSpace)>,
+    /// The first process.
+    pub root: Option<u32>,
+    /// Counts and disagreements.
+    pub stats: ReplayStats,
+}
+
+impl Replay {
+    /// The final address space of `pid`.
+    pub fn space(&self, pid: u32) -> Option<&AddressSpace> {
+        self.processes.iter().find(|(p, _)| *p == pid).map(|(_, s)| s)
+    }
+}
+
+fn is_memory_call(name: &str) -> bool {
+    matches!(name, "mmap" | "mmap2" | "munmap" | "mprotect" | "pkey_mprotect" | "mremap" | "madvise" | "prctl")
+}
+
+impl Replayer {
+    /// A replayer; `initial` is the root process's address space at the
+    /// `from` line (from a maps file), if known.
+    pub fn new(opts: ReplayOptions, initial: Option<AddressSpace>) -> Replayer {
+        let mut known = HashMap::new();
+        if let Some(mm) = &initial {
+            for v in mm.iter() {
+                if let Some(f) = v.file() {
+                    if !f.anon_shmem {
+                        known.insert(f.path.clone(), (f.dev_major, f.dev_minor, f.inode));
+                    }
+                }
+            }
+        }
+        Replayer {
+            opts,
+            procs: HashMap::new(),
+            order: Vec::new(),
+            root: None,
+            initial,
+            known,
+            pending: HashMap::new(),
+            deferred: HashMap::new(),
+            clones_in_flight: 0,
+            brk: HashMap::new(),
+            ret_path: None,
+            stats: ReplayStats::default(),
+        }
+    }
+
+    fn applying(&self, line: usize) -> bool {
+        self.opts.from.is_none_or(|f| line > f)
+    }
+
+    fn disagree(&mut self, line: usize, msg: String) {
+        self.stats.disagreements.push(Disagreement { line, msg });
+    }
+
+    /// Makes `pid` known: the root (with the initial space), or a process
+    /// sharing the root's space.
+    fn ensure(&mut self, pid: u32) {
+        if self.procs.contains_key(&pid) {
+            return;
+        }
+        let proc = match self.root.and_then(|r| self.procs.get(&r)) {
+            Some(root) => Proc { space: Rc::clone(&root.space), files: Rc::clone(&root.files) },
+            None => {
+                self.root = Some(pid);
+                // Without `from`, the initial space is the first process's;
+                // with it, the space of the process on line `from`.
+                let space = if self.opts.from.is_none() { self.initial.take() } else { None };
+                Proc { space: Rc::new(RefCell::new(space.unwrap_or_default())), files: Rc::default() }
+            }
+        };
+        self.procs.insert(pid, proc);
+        self.order.push(pid);
+    }
+
+    /// Reads line number `no` (1-based).
+    pub fn feed(&mut self, no: usize, line: &str) -> Result<(), ReplayError> {
+        if self.opts.to.is_some_and(|t| no >= t) {
+            return Ok(());
+        }
+        self.stats.lines += 1;
+        let parsed = match parse_line(line) {
+            Ok(p) => p,
+            Err(ParseError(msg)) => {
+                if self.opts.lenient {
+                    self.stats.skipped += 1;
+                    return Ok(());
+                }
+                return Err(ReplayError { line: no, msg });
+            }
+        };
+        let pid = parsed.pid.or(self.root).unwrap_or(0);
+        if !self.procs.contains_key(&pid) && self.root.is_some() && self.clones_in_flight > 0 {
+            // Perhaps the child of a clone that has not returned yet.
+            self.deferred.entry(pid).or_default().push((no, line.to_string()));
+            return Ok(());
+        }
+        self.ensure(pid);
+        if self.opts.from == Some(no) {
+            if let Some(initial) = self.initial.take() {
+                // The maps file describes this process at this line.
+                *self.procs[&pid].space.borrow_mut() = initial;
+                self.root = Some(pid);
+            }
+        }
+        self.ret_path = ret_path(line);
+        self.event(no, pid, parsed.event)
+    }
+
+    fn event(&mut self, no: usize, pid: u32, event: Event<'_>) -> Result<(), ReplayError> {
+        match event {
+            Event::Call { name, args, ret } => self.call(no, pid, name, args, ret),
+            Event::Unfinished { name, args } => {
+                if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
+                    self.clones_in_flight += 1;
+                }
+                self.pending.insert(pid, (name.to_string(), args.to_string()));
+                Ok(())
+            }
+            Event::Resumed { name, args, ret } => {
+                let Some((pname, head)) = self.pending.remove(&pid) else {
+                    // The first half came before the log starts (or `to`).
+                    return Ok(());
+                };
+                if pname != name {
+                    return self.bad(no, format!("{name} resumed, but {pname} was unfinished"));
+                }
+                if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
+                    self.clones_in_flight -= 1;
+                }
+                let full = format!("{head}{args}");
+                self.call(no, pid, name, &full, ret)
+            }
+            Event::Exited(_) | Event::Killed | Event::Signal | Event::Attached(_) | Event::Other => Ok(()),
+        }
+    }
+
+    fn bad(&mut self, no: usize, msg: String) -> Result<(), ReplayError> {
+        if self.opts.lenient {
+            self.stats.skipped += 1;
+            Ok(())
+        } else {
+            Err(ReplayError { line: no, msg })
+        }
+    }
+
+    fn call(&mut self, no: usize, pid: u32, name: &str, args: &str, ret: Ret<'_>) -> Result<(), ReplayError> {
+        let res = self.call_inner(no, pid, name, args, ret);
+        match res {
+            Ok(()) => Ok(()),
+            Err(ParseError(msg)) => self.bad(no, format!("{name}: {msg}")),
+        }
+    }
+
+    fn call_inner(&mut self, no: usize, pid: u32, name: &str, args: &str, ret: Ret<'_>) -> Result<(), ParseError> {
+        let a = split_args(args);
+        let num = |i: usize, table: &[(&str, u64)]| -> Result<u64, ParseError> {
+            let s = a.get(i).ok_or_else(|| ParseError(format!("missing argument {}", i + 1)))?;
+            arg_value(s, table)
+        };
+        match name {
+            "clone" | "clone3" | "fork" | "vfork" => {
+                let Ret::Value(child) = ret else { return Ok(()) };
+                if child <= 0 {
+                    return Ok(());
+                }
+                let flags = match name {
+                    "fork" => 0,
+                    "vfork" => names::CLONE_VM | names::CLONE_VFORK,
+                    _ => {
+                        let f = a
+                            .iter()
+                            .flat_map(|x| x.trim_start_matches('{').split(", "))
+                            .find_map(|x| x.strip_prefix("flags="));
+                        match f {
+                            Some(f) => arg_value(f.trim_end_matches('}'), names::CLONE)?,
+                            None => 0,
+                        }
+                    }
+                };
+                self.spawn(no, pid, child as u32, flags);
+                return Ok(());
+            }
+            "execve" | "execveat" => {
+                if ret == Ret::Value(0) && self.applying(no) {
+                    let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
+                    let space = Rc::new(RefCell::new(fresh));
+                    // Threads of the old process are gone; the pid keeps its files.
+                    self.procs.get_mut(&pid).expect("known").space = space;
+                    self.stats.execs.push((no, pid));
+                    self.brk.remove(&pid);
+                }
+                return Ok(());
+            }
+            "brk" => {
+                if let Ret::Value(r) = ret {
+                    self.brk_call(no, pid, num(0, &[])?, r as u64);
+                }
+                return Ok(());
+            }
+            "openat" | "open" | "creat" => {
+                if let Ret::Value(fd) = ret {
+                    let (path_arg, flags_arg) = if name == "openat" { (1, 2) } else { (0, 1) };
+                    let path = a.get(path_arg).and_then(|p| arg_string(p)).unwrap_or_default();
+                    let shown = self.ret_path.clone().unwrap_or(path);
+                    let flags = if name == "creat" { "O_WRONLY" } else { a.get(flags_arg).copied().unwrap_or("") };
+                    let writable = flags.contains("O_RDWR") || flags.contains("O_WRONLY");
+                    let file = self.file_for(&shown, writable);
+                    self.procs[&pid].files.borrow_mut().insert(fd, file);
+                }
+                return Ok(());
+            }
+            "close" => {
+                if ret == Ret::Value(0) {
+                    let fd = num(0, &[])? as i64;
+                    self.procs[&pid].files.borrow_mut().remove(&fd);
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        if !is_memory_call(name) || !self.applying(no) {
+            return Ok(());
+        }
+        // A call that failed changes nothing, except mprotect and madvise
+        // over holes, which Linux applies in part before failing.
+        let failed = match ret {
+            Ret::Error(e) => Some(e),
+            Ret::Unknown => return Ok(()),
+            Ret::Value(_) => None,
+        };
+        let partial = matches!(name, "mprotect" | "pkey_mprotect" | "madvise") && failed == Some("ENOMEM");
+        if failed.is_some() && !partial {
+            return Ok(());
+        }
+        let space = Rc::clone(&self.procs[&pid].space);
+        let mut mm = space.borrow_mut();
+        let result: Result<(), Errno> = match name {
+            "mmap" | "mmap2" => {
+                let Ret::Value(at) = ret else { return Ok(()) };
+                let (len, prot, flags) = (num(1, &[])?, num(2, names::PROT)?, num(3, names::MAP)?);
+                let off = num(5, &[])?.wrapping_mul(if name == "mmap2" { 4096 } else { 1 });
+                let flags = MapFlags::from_bits_retain(flags as u32);
+                let file = if flags.contains(MapFlags::ANONYMOUS) {
+                    None
+                } else {
+                    let fd = num(4, &[])? as i64;
+                    let dec = a.get(4).and_then(|s| decoration(s)).map(str::to_string);
+                    Some(self.fd_file(pid, fd, dec))
+                };
+                let flags = (flags - MapFlags::FIXED_NOREPLACE) | MapFlags::FIXED;
+                mm.mmap(at as u64, len, Prot::from_bits_retain(prot as u32), flags, file, off).map(drop)
+            }
+            "munmap" => mm.munmap(num(0, &[])?, num(1, &[])?),
+            "mprotect" | "pkey_mprotect" => {
+                mm.mprotect(num(0, &[])?, num(1, &[])?, Prot::from_bits_retain(num(2, names::PROT)? as u32))
+            }
+            "madvise" => match Advice::from_code(num(2, names::MADV)? as i32) {
+                Some(adv) => mm.madvise(num(0, &[])?, num(1, &[])?, adv),
+                None => Err(Errno::EINVAL),
+            },
+            "mremap" => {
+                let Ret::Value(to) = ret else { return Ok(()) };
+                let (old, old_len, new_len) = (num(0, &[])?, num(1, &[])?, num(2, &[])?);
+                let mut flags = MremapFlags::from_bits_retain(num(3, names::MREMAP)? as u32);
+                let to = to as u64;
+                if to != old || flags.contains(MremapFlags::FIXED) || flags.contains(MremapFlags::DONTUNMAP) {
+                    flags |= MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                } else {
+                    flags.remove(MremapFlags::MAYMOVE);
+                }
+                mm.mremap(old, old_len, new_len, flags, to).map(drop)
+            }
+            "prctl" => {
+                if num(0, names::PRCTL)? != names::PR_SET_VMA || num(1, names::PRCTL)? != 0 {
+                    return Ok(());
+                }
+                let name = a.get(4).and_then(|s| arg_string(s));
+                mm.set_anon_name(num(2, &[])?, num(3, &[])?, name.as_deref())
+            }
+            _ => return Ok(()),
+        };
+        drop(mm);
+        self.stats.applied += 1;
+        let want = failed.map(|e| e.to_string());
+        let got = result.err().map(|e| e.name().to_string());
+        if got != want {
+            let fmt = |r: &Option<String>| r.clone().unwrap_or_else(|| "success".into());
+            self.disagree(no, format!("{name}: the kernel gave {}, the model {}", fmt(&want), fmt(&got)));
+        }
+        Ok(())
+    }
+
+    /// The open file behind `fd` in `pid`, made from strace's `-y`
+    /// decoration if the log did not show it being opened.
+    fn fd_file(&mut self, pid: u32, fd: i64, shown: Option<String>) -> Arc<MappedFile> {
+        let files = Rc::clone(&self.procs[&pid].files);
+        if let Some(f) = files.borrow().get(&fd) {
+            if shown.as_deref().is_none_or(|p| p == f.path) {
+                return Arc::clone(f);
+            }
+        }
+        let file = self.file_for(&shown.unwrap_or_else(|| format!("fd {fd}")), true);
+        files.borrow_mut().insert(fd, Arc::clone(&file));
+        file
+    }
+
+    /// A new open file for `path`: its identity from the initial maps file
+    /// if it is there, else from this machine's file system, else unknown.
+    fn file_for(&self, path: &str, writable: bool) -> Arc<MappedFile> {
+        let (maj, min, ino) = self.known.get(path).copied().or_else(|| stat(path)).unwrap_or((0, 0, 0));
+        let mut f = MappedFile::new(maj, min, ino, path);
+        f.writable = writable;
+        Arc::new(f)
+    }
+
+    fn brk_call(&mut self, no: usize, pid: u32, arg: u64, result: u64) {
+        let entry = self.brk.entry(pid).or_insert((None, None));
+        if entry.0.is_none() && arg == 0 {
+            // The first brk(NULL) after exec: the heap's start.
+            entry.0 = Some(result);
+        }
+        entry.1 = Some(result);
+        if !self.applying(no) {
+            return;
+        }
+        let space = Rc::clone(&self.procs[&pid].space);
+        let mut mm = space.borrow_mut();
+        if mm.brk_state().is_none() {
+            let start = self.brk[&pid].0.unwrap_or(result);
+            let _ = mm.set_brk_base(start);
+            // The break before this call, if the log showed it.
+            let cur = self.brk[&pid].1.unwrap_or(start);
+            mm.brk(cur.max(start));
+        }
+        let got = mm.brk(arg);
+        drop(mm);
+        self.stats.applied += 1;
+        if got != result && arg != 0 {
+            self.disagree(no, format!("brk: the kernel set the break to {result:#x}, the model to {got:#x}"));
+        }
+    }
+
+    fn spawn(&mut self, no: usize, parent: u32, child: u32, flags: u64) {
+        let p = &self.procs[&parent];
+        let shares = flags & (names::CLONE_VM | names::CLONE_THREAD) != 0;
+        let space = if shares {
+            Rc::clone(&p.space)
+        } else {
+            match p.space.borrow().fork() {
+                Ok(s) => Rc::new(RefCell::new(s)),
+                Err(e) => {
+                    let s = AddressSpace::with_layout(p.space.borrow().layout().clone());
+                    self.stats
+                        .disagreements
+                        .push(Disagreement { line: no, msg: format!("fork failed in the model: {e}") });
+                    Rc::new(RefCell::new(s))
+                }
+            }
+        };
+        let files = if flags & names::CLONE_FILES != 0 {
+            Rc::clone(&p.files)
+        } else {
+            Rc::new(RefCell::new(p.files.borrow().clone()))
+        };
+        if let Some(b) = self.brk.get(&parent).copied() {
+            self.brk.insert(child, b);
+        }
+        if !self.procs.contains_key(&child) {
+            self.order.push(child);
+        }
+        self.procs.insert(child, Proc { space, files });
+        // Lines the child wrote before the clone returned.
+        if let Some(lines) = self.deferred.remove(&child) {
+            for (n, l) in lines {
+                if let Ok(parsed) = parse_line(&l) {
+                    self.ret_path = ret_path(&l);
+                    let _ = self.event(n, child, parsed.event);
+                }
+            }
+        }
+    }
+
+    /// Ends the log: lines of pids never created go to the root's space.
+    pub fn finish(mut self) -> Result<Replay, ReplayError> {
+        self.clones_in_flight = 0;
+        let mut deferred: Vec<(usize, String)> = self.deferred.drain().flat_map(|(_, v)| v).collect();
+        deferred.sort_by_key(|d| d.0);
+        for (n, l) in deferred {
+            self.feed(n, &l)?;
+            self.stats.lines -= 1;
+        }
+        let mut seen: Vec<(*const RefCell<AddressSpace>, AddressSpace)> = Vec::new();
+        let mut processes = Vec::new();
+        for pid in &self.order {
+            let space = &self.procs[pid].space;
+            let key = Rc::as_ptr(space);
+            let copy = match seen.iter().find(|(k, _)| *k == key) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = space.borrow().clone();
+                    seen.push((key, s.clone()));
+                    s
+                }
+            };
+            processes.push((*pid, copy));
+        }
+        Ok(Replay { processes, root: self.root, stats: self.stats })
+    }
+}
+
+/// The path strace showed after a line's return value (`= 3</path>`).
+fn ret_path(line: &str) -> Option<String> {
+    let at = line.rfind(" = ")?;
+    let ret = &line[at + 3..];
+    let tok = ret.split(' ').next()?;
+    decoration(tok).map(str::to_string)
+}
+
+/// Device and inode of a file on this machine.
+#[cfg(unix)]
+fn stat(path: &str) -> Option<(u32, u32, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let dev = m.dev();
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    Some((major as u32, minor as u32, m.ino()))
+}
+
+#[cfg(not(unix))]
+fn stat(_: &str) -> Option<(u32, u32, u64)> {
+    None
+}
+
+/// Replays a whole log (`lines` are the log's lines in order).
+pub fn replay<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    opts: ReplayOptions,
+    initial: Option<AddressSpace>,
+) -> Result<Replay, ReplayError> {
+    let mut r = Replayer::new(opts, initial);
+    for (i, l) in lines.into_iter().enumerate() {
+        r.feed(i + 1, l)?;
+    }
+    r.finish()
+}
