@@ -1,5 +1,7 @@
 //! Library side of the `maple` command, so that its parts can be tested.
 
+pub mod maps;
 pub mod ops;
+pub mod replay;
 pub mod report;
 mod report_mm;

@@ -7,13 +7,13 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
-use maple_cli::{ops, report};
+use maple_cli::{maps, ops, replay, report};
 
 #[derive(Parser)]
 #[command(
     name = "maple",
     version,
-    about = "Maple tree tools: operation logs (and soon strace replay and the benchmark report)"
+    about = "Maple tree tools: operation logs, strace replay, maps files, and the benchmark report"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,6 +56,56 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         only: Vec<report::Section>,
     },
+    /// Rebuild address spaces from an `strace -f` log and print one in
+    /// /proc/PID/maps format.
+    ///
+    /// Reads plain, gzip or xz logs (or "-" for standard input), with or
+    /// without -y/-yy, timestamps and any -X style. Memory calls are applied
+    /// with the results strace recorded; fork gives a copy, CLONE_VM a
+    /// shared space; execve starts an empty one.
+    Replay {
+        /// The root process's address space at line --from (a maps file).
+        #[arg(long)]
+        maps: Option<String>,
+        /// Lines up to this one are read only for processes, files and the
+        /// program break (1-based).
+        #[arg(long)]
+        from: Option<usize>,
+        /// Stop before this line (1-based).
+        #[arg(long)]
+        to: Option<usize>,
+        /// Print this process (default: the first one).
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Print every process, each headed by "# pid N".
+        #[arg(long)]
+        all: bool,
+        /// Skip malformed lines (their number goes to stderr).
+        #[arg(long)]
+        lenient: bool,
+        /// The strace log.
+        trace: String,
+    },
+    /// Summarise an address space: a live process (PID; default this one)
+    /// or a saved maps file.
+    Maps {
+        /// A pid or a maps file.
+        what: Option<String>,
+        /// Show the mapping containing (or next above) this address.
+        #[arg(long, value_parser = parse_addr)]
+        find: Option<u64>,
+        /// Show what changed between two snapshots (pids or files).
+        #[arg(long, num_args = 2, value_names = ["A", "B"])]
+        diff: Option<Vec<String>>,
+    },
+}
+
+fn parse_addr(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("not an address: {s:?}"))
 }
 
 fn main() -> ExitCode {
@@ -63,6 +113,35 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
         Cmd::Report { sizes, reps, quick, out, only } => run_report(sizes, reps, quick, out, only),
+        Cmd::Replay { maps, from, to, pid, all, lenient, trace } => {
+            let args = replay::Args { maps, from, to, pid, all, lenient };
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            let res = replay::run(&trace, &args, &mut out)
+                .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
+            finish(res)
+        }
+        Cmd::Maps { what, find, diff } => {
+            let res = match diff {
+                Some(d) => replay::load_maps(Some(&d[0]))
+                    .and_then(|a| replay::load_maps(Some(&d[1])).map(|b| maps::diff(&a, &b))),
+                None => replay::load_maps(what.as_deref()).map(|mm| match find {
+                    Some(addr) => maps::find(&mm, addr),
+                    None => maps::summary(&mm),
+                }),
+            };
+            finish(res.map(|text| print!("{text}")))
+        }
+    }
+}
+
+fn finish(res: Result<(), replay::Failure>) -> ExitCode {
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("maple: {}", f.msg);
+            ExitCode::from(f.code)
+        }
     }
 }
 

@@ -203,3 +203,92 @@ mod fuzz {
         }
     }
 }
+
+fn sample(name: &str) -> String {
+    format!("{}/../maple-mm/tests/data/strace-sample/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The end snapshot, with the data file's device and inode as the log
+/// shows them (unknown: it is in no earlier snapshot, nor on this machine).
+fn end_maps_as_replayed() -> String {
+    std::fs::read_to_string(sample("sample.end.maps"))
+        .unwrap()
+        .replace("fe:00 10035378                   /home", "00:00 0                          /home")
+}
+
+#[test]
+fn replay_rebuilds_the_sample_from_plain_gzip_and_xz_logs() {
+    let log = std::fs::read(sample("sample.strace")).unwrap();
+    let dir = std::env::temp_dir().join(format!("maple-cli-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = dir.join("sample.strace.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&log).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let xz = dir.join("sample.strace.xz");
+    let mut packed = Vec::new();
+    lzma_rs::xz_compress(&mut &log[..], &mut packed).unwrap();
+    std::fs::write(&xz, packed).unwrap();
+    let maps = sample("sample.start.maps");
+    for trace in [sample("sample.strace"), gz.display().to_string(), xz.display().to_string()] {
+        let out = maple(&["replay", "--maps", &maps, "--from", "18", "--to", "38", &trace], None);
+        assert!(out.status.success(), "{trace}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), end_maps_as_replayed(), "{trace}");
+    }
+    // From standard input, every process.
+    let text = String::from_utf8(log).unwrap();
+    let out = maple(&["replay", "--maps", &maps, "--from", "18", "--all", "-"], Some(&text));
+    assert!(out.status.success());
+    let all = String::from_utf8(out.stdout).unwrap();
+    assert!(all.contains("# pid 11146\n") && all.contains("# pid 11147\n"), "{all}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn replay_errors_name_the_line() {
+    let out = maple(
+        &["replay", "-"],
+        Some("1 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000\n1 mmap(NULL\n"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("-:2: "));
+    let out = maple(&["replay", "--lenient", "-"], Some("1 mmap(NULL\n1 munmap(0x10000, 4096) = 0\n"));
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("skipped 1 malformed line"));
+    let out = maple(&["replay", "--pid", "99", "-"], Some("1 munmap(0x10000, 4096) = 0\n"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("pid 99 does not appear"));
+    let out = maple(&["replay", "/nonexistent/log"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = maple(&["replay", "--maps", "/nonexistent/maps", "-"], Some(""));
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn maps_summary_find_and_diff() {
+    let end = sample("sample.end.maps");
+    let out = maple(&["maps", &end], None);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("31 VMAs"), "{text}");
+    assert!(text.contains("largest gaps"));
+    let out = maple(&["maps", &end, "--find", "0x7fc8ed633000"], None);
+    assert!(String::from_utf8(out.stdout).unwrap().contains("7fc8ed632000-7fc8ed634000 rw-p"));
+    let out = maple(&["maps", &end, "--find", "0x7fc8ed63c000"], None);
+    assert!(String::from_utf8(out.stdout).unwrap().contains("is not mapped; the next mapping"));
+    let out = maple(&["maps", "--diff", &sample("sample.start.maps"), &end], None);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("+ 7fc8ed838000-7fc8ed840000 r--s"), "{text}");
+    assert!(text.contains("1 removed, 9 added"), "{text}");
+    // This process, live.
+    let out = maple(&["maps"], None);
+    assert!(out.status.success());
+    let out = maple(&["maps", "/nonexistent/maps"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let bad = std::env::temp_dir().join(format!("maple-bad-maps-{}", std::process::id()));
+    std::fs::write(&bad, "00400000-00401000 r-xp 00000000 08:01 12 /x\nnot a line\n").unwrap();
+    let out = maple(&["maps", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains(":2: "));
+    std::fs::remove_file(bad).unwrap();
+}

@@ -1,0 +1,116 @@
+//! `maple maps`: summarise an address space, find an address, or diff two
+//! snapshots.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use maple_mm::{AddressSpace, PAGE_SIZE};
+
+fn mib(b: u64) -> String {
+    let units = [("TiB", 40), ("GiB", 30), ("MiB", 20)];
+    for (name, shift) in units {
+        if b >= 1 << shift {
+            return format!("{:.1} {name}", b as f64 / (1u64 << shift) as f64);
+        }
+    }
+    format!("{} KiB", b / 1024)
+}
+
+/// The summary: VMA count, bytes by kind, the largest gaps.
+pub fn summary(mm: &AddressSpace) -> String {
+    let mut out = String::new();
+    let s = mm.stats();
+    let (mut heap, mut stack) = (0, 0);
+    for v in mm.iter() {
+        let line = mm.maps_line(&v);
+        if line.ends_with("[heap]") {
+            heap += v.len();
+        } else if line.ends_with("[stack]") {
+            stack += v.len();
+        }
+    }
+    let _ = writeln!(out, "{} VMAs, {} mapped", s.vmas, mib(s.mapped));
+    let _ = writeln!(out, "  file-backed   {}", mib(s.file));
+    let _ = writeln!(out, "  anonymous     {}", mib(s.anon));
+    let _ = writeln!(out, "  shared        {}", mib(s.shared));
+    let _ = writeln!(out, "  heap          {}", mib(heap));
+    let _ = writeln!(out, "  stack         {}", mib(stack));
+    let _ = writeln!(out, "by protection:");
+    for (i, b) in s.by_prot.iter().enumerate() {
+        if *b > 0 {
+            let p = maple_mm::prot_of_index(i);
+            let perms = format!(
+                "{}{}{}",
+                if p.contains(maple_mm::Prot::READ) { 'r' } else { '-' },
+                if p.contains(maple_mm::Prot::WRITE) { 'w' } else { '-' },
+                if p.contains(maple_mm::Prot::EXEC) { 'x' } else { '-' }
+            );
+            let _ = writeln!(out, "  {perms}           {}", mib(*b));
+        }
+    }
+    let mut gaps: Vec<(u64, u64)> = Vec::new();
+    let mut prev_end: Option<u64> = None;
+    // Gaps inside the user address space ([vsyscall] sits far above it).
+    for v in mm.iter().filter(|v| v.end() <= mm.layout().task_size) {
+        if let Some(p) = prev_end {
+            if v.start() > p {
+                gaps.push((p, v.start()));
+            }
+        }
+        prev_end = Some(v.end());
+    }
+    gaps.sort_by_key(|g| std::cmp::Reverse(g.1 - g.0));
+    let _ = writeln!(out, "largest gaps between mappings:");
+    for (a, b) in gaps.iter().take(5) {
+        let _ = writeln!(out, "  {a:x}-{b:x}  {}", mib(b - a));
+    }
+    out
+}
+
+/// The VMA containing `addr` or the next one above it.
+pub fn find(mm: &AddressSpace, addr: u64) -> String {
+    match mm.find_vma(addr) {
+        Some(v) if v.contains(addr) => format!("{addr:#x} is in\n{}\n", mm.maps_line(&v)),
+        Some(v) => format!(
+            "{addr:#x} is not mapped; the next mapping is {:#x} bytes above:\n{}\n",
+            v.start() - addr,
+            mm.maps_line(&v)
+        ),
+        None => format!("{addr:#x} is not mapped, and nothing is mapped above it\n"),
+    }
+}
+
+/// What changed from `a` to `b`: VMAs removed, added and changed (same
+/// start, different line), and the pages that changed mapping.
+pub fn diff(a: &AddressSpace, b: &AddressSpace) -> String {
+    let lines =
+        |mm: &AddressSpace| -> BTreeMap<u64, String> { mm.iter().map(|v| (v.start(), mm.maps_line(&v))).collect() };
+    let (la, lb) = (lines(a), lines(b));
+    let mut out = String::new();
+    let (mut removed, mut added, mut changed) = (0, 0, 0);
+    let starts: std::collections::BTreeSet<u64> = la.keys().chain(lb.keys()).copied().collect();
+    for s in starts {
+        match (la.get(&s), lb.get(&s)) {
+            (Some(x), None) => {
+                removed += 1;
+                let _ = writeln!(out, "- {x}");
+            }
+            (None, Some(y)) => {
+                added += 1;
+                let _ = writeln!(out, "+ {y}");
+            }
+            (Some(x), Some(y)) if x != y => {
+                changed += 1;
+                let _ = writeln!(out, "- {x}\n+ {y}");
+            }
+            _ => {}
+        }
+    }
+    let mapped = |mm: &AddressSpace| mm.stats().mapped / PAGE_SIZE;
+    let _ = writeln!(
+        out,
+        "{removed} removed, {added} added, {changed} changed; {} pages mapped before, {} after",
+        mapped(a),
+        mapped(b)
+    );
+    out
+}

@@ -1,0 +1,214 @@
+//! `maple replay`: rebuild the address spaces of an strace log.
+
+use std::{
+    fs::File,
+    io::{self, BufRead, BufReader, Read, Write},
+    path::Path,
+    sync::mpsc,
+};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use maple_mm::{
+    strace::{ReplayOptions, Replayer},
+    AddressSpace,
+};
+
+/// Options of `maple replay`.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// The initial maps of the root process.
+    pub maps: Option<String>,
+    /// See [`ReplayOptions::from`].
+    pub from: Option<usize>,
+    /// See [`ReplayOptions::to`].
+    pub to: Option<usize>,
+    /// Which process to print (default: the root).
+    pub pid: Option<u32>,
+    /// Print every process.
+    pub all: bool,
+    /// Skip malformed lines.
+    pub lenient: bool,
+}
+
+/// Why `maple replay` failed: a message for the user and an exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// What to print after `maple: `.
+    pub msg: String,
+    /// 2 for bad input, 1 otherwise.
+    pub code: u8,
+}
+
+fn fail(msg: String) -> Failure {
+    Failure { msg, code: 2 }
+}
+
+/// A reader that gets its bytes from a thread (used for xz, whose decoder
+/// writes rather than reads).
+struct ChannelReader {
+    rx: mpsc::Receiver<io::Result<Vec<u8>>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.buf.len() {
+            match self.rx.recv() {
+                Ok(Ok(chunk)) => {
+                    self.buf = chunk;
+                    self.pos = 0;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+struct ChannelWriter(mpsc::SyncSender<io::Result<Vec<u8>>>);
+
+impl Write for ChannelWriter {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.send(Ok(b.to_vec())).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "reader gone"))?;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Opens a log: plain, gzip or xz (by content), or standard input for `-`.
+/// Also returns the compressed size for the progress bar, if known.
+pub fn open_log(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> {
+    let raw: Box<dyn Read + Send> = if path == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(path).map_err(|e| fail(format!("cannot read {path}: {e}")))?)
+    };
+    let size = (path != "-").then(|| std::fs::metadata(path).map(|m| m.len()).ok()).flatten();
+    let mut r = BufReader::with_capacity(1 << 16, raw);
+    let head = r.fill_buf().map_err(|e| fail(format!("cannot read {path}: {e}")))?.to_vec();
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok((Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(r))), size));
+    }
+    if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        let (tx, rx) = mpsc::sync_channel(16);
+        std::thread::spawn(move || {
+            let mut r = r;
+            let mut w = io::BufWriter::with_capacity(1 << 16, ChannelWriter(tx.clone()));
+            let res = lzma_rs::xz_decompress(&mut r, &mut w)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+            let res = res.and_then(|()| w.flush());
+            if let Err(e) = res {
+                let _ = tx.send(Err(e));
+            }
+        });
+        let reader = ChannelReader { rx, buf: Vec::new(), pos: 0 };
+        return Ok((Box::new(BufReader::with_capacity(1 << 16, reader)), size));
+    }
+    Ok((Box::new(r), size))
+}
+
+/// Runs `maple replay` on `trace`, printing to `out`.
+pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure> {
+    let initial = match &args.maps {
+        Some(m) => Some(AddressSpace::from_maps_file(m).map_err(|e| fail(e.to_string()))?),
+        None => None,
+    };
+    let (mut log, size) = open_log(trace)?;
+    let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient };
+    let mut replayer = Replayer::new(opts, initial);
+    let bar = progress(size);
+    let mut line = Vec::new();
+    let mut no = 0usize;
+    let mut read = 0u64;
+    loop {
+        line.clear();
+        let n = log.read_until(b'\n', &mut line).map_err(|e| fail(format!("cannot read {trace}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        no += 1;
+        read += n as u64;
+        if no % 65_536 == 0 {
+            if let Some(b) = &bar {
+                b.set_position(read);
+            }
+        }
+        if args.to.is_some_and(|t| no >= t) {
+            break;
+        }
+        let text = match std::str::from_utf8(&line) {
+            Ok(t) => t,
+            Err(_) if args.lenient => continue,
+            Err(_) => return Err(fail(format!("{trace}:{no}: not valid UTF-8"))),
+        };
+        replayer.feed(no, text).map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let replay = replayer.finish().map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+    let s = &replay.stats;
+    if s.skipped > 0 {
+        eprintln!("maple replay: skipped {} malformed line(s)", s.skipped);
+    }
+    for (line, pid) in &s.execs {
+        eprintln!("maple replay: line {line}: pid {pid} called execve; its new address space starts empty (the layout the kernel gave it is not in the log)");
+    }
+    for d in s.disagreements.iter().take(10) {
+        eprintln!("maple replay: line {}: {}", d.line, d.msg);
+    }
+    if s.disagreements.len() > 10 {
+        eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);
+    }
+    let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+    if args.all {
+        for (pid, space) in &replay.processes {
+            writeln!(out, "# pid {pid}").map_err(io)?;
+            write!(out, "{}", space.maps()).map_err(io)?;
+        }
+        return Ok(());
+    }
+    let pid = args.pid.or(replay.root).ok_or_else(|| fail(format!("{trace}: no process in the log")))?;
+    let space = replay.space(pid).ok_or_else(|| fail(format!("{trace}: pid {pid} does not appear in the log")))?;
+    write!(out, "{}", space.maps()).map_err(io)?;
+    Ok(())
+}
+
+fn progress(size: Option<u64>) -> Option<ProgressBar> {
+    use std::io::IsTerminal;
+    let size = size?;
+    if !io::stderr().is_terminal() || size < (8 << 20) {
+        return None;
+    }
+    let bar = ProgressBar::new(size);
+    if let Ok(style) = ProgressStyle::with_template("{spinner} replaying {bytes}/{total_bytes} [{bar:30}] {eta}") {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+/// Reads a maps source for `maple maps`: a pid (live process), a file, or
+/// this process when none is given.
+pub fn load_maps(what: Option<&str>) -> Result<AddressSpace, Failure> {
+    let r = match what {
+        None => AddressSpace::from_self(),
+        Some(w) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => match w.parse() {
+            Ok(pid) => AddressSpace::from_pid(pid),
+            Err(_) => return Err(fail(format!("bad pid {w}"))),
+        },
+        Some(path) => {
+            if !Path::new(path).exists() {
+                return Err(fail(format!("cannot read {path}: no such file")));
+            }
+            AddressSpace::from_maps_file(path)
+        }
+    };
+    r.map_err(|e| fail(e.to_string()))
+}
