@@ -92,6 +92,10 @@ pub struct Replayer {
     /// The path strace showed after the return value of the current line
     /// (`= 3</usr/lib/libc.so.6>`, with `-y`).
     ret_path: Option<String>,
+    /// Address spaces that began empty at an execve (the layout the kernel
+    /// gave the new program is not in the log): calls on them may fail in
+    /// the model, which is no disagreement worth reporting.
+    unknown: std::collections::HashSet<*const RefCell<AddressSpace>>,
     stats: ReplayStats,
 }
 
@@ -150,6 +154,7 @@ impl Replayer {
             clones_in_flight: 0,
             brk: HashMap::new(),
             ret_path: None,
+            unknown: std::collections::HashSet::new(),
             stats: ReplayStats::default(),
         }
     }
@@ -182,6 +187,25 @@ impl Replayer {
         self.order.push(pid);
     }
 
+    /// Gives the unnamed first process (pid 0) its pid.
+    fn rename_root(&mut self, pid: u32) {
+        if let Some(p) = self.procs.remove(&0) {
+            self.procs.insert(pid, p);
+        }
+        for o in &mut self.order {
+            if *o == 0 {
+                *o = pid;
+            }
+        }
+        if let Some(p) = self.pending.remove(&0) {
+            self.pending.insert(pid, p);
+        }
+        if let Some(b) = self.brk.remove(&0) {
+            self.brk.insert(pid, b);
+        }
+        self.root = Some(pid);
+    }
+
     /// Reads line number `no` (1-based).
     pub fn feed(&mut self, no: usize, line: &str) -> Result<(), ReplayError> {
         if self.opts.to.is_some_and(|t| no >= t) {
@@ -199,6 +223,15 @@ impl Replayer {
             }
         };
         let pid = parsed.pid.or(self.root).unwrap_or(0);
+        if self.root == Some(0) && pid != 0 && !self.procs.contains_key(&pid) {
+            // strace writing to stderr names no pid until a second process
+            // exists; the first pid it names that is not a new child (or
+            // that resumes the unnamed process's call) is the first process.
+            let resumes = matches!(&parsed.event, Event::Resumed { name, .. } if self.pending.get(&0).is_some_and(|p| p.0 == *name));
+            if resumes || self.clones_in_flight == 0 {
+                self.rename_root(pid);
+            }
+        }
         if !self.procs.contains_key(&pid) && self.root.is_some() && self.clones_in_flight > 0 {
             // Perhaps the child of a clone that has not returned yet.
             self.deferred.entry(pid).or_default().push((no, line.to_string()));
@@ -291,13 +324,17 @@ impl Replayer {
                 return Ok(());
             }
             "execve" | "execveat" => {
-                if ret == Ret::Value(0) && self.applying(no) {
-                    let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
-                    let space = Rc::new(RefCell::new(fresh));
-                    // Threads of the old process are gone; the pid keeps its files.
-                    self.procs.get_mut(&pid).expect("known").space = space;
-                    self.stats.execs.push((no, pid));
+                if ret == Ret::Value(0) {
+                    // A new program: a new heap (its start is the next brk(NULL)).
                     self.brk.remove(&pid);
+                    if self.applying(no) {
+                        let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
+                        let space = Rc::new(RefCell::new(fresh));
+                        self.unknown.insert(Rc::as_ptr(&space));
+                        // Threads of the old process are gone; the pid keeps its files.
+                        self.procs.get_mut(&pid).expect("known").space = space;
+                        self.stats.execs.push((no, pid));
+                    }
                 }
                 return Ok(());
             }
@@ -381,7 +418,11 @@ impl Replayer {
                 mm.mremap(old, old_len, new_len, flags, to).map(drop)
             }
             "prctl" => {
-                if num(0, names::PRCTL)? != names::PR_SET_VMA || num(1, names::PRCTL)? != 0 {
+                // Only PR_SET_VMA / PR_SET_VMA_ANON_NAME changes a mapping;
+                // any other option (PR_SET_NAME, …) is none of our business.
+                let is =
+                    |i: usize, want: u64| a.get(i).is_some_and(|x| arg_value(x, names::PRCTL).is_ok_and(|v| v == want));
+                if !is(0, names::PR_SET_VMA) || !is(1, 0) {
                     return Ok(());
                 }
                 let name = a.get(4).and_then(|s| arg_string(s));
@@ -391,6 +432,9 @@ impl Replayer {
         };
         drop(mm);
         self.stats.applied += 1;
+        if self.unknown.contains(&Rc::as_ptr(&space)) {
+            return Ok(());
+        }
         let want = failed.map(|e| e.to_string());
         let got = result.err().map(|e| e.name().to_string());
         if got != want {
@@ -417,6 +461,10 @@ impl Replayer {
     /// A new open file for `path`: its identity from the initial maps file
     /// if it is there, else from this machine's file system, else unknown.
     fn file_for(&self, path: &str, writable: bool) -> Arc<MappedFile> {
+        // The kernel shows the file's resolved path (`/lib/…` opened through
+        // a symlink shows as `/usr/lib/…`); `-y` shows it too.
+        let resolved = if self.known.contains_key(path) { None } else { resolve(path) };
+        let path = resolved.as_deref().unwrap_or(path);
         let (maj, min, ino) = self.known.get(path).copied().or_else(|| stat(path)).unwrap_or((0, 0, 0));
         let mut f = MappedFile::new(maj, min, ino, path);
         f.writable = writable;
@@ -445,7 +493,7 @@ impl Replayer {
         let got = mm.brk(arg);
         drop(mm);
         self.stats.applied += 1;
-        if got != result && arg != 0 {
+        if got != result && arg != 0 && !self.unknown.contains(&Rc::as_ptr(&space)) {
             self.disagree(no, format!("brk: the kernel set the break to {result:#x}, the model to {got:#x}"));
         }
     }
@@ -467,6 +515,9 @@ impl Replayer {
                 }
             }
         };
+        if self.unknown.contains(&Rc::as_ptr(&p.space)) {
+            self.unknown.insert(Rc::as_ptr(&space));
+        }
         let files = if flags & names::CLONE_FILES != 0 {
             Rc::clone(&p.files)
         } else {
@@ -524,6 +575,14 @@ fn ret_path(line: &str) -> Option<String> {
     let ret = &line[at + 3..];
     let tok = ret.split(' ').next()?;
     decoration(tok).map(str::to_string)
+}
+
+/// The canonical path of a file that exists on this machine.
+fn resolve(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    std::fs::canonicalize(path).ok().and_then(|p| p.to_str().map(str::to_string))
 }
 
 /// Device and inode of a file on this machine.
