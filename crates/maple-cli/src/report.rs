@@ -899,6 +899,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
         crate::report_mm::named_fork(opts, &mut out, progress);
         crate::report_mm::ops_cost(opts, &mut out, progress);
         crate::report_mm::readers(opts, &mut out, progress);
+        crate::report_mm::replay_speed(opts, &mut out, progress);
     }
     out
 }
@@ -928,6 +929,7 @@ mod tests {
             "names shared",
             "mprotect pair",
             "busy writer (seed `004",
+            "lines per second",
         ] {
             assert!(report.contains(what), "missing {what}:\n{report}");
         }

@@ -310,3 +310,81 @@ pub fn readers(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str))
         }
     }
 }
+
+/// The recorded strace logs (`maple-mm/tests/data/recorded`), compressed.
+const LOGS: [(&str, &[u8]); 6] = [
+    ("churn", include_bytes!("../../maple-mm/tests/data/recorded/churn.strace.xz")),
+    ("python", include_bytes!("../../maple-mm/tests/data/recorded/python.strace.xz")),
+    ("gcc", include_bytes!("../../maple-mm/tests/data/recorded/gcc.strace.xz")),
+    ("sqlite", include_bytes!("../../maple-mm/tests/data/recorded/sqlite.strace.xz")),
+    ("node", include_bytes!("../../maple-mm/tests/data/recorded/node.strace.xz")),
+    ("java", include_bytes!("../../maple-mm/tests/data/recorded/java.strace.xz")),
+];
+
+/// Replay speed: strace lines per second on the recorded logs, parsing
+/// and applying (the logs are decompressed first, not timed).
+pub fn replay_speed(opts: &Options, out: &mut String, progress: &mut dyn FnMut(&str)) {
+    progress("replay speed");
+    let _ = writeln!(out, "\n## `maple replay`: lines per second\n");
+    let _ = writeln!(
+        out,
+        "Each recorded log (`crates/maple-mm/tests/data/recorded`) parsed and applied from its first line, every process's address space rebuilt; decompression not timed. Goal: ≥ 1 M lines per second.\n"
+    );
+    let _ = writeln!(out, "| log | lines | memory calls applied | M lines/s | µs per applied call |");
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    let (mut all_lines, mut all_time) = (0u64, 0f64);
+    for (name, xz) in LOGS {
+        let mut text = Vec::new();
+        lzma_rs::xz_decompress(&mut &xz[..], &mut text).expect("recorded log");
+        let text = String::from_utf8(text).expect("utf-8 log");
+        let lines = text.lines().count() as u64;
+        let loops = ((200_000 / lines.max(1)) as f64 * opts.loop_scale.max(0.05)).max(1.0) as u64;
+        let mut applied = 0;
+        let d = per_op(
+            opts.reps,
+            loops * lines,
+            || (),
+            |()| {
+                for _ in 0..loops {
+                    let r = maple_mm::strace::replay(text.lines(), maple_mm::strace::ReplayOptions::default(), None)
+                        .expect("replay");
+                    applied = r.stats.applied;
+                }
+            },
+        );
+        all_lines += lines;
+        all_time += d.as_secs_f64() * lines as f64;
+        let per_line = d.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "| {name} | {lines} | {applied} | {:.2} | {:.2} |",
+            1e-6 / per_line.max(1e-15),
+            per_line * lines as f64 / applied.max(1) as f64 * 1e6
+        );
+    }
+    let _ = writeln!(out, "| all | {all_lines} | | {:.2} | |", all_lines as f64 / all_time.max(1e-12) / 1e6);
+    // One long replay: per-log costs (looking up each file once on this
+    // machine, copying every process's space out at the end) amortised.
+    let mut long = String::new();
+    for (_, xz) in LOGS {
+        let mut text = Vec::new();
+        lzma_rs::xz_decompress(&mut &xz[..], &mut text).expect("recorded log");
+        long.push_str(&String::from_utf8(text).expect("utf-8 log"));
+    }
+    let copies = if opts.loop_scale < 0.01 { 1 } else { 20 };
+    let long = long.repeat(copies);
+    let lines = long.lines().count() as u64;
+    let d = per_op(
+        opts.reps,
+        lines,
+        || (),
+        |()| {
+            maple_mm::strace::replay(long.lines(), maple_mm::strace::ReplayOptions::default(), None)
+                .expect("replay")
+                .stats
+                .applied
+        },
+    );
+    let _ =
+        writeln!(out, "| all logs ×{copies}, one replay | {lines} | | {:.2} | |", 1e-6 / d.as_secs_f64().max(1e-15));
+}

@@ -42,6 +42,8 @@ pub enum Event<'a> {
         args: &'a str,
         /// The result.
         ret: Ret<'a>,
+        /// The result as printed (with `-y`, `3</path>`).
+        ret_text: &'a str,
     },
     /// The first half of a call: `name(args <unfinished ...>`.
     Unfinished {
@@ -58,6 +60,8 @@ pub enum Event<'a> {
         args: &'a str,
         /// The result.
         ret: Ret<'a>,
+        /// The result as printed.
+        ret_text: &'a str,
     },
     /// `--- SIGNAME {...} ---`
     Signal,
@@ -185,8 +189,8 @@ fn parse_event(s: &str) -> Result<Event<'_>, ParseError> {
         let end = r.find(" resumed>").ok_or_else(|| ParseError("bad <... resumed> line".into()))?;
         let name = &r[..end];
         let body = &r[end + " resumed>".len()..];
-        let (args, ret) = split_ret(body)?;
-        return Ok(Event::Resumed { name, args, ret });
+        let (args, ret, ret_text) = split_ret(body)?;
+        return Ok(Event::Resumed { name, args, ret, ret_text });
     }
     let open = s.find('(').ok_or_else(|| ParseError(format!("not a call: {:?}", cut(s))))?;
     let name = &s[..open];
@@ -197,20 +201,29 @@ fn parse_event(s: &str) -> Result<Event<'_>, ParseError> {
     if let Some(args) = body.strip_suffix("<unfinished ...>") {
         return Ok(Event::Unfinished { name, args: args.trim_end() });
     }
-    let (args, ret) = split_ret(body)?;
-    Ok(Event::Call { name, args, ret })
+    let (args, ret, ret_text) = split_ret(body)?;
+    Ok(Event::Call { name, args, ret, ret_text })
 }
 
 /// Splits `args) = ret` at the last `) = ` (strace pads with spaces
 /// before the `=`, so `)    = ` counts too); a line cut short is an error.
-fn split_ret(body: &str) -> Result<(&str, Ret<'_>), ParseError> {
-    let mut end = body.len();
-    while let Some(p) = body[..end].rfind(" = ") {
-        let head = body[..p].trim_end_matches(' ');
-        if let Some(args) = head.strip_suffix(')') {
-            return Ok((args, parse_ret(&body[p + 3..])?));
+fn split_ret(body: &str) -> Result<(&str, Ret<'_>, &str), ParseError> {
+    let b = body.as_bytes();
+    let mut end = b.len();
+    // Scan back for " = " whose left side, spaces trimmed, ends with ')'.
+    while let Some(eq) = b[..end].iter().rposition(|&c| c == b'=') {
+        end = eq;
+        if eq == 0 || b[eq - 1] != b' ' || b.get(eq + 1) != Some(&b' ') {
+            continue;
         }
-        end = p;
+        let mut h = eq - 1;
+        while h > 0 && b[h - 1] == b' ' {
+            h -= 1;
+        }
+        if h > 0 && b[h - 1] == b')' {
+            let text = body[eq + 2..].trim();
+            return Ok((&body[..h - 1], parse_ret(text)?, text));
+        }
     }
     err(format!("no return value: {:?}", cut(body)))
 }
@@ -345,25 +358,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(l.pid, Some(11146));
-        let Event::Call { name, args, ret } = l.event else { panic!() };
+        let Event::Call { name, args, ret, .. } = l.event else { panic!() };
         assert_eq!((name, ret), ("mmap", Ret::Value(0x7fc8ed840000)));
         assert_eq!(split_args(args).len(), 6);
         let l = parse_line("[pid  4242] 10:11:12.123456 munmap(0x7f0000000000, 4096 <unfinished ...>").unwrap();
         assert_eq!(l.pid, Some(4242));
         assert_eq!(l.event, Event::Unfinished { name: "munmap", args: "0x7f0000000000, 4096" });
         let l = parse_line("4242  1700000000.123456 <... munmap resumed>) = 0").unwrap();
-        assert_eq!(l.event, Event::Resumed { name: "munmap", args: "", ret: Ret::Value(0) });
+        assert!(matches!(l.event, Event::Resumed { name: "munmap", args: "", ret: Ret::Value(0), .. }));
         let l = parse_line("mprotect(0x1000, 4096, PROT_READ) = -1 ENOMEM (Cannot allocate memory)").unwrap();
         assert_eq!(
             (l.pid, l.event.clone()),
-            (None, Event::Call { name: "mprotect", args: "0x1000, 4096, PROT_READ", ret: Ret::Error("ENOMEM") })
+            (
+                None,
+                Event::Call {
+                    name: "mprotect",
+                    args: "0x1000, 4096, PROT_READ",
+                    ret: Ret::Error("ENOMEM"),
+                    ret_text: "-1 ENOMEM (Cannot allocate memory)"
+                }
+            )
         );
         let l = parse_line("     0.000123 brk(NULL)                         = 0x55dbf438a000").unwrap();
         assert!(matches!(l.event, Event::Call { name: "brk", ret: Ret::Value(0x55db_f438_a000), .. }));
         assert_eq!(
             parse_line("11147 exit_group(0)                     = ?").unwrap().event,
-            Event::Call { name: "exit_group", args: "0", ret: Ret::Unknown }
+            Event::Call { name: "exit_group", args: "0", ret: Ret::Unknown, ret_text: "?" }
         );
+        let l = parse_line("5 openat(AT_FDCWD, \"/lib/libc.so.6\", O_RDONLY) = 3</usr/lib/libc.so.6>").unwrap();
+        assert!(matches!(l.event, Event::Call { ret: Ret::Value(3), ret_text: "3</usr/lib/libc.so.6>", .. }));
         assert_eq!(parse_line("11146 --- SIGCHLD {si_signo=SIGCHLD} ---").unwrap().event, Event::Signal);
         assert_eq!(parse_line("11147 +++ exited with 0 +++").unwrap().event, Event::Exited(0));
         assert_eq!(parse_line("strace: Process 77 attached").unwrap().event, Event::Attached(77));

@@ -89,13 +89,12 @@ pub struct Replayer {
     clones_in_flight: usize,
     /// The program break learned from the log: (start, current).
     brk: HashMap<u32, (Option<u64>, Option<u64>)>,
-    /// The path strace showed after the return value of the current line
-    /// (`= 3</usr/lib/libc.so.6>`, with `-y`).
-    ret_path: Option<String>,
     /// Address spaces that began empty at an execve (the layout the kernel
     /// gave the new program is not in the log): calls on them may fail in
     /// the model, which is no disagreement worth reporting.
     unknown: std::collections::HashSet<*const RefCell<AddressSpace>>,
+    /// Paths looked up on this machine: the resolved path and its identity.
+    lookups: HashMap<String, (String, Option<(u32, u32, u64)>)>,
     stats: ReplayStats,
 }
 
@@ -153,8 +152,8 @@ impl Replayer {
             deferred: HashMap::new(),
             clones_in_flight: 0,
             brk: HashMap::new(),
-            ret_path: None,
             unknown: std::collections::HashSet::new(),
+            lookups: HashMap::new(),
             stats: ReplayStats::default(),
         }
     }
@@ -245,13 +244,12 @@ impl Replayer {
                 self.root = Some(pid);
             }
         }
-        self.ret_path = ret_path(line);
         self.event(no, pid, parsed.event)
     }
 
     fn event(&mut self, no: usize, pid: u32, event: Event<'_>) -> Result<(), ReplayError> {
         match event {
-            Event::Call { name, args, ret } => self.call(no, pid, name, args, ret),
+            Event::Call { name, args, ret, ret_text } => self.call(no, pid, name, args, ret, ret_text),
             Event::Unfinished { name, args } => {
                 if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
                     self.clones_in_flight += 1;
@@ -259,7 +257,7 @@ impl Replayer {
                 self.pending.insert(pid, (name.to_string(), args.to_string()));
                 Ok(())
             }
-            Event::Resumed { name, args, ret } => {
+            Event::Resumed { name, args, ret, ret_text } => {
                 let Some((pname, head)) = self.pending.remove(&pid) else {
                     // The first half came before the log starts (or `to`).
                     return Ok(());
@@ -271,7 +269,7 @@ impl Replayer {
                     self.clones_in_flight -= 1;
                 }
                 let full = format!("{head}{args}");
-                self.call(no, pid, name, &full, ret)
+                self.call(no, pid, name, &full, ret, ret_text)
             }
             Event::Exited(_) | Event::Killed | Event::Signal | Event::Attached(_) | Event::Other => Ok(()),
         }
@@ -286,15 +284,40 @@ impl Replayer {
         }
     }
 
-    fn call(&mut self, no: usize, pid: u32, name: &str, args: &str, ret: Ret<'_>) -> Result<(), ReplayError> {
-        let res = self.call_inner(no, pid, name, args, ret);
+    fn call(
+        &mut self,
+        no: usize,
+        pid: u32,
+        name: &str,
+        args: &str,
+        ret: Ret<'_>,
+        ret_text: &str,
+    ) -> Result<(), ReplayError> {
+        // Most lines need nothing: calls we do not model, failed opens.
+        let relevant = match name {
+            "clone" | "clone3" | "fork" | "vfork" | "execve" | "execveat" | "brk" => true,
+            "openat" | "open" | "creat" | "close" => matches!(ret, Ret::Value(_)),
+            _ => is_memory_call(name) && self.applying(no),
+        };
+        if !relevant {
+            return Ok(());
+        }
+        let res = self.call_inner(no, pid, name, args, ret, ret_text);
         match res {
             Ok(()) => Ok(()),
             Err(ParseError(msg)) => self.bad(no, format!("{name}: {msg}")),
         }
     }
 
-    fn call_inner(&mut self, no: usize, pid: u32, name: &str, args: &str, ret: Ret<'_>) -> Result<(), ParseError> {
+    fn call_inner(
+        &mut self,
+        no: usize,
+        pid: u32,
+        name: &str,
+        args: &str,
+        ret: Ret<'_>,
+        ret_text: &str,
+    ) -> Result<(), ParseError> {
         let a = split_args(args);
         let num = |i: usize, table: &[(&str, u64)]| -> Result<u64, ParseError> {
             let s = a.get(i).ok_or_else(|| ParseError(format!("missing argument {}", i + 1)))?;
@@ -348,7 +371,8 @@ impl Replayer {
                 if let Ret::Value(fd) = ret {
                     let (path_arg, flags_arg) = if name == "openat" { (1, 2) } else { (0, 1) };
                     let path = a.get(path_arg).and_then(|p| arg_string(p)).unwrap_or_default();
-                    let shown = self.ret_path.clone().unwrap_or(path);
+                    // With -y strace shows the path the kernel resolved.
+                    let shown = decoration(ret_text).map_or(path, str::to_string);
                     let flags = if name == "creat" { "O_WRONLY" } else { a.get(flags_arg).copied().unwrap_or("") };
                     let writable = flags.contains("O_RDWR") || flags.contains("O_WRONLY");
                     let file = self.file_for(&shown, writable);
@@ -459,13 +483,25 @@ impl Replayer {
     }
 
     /// A new open file for `path`: its identity from the initial maps file
-    /// if it is there, else from this machine's file system, else unknown.
-    fn file_for(&self, path: &str, writable: bool) -> Arc<MappedFile> {
-        // The kernel shows the file's resolved path (`/lib/…` opened through
-        // a symlink shows as `/usr/lib/…`); `-y` shows it too.
-        let resolved = if self.known.contains_key(path) { None } else { resolve(path) };
-        let path = resolved.as_deref().unwrap_or(path);
-        let (maj, min, ino) = self.known.get(path).copied().or_else(|| stat(path)).unwrap_or((0, 0, 0));
+    /// if it is there, else from this machine's file system (looked up
+    /// once per path), else unknown.
+    fn file_for(&mut self, path: &str, writable: bool) -> Arc<MappedFile> {
+        let (path, id) = match self.known.get(path) {
+            Some(&id) => (path.to_string(), Some(id)),
+            None => {
+                let entry = self.lookups.entry(path.to_string()).or_insert_with(|| {
+                    // The kernel shows the file's resolved path (`/lib/…`
+                    // opened through a symlink shows as `/usr/lib/…`).
+                    let resolved = resolve(path).unwrap_or_else(|| path.to_string());
+                    let id = stat(&resolved);
+                    (resolved, id)
+                });
+                let (resolved, id) = entry.clone();
+                let id = self.known.get(&resolved).copied().or(id);
+                (resolved, id)
+            }
+        };
+        let (maj, min, ino) = id.unwrap_or((0, 0, 0));
         let mut f = MappedFile::new(maj, min, ino, path);
         f.writable = writable;
         Arc::new(f)
@@ -534,7 +570,6 @@ impl Replayer {
         if let Some(lines) = self.deferred.remove(&child) {
             for (n, l) in lines {
                 if let Ok(parsed) = parse_line(&l) {
-                    self.ret_path = ret_path(&l);
                     let _ = self.event(n, child, parsed.event);
                 }
             }
@@ -567,14 +602,6 @@ impl Replayer {
         }
         Ok(Replay { processes, root: self.root, stats: self.stats })
     }
-}
-
-/// The path strace showed after a line's return value (`= 3</path>`).
-fn ret_path(line: &str) -> Option<String> {
-    let at = line.rfind(" = ")?;
-    let ret = &line[at + 3..];
-    let tok = ret.split(' ').next()?;
-    decoration(tok).map(str::to_string)
 }
 
 /// The canonical path of a file that exists on this machine.
