@@ -64,6 +64,8 @@ pub struct ReplayStats {
 }
 
 type Space = Rc<RefCell<AddressSpace>>;
+/// Device major, minor and inode of a file.
+type FileId = (u32, u32, u64);
 type Files = Rc<RefCell<HashMap<i64, Arc<MappedFile>>>>;
 
 struct Proc {
@@ -82,7 +84,7 @@ pub struct Replayer {
     root: Option<u32>,
     initial: Option<AddressSpace>,
     /// Path → (major, minor, inode), from the initial maps file.
-    known: HashMap<String, (u32, u32, u64)>,
+    known: HashMap<String, FileId>,
     pending: HashMap<u32, (String, String)>,
     /// Lines of pids not created yet while a clone is in flight.
     deferred: HashMap<u32, Vec<(usize, String)>>,
@@ -94,7 +96,7 @@ pub struct Replayer {
     /// the model, which is no disagreement worth reporting.
     unknown: std::collections::HashSet<*const RefCell<AddressSpace>>,
     /// Paths looked up on this machine: the resolved path and its identity.
-    lookups: HashMap<String, (String, Option<(u32, u32, u64)>)>,
+    lookups: HashMap<String, (String, Option<FileId>)>,
     stats: ReplayStats,
 }
 
@@ -614,7 +616,7 @@ fn resolve(path: &str) -> Option<String> {
 
 /// Device and inode of a file on this machine.
 #[cfg(unix)]
-fn stat(path: &str) -> Option<(u32, u32, u64)> {
+fn stat(path: &str) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     let dev = m.dev();
