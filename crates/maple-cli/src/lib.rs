@@ -2,6 +2,7 @@
 
 pub mod maps;
 pub mod ops;
+pub mod picture;
 pub mod replay;
 pub mod report;
 mod report_mm;

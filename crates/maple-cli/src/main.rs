@@ -83,6 +83,10 @@ enum Cmd {
         /// Skip malformed lines (their number goes to stderr).
         #[arg(long)]
         lenient: bool,
+        /// Also draw the address spaces over the course of the log (VMAs and
+        /// mapped memory per process, and where memory lives) into this SVG.
+        #[arg(long)]
+        svg: Option<String>,
         /// The strace log.
         trace: String,
     },
@@ -113,8 +117,8 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
         Cmd::Report { sizes, reps, quick, out, only } => run_report(sizes, reps, quick, out, only),
-        Cmd::Replay { maps, from, to, pid, all, lenient, trace } => {
-            let args = replay::Args { maps, from, to, pid, all, lenient };
+        Cmd::Replay { maps, from, to, pid, all, lenient, svg, trace } => {
+            let args = replay::Args { maps, from, to, pid, all, lenient, svg };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             let res = replay::run(&trace, &args, &mut out)

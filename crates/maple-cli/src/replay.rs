@@ -28,6 +28,8 @@ pub struct Args {
     pub all: bool,
     /// Skip malformed lines.
     pub lenient: bool,
+    /// Draw the address spaces over the log into this SVG file.
+    pub svg: Option<String>,
 }
 
 /// Why `maple replay` failed: a message for the user and an exit code.
@@ -127,6 +129,9 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
     let mut line = Vec::new();
     let mut no = 0usize;
     let mut read = 0u64;
+    let mut timeline = crate::picture::Timeline::default();
+    // About 400 samples over a file of known size; every 256 lines else.
+    let every = size.map_or(256, |s| ((s / 80) / 400).max(16)) as usize;
     loop {
         line.clear();
         let n = log.read_until(b'\n', &mut line).map_err(|e| fail(format!("cannot read {trace}: {e}")))?;
@@ -149,17 +154,32 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
             Err(_) => return Err(fail(format!("{trace}:{no}: not valid UTF-8"))),
         };
         replayer.feed(no, text).map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+        if args.svg.is_some() && no % every == 0 {
+            timeline.sample(no, &replayer, args.pid);
+        }
+    }
+    if args.svg.is_some() {
+        timeline.sample(no, &replayer, args.pid);
     }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let replay = replayer.finish().map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+    if let Some(svg) = &args.svg {
+        crate::picture::draw(&timeline, svg, trace).map_err(|msg| Failure { msg, code: 1 })?;
+        eprintln!("maple replay: wrote {svg}");
+    }
     let s = &replay.stats;
     if s.skipped > 0 {
         eprintln!("maple replay: skipped {} malformed line(s)", s.skipped);
     }
-    for (line, pid) in &s.execs {
-        eprintln!("maple replay: line {line}: pid {pid} called execve; its new address space starts empty (the layout the kernel gave it is not in the log)");
+    if !s.execs.is_empty() {
+        let shown: Vec<String> = s.execs.iter().take(5).map(|(line, pid)| format!("line {line} (pid {pid})")).collect();
+        let more = if s.execs.len() > 5 { format!(" and {} more", s.execs.len() - 5) } else { String::new() };
+        eprintln!(
+            "maple replay: execve at {}{more}: a new program's address space starts empty here (the layout the kernel gave it is not in the log; pass --maps and --from to start from a snapshot)",
+            shown.join(", ")
+        );
     }
     for d in s.disagreements.iter().take(10) {
         eprintln!("maple replay: line {}: {}", d.line, d.msg);

@@ -292,3 +292,17 @@ fn maps_summary_find_and_diff() {
     assert!(String::from_utf8(out.stderr).unwrap().contains(":2: "));
     std::fs::remove_file(bad).unwrap();
 }
+
+#[test]
+fn replay_draws_an_svg() {
+    let svg = std::env::temp_dir().join(format!("maple-replay-{}.svg", std::process::id()));
+    let out = maple(&["replay", "--svg", svg.to_str().unwrap(), &sample("sample.strace")], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    for what in ["VMAs per process", "mapped MiB per process", "where the first process", "pid 11146", "pid 11147"] {
+        assert!(text.contains(what), "missing {what}");
+    }
+    assert!(text.matches("<rect").count() > 5, "no bands drawn");
+    std::fs::remove_file(svg).unwrap();
+}

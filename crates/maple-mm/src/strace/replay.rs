@@ -97,6 +97,8 @@ pub struct Replayer {
     unknown: std::collections::HashSet<*const RefCell<AddressSpace>>,
     /// Paths looked up on this machine: the resolved path and its identity.
     lookups: HashMap<String, (String, Option<FileId>)>,
+    /// Processes that have exited (or were killed).
+    exited: std::collections::HashSet<u32>,
     stats: ReplayStats,
 }
 
@@ -156,6 +158,7 @@ impl Replayer {
             brk: HashMap::new(),
             unknown: std::collections::HashSet::new(),
             lookups: HashMap::new(),
+            exited: std::collections::HashSet::new(),
             stats: ReplayStats::default(),
         }
     }
@@ -186,6 +189,21 @@ impl Replayer {
         };
         self.procs.insert(pid, proc);
         self.order.push(pid);
+    }
+
+    /// Every process seen so far and not exited, in order of appearance,
+    /// with its address space as it stands (threads share one).
+    pub fn processes(&self) -> Vec<(u32, std::cell::Ref<'_, AddressSpace>)> {
+        self.order
+            .iter()
+            .filter(|p| !self.exited.contains(p))
+            .filter_map(|p| self.procs.get(p).map(|pr| (*p, pr.space.borrow())))
+            .collect()
+    }
+
+    /// The first process, once known.
+    pub fn root(&self) -> Option<u32> {
+        self.root
     }
 
     /// Gives the unnamed first process (pid 0) its pid.
@@ -273,7 +291,11 @@ impl Replayer {
                 let full = format!("{head}{args}");
                 self.call(no, pid, name, &full, ret, ret_text)
             }
-            Event::Exited(_) | Event::Killed | Event::Signal | Event::Attached(_) | Event::Other => Ok(()),
+            Event::Exited(_) | Event::Killed => {
+                self.exited.insert(pid);
+                Ok(())
+            }
+            Event::Signal | Event::Attached(_) | Event::Other => Ok(()),
         }
     }
 
@@ -297,7 +319,7 @@ impl Replayer {
     ) -> Result<(), ReplayError> {
         // Most lines need nothing: calls we do not model, failed opens.
         let relevant = match name {
-            "clone" | "clone3" | "fork" | "vfork" | "execve" | "execveat" | "brk" => true,
+            "clone" | "clone3" | "fork" | "vfork" | "execve" | "execveat" | "brk" | "exit_group" => true,
             "openat" | "open" | "creat" | "close" => matches!(ret, Ret::Value(_)),
             _ => is_memory_call(name) && self.applying(no),
         };
@@ -361,6 +383,10 @@ impl Replayer {
                         self.stats.execs.push((no, pid));
                     }
                 }
+                return Ok(());
+            }
+            "exit_group" => {
+                self.exited.insert(pid);
                 return Ok(());
             }
             "brk" => {
