@@ -6,3 +6,5 @@ pub mod picture;
 pub mod replay;
 pub mod report;
 mod report_mm;
+pub mod report_swap;
+pub mod swap;

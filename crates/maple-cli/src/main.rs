@@ -7,7 +7,7 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
-use maple_cli::{maps, ops, replay, report};
+use maple_cli::{maps, ops, replay, report, swap};
 
 #[derive(Parser)]
 #[command(
@@ -90,6 +90,15 @@ enum Cmd {
         /// The strace log.
         trace: String,
     },
+    /// The swap extents `swapon` would make of a file (read with FIEMAP),
+    /// and page lookups in them: list with a cache vs ordered map vs maple.
+    SwapExtents {
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+        /// The file.
+        file: String,
+    },
     /// Summarise an address space: a live process (PID; default this one)
     /// or a saved maps file.
     Maps {
@@ -125,6 +134,7 @@ fn main() -> ExitCode {
                 .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
             finish(res)
         }
+        Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).map(|text| print!("{text}"))),
         Cmd::Maps { what, find, diff } => {
             let res = match diff {
                 Some(d) => replay::load_maps(Some(&d[0]))

@@ -48,6 +48,8 @@ pub enum Section {
     Concurrent,
     /// Address space: fork scaling, fork of named mappings, call costs.
     Mm,
+    /// Swap extents: lookups from 1-8 threads, list vs ordered map vs ours.
+    Swap,
 }
 
 impl Default for Options {
@@ -901,6 +903,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> String {
         crate::report_mm::readers(opts, &mut out, progress);
         crate::report_mm::replay_speed(opts, &mut out, progress);
     }
+    if wanted(Section::Swap) {
+        crate::report_swap::swap(opts, &mut out, progress);
+    }
     out
 }
 
@@ -930,6 +935,7 @@ mod tests {
             "mprotect pair",
             "busy writer (seed `004",
             "lines per second",
+            "Swap extents",
         ] {
             assert!(report.contains(what), "missing {what}:\n{report}");
         }

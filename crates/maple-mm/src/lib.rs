@@ -69,6 +69,7 @@ mod shared;
 mod space;
 mod store;
 pub mod strace;
+pub mod swap;
 mod vma;
 
 pub use error::{Errno, Result};
