@@ -53,6 +53,19 @@
 //! Not modelled: memory locking limits, hugetlbfs, `mremap` of a zero
 //! length (Linux duplicates a shared mapping), userfaultfd, memory sealing,
 //! mempolicy.
+//!
+//! # Also here
+//!
+//! * [`SharedAddressSpace`]: the same address space with lookups that take
+//!   no lock (an epoch guard on a `ConcurrentMapleTree`) while one writer at
+//!   a time makes any of the calls above.
+//! * [`strace`]: rebuild every process's address space from an `strace -f`
+//!   log (the `maple replay` command).
+//! * [`swap`]: swap extents (page offset → disk block) on the tree, built
+//!   from a real file's extents (`FIEMAP`) as `swapon` builds them.
+//!
+//! The crate has no unsafe code but one `ioctl` call (`swap::read_extents`),
+//! whose module says why it is sound.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
