@@ -5,6 +5,9 @@
 
 use std::collections::HashMap;
 
+mod common;
+
+use common::{kernel_made, page_diff};
 use maple_mm::{
     strace::{
         parse::{parse_line, Event, Line, Ret},
@@ -43,37 +46,6 @@ fn snapshots(text: &str) -> HashMap<String, String> {
         out.insert(n, c);
     }
     out
-}
-
-/// Mappings the kernel makes without system calls, and the LD_PRELOAD
-/// library's snapshot buffer... only the former.
-fn kernel_made(line: &str) -> bool {
-    ["[stack]", "[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]"].iter().any(|l| line.ends_with(l))
-}
-
-fn ranges(maps: &str) -> Vec<(u64, u64, String)> {
-    maps.lines()
-        .filter(|l| !kernel_made(l))
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (s, e) = f[0].split_once('-').unwrap();
-            (u64::from_str_radix(s, 16).unwrap(), u64::from_str_radix(e, 16).unwrap(), f[1].to_string())
-        })
-        .collect()
-}
-
-fn page_diff(want: &str, got: &str) -> Vec<String> {
-    let (a, b) = (ranges(want), ranges(got));
-    let mut cuts: Vec<u64> = a.iter().chain(&b).flat_map(|r| [r.0, r.1]).collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let at = |v: &[(u64, u64, String)], x: u64| v.iter().find(|r| r.0 <= x && x < r.1).map(|r| r.2.clone());
-    cuts.windows(2)
-        .filter_map(|w| {
-            let (pa, pb) = (at(&a, w[0]), at(&b, w[0]));
-            (pa != pb).then(|| format!("{:x}-{:x}: want {pa:?}, got {pb:?}", w[0], w[1]))
-        })
-        .collect()
 }
 
 /// A snapshot in the log: its pid, kind and the line of the maps read.

@@ -1,6 +1,9 @@
 //! Replaying real strace logs: the recorded sample must agree page for page
 //! with the maps snapshots the traced program took of itself.
 
+mod common;
+
+use common::{matching_lines, page_diff};
 use maple_mm::{
     strace::{replay, ReplayOptions},
     AddressSpace,
@@ -10,38 +13,6 @@ const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-sample
 
 fn read(name: &str) -> String {
     std::fs::read_to_string(format!("{DIR}/{name}")).unwrap()
-}
-
-/// Mappings the kernel sets up without system calls.
-fn kernel_made(line: &str) -> bool {
-    ["[stack]", "[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]"].iter().any(|l| line.ends_with(l))
-}
-
-/// (start, end, "rwxp") of every VMA the comparison covers.
-fn ranges(maps: &str) -> Vec<(u64, u64, String)> {
-    maps.lines()
-        .filter(|l| !kernel_made(l))
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (s, e) = f[0].split_once('-').unwrap();
-            (u64::from_str_radix(s, 16).unwrap(), u64::from_str_radix(e, 16).unwrap(), f[1].to_string())
-        })
-        .collect()
-}
-
-/// Pages that differ (mapped or not, rwx, private/shared), as ranges.
-fn page_diff(want: &str, got: &str) -> Vec<String> {
-    let (a, b) = (ranges(want), ranges(got));
-    let mut cuts: Vec<u64> = a.iter().chain(&b).flat_map(|r| [r.0, r.1]).collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let at = |v: &[(u64, u64, String)], x: u64| v.iter().find(|r| r.0 <= x && x < r.1).map(|r| r.2.clone());
-    cuts.windows(2)
-        .filter_map(|w| {
-            let (pa, pb) = (at(&a, w[0]), at(&b, w[0]));
-            (pa != pb).then(|| format!("{:x}-{:x}: want {pa:?}, got {pb:?}", w[0], w[1]))
-        })
-        .collect()
 }
 
 /// The line of the `openat` of `/proc/self/maps` just before the snapshot
@@ -54,12 +25,6 @@ fn snapshot_line(log: &str, name: &str) -> usize {
 
 fn pid_of(log: &str, line: usize) -> u32 {
     log.lines().nth(line - 1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
-}
-
-fn matching_lines(want: &str, got: &str) -> (usize, usize) {
-    let w: Vec<&str> = want.lines().filter(|l| !kernel_made(l)).collect();
-    let g: Vec<&str> = got.lines().collect();
-    (w.iter().filter(|l| g.contains(l)).count(), w.len())
 }
 
 #[test]
