@@ -81,25 +81,72 @@ fn bad_extents_are_errors_and_change_nothing() {
     assert_eq!(s.map(29), Ok(59));
 }
 
+/// Extent lists recorded from real fragmented files (FIEMAP via `filefrag
+/// -v`): the map built from them has filefrag's extent count and maps every
+/// page to the block the list says.
+#[cfg(target_os = "linux")]
+#[test]
+fn recorded_fragmented_files() {
+    use maple_mm::swap::{swap_extents_from, FileExtent};
+    for name in ["fragmented-a", "fragmented-b"] {
+        let path = format!("{}/tests/data/swap/{name}.extents", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let want: usize = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# filefrag: "))
+            .and_then(|l| l.rsplit(": ").next())
+            .and_then(|l| l.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("filefrag count in the header");
+        let raw: Vec<FileExtent> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                FileExtent {
+                    logical: f[0].parse().unwrap(),
+                    physical: f[1].parse().unwrap(),
+                    length: f[2].parse().unwrap(),
+                    flags: u32::from_str_radix(f[3], 16).unwrap(),
+                }
+            })
+            .collect();
+        let map = swap_extents_from(&raw).unwrap();
+        assert_eq!(map.len(), want, "{name}");
+        let pages: u64 = raw.iter().map(|e| e.length / 4096).sum();
+        assert_eq!(map.pages(), pages);
+        for page in 0..pages {
+            let byte = page * 4096;
+            let e = raw.iter().find(|e| e.logical <= byte && byte < e.logical + e.length).unwrap();
+            assert_eq!(map.map(page), Ok((e.physical + byte - e.logical) / 4096), "{name} page {page}");
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod live {
     use std::{io::Write, os::unix::fs::FileExt, process::Command};
 
     use maple_mm::swap::{read_extents, swap_extents_from, swap_extents_of_file, FiemapError};
 
-    /// Writes two files in alternating small pieces, each fsynced, so that
-    /// the file system interleaves their blocks.
+    /// Writes two files in alternating 4 KiB pieces, each fsynced, with a
+    /// small third file now and then, so that the file system interleaves
+    /// their blocks (19 extents on ext4 here).
     fn fragmented(dir: &std::path::Path) -> std::path::PathBuf {
         let a = dir.join("swap.a");
-        let b = dir.join("swap.b");
         let fa = std::fs::File::create(&a).unwrap();
-        let fb = std::fs::File::create(&b).unwrap();
-        let chunk = vec![0x5au8; 16 * 1024];
-        for i in 0..48u64 {
-            fa.write_all_at(&chunk, i * chunk.len() as u64).unwrap();
+        let fb = std::fs::File::create(dir.join("swap.b")).unwrap();
+        let page = vec![0x5au8; 4096];
+        for i in 0..200u64 {
+            fa.write_all_at(&page, i * 4096).unwrap();
             fa.sync_all().unwrap();
-            fb.write_all_at(&chunk, i * chunk.len() as u64).unwrap();
+            fb.write_all_at(&page, i * 4096).unwrap();
             fb.sync_all().unwrap();
+            if i % 7 == 0 {
+                let t = std::fs::File::create(dir.join(format!("t{i}"))).unwrap();
+                t.write_all_at(&[1u8; 8192], 0).unwrap();
+                t.sync_all().unwrap();
+            }
         }
         let _ = (&fa).flush();
         a
