@@ -64,6 +64,28 @@ pub struct ReplayStats {
 }
 
 type Space = Rc<RefCell<AddressSpace>>;
+
+/// A multiplicative hash for pids: the replayer looks pids up several times
+/// per line, and SipHash's protection against chosen keys buys nothing for
+/// a log read from a file.
+#[derive(Default, Clone, Copy)]
+struct PidHasher(u64);
+
+impl core::hash::Hasher for PidHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type PidMap<V> = HashMap<u32, V, core::hash::BuildHasherDefault<PidHasher>>;
 /// Device major, minor and inode of a file.
 type FileId = (u32, u32, u64);
 type Files = Rc<RefCell<HashMap<i64, Arc<MappedFile>>>>;
@@ -78,19 +100,19 @@ struct Proc {
 /// one-call form.
 pub struct Replayer {
     opts: ReplayOptions,
-    procs: HashMap<u32, Proc>,
+    procs: PidMap<Proc>,
     /// Pids in order of appearance.
     order: Vec<u32>,
     root: Option<u32>,
     initial: Option<AddressSpace>,
     /// Path → (major, minor, inode), from the initial maps file.
     known: HashMap<String, FileId>,
-    pending: HashMap<u32, (String, String)>,
+    pending: PidMap<(String, String)>,
     /// Lines of pids not created yet while a clone is in flight.
-    deferred: HashMap<u32, Vec<(usize, String)>>,
+    deferred: PidMap<Vec<(usize, String)>>,
     clones_in_flight: usize,
     /// The program break learned from the log: (start, current).
-    brk: HashMap<u32, (Option<u64>, Option<u64>)>,
+    brk: PidMap<(Option<u64>, Option<u64>)>,
     /// Address spaces that began empty at an execve (the layout the kernel
     /// gave the new program is not in the log): calls on them may fail in
     /// the model, which is no disagreement worth reporting.
@@ -147,15 +169,15 @@ impl Replayer {
         }
         Replayer {
             opts,
-            procs: HashMap::new(),
+            procs: PidMap::default(),
             order: Vec::new(),
             root: None,
             initial,
             known,
-            pending: HashMap::new(),
-            deferred: HashMap::new(),
+            pending: PidMap::default(),
+            deferred: PidMap::default(),
             clones_in_flight: 0,
-            brk: HashMap::new(),
+            brk: PidMap::default(),
             unknown: std::collections::HashSet::new(),
             lookups: HashMap::new(),
             exited: std::collections::HashSet::new(),
