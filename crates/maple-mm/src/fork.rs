@@ -31,14 +31,24 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 
     fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace> {
-        let tree = self.tree.view().try_dup_map_fallible(|_, d| fork_copy(d, copy_names)).map_err(|e| match e {
-            DupError::Alloc(_) => Errno::ENOMEM,
-            DupError::Map { error, .. } => error,
-        })?;
+        // Don't-fork ranges are noted during the copy (which reads every
+        // VMA anyway) and removed from the child afterwards.
+        let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        let tree = self
+            .tree
+            .view()
+            .try_dup_map_fallible(|r, d| {
+                if d.flags.contains(VmFlags::DONTCOPY) {
+                    dontcopy.push((*r.start(), r.end() + 1));
+                }
+                fork_copy(d, copy_names)
+            })
+            .map_err(|e| match e {
+                DupError::Alloc(_) => Errno::ENOMEM,
+                DupError::Map { error, .. } => error,
+            })?;
         let mut child =
             AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
-        let dontcopy: Vec<(u64, u64)> =
-            self.iter().filter(|v| v.flags().contains(VmFlags::DONTCOPY)).map(|v| (v.start(), v.end())).collect();
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }
