@@ -252,7 +252,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
     let shared = l.perms[3] == b's';
     flags.set(VmFlags::SHARED, shared);
     let mut name = None;
-    let mut label: Option<Arc<str>> = None;
+    let mut label: Option<Arc<String>> = None;
     let path = l.path.as_str();
     let backing = if let Some(n) = path.strip_prefix("[anon:").and_then(|p| p.strip_suffix(']')) {
         name = Some(AnonName::new(n).map_err(|_| format!("bad anonymous name {n:?}"))?);
@@ -267,7 +267,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         Backing::Anon
     } else if path.starts_with('[') && path.ends_with(']') {
         flags |= VmFlags::SPECIAL;
-        label = Some(Arc::from(path));
+        label = Some(Arc::new(path.to_string()));
         Backing::Anon
     } else if path == "/dev/zero (deleted)" || (path.is_empty() && shared) {
         Backing::File(shmem(l, files))

@@ -26,7 +26,7 @@ pub const MAX_NAME_LEN: usize = 79;
 /// assert_eq!(AnonName::new("bad$name").unwrap_err(), maple_mm::Errno::EINVAL);
 /// ```
 #[derive(Clone)]
-pub struct AnonName(Arc<str>);
+pub struct AnonName(Arc<String>);
 
 impl AnonName {
     /// Checks `name` by the prctl rules: at most [`MAX_NAME_LEN`] bytes,
@@ -41,7 +41,7 @@ impl AnonName {
         if name.bytes().any(|b| !(0x20..0x7f).contains(&b) || b"\\`$[]".contains(&b)) {
             return Err(Errno::EINVAL);
         }
-        Ok(AnonName(Arc::from(name)))
+        Ok(AnonName(Arc::new(name.to_string())))
     }
 
     /// The text.
@@ -70,7 +70,7 @@ impl Eq for AnonName {}
 
 impl fmt::Debug for AnonName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.0.as_str(), f)
     }
 }
 

@@ -479,7 +479,7 @@ impl<T: VmaStore> AddressSpace<T> {
         {
             let adjacent = *n.0.start() == v_end || n.0.end() + 1 == v_start;
             if let Some(a) = n.1.anon {
-                if adjacent && !a.forked && d.anon_compatible(n.1) {
+                if adjacent && !a.is_forked() && d.anon_compatible(n.1) {
                     reuse = Some(a);
                     break;
                 }

@@ -110,14 +110,12 @@ impl Backing {
 /// The anonymous-memory state of a VMA that has been written (Linux's
 /// `anon_vma`): which anon_vma it belongs to, and whether it was inherited
 /// through a fork (its chain then also links the parent's, and Linux will
-/// not merge it with a never-written neighbour).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct AnonVma {
-    /// Identity; VMAs with the same id share one anon_vma.
-    pub id: u64,
-    /// Inherited from a parent by fork.
-    pub forked: bool,
-}
+/// not merge it with a never-written neighbour). One word: the id with the
+/// inherited mark in its top bit.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AnonVma(core::num::NonZeroU64);
+
+const FORKED: u64 = 1 << 63;
 
 static ANON_VMA_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -142,14 +140,36 @@ fn next_anon_id() -> u64 {
 }
 
 impl AnonVma {
+    fn make(forked: bool) -> AnonVma {
+        let id = next_anon_id() & !FORKED;
+        let word = id | if forked { FORKED } else { 0 };
+        AnonVma(core::num::NonZeroU64::new(word.max(1)).unwrap_or(core::num::NonZeroU64::MIN))
+    }
+
     /// A fresh anon_vma (a first write fault).
     pub(crate) fn new() -> AnonVma {
-        AnonVma { id: next_anon_id(), forked: false }
+        AnonVma::make(false)
     }
 
     /// The child's anon_vma after a fork.
     pub(crate) fn forked() -> AnonVma {
-        AnonVma { forked: true, ..AnonVma::new() }
+        AnonVma::make(true)
+    }
+
+    /// Identity: VMAs with the same id share one anon_vma.
+    pub fn id(self) -> u64 {
+        self.0.get() & !FORKED
+    }
+
+    /// Inherited from a parent by fork.
+    pub fn is_forked(self) -> bool {
+        self.0.get() & FORKED != 0
+    }
+}
+
+impl fmt::Debug for AnonVma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnonVma").field("id", &self.id()).field("forked", &self.is_forked()).finish()
     }
 }
 
@@ -165,7 +185,7 @@ pub struct VmaData {
     pub(crate) name: Option<AnonName>,
     pub(crate) anon: Option<AnonVma>,
     /// What the maps file shows for a special mapping (`[vdso]`, …).
-    pub(crate) label: Option<Arc<str>>,
+    pub(crate) label: Option<Arc<String>>,
 }
 
 impl VmaData {
@@ -202,8 +222,8 @@ impl VmaData {
         self.same_kind(next)
             && match (self.anon, next.anon) {
                 (None, None) => true,
-                (Some(a), Some(b)) => a.id == b.id,
-                (Some(a), None) | (None, Some(a)) => !a.forked,
+                (Some(a), Some(b)) => a.id() == b.id(),
+                (Some(a), None) | (None, Some(a)) => !a.is_forked(),
             }
     }
 
@@ -323,7 +343,7 @@ impl<'a> Vma<'a> {
 
     /// The label of a special mapping (`[vdso]`, `[vvar]`, …), if any.
     pub fn label(&self) -> Option<&'a str> {
-        self.data.label.as_deref()
+        self.data.label.as_deref().map(String::as_str)
     }
 
     /// The anon_vma, if the mapping has been written (private mappings).
@@ -365,3 +385,5 @@ impl fmt::Display for Vma<'_> {
         crate::maps::write_line(f, self, None)
     }
 }
+
+const _: () = assert!(core::mem::size_of::<VmaData>() == 48, "a VMA record is six words");

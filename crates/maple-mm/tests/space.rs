@@ -97,7 +97,7 @@ fn fork_leaves_out_dontfork_and_wipes_wipeonfork() {
     assert!(wiped.anon_vma().is_none(), "wipe-on-fork memory starts empty in the child");
     assert!(wiped.flags().contains(VmFlags::WIPEONFORK));
     let inherited = child.vma_at(BASE).unwrap().anon_vma().unwrap();
-    assert!(inherited.forked);
+    assert!(inherited.is_forked());
     // The insertion-based fork gives the same child.
     let slow = mm.fork_by_insertion().unwrap();
     assert_eq!(slow.maps(), child.maps());
