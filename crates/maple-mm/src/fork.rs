@@ -17,8 +17,9 @@ impl<T: VmaStore> AddressSpace<T> {
     ///
     /// The tree is duplicated node by node (Linux's `__mt_dup`: no
     /// per-VMA insertion), and each entry of the copy is replaced in place
-    /// by a copy of its VMA. Names are shared with the parent by reference
-    /// count, not copied. Don't-fork ranges are then removed from the
+    /// by a copy of its VMA — or, for a VMA never written (whose copy would
+    /// be identical), shares the parent's record. Names are shared with the
+    /// parent, never copied. Don't-fork ranges are then removed from the
     /// child; wipe-on-fork ranges start without pages (no anon_vma); a
     /// written private VMA gets its own anon_vma linked to the parent's,
     /// so it will not merge with a new neighbour (as in Linux).
@@ -37,11 +38,17 @@ impl<T: VmaStore> AddressSpace<T> {
         let tree = self
             .tree
             .view()
-            .try_dup_map_fallible(|r, d| {
+            .try_dup_share_or_map(|r, d| {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
                 }
-                fork_copy(d, copy_names)
+                fault::vma_copy()?;
+                // A never-written VMA's copy would equal its record: share
+                // the record (records are never changed in place).
+                if d.anon.is_none() && !copy_names {
+                    return Ok(None);
+                }
+                fork_copy(d, copy_names).map(Some)
             })
             .map_err(|e| match e {
                 DupError::Alloc(_) => Errno::ENOMEM,
@@ -64,6 +71,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
+            fault::vma_copy()?;
             tree.insert_range(r, fork_copy(d, false)?).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
@@ -82,7 +90,6 @@ impl<T: VmaStore> AddressSpace<T> {
 
 /// The child's copy of one VMA (Linux's `vm_area_dup` + `anon_vma_fork`).
 fn fork_copy(d: &VmaData, copy_names: bool) -> Result<Arc<VmaData>> {
-    fault::vma_copy()?;
     let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
     let mut copy = VmaData { anon, ..d.clone() };
     if copy_names {

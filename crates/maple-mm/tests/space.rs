@@ -59,14 +59,18 @@ fn names_are_shared_by_split_and_fork_and_renaming_allocates() {
     for v in mm.iter() {
         assert!(AnonName::ptr_eq(v.name().unwrap(), &name), "split copied the name");
     }
-    // Fork shares it too: no string is copied.
+    // Fork shares it too: no string is copied (never-written VMAs share
+    // their whole record with the child; written ones get a new record
+    // holding the same name).
+    mm.touch(mm.vma_at(BASE).unwrap().start(), P).unwrap();
+    let before = name.ref_count();
     let child = mm.fork().unwrap();
     for v in child.iter() {
         assert!(AnonName::ptr_eq(v.name().unwrap(), &name), "fork copied the name");
     }
-    let before = name.ref_count();
+    assert_eq!(name.ref_count(), before + 1, "the written VMA's new record holds the name");
     drop(child);
-    assert!(name.ref_count() < before, "the child's references are dropped with it");
+    assert_eq!(name.ref_count(), before, "the child's references are dropped with it");
     // Renaming a range gives it a new object; the rest keeps the old one.
     mm.set_anon_name(BASE, P, Some("other")).unwrap();
     let renamed = mm.vma_at(BASE).unwrap().name().unwrap().clone();

@@ -677,9 +677,42 @@ impl<V: Handle> MapleTree<V> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<W, E>,
     ) -> Result<MapleTree<W>, DupError<E>> {
+        self.dup_words(|r, v, _| f(r, v).map(|w| w.into_raw().as_ptr()))
+    }
+
+    /// [`try_dup_map_fallible`](Self::try_dup_map_fallible) where the map
+    /// function may also keep the value: `Ok(None)` gives the copy a clone
+    /// of the source's handle (for `Arc` values, one more reference to the
+    /// same value: no allocation), `Ok(Some(v))` a new value. Fork uses it
+    /// to share the records of VMAs whose copy would be identical.
+    pub fn try_dup_share_or_map<E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<Option<V>, E>,
+    ) -> Result<MapleTree<V>, DupError<E>>
+    where
+        V: Clone,
+    {
+        self.dup_words(|r, v, w| {
+            f(r, v).map(|new| match new {
+                Some(n) => n.into_raw().as_ptr(),
+                // SAFETY: `w` is a live value word of `self`.
+                None => unsafe { clone_word::<V>(w) },
+            })
+        })
+    }
+
+    /// The engine of the fallible duplications: copies the nodes, then
+    /// replaces each value word by what `f` makes of it (a word owned by
+    /// the copy, as a `W`). If `f` fails, the rest of the copy is marked
+    /// with reserved entries (it never owned those words) and the copy is
+    /// dropped: the values made so far, and every node, are freed.
+    fn dup_words<W: Handle, E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
+    ) -> Result<MapleTree<W>, DupError<E>> {
         let (copy, leaves) = self.raw.dup_nodes().map_err(DupError::Alloc)?;
-        // As in `try_dup_map`: until every word is replaced (or marked),
-        // the copy holds words of `self`, and the guard knows which.
+        // Until every word is replaced (or marked), the copy holds words of
+        // `self`, and the guard knows which.
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
         let mut failed: Option<(u64, E)> = None;
         for (leaf, min, max) in leaves {
@@ -689,10 +722,10 @@ impl<V: Handle> MapleTree<V> {
                     return Some(reserved_word());
                 }
                 let v = self.borrow(w)?;
-                match f(lo..=hi, v) {
+                match f(lo..=hi, v, w) {
                     Ok(new) => {
                         guard.replaced += 1;
-                        Some(new.into_raw().as_ptr())
+                        Some(new)
                     }
                     Err(e) => {
                         failed = Some((lo, e));

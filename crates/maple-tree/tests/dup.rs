@@ -238,3 +238,41 @@ fn dup_map_fallible_fails_cleanly_at_every_entry() {
     drop(t);
     assert_eq!(live(), 0);
 }
+
+/// `try_dup_share_or_map` shares the values the map function keeps (one
+/// more reference, no allocation) and replaces the others; a failure part
+/// way releases both kinds and leaves the source as it was.
+#[test]
+fn dup_share_or_map_shares_and_replaces() {
+    use std::sync::Arc;
+    let n = if cfg!(miri) { 20 } else { 300u64 };
+    let t: MapleTree<Arc<u64>> = MapleTree::from_sorted((0..n).map(|i| (i * 3..=i * 3 + 1, Arc::new(i)))).unwrap();
+    let copy =
+        t.try_dup_share_or_map(|_, v| Ok::<_, ()>(if *v % 2 == 0 { None } else { Some(Arc::new(*v + 1000)) })).unwrap();
+    copy.validate().unwrap();
+    for i in 0..n {
+        let (orig, new) = (t.load(i * 3).unwrap(), copy.load(i * 3).unwrap());
+        if i % 2 == 0 {
+            assert!(std::ptr::eq(orig, new), "kept values are shared");
+        } else {
+            assert_eq!(*new, i + 1000);
+        }
+    }
+    let shared = t.get_range_cloned(0).unwrap().1;
+    assert_eq!(Arc::strong_count(&shared), 3, "source, copy and our clone");
+    drop(shared);
+    drop(copy);
+    let nodes = fault::live();
+    let r = t.try_dup_share_or_map(|r, v| {
+        if *r.start() < n * 3 / 2 {
+            Ok(if *v % 2 == 0 { None } else { Some(Arc::new(0)) })
+        } else {
+            Err("stop")
+        }
+    });
+    assert!(matches!(r, Err(maple_tree::DupError::Map { error: "stop", .. })));
+    assert_eq!(fault::live(), nodes, "nodes freed");
+    for (_, v) in t.range_cloned(..) {
+        assert_eq!(Arc::strong_count(&v), 2, "every shared reference released");
+    }
+}
