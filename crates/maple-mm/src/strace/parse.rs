@@ -235,10 +235,28 @@ fn cut(s: &str) -> &str {
     }
 }
 
+/// Most arguments [`split_args`] keeps apart; the rest stay in the last
+/// one (no system call we read has more than six).
+pub const MAX_ARGS: usize = 8;
+
+/// The arguments of a call, split; derefs to a slice. No allocation.
+#[derive(Clone, Copy, Debug)]
+pub struct Args<'a> {
+    items: [&'a str; MAX_ARGS],
+    len: usize,
+}
+
+impl<'a> core::ops::Deref for Args<'a> {
+    type Target = [&'a str];
+    fn deref(&self) -> &[&'a str] {
+        &self.items[..self.len]
+    }
+}
+
 /// Splits the argument text at top-level commas (not inside `()`, `[]`,
 /// `{}`, strings or `<path>` decorations).
-pub fn split_args(args: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+pub fn split_args(args: &str) -> Args<'_> {
+    let mut out = Args { items: [""; MAX_ARGS], len: 0 };
     let b = args.as_bytes();
     let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
     let mut in_str = false;
@@ -261,8 +279,9 @@ pub fn split_args(args: &str) -> Vec<&str> {
                         i += e;
                     }
                 }
-                b',' if depth == 0 => {
-                    out.push(args[start..i].trim());
+                b',' if depth == 0 && out.len < MAX_ARGS - 1 => {
+                    out.items[out.len] = args[start..i].trim();
+                    out.len += 1;
                     start = i + 1;
                 }
                 _ => {}
@@ -271,8 +290,9 @@ pub fn split_args(args: &str) -> Vec<&str> {
         i += 1;
     }
     let last = args[start..].trim();
-    if !last.is_empty() || !out.is_empty() {
-        out.push(last);
+    if !last.is_empty() || out.len > 0 {
+        out.items[out.len] = last;
+        out.len += 1;
     }
     out
 }
@@ -409,7 +429,9 @@ mod tests {
         assert_eq!(arg_value("-1", &prot), Ok(u64::MAX));
         assert!(arg_value("PROT_BOGUS", &prot).is_err());
         let args = split_args(r#"AT_FDCWD</home/a,b>, "/x,y", O_RDONLY|O_CLOEXEC"#);
-        assert_eq!(args, [r#"AT_FDCWD</home/a,b>"#, r#""/x,y""#, "O_RDONLY|O_CLOEXEC"]);
+        assert_eq!(*args, [r#"AT_FDCWD</home/a,b>"#, r#""/x,y""#, "O_RDONLY|O_CLOEXEC"]);
+        assert_eq!(split_args("1, 2, 3, 4, 5, 6, 7, 8, 9, 10").len(), MAX_ARGS);
+        assert_eq!(split_args("").len(), 0);
         assert_eq!(decoration("3</usr/lib/libc.so.6>"), Some("/usr/lib/libc.so.6"));
         assert_eq!(arg_string(r#""jit\x20code"..."#).as_deref(), Some("jit code"));
         assert_eq!(split_args("{flags=CLONE_VM|CLONE_FS, exit_signal=0}, 88").len(), 2);
