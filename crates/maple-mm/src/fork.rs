@@ -42,13 +42,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
                 }
-                fault::vma_copy()?;
-                // A never-written VMA's copy would equal its record: share
-                // the record (records are never changed in place).
-                if d.anon.is_none() && !copy_names {
-                    return Ok(None);
-                }
-                fork_copy(d, copy_names).map(Some)
+                child_record(d, copy_names)
             })
             .map_err(|e| match e {
                 DupError::Alloc(_) => Errno::ENOMEM,
@@ -67,18 +61,16 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the benchmark baseline.
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
-        for (r, d) in self.tree.view().iter() {
+        for (r, d) in self.tree.view().range_cloned(..) {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
-            fault::vma_copy()?;
-            tree.insert_range(r, fork_copy(d, false)?).map_err(|_| Errno::ENOMEM)?;
+            let record = child_record(&d, false)?.unwrap_or(d);
+            tree.insert_range(r, record).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
     }
-}
 
-impl<T: VmaStore> AddressSpace<T> {
     /// [`fork`](Self::fork) as Linux did before names were reference
     /// counted: every name string is copied for the child. Only for the
     /// benchmark that measures what sharing saves (seed 003).
@@ -88,14 +80,20 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 }
 
-/// The child's copy of one VMA (Linux's `vm_area_dup` + `anon_vma_fork`).
-fn fork_copy(d: &VmaData, copy_names: bool) -> Result<Arc<VmaData>> {
+/// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
+/// `None` to share the parent's, which a never-written VMA's copy would
+/// equal (records are never changed in place).
+fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<Arc<VmaData>>> {
+    fault::vma_copy()?;
+    if d.anon.is_none() && !copy_names {
+        return Ok(None);
+    }
     let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
     let mut copy = VmaData { anon, ..d.clone() };
     if copy_names {
         copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
     }
-    Ok(Arc::new(copy))
+    Ok(Some(Arc::new(copy)))
 }
 
 #[cfg(feature = "fault-injection")]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, VmFlags},
-    space::{is_aligned, page_align, AddressSpace, AllocFail, Brk, PAGE_SIZE, PMD_SIZE},
+    space::{is_aligned, page_align, AddressSpace, Brk, PAGE_SIZE, PMD_SIZE},
     store::VmaStore,
     vma::{Backing, MappedFile, VmaData},
 };
@@ -387,7 +387,7 @@ impl<T: VmaStore> AddressSpace<T> {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.
             mm.put(oldbrk, newbrk, data)?;
-            mm.merge_at(oldbrk).map_err(|_: AllocFail| AllocFail)?;
+            mm.merge_at(oldbrk)?;
             Ok(Ok(()))
         });
         match res {

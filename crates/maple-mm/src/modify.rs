@@ -5,7 +5,7 @@ use crate::{
     error::{Errno, Result},
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
-    space::{is_aligned, page_align, AddressSpace, AllocFail, PAGE_SIZE},
+    space::{is_aligned, page_align, AddressSpace, PAGE_SIZE},
     store::VmaStore,
     vma::{Backing, VmaData},
 };
@@ -17,6 +17,14 @@ enum Holes {
     Stop,
     /// `madvise`, naming: skip holes, then report `ENOMEM`.
     Skip,
+}
+
+/// Why a range cannot be written.
+enum Unwritable {
+    /// Part of it is not mapped.
+    Hole,
+    /// A VMA in it is not writable.
+    ReadOnly,
 }
 
 /// What a visit does with one VMA piece.
@@ -64,7 +72,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if result.is_ok() && pos < end {
                 result = Err(Errno::ENOMEM);
             }
-            mm.merge_around(&changed).map_err(|_: AllocFail| AllocFail)?;
+            mm.merge_around(&changed)?;
             Ok(result)
         })
     }
@@ -180,27 +188,38 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 
     fn populate_write(&mut self, addr: u64, end: u64) -> Result<()> {
-        let pieces: Vec<_> = self.range(addr, end).map(|v| (v.start, v.end, v.prot())).collect();
-        let mut pos = addr;
-        for &(s, _, prot) in &pieces {
-            if s > pos {
-                return Err(Errno::ENOMEM);
-            }
-            if !prot.contains(Prot::WRITE) {
-                return Err(Errno::EFAULT);
-            }
-            pos = pieces.iter().find(|p| p.0 == s).map_or(pos, |p| p.1);
+        match self.writable_vmas(addr, end) {
+            Ok(vmas) => self.fault_range(&vmas),
+            Err(Unwritable::Hole) => Err(Errno::ENOMEM),
+            Err(Unwritable::ReadOnly) => Err(Errno::EFAULT),
         }
-        if pos < end {
-            return Err(Errno::ENOMEM);
-        }
-        self.fault_range(&pieces)
     }
 
-    fn fault_range(&mut self, pieces: &[(u64, u64, Prot)]) -> Result<()> {
-        let windows: Vec<(u64, u64)> = pieces.iter().map(|p| (p.0, p.1)).collect();
-        self.transact(&windows, |mm| {
-            for &(s, e, _) in pieces {
+    /// The VMAs covering `[start, end)`, if they all allow writing; else
+    /// the first thing in the way, in address order.
+    fn writable_vmas(&self, start: u64, end: u64) -> core::result::Result<Vec<(u64, u64)>, Unwritable> {
+        let mut vmas = Vec::new();
+        let mut pos = start;
+        for v in self.range(start, end) {
+            if v.start > pos {
+                return Err(Unwritable::Hole);
+            }
+            if !v.prot().contains(Prot::WRITE) {
+                return Err(Unwritable::ReadOnly);
+            }
+            vmas.push((v.start, v.end));
+            pos = v.end;
+        }
+        if pos < end {
+            return Err(Unwritable::Hole);
+        }
+        Ok(vmas)
+    }
+
+    /// A first write to each of these whole VMAs.
+    fn fault_range(&mut self, vmas: &[(u64, u64)]) -> Result<()> {
+        self.transact(vmas, |mm| {
+            for &(s, e) in vmas {
                 mm.fault_in(s, e)?;
             }
             Ok(Ok(()))
@@ -248,17 +267,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let start = addr & !(PAGE_SIZE - 1);
         let end = addr.checked_add(len).and_then(page_align).ok_or(Errno::EFAULT)?;
-        let pieces: Vec<_> = self.range(start, end).map(|v| (v.start, v.end, v.prot())).collect();
-        let mut pos = start;
-        for &(s, e, prot) in &pieces {
-            if s > pos || !prot.contains(Prot::WRITE) {
-                return Err(Errno::EFAULT);
-            }
-            pos = e;
-        }
-        if pos < end {
-            return Err(Errno::EFAULT);
-        }
-        self.fault_range(&pieces)
+        let vmas = self.writable_vmas(start, end).map_err(|_| Errno::EFAULT)?;
+        self.fault_range(&vmas)
     }
 }

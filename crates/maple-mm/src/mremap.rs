@@ -68,9 +68,8 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::EINVAL);
             }
         }
-        if self.vma_at(old).is_none() {
-            return Err(Errno::EFAULT);
-        }
+        let Some(vma) = self.vma_at(old) else { return Err(Errno::EFAULT) };
+        let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
         if !fixed && !dontunmap && new_len <= old_len {
             // Always allowed: unmap the tail (it may cut across VMAs).
             if new_len < old_len {
@@ -82,8 +81,6 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             return Ok(old);
         }
-        let Some(vma) = self.vma_at(old) else { return Err(Errno::EFAULT) };
-        let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
         if old_end.min(old + new_len) > vend || (!fixed && old_end > vend) {
             // A pure move may carry several VMAs and the gaps between them.
             if fixed && new_len == old_len {
@@ -98,7 +95,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         if fixed {
-            return self.move_to(old, old_len, new_len, new_addr, dontunmap, (vstart, data));
+            return self.move_to(old, old_len, new_len, new_addr, dontunmap, (vstart, vend, data));
         }
         // Grow in place if the range ends the VMA and the space after it is
         // free (Linux checks only for overlap, not for guard gaps).
@@ -124,11 +121,11 @@ impl<T: VmaStore> AddressSpace<T> {
         let pgoff = data.pgoff_at(old);
         let hint = if dontunmap { new_addr } else { 0 };
         let dest = self.unmapped_area(hint, new_len, &data.backing, pgoff)?;
-        self.move_to(old, old_len, new_len, dest, dontunmap, (vstart, data))
+        self.move_to(old, old_len, new_len, dest, dontunmap, (vstart, vend, data))
     }
 
-    /// Moves `[old, old + old_len)` of the VMA starting at `src.0` to
-    /// `[dest, dest + new_len)` (replacing what is there).
+    /// Moves `[old, old + old_len)` of the VMA `src` (start, end, record)
+    /// to `[dest, dest + new_len)` (replacing what is there).
     fn move_to(
         &mut self,
         old: u64,
@@ -136,20 +133,12 @@ impl<T: VmaStore> AddressSpace<T> {
         new_len: u64,
         dest: u64,
         dontunmap: bool,
-        src: (u64, VmaData),
+        src: (u64, u64, VmaData),
     ) -> Result<u64> {
-        let (vstart, data) = src;
-        let vend = vstart + self.vma_at(vstart).map_or(0, |v| v.len());
+        let (vstart, vend, data) = src;
         let old_end = old + old_len;
         let dest_end = dest + new_len;
-        let mut moved = data.clone();
-        if data.is_anonymous() && data.anon.is_none() {
-            // A never-written anonymous range takes its new address's page
-            // number, so it can merge at the destination.
-            moved.pgoff_base = 0;
-        } else {
-            moved.pgoff_base = VmaData::base_for(dest, data.pgoff_at(old));
-        }
+        let moved = relocated(&data, old, dest);
         self.transact(&[(dest, dest_end), (old, old_end)], |mm| {
             // MREMAP_FIXED unmaps the target first, then the tail of a shrink.
             mm.clear(dest, dest_end)?;
@@ -194,14 +183,8 @@ impl<T: VmaStore> AddressSpace<T> {
             for (s, e, d) in &pieces {
                 let (ps, pe) = ((*s).max(old), (*e).min(old_end));
                 let (ns, ne) = (dest + (ps - old), dest + (pe - old));
-                let mut moved = (**d).clone();
-                if d.is_anonymous() && d.anon.is_none() {
-                    moved.pgoff_base = 0;
-                } else {
-                    moved.pgoff_base = VmaData::base_for(ns, d.pgoff_at(ps));
-                }
                 mm.clear(ns, ne)?;
-                mm.put(ns, ne, moved)?;
+                mm.put(ns, ne, relocated(d, ps, ns))?;
                 changed.push((ns, ne));
                 if dontunmap {
                     mm.leave_behind(*s, *e, ps, pe, d)?;
@@ -213,6 +196,14 @@ impl<T: VmaStore> AddressSpace<T> {
             Ok(Ok(dest))
         })
     }
+}
+
+/// The record of a VMA whose page at `from` moved to `to`: a file keeps its
+/// offsets; a never-written anonymous range takes its new address's page
+/// number, so it can merge at the destination (a written one cannot).
+fn relocated(d: &VmaData, from: u64, to: u64) -> VmaData {
+    let pgoff_base = if d.is_anonymous() && d.anon.is_none() { 0 } else { VmaData::base_for(to, d.pgoff_at(from)) };
+    VmaData { pgoff_base, ..d.clone() }
 }
 
 #[cfg(test)]

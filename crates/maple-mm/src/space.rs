@@ -400,11 +400,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Stores `data` over `[start, end)`, cutting whatever is there.
     pub(crate) fn put(&mut self, start: u64, end: u64, data: VmaData) -> core::result::Result<(), AllocFail> {
-        self.put_arc(start, end, Arc::new(data))
-    }
-
-    pub(crate) fn put_arc(&mut self, start: u64, end: u64, data: Arc<VmaData>) -> core::result::Result<(), AllocFail> {
-        self.tree.store(start..end, data).map_err(|_| AllocFail)
+        self.tree.store(start..end, Arc::new(data)).map_err(|_| AllocFail)
     }
 
     /// Unmaps `[start, end)` (neighbours are cut, keeping their attributes).
@@ -472,14 +468,15 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         debug_assert_eq!((*r.start(), r.end() + 1), (v_start, v_end));
         let mut reuse = None;
-        // Linux looks at the next VMA first, then the previous one.
+        // Linux looks at the next VMA first, then the previous one. (An
+        // entry holding `v_end` or `v_start - 1` is adjacent: this VMA
+        // covers everything in between.)
         for n in [self.tree.view().get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.view().get_range(s))]
             .into_iter()
             .flatten()
         {
-            let adjacent = *n.0.start() == v_end || n.0.end() + 1 == v_start;
             if let Some(a) = n.1.anon {
-                if adjacent && !a.is_forked() && d.anon_compatible(n.1) {
+                if !a.is_forked() && d.anon_compatible(n.1) {
                     reuse = Some(a);
                     break;
                 }
