@@ -65,3 +65,24 @@ fn malformed_lines_are_errors_or_skipped() {
     let e = replay("1 mprotect(0x1000, 4096, PROT_BOGUS) = 0".lines(), ReplayOptions::default(), None).unwrap_err();
     assert!(e.msg.contains("PROT_BOGUS"), "{e}");
 }
+
+/// A child's lines that come before its parent's clone returns are held
+/// and replayed once the child exists: into the child's own copy, and a
+/// malformed one among them is still an error naming its line.
+#[test]
+fn lines_of_a_child_before_its_clone_returns() {
+    let log = "\
+1 mmap(0x10000000, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, -1, 0) = 0x10000000
+1 clone(child_stack=NULL, flags=SIGCHLD <unfinished ...>
+2 munmap(0x10000000, 4096) = 0
+1 <... clone resumed>) = 2
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert_eq!(r.space(1).unwrap().stats().mapped, 8192, "the parent keeps both pages");
+    assert_eq!(r.space(2).unwrap().stats().mapped, 4096, "the child unmapped one");
+    let bad = log.replace("2 munmap(0x10000000, 4096) = 0", "2 mprotect(0x10000000, 4096, PROT_BOGUS) = 0");
+    let e = replay(bad.lines(), ReplayOptions::default(), None).unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    let r = replay(bad.lines(), ReplayOptions { lenient: true, ..Default::default() }, None).unwrap();
+    assert_eq!(r.stats.skipped, 1);
+}

@@ -149,6 +149,11 @@ impl Replay {
     }
 }
 
+/// Calls that make a process (or thread).
+fn is_clone(name: &str) -> bool {
+    matches!(name, "clone" | "clone3" | "fork" | "vfork")
+}
+
 fn is_memory_call(name: &str) -> bool {
     matches!(name, "mmap" | "mmap2" | "munmap" | "mprotect" | "pkey_mprotect" | "mremap" | "madvise" | "prctl")
 }
@@ -255,13 +260,7 @@ impl Replayer {
         self.stats.lines += 1;
         let parsed = match parse_line(line) {
             Ok(p) => p,
-            Err(ParseError(msg)) => {
-                if self.opts.lenient {
-                    self.stats.skipped += 1;
-                    return Ok(());
-                }
-                return Err(ReplayError { line: no, msg });
-            }
+            Err(ParseError(msg)) => return self.bad(no, msg),
         };
         let pid = parsed.pid.or(self.root).unwrap_or(0);
         if self.root == Some(0) && pid != 0 && !self.procs.contains_key(&pid) {
@@ -293,7 +292,7 @@ impl Replayer {
         match event {
             Event::Call { name, args, ret, ret_text } => self.call(no, pid, name, args, ret, ret_text),
             Event::Unfinished { name, args } => {
-                if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
+                if is_clone(name) {
                     self.clones_in_flight += 1;
                 }
                 self.pending.insert(pid, (name.to_string(), args.to_string()));
@@ -307,7 +306,7 @@ impl Replayer {
                 if pname != name {
                     return self.bad(no, format!("{name} resumed, but {pname} was unfinished"));
                 }
-                if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
+                if is_clone(name) {
                     self.clones_in_flight -= 1;
                 }
                 let full = format!("{head}{args}");
@@ -341,18 +340,33 @@ impl Replayer {
     ) -> Result<(), ReplayError> {
         // Most lines need nothing: calls we do not model, failed opens.
         let relevant = match name {
-            "clone" | "clone3" | "fork" | "vfork" | "execve" | "execveat" | "brk" | "exit_group" => true,
+            _ if is_clone(name) => true,
+            "execve" | "execveat" | "brk" | "exit_group" => true,
             "openat" | "open" | "creat" | "close" => matches!(ret, Ret::Value(_)),
             _ => is_memory_call(name) && self.applying(no),
         };
         if !relevant {
             return Ok(());
         }
-        let res = self.call_inner(no, pid, name, args, ret, ret_text);
-        match res {
-            Ok(()) => Ok(()),
-            Err(ParseError(msg)) => self.bad(no, format!("{name}: {msg}")),
+        if let Err(ParseError(msg)) = self.call_inner(no, pid, name, args, ret, ret_text) {
+            return self.bad(no, format!("{name}: {msg}"));
         }
+        match ret {
+            // The lines a new child wrote before its clone returned, now
+            // that its address space exists.
+            Ret::Value(child) if is_clone(name) && child > 0 => self.replay_deferred(child as u32),
+            _ => Ok(()),
+        }
+    }
+
+    fn replay_deferred(&mut self, child: u32) -> Result<(), ReplayError> {
+        for (n, l) in self.deferred.remove(&child).unwrap_or_default() {
+            // Each was parsed once already, when it was held back.
+            if let Ok(parsed) = parse_line(&l) {
+                self.event(n, child, parsed.event)?;
+            }
+        }
+        Ok(())
     }
 
     fn call_inner(
@@ -370,7 +384,7 @@ impl Replayer {
             arg_value(s, table)
         };
         match name {
-            "clone" | "clone3" | "fork" | "vfork" => {
+            _ if is_clone(name) => {
                 let Ret::Value(child) = ret else { return Ok(()) };
                 if child <= 0 {
                     return Ok(());
@@ -585,22 +599,19 @@ impl Replayer {
     }
 
     fn spawn(&mut self, no: usize, parent: u32, child: u32, flags: u64) {
-        let p = &self.procs[&parent];
+        let parent_space = Rc::clone(&self.procs[&parent].space);
         let shares = flags & (names::CLONE_VM | names::CLONE_THREAD) != 0;
         let space = if shares {
-            Rc::clone(&p.space)
+            parent_space
         } else {
-            match p.space.borrow().fork() {
-                Ok(s) => Rc::new(RefCell::new(s)),
-                Err(e) => {
-                    let s = AddressSpace::with_layout(p.space.borrow().layout().clone());
-                    self.stats
-                        .disagreements
-                        .push(Disagreement { line: no, msg: format!("fork failed in the model: {e}") });
-                    Rc::new(RefCell::new(s))
-                }
-            }
+            let forked = parent_space.borrow().fork();
+            let s = forked.unwrap_or_else(|e| {
+                self.disagree(no, format!("fork failed in the model: {e}"));
+                AddressSpace::with_layout(parent_space.borrow().layout().clone())
+            });
+            Rc::new(RefCell::new(s))
         };
+        let p = &self.procs[&parent];
         if self.unknown.contains(&Rc::as_ptr(&p.space)) {
             self.unknown.insert(Rc::as_ptr(&space));
         }
@@ -616,14 +627,6 @@ impl Replayer {
             self.order.push(child);
         }
         self.procs.insert(child, Proc { space, files });
-        // Lines the child wrote before the clone returned.
-        if let Some(lines) = self.deferred.remove(&child) {
-            for (n, l) in lines {
-                if let Ok(parsed) = parse_line(&l) {
-                    let _ = self.event(n, child, parsed.event);
-                }
-            }
-        }
     }
 
     /// Ends the log: lines of pids never created go to the root's space.
