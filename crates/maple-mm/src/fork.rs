@@ -61,11 +61,17 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the benchmark baseline.
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
-        for (r, d) in self.tree.view().range_cloned(..) {
+        let parent = self.tree.view();
+        for (r, d) in parent.iter() {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
-            let record = child_record(&d, false)?.unwrap_or(d);
+            let record = match child_record(d, false)? {
+                Some(copy) => copy,
+                // Shared, as `fork` shares it (only then is the parent's
+                // reference taken: a copied VMA costs no extra count).
+                None => parent.get_range_cloned(*r.start()).ok_or(Errno::ENOMEM)?.1,
+            };
             tree.insert_range(r, record).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
