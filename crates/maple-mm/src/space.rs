@@ -344,15 +344,31 @@ impl<T: VmaStore> AddressSpace<T> {
         if start >= end {
             return Vec::new();
         }
-        self.tree.view().range_cloned(start..end).map(|(r, d)| (*r.start(), r.end() + 1, d)).collect()
+        let mut out = Vec::new();
+        let mut it = self.tree.view().range_cloned(start..end);
+        // In place: moving the iterator (as `collect` does) copies its path.
+        for (r, d) in &mut it {
+            out.push((*r.start(), r.end() + 1, d));
+        }
+        out
     }
 
     /// Saves every VMA touching `[start, end)` or adjacent to it (merge
     /// candidates), so that [`restore`](Self::restore) can undo a call.
     pub(crate) fn save(&self, start: u64, end: u64) -> Undo {
-        let lo = start.checked_sub(1).and_then(|s| self.vma_at(s)).map_or(start, |v| v.start);
-        let hi = self.vma_at(end).map_or(end, |v| v.end);
-        Undo { lo, hi, old: self.entries(lo, hi) }
+        // One walk over `[start - 1, end]` finds the window's VMAs and the
+        // neighbours touching it: a VMA holding `start - 1` ends at or
+        // after `start`, one holding `end` begins at or before it.
+        let mut old = Vec::new();
+        let mut it = self.tree.view().range_cloned(start.saturating_sub(1)..=end);
+        // The iterator is used in place: moving it (as `collect`
+        // does) copies its whole walk path.
+        for (r, d) in &mut it {
+            old.push((*r.start(), r.end() + 1, d));
+        }
+        let lo = old.first().map_or(start, |e| e.0.min(start));
+        let hi = old.last().map_or(end, |e| e.1.max(end));
+        Undo { lo, hi, old }
     }
 
     /// Puts a saved window back after a failed allocation. Each write is

@@ -86,3 +86,43 @@ fn lines_of_a_child_before_its_clone_returns() {
     let r = replay(bad.lines(), ReplayOptions { lenient: true, ..Default::default() }, None).unwrap();
     assert_eq!(r.stats.skipped, 1);
 }
+
+/// A mapped file shows under the path the kernel would show (symlinks
+/// resolved) with its device and inode on this machine, whether the log
+/// names it as opened (no `-y`) or as strace resolved it (`-y`).
+#[cfg(target_os = "linux")]
+#[test]
+fn mapped_files_get_the_kernels_path_and_identity() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::env::temp_dir().join(format!("maple-replay-files-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("real")).unwrap();
+    let file = dir.join("real/lib.so");
+    std::fs::write(&file, [0u8; 8192]).unwrap();
+    let link = dir.join("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(dir.join("real"), &link).unwrap();
+    let want_path = std::fs::canonicalize(&file).unwrap().to_str().unwrap().to_string();
+    let ino = std::fs::metadata(&file).unwrap().ino();
+    let via_link = link.join("lib.so").to_str().unwrap().to_string();
+    let logs = [
+        format!(
+            "7 openat(AT_FDCWD, \"{via_link}\", O_RDONLY|O_CLOEXEC) = 3\n\
+             7 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 3, 0) = 0x7f0000000000\n\
+             7 close(3) = 0\n"
+        ),
+        format!(
+            "7 openat(AT_FDCWD</>, \"{via_link}\", O_RDONLY|O_CLOEXEC) = 3<{want_path}>\n\
+             7 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 3<{want_path}>, 0) = 0x7f0000000000\n\
+             7 close(3<{want_path}>) = 0\n"
+        ),
+    ];
+    for log in &logs {
+        let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+        let maps = r.space(7).unwrap().maps();
+        let line = maps.lines().next().unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!((fields[4], fields[5]), (ino.to_string().as_str(), want_path.as_str()), "{line}");
+        assert_ne!(fields[3], "00:00", "device looked up: {line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

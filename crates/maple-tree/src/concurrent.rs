@@ -286,11 +286,11 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// The entries overlapping `range`, ascending, under `guard`.
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
-        let raw = match to_inclusive(&range) {
-            Ok((first, last)) => RawIter::new(&self.raw, first, last, false),
-            Err(_) => RawIter::new(&self.raw, 0, 0, true),
-        };
-        ConcurrentIter { tree: self, raw }
+        let (first, last, done) = crate::tree::iter_bounds(&range);
+        // Built in place, as `MapleTree::range` is.
+        let mut it = ConcurrentIter { tree: self, raw: RawIter::unstarted(last, done) };
+        it.raw.start(&self.raw, first);
+        it
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It

@@ -332,6 +332,7 @@ pub(crate) struct LeafWalk {
 }
 
 impl LeafWalk {
+    #[inline]
     pub(crate) fn new(tree: &RawTree, index: u64) -> LeafWalk {
         let mut w = LeafWalk { path: Path::new() };
         tree.walk_into(index, &mut w.path);

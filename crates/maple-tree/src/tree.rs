@@ -12,7 +12,7 @@ use crate::{
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
-    raw::{LeafWalk, RawTree},
+    raw::{LeafWalk, Path, RawTree},
     store::Removed,
     validate::ValidateError,
 };
@@ -337,11 +337,13 @@ impl<V: Handle> MapleTree<V> {
 
     /// Iterates over the entries that overlap `range`, ascending. An invalid
     /// range yields nothing.
+    #[inline]
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
-        match to_inclusive(&range) {
-            Ok((first, last)) => Iter { tree: self, raw: RawIter::new(&self.raw, first, last, false) },
-            Err(_) => Iter { tree: self, raw: RawIter::new(&self.raw, 0, 0, true) },
-        }
+        let (first, last, done) = iter_bounds(&range);
+        // Built in place: a started iterator's path is ~1 KiB to move.
+        let mut it = Iter { tree: self, raw: RawIter::unstarted(last, done) };
+        it.raw.start(&self.raw, first);
+        it
     }
 
     /// Like [`range`](Self::range), but yields owned handles: a clone of
@@ -355,11 +357,15 @@ impl<V: Handle> MapleTree<V> {
     /// let (r, v) = t.range_cloned(..).next().unwrap();
     /// assert_eq!((r, v.as_str(), Arc::strong_count(&v)), (0..=9, "ten", 2));
     /// ```
+    #[inline]
     pub fn range_cloned(&self, range: impl RangeBounds<u64>) -> RangeCloned<'_, V>
     where
         V: Clone,
     {
-        RangeCloned { inner: self.range(range) }
+        let (first, last, done) = iter_bounds(&range);
+        let mut it = RangeCloned { inner: Iter { tree: self, raw: RawIter::unstarted(last, done) } };
+        it.inner.raw.start(&self.raw, first);
+        it
     }
 
     /// The entry containing `index` with its range, as an owned handle (a
@@ -855,12 +861,39 @@ pub(crate) struct RawIter {
     done: bool,
 }
 
+/// Where an iterator over `range` starts and ends, and whether it is empty
+/// from the start (an invalid range yields nothing).
+#[inline]
+pub(crate) fn iter_bounds(range: &impl RangeBounds<u64>) -> (u64, u64, bool) {
+    match to_inclusive(range) {
+        Ok((first, last)) => (first, last, false),
+        Err(_) => (0, 0, true),
+    }
+}
+
 impl RawIter {
+    #[inline]
     pub(crate) fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
-        let walk = LeafWalk::new(tree, first);
-        let mut it = RawIter { walk, leaf: None, off: None, end: 0, lo: 0, last, done };
-        it.load_leaf();
+        let mut it = RawIter::unstarted(last, done);
+        it.start(tree, first);
         it
+    }
+
+    /// An iterator that has not walked yet: cheap to move (its path is
+    /// empty), so callers can place it where it will live and then
+    /// [`start`](Self::start) it there, instead of moving a full path.
+    #[inline]
+    pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
+        RawIter { walk: LeafWalk { path: Path::new() }, leaf: None, off: None, end: 0, lo: 0, last, done }
+    }
+
+    /// Walks to `first` (nothing if the iterator is already done).
+    #[inline]
+    pub(crate) fn start(&mut self, tree: &RawTree, first: u64) {
+        if !self.done {
+            tree.walk_into(first, &mut self.walk.path);
+            self.load_leaf();
+        }
     }
 
     /// Takes the leaf the walk stands on, from the walk's current slot.

@@ -92,28 +92,35 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ParseError> {
 /// Skips a timestamp (`10:11:12`, `10:11:12.123456`, `1700000000.123456`,
 /// or `-r`'s `0.000123`) and the spaces after it.
 fn skip_timestamp(s: &str) -> &str {
-    let t = s.trim_start_matches(' ');
-    let end = t.find(' ').unwrap_or(0);
-    let tok = &t[..end];
-    let digits = tok.bytes().filter(u8::is_ascii_digit).count();
-    if !tok.is_empty() && digits > 0 && tok.bytes().all(|b| b.is_ascii_digit() || b == b':' || b == b'.') {
-        t[end..].trim_start_matches(' ')
+    let t = skip_spaces(s);
+    let b = t.as_bytes();
+    // A token of digits, ':' and '.' (at least one digit) ended by a space.
+    let end = b.iter().position(|&c| !(c.is_ascii_digit() || c == b':' || c == b'.')).unwrap_or(b.len());
+    if end > 0 && b.get(end) == Some(&b' ') && b[..end].iter().any(u8::is_ascii_digit) {
+        skip_spaces(&t[end..])
     } else {
         s
     }
 }
 
+/// `s` without leading spaces.
+#[inline]
+fn skip_spaces(s: &str) -> &str {
+    let n = s.bytes().take_while(|&c| c == b' ').count();
+    &s[n..]
+}
+
 /// Parses a return value: `0x7f..`, `-1 ENOMEM (...)`, `3</path>`, `?`.
 pub fn parse_ret(s: &str) -> Result<Ret<'_>, ParseError> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     if s.starts_with('?') {
         return Ok(Ret::Unknown);
     }
-    let tok = s.split([' ', '<']).next().unwrap_or("");
+    let tok = &s[..s.bytes().position(|c| c == b' ' || c == b'<').unwrap_or(s.len())];
     let v = parse_int(tok).ok_or_else(|| ParseError(format!("bad return value {s:?}")))?;
     if v < 0 {
-        let rest = s[tok.len()..].trim_start();
-        let name = rest.split(' ').next().unwrap_or("");
+        let rest = s[tok.len()..].trim_ascii_start();
+        let name = &rest[..rest.bytes().position(|c| c == b' ').unwrap_or(rest.len())];
         if name.starts_with('E') {
             return Ok(Ret::Error(name));
         }
@@ -124,31 +131,46 @@ pub fn parse_ret(s: &str) -> Result<Ret<'_>, ParseError> {
 /// A decimal, `0x` hexadecimal or negative integer (`u64` values above
 /// `i64::MAX` wrap, as addresses do in registers).
 pub fn parse_int(s: &str) -> Option<i64> {
-    let (neg, body) = match s.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, s),
+    let (neg, body) = match s.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        b => (false, b),
     };
-    let v = if let Some(h) = body.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).ok()?
-    } else {
-        if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        body.parse::<u64>().ok()?
+    let v = match body {
+        [b'0', b'x', hex @ ..] => parse_digits(hex, 16)?,
+        dec => parse_digits(dec, 10)?,
     };
     Some(if neg { (v as i64).wrapping_neg() } else { v as i64 })
+}
+
+/// A non-empty run of digits in `radix` (10 or 16) that fits in a `u64`.
+#[inline]
+fn parse_digits(b: &[u8], radix: u64) -> Option<u64> {
+    if b.is_empty() {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in b {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' if radix == 16 => c - b'a' + 10,
+            b'A'..=b'F' if radix == 16 => c - b'A' + 10,
+            _ => return None,
+        };
+        v = v.checked_mul(radix)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
 }
 
 /// Parses one line. Blank lines are `Other`.
 pub fn parse_line(line: &str) -> Result<Line<'_>, ParseError> {
     let line = line.trim_end_matches(['\n', '\r']);
-    let mut rest = line.trim_start_matches(' ');
+    let mut rest = skip_spaces(line);
     let mut pid = None;
     if let Some(r) = rest.strip_prefix("[pid") {
-        let r = r.trim_start_matches(' ');
+        let r = skip_spaces(r);
         let end = r.find(']').ok_or_else(|| ParseError("unterminated [pid ...]".into()))?;
         pid = Some(r[..end].trim().parse().map_err(|_| ParseError(format!("bad pid {:?}", &r[..end])))?);
-        rest = r[end + 1..].trim_start_matches(' ');
+        rest = skip_spaces(&r[end + 1..]);
     } else if let Some(r) = rest.strip_prefix("strace: Process ") {
         let n = r.split(' ').next().unwrap_or("");
         return match n.parse() {
@@ -156,11 +178,12 @@ pub fn parse_line(line: &str) -> Result<Line<'_>, ParseError> {
             Err(_) => err(format!("bad pid {n:?}")),
         };
     } else {
-        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let end = rest.bytes().position(|c| !c.is_ascii_digit()).unwrap_or(rest.len());
         // A pid is digits followed by spaces (a timestamp has ':' or '.').
-        if end > 0 && rest[end..].starts_with(' ') {
-            pid = Some(rest[..end].parse().map_err(|_| ParseError(format!("bad pid {:?}", &rest[..end])))?);
-            rest = rest[end..].trim_start_matches(' ');
+        if end > 0 && rest.as_bytes().get(end) == Some(&b' ') {
+            let n = parse_digits(&rest.as_bytes()[..end], 10).and_then(|n| u32::try_from(n).ok());
+            pid = Some(n.ok_or_else(|| ParseError(format!("bad pid {:?}", &rest[..end])))?);
+            rest = skip_spaces(&rest[end..]);
         }
     }
     rest = skip_timestamp(rest);
@@ -221,7 +244,7 @@ fn split_ret(body: &str) -> Result<(&str, Ret<'_>, &str), ParseError> {
             h -= 1;
         }
         if h > 0 && b[h - 1] == b')' {
-            let text = body[eq + 2..].trim();
+            let text = body[eq + 2..].trim_ascii();
             return Ok((&body[..h - 1], parse_ret(text)?, text));
         }
     }
@@ -275,12 +298,12 @@ pub fn split_args(args: &str) -> Args<'_> {
                 b')' | b']' | b'}' => depth -= 1,
                 // A decoration follows an fd: `3</path>`, `AT_FDCWD</dir>`.
                 b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
-                    if let Some(e) = args[i..].find('>') {
+                    if let Some(e) = b[i..].iter().position(|&c| c == b'>') {
                         i += e;
                     }
                 }
                 b',' if depth == 0 && out.len < MAX_ARGS - 1 => {
-                    out.items[out.len] = args[start..i].trim();
+                    out.items[out.len] = args[start..i].trim_ascii();
                     out.len += 1;
                     start = i + 1;
                 }
@@ -289,7 +312,7 @@ pub fn split_args(args: &str) -> Args<'_> {
         }
         i += 1;
     }
-    let last = args[start..].trim();
+    let last = args[start..].trim_ascii();
     if !last.is_empty() || out.len > 0 {
         out.items[out.len] = last;
         out.len += 1;
@@ -301,17 +324,14 @@ pub fn split_args(args: &str) -> Args<'_> {
 /// (`3</path>`), a flag expression with symbolic names (`-X abbrev`,
 /// looked up with `names`), or `-X verbose`'s `0x3 /* PROT_READ|... */`.
 pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
-    let a = arg.trim();
+    let a = arg.trim_ascii();
     if a == "NULL" {
         return Ok(0);
     }
-    // Verbose: the number comes first.
-    let a = match a.find(" /*") {
-        Some(i) => &a[..i],
-        None => a,
-    };
-    let a = match a.find('<') {
-        Some(i) if i > 0 => &a[..i],
+    // A number ends at a decoration (`3</path>`) or at `-X verbose`'s
+    // comment (`0x3 /* PROT_READ|PROT_WRITE */`); flag names at neither.
+    let a = match a.bytes().position(|c| c == b'<' || c == b'/') {
+        Some(i) if i > 0 => a[..i].trim_ascii_end(),
         _ => a,
     };
     if let Some(v) = parse_int(a) {
@@ -319,7 +339,7 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
     }
     let mut v = 0u64;
     for part in a.split('|') {
-        let part = part.trim();
+        let part = part.trim_ascii();
         if let Some(n) = parse_int(part) {
             v |= n as u64;
         } else if let Some((_, bits)) = names.iter().find(|(n, _)| *n == part) {

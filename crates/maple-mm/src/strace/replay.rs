@@ -88,7 +88,20 @@ impl core::hash::Hasher for PidHasher {
 type PidMap<V> = HashMap<u32, V, core::hash::BuildHasherDefault<PidHasher>>;
 /// Device major, minor and inode of a file.
 type FileId = (u32, u32, u64);
-type Files = Rc<RefCell<HashMap<i64, Arc<MappedFile>>>>;
+type Files = Rc<RefCell<HashMap<i64, Rc<OpenFile>>>>;
+
+/// An open file descriptor's file. Its identity (the [`MappedFile`] that
+/// decides merging) is made the first time it is mapped, so files that are
+/// opened and read but never mapped cost no lookup; a forked child's copy
+/// of the descriptor shares it, as it shares the kernel's `struct file`.
+struct OpenFile {
+    /// The path strace showed: the kernel's own (`-y`) or as opened.
+    path: String,
+    /// Whether `path` came from `-y` (already resolved by the kernel).
+    resolved: bool,
+    writable: bool,
+    mapped: std::cell::OnceCell<Arc<MappedFile>>,
+}
 
 struct Proc {
     space: Space,
@@ -434,13 +447,15 @@ impl Replayer {
             "openat" | "open" | "creat" => {
                 if let Ret::Value(fd) = ret {
                     let (path_arg, flags_arg) = if name == "openat" { (1, 2) } else { (0, 1) };
-                    let path = a.get(path_arg).and_then(|p| arg_string(p)).unwrap_or_default();
                     // With -y strace shows the path the kernel resolved.
-                    let shown = decoration(ret_text).map_or(path, str::to_string);
+                    let (path, resolved) = match decoration(ret_text) {
+                        Some(shown) => (shown.to_string(), true),
+                        None => (a.get(path_arg).and_then(|p| arg_string(p)).unwrap_or_default(), false),
+                    };
                     let flags = if name == "creat" { "O_WRONLY" } else { a.get(flags_arg).copied().unwrap_or("") };
                     let writable = flags.contains("O_RDWR") || flags.contains("O_WRONLY");
-                    let file = self.file_for(&shown, writable);
-                    self.procs[&pid].files.borrow_mut().insert(fd, file);
+                    let open = OpenFile { path, resolved, writable, mapped: std::cell::OnceCell::new() };
+                    self.procs[&pid].files.borrow_mut().insert(fd, Rc::new(open));
                 }
                 return Ok(());
             }
@@ -536,29 +551,40 @@ impl Replayer {
     /// decoration if the log did not show it being opened.
     fn fd_file(&mut self, pid: u32, fd: i64, shown: Option<String>) -> Arc<MappedFile> {
         let files = Rc::clone(&self.procs[&pid].files);
-        if let Some(f) = files.borrow().get(&fd) {
-            if shown.as_deref().is_none_or(|p| p == f.path) {
-                return Arc::clone(f);
+        let known = files.borrow().get(&fd).cloned();
+        let open = match known {
+            Some(f) if shown.as_deref().is_none_or(|p| p == f.path) => f,
+            _ => {
+                let (path, resolved) = match shown {
+                    Some(p) => (p, true),
+                    None => (format!("fd {fd}"), false),
+                };
+                let f = Rc::new(OpenFile { path, resolved, writable: true, mapped: std::cell::OnceCell::new() });
+                files.borrow_mut().insert(fd, Rc::clone(&f));
+                f
             }
+        };
+        if let Some(file) = open.mapped.get() {
+            return Arc::clone(file);
         }
-        let file = self.file_for(&shown.unwrap_or_else(|| format!("fd {fd}")), true);
-        files.borrow_mut().insert(fd, Arc::clone(&file));
-        file
+        let file = self.file_for(&open.path, open.resolved, open.writable);
+        Arc::clone(open.mapped.get_or_init(|| file))
     }
 
     /// A new open file for `path`: its identity from the initial maps file
     /// if it is there, else from this machine's file system (looked up
     /// once per path), else unknown.
-    fn file_for(&mut self, path: &str, writable: bool) -> Arc<MappedFile> {
+    fn file_for(&mut self, path: &str, resolved: bool, writable: bool) -> Arc<MappedFile> {
         let (path, id) = match self.known.get(path) {
             Some(&id) => (path.to_string(), Some(id)),
             None => {
                 let entry = self.lookups.entry(path.to_string()).or_insert_with(|| {
                     // The kernel shows the file's resolved path (`/lib/…`
                     // opened through a symlink shows as `/usr/lib/…`).
-                    let resolved = resolve(path).unwrap_or_else(|| path.to_string());
-                    let id = stat(&resolved);
-                    (resolved, id)
+                    match look_up(path, resolved) {
+                        Some((resolved, id)) => (resolved, Some(id)),
+                        None => (path.to_string(), None),
+                    }
                 });
                 let (resolved, id) = entry.clone();
                 let id = self.known.get(&resolved).copied().or(id);
@@ -657,28 +683,57 @@ impl Replayer {
     }
 }
 
-/// The canonical path of a file that exists on this machine.
-fn resolve(path: &str) -> Option<String> {
+/// The path the kernel would show for `path` (`/lib/…` opened through a
+/// symlink shows as `/usr/lib/…`) and the file's device and inode, looked
+/// up on this machine. `None` for a relative path or a file that is not
+/// here.
+#[cfg(target_os = "linux")]
+fn look_up(path: &str, resolved: bool) -> Option<(String, FileId)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     if !path.starts_with('/') {
         return None;
     }
-    std::fs::canonicalize(path).ok().and_then(|p| p.to_str().map(str::to_string))
+    if resolved {
+        let m = std::fs::metadata(path).ok()?;
+        return Some((path.to_string(), dev_ino(m.dev(), m.ino())));
+    }
+    // One walk of the path: open it without reading (`O_PATH` needs no
+    // permission on the file), then ask the kernel for the name it keeps
+    // (`realpath` would read every component's link separately).
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path).ok()?;
+    let m = f.metadata().ok()?;
+    let resolved = {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_string))
+            .or_else(|| std::fs::canonicalize(path).ok().and_then(|p| p.to_str().map(str::to_string)))?
+    };
+    Some((resolved, dev_ino(m.dev(), m.ino())))
 }
 
-/// Device and inode of a file on this machine.
-#[cfg(unix)]
-fn stat(path: &str) -> Option<FileId> {
+#[cfg(all(unix, not(target_os = "linux")))]
+fn look_up(path: &str, _resolved: bool) -> Option<(String, FileId)> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    let dev = m.dev();
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    Some((major as u32, minor as u32, m.ino()))
+    if !path.starts_with('/') {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(path).ok()?.to_str()?.to_string();
+    let m = std::fs::metadata(&resolved).ok()?;
+    Some((resolved, dev_ino(m.dev(), m.ino())))
 }
 
 #[cfg(not(unix))]
-fn stat(_: &str) -> Option<(u32, u32, u64)> {
+fn look_up(_: &str, _: bool) -> Option<(String, FileId)> {
     None
+}
+
+/// Major and minor device numbers (glibc's encoding of `dev_t`) and inode.
+#[cfg(unix)]
+fn dev_ino(dev: u64, ino: u64) -> FileId {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32, ino)
 }
 
 /// Replays a whole log (`lines` are the log's lines in order).
