@@ -5,6 +5,4 @@ pub mod ops;
 pub mod picture;
 pub mod replay;
 pub mod report;
-mod report_mm;
-pub mod report_swap;
 pub mod swap;

@@ -37,24 +37,44 @@ enum Cmd {
         /// The operation log ("-" for standard input).
         file: PathBuf,
     },
-    /// Measure the tree against BTreeMap and rangemap on built-in data and
-    /// run the kernel's benchmark loops; prints a Markdown report.
+    /// Measure everything side by side with its baselines and reproduce the
+    /// seeds' tables: writes report.md, report.html, report.json and SVG
+    /// plots into --out, and prints the goals.
+    ///
+    /// --quick (the default) takes 2–3 minutes on two cores; --full uses
+    /// the seeds' exact sizes and takes longer. Sections: forking,
+    /// fork-scaling, swap, names, mm-readers, mm-calls, replay, compare,
+    /// concurrent, kernel (groups: mm, fork).
     Report {
-        /// Numbers of ranges, comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = [1_000u64, 100_000, 1_000_000])]
-        sizes: Vec<u64>,
-        /// Repetitions per measurement (the median is reported).
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
-        reps: u64,
-        /// Smaller sizes and loops (about ten seconds).
-        #[arg(long)]
+        /// Reduced loop counts, under three minutes (the default).
+        #[arg(long, conflicts_with = "full")]
         quick: bool,
-        /// Also write the report to this file.
+        /// The seeds' exact sizes and loop counts.
         #[arg(long)]
-        out: Option<PathBuf>,
-        /// Run only these sections (comma-separated; default all).
-        #[arg(long, value_delimiter = ',')]
-        only: Vec<report::Section>,
+        full: bool,
+        /// Every section at tiny sizes, in a second (checks the harness;
+        /// the figures mean nothing).
+        #[arg(long, hide = true, conflicts_with_all = ["quick", "full"])]
+        tiny: bool,
+        /// Run only these sections (comma-separated).
+        #[arg(long, value_parser = parse_sections)]
+        only: Option<Sections>,
+        /// Directory for the report files.
+        #[arg(long, default_value = "maple-report")]
+        out: PathBuf,
+        /// An earlier run's report.json: print the ratio of every figure.
+        #[arg(long, value_name = "OLD.json")]
+        compare: Option<PathBuf>,
+        /// Rewrite the generated blocks of this Markdown file (marked
+        /// `<!-- maple-report:begin ID -->` … `end ID`) from this run.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/BENCHMARKS.md")]
+        update_docs: Option<PathBuf>,
+        /// Rounds per measurement (the median is reported).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        reps: Option<u64>,
+        /// Numbers of ranges for the range-map comparison, comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(4..=50_000_000))]
+        sizes: Option<Vec<u64>>,
     },
     /// Rebuild address spaces from an `strace -f` log and print one in
     /// /proc/PID/maps format.
@@ -113,6 +133,14 @@ enum Cmd {
     },
 }
 
+/// A comma-separated list of report sections (one argument to clap).
+#[derive(Clone, Debug)]
+struct Sections(Vec<maple_bench::SectionId>);
+
+fn parse_sections(s: &str) -> Result<Sections, String> {
+    maple_bench::SectionId::parse_list(s).map(Sections)
+}
+
 fn parse_addr(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
@@ -125,7 +153,29 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Report { sizes, reps, quick, out, only } => run_report(sizes, reps, quick, out, only),
+        Cmd::Report { quick: _, full, tiny, only, out, compare, update_docs, reps, sizes } => {
+            let args = report::Args {
+                full,
+                tiny,
+                only: only.map(|s| s.0).unwrap_or_default(),
+                out,
+                compare,
+                update_docs,
+                reps: reps.map(|r| r as usize),
+                sizes,
+            };
+            let command = std::env::args().skip(1).fold(String::from("maple"), |acc, a| acc + " " + &a);
+            match report::run(&args, &command) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(f) => {
+                    eprintln!("maple: {}", f.msg);
+                    ExitCode::from(f.code)
+                }
+            }
+        }
         Cmd::Replay { maps, from, to, pid, all, lenient, svg, trace } => {
             let args = replay::Args { maps, from, to, pid, all, lenient, svg };
             let stdout = io::stdout();
@@ -157,28 +207,6 @@ fn finish(res: Result<(), replay::Failure>) -> ExitCode {
             ExitCode::from(f.code)
         }
     }
-}
-
-fn run_report(sizes: Vec<u64>, reps: u64, quick: bool, out: Option<PathBuf>, only: Vec<report::Section>) -> ExitCode {
-    if let Some(bad) = sizes.iter().find(|&&n| !(4..=50_000_000).contains(&n)) {
-        eprintln!("maple: --sizes: {bad} is outside 4..=50000000");
-        return ExitCode::from(2);
-    }
-    let mut opts = report::Options { sizes, reps: reps as usize, loop_scale: 1.0, sections: only };
-    if quick {
-        opts.sizes.retain(|&n| n <= 100_000);
-        opts.reps = opts.reps.min(3);
-        opts.loop_scale = 0.1;
-    }
-    let text = report::run(&opts, &mut |what| eprintln!("maple report: measuring {what}"));
-    print!("{text}");
-    if let Some(path) = out {
-        if let Err(e) = std::fs::write(&path, &text) {
-            eprintln!("maple: cannot write {}: {e}", path.display());
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
 }
 
 fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {

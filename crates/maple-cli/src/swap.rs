@@ -3,23 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{replay::Failure, report_swap};
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+use crate::replay::Failure;
 
 /// Runs the command; returns the text to print.
 #[cfg(target_os = "linux")]
@@ -29,28 +13,21 @@ pub fn run(path: &str, json: bool) -> Result<String, Failure> {
         msg: format!("{path}: {e}"),
         code: if matches!(e, FiemapError::Io(_)) { 2 } else { 1 },
     })?;
-    let mut table = String::new();
-    let rows = report_swap::lookup_table(&map, &[1, 2], 0.25, &mut table);
+    let rows = maple_bench::experiments::lookup_rates(&map, &[1, 2], 0.25);
     if json {
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "{{\"file\":{},\"fiemap_extents\":{raw},\"extents\":{},\"pages\":{},\"tree_bytes\":{},\"lookups_per_second\":[",
-            json_str(path),
-            map.len(),
-            map.pages(),
-            map.bytes()
-        );
-        for (i, (t, l, o, m)) in rows.iter().enumerate() {
-            let _ = write!(
-                out,
-                "{}{{\"threads\":{t},\"list_cache\":{l:.0},\"ordered_map\":{o:.0},\"maple\":{m:.0}}}",
-                if i > 0 { "," } else { "" }
-            );
-        }
-        out.push_str("]}\n");
-        return Ok(out);
+        let out = serde_json::json!({
+            "file": path,
+            "fiemap_extents": raw,
+            "extents": map.len(),
+            "pages": map.pages(),
+            "tree_bytes": map.bytes(),
+            "lookups_per_second": rows.iter().map(|&(t, l, o, m)| serde_json::json!({
+                "threads": t, "list_cache": l.round(), "ordered_map": o.round(), "maple": m.round()
+            })).collect::<Vec<_>>(),
+        });
+        return Ok(format!("{out}\n"));
     }
+    let table = maple_bench::render::markdown_table(&maple_bench::experiments::lookup_table("lookups", &rows));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -67,6 +44,5 @@ pub fn run(path: &str, json: bool) -> Result<String, Failure> {
 /// Runs the command (FIEMAP is Linux only).
 #[cfg(not(target_os = "linux"))]
 pub fn run(path: &str, _json: bool) -> Result<String, Failure> {
-    let _ = (json_str, report_swap::synthetic);
     Err(Failure { msg: format!("{path}: reading file extents (FIEMAP) needs Linux"), code: 1 })
 }

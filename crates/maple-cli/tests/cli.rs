@@ -335,3 +335,61 @@ fn swap_extents_of_a_file() {
     assert_eq!(out.status.code(), Some(1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn report_writes_its_files_compares_and_updates_docs() {
+    let dir = std::env::temp_dir().join(format!("maple-cli-report-{}", std::process::id()));
+    let out_dir = dir.to_str().unwrap().to_string();
+    let out = maple(&["report", "--tiny", "--only", "kernel,swap", "--out", &out_dir], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("faster than the kernel's C") && stdout.contains("[swap]"), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.lines().last().unwrap().contains("report.md, report.html, report.json"), "{stderr}");
+    for f in ["report.md", "report.html", "report.json", "plots/swap-2000.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    // Against itself, and a document's marked block refreshed.
+    let old = dir.join("old.json");
+    std::fs::rename(dir.join("report.json"), &old).unwrap();
+    let doc = dir.join("doc.md");
+    std::fs::write(&doc, "# x\n<!-- maple-report:begin kernel -->\nstale\n<!-- maple-report:end kernel -->\n").unwrap();
+    let out = maple(
+        &[
+            "report",
+            "--tiny",
+            "--only",
+            "kernel",
+            "--out",
+            &out_dir,
+            "--compare",
+            old.to_str().unwrap(),
+            "--update-docs",
+            doc.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("new/old"));
+    assert!(dir.join("compare.md").exists());
+    let doc_text = std::fs::read_to_string(&doc).unwrap();
+    assert!(!doc_text.contains("stale") && doc_text.contains("| slot store |"), "{doc_text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn report_rejects_bad_arguments_before_measuring() {
+    let out = maple(&["report", "--only", "nosuch"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown section \"nosuch\""));
+    let bad = std::env::temp_dir().join(format!("maple-bad-{}.json", std::process::id()));
+    std::fs::write(&bad, "{\"meta\": 3").unwrap();
+    let out = maple(&["report", "--compare", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a maple report") && err.contains(bad.to_str().unwrap()), "{err}");
+    assert!(out.stdout.is_empty(), "nothing measured");
+    std::fs::remove_file(&bad).unwrap();
+    let out = maple(&["report", "--quick", "--full"], None);
+    assert_eq!(out.status.code(), Some(2));
+}

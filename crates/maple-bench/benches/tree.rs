@@ -1,4 +1,5 @@
-//! Criterion benchmarks: the maple tree against `BTreeMap<u64, (u64, V)>`
+//! Criterion benchmarks (workloads shared with `maple report`, from
+//! `maple_bench::workloads`): the maple tree against `BTreeMap<u64, (u64, V)>`
 //! used as a range map (`range(..=i).next_back()`) and the `rangemap` crate.
 //!
 //! Every group varies the number of ranges (1 K, 100 K, 1 M; set
@@ -18,52 +19,16 @@
 use std::{collections::BTreeMap, hint::black_box, time::Duration};
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use maple_bench::workloads::{btree, btree_gap, btree_load, maple, order, range, rmap, STEP};
 use maple_tree::{MapleTree, U63};
-use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
 use rangemap::RangeInclusiveMap;
-
-const STEP: u64 = 16;
-const LEN: u64 = 10;
 
 fn sizes() -> Vec<u64> {
     std::env::var("MAPLE_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000])
-}
-
-fn range(i: u64) -> (u64, u64) {
-    (i * STEP, i * STEP + LEN - 1)
-}
-
-fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
-    let items = (0..n).map(|i| {
-        let (f, l) = range(i);
-        (f..=l, U63::new_truncate(i))
-    });
-    if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) }.unwrap()
-}
-
-fn btree(n: u64) -> BTreeMap<u64, (u64, u64)> {
-    (0..n)
-        .map(|i| {
-            let (f, l) = range(i);
-            (f, (l, i))
-        })
-        .collect()
-}
-
-fn btree_load(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
-    m.range(..=i).next_back().and_then(|(_, &(l, v))| (l >= i).then_some(v))
-}
-
-fn rmap(n: u64) -> RangeInclusiveMap<u64, u64> {
-    let mut m = RangeInclusiveMap::new();
-    for i in 0..n {
-        let (f, l) = range(i);
-        m.insert(f..=l, i);
-    }
-    m
 }
 
 fn config(c: &mut Criterion) -> &mut Criterion {
@@ -94,14 +59,6 @@ fn load(c: &mut Criterion) {
         });
     }
     g.finish();
-}
-
-fn order(n: u64, random: bool) -> Vec<u64> {
-    let mut v: Vec<u64> = (0..n).collect();
-    if random {
-        v.shuffle(&mut SmallRng::seed_from_u64(n ^ 0x5eed));
-    }
-    v
 }
 
 fn store(c: &mut Criterion) {
@@ -225,18 +182,6 @@ fn erase(c: &mut Criterion) {
         });
     }
     g.finish();
-}
-
-/// Lowest free window of `size` by scanning a BTreeMap range map.
-fn btree_gap(m: &BTreeMap<u64, (u64, u64)>, size: u64) -> Option<u64> {
-    let mut next = 0u64;
-    for (&f, &(l, _)) in m {
-        if f - next >= size {
-            return Some(next);
-        }
-        next = l + 1;
-    }
-    Some(next)
 }
 
 fn gap(c: &mut Criterion) {

@@ -1,0 +1,250 @@
+//! The tree as a range map against the `BTreeMap` idiom and `rangemap`:
+//! load, store, erase, iterate, gap search, and memory.
+
+use std::{collections::BTreeMap, hint::black_box};
+
+use maple_tree::{MapleTree, U63};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use rangemap::RangeInclusiveMap;
+
+use super::{div, span};
+use crate::{
+    measure::{alternate, case, Timing},
+    model::{Cell, Goal, Plot, Section, Table, Unit},
+    workloads::{btree, btree_gap, btree_load, maple, order, random_keys, range, rmap, u, STEP},
+    Options,
+};
+
+/// One measured operation at one size.
+struct Row {
+    what: &'static str,
+    n: u64,
+    maple: Timing,
+    btree: Timing,
+    rangemap: Option<Timing>,
+}
+
+pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    let mut s = Section::new("compare", "Maple tree vs `BTreeMap` and `rangemap`");
+    let mut rows = Vec::new();
+    for &n in &opts.sizes {
+        let reps = opts.reps;
+        let lookups = opts.loops(200_000.0, 1000);
+        let keys = random_keys(n, lookups, n);
+        let (asc, shuffled) = (order(n, false), order(n, true));
+
+        progress(&format!("compare: load, n = {n}"));
+        let t = maple(n, false);
+        let m = btree(n);
+        let r = rmap(n);
+        let sum = |f: &dyn Fn(u64) -> u64| keys.iter().map(|&k| f(k)).sum::<u64>();
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t.load(k).map_or(0, U63::get))),
+                case(lookups, || (), |()| sum(&|k| btree_load(&m, k).unwrap_or(0))),
+                case(lookups, || (), |()| sum(&|k| r.get(&k).copied().unwrap_or(0))),
+            ],
+        );
+        rows.push(Row { what: "load (random)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        progress(&format!("compare: iterate, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| t.iter().map(|(_, v)| v.get()).sum::<u64>()),
+                case(n, || (), |()| m.values().map(|v| v.1).sum::<u64>()),
+                case(n, || (), |()| r.iter().map(|(_, v)| *v).sum::<u64>()),
+            ],
+        );
+        rows.push(Row { what: "iterate", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        for (what, order) in [("store (ascending)", &asc), ("store (random)", &shuffled)] {
+            progress(&format!("compare: {what}, n = {n}"));
+            let tm = alternate(
+                reps,
+                vec![
+                    case(n, MapleTree::<U63>::new, |mut t| {
+                        for &i in order {
+                            let (f, l) = range(i);
+                            t.store_range(f..=l, u(i)).expect("store");
+                        }
+                        t
+                    }),
+                    case(n, BTreeMap::<u64, (u64, u64)>::new, |mut m| {
+                        for &i in order {
+                            let (f, l) = range(i);
+                            m.insert(f, (l, i));
+                        }
+                        m
+                    }),
+                    case(n, RangeInclusiveMap::<u64, u64>::new, |mut m| {
+                        for &i in order {
+                            let (f, l) = range(i);
+                            m.insert(f..=l, i);
+                        }
+                        m
+                    }),
+                ],
+            );
+            rows.push(Row { what, n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+        }
+
+        progress(&format!("compare: erase, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(
+                    n,
+                    || maple(n, false),
+                    |mut t| {
+                        for &i in &shuffled {
+                            black_box(t.erase(i * STEP));
+                        }
+                        t
+                    },
+                ),
+                case(
+                    n,
+                    || btree(n),
+                    |mut m| {
+                        for &i in &shuffled {
+                            black_box(m.remove(&(i * STEP)));
+                        }
+                        m
+                    },
+                ),
+                case(
+                    n,
+                    || rmap(n),
+                    |mut m| {
+                        for &i in &shuffled {
+                            let (f, l) = range(i);
+                            m.remove(f..=l);
+                        }
+                        m
+                    },
+                ),
+            ],
+        );
+        rows.push(Row { what: "erase (random)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        progress(&format!("compare: gap search, n = {n}"));
+        let mut rng = SmallRng::seed_from_u64(n);
+        let hole = rng.gen_range(n / 4..n / 2 + 1);
+        let mut tg = maple(n, true);
+        let mut mg = btree(n);
+        for k in hole..hole + 5 {
+            tg.erase(k * STEP);
+            mg.remove(&(k * STEP));
+        }
+        assert_eq!(tg.empty_area(.., 64).ok(), btree_gap(&mg, 64), "the gap baselines agree");
+        let searches = opts.loops(20_000.0, 100);
+        let scans = if n > 100_000 { 20 } else { (2_000_000 / n).clamp(20, 2000) };
+        let tm = alternate(
+            reps,
+            vec![
+                case(
+                    searches,
+                    || (),
+                    |()| (0..searches).map(|_| tg.empty_area(.., black_box(64)).unwrap_or(0)).sum::<u64>(),
+                ),
+                case(scans, || (), |()| (0..scans).map(|_| btree_gap(&mg, black_box(64)).unwrap_or(0)).sum::<u64>()),
+            ],
+        );
+        rows.push(Row { what: "gap search (lowest fit)", n, maple: tm[0], btree: tm[1], rangemap: None });
+    }
+
+    s.text(format!(
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan.",
+        opts.reps
+    ));
+    let mut tab = Table::new(
+        "compare",
+        2,
+        &[
+            "operation",
+            "ranges",
+            "maple ns",
+            "BTreeMap ns",
+            "rangemap ns",
+            "vs BTreeMap",
+            "vs rangemap",
+            "maple spread",
+        ],
+    );
+    for r in &rows {
+        tab.row(vec![
+            Cell::text(r.what),
+            Cell::num(r.n as f64, Unit::Count),
+            Cell::num(r.maple.ns(), Unit::Ns),
+            Cell::num(r.btree.ns(), Unit::Ns),
+            r.rangemap.map_or(Cell::Empty, |d| Cell::num(d.ns(), Unit::Ns)),
+            Cell::num(div(r.btree.ns(), r.maple.ns()), Unit::Times),
+            r.rangemap.map_or(Cell::Empty, |d| Cell::num(div(d.ns(), r.maple.ns()), Unit::Times)),
+            Cell::num(r.maple.spread(), Unit::Percent),
+        ]);
+    }
+    s.table(tab);
+    for what in ["load (random)", "store (random)", "erase (random)", "iterate"] {
+        let id = format!("compare-{}", what.split(' ').next().unwrap_or(what));
+        let mut p = Plot::new(&id, &format!("{what}: ns per operation"), "ranges", "ns per operation").log(true, true);
+        let pts = |f: &dyn Fn(&Row) -> Option<Timing>| -> Vec<(f64, f64)> {
+            rows.iter().filter(|r| r.what == what).filter_map(|r| f(r).map(|t| (r.n as f64, t.ns()))).collect()
+        };
+        p.series("maple", pts(&|r| Some(r.maple)));
+        p.series("BTreeMap", pts(&|r| Some(r.btree)));
+        p.series("rangemap", pts(&|r| r.rangemap));
+        s.plot(p);
+    }
+
+    progress("compare: memory");
+    let mut mem = Table::new("memory", 2, &["ranges", "flavour", "height", "nodes", "bytes per range"]);
+    for &n in &opts.sizes {
+        for (gaps, name) in [(false, "plain (bulk)"), (true, "gaps (bulk)")] {
+            let st = maple(n, gaps).stats();
+            mem.row(vec![
+                Cell::num(n as f64, Unit::Count),
+                Cell::text(name),
+                Cell::num(st.height as f64, Unit::Count),
+                Cell::num((st.leaves + st.internal) as f64, Unit::Count),
+                Cell::num(st.bytes_per_entry(), Unit::Bytes),
+            ]);
+        }
+        let mut t = MapleTree::with_gaps();
+        for i in order(n, true) {
+            let (f, l) = range(i);
+            let _ = t.insert_range(f..=l, u(i));
+        }
+        let st = t.stats();
+        mem.row(vec![
+            Cell::num(n as f64, Unit::Count),
+            Cell::text("gaps (random inserts)"),
+            Cell::num(st.height as f64, Unit::Count),
+            Cell::num((st.leaves + st.internal) as f64, Unit::Count),
+            Cell::num(st.bytes_per_entry(), Unit::Bytes),
+        ]);
+    }
+    s.text("Memory, counted as 256 bytes per node (the allocator's own overhead is not included).");
+    s.table(mem);
+
+    let ratios = |what: &str, min_n: u64| -> Vec<f64> {
+        rows.iter().filter(|r| r.what == what && r.n >= min_n).map(|r| div(r.btree.ns(), r.maple.ns())).collect()
+    };
+    let big = 100_000;
+    let measured = opts.sizes.iter().any(|&n| n >= big);
+    let goal = |issue: u32, what: &str, ops: &[&str], at_least: f64| {
+        let rs: Vec<f64> = ops.iter().flat_map(|o| ratios(o, big)).collect();
+        Goal::new(
+            issue,
+            format!("{what} ≥ {at_least}× the BTreeMap idiom at ≥ 100 K ranges"),
+            if rs.is_empty() { "not measured at this size".into() } else { span(&rs, 2, "×") },
+            measured.then(|| rs.iter().all(|&r| r >= at_least)),
+        )
+    };
+    s.goal(goal(13, "random lookups", &["load (random)"], 1.5));
+    s.goal(goal(13, "stores (ascending and random)", &["store (ascending)", "store (random)"], 1.0));
+    s.goal(goal(13, "erases", &["erase (random)"], 1.0));
+    s.goal(goal(13, "iteration", &["iterate"], 0.8));
+    s
+}

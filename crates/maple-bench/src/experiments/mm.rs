@@ -1,0 +1,349 @@
+//! The address-space sections: fork scaling (seed `000_*`), fork of named
+//! mappings (seed `003_*`), lookups under a busy writer (seed `004_*`) and
+//! call cost against the number of VMAs.
+
+use std::{hint::black_box, sync::RwLock};
+
+use maple_mm::{AddressSpace, MapFlags, Prot, SharedAddressSpace, VmaStore, PAGE_SIZE};
+
+use super::{div, span};
+use crate::{
+    measure::{alone_and_busy, alternate, case, per_op, Pace, Read, Write},
+    model::{Cell, Goal, Plot, Section, Table, Unit},
+    workloads::{holey_space, vma_space, BASE},
+    Mode, Options,
+};
+
+/// The seed's VMA counts (`000_*`).
+const FORK_SIZES: [u64; 11] = [21, 121, 221, 421, 821, 1621, 3221, 6421, 12821, 25621, 51221];
+/// The seed's fork() calls per ten seconds before (`next-20231006`) and
+/// after (`__mt_dup`), CPU-bound, on its machine.
+const SEED_BEFORE: [f64; 11] = [112100., 76261., 54227., 34035., 20195., 11112., 6017., 3161., 1606., 802., 393.];
+const SEED_AFTER: [f64; 11] = [114558., 83067., 65008., 45824., 28751., 16072., 8922., 4747., 2436., 1233., 599.];
+
+pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    let mut s = Section::new("fork-scaling", "Address space: fork scaling (seed `000_*`)");
+    s.text(
+        "Forking an address space of N written, non-mergeable anonymous VMAs (written, so every VMA needs a record of its own in the child): `AddressSpace::fork` (tree duplicated node by node, then each entry replaced by a copy of its VMA) against `fork_by_insertion` (every VMA copied and inserted into a new tree, the path before `__mt_dup`). Each fork includes dropping the child. The seed's forks (fork() calls per second on its machine, whole processes) also copied page tables; ours copy only the address space, so our gain should be larger. The last two columns separate the tree from the VMA copies: the tree alone duplicated (each value a reference-count increment) against the same entries inserted one by one.",
+    );
+    let mut tab = Table::new(
+        "fork-scaling",
+        1,
+        &[
+            "VMAs",
+            "dup fork/s",
+            "insertion fork/s",
+            "gain",
+            "seed: before fork/s",
+            "seed: after fork/s",
+            "seed's gain",
+            "ns per VMA (dup)",
+            "tree only: dup ns/VMA",
+            "tree only: insert ns/VMA",
+        ],
+    );
+    let (mut dup_pts, mut ins_pts, mut gains_from_421) = (Vec::new(), Vec::new(), Vec::new());
+    let mut all_met = true;
+    for (i, &n) in FORK_SIZES.iter().enumerate() {
+        if opts.mode == Mode::Tiny && n > 1621 {
+            continue;
+        }
+        progress(&format!("fork scaling: {n} VMAs"));
+        let mm = vma_space(n, false, true);
+        let tree = mm.vma_tree();
+        let loops = ((2_000_000 / n).clamp(4, 20_000) as f64 * opts.scale.max(0.001)).max(2.0) as u64;
+        let t = alternate(
+            opts.reps,
+            vec![
+                case(loops, || (), |()| (0..loops).map(|_| mm.fork().expect("fork").vma_count()).sum::<usize>()),
+                case(
+                    loops,
+                    || (),
+                    |()| (0..loops).map(|_| mm.fork_by_insertion().expect("fork").vma_count()).sum::<usize>(),
+                ),
+                case(loops, || (), |()| (0..loops).map(|_| tree.try_dup().expect("dup").len()).sum::<usize>()),
+                case(
+                    loops,
+                    || (),
+                    |()| {
+                        (0..loops)
+                            .map(|_| {
+                                let mut c = maple_tree::MapleTree::with_gaps();
+                                for (r, v) in tree.range_cloned(..) {
+                                    c.insert_range(r, v).expect("insert");
+                                }
+                                c.len()
+                            })
+                            .sum::<usize>()
+                    },
+                ),
+            ],
+        );
+        let (dup, ins, tdup, tins) = (t[0], t[1], t[2], t[3]);
+        let gain = div(ins.ns(), dup.ns());
+        if n >= 421 {
+            gains_from_421.push(gain);
+            all_met &= gain >= 3.0;
+        }
+        dup_pts.push((n as f64, dup.per_sec()));
+        ins_pts.push((n as f64, ins.per_sec()));
+        tab.row(vec![
+            Cell::num(n as f64, Unit::Count),
+            Cell::num(dup.per_sec(), Unit::Count),
+            Cell::num(ins.per_sec(), Unit::Count),
+            Cell::num(gain, Unit::Times),
+            Cell::num(SEED_BEFORE[i] / 10.0, Unit::Count),
+            Cell::num(SEED_AFTER[i] / 10.0, Unit::Count),
+            Cell::num((SEED_AFTER[i] / SEED_BEFORE[i] - 1.0) * 100.0, Unit::Change),
+            Cell::num(dup.ns() / n as f64, Unit::Ns),
+            Cell::num(tdup.ns() / n as f64, Unit::Ns),
+            Cell::num(tins.ns() / n as f64, Unit::Ns),
+        ]);
+    }
+    s.table(tab);
+    let mut p =
+        Plot::new("fork-scaling", "fork() per second against VMA count", "VMAs", "forks per second").log(true, true);
+    p.series("ours: fork by duplication", dup_pts);
+    p.series("ours: fork by insertion", ins_pts);
+    let seed_n = |v: &[f64; 11]| FORK_SIZES.iter().zip(v).map(|(&n, &f)| (n as f64, f / 10.0)).collect();
+    p.reference("seed's kernel: after (__mt_dup)", seed_n(&SEED_AFTER));
+    p.reference("seed's kernel: before", seed_n(&SEED_BEFORE));
+    s.plot(p);
+    s.goal(Goal::new(
+        9,
+        "fork by duplication ≥ 3× fork by insertion from 421 VMAs up",
+        if gains_from_421.is_empty() { "not measured".into() } else { span(&gains_from_421, 1, "×") },
+        (!gains_from_421.is_empty()).then_some(all_met),
+    ));
+    s
+}
+
+pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    let mut s = Section::new("names", "Address space: fork of named mappings (seed `003_*`)");
+    let n: u64 = if opts.mode == Mode::Tiny { 1024 } else { 65_536 };
+    progress(&format!("names: fork of {n} named VMAs"));
+    // Unpopulated, as in the seed: the copies of never-written VMAs share
+    // their records, so a fork touches no name at all.
+    let plain = vma_space(n, false, false);
+    let named = vma_space(n, true, false);
+    let loops = match opts.mode {
+        Mode::Tiny => 2,
+        Mode::Quick => 10,
+        Mode::Full => 20,
+    };
+    let t = alternate(
+        opts.reps.max(3),
+        vec![
+            case(loops, || (), |()| (0..loops).map(|_| plain.fork().expect("fork").vma_count()).sum::<usize>()),
+            case(loops, || (), |()| (0..loops).map(|_| named.fork().expect("fork").vma_count()).sum::<usize>()),
+            case(
+                loops,
+                || (),
+                |()| (0..loops).map(|_| named.fork_copying_names().expect("fork").vma_count()).sum::<usize>(),
+            ),
+        ],
+    );
+    s.text(format!(
+        "{n} unpopulated anonymous VMAs (as in the seed), unnamed or each with its own 79-character name (the longest allowed). Names shared (what we do, and Linux since the seed) against names copied on fork (Linux before: a 40 % regression on the seed's device)."
+    ));
+    let mut tab = Table::new("names", 1, &["fork of", "ms per fork", "vs unnamed", "seed"]);
+    let base = t[0].ns();
+    for (what, d, seed) in [
+        ("unnamed VMAs", t[0], ""),
+        ("named, names shared", t[1], "3–4× smaller regression than copying"),
+        ("named, names copied", t[2], "+40 %"),
+    ] {
+        tab.row(vec![
+            Cell::text(what),
+            Cell::num(d.ns() / 1e6, Unit::Ms),
+            Cell::num((div(d.ns(), base) - 1.0) * 100.0, Unit::Change),
+            Cell::text(seed),
+        ]);
+    }
+    s.table(tab);
+    let change = (div(t[1].ns(), base) - 1.0) * 100.0;
+    s.goal(Goal::new(
+        9,
+        "fork of 64 K named VMAs within 10 % of unnamed",
+        format!("{change:+.0} %"),
+        (opts.mode != Mode::Tiny).then_some(change <= 10.0),
+    ));
+    s
+}
+
+pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    let mut s = Section::new("mm-calls", "Address space: call cost against the number of VMAs");
+    s.text(
+        "Single thread. mmap+munmap: a fixed one-page mapping made and removed in a hole in the middle of the space; mprotect pair: one page inside a VMA protected (a split in three) and restored (a merge back); `find_vma` at random addresses. Flat is the goal. Memory: tree nodes per VMA (counted as 256 bytes each); each VMA also has a 48-byte record.",
+    );
+    let mut tab = Table::new(
+        "mm-calls",
+        1,
+        &["VMAs", "mmap+munmap ns", "mprotect pair ns", "find_vma ns", "tree bytes per VMA", "tree height"],
+    );
+    let sizes: &[u64] = if opts.mode == Mode::Tiny { &[100, 1_000] } else { &[100, 1_000, 10_000, 100_000] };
+    let (mut map_pts, mut prot_pts, mut find_pts) = (Vec::new(), Vec::new(), Vec::new());
+    for &n in sizes {
+        progress(&format!("mm calls: {n} VMAs"));
+        let mut mm = holey_space(n);
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        let loops = opts.loops(200_000.0, 10);
+        let mid = n / 2;
+        let hole = BASE + mid * 3 * PAGE_SIZE + 2 * PAGE_SIZE;
+        let page = BASE + mid * 3 * PAGE_SIZE;
+        let mapping = per_op(
+            opts.reps,
+            loops,
+            || (),
+            |()| {
+                for _ in 0..loops {
+                    // An anonymous page in the hole merges with the VMA
+                    // before it; munmap cuts it off again.
+                    mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+                    mm.munmap(hole, PAGE_SIZE).expect("unmap");
+                }
+            },
+        );
+        let protect = per_op(
+            opts.reps,
+            loops,
+            || (),
+            |()| {
+                for _ in 0..loops {
+                    mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
+                    mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
+                }
+            },
+        );
+        let lookups = loops * 10;
+        let find = per_op(
+            opts.reps,
+            lookups,
+            || (),
+            |()| {
+                let mut x = 0u64;
+                for k in 0..lookups {
+                    let a = BASE + (k.wrapping_mul(2_654_435_761) % (n * 3)) * PAGE_SIZE;
+                    x += mm.find_vma(black_box(a)).map_or(0, |v| v.start());
+                }
+                x
+            },
+        );
+        let st = mm.tree_stats();
+        map_pts.push((n as f64, mapping.ns()));
+        prot_pts.push((n as f64, protect.ns()));
+        find_pts.push((n as f64, find.ns()));
+        tab.row(vec![
+            Cell::num(n as f64, Unit::Count),
+            Cell::num(mapping.ns(), Unit::Ns),
+            Cell::num(protect.ns(), Unit::Ns),
+            Cell::num(find.ns(), Unit::Ns),
+            Cell::num(st.bytes as f64 / n as f64, Unit::Bytes),
+            Cell::num(st.height as f64, Unit::Count),
+        ]);
+    }
+    s.table(tab);
+    let mut p = Plot::new("mm-calls", "address-space call cost", "VMAs", "ns per call (pair)").log(true, false);
+    p.series("mmap + munmap", map_pts.clone());
+    p.series("mprotect split + merge", prot_pts.clone());
+    p.series("find_vma", find_pts);
+    s.plot(p);
+    let growth = |pts: &[(f64, f64)]| div(pts.last().map_or(0.0, |p| p.1), pts.first().map_or(1.0, |p| p.1));
+    let (gm, gp) = (growth(&map_pts), growth(&prot_pts));
+    s.goal(Goal::new(
+        9,
+        format!("mmap/munmap/mprotect cost flat from {} to {} VMAs (≤ 2× growth)", sizes[0], sizes[sizes.len() - 1]),
+        format!("mmap+munmap ×{gm:.2}, mprotect pair ×{gp:.2}"),
+        Some(gm <= 2.0 && gp <= 2.0),
+    ));
+    s
+}
+
+/// One write of the busy writer: protect a page inside VMA `j` (a split in
+/// three) and restore it (a merge back), or map and unmap a page in the
+/// hole after it. Two calls either way.
+fn churn<T: VmaStore>(mm: &mut AddressSpace<T>, i: u64, n: u64) {
+    let j = (i.wrapping_mul(7919)) % n;
+    let vma = BASE + j * 3 * PAGE_SIZE;
+    if i % 2 == 0 {
+        mm.mprotect(vma, PAGE_SIZE, Prot::READ).expect("protect");
+        mm.mprotect(vma, PAGE_SIZE, Prot::RW).expect("protect");
+    } else {
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        mm.mmap(vma + 2 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+        mm.munmap(vma + 2 * PAGE_SIZE, PAGE_SIZE).expect("unmap");
+    }
+}
+
+pub(super) fn readers(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    let mut s = Section::new("mm-readers", "Address space: lookups under a busy writer (seed `004_*`)");
+    let n = if opts.mode == Mode::Tiny { 500 } else { 10_000u64 };
+    progress("mm readers: lookups under a busy writer");
+    let plain = holey_space(n);
+    let locked = RwLock::new(plain.clone());
+    let shared = SharedAddressSpace::from(plain);
+    // Mapped addresses only: page 0 or 1 of VMA k.
+    let addr = |k: u64| BASE + (k / 2) * 3 * PAGE_SIZE + (k % 2) * PAGE_SIZE;
+    let keys = 2 * n;
+    let per_reader = opts.loops(400_000.0, 1000);
+    let shared_read = |k: u64| {
+        let g = shared.pin();
+        shared.find_vma(addr(k), &g).map_or(0, |v| v.start())
+    };
+    let locked_read = |k: u64| locked.read().expect("lock").find_vma(addr(k)).map_or(0, |v| v.start());
+    let shared_write = |p: &Pace| {
+        let mut i = 0;
+        while p.next(i) {
+            churn(&mut *shared.write(), i, n);
+            i += 1;
+        }
+        i
+    };
+    let locked_write = |p: &Pace| {
+        let mut i = 0;
+        while p.next(i) {
+            churn(&mut *locked.write().expect("lock"), i, n);
+            i += 1;
+        }
+        i
+    };
+    s.text(format!(
+        "{n} VMAs; readers call `find_vma` at random mapped addresses ({per_reader} each, a pin or a read lock per lookup), alone and while one writer protects/restores a page or maps/unmaps one in a hole, flat out. Lock-free: `SharedAddressSpace`; locked: the same `AddressSpace` behind an `RwLock` (the `mmap_lock` design). Median of {} alternating runs. With two readers and the writer, three threads share two cores.",
+        opts.reps
+    ));
+    let mut tab = Table::new(
+        "mm-readers",
+        2,
+        &["design", "readers", "lookups/s alone", "lookups/s with writer", "kept", "writer calls/s"],
+    );
+    let mut kept_one = None;
+    for readers in [1usize, 2] {
+        for (name, read, write) in [
+            ("lock-free (`SharedAddressSpace`)", &shared_read as Read<'_>, &shared_write as Write<'_>),
+            ("`RwLock<AddressSpace>`", &locked_read, &locked_write),
+        ] {
+            let (alone, busy) = alone_and_busy(opts.reps, readers, per_reader, keys, read, (write, None));
+            let kept = div(busy.wall, alone.wall) * 100.0;
+            if readers == 1 && kept_one.is_none() {
+                kept_one = Some(kept);
+            }
+            tab.row(vec![
+                Cell::text(name),
+                Cell::num(readers as f64, Unit::Count),
+                Cell::num(alone.wall, Unit::Rate),
+                Cell::num(busy.wall, Unit::Rate),
+                Cell::num(kept, Unit::Percent),
+                Cell::num(busy.writes * 2.0, Unit::Rate),
+            ]);
+        }
+    }
+    s.table(tab);
+    let kept = kept_one.unwrap_or(0.0);
+    s.goal(Goal::new(
+        9,
+        "address-space lookups keep ≥ 80 % of their rate under a busy writer (one reader)",
+        format!("{kept:.0} %"),
+        (opts.mode != Mode::Tiny).then_some(kept >= 80.0),
+    ));
+    s
+}

@@ -1,0 +1,47 @@
+//! One experiment per section; each returns a typed [`Section`].
+
+mod compare;
+mod concurrent;
+mod forking;
+mod kernel;
+mod mm;
+mod replay;
+mod swap;
+
+pub use swap::{lookup_rates, lookup_table};
+
+use crate::{model::Section, Options, SectionId};
+
+/// Runs one section.
+pub fn run(id: SectionId, opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
+    match id {
+        SectionId::Forking => forking::run(opts, progress),
+        SectionId::ForkScaling => mm::fork_scaling(opts, progress),
+        SectionId::Swap => swap::run(opts, progress),
+        SectionId::Names => mm::named_fork(opts, progress),
+        SectionId::MmReaders => mm::readers(opts, progress),
+        SectionId::MmCalls => mm::calls(opts, progress),
+        SectionId::Replay => replay::run(opts, progress),
+        SectionId::Compare => compare::run(opts, progress),
+        SectionId::Concurrent => concurrent::run(opts, progress),
+        SectionId::Kernel => kernel::run(opts, progress),
+    }
+}
+
+/// `a / b`, safe against a zero `b`.
+pub(crate) fn div(a: f64, b: f64) -> f64 {
+    a / if b == 0.0 { f64::MIN_POSITIVE } else { b }
+}
+
+/// "a–b" of the smallest and largest of `xs` with `digits` decimals.
+pub(crate) fn span(xs: &[f64], digits: usize, suffix: &str) -> String {
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if xs.is_empty() {
+        "not measured".to_string()
+    } else if (hi - lo).abs() < 10f64.powi(-(digits as i32)) {
+        format!("{lo:.digits$}{suffix}")
+    } else {
+        format!("{lo:.digits$}–{hi:.digits$}{suffix}")
+    }
+}

@@ -1,0 +1,200 @@
+//! Workloads, defined once: the report's experiments and the criterion
+//! benches (`benches/tree.rs`) build their data here, so both measure the
+//! same thing.
+
+use std::collections::BTreeMap;
+
+use maple_mm::{swap::SwapExtents, AddressSpace, Layout, MapFlags, Prot, PAGE_SIZE};
+use maple_tree::{MapleTree, U63};
+use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
+use rangemap::RangeInclusiveMap;
+
+/// Distance between the starts of consecutive ranges.
+pub const STEP: u64 = 16;
+/// Length of each range (so gaps of `STEP - LEN` lie between them).
+pub const LEN: u64 = 10;
+
+/// Range `i` of the VMA-like layout: `[i*16, i*16+9]`.
+pub fn range(i: u64) -> (u64, u64) {
+    (i * STEP, i * STEP + LEN - 1)
+}
+
+/// A tree value.
+pub fn u(x: u64) -> U63 {
+    U63::new_truncate(x)
+}
+
+/// `n` ranges bulk-built, with gap tracking or without.
+pub fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
+    let items = (0..n).map(|i| {
+        let (f, l) = range(i);
+        (f..=l, u(i))
+    });
+    let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) };
+    t.expect("sorted built-in data")
+}
+
+/// The `BTreeMap` range-map idiom: start → (last, value).
+pub fn btree(n: u64) -> BTreeMap<u64, (u64, u64)> {
+    (0..n)
+        .map(|i| {
+            let (f, l) = range(i);
+            (f, (l, i))
+        })
+        .collect()
+}
+
+/// Lookup in the `BTreeMap` idiom: the last range starting at or below `i`.
+pub fn btree_load(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
+    m.range(..=i).next_back().and_then(|(_, &(l, v))| (l >= i).then_some(v))
+}
+
+/// Lowest gap of `size` in the `BTreeMap` idiom: a linear scan.
+pub fn btree_gap(m: &BTreeMap<u64, (u64, u64)>, size: u64) -> Option<u64> {
+    let mut next = 0u64;
+    for (&f, &(l, _)) in m {
+        if f - next >= size {
+            return Some(next);
+        }
+        next = l + 1;
+    }
+    Some(next)
+}
+
+/// The same ranges in `rangemap`.
+pub fn rmap(n: u64) -> RangeInclusiveMap<u64, u64> {
+    let mut m = RangeInclusiveMap::new();
+    for i in 0..n {
+        let (f, l) = range(i);
+        m.insert(f..=l, i);
+    }
+    m
+}
+
+/// `0..n` in ascending or a seeded random order.
+pub fn order(n: u64, random: bool) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    if random {
+        v.shuffle(&mut SmallRng::seed_from_u64(n));
+    }
+    v
+}
+
+/// `count` seeded random keys below `n * STEP` (hits and misses).
+pub fn random_keys(n: u64, count: u64, seed: u64) -> Vec<u64> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..count).map(|_| rng.gen_range(0..n * STEP)).collect()
+}
+
+/// The kernel benchmarks' layout: `[i, i+5]` for i = 0, 10, … `top`.
+pub fn kernel_tree(top: u64) -> MapleTree<U63> {
+    let mut t = MapleTree::with_gaps();
+    for i in (0..=top).step_by(10) {
+        t.insert_range(i..=i + 5, u(i)).expect("insert");
+    }
+    t
+}
+
+/// The seed's fork benchmark tree: 135 entries `[i*10, i*10+5]`.
+pub fn forking_tree() -> MapleTree<U63> {
+    let mut t = MapleTree::with_gaps();
+    for i in 0..135u64 {
+        t.insert_range(i * 10..=i * 10 + 5, u(i)).expect("insert");
+    }
+    t
+}
+
+/// Where the address-space workloads place their VMAs.
+pub const BASE: u64 = 0x1000_0000;
+
+/// An address space of `n` one-page anonymous VMAs, alternately read-only
+/// and read-write so that none merge, written (`written`) or never
+/// touched, optionally each with its own 79-character name.
+pub fn vma_space(n: u64, named: bool, written: bool) -> AddressSpace {
+    let layout = Layout { max_map_count: n as usize + 1000, ..Layout::default() };
+    let mut mm = AddressSpace::with_layout(layout);
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    for i in 0..n {
+        let a = BASE + i * PAGE_SIZE;
+        mm.mmap(a, PAGE_SIZE, Prot::RW, f, None, 0).expect("map");
+        if written {
+            mm.touch(a, PAGE_SIZE).expect("touch");
+        }
+        if i % 2 == 1 {
+            mm.mprotect(a, PAGE_SIZE, Prot::READ).expect("protect");
+        }
+        if named {
+            let name = format!("{i:0>79}");
+            mm.set_anon_name(a, PAGE_SIZE, Some(&name)).expect("name");
+        }
+    }
+    assert_eq!(mm.vma_count() as u64, n);
+    mm
+}
+
+/// An address space of `n` two-page VMAs, each followed by a one-page
+/// hole: VMA `k` starts at `BASE + 3k` pages.
+pub fn holey_space(n: u64) -> AddressSpace {
+    let layout = Layout { max_map_count: n as usize + 1000, ..Layout::default() };
+    let mut mm = AddressSpace::with_layout(layout);
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    for i in 0..n {
+        mm.mmap(BASE + i * 3 * PAGE_SIZE, 2 * PAGE_SIZE, Prot::RW, f, None, 0).expect("map");
+    }
+    mm
+}
+
+/// The recorded strace logs (`maple-mm/tests/data/recorded`), xz-compressed.
+pub const LOGS: [(&str, &[u8]); 6] = [
+    ("churn", include_bytes!("../../maple-mm/tests/data/recorded/churn.strace.xz")),
+    ("python", include_bytes!("../../maple-mm/tests/data/recorded/python.strace.xz")),
+    ("gcc", include_bytes!("../../maple-mm/tests/data/recorded/gcc.strace.xz")),
+    ("sqlite", include_bytes!("../../maple-mm/tests/data/recorded/sqlite.strace.xz")),
+    ("node", include_bytes!("../../maple-mm/tests/data/recorded/node.strace.xz")),
+    ("java", include_bytes!("../../maple-mm/tests/data/recorded/java.strace.xz")),
+];
+
+/// A recorded log, decompressed.
+pub fn log_text(xz: &[u8]) -> String {
+    let mut text = Vec::new();
+    lzma_rs::xz_decompress(&mut &xz[..], &mut text).expect("recorded log");
+    String::from_utf8(text).expect("utf-8 log")
+}
+
+/// Swap extents of `pages_per` pages each, scattered on disk (never
+/// continuing one another), as a fragmented swap file has.
+pub fn swap_extents(extents: u64, pages_per: u64) -> SwapExtents {
+    let mut rng = SmallRng::seed_from_u64(2);
+    let mut map = SwapExtents::new();
+    let mut slots: Vec<u64> = (0..extents).collect();
+    slots.shuffle(&mut rng);
+    for (i, slot) in slots.into_iter().enumerate() {
+        map.add_extent(i as u64 * pages_per, pages_per, 1_000_000 + slot * (pages_per + 1)).expect("extent");
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baselines_agree_with_the_tree() {
+        let n = 300;
+        let t = maple(n, true);
+        let m = btree(n);
+        let r = rmap(n);
+        for k in 0..n * STEP + 20 {
+            let want = t.load(k).map(U63::get);
+            assert_eq!(btree_load(&m, k), want);
+            assert_eq!(r.get(&k).copied(), want);
+        }
+        assert_eq!(t.empty_area(.., 7).ok(), btree_gap(&m, 7));
+    }
+
+    #[test]
+    fn swap_extents_never_continue_each_other() {
+        let map = swap_extents(500, 4);
+        assert_eq!(map.len(), 500);
+    }
+}
