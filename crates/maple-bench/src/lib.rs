@@ -79,7 +79,7 @@ pub struct Options {
 impl Options {
     /// `--quick`, the default.
     pub fn quick() -> Options {
-        Options { mode: Mode::Quick, sizes: vec![1_000, 100_000], reps: 3, scale: 0.25, sections: Vec::new() }
+        Options { mode: Mode::Quick, sizes: vec![1_000, 100_000], reps: 5, scale: 0.5, sections: Vec::new() }
     }
 
     /// `--full`: the seeds' sizes.
