@@ -61,6 +61,25 @@ pub fn btree_gap(m: &BTreeMap<u64, (u64, u64)>, size: u64) -> Option<u64> {
     Some(next)
 }
 
+/// The empty ranges inside `[a, b]` in the `BTreeMap` idiom (the entry
+/// starting at or below `a`, then every entry up to `b`), summed as
+/// `start + end` so that nothing is optimised away.
+pub fn btree_gaps(m: &BTreeMap<u64, (u64, u64)>, a: u64, b: u64) -> u64 {
+    let mut next = a;
+    let mut sum = 0u64;
+    let first = m.range(..=a).next_back().map_or(a, |(&s, _)| s);
+    for (&f, &(l, _)) in m.range(first..=b) {
+        if f > next {
+            sum = sum.wrapping_add(next + (f - 1).min(b));
+        }
+        next = next.max(l.saturating_add(1));
+        if next > b {
+            return sum;
+        }
+    }
+    sum.wrapping_add(next + b)
+}
+
 /// The same ranges in `rangemap`.
 pub fn rmap(n: u64) -> RangeInclusiveMap<u64, u64> {
     let mut m = RangeInclusiveMap::new();
@@ -190,6 +209,12 @@ mod tests {
             assert_eq!(r.get(&k).copied(), want);
         }
         assert_eq!(t.empty_area(.., 7).ok(), btree_gap(&m, 7));
+        for (a, b) in [(0, 100), (5, 5), (10, 4000), (3, 16 * 300 + 50)] {
+            let want: u64 = t.gaps(a..=b).map(|g| g.start() + g.end()).fold(0, u64::wrapping_add);
+            assert_eq!(btree_gaps(&m, a, b), want, "[{a}, {b}]");
+            let rm: u64 = r.gaps(&(a..=b)).map(|g| g.start() + g.end()).fold(0, u64::wrapping_add);
+            assert_eq!(rm, want, "rangemap [{a}, {b}]");
+        }
     }
 
     #[test]

@@ -138,6 +138,7 @@ mod cursor;
 mod dup;
 mod error;
 mod gap;
+mod gap_iter;
 mod handle;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -159,6 +160,7 @@ pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard}
 pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
+pub use gap_iter::Gaps;
 pub use handle::{Handle, U63};
 pub use tree::{DupError, IntoIter, Iter, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;

@@ -400,6 +400,27 @@ impl<V: Handle> MapleTree<V> {
         self.raw.empty_area(min, max, size)
     }
 
+    /// The empty ranges inside `window`, ascending (`.rev()` for
+    /// descending), each cut to the window: the complement of
+    /// [`range`](Self::range). Reserved ranges are not empty. On a
+    /// gap-tracking tree each gap is found by an O(log n) search that skips
+    /// full subtrees; on a plain tree the leaves are walked. An invalid
+    /// window yields nothing.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let mut t: MapleTree<U63> = MapleTree::with_gaps();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// t.insert_range(30..=39, U63::new(2).unwrap()).unwrap();
+    /// let holes: Vec<_> = t.gaps(0..=49).collect();
+    /// assert_eq!(holes, [0..=9, 20..=29, 40..=49]);
+    /// assert_eq!(t.gaps(15..35).rev().next(), Some(20..=29));
+    /// ```
+    pub fn gaps(&self, window: impl RangeBounds<u64>) -> crate::Gaps<'_, V> {
+        crate::Gaps::new(self, to_inclusive(&window).ok())
+    }
+
     /// Highest `start` such that `[start, start + size - 1]` is empty and
     /// inside `window` (kernel `mas_empty_area_rev`).
     pub fn empty_area_rev(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {

@@ -23,6 +23,8 @@ enum Op {
     Alloc(u64, u64, u64, bool),
     CursorWalk(u64, bool),
     Reserve(u64, u64),
+    /// `gaps(a..=b)`, read from the front, the back, or alternately.
+    Gaps(u64, u64, u8),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -74,6 +76,7 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
             }
         }
         Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
+        Op::Gaps(a, b, how) => gaps(t, m, a, b, how, &what),
         Op::Reserve(f, l) => {
             let r = t.reserve_range(f..=l);
             if f > l {
@@ -121,6 +124,45 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
     assert_eq!(got, expect, "{what}: cursor next/prev");
 }
 
+/// `gaps(a..=b)` against the model's free runs cut to the window, read
+/// forwards (`how % 3 == 0`), backwards (1) or from both ends in turn (2).
+fn gaps(t: &MapleTree<U63>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
+    let want: Vec<(u64, u64)> = if a > b {
+        Vec::new()
+    } else {
+        m.free_runs().into_iter().filter(|&(s, e)| e >= a && s <= b).map(|(s, e)| (s.max(a), e.min(b))).collect()
+    };
+    let mut it = t.gaps(a..=b);
+    let mut got: Vec<(u64, u64)> = Vec::new();
+    match how % 3 {
+        0 => got.extend(it.map(|r| (*r.start(), *r.end()))),
+        1 => {
+            got.extend(it.rev().map(|r| (*r.start(), *r.end())));
+            got.reverse();
+        }
+        _ => {
+            let (mut front, mut back) = (Vec::new(), Vec::new());
+            while let Some(r) = it.next() {
+                front.push((*r.start(), *r.end()));
+                match it.next_back() {
+                    Some(r) => back.push((*r.start(), *r.end())),
+                    None => break,
+                }
+            }
+            assert_eq!(it.next(), None, "{what}: fused");
+            back.reverse();
+            got = front;
+            got.extend(back);
+        }
+    }
+    assert_eq!(
+        got,
+        want,
+        "{what}: gaps({a:#x}..={b:#x}), read {}",
+        ["forwards", "backwards", "from both ends"][(how % 3) as usize]
+    );
+}
+
 fn op(max: u64) -> impl Strategy<Value = Op> {
     let range = (key(max), 0..64u64).prop_map(|(f, len)| (f, f.saturating_add(len)));
     prop_oneof![
@@ -138,6 +180,8 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => (key(max), key(max), 1..50u64, any::<bool>()).prop_map(|(a, b, s, r)| Op::Alloc(a.min(b), a.max(b), s, r)),
         1 => (key(max), any::<bool>()).prop_map(|(i, f)| Op::CursorWalk(i, f)),
         1 => range.clone().prop_map(|(f, l)| Op::Reserve(f, l)),
+        1 => (key(max), key(max), any::<u8>()).prop_map(|(a, b, h)| Op::Gaps(a.min(b), a.max(b), h)),
+        1 => (key(max), any::<u8>()).prop_map(|(a, h)| Op::Gaps(a, u64::MAX, h)),
     ]
 }
 

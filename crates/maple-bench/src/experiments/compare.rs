@@ -11,7 +11,7 @@ use super::{div, span};
 use crate::{
     measure::{alternate, case, Timing},
     model::{Cell, Goal, Plot, Section, Table, Unit},
-    workloads::{btree, btree_gap, btree_load, maple, order, random_keys, range, rmap, u, STEP},
+    workloads::{btree, btree_gap, btree_gaps, btree_load, maple, order, random_keys, range, rmap, u, STEP},
     Options,
 };
 
@@ -153,6 +153,56 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             ],
         );
         rows.push(Row { what: "gap search (lowest fit)", n, maple: tm[0], btree: tm[1], rangemap: None });
+
+        progress(&format!("compare: gaps in a window, n = {n}"));
+        // A window of 100 entries in the middle: 100 gaps (one after every
+        // entry), per gap.
+        let (a, b) = ((n / 2) * STEP, (n / 2 + 100) * STEP - 1);
+        let tw = maple(n, true);
+        let k = tw.gaps(a..=b).count() as u64;
+        let sum = |it: &mut dyn Iterator<Item = std::ops::RangeInclusive<u64>>| {
+            it.map(|g| g.start() + g.end()).fold(0u64, u64::wrapping_add)
+        };
+        let windows = opts.loops(2_000.0, 10);
+        let tm = alternate(
+            reps,
+            vec![
+                case(windows * k, || (), |()| (0..windows).map(|_| sum(&mut tw.gaps(black_box(a)..=b))).sum::<u64>()),
+                case(windows * k, || (), |()| (0..windows).map(|_| btree_gaps(&m, black_box(a), b)).sum::<u64>()),
+                case(windows * k, || (), |()| (0..windows).map(|_| sum(&mut r.gaps(&(black_box(a)..=b)))).sum::<u64>()),
+            ],
+        );
+        rows.push(Row { what: "gaps in a window (per gap)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        // Sparse: the ranges touch (`[i*16, i*16+15]`) except for ten
+        // erased ones; the window is the whole tree. Per window.
+        let touching = |i: u64| (i * STEP, i * STEP + STEP - 1);
+        let holes: Vec<u64> = (1..=10).map(|j| j * n / 11).collect();
+        let keep = |i: &u64| !holes.contains(i);
+        let ts = MapleTree::from_sorted_with_gaps((0..n).filter(keep).map(|i| {
+            let (f, l) = touching(i);
+            (f..=l, u(i))
+        }))
+        .expect("sorted");
+        let ms: BTreeMap<u64, (u64, u64)> = (0..n).filter(keep).map(|i| (touching(i).0, (touching(i).1, i))).collect();
+        let rs: RangeInclusiveMap<u64, u64> = (0..n).filter(keep).map(|i| (touching(i).0..=touching(i).1, i)).collect();
+        let end = n * STEP - 1;
+        let sparse = opts.loops(200.0, 3);
+        let tm = alternate(
+            reps,
+            vec![
+                case(sparse, || (), |()| (0..sparse).map(|_| sum(&mut ts.gaps(black_box(0)..=end))).sum::<u64>()),
+                case(sparse, || (), |()| (0..sparse).map(|_| btree_gaps(&ms, black_box(0), end)).sum::<u64>()),
+                case(sparse, || (), |()| (0..sparse).map(|_| sum(&mut rs.gaps(&(black_box(0)..=end)))).sum::<u64>()),
+            ],
+        );
+        rows.push(Row {
+            what: "10 gaps among all ranges (per window)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
     }
 
     s.text(format!(
