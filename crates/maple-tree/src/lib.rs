@@ -126,6 +126,24 @@
 //! [`MapleTree::stats`] counts leaves and internal nodes and the bytes they
 //! use: bulk-built trees use about 34–36 bytes per range, trees grown by
 //! random inserts about 52 (see `docs/BENCHMARKS.md`).
+//!
+//! ## Gaps
+//!
+//! [`MapleTree::gaps`] iterates over the empty ranges inside a window (both
+//! directions); [`MapleTree::empty_area`] and
+//! [`empty_area_rev`](MapleTree::empty_area_rev) find the lowest or highest
+//! free window of a size. On a gap-tracking tree
+//! ([`MapleTree::with_gaps`]) both skip full subtrees: O(log n) per gap.
+//!
+//! ## Features
+//!
+//! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
+//!   `(first, last, value)` in ascending order; read back in any order, an
+//!   overlap or a backwards range is an error naming the entry) and for
+//!   [`U63`]; `serde_with_gaps` reads into a gap-tracking tree. `Arc`
+//!   values need serde's own `rc` feature.
+//! * `fault-injection`: counts node allocations and fails the N-th one
+//!   (module `fault`), for testing that every failed write changes nothing.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -144,6 +162,8 @@ mod handle;
 mod loom_tests;
 mod node;
 mod raw;
+#[cfg(feature = "serde")]
+mod serde_impl;
 mod store;
 mod sync;
 mod tree;
@@ -162,5 +182,7 @@ pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
 pub use handle::{Handle, U63};
+#[cfg(feature = "serde")]
+pub use serde_impl::serde_with_gaps;
 pub use tree::{DupError, IntoIter, Iter, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;

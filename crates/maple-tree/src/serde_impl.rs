@@ -1,0 +1,122 @@
+//! `serde` support (feature `serde`): a tree is a sequence of
+//! `(first, last, value)` triples in ascending order, and is checked on the
+//! way in: a bad range or an overlap is an error naming the entry, never a
+//! corrupt tree.
+
+use core::{fmt, marker::PhantomData};
+
+use serde::{
+    de::{self, SeqAccess, Visitor},
+    ser::SerializeSeq,
+    Deserialize, Deserializer, Serialize, Serializer,
+};
+
+use crate::{handle::Handle, tree::MapleTree, U63};
+
+impl Serialize for U63 {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.get())
+    }
+}
+
+impl<'de> Deserialize<'de> for U63 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<U63, D::Error> {
+        let v = u64::deserialize(d)?;
+        U63::new(v).ok_or_else(|| de::Error::custom(format_args!("{v} does not fit in 63 bits")))
+    }
+}
+
+/// Serialises the entries (reserved ranges are not values and are left
+/// out) as a sequence of `(first, last, value)`.
+impl<V> Serialize for MapleTree<V>
+where
+    V: Handle,
+    for<'a> V::Borrowed<'a>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for (r, v) in self.iter() {
+            seq.serialize_element(&(*r.start(), *r.end(), v))?;
+        }
+        seq.end()
+    }
+}
+
+/// Reads a sequence of `(first, last, value)` into a plain tree (as
+/// [`MapleTree::new`]; see [`serde_with_gaps`](crate::serde_with_gaps) for a
+/// gap-tracking one). Entries may come in any order; `first > last` or a
+/// range overlapping an earlier entry is an error.
+impl<'de, V> Deserialize<'de> for MapleTree<V>
+where
+    V: Handle + Deserialize<'de>,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<MapleTree<V>, D::Error> {
+        d.deserialize_seq(TreeVisitor { gaps: false, _v: PhantomData })
+    }
+}
+
+struct TreeVisitor<V> {
+    gaps: bool,
+    _v: PhantomData<V>,
+}
+
+impl<'de, V: Handle + Deserialize<'de>> Visitor<'de> for TreeVisitor<V> {
+    type Value = MapleTree<V>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence of (first, last, value) entries")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MapleTree<V>, A::Error> {
+        let mut t = if self.gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+        let mut i = 0usize;
+        while let Some((first, last, value)) = seq.next_element::<(u64, u64, V)>()? {
+            if first > last {
+                return Err(de::Error::custom(format_args!("entry {i}: range {first:#x}..={last:#x} is backwards")));
+            }
+            if let Err(e) = t.insert_range(first..=last, value) {
+                return Err(de::Error::custom(format_args!("entry {i}: range {first:#x}..={last:#x}: {}", e.cause)));
+            }
+            i += 1;
+        }
+        Ok(t)
+    }
+}
+
+/// For `#[serde(with = "maple_tree::serde_with_gaps")]`: the same format
+/// as the tree's own `Serialize`/`Deserialize`, read into a gap-tracking
+/// tree (as [`MapleTree::with_gaps`]).
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use maple_tree::{MapleTree, U63};
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Space {
+///     #[serde(with = "maple_tree::serde_with_gaps")]
+///     areas: MapleTree<U63>,
+/// }
+/// # }
+/// ```
+pub mod serde_with_gaps {
+    use super::*;
+
+    /// Serialises as the tree's own `Serialize` does.
+    pub fn serialize<V, S>(t: &MapleTree<V>, s: S) -> Result<S::Ok, S::Error>
+    where
+        V: Handle,
+        for<'a> V::Borrowed<'a>: Serialize,
+        S: Serializer,
+    {
+        t.serialize(s)
+    }
+
+    /// Reads into a gap-tracking tree.
+    pub fn deserialize<'de, V, D>(d: D) -> Result<MapleTree<V>, D::Error>
+    where
+        V: Handle + Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        d.deserialize_seq(TreeVisitor { gaps: true, _v: PhantomData })
+    }
+}
