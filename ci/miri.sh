@@ -4,7 +4,7 @@
 # provenance: tagged node pointers must keep theirs.
 set -euo pipefail
 MIRIFLAGS="-Zmiri-strict-provenance" \
-    cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup
+    cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup --test mutable
 
 # The concurrent stress test, with readers and a writer on real threads.
 # crossbeam-epoch needs permissive provenance and Tree Borrows; its global

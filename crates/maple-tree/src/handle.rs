@@ -101,6 +101,48 @@ pub unsafe trait Handle: Sized {
 // SAFETY: `Box::into_raw` gives a non-null, `T`-aligned pointer in the heap
 // (or the type's alignment for a ZST), never the reserved top page; the
 // round trip is `Box::from_raw`.
+/// A [`Handle`] that owns its value alone (`Box<T>`), so that `&mut`
+/// access to the tree can give `&mut` access to the values in it
+/// ([`MapleTree::get_mut`](crate::MapleTree::get_mut),
+/// [`iter_mut`](crate::MapleTree::iter_mut)). Shared handles (`Arc<T>`)
+/// cannot: use interior mutability in `T`, or store a new value over the
+/// range. Inline values (`U63`) have no place to point into: store a new
+/// value instead.
+///
+/// # Safety
+///
+/// Implementations must guarantee that `borrow_mut(raw)` points at the
+/// value owned by the handle behind `raw` and at nothing any other handle
+/// owns or shares, so that `&mut` access to distinct handles never aliases.
+pub unsafe trait HandleMut: Handle {
+    /// The value behind the handle.
+    type Target;
+
+    /// The handle's value, mutably.
+    ///
+    /// # Safety
+    ///
+    /// `raw` comes from [`into_raw`](Handle::into_raw) of a handle that is
+    /// alive for `'a`, and nothing else reads or writes its value for `'a`.
+    unsafe fn borrow_mut<'a>(raw: NonNull<()>) -> &'a mut Self::Target
+    where
+        Self: 'a;
+}
+
+// SAFETY: a `Box` owns its value alone: two boxes never share one.
+unsafe impl<T> HandleMut for Box<T> {
+    type Target = T;
+
+    unsafe fn borrow_mut<'a>(raw: NonNull<()>) -> &'a mut T
+    where
+        T: 'a,
+    {
+        // SAFETY: the caller passes a live box's pointer and excludes every
+        // other access to its value for `'a`.
+        unsafe { raw.cast::<T>().as_mut() }
+    }
+}
+
 unsafe impl<T> Handle for Box<T> {
     type Borrowed<'a>
         = &'a T

@@ -135,6 +135,15 @@
 //! free window of a size. On a gap-tracking tree
 //! ([`MapleTree::with_gaps`]) both skip full subtrees: O(log n) per gap.
 //!
+//! ## Mutable access
+//!
+//! Values a handle owns alone (`Box<T>`, see [`HandleMut`]) can be changed
+//! in place through `&mut` access to the tree: [`MapleTree::get_mut`],
+//! [`iter_mut`](MapleTree::iter_mut), [`range_mut`](MapleTree::range_mut),
+//! [`values_mut`](MapleTree::values_mut). `Arc<T>` values are shared, so
+//! they offer `&T` only (use interior mutability, or store a new value);
+//! `U63` values are replaced by storing over their range.
+//!
 //! ## Features
 //!
 //! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
@@ -181,8 +190,8 @@ pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
-pub use handle::{Handle, U63};
+pub use handle::{Handle, HandleMut, U63};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{DupError, IntoIter, Iter, MapleTree, RangeCloned, Stats};
+pub use tree::{DupError, IntoIter, Iter, IterMut, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;

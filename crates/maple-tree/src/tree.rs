@@ -10,7 +10,7 @@ use core::{
 use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
-    handle::{is_value, reserved_word, Handle},
+    handle::{is_value, reserved_word, Handle, HandleMut},
     node::NodeRef,
     raw::{LeafWalk, Path, RawTree},
     store::Removed,
@@ -856,6 +856,90 @@ impl<W: Handle> Drop for DupGuard<W> {
         }));
     }
 }
+
+/// Mutable access to values that a handle owns alone (`Box<T>`).
+impl<V: HandleMut> MapleTree<V> {
+    /// The value stored at `index`, mutably.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<Box<Vec<u32>>> = MapleTree::new();
+    /// t.insert_range(10..=19, Box::new(vec![1])).unwrap();
+    /// t.get_mut(15).unwrap().push(2);
+    /// assert_eq!(t.load(10).unwrap(), &[1, 2]);
+    /// assert!(t.get_mut(20).is_none());
+    /// ```
+    pub fn get_mut(&mut self, index: u64) -> Option<&mut V::Target> {
+        let w = self.raw.load(index);
+        if !is_value(w) {
+            return None;
+        }
+        // SAFETY: a value word the tree owns; `&mut self` excludes every
+        // other access to the tree's values while the result lives, and no
+        // other handle shares this value (`HandleMut`).
+        Some(unsafe { V::borrow_mut(NonNull::new_unchecked(w)) })
+    }
+
+    /// Every entry with its value mutably, ascending.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<Box<u64>> = MapleTree::new();
+    /// t.insert_range(0..=9, Box::new(1)).unwrap();
+    /// t.insert_range(20..=29, Box::new(2)).unwrap();
+    /// for (r, v) in t.iter_mut() {
+    ///     *v += r.start();
+    /// }
+    /// assert_eq!(t.values_mut().map(|v| *v).collect::<Vec<_>>(), [1, 22]);
+    /// ```
+    pub fn iter_mut(&mut self) -> IterMut<'_, V> {
+        self.range_mut(..)
+    }
+
+    /// The entries overlapping `range` with their values mutably,
+    /// ascending. An invalid range yields nothing.
+    pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
+        let (first, last, done) = iter_bounds(&range);
+        let mut it = IterMut { raw: RawIter::unstarted(last, done), _tree: PhantomData };
+        it.raw.start(&self.raw, first);
+        it
+    }
+
+    /// Every value mutably, ascending.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V::Target> + '_ {
+        self.iter_mut().map(|(_, v)| v)
+    }
+}
+
+/// Iterator over entries with mutable values; see [`MapleTree::iter_mut`].
+pub struct IterMut<'a, V: HandleMut> {
+    raw: RawIter,
+    /// The tree stays borrowed mutably: nothing else reads or changes it.
+    _tree: PhantomData<&'a mut MapleTree<V>>,
+}
+
+impl<V: HandleMut> fmt::Debug for IterMut<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IterMut").finish_non_exhaustive()
+    }
+}
+
+impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
+    type Item = (RangeInclusive<u64>, &'a mut V::Target);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (lo, hi, nn) = self.raw.next_entry()?;
+        // SAFETY: `next_entry` yields each value slot once, each slot holds
+        // its own handle (a value is never stored in two slots), the tree is
+        // borrowed mutably for `'a` so nothing else reaches its values, and
+        // the handle stays alive while it is.
+        Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
+    }
+}
+
+impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
