@@ -98,9 +98,6 @@ pub unsafe trait Handle: Sized {
     }
 }
 
-// SAFETY: `Box::into_raw` gives a non-null, `T`-aligned pointer in the heap
-// (or the type's alignment for a ZST), never the reserved top page; the
-// round trip is `Box::from_raw`.
 /// A [`Handle`] that owns its value alone (`Box<T>`), so that `&mut`
 /// access to the tree can give `&mut` access to the values in it
 /// ([`MapleTree::get_mut`](crate::MapleTree::get_mut),
@@ -143,6 +140,9 @@ unsafe impl<T> HandleMut for Box<T> {
     }
 }
 
+// SAFETY: `Box::into_raw` gives a non-null, `T`-aligned pointer in the heap
+// (or the type's alignment for a ZST), never the reserved top page; the
+// round trip is `Box::from_raw`.
 unsafe impl<T> Handle for Box<T> {
     type Borrowed<'a>
         = &'a T
