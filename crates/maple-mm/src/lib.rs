@@ -102,3 +102,8 @@ pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// This crate's own README, run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

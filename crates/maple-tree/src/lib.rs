@@ -195,3 +195,8 @@ pub use handle::{Handle, HandleMut, U63};
 pub use serde_impl::serde_with_gaps;
 pub use tree::{DupError, IntoIter, Iter, IterMut, MapleTree, RangeCloned, Stats};
 pub use validate::ValidateError;
+
+/// The crate README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
