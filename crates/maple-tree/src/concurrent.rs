@@ -555,14 +555,14 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         last: u64,
         entry: *mut (),
         insert_only: bool,
-        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+        split: Option<crate::store::Piece<'_>>,
     ) -> Result<(), (Error, *mut ())> {
         // Free what is due first, so this write's nodes come from the cache.
         self.state.reap();
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked.
-        let res = unsafe { self.tree.raw.store(first, last, entry, insert_only, split) };
+        let res = unsafe { self.tree.raw.store(first, last, entry, insert_only, split, false) };
         match res {
             Ok(stored) => {
                 let pending = &mut self.state.pending;
@@ -670,7 +670,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         };
         let e = value.into_raw().as_ptr();
         // SAFETY: the engine passes words of live values of this tree.
-        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
         self.write(first, last, e, false, Some(&mut clone)).map_err(|(c, w)| Self::give_back(w, c))
     }
 
@@ -681,7 +681,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: as in `store_range`.
-        let mut clone = |w| unsafe { clone_word::<V>(w) };
+        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
         self.write(first, last, ptr::null_mut(), false, Some(&mut clone)).map_err(|(c, _)| c)
     }
 

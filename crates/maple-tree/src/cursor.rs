@@ -312,7 +312,7 @@ impl<V: Handle> MapleTree<V> {
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
         // `e` is a fresh handle.
-        match unsafe { self.raw.store_mut(lo, hi, e, false, None) } {
+        match unsafe { self.raw.store_mut(lo, hi, e, false, None, false) } {
             Ok(removed) => {
                 debug_assert!(removed.len() <= 1);
                 // SAFETY: the word the store took out; ours now.

@@ -193,7 +193,7 @@ pub use gap_iter::Gaps;
 pub use handle::{Handle, HandleMut, U63};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{DupError, IntoIter, Iter, IterMut, MapleTree, RangeCloned, Stats};
+pub use tree::{DupError, IntoIter, Iter, IterMut, MapleTree, Moved, RangeCloned, Stats};
 pub use validate::ValidateError;
 
 /// The crate README's examples, compiled and run as doctests.

@@ -36,26 +36,26 @@ fn tree(n: u64) -> RawTree {
     let mut t = RawTree::new(false);
     for i in 0..n {
         // SAFETY: valid range; integer words own nothing.
-        unsafe { t.store_mut(i * 10, i * 10 + 5, word(i), true, None) }.expect("setup");
+        unsafe { t.store_mut(i * 10, i * 10 + 5, word(i), true, None, false) }.expect("setup");
     }
     t.rcu = true;
     t
 }
 
 /// Integer words are copied, not cloned.
-fn same(w: *mut ()) -> *mut () {
+fn same(w: *mut (), _: u64, _: u64, _: u64) -> *mut () {
     w
 }
 
 fn store(t: &RawTree, first: u64, last: u64, v: u64) -> Stored {
     // SAFETY: single writer (the caller's thread), integer words.
-    unsafe { t.store(first, last, word(v), false, Some(&mut same)) }.expect("store")
+    unsafe { t.store(first, last, word(v), false, Some(&mut same), false) }.expect("store")
 }
 
 /// Empties `[first, last]`.
 fn clear(t: &RawTree, first: u64, last: u64) -> Stored {
     // SAFETY: single writer (the caller's thread), integer words.
-    unsafe { t.store(first, last, ptr::null_mut(), false, Some(&mut same)) }.expect("clear")
+    unsafe { t.store(first, last, ptr::null_mut(), false, Some(&mut same), false) }.expect("clear")
 }
 
 /// A reader's cursor walk from index 0 to the end: the ranges it passes

@@ -39,6 +39,12 @@ use crate::{
     sync::Ordering,
 };
 
+/// Makes the handle for a piece of a value a store cuts: given the old
+/// value's word, the old value's first index and the piece's new `first`
+/// and `last` (the piece ends where the old value did), a fresh handle (a
+/// second owner of the value, or a new value for the new range).
+pub(crate) type Piece<'a> = &'a mut dyn FnMut(*mut (), u64, u64, u64) -> *mut ();
+
 /// A list that lives inline up to `N` items (the common write touches one
 /// or two) and spills to the heap beyond, so most writes allocate nothing
 /// for their bookkeeping.
@@ -255,7 +261,8 @@ impl RawTree {
         mut last: u64,
         entry: *mut (),
         insert_only: bool,
-        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+        split: Option<Piece<'_>>,
+        rebase: bool,
     ) -> Result<Stored, (StoreFail, *mut ())> {
         debug_assert!(first <= last);
         if self.root_node().is_none() {
@@ -283,7 +290,7 @@ impl RawTree {
         let l = lpath[leaf];
         let r = rpath[leaf];
         let (lmin, lmax) = l.slot_range();
-        let (_, rmax) = r.slot_range();
+        let (rmin, rmax) = r.slot_range();
         let lval = l.node.slot(l.off);
         let rval = r.node.slot(r.off);
         let same_slot = l.node == r.node && l.off == r.off;
@@ -301,19 +308,24 @@ impl RawTree {
             return Ok(Stored { removed, retired: Retired::default() });
         }
 
-        // Cutting a value in two needs a second owner; a reserved marker is
-        // simply kept on both sides.
+        // Cutting a value in two needs a second owner for the right piece;
+        // a reserved marker is simply kept on both sides. With `rebase`, a
+        // value whose start the store moves (its front overwritten) gets a
+        // new handle for its new range too. Made before anything changes.
         let is_split = same_slot && lmin < first && rmax > last && is_value(lval);
-        let split_word = if is_split {
+        let rebased = !is_split && rebase && rmax > last && is_value(rval);
+        let split_word = if is_split || rebased {
             match split {
-                Some(f) => f(lval),
+                Some(f) => f(rval, rmin, last + 1, rmax),
                 None => return Err((StoreFail::NeedSplit, ptr::null_mut())),
             }
         } else {
             ptr::null_mut()
         };
         let keep_left = lmin < first;
-        let keep_right = rmax > last && !is_split;
+        // The right neighbour's slot stays as it is (same handle), unless
+        // it was cut in two or rebased.
+        let keep_right = rmax > last && !is_split && !rebased;
 
         // The new slots that replace l.off ..= r.off, and the values that
         // fall out of the tree.
@@ -323,7 +335,7 @@ impl RawTree {
         }
         pieces.push(Item { last, slot: entry, gap: 0 });
         if rmax > last {
-            let v = if is_split { split_word } else { rval };
+            let v = if is_split || rebased { split_word } else { rval };
             pieces.push(Item { last: rmax, slot: v, gap: 0 });
         }
         let mut removed = Removed::default();
@@ -345,7 +357,7 @@ impl RawTree {
                 }
             }
         }
-        let delta_add = usize::from(is_value(entry)) + usize::from(is_split);
+        let delta_add = usize::from(is_value(entry)) + usize::from(is_split || rebased);
 
         // Fast path: the change stays inside one leaf that keeps a legal
         // fill, and `&mut` proves no reader exists: shift the tail in place.
@@ -447,11 +459,12 @@ impl RawTree {
         last: u64,
         entry: *mut (),
         insert_only: bool,
-        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+        split: Option<Piece<'_>>,
+        rebase: bool,
     ) -> Result<Removed, (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let stored = unsafe { self.store(first, last, entry, insert_only, split) }?;
+        let stored = unsafe { self.store(first, last, entry, insert_only, split, rebase) }?;
         for n in stored.retired.iter() {
             // SAFETY: retired nodes are unreachable and, with no readers,
             // need no grace period; each is listed once.

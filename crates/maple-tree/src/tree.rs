@@ -13,7 +13,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle, HandleMut},
     node::NodeRef,
     raw::{LeafWalk, Path, RawTree},
-    store::Removed,
+    store::{Piece, Removed},
     validate::ValidateError,
 };
 
@@ -176,7 +176,9 @@ impl<V: Handle> MapleTree<V> {
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        unsafe { self.raw.store_mut(first, last, reserved_word(), true, None) }.map(drop).map_err(|(f, _)| f.into())
+        unsafe { self.raw.store_mut(first, last, reserved_word(), true, None, false) }
+            .map(drop)
+            .map_err(|(f, _)| f.into())
     }
 
     /// True if `index` lies in a reserved range (see
@@ -193,12 +195,14 @@ impl<V: Handle> MapleTree<V> {
         last: u64,
         entry: Option<V>,
         insert_only: bool,
-        split: Option<&mut dyn FnMut(*mut ()) -> *mut ()>,
+        split: Option<Piece<'_>>,
+        rebase: bool,
     ) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); `e` is a fresh handle and
-        // `split` (from `clone_word`) makes fresh handles.
-        let res = unsafe { self.raw.store_mut(first, last, e, insert_only, split) };
+        // `split` (from `clone_word` or a caller's function) makes fresh
+        // handles.
+        let res = unsafe { self.raw.store_mut(first, last, e, insert_only, split, rebase) };
         let take_back = |w: *mut ()| {
             // SAFETY: the engine did not keep this word; we own it again.
             NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
@@ -231,7 +235,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(first, last, Some(value), true, None) {
+        match self.write(first, last, Some(value), true, None, false) {
             Ok(removed) => {
                 debug_assert_eq!(removed.len(), 0);
                 Ok(())
@@ -258,8 +262,8 @@ impl<V: Handle> MapleTree<V> {
         };
         // SAFETY: the engine passes words of live handles of this tree, which
         // `&mut self` keeps free of borrows.
-        let mut clone = |w| unsafe { clone_word::<V>(w) };
-        match self.write(first, last, Some(value), false, Some(&mut clone)) {
+        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
+        match self.write(first, last, Some(value), false, Some(&mut clone), false) {
             Ok(removed) => {
                 Self::drop_removed(removed);
                 Ok(())
@@ -284,8 +288,82 @@ impl<V: Handle> MapleTree<V> {
     {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: as in `store_range`.
-        let mut clone = |w| unsafe { clone_word::<V>(w) };
-        let removed = self.write(first, last, None, false, Some(&mut clone)).map_err(|(e, _)| e)?;
+        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
+        let removed = self.write(first, last, None, false, Some(&mut clone), false).map_err(|(e, _)| e)?;
+        Self::drop_removed(removed);
+        Ok(())
+    }
+
+    /// [`store_range`](Self::store_range) for values that record their own
+    /// range (a file offset, a VMA's start, a slice of a buffer): whenever
+    /// the store leaves a piece of an old value starting somewhere new —
+    /// the right part of a value it cuts in two, or a value whose front it
+    /// overwrites — `rebase(old, moved)` makes that piece's value from the
+    /// old one and where it was and is now ([`Moved`]). A piece
+    /// whose start does not move (a left part, a value whose end was cut)
+    /// keeps its value. Needs no `Clone`; at most one call per store. If the
+    /// store fails, the value `rebase` made is dropped and nothing changes.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, Moved};
+    ///
+    /// // Each value: the file offset of its range's first index.
+    /// let mut t: MapleTree<Box<u64>> = MapleTree::new();
+    /// t.insert_range(100..=199, Box::new(0)).unwrap();
+    /// let offset = |old: &u64, m: Moved| Box::new(old + m.shift());
+    /// // Cut [100, 199] in three: the right piece starts at 150, offset 50.
+    /// t.store_range_with(120..=149, Box::new(900), offset).unwrap();
+    /// assert_eq!(t.get_range(150).map(|(r, v)| (r, *v)), Some((150..=199, 50)));
+    /// assert_eq!(t.get_range(100).map(|(r, v)| (r, *v)), Some((100..=119, 0)));
+    /// // Overwrite the front of [150, 199]: what is left starts at 160.
+    /// t.store_range_with(140..=159, Box::new(7), offset).unwrap();
+    /// assert_eq!(t.get_range(160).map(|(r, v)| (r, *v)), Some((160..=199, 60)));
+    /// // Remove the front of that: offset 70 from 170 on.
+    /// t.remove_range_with(160..=169, offset).unwrap();
+    /// assert_eq!(t.get_range(170).map(|(r, v)| (r, *v)), Some((170..=199, 70)));
+    /// ```
+    pub fn store_range_with(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+    ) -> Result<(), InsertError<V>> {
+        let (first, last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let mut piece = |w: *mut (), was: u64, f: u64, l: u64| {
+            // SAFETY: the engine passes the non-null word of a live handle
+            // of this tree, which `&mut self` keeps free of other borrows;
+            // the borrow ends before the call returns.
+            let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
+            rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
+        };
+        match self.write(first, last, Some(value), false, Some(&mut piece), true) {
+            Ok(removed) => {
+                Self::drop_removed(removed);
+                Ok(())
+            }
+            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
+        }
+    }
+
+    /// [`remove_range`](Self::remove_range) for values that record their
+    /// own range: the piece left starting at `range`'s end + 1 (the right
+    /// part of a value cut in two, or a value whose front was removed) gets
+    /// `rebase(old, moved)`, as in [`store_range_with`](Self::store_range_with).
+    pub fn remove_range_with(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+    ) -> Result<(), Error> {
+        let (first, last) = to_inclusive(&range)?;
+        let mut piece = |w: *mut (), was: u64, f: u64, l: u64| {
+            // SAFETY: as in `store_range_with`.
+            let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
+            rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
+        };
+        let removed = self.write(first, last, None, false, Some(&mut piece), true).map_err(|(e, _)| e)?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -306,7 +384,7 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         }
         // (A reserved range is erased too; it returns no value.)
-        let removed = self.write(lo, hi, None, false, None).map_err(|_| AllocError)?;
+        let removed = self.write(lo, hi, None, false, None, false).map_err(|_| AllocError)?;
         debug_assert!(removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -433,7 +511,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(start, start + (size - 1), Some(value), true, None) {
+        match self.write(start, start + (size - 1), Some(value), true, None, false) {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
@@ -910,6 +988,23 @@ impl<V: HandleMut> MapleTree<V> {
     /// Every value mutably, ascending.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V::Target> + '_ {
         self.iter_mut().map(|(_, v)| v)
+    }
+}
+
+/// Where a piece of a value was and is after a store moved its start; see
+/// [`MapleTree::store_range_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The old value's range.
+    pub old: RangeInclusive<u64>,
+    /// The piece's range (same end, later start).
+    pub new: RangeInclusive<u64>,
+}
+
+impl Moved {
+    /// How far the start moved: `new.start() - old.start()`.
+    pub fn shift(&self) -> u64 {
+        self.new.start() - self.old.start()
     }
 }
 

@@ -6,7 +6,11 @@
 mod common;
 
 use common::*;
-use maple_tree::{fault, Error, MapleTree, U63};
+use maple_tree::{fault, Error, MapleTree, Moved, U63};
+
+fn shifted(old: U63, m: Moved) -> U63 {
+    U63::new_truncate(old.get() + m.shift())
+}
 
 type Op = dyn Fn(&mut MapleTree<U63>) -> Result<(), Error>;
 
@@ -67,6 +71,19 @@ fn every_allocation_point_of_every_write() {
                     ),
                     ("spanning-store", Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause))),
                     ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
+                    (
+                        "rebase-split",
+                        Box::new(move |t| {
+                            t.store_range_with(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1), shifted).map_err(|e| e.cause)
+                        }),
+                    ),
+                    (
+                        "rebase-front",
+                        Box::new(move |t| {
+                            t.store_range_with(n / 2 * 10 + 3..=n / 2 * 10 + 12, v(1), shifted).map_err(|e| e.cause)
+                        }),
+                    ),
+                    ("rebase-clear", Box::new(move |t| t.remove_range_with(n * 2..=n * 7 + 1, shifted))),
                     ("erase", Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from))),
                     ("alloc", Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
                     (
