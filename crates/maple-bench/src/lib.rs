@@ -9,7 +9,7 @@
 //!   medians and spread, CPU pinning, reader/writer throughput);
 //! * [`experiments`] run one section each and return a typed
 //!   [`Section`](model::Section): tables, plot series and goals, never text;
-//! * [`render`] turns a [`Report`](model::Report) into Markdown, a
+//! * [`render`] turns a [`Report`] into Markdown, a
 //!   self-contained HTML page, SVG plots and JSON, and compares two runs.
 //!
 //! ```no_run
