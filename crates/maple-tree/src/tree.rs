@@ -272,6 +272,61 @@ impl<V: Handle> MapleTree<V> {
         }
     }
 
+    /// [`store_range`](Self::store_range), then merged with a neighbour
+    /// that touches the range and holds an equal value (`==` on the
+    /// borrowed values), so that runs of equal values stay one entry — the
+    /// policy `rangemap` always applies; plain `store_range` never merges.
+    /// Returns the range the value covers in the end.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let one = U63::new(1).unwrap();
+    /// let mut t = MapleTree::new();
+    /// t.store_range_merging(0..=9, one).unwrap();
+    /// assert_eq!(t.store_range_merging(20..=29, one).unwrap(), 20..=29);
+    /// // Filling the hole joins all three.
+    /// assert_eq!(t.store_range_merging(10..=19, one).unwrap(), 0..=29);
+    /// assert_eq!(t.len(), 1);
+    /// ```
+    pub fn store_range_merging(
+        &mut self,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<RangeInclusive<u64>, InsertError<V>>
+    where
+        V: Clone,
+        for<'b> V::Borrowed<'b>: PartialEq,
+    {
+        let (mut first, mut last) = match to_inclusive(&range) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        // Compare through the value's own borrow: no clone needed. (If a
+        // user's `==` panics, the value leaks; nothing unsound.)
+        let word = value.into_raw();
+        {
+            // SAFETY: `word` is a live handle we own until `from_raw` below,
+            // and this borrow ends before that.
+            let ours = unsafe { V::borrow(word) };
+            if let Some(prev) = first.checked_sub(1) {
+                let (lo, _, w) = self.raw.lookup(prev);
+                if self.borrow(w).is_some_and(|theirs| theirs == ours) {
+                    first = lo;
+                }
+            }
+            if let Some(next) = last.checked_add(1) {
+                let (_, hi, w) = self.raw.lookup(next);
+                if self.borrow(w).is_some_and(|theirs| theirs == ours) {
+                    last = hi;
+                }
+            }
+        }
+        // SAFETY: turned back once, from its own `into_raw`.
+        let value = unsafe { V::from_raw(word) };
+        self.store_range(first..=last, value).map(|()| first..=last)
+    }
+
     /// Stores `value` at the single index `index`, overwriting.
     pub fn store(&mut self, index: u64, value: V) -> Result<(), InsertError<V>>
     where

@@ -25,6 +25,8 @@ enum Op {
     Reserve(u64, u64),
     /// `gaps(a..=b)`, read from the front, the back, or alternately.
     Gaps(u64, u64, u8),
+    /// `store_range_merging` (values from a small set, so merges happen).
+    StoreMerge(u64, u64, u64),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -77,6 +79,19 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
         }
         Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
         Op::Gaps(a, b, how) => gaps(t, m, a, b, how, &what),
+        Op::StoreMerge(f, l, x) => {
+            let got = t.store_range_merging(f..=l, v(x)).map_err(|e| e.cause);
+            if f > l {
+                assert_eq!(got, Err(Error::InvalidRange), "{what}");
+            } else {
+                // A touching neighbour with the same value (not a reserved
+                // range) joins the stored range.
+                let lo = f.checked_sub(1).and_then(|p| m.get(p)).filter(|e| e.2 == x).map_or(f, |e| e.0);
+                let hi = l.checked_add(1).and_then(|n| m.get(n)).filter(|e| e.2 == x).map_or(l, |e| e.1);
+                assert_eq!(got, Ok(lo..=hi), "{what}");
+                m.store(lo, hi, x);
+            }
+        }
         Op::Reserve(f, l) => {
             let r = t.reserve_range(f..=l);
             if f > l {
@@ -182,6 +197,7 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => range.clone().prop_map(|(f, l)| Op::Reserve(f, l)),
         1 => (key(max), key(max), any::<u8>()).prop_map(|(a, b, h)| Op::Gaps(a.min(b), a.max(b), h)),
         1 => (key(max), any::<u8>()).prop_map(|(a, h)| Op::Gaps(a, u64::MAX, h)),
+        2 => (range.clone(), 0..3u64).prop_map(|((f, l), x)| Op::StoreMerge(f, l, x)),
     ]
 }
 
