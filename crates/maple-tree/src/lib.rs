@@ -163,6 +163,7 @@ mod build;
 mod concurrent;
 mod cursor;
 mod dup;
+mod entry;
 mod error;
 mod gap;
 mod gap_iter;
@@ -188,6 +189,7 @@ pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard}
 #[cfg(not(loom))]
 pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
+pub use entry::{OccupiedRange, RangeEntry, VacantRange};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
 pub use handle::{Handle, HandleMut, U63};

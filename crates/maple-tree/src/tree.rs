@@ -272,6 +272,31 @@ impl<V: Handle> MapleTree<V> {
         }
     }
 
+    /// The range as an entry: [`Vacant`](crate::RangeEntry::Vacant) if
+    /// every index in it is empty (fill it with
+    /// [`insert`](crate::VacantRange::insert)), else
+    /// [`Occupied`](crate::RangeEntry::Occupied) by the lowest entry
+    /// overlapping it (see it, or take it out). Errors: an invalid range.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, RangeEntry, U63};
+    ///
+    /// let mut t = MapleTree::new();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// match t.entry(15..=30).unwrap() {
+    ///     RangeEntry::Occupied(o) => assert_eq!((o.range(), o.get().map(U63::get)), (10..=19, Some(1))),
+    ///     RangeEntry::Vacant(_) => unreachable!(),
+    /// }
+    /// if let RangeEntry::Vacant(v) = t.entry(20..=30).unwrap() {
+    ///     v.insert(U63::new(2).unwrap()).unwrap();
+    /// }
+    /// assert_eq!(t.load(25).map(U63::get), Some(2));
+    /// ```
+    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<crate::RangeEntry<'_, V>, Error> {
+        let (first, last) = to_inclusive(&range)?;
+        Ok(crate::RangeEntry::new(self, first, last))
+    }
+
     /// [`store_range`](Self::store_range), then merged with a neighbour
     /// that touches the range and holds an equal value (`==` on the
     /// borrowed values), so that runs of equal values stay one entry — the

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use maple_tree::{Error, MapleTree, U63};
+use maple_tree::{Error, MapleTree, RangeEntry, U63};
 use proptest::prelude::*;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -27,6 +27,9 @@ enum Op {
     Gaps(u64, u64, u8),
     /// `store_range_merging` (values from a small set, so merges happen).
     StoreMerge(u64, u64, u64),
+    /// `entry(f..=l)`: fill it if vacant, else check what occupies it and
+    /// take it out if `take`.
+    Entry(u64, u64, u64, bool),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -79,6 +82,27 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
         }
         Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
         Op::Gaps(a, b, how) => gaps(t, m, a, b, how, &what),
+        Op::Entry(f, l, x, take) => match t.entry(f..=l) {
+            Err(e) => assert!(f > l && e == Error::InvalidRange, "{what}"),
+            Ok(RangeEntry::Vacant(vac)) => {
+                assert!(m.is_free(f, l), "{what}: vacant");
+                assert_eq!(vac.range(), f..=l, "{what}");
+                assert_eq!(vac.insert(v(x)).unwrap().get(), x, "{what}");
+                m.store(f, l, x);
+            }
+            Ok(RangeEntry::Occupied(occ)) => {
+                let (s, e, val) =
+                    m.map.range(..=l).filter(|(_, &(e, _))| e >= f).map(|(&s, &(e, v))| (s, e, v)).next().unwrap();
+                assert_eq!(occ.range(), s..=e, "{what}");
+                assert_eq!(occ.is_reserved(), val == RESERVED, "{what}");
+                assert_eq!(occ.get().map(|x| x.get()), (val != RESERVED).then_some(val), "{what}");
+                if take {
+                    let got = occ.remove().unwrap().map(|x| x.get());
+                    assert_eq!(got, (val != RESERVED).then_some(val), "{what}");
+                    m.clear(s, e);
+                }
+            }
+        },
         Op::StoreMerge(f, l, x) => {
             let got = t.store_range_merging(f..=l, v(x)).map_err(|e| e.cause);
             if f > l {
@@ -198,6 +222,7 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => (key(max), key(max), any::<u8>()).prop_map(|(a, b, h)| Op::Gaps(a.min(b), a.max(b), h)),
         1 => (key(max), any::<u8>()).prop_map(|(a, h)| Op::Gaps(a, u64::MAX, h)),
         2 => (range.clone(), 0..3u64).prop_map(|((f, l), x)| Op::StoreMerge(f, l, x)),
+        2 => (range.clone(), any::<u32>(), any::<bool>()).prop_map(|((f, l), x, t)| Op::Entry(f, l, x.into(), t)),
     ]
 }
 

@@ -1,0 +1,110 @@
+//! The entry API: look at a range once, then fill it if it is free or see
+//! (and take out) what occupies it — "insert if this range is free, else
+//! give me what is there" without a second walk by the caller.
+
+use core::{fmt, ops::RangeInclusive};
+
+use crate::{
+    error::{Error, InsertError},
+    handle::{is_value, Handle},
+    tree::MapleTree,
+};
+
+/// A range of a tree, vacant or occupied; made by [`MapleTree::entry`].
+pub enum RangeEntry<'a, V: Handle> {
+    /// Every index of the range is empty.
+    Vacant(VacantRange<'a, V>),
+    /// Something occupies part of the range.
+    Occupied(OccupiedRange<'a, V>),
+}
+
+/// An empty range, ready to be filled.
+pub struct VacantRange<'a, V: Handle> {
+    tree: &'a mut MapleTree<V>,
+    first: u64,
+    last: u64,
+}
+
+/// The lowest entry (or reserved range) overlapping the range asked for.
+pub struct OccupiedRange<'a, V: Handle> {
+    tree: &'a mut MapleTree<V>,
+    first: u64,
+    last: u64,
+}
+
+impl<V: Handle> fmt::Debug for RangeEntry<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeEntry::Vacant(v) => f.debug_tuple("Vacant").field(&v.range()).finish(),
+            RangeEntry::Occupied(o) => f.debug_tuple("Occupied").field(&o.range()).finish(),
+        }
+    }
+}
+
+impl<'a, V: Handle> RangeEntry<'a, V> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V>, first: u64, last: u64) -> RangeEntry<'a, V> {
+        // The slot at `first`, then (if it is empty and ends early) the
+        // next entry: the lowest thing overlapping the range.
+        let (lo, hi, w) = tree.raw.lookup(first);
+        if !w.is_null() {
+            return RangeEntry::Occupied(OccupiedRange { tree, first: lo, last: hi });
+        }
+        if hi < last {
+            let (nlo, nhi, _) = tree.raw.lookup(hi + 1);
+            return RangeEntry::Occupied(OccupiedRange { tree, first: nlo, last: nhi });
+        }
+        RangeEntry::Vacant(VacantRange { tree, first, last })
+    }
+}
+
+impl<'a, V: Handle> VacantRange<'a, V> {
+    /// The range.
+    pub fn range(&self) -> RangeInclusive<u64> {
+        self.first..=self.last
+    }
+
+    /// Stores `value` over the range and returns a borrow of it. Fails
+    /// only for want of memory, giving the value back.
+    pub fn insert(self, value: V) -> Result<V::Borrowed<'a>, InsertError<V>> {
+        let (first, last) = (self.first, self.last);
+        self.tree.insert_range(first..=last, value)?;
+        let tree: &'a MapleTree<V> = self.tree;
+        Ok(tree.load(first).expect("just inserted"))
+    }
+}
+
+impl<'a, V: Handle> OccupiedRange<'a, V> {
+    /// The occupying entry's whole range (it may stick out of the range
+    /// asked for).
+    pub fn range(&self) -> RangeInclusive<u64> {
+        self.first..=self.last
+    }
+
+    /// Its value; `None` for a reserved range.
+    pub fn get(&self) -> Option<V::Borrowed<'_>> {
+        self.tree.load(self.first)
+    }
+
+    /// Whether it is a reserved range (occupied, no value).
+    pub fn is_reserved(&self) -> bool {
+        !is_value(self.tree.raw.load(self.first))
+    }
+
+    /// Takes the entry out of the tree (a reserved range is emptied) and
+    /// returns its value.
+    pub fn remove(self) -> Result<Option<V>, Error> {
+        self.tree.try_erase(self.first).map_err(Error::from)
+    }
+}
+
+impl<V: Handle> fmt::Debug for VacantRange<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("VacantRange").field(&self.range()).finish()
+    }
+}
+
+impl<V: Handle> fmt::Debug for OccupiedRange<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OccupiedRange").field(&self.range()).finish()
+    }
+}
