@@ -59,6 +59,45 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
         rows.push(Row { what: "iterate", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
 
+        progress(&format!("compare: iterate mutably, n = {n}"));
+        // Boxed values (what `iter_mut` serves) against `values_mut`.
+        let mut tb: MapleTree<Box<u64>> = MapleTree::from_sorted((0..n).map(|i| {
+            let (f, l) = range(i);
+            (f..=l, Box::new(i))
+        }))
+        .expect("sorted");
+        let mut mb = btree(n);
+        let tm = alternate(
+            reps,
+            vec![
+                case(
+                    n,
+                    || (),
+                    |()| {
+                        tb.values_mut()
+                            .map(|v| {
+                                *v += 1;
+                                *v
+                            })
+                            .sum::<u64>()
+                    },
+                ),
+                case(
+                    n,
+                    || (),
+                    |()| {
+                        mb.values_mut()
+                            .map(|v| {
+                                v.1 += 1;
+                                v.1
+                            })
+                            .sum::<u64>()
+                    },
+                ),
+            ],
+        );
+        rows.push(Row { what: "iterate mutably (values_mut)", n, maple: tm[0], btree: tm[1], rangemap: None });
+
         for (what, order) in [("store (ascending)", &asc), ("store (random)", &shuffled)] {
             progress(&format!("compare: {what}, n = {n}"));
             let tm = alternate(
