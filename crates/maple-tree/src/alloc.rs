@@ -7,8 +7,12 @@
 //! pairs, and 256-byte-aligned `malloc` is slow. The cache holds at most
 //! [`CACHE_NODES`] nodes per thread and is emptied when the thread exits.
 
-use core::{cell::RefCell, ptr::NonNull};
-use std::alloc::{alloc, dealloc, Layout};
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::ptr::NonNull;
+
+use liballoc::alloc::{alloc, dealloc, Layout};
 
 use crate::{
     error::AllocError,
@@ -18,11 +22,14 @@ use crate::{
 const LAYOUT: Layout = Layout::new::<Node>();
 
 /// Most nodes kept per thread for reuse.
+#[cfg(feature = "std")]
 const CACHE_NODES: usize = 256;
 
 /// Free nodes of this thread.
-struct Cache(Vec<NonNull<Node>>);
+#[cfg(feature = "std")]
+struct Cache(liballoc::vec::Vec<NonNull<Node>>);
 
+#[cfg(feature = "std")]
 impl Drop for Cache {
     fn drop(&mut self) {
         for p in self.0.drain(..) {
@@ -33,8 +40,48 @@ impl Drop for Cache {
     }
 }
 
-thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
+// Without `std` there are no thread-locals: nodes come from the global
+// allocator each time.
+#[cfg(feature = "std")]
+std::thread_local! {
+    static CACHE: core::cell::RefCell<Cache> = const { core::cell::RefCell::new(Cache(liballoc::vec::Vec::new())) };
+}
+
+/// A node from this thread's cache. Loom models run many executions on one
+/// thread: no reuse across them.
+#[cfg(feature = "std")]
+fn cached_node() -> Option<NonNull<Node>> {
+    if cfg!(loom) {
+        return None;
+    }
+    CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten()
+}
+
+#[cfg(not(feature = "std"))]
+fn cached_node() -> Option<NonNull<Node>> {
+    None
+}
+
+/// Keeps a freed node in this thread's cache if it has room.
+#[cfg(feature = "std")]
+fn cache_node(ptr: NonNull<Node>) -> bool {
+    !cfg!(loom)
+        && CACHE
+            .try_with(|c| {
+                let mut c = c.borrow_mut();
+                if c.0.len() < CACHE_NODES {
+                    c.0.push(ptr);
+                    true
+                } else {
+                    false
+                }
+            })
+            .unwrap_or(false)
+}
+
+#[cfg(not(feature = "std"))]
+fn cache_node(_: NonNull<Node>) -> bool {
+    false
 }
 
 /// Allocates a node of `kind`. Its parent word is null; every other field
@@ -45,9 +92,7 @@ pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
     if fault::should_fail() {
         return Err(AllocError);
     }
-    // Loom models run many executions on one thread: no reuse across them.
-    let cached = if cfg!(loom) { None } else { CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten() };
-    let ptr = match cached {
+    let ptr = match cached_node() {
         Some(p) => p,
         None => {
             // SAFETY: `LAYOUT` has non-zero size.
@@ -84,19 +129,7 @@ pub(crate) unsafe fn free_node(node: NodeRef) {
     let ptr = node.as_ptr();
     #[cfg(loom)]
     freed::record(ptr.as_ptr().addr());
-    let kept = !cfg!(loom)
-        && CACHE
-            .try_with(|c| {
-                let mut c = c.borrow_mut();
-                if c.0.len() < CACHE_NODES {
-                    c.0.push(ptr);
-                    true
-                } else {
-                    false
-                }
-            })
-            .unwrap_or(false);
-    if !kept {
+    if !cache_node(ptr) {
         // SAFETY: the caller guarantees the node came from `alloc_node` with
         // the same layout and is no longer used.
         unsafe { dealloc(ptr.as_ptr().cast(), LAYOUT) }
@@ -142,7 +175,7 @@ pub mod fault {
 
     use std::cell::Cell;
 
-    thread_local! {
+    std::thread_local! {
         static ALLOCS: Cell<u64> = const { Cell::new(0) };
         static FREES: Cell<u64> = const { Cell::new(0) };
         static FAIL_AT: Cell<u64> = const { Cell::new(0) };

@@ -2,6 +2,9 @@
 //! each level of internal nodes, every node full except the last of each
 //! level (which is on the right-most spine and exempt from minimum fill).
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::ptr;
 
 use crate::{

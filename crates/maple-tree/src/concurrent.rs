@@ -45,6 +45,9 @@
 //! call of `free_node` in the crate falls in one of these cases, and says
 //! which.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{
     fmt,
     marker::PhantomData,

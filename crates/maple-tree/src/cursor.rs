@@ -18,6 +18,9 @@
 //! assert_eq!(c.next().map(|(r, v)| (r, v.get())), Some((30..=39, 2)));
 //! ```
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{
     fmt,
     marker::PhantomData,
@@ -25,7 +28,7 @@ use core::{
     ptr::{self, NonNull},
 };
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 use crate::concurrent::WriteGuard;
 use crate::{
     error::{Error, InsertError},
@@ -348,13 +351,13 @@ impl<V: Handle> MapleTree<V> {
 /// drop(w);
 /// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
 /// ```
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
     guard: &'w mut WriteGuard<'a, V>,
     pos: Pos,
 }
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
         let pos = Pos::seek(guard.raw(), index);
@@ -407,7 +410,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     range_write_methods!(guard, WriteGuard);
 }
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()

@@ -9,6 +9,9 @@
 //! layer replaces every one of them in place (an exact-fit store that
 //! cannot allocate) before anyone sees the copy.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::ptr;
 
 use arrayvec::ArrayVec;

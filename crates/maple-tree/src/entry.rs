@@ -2,6 +2,9 @@
 //! (and take out) what occupies it — "insert if this range is free, else
 //! give me what is there" without a second walk by the caller.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{fmt, ops::RangeInclusive};
 
 use crate::{

@@ -1,5 +1,8 @@
 //! Error types.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::fmt;
 
 /// A node allocation failed. The tree is exactly as it was before the call.
@@ -12,7 +15,7 @@ impl fmt::Display for AllocError {
     }
 }
 
-impl std::error::Error for AllocError {}
+impl core::error::Error for AllocError {}
 
 /// Why an operation failed. Every failure leaves the tree unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,7 +56,7 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl core::error::Error for Error {}
 
 impl From<AllocError> for Error {
     fn from(_: AllocError) -> Error {
@@ -85,4 +88,4 @@ impl<V> fmt::Display for InsertError<V> {
     }
 }
 
-impl<V> std::error::Error for InsertError<V> {}
+impl<V> core::error::Error for InsertError<V> {}

@@ -9,6 +9,9 @@
 //! cross a node boundary unmerged), every maximal free run is one empty slot,
 //! so a leaf needs no joining of neighbouring slots.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::{
     error::Error,
     node::{range_len, NodeRef},

@@ -1,5 +1,8 @@
 //! Iterating over the empty ranges of a tree ([`MapleTree::gaps`]).
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
 
 use crate::{handle::Handle, raw::LeafWalk, tree::MapleTree};

@@ -13,8 +13,11 @@
 //! per value but keeps every node 256 bytes and every slot update one atomic
 //! store, which is what lets readers run without locks.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{fmt, ptr::NonNull};
-use std::sync::Arc;
+use liballoc::sync::Arc;
 
 /// Raw word value the tree reserves for its own markers; no handle may
 /// encode to it. It is even (so never a [`U63`]) and in the top page of the

@@ -146,6 +146,11 @@
 //!
 //! ## Features
 //!
+//! * `std` (default): [`ConcurrentMapleTree`] (with `crossbeam-epoch`) and
+//!   per-thread node caches. Without it the crate is `no_std` + `alloc`:
+//!   [`MapleTree`], its cursors and everything above works, each node
+//!   coming straight from the global allocator (CI builds it for
+//!   `x86_64-unknown-none`).
 //! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
 //!   `(first, last, value)` in ascending order; read back in any order, an
 //!   overlap or a backwards range is an error naming the entry) and for
@@ -154,12 +159,30 @@
 //! * `fault-injection`: counts node allocations and fails the N-th one
 //!   (module `fault`), for testing that every failed write changes nothing.
 
+#![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// `alloc` is this crate's node allocator module; the library is `liballoc`.
+extern crate alloc as liballoc;
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+/// What `std`'s prelude would bring, from `alloc` (the crate is `no_std`).
+#[allow(unused_imports)]
+mod prelude {
+    pub(crate) use liballoc::{
+        boxed::Box,
+        format,
+        string::{String, ToString},
+        vec,
+        vec::Vec,
+    };
+}
+
 mod alloc;
 mod build;
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 mod concurrent;
 mod cursor;
 mod dup;
@@ -181,12 +204,12 @@ mod validate;
 
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 #[doc(hidden)]
 pub use concurrent::collect_garbage;
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard};
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
 pub use entry::{OccupiedRange, RangeEntry, VacantRange};

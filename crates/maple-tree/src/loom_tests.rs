@@ -9,6 +9,9 @@
 //! (`alloc::freed`), so a model in which a reader can reach a node the
 //! writer freed too early fails with "used after it was freed".
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::ptr;
 
 use loom::{

@@ -44,6 +44,9 @@
 //! A node whose parent word points at itself is dead (replaced; waiting to
 //! be reclaimed).
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{
     mem::ManuallyDrop,
     ptr::{self, NonNull},

@@ -5,6 +5,9 @@
 //! search in `gap.rs`, bulk building in `build.rs` and checking in
 //! `validate.rs`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::ptr;
 
 use arrayvec::ArrayVec;
@@ -133,6 +136,7 @@ impl RawTree {
     /// of [`lookup_rcu`](Self::lookup_rcu). The caller keeps the nodes
     /// alive (an epoch guard).
     #[inline]
+    #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     pub(crate) fn load_rcu(&self, index: u64) -> *mut () {
         'restart: loop {
             let Some(mut node) = self.root_node() else {

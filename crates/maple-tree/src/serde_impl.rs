@@ -3,6 +3,9 @@
 //! way in: a bad range or an overlap is an error naming the entry, never a
 //! corrupt tree.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{fmt, marker::PhantomData};
 
 use serde::{

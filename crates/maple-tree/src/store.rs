@@ -26,6 +26,9 @@
 //!
 //! Exact-fit replacement of one value by another is a single slot store.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::ptr::{self, NonNull};
 
 use arrayvec::ArrayVec;

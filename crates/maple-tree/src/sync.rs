@@ -2,6 +2,9 @@
 //! is compiled with `--cfg loom` so that the loom models in `loom_tests`
 //! can explore every interleaving of readers and writers.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 

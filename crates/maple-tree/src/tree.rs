@@ -1,5 +1,8 @@
 //! The typed tree and its normal API.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::{
     fmt,
     marker::PhantomData,
@@ -78,7 +81,7 @@ pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Erro
 }
 
 pub(crate) fn abort_oom() -> ! {
-    std::alloc::handle_alloc_error(std::alloc::Layout::new::<crate::node::Node>())
+    liballoc::alloc::handle_alloc_error(core::alloc::Layout::new::<crate::node::Node>())
 }
 
 impl<V: Handle> Default for MapleTree<V> {
@@ -87,6 +90,8 @@ impl<V: Handle> Default for MapleTree<V> {
     }
 }
 
+// Used by the concurrent tree (feature `std`).
+#[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
 impl<V: Handle> MapleTree<V> {
     pub(crate) fn from_raw(raw: RawTree) -> Self {
         MapleTree { raw, _values: PhantomData }
@@ -984,7 +989,7 @@ impl<E: fmt::Display> fmt::Display for DupError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> std::error::Error for DupError<E> {}
+impl<E: fmt::Debug + fmt::Display> core::error::Error for DupError<E> {}
 
 /// Frees a half-replaced copy: the first `replaced` entries (in index
 /// order) are `W`s made by the map function; the rest belong to the source.
@@ -1283,7 +1288,7 @@ impl<'a, V: Handle> IntoIterator for &'a MapleTree<V> {
 
 /// Owning iterator; see `IntoIterator for MapleTree`.
 pub struct IntoIter<V> {
-    inner: std::vec::IntoIter<(RangeInclusive<u64>, V)>,
+    inner: liballoc::vec::IntoIter<(RangeInclusive<u64>, V)>,
 }
 
 impl<V> Iterator for IntoIter<V> {

@@ -1,5 +1,8 @@
 //! `validate()` checks every structural invariant; `dump()` draws the tree.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use core::fmt::Write;
 
 use crate::{
@@ -17,7 +20,7 @@ impl core::fmt::Display for ValidateError {
     }
 }
 
-impl std::error::Error for ValidateError {}
+impl core::error::Error for ValidateError {}
 
 struct Checker<'a> {
     tree: &'a RawTree,
