@@ -305,6 +305,34 @@ pub fn alone_and_busy(
     (median(alone), median(busy))
 }
 
+/// A reader/writer case measured by [`alone_and_busy`]: its rates and
+/// how much of its rate it kept with the writer, in per cent.
+#[derive(Clone, Copy, Debug)]
+pub struct Kept {
+    /// Readers alone.
+    pub alone: Throughput,
+    /// Readers with the writer.
+    pub busy: Throughput,
+}
+
+impl Kept {
+    /// [`alone_and_busy`] with a writer running flat out.
+    pub fn measure(reps: usize, readers: usize, per_reader: u64, keys: u64, read: Read<'_>, write: Write<'_>) -> Kept {
+        let (alone, busy) = alone_and_busy(reps, readers, per_reader, keys, read, (write, None));
+        Kept { alone, busy }
+    }
+
+    /// Wall-time rate with the writer over the rate alone, in per cent.
+    pub fn wall(&self) -> f64 {
+        self.busy.wall / self.alone.wall.max(1e-9) * 100.0
+    }
+
+    /// The same by the readers' own CPU time.
+    pub fn cpu(&self) -> f64 {
+        self.busy.cpu / self.alone.cpu.max(1e-9) * 100.0
+    }
+}
+
 /// Lookups per second with `threads` threads, each doing `per_thread`
 /// random lookups below `keys` with `f`.
 pub fn rate(threads: usize, per_thread: u64, keys: u64, f: &(dyn Fn(u64) -> u64 + Sync)) -> f64 {

@@ -71,6 +71,27 @@ pub struct Meta {
     pub seconds: f64,
 }
 
+impl Meta {
+    /// The header as (label, text) rows, as every renderer shows it.
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        let load = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
+        vec![
+            ("command", self.command.clone()),
+            ("mode", self.mode.clone()),
+            ("machine", format!("{}, {} logical CPUs, {:.1} GiB", self.cpu, self.cores, self.memory_gib)),
+            ("OS", self.os.clone()),
+            ("compiler", self.rustc.clone()),
+            ("commit", self.commit.clone()),
+            ("date", self.date.clone()),
+            ("load average before / after", format!("{} / {}", load(self.load_before), load(self.load_after))),
+            ("run time", format!("{:.0} s", self.seconds)),
+        ]
+    }
+}
+
+/// What every report says under its header.
+pub const NOISE_NOTE: &str = "Absolute times are noise on a shared machine (±30 %); every table runs its candidates side by side in one process, in alternating rounds, so compare the ratios.";
+
 /// One experiment's results.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Section {

@@ -13,7 +13,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 use super::div;
 use crate::{
-    measure::{alone_and_busy, Pace, Read, Write},
+    measure::{alone_and_busy, Kept, Pace, Read, Write},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     workloads::{btree, btree_load, maple, range, u, STEP},
     Mode, Options,
@@ -133,19 +133,18 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     for (name, read, write) in cases {
         for readers in [1usize, 2] {
             progress(&format!("concurrent: {name}, {readers} reader(s)"));
-            let (alone, busy) = alone_and_busy(opts.reps, readers, per_reader, keys, read, (write, None));
-            let kept = div(busy.wall, alone.wall) * 100.0;
+            let k = Kept::measure(opts.reps, readers, per_reader, keys, read, write);
             if readers == 1 && maple_kept.is_none() {
-                maple_kept = Some(kept);
+                maple_kept = Some(k.wall());
             }
             tab.row(vec![
                 Cell::text(name),
                 Cell::num(readers as f64, Unit::Count),
-                Cell::num(alone.wall, Unit::Rate),
-                Cell::num(busy.wall, Unit::Rate),
-                Cell::num(kept, Unit::Percent),
-                Cell::num(div(busy.cpu, alone.cpu) * 100.0, Unit::Percent),
-                Cell::num(busy.writes, Unit::Rate),
+                Cell::num(k.alone.wall, Unit::Rate),
+                Cell::num(k.busy.wall, Unit::Rate),
+                Cell::num(k.wall(), Unit::Percent),
+                Cell::num(k.cpu(), Unit::Percent),
+                Cell::num(k.busy.writes, Unit::Rate),
             ]);
         }
     }

@@ -8,7 +8,7 @@ use maple_mm::{AddressSpace, MapFlags, Prot, SharedAddressSpace, VmaStore, PAGE_
 
 use super::{div, span};
 use crate::{
-    measure::{alone_and_busy, alternate, case, per_op, Pace, Read, Write},
+    measure::{alternate, case, per_op, Kept, Pace, Read, Write},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     workloads::{holey_space, vma_space, BASE},
     Mode, Options,
@@ -322,18 +322,17 @@ pub(super) fn readers(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section
             ("lock-free (`SharedAddressSpace`)", &shared_read as Read<'_>, &shared_write as Write<'_>),
             ("`RwLock<AddressSpace>`", &locked_read, &locked_write),
         ] {
-            let (alone, busy) = alone_and_busy(opts.reps, readers, per_reader, keys, read, (write, None));
-            let kept = div(busy.wall, alone.wall) * 100.0;
+            let k = Kept::measure(opts.reps, readers, per_reader, keys, read, write);
             if readers == 1 && kept_one.is_none() {
-                kept_one = Some(kept);
+                kept_one = Some(k.wall());
             }
             tab.row(vec![
                 Cell::text(name),
                 Cell::num(readers as f64, Unit::Count),
-                Cell::num(alone.wall, Unit::Rate),
-                Cell::num(busy.wall, Unit::Rate),
-                Cell::num(kept, Unit::Percent),
-                Cell::num(busy.writes * 2.0, Unit::Rate),
+                Cell::num(k.alone.wall, Unit::Rate),
+                Cell::num(k.busy.wall, Unit::Rate),
+                Cell::num(k.wall(), Unit::Percent),
+                Cell::num(k.busy.writes * 2.0, Unit::Rate),
             ]);
         }
     }

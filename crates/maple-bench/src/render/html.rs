@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::markdown::{issue, verdict};
-use crate::model::{Block, Cell, Meta, Report, Table};
+use crate::model::{Block, Cell, Meta, Report, Table, NOISE_NOTE};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:1em 0;font-size:14px}\
@@ -64,22 +64,11 @@ pub fn html(r: &Report, plots: &[(String, String)]) -> String {
 }
 
 fn meta(m: &Meta) -> String {
-    let load = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
     let mut out = String::from("<table>\n");
-    for (k, v) in [
-        ("command", m.command.clone()),
-        ("mode", m.mode.clone()),
-        ("machine", format!("{}, {} logical CPUs, {:.1} GiB", m.cpu, m.cores, m.memory_gib)),
-        ("OS", m.os.clone()),
-        ("compiler", m.rustc.clone()),
-        ("commit", m.commit.clone()),
-        ("date", m.date.clone()),
-        ("load average before / after", format!("{} / {}", load(m.load_before), load(m.load_after))),
-        ("run time", format!("{:.0} s", m.seconds)),
-    ] {
+    for (k, v) in m.rows() {
         let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
     }
-    out.push_str("</table>\n<p>Absolute times are noise on a shared machine (±30 %); every table runs its candidates side by side in one process, in alternating rounds, so compare the ratios.</p>\n");
+    let _ = writeln!(out, "</table>\n<p>{}</p>", esc(NOISE_NOTE));
     out
 }
 

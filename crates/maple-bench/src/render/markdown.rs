@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Block, Goal, Meta, Report, Section, Table};
+use crate::model::{Block, Goal, Meta, Report, Section, Table, NOISE_NOTE};
 
 /// The whole report as Markdown; plots are linked as `plots/ID.svg`.
 pub fn markdown(r: &Report) -> String {
@@ -24,24 +24,11 @@ pub fn markdown(r: &Report) -> String {
 pub fn meta_table(m: &Meta) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "| | |\n| --- | --- |");
-    let load = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
-    for (k, v) in [
-        ("command", format!("`{}`", m.command)),
-        ("mode", m.mode.clone()),
-        ("machine", format!("{}, {} logical CPUs, {:.1} GiB", m.cpu, m.cores, m.memory_gib)),
-        ("OS", m.os.clone()),
-        ("compiler", m.rustc.clone()),
-        ("commit", m.commit.clone()),
-        ("date", m.date.clone()),
-        ("load average before / after", format!("{} / {}", load(m.load_before), load(m.load_after))),
-        ("run time", format!("{:.0} s", m.seconds)),
-    ] {
+    for (k, v) in m.rows() {
+        let v = if k == "command" { format!("`{v}`") } else { v };
         let _ = writeln!(out, "| {k} | {} |", cell_text(&v));
     }
-    let _ = writeln!(
-        out,
-        "\nAbsolute times are noise on a shared machine (±30 %); every table runs its candidates side by side in one process, in alternating rounds, so compare the ratios."
-    );
+    let _ = writeln!(out, "\n{NOISE_NOTE}");
     out
 }
 
