@@ -301,7 +301,10 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// so it shows a consistent (possibly slightly old) picture.
     pub fn cursor<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Cursor<'g, V> {
         let _ = guard;
-        Cursor::on_raw(&self.raw, index)
+        // SAFETY: the guard (living for 'g) keeps every node and value the
+        // cursor can reach from being freed, and writers change reachable
+        // nodes only as RCU publication allows.
+        unsafe { Cursor::on_raw(&self.raw, index) }
     }
 
     /// All entries, ascending, under `guard`.

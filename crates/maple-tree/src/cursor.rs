@@ -218,10 +218,15 @@ pub struct Cursor<'a, V: Handle> {
 }
 
 impl<'a, V: Handle> Cursor<'a, V> {
-    /// A cursor on `raw`, whose nodes and values must stay alive and
-    /// unchanged-or-RCU-published for 'a (a `&'a MapleTree`, or a
-    /// concurrent tree read under a guard that lives for 'a).
-    pub(crate) fn on_raw(raw: &'a RawTree, index: u64) -> Self {
+    /// A cursor on `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `raw`'s nodes and values stay alive for `'a` and change only as RCU
+    /// publication allows (single-word updates, fresh nodes): a
+    /// `&'a MapleTree`, or a concurrent tree read under a guard that lives
+    /// for `'a`.
+    pub(crate) unsafe fn on_raw(raw: &'a RawTree, index: u64) -> Self {
         Cursor { raw, pos: Pos::seek(raw, index), _values: PhantomData }
     }
 

@@ -548,8 +548,20 @@ impl NodeRef {
 
     /// Calls `f(first, last, word)` for every non-empty slot of a leaf
     /// with bounds `[min, max]`, in order, and stores the word `f` returns
-    /// (if any) in place of the old one. Only for leaves nobody else reads.
-    pub(crate) fn for_each_entry(self, min: u64, max: u64, mut f: impl FnMut(u64, u64, *mut ()) -> Option<*mut ()>) {
+    /// (if any) in place of the old one.
+    ///
+    /// # Safety
+    ///
+    /// `self` is a leaf no other thread can reach while this runs (an
+    /// unpublished copy, or a tree held through `&mut`): a slot rewritten
+    /// here must not be read half-way through a replacement by a reader
+    /// who then drops or frees what it pointed to.
+    pub(crate) unsafe fn for_each_entry(
+        self,
+        min: u64,
+        max: u64,
+        mut f: impl FnMut(u64, u64, *mut ()) -> Option<*mut ()>,
+    ) {
         debug_assert!(self.is_leaf());
         let piv = self.pivot_array();
         let slots = self.slot_array();
@@ -612,8 +624,15 @@ impl NodeRef {
 
     /// Replaces slots `from..to` of a leaf that has `count` used slots with
     /// `items`, shifting the slots after them in place. The result must fit
-    /// (at most 16 slots). Only for leaves nobody else can be reading.
-    pub(crate) fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
+    /// (at most 16 slots).
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in `self`: several words change one after the
+    /// other, and a reader between them could pair a pivot with the wrong
+    /// slot and hand out a value the writer is about to drop. Callers hold
+    /// the tree through `&mut` with RCU mode off.
+    pub(crate) unsafe fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
         debug_assert!(self.is_leaf() && from < to && to <= count);
         let new_count = count - (to - from) + items.len();
         debug_assert!(new_count <= RANGE64_SLOTS);

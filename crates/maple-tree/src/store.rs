@@ -372,7 +372,10 @@ impl RawTree {
                 && (new_count >= Kind::Leaf.min_fill() || exempt)
                 && !(leaf == 0 && new_count == 1 && entry.is_null());
             if legal {
-                l.node.splice_leaf(l.off, r.off + 1, count, &pieces);
+                // SAFETY: `!self.rcu`: the tree is written through `&mut`
+                // (the caller's contract for non-RCU stores), so no reader
+                // exists.
+                unsafe { l.node.splice_leaf(l.off, r.off + 1, count, &pieces) };
                 self.update_gaps(&lpath, leaf);
                 self.len.set(self.len.get() + delta_add - removed.len());
                 return Ok(Stored { removed, retired: Retired::default() });

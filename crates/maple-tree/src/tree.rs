@@ -544,7 +544,9 @@ impl<V: Handle> MapleTree<V> {
 
     /// A read cursor positioned at the range containing `index`.
     pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
-        Cursor::on_raw(&self.raw, index)
+        // SAFETY: `&'a self` keeps the tree, its nodes and values alive and
+        // unchanged for the cursor's lifetime.
+        unsafe { Cursor::on_raw(&self.raw, index) }
     }
 
     /// A write cursor positioned at the range containing `index`.
@@ -833,12 +835,15 @@ impl<V: Handle> MapleTree<V> {
         // the guard frees it without dropping those if `f` panics.
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
         for (leaf, min, max) in leaves {
-            leaf.for_each_entry(min, max, |lo, hi, w| {
+            let replace = |lo: u64, hi: u64, w| {
                 let v = self.borrow(w)?;
                 let new = f(lo..=hi, v).into_raw().as_ptr();
                 guard.replaced += 1;
                 Some(new)
-            });
+            };
+            // SAFETY: `leaf` belongs to the unpublished copy, which only
+            // this function can reach.
+            unsafe { leaf.for_each_entry(min, max, replace) };
         }
         let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
         core::mem::forget(guard);
@@ -906,7 +911,7 @@ impl<V: Handle> MapleTree<V> {
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
         let mut failed: Option<(u64, E)> = None;
         for (leaf, min, max) in leaves {
-            leaf.for_each_entry(min, max, |lo, hi, w| {
+            let replace = |lo: u64, hi: u64, w| {
                 if failed.is_some() {
                     // Past the failure point: the kernel's zero entry.
                     return Some(reserved_word());
@@ -922,7 +927,10 @@ impl<V: Handle> MapleTree<V> {
                         Some(reserved_word())
                     }
                 }
-            });
+            };
+            // SAFETY: `leaf` belongs to the unpublished copy, which only
+            // this function can reach.
+            unsafe { leaf.for_each_entry(min, max, replace) };
         }
         let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
         let made = guard.replaced;
@@ -959,7 +967,11 @@ impl<V: Handle> MapleTree<V> {
             // SAFETY: `w` is a live handle of the source (the copy only
             // shares it). A panic in `clone` leaks the copy's nodes at worst
             // (a `RawTree` drops nothing), never a double drop.
-            leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| unsafe { clone_word::<V>(w) }));
+            // SAFETY: `leaf` belongs to the unpublished copy; `w` is a live
+            // handle of the source (the copy only shares it). A panic in
+            // `clone` leaks the copy's nodes at worst (a `RawTree` drops
+            // nothing), never a double drop.
+            unsafe { leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| clone_word::<V>(w))) };
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
     }
