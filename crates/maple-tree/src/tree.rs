@@ -593,6 +593,74 @@ impl<V: Handle> MapleTree<V> {
         self.raw.empty_area_rev(min, max, size)
     }
 
+    /// Lowest `start`, a multiple of `align` (a power of two), such that
+    /// `[start, start + size - 1]` is empty and inside `window` — what
+    /// `get_unmapped_area` asks for a huge-page-aligned mapping. Each gap
+    /// too small once aligned costs one more O(log n) search; the answer is
+    /// the lowest aligned fit, not just a fit inside a gap padded by
+    /// `align`.
+    ///
+    /// Errors: as [`empty_area`](Self::empty_area), and
+    /// [`Error::InvalidRange`] if `align` is not a power of two.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let mut t = MapleTree::with_gaps();
+    /// t.insert_range(0..=0x0fff, U63::new(1).unwrap()).unwrap();
+    /// assert_eq!(t.empty_area(.., 0x2000), Ok(0x1000));
+    /// assert_eq!(t.empty_area_aligned(.., 0x2000, 0x4000), Ok(0x4000));
+    /// assert_eq!(t.empty_area_rev_aligned(..0x9fff, 0x2000, 0x4000), Ok(0x4000));
+    /// ```
+    pub fn empty_area_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
+        let (min, max) = to_inclusive(&window)?;
+        if !align.is_power_of_two() {
+            return Err(Error::InvalidRange);
+        }
+        let mut from = min;
+        loop {
+            let start = self.raw.empty_area(from, max, size)?;
+            // The gap holding `start` (cut to the window) and the first
+            // aligned index in it.
+            let gap_end = self.gaps(start..=max).next().map_or(max, |g| *g.end());
+            if let Some(aligned) = start.checked_next_multiple_of(align) {
+                if aligned.checked_add(size - 1).is_some_and(|last| last <= gap_end) {
+                    return Ok(aligned);
+                }
+            }
+            // What is left of the window may be too small for `size`: that
+            // is no room, not a bad window.
+            if gap_end >= max || max - gap_end < size {
+                return Err(Error::Busy);
+            }
+            from = gap_end + 1;
+        }
+    }
+
+    /// Highest aligned `start` (see [`empty_area_aligned`](Self::empty_area_aligned))
+    /// such that `[start, start + size - 1]` is empty and inside `window`.
+    pub fn empty_area_rev_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
+        let (min, max) = to_inclusive(&window)?;
+        if !align.is_power_of_two() {
+            return Err(Error::InvalidRange);
+        }
+        let mut to = max;
+        loop {
+            let start = self.raw.empty_area_rev(min, to, size)?;
+            // The gap holding `start` (cut to the window): the aligned start
+            // at or below `start` must not fall below it.
+            let gap_start = self.gaps(min..=start).next_back().map_or(min, |g| *g.start());
+            let aligned = start & !(align - 1);
+            if aligned >= gap_start {
+                return Ok(aligned);
+            }
+            if gap_start <= min || gap_start - min < size {
+                return Err(Error::Busy);
+            }
+            to = gap_start - 1;
+        }
+    }
+
     fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
         let start = match found {
             Ok(s) => s,

@@ -30,6 +30,9 @@ enum Op {
     /// `entry(f..=l)`: fill it if vacant, else check what occupies it and
     /// take it out if `take`.
     Entry(u64, u64, u64, bool),
+    /// `empty_area_aligned` / `empty_area_rev_aligned` (min, max, size,
+    /// log2 of the alignment, reverse).
+    AlignedGap(u64, u64, u64, u32, bool),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -82,6 +85,15 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
         }
         Op::CursorWalk(i, forward) => cursor_walk(t, m, i, forward, &what),
         Op::Gaps(a, b, how) => gaps(t, m, a, b, how, &what),
+        Op::AlignedGap(a, b, size, shift, rev) => {
+            let align = 1u64 << shift;
+            let got = if rev {
+                t.empty_area_rev_aligned(a..=b, size, align)
+            } else {
+                t.empty_area_aligned(a..=b, size, align)
+            };
+            assert_eq!(got, m.gap_aligned(a, b, size, align, rev), "{what}");
+        }
         Op::Entry(f, l, x, take) => match t.entry(f..=l) {
             Err(e) => assert!(f > l && e == Error::InvalidRange, "{what}"),
             Ok(RangeEntry::Vacant(vac)) => {
@@ -223,6 +235,8 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => (key(max), any::<u8>()).prop_map(|(a, h)| Op::Gaps(a, u64::MAX, h)),
         2 => (range.clone(), 0..3u64).prop_map(|((f, l), x)| Op::StoreMerge(f, l, x)),
         2 => (range.clone(), any::<u32>(), any::<bool>()).prop_map(|((f, l), x, t)| Op::Entry(f, l, x.into(), t)),
+        2 => (key(max), key(max), 1..40u64, 0..7u32, any::<bool>())
+            .prop_map(|(a, b, s, al, r)| Op::AlignedGap(a.min(b), a.max(b), s, al, r)),
     ]
 }
 

@@ -109,6 +109,30 @@ impl Model {
         found.ok_or(Error::Busy)
     }
 
+    /// Lowest (or highest) start that is a multiple of `align` and fits
+    /// `size` in a free run inside `[min, max]`.
+    pub fn gap_aligned(&self, min: u64, max: u64, size: u64, align: u64, rev: bool) -> Result<u64, Error> {
+        if size == 0 || min > max || (max - min).saturating_add(1) < size || !align.is_power_of_two() {
+            return Err(Error::InvalidRange);
+        }
+        let fits = |(a, b): (u64, u64)| -> Option<u64> {
+            let (lo, hi) = (a.max(min), b.min(max));
+            if lo > hi || (hi - lo).saturating_add(1) < size {
+                return None;
+            }
+            if rev {
+                let s = (hi - (size - 1)) & !(align - 1);
+                (s >= lo).then_some(s)
+            } else {
+                let s = lo.checked_next_multiple_of(align)?;
+                (s.checked_add(size - 1)? <= hi).then_some(s)
+            }
+        };
+        let runs = self.free_runs();
+        let found = if rev { runs.into_iter().rev().find_map(fits) } else { runs.into_iter().find_map(fits) };
+        found.ok_or(Error::Busy)
+    }
+
     pub fn entries(&self) -> Vec<(u64, u64, u64)> {
         self.map.iter().map(|(&s, &(e, v))| (s, e, v)).collect()
     }
