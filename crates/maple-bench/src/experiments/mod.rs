@@ -28,9 +28,15 @@ pub fn run(id: SectionId, opts: &Options, progress: &mut dyn FnMut(&str)) -> Sec
     }
 }
 
-/// `a / b`, safe against a zero `b`.
+/// `a / b`, and 0 when `b` is 0 or not a number (a time too short for the
+/// clock to see): every figure stays finite.
 pub(crate) fn div(a: f64, b: f64) -> f64 {
-    a / if b == 0.0 { f64::MIN_POSITIVE } else { b }
+    let r = a / b;
+    if b.abs() < 1e-12 || !r.is_finite() {
+        0.0
+    } else {
+        r
+    }
 }
 
 /// "a–b" of the smallest and largest of `xs` with `digits` decimals.
