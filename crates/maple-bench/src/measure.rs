@@ -45,11 +45,6 @@ impl Timing {
     }
 }
 
-/// `other / self`: how many times faster `self` is than `other`.
-pub fn speedup(ours: Timing, other: Timing) -> f64 {
-    other.median.as_secs_f64() / ours.median.as_secs_f64().max(1e-15)
-}
-
 /// One thing to time: `ops` operations per run; `run` does one run and
 /// returns the time of its measured part.
 pub struct Candidate<'a> {

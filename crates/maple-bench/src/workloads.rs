@@ -114,6 +114,16 @@ pub fn kernel_tree(top: u64) -> MapleTree<U63> {
     t
 }
 
+/// A copy of `t` made the way fork worked before `__mt_dup`: every entry
+/// inserted one by one into a new gap-tracking tree.
+pub fn rebuild_by_insertion<V: maple_tree::Handle + Clone>(t: &MapleTree<V>) -> MapleTree<V> {
+    let mut c = MapleTree::with_gaps();
+    for (r, v) in t.range_cloned(..) {
+        c.insert_range(r, v).expect("insert");
+    }
+    c
+}
+
 /// The seed's fork benchmark tree: 135 entries `[i*10, i*10+5]`.
 pub fn forking_tree() -> MapleTree<U63> {
     let mut t = MapleTree::with_gaps();

@@ -344,8 +344,14 @@ impl<T: VmaStore> AddressSpace<T> {
         if start >= end {
             return Vec::new();
         }
+        self.cloned(start..end)
+    }
+
+    /// Owned copies of the entries overlapping `range`, as `(start, end)`
+    /// with `end` exclusive.
+    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Vec<(u64, u64, Arc<VmaData>)> {
         let mut out = Vec::new();
-        let mut it = self.tree.view().range_cloned(start..end);
+        let mut it = self.tree.view().range_cloned(range);
         // In place: moving the iterator (as `collect` does) copies its path.
         for (r, d) in &mut it {
             out.push((*r.start(), r.end() + 1, d));
@@ -359,13 +365,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // One walk over `[start - 1, end]` finds the window's VMAs and the
         // neighbours touching it: a VMA holding `start - 1` ends at or
         // after `start`, one holding `end` begins at or before it.
-        let mut old = Vec::new();
-        let mut it = self.tree.view().range_cloned(start.saturating_sub(1)..=end);
-        // The iterator is used in place: moving it (as `collect`
-        // does) copies its whole walk path.
-        for (r, d) in &mut it {
-            old.push((*r.start(), r.end() + 1, d));
-        }
+        let old = self.cloned(start.saturating_sub(1)..=end);
         let lo = old.first().map_or(start, |e| e.0.min(start));
         let hi = old.last().map_or(end, |e| e.1.max(end));
         Undo { lo, hi, old }

@@ -411,12 +411,26 @@ impl<V: Handle> MapleTree<V> {
         &mut self,
         range: impl RangeBounds<u64>,
         value: V,
-        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
     ) -> Result<(), InsertError<V>> {
         let (first, last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
+        self.write_rebased(first, last, Some(value), rebase)
+            .map_err(|(cause, v)| InsertError { value: v.expect("value handed back"), cause })
+    }
+
+    /// The write behind [`store_range_with`](Self::store_range_with) and
+    /// [`remove_range_with`](Self::remove_range_with): the engine's piece
+    /// hook turned into a call of `rebase`, values taken out dropped.
+    fn write_rebased(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: Option<V>,
+        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+    ) -> Result<(), (Error, Option<V>)> {
         let mut piece = |w: *mut (), was: u64, f: u64, l: u64| {
             // SAFETY: the engine passes the non-null word of a live handle
             // of this tree, which `&mut self` keeps free of other borrows;
@@ -424,13 +438,9 @@ impl<V: Handle> MapleTree<V> {
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
-        match self.write(first, last, Some(value), false, Some(&mut piece), true) {
-            Ok(removed) => {
-                Self::drop_removed(removed);
-                Ok(())
-            }
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
-        }
+        let removed = self.write(first, last, entry, false, Some(&mut piece), true)?;
+        Self::drop_removed(removed);
+        Ok(())
     }
 
     /// [`remove_range`](Self::remove_range) for values that record their
@@ -440,17 +450,10 @@ impl<V: Handle> MapleTree<V> {
     pub fn remove_range_with(
         &mut self,
         range: impl RangeBounds<u64>,
-        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
     ) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
-        let mut piece = |w: *mut (), was: u64, f: u64, l: u64| {
-            // SAFETY: as in `store_range_with`.
-            let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
-            rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
-        };
-        let removed = self.write(first, last, None, false, Some(&mut piece), true).map_err(|(e, _)| e)?;
-        Self::drop_removed(removed);
-        Ok(())
+        self.write_rebased(first, last, None, rebase).map_err(|(e, _)| e)
     }
 
     /// Removes the whole entry containing `index` and returns it.

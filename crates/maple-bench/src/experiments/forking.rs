@@ -3,13 +3,11 @@
 
 use std::{collections::BTreeMap, hint::black_box};
 
-use maple_tree::MapleTree;
-
 use super::{div, span};
 use crate::{
     measure::{alternate, case, per_op, Timing},
     model::{Cell, Goal, Plot, Section, Table, Unit},
-    workloads::{forking_tree, maple},
+    workloads::{forking_tree, maple, rebuild_by_insertion},
     Mode, Options,
 };
 
@@ -39,21 +37,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         opts.reps,
         vec![
             case(loops, || (), |()| (0..loops).map(|_| t.try_dup_map(|_, v| v).expect("dup").len()).sum::<usize>()),
-            case(
-                loops,
-                || (),
-                |()| {
-                    (0..loops)
-                        .map(|_| {
-                            let mut c = MapleTree::with_gaps();
-                            for (r, v) in t.iter() {
-                                c.insert_range(r, v).expect("insert");
-                            }
-                            c.len()
-                        })
-                        .sum::<usize>()
-                },
-            ),
+            case(loops, || (), |()| (0..loops).map(|_| rebuild_by_insertion(&t).len()).sum::<usize>()),
             case(loops, || (), |()| (0..loops).map(|_| m.clone().len()).sum::<usize>()),
             case(loops, || (), |()| (0..loops).map(|_| t.try_dup().expect("dup").len()).sum::<usize>()),
             case(

@@ -10,7 +10,7 @@ use super::{div, span};
 use crate::{
     measure::{alternate, case, per_op, Kept, Pace, Read, Write},
     model::{Cell, Goal, Plot, Section, Table, Unit},
-    workloads::{holey_space, vma_space, BASE},
+    workloads::{holey_space, rebuild_by_insertion, vma_space, BASE},
     Mode, Options,
 };
 
@@ -62,21 +62,7 @@ pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Se
                     |()| (0..loops).map(|_| mm.fork_by_insertion().expect("fork").vma_count()).sum::<usize>(),
                 ),
                 case(loops, || (), |()| (0..loops).map(|_| tree.try_dup().expect("dup").len()).sum::<usize>()),
-                case(
-                    loops,
-                    || (),
-                    |()| {
-                        (0..loops)
-                            .map(|_| {
-                                let mut c = maple_tree::MapleTree::with_gaps();
-                                for (r, v) in tree.range_cloned(..) {
-                                    c.insert_range(r, v).expect("insert");
-                                }
-                                c.len()
-                            })
-                            .sum::<usize>()
-                    },
-                ),
+                case(loops, || (), |()| (0..loops).map(|_| rebuild_by_insertion(tree).len()).sum::<usize>()),
             ],
         );
         let (dup, ins, tdup, tins) = (t[0], t[1], t[2], t[3]);
