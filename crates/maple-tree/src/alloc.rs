@@ -1,16 +1,27 @@
-//! Every node allocation and free goes through this module, so that one
-//! place counts them and (with the `fault-injection` feature) can fail the
-//! N-th allocation on purpose.
+//! Node memory: every node of a tree comes from, and goes back to, that
+//! tree's [`Slab`], so that one place counts allocations and (with the
+//! `fault-injection` feature) can fail the N-th on purpose.
 //!
-//! Freed nodes go to a small per-thread cache (like the kernel's slab) that
-//! the next allocation reuses: splits and merges free and allocate nodes in
-//! pairs, and 256-byte-aligned `malloc` is slow. The cache holds at most
-//! [`CACHE_NODES`] nodes per thread and is emptied when the thread exits.
+//! A slab carves nodes out of 4 KiB chunks aligned to 4 KiB: the first
+//! 256-byte cell of a chunk is its header, the other fifteen are nodes,
+//! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
+//! land 512 bytes apart, twice the memory and half the nodes per cache
+//! page). A node finds its chunk by masking its address. Chunks with free
+//! cells are kept on a list; a chunk is given back to the global allocator
+//! as soon as its last node is freed, except for one spare kept to absorb
+//! the free-then-allocate pairs of splits and merges. A tree therefore
+//! holds at most one empty chunk, and its nodes sit together in memory
+//! (a duplicate's nodes come out in the order they are copied).
+//!
+//! A slab has no locks: only a tree's single writer allocates and frees
+//! (through `&mut`, or holding the concurrent tree's writer lock, which
+//! also frees retired nodes once their grace period is over), which is
+//! what the `unsafe` of [`Slab::alloc`] and [`Slab::free`] asks of callers.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::ptr::NonNull;
+use core::{cell::Cell, ptr::NonNull};
 
 use liballoc::alloc::{alloc, dealloc, Layout};
 
@@ -19,120 +30,343 @@ use crate::{
     node::{Kind, Node, NodeRef},
 };
 
-const LAYOUT: Layout = Layout::new::<Node>();
+/// Bytes per chunk, and its alignment.
+const CHUNK: usize = 4096;
+/// Bytes per cell (one node).
+#[cfg_attr(loom, allow(dead_code))]
+const CELL: usize = core::mem::size_of::<Node>();
+/// Cells per chunk, the header's included.
+#[cfg_attr(loom, allow(dead_code))]
+const CELLS: usize = CHUNK / CELL;
+/// A chunk's `free` mask with every node cell free (cell 0 is the header).
+#[cfg_attr(loom, allow(dead_code))]
+const ALL_FREE: u16 = !1;
 
-/// Most nodes kept per thread for reuse.
-#[cfg(feature = "std")]
-const CACHE_NODES: usize = 256;
+const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK, CHUNK) {
+    Ok(l) => l,
+    Err(_) => panic!("chunk layout"),
+};
 
-/// Free nodes of this thread.
-#[cfg(feature = "std")]
-struct Cache(liballoc::vec::Vec<NonNull<Node>>);
+#[cfg(not(loom))]
+const _: () = assert!(
+    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= CELL,
+    "sixteen 256-byte cells per chunk, the header fitting in the first"
+);
 
-#[cfg(feature = "std")]
-impl Drop for Cache {
-    fn drop(&mut self) {
-        for p in self.0.drain(..) {
-            // SAFETY: cached nodes came from `alloc` with `LAYOUT` and are
-            // owned by the cache alone.
-            unsafe { dealloc(p.as_ptr().cast(), LAYOUT) }
+/// The first cell of a chunk.
+#[repr(C)]
+struct Header {
+    /// Bit `i` set: cell `i` is free.
+    free: u16,
+    /// Neighbours on the slab's list of chunks with free cells (null at
+    /// the ends; both null when the chunk is full or the spare).
+    prev: *mut Header,
+    next: *mut Header,
+}
+
+/// The node memory of one tree; see the module docs.
+pub(crate) struct Slab {
+    /// First chunk with at least one free and one used cell.
+    #[cfg_attr(loom, allow(dead_code))]
+    partial: Cell<*mut Header>,
+    /// An empty chunk kept for the next allocation, or null.
+    spare: Cell<*mut Header>,
+}
+
+impl Default for Slab {
+    fn default() -> Self {
+        Slab::new()
+    }
+}
+
+impl core::fmt::Debug for Slab {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Slab").finish_non_exhaustive()
+    }
+}
+
+impl Slab {
+    pub(crate) const fn new() -> Slab {
+        Slab { partial: Cell::new(core::ptr::null_mut()), spare: Cell::new(core::ptr::null_mut()) }
+    }
+
+    /// Allocates a node of `kind`. Its parent word is null; every other
+    /// field is uninitialised until [`NodeRef::fill`] writes it, so callers
+    /// must fill the node before anyone reads it.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the only thread using this slab for the whole call:
+    /// it owns the tree (or holds `&mut` to it), or holds the concurrent
+    /// tree's writer lock.
+    pub(crate) unsafe fn alloc(&self, kind: Kind) -> Result<NodeRef, AllocError> {
+        #[cfg(feature = "fault-injection")]
+        if fault::should_fail() {
+            return Err(AllocError);
         }
+        // SAFETY: the caller makes us the slab's only user.
+        let ptr = unsafe { self.take_cell() }?;
+        #[cfg(feature = "fault-injection")]
+        fault::on_alloc();
+        #[cfg(loom)]
+        freed::forget(ptr.as_ptr().addr());
+        // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
+        // is fixed from here on.
+        let node = unsafe { NodeRef::new(ptr, kind) };
+        #[cfg(loom)]
+        // SAFETY: loom's atomics must be constructed, not just stored into:
+        // write a fully built empty node over the fresh block.
+        unsafe {
+            ptr.as_ptr().write(Node::loom_empty(kind))
+        };
+        node.init_parent();
+        Ok(node)
     }
-}
 
-// Without `std` there are no thread-locals: nodes come from the global
-// allocator each time.
-#[cfg(feature = "std")]
-std::thread_local! {
-    static CACHE: core::cell::RefCell<Cache> = const { core::cell::RefCell::new(Cache(liballoc::vec::Vec::new())) };
-}
-
-/// A node from this thread's cache. Loom models run many executions on one
-/// thread: no reuse across them.
-#[cfg(feature = "std")]
-fn cached_node() -> Option<NonNull<Node>> {
-    if cfg!(loom) {
-        return None;
+    /// Frees a node.
+    ///
+    /// # Safety
+    ///
+    /// As for [`alloc`](Self::alloc); and `node` came from `alloc` of this
+    /// slab, is not freed twice, and nobody can reach it after this call.
+    pub(crate) unsafe fn free(&self, node: NodeRef) {
+        #[cfg(feature = "fault-injection")]
+        fault::on_free();
+        let ptr = node.as_ptr();
+        #[cfg(loom)]
+        freed::record(ptr.as_ptr().addr());
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.give_back(ptr) }
     }
-    CACHE.try_with(|c| c.borrow_mut().0.pop()).ok().flatten()
-}
 
-#[cfg(not(feature = "std"))]
-fn cached_node() -> Option<NonNull<Node>> {
-    None
-}
+    /// Loom's nodes are bigger than a cell: loom builds use the global
+    /// allocator directly (the slab is single-threaded; loom has nothing to
+    /// check in it).
+    ///
+    /// # Safety
+    ///
+    /// As for [`alloc`](Self::alloc).
+    #[cfg(loom)]
+    unsafe fn take_cell(&self) -> Result<NonNull<Node>, AllocError> {
+        // SAFETY: `Node` has non-zero size.
+        NonNull::new(unsafe { alloc(Layout::new::<Node>()) }.cast()).ok_or(AllocError)
+    }
 
-/// Keeps a freed node in this thread's cache if it has room.
-#[cfg(feature = "std")]
-fn cache_node(ptr: NonNull<Node>) -> bool {
-    !cfg!(loom)
-        && CACHE
-            .try_with(|c| {
-                let mut c = c.borrow_mut();
-                if c.0.len() < CACHE_NODES {
-                    c.0.push(ptr);
-                    true
-                } else {
-                    false
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    #[cfg(loom)]
+    unsafe fn give_back(&self, ptr: NonNull<Node>) {
+        // SAFETY: allocated by `take_cell` with this layout, freed once.
+        unsafe { dealloc(ptr.as_ptr().cast(), Layout::new::<Node>()) }
+    }
+
+    /// A free cell: the lowest of the first chunk with room, else of the
+    /// spare chunk, else of a new chunk.
+    ///
+    /// # Safety
+    ///
+    /// As for [`alloc`](Self::alloc).
+    #[cfg(not(loom))]
+    unsafe fn take_cell(&self) -> Result<NonNull<Node>, AllocError> {
+        let mut h = self.partial.get();
+        if h.is_null() {
+            h = self.spare.replace(core::ptr::null_mut());
+            if h.is_null() {
+                h = pool::take();
+            }
+            if h.is_null() {
+                // SAFETY: `CHUNK_LAYOUT` has non-zero size.
+                h = unsafe { alloc(CHUNK_LAYOUT) }.cast::<Header>();
+                if h.is_null() {
+                    return Err(AllocError);
                 }
-            })
-            .unwrap_or(false)
-}
-
-#[cfg(not(feature = "std"))]
-fn cache_node(_: NonNull<Node>) -> bool {
-    false
-}
-
-/// Allocates a node of `kind`. Its parent word is null; every other field
-/// is uninitialised until [`NodeRef::fill`] writes it, so callers must fill
-/// the node before anyone reads it.
-pub(crate) fn alloc_node(kind: Kind) -> Result<NodeRef, AllocError> {
-    #[cfg(feature = "fault-injection")]
-    if fault::should_fail() {
-        return Err(AllocError);
-    }
-    let ptr = match cached_node() {
-        Some(p) => p,
-        None => {
-            // SAFETY: `LAYOUT` has non-zero size.
-            let raw = unsafe { alloc(LAYOUT) }.cast::<Node>();
-            NonNull::new(raw).ok_or(AllocError)?
+            }
+            // SAFETY: `h` is a chunk of ours that no list holds (the spare or
+            // a fresh one): its header is ours to (re)write.
+            unsafe { h.write(Header { free: ALL_FREE, prev: core::ptr::null_mut(), next: core::ptr::null_mut() }) };
+            self.partial.set(h);
         }
-    };
-    #[cfg(feature = "fault-injection")]
-    fault::on_alloc();
-    #[cfg(loom)]
-    freed::forget(ptr.as_ptr().addr());
-    // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
-    // is fixed from here on.
-    let node = unsafe { NodeRef::new(ptr, kind) };
-    #[cfg(loom)]
-    // SAFETY: loom's atomics must be constructed, not just stored into: write
-    // a fully built empty node over the fresh block.
-    unsafe {
-        ptr.as_ptr().write(Node::loom_empty(kind))
-    };
-    node.init_parent();
-    Ok(node)
+        // SAFETY: `h` heads the partial list, so it is a live chunk of this
+        // slab with a free cell, and we are the slab's only user.
+        unsafe {
+            let free = (*h).free;
+            debug_assert!(free != 0);
+            let i = free.trailing_zeros() as usize;
+            (*h).free = free & !(1 << i);
+            if (*h).free == 0 {
+                self.unlink(h);
+            }
+            // Cell `i` of the chunk: inside the chunk's allocation, which
+            // the pointer derives from.
+            Ok(NonNull::new_unchecked(h.cast::<u8>().add(i * CELL).cast::<Node>()))
+        }
+    }
+
+    /// Marks `ptr`'s cell free; frees its chunk if it emptied (keeping one
+    /// spare).
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    #[cfg(not(loom))]
+    unsafe fn give_back(&self, ptr: NonNull<Node>) {
+        let p = ptr.as_ptr().cast::<u8>();
+        // The chunk is the 4 KiB-aligned block the cell was carved from;
+        // `map_addr` keeps the provenance of that allocation.
+        let h = p.map_addr(|a| a & !(CHUNK - 1)).cast::<Header>();
+        let i = (p.addr() & (CHUNK - 1)) / CELL;
+        // SAFETY: `ptr` came from `take_cell` of this slab, so `h` is the
+        // header of one of its live chunks, and cell `i` (not the header,
+        // not free: no double free) is in use.
+        unsafe {
+            let was = (*h).free;
+            debug_assert!(i != 0 && was & (1 << i) == 0, "node freed twice or not from this slab");
+            (*h).free = was | (1 << i);
+            if was == 0 {
+                // It was full: it has room again.
+                self.push(h);
+            }
+            if (*h).free == ALL_FREE {
+                self.unlink(h);
+                let old = self.spare.replace(h);
+                if !old.is_null() {
+                    // An empty chunk of ours no list holds: nothing in it is
+                    // in use.
+                    pool::give(old);
+                }
+            }
+        }
+    }
+
+    /// Puts chunk `h` at the front of the partial list.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a live chunk of this slab on no list; we are the only user.
+    #[cfg(not(loom))]
+    unsafe fn push(&self, h: *mut Header) {
+        let head = self.partial.get();
+        // SAFETY: `h` and `head` (if any) are live chunks of this slab.
+        unsafe {
+            (*h).prev = core::ptr::null_mut();
+            (*h).next = head;
+            if !head.is_null() {
+                (*head).prev = h;
+            }
+        }
+        self.partial.set(h);
+    }
+
+    /// Takes chunk `h` off the partial list.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a live chunk on this slab's partial list; we are the only user.
+    #[cfg(not(loom))]
+    unsafe fn unlink(&self, h: *mut Header) {
+        // SAFETY: `h` and its neighbours are live chunks of this slab.
+        unsafe {
+            let (prev, next) = ((*h).prev, (*h).next);
+            if prev.is_null() {
+                self.partial.set(next);
+            } else {
+                (*prev).next = next;
+            }
+            if !next.is_null() {
+                (*next).prev = prev;
+            }
+            (*h).prev = core::ptr::null_mut();
+            (*h).next = core::ptr::null_mut();
+        }
+    }
 }
 
-/// Frees a node.
-///
-/// # Safety
-///
-/// `node` must come from [`alloc_node`], must not be freed twice, and must
-/// not be reachable by anyone after this call.
-pub(crate) unsafe fn free_node(node: NodeRef) {
-    #[cfg(feature = "fault-injection")]
-    fault::on_free();
-    let ptr = node.as_ptr();
-    #[cfg(loom)]
-    freed::record(ptr.as_ptr().addr());
-    if !cache_node(ptr) {
-        // SAFETY: the caller guarantees the node came from `alloc_node` with
-        // the same layout and is no longer used.
-        unsafe { dealloc(ptr.as_ptr().cast(), LAYOUT) }
+impl Drop for Slab {
+    /// Frees the spare chunk. Every node was freed before (a tree frees
+    /// its nodes when it is dropped), so no other chunk is left; if one is
+    /// (a leak elsewhere), it is left alone rather than freed under a node
+    /// someone may still hold.
+    fn drop(&mut self) {
+        let spare = self.spare.replace(core::ptr::null_mut());
+        if !spare.is_null() {
+            // SAFETY: an empty chunk of ours that no list holds.
+            unsafe { pool::give(spare) }
+        }
+    }
+}
+
+/// Empty chunks kept per thread between trees (a fork's copy is built and
+/// dropped again and again: without this, every copy would fault its
+/// memory in afresh after the global allocator gave it back to the
+/// system). At most [`POOL_CHUNKS`] chunks; the rest go back at once, and
+/// all of them when the thread exits.
+#[cfg(all(feature = "std", not(loom)))]
+mod pool {
+    use core::cell::RefCell;
+
+    use super::{dealloc, Header, CHUNK_LAYOUT};
+
+    /// Most chunks kept per thread (1 MiB).
+    pub(super) const POOL_CHUNKS: usize = 256;
+
+    struct Pool(liballoc::vec::Vec<*mut Header>);
+
+    impl Drop for Pool {
+        fn drop(&mut self) {
+            for h in self.0.drain(..) {
+                // SAFETY: pooled chunks are empty, from `CHUNK_LAYOUT`, and
+                // owned by the pool alone.
+                unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
+            }
+        }
+    }
+
+    std::thread_local! {
+        static POOL: RefCell<Pool> = const { RefCell::new(Pool(liballoc::vec::Vec::new())) };
+    }
+
+    /// An empty chunk from this thread's pool, or null.
+    pub(super) fn take() -> *mut Header {
+        POOL.try_with(|p| p.borrow_mut().0.pop()).ok().flatten().unwrap_or(core::ptr::null_mut())
+    }
+
+    /// Keeps `h` for reuse, or frees it if the pool is full.
+    ///
+    /// # Safety
+    ///
+    /// `h` is an empty chunk allocated with `CHUNK_LAYOUT` that nobody
+    /// else holds.
+    pub(super) unsafe fn give(h: *mut Header) {
+        let kept = POOL
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                (p.0.len() < POOL_CHUNKS).then(|| p.0.push(h)).is_some()
+            })
+            .unwrap_or(false);
+        if !kept {
+            // SAFETY: the caller's contract.
+            unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
+        }
+    }
+}
+
+/// Without `std` (no thread-locals) or under loom: no pool.
+#[cfg(not(all(feature = "std", not(loom))))]
+mod pool {
+    use super::{dealloc, Header, CHUNK_LAYOUT};
+
+    pub(super) fn take() -> *mut Header {
+        core::ptr::null_mut()
+    }
+
+    /// # Safety
+    ///
+    /// `h` is an empty chunk allocated with `CHUNK_LAYOUT` that nobody
+    /// else holds.
+    pub(super) unsafe fn give(h: *mut Header) {
+        // SAFETY: the caller's contract.
+        unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
     }
 }
 
@@ -228,5 +462,120 @@ pub mod fault {
     /// Nodes allocated minus nodes freed on this thread.
     pub fn live() -> i64 {
         allocated() as i64 - freed() as i64
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Chunk base of a node.
+    fn chunk_of(n: NodeRef) -> usize {
+        n.as_ptr().as_ptr().addr() & !(CHUNK - 1)
+    }
+
+    #[test]
+    fn nodes_are_packed_fifteen_to_a_chunk() {
+        let slab = Slab::new();
+        let mut nodes: Vec<NodeRef> = Vec::new();
+        for _ in 0..45 {
+            // SAFETY: the slab is this test's alone.
+            nodes.push(unsafe { slab.alloc(Kind::Leaf) }.unwrap());
+        }
+        let mut chunks: Vec<usize> = nodes.iter().map(|&n| chunk_of(n)).collect();
+        chunks.dedup();
+        assert_eq!(chunks.len(), 3, "45 nodes fill exactly three chunks");
+        for w in nodes.chunks(15) {
+            for (i, n) in w.iter().enumerate() {
+                // Cells 1..=15 in order, 256 bytes apart.
+                assert_eq!(n.as_ptr().as_ptr().addr() - chunk_of(*n), (i + 1) * CELL);
+            }
+        }
+        for n in nodes {
+            // SAFETY: the slab is this test's alone; each node is freed once.
+            unsafe { slab.free(n) };
+        }
+        assert!(slab.partial.get().is_null(), "every chunk emptied and left the list");
+        assert!(!slab.spare.get().is_null(), "one empty chunk is kept");
+    }
+
+    #[test]
+    fn a_freed_cell_is_reused_and_an_emptied_chunk_returns() {
+        let slab = Slab::new();
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        let a = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        let b = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+        let addr_a = a.as_ptr();
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        unsafe { slab.free(a) };
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        let c = unsafe { slab.alloc(Kind::Range64) }.unwrap();
+        assert_eq!(c.as_ptr(), addr_a, "the lowest free cell comes first");
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        unsafe {
+            slab.free(b);
+            slab.free(c);
+        }
+        // The chunk is now the spare: the next allocation takes it again.
+        let spare = slab.spare.get();
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        let d = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+        assert_eq!(chunk_of(d), spare.addr());
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        unsafe { slab.free(d) };
+        // A full chunk that gets a cell back is used again before a chunk
+        // with more room.
+        let mut v: Vec<NodeRef> = Vec::new();
+        for _ in 0..17 {
+            // SAFETY: the slab is this test's alone.
+            v.push(unsafe { slab.alloc(Kind::Leaf) }.unwrap());
+        }
+        let freed = v.swap_remove(3);
+        let addr = freed.as_ptr();
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        unsafe { slab.free(freed) };
+        // SAFETY: the slab is this test's alone; each node is freed once.
+        let again = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+        assert_eq!(again.as_ptr(), addr);
+        v.push(again);
+        for n in v {
+            // SAFETY: the slab is this test's alone; each node is freed once.
+            unsafe { slab.free(n) };
+        }
+        assert!(slab.partial.get().is_null());
+    }
+
+    /// Random allocations and frees against a model: no cell is handed out
+    /// twice (each live node keeps a distinct stamp), and a full chunk that
+    /// gets a free cell back is used again.
+    #[test]
+    fn random_alloc_free_never_overlaps() {
+        let slab = Slab::new();
+        let mut live: Vec<(NodeRef, u64)> = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let steps = if cfg!(miri) { 400 } else { 20_000 };
+        for step in 0..steps {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if live.is_empty() || x % 5 < 3 {
+                // SAFETY: the slab is ours.
+                let n = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+                n.set_pivot(0, step);
+                live.push((n, step));
+            } else {
+                let (n, stamp) = live.swap_remove((x >> 8) as usize % live.len());
+                assert_eq!(n.pivot(0), stamp, "a live node was overwritten");
+                // SAFETY: allocated above, freed once.
+                unsafe { slab.free(n) };
+            }
+        }
+        for (n, stamp) in live {
+            assert_eq!(n.pivot(0), stamp);
+            // SAFETY: as above.
+            unsafe { slab.free(n) };
+        }
+        assert!(slab.partial.get().is_null());
     }
 }

@@ -8,7 +8,6 @@ use crate::prelude::*;
 use core::ptr;
 
 use crate::{
-    alloc::{alloc_node, free_node},
     error::{AllocError, Error},
     node::{Item, Kind, NodeRef},
     raw::RawTree,
@@ -69,8 +68,9 @@ impl RawTree {
             }
             Err(AllocError) => {
                 for n in allocated {
-                    // SAFETY: never published.
-                    unsafe { free_node(n) };
+                    // SAFETY: never published; from our slab, and `&mut self`
+                    // makes us its only user.
+                    unsafe { self.slab.free(n) };
                 }
                 for it in &items {
                     if !it.slot.is_null() {
@@ -82,7 +82,11 @@ impl RawTree {
         }
     }
 
-    fn build_levels(&self, mut items: Vec<Item>, allocated: &mut Vec<NodeRef>) -> Result<(NodeRef, usize), AllocError> {
+    fn build_levels(
+        &mut self,
+        mut items: Vec<Item>,
+        allocated: &mut Vec<NodeRef>,
+    ) -> Result<(NodeRef, usize), AllocError> {
         let mut kind = Kind::Leaf;
         let mut height = 0;
         loop {
@@ -96,7 +100,8 @@ impl RawTree {
                 if kind.is_leaf() && end < items.len() && items[end - 1].slot.is_null() {
                     end -= 1;
                 }
-                let node = alloc_node(kind)?;
+                // SAFETY: `&mut self`: we are the slab's only user.
+                let node = unsafe { self.slab.alloc(kind) }?;
                 allocated.push(node);
                 node.fill(&items[start..end]);
                 let max = items[end - 1].last;

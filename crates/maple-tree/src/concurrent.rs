@@ -42,7 +42,7 @@
 //! marked dead, put in a batch, and freed once that batch's flag is set.
 //! A node may be freed at once only if it was never published (a write
 //! that failed while planning) or under `&mut` (no reader can exist). Every
-//! call of `free_node` in the crate falls in one of these cases, and says
+//! call of `Slab::free` in the crate falls in one of these cases, and says
 //! which.
 
 #[allow(unused_imports)]
@@ -66,7 +66,7 @@ use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 
 use crate::{
-    alloc::free_node,
+    alloc::Slab,
     cursor::{Cursor, WriteCursor},
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
@@ -187,14 +187,29 @@ impl<V: Handle + Send + 'static> Batch<V> {
     }
 }
 
-impl<V: Handle + Send + 'static> Drop for Batch<V> {
-    fn drop(&mut self) {
+impl<V: Handle + Send + 'static> Batch<V> {
+    /// Frees the batch's nodes into `slab` and drops its values.
+    ///
+    /// # Safety
+    ///
+    /// No reader can hold the batch's nodes or values (its grace period
+    /// passed, or the tree is owned); its nodes came from `slab`, and the
+    /// caller is the slab's only user (it holds the writer lock or owns the
+    /// tree).
+    unsafe fn free(mut self, slab: &Slab) {
         for n in self.nodes.drain(..) {
-            // SAFETY: a batch is dropped only once no reader can hold its
-            // nodes (its grace period passed, or the tree is owned); each
-            // node is listed once.
-            unsafe { free_node(n) };
+            // SAFETY: the caller's contract; each node is listed once.
+            unsafe { slab.free(n) };
         }
+    }
+}
+
+impl<V: Handle + Send + 'static> Drop for Batch<V> {
+    /// Drops the values. Nodes go back only through [`Batch::free`] (a
+    /// batch dropped without it, which the crate never does, would leak
+    /// its nodes rather than free them into the wrong place).
+    fn drop(&mut self) {
+        debug_assert!(self.nodes.is_empty(), "a batch's nodes were not freed");
         for w in self.values.drain(..) {
             // SAFETY: removed words are values the tree gave up, listed once.
             drop(unsafe { V::from_raw(w) });
@@ -453,8 +468,15 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// that nobody reads any more.
     fn free_garbage(&mut self) {
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
-        w.pending = Batch::new();
-        w.sealed.clear();
+        let slab = &self.raw.slab;
+        // SAFETY: `&mut self`: no reader can hold anything, and we are the
+        // slab's only user; the batches' nodes are this tree's.
+        unsafe {
+            core::mem::replace(&mut w.pending, Batch::new()).free(slab);
+            for (_, b) in w.sealed.drain(..) {
+                b.free(slab);
+            }
+        }
     }
 }
 
@@ -519,7 +541,7 @@ impl<V: Handle + Send + 'static> Writer<V> {
         self.sealed.push_back((due, batch));
         // Hand the deferred function to the global queue now and try to
         // advance the epoch: batches then come due a few at a time, small
-        // enough for the node cache to reuse, instead of thousands of nodes
+        // enough for the tree's slab to reuse, instead of thousands of nodes
         // at once after crossbeam's own every-128-pins collection.
         guard.flush();
     }
@@ -527,14 +549,22 @@ impl<V: Handle + Send + 'static> Writer<V> {
     /// Frees, on this thread, the sealed batches whose grace period has
     /// passed (oldest first; a batch sealed later that is already due waits
     /// for the ones before it).
-    fn reap(&mut self) {
+    ///
+    /// # Safety
+    ///
+    /// `slab` is the tree's, and the caller holds the writer lock.
+    unsafe fn reap(&mut self, slab: &Slab) {
         while let Some((due, _)) = self.sealed.front() {
             // Acquire: pairs with the collector's release store, which comes
             // after every reader of the batch has unpinned.
             if !due.load(Ordering::Acquire) {
                 break;
             }
-            self.sealed.pop_front();
+            if let Some((_, batch)) = self.sealed.pop_front() {
+                // SAFETY: its flag is set: no reader can reach it; the
+                // caller's contract covers the slab.
+                unsafe { batch.free(slab) };
+            }
         }
     }
 }
@@ -564,7 +594,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         split: Option<crate::store::Piece<'_>>,
     ) -> Result<(), (Error, *mut ())> {
         // Free what is due first, so this write's nodes come from the cache.
-        self.state.reap();
+        // SAFETY: the lock is ours; the slab is the tree's.
+        unsafe { self.state.reap(&self.tree.raw.slab) };
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked.
@@ -599,7 +630,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// the same tree's lock.
     pub fn reclaim(&mut self) {
         self.state.seal();
-        self.state.reap();
+        // SAFETY: the lock is ours; the slab is the tree's.
+        unsafe { self.state.reap(&self.tree.raw.slab) };
     }
 
     pub(crate) fn raw(&self) -> &RawTree {

@@ -17,7 +17,7 @@ use core::ptr;
 use arrayvec::ArrayVec;
 
 use crate::{
-    alloc::{alloc_node, free_node},
+    alloc::Slab,
     error::AllocError,
     node::{NodeRef, RANGE64_SLOTS},
     raw::RawTree,
@@ -39,7 +39,7 @@ impl RawTree {
     /// A copy of the node structure sharing this tree's value words, and
     /// the copy's leaves in index order (for the value replacement pass).
     pub(crate) fn dup_nodes(&self) -> Result<(RawTree, LeafList), AllocError> {
-        let out = RawTree::new(self.gaps);
+        let mut out = RawTree::new(self.gaps);
         // Tree-wide state is copied whatever the shape (an empty tree can
         // have a pending wrap too).
         out.cyclic_wrapped.set(self.cyclic_wrapped.get());
@@ -55,7 +55,7 @@ impl RawTree {
         let nodes_max = leaves_max + leaves_max / 3 + 2 * self.height.get() + 2;
         let mut allocated: Vec<NodeRef> = Vec::with_capacity(nodes_max);
         let mut leaves = LeafList::with_capacity(leaves_max);
-        match dup_from(root, self.height.get(), &mut allocated, &mut leaves) {
+        match dup_from(&mut out.slab, root, self.height.get(), &mut allocated, &mut leaves) {
             Ok(new_root) => {
                 out.root.store(new_root.encode(), crate::sync::Ordering::Release);
                 out.height.set(self.height.get());
@@ -66,8 +66,9 @@ impl RawTree {
                 // Free in reverse order of allocation; slots of the partial
                 // copy may still point at source nodes, so never traverse it.
                 for n in allocated.into_iter().rev() {
-                    // SAFETY: copies nobody else has seen, each freed once.
-                    unsafe { free_node(n) };
+                    // SAFETY: copies nobody else has seen, each freed once,
+                    // into the slab of `out`, which only we can reach.
+                    unsafe { out.slab.free(n) };
                 }
                 Err(e)
             }
@@ -76,12 +77,14 @@ impl RawTree {
 }
 
 fn dup_from(
+    slab: &mut Slab,
     root: NodeRef,
     height: usize,
     allocated: &mut Vec<NodeRef>,
     leaves: &mut LeafList,
 ) -> Result<NodeRef, AllocError> {
-    let new_root = alloc_node(root.kind())?;
+    // SAFETY: `&mut` makes us the slab's only user (here and below).
+    let new_root = unsafe { slab.alloc(root.kind()) }?;
     allocated.push(new_root);
     copy_node(root, new_root);
     new_root.set_root_parent();
@@ -100,7 +103,8 @@ fn dup_from(
         for i in 0..n {
             // SAFETY: internal node, used slot; the source is borrowed.
             let child = unsafe { src.child(i) };
-            let copy = alloc_node(child.kind())?;
+            // SAFETY: as above.
+            let copy = unsafe { slab.alloc(child.kind()) }?;
             allocated.push(copy);
             kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
         }

@@ -147,10 +147,10 @@
 //! ## Features
 //!
 //! * `std` (default): [`ConcurrentMapleTree`] (with `crossbeam-epoch`) and
-//!   per-thread node caches. Without it the crate is `no_std` + `alloc`:
-//!   [`MapleTree`], its cursors and everything above works, each node
-//!   coming straight from the global allocator (CI builds it for
-//!   `x86_64-unknown-none`).
+//!   a per-thread pool of empty node chunks. Without it the crate is
+//!   `no_std` + `alloc`: [`MapleTree`], its cursors and everything above
+//!   works, each tree's node chunks coming straight from the global
+//!   allocator (CI builds it for `x86_64-unknown-none`).
 //! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
 //!   `(first, last, value)` in ascending order; read back in any order, an
 //!   overlap or a backwards range is an error naming the entry) and for

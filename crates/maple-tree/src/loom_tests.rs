@@ -21,7 +21,6 @@ use loom::{
 };
 
 use crate::{
-    alloc::free_node,
     raw::{LeafWalk, RawTree},
     store::{Removed, Stored},
 };
@@ -81,10 +80,11 @@ fn walk(t: &RawTree) -> Vec<(u64, u64, Option<u64>)> {
     seen
 }
 
-fn retire(stored: Stored) {
+fn retire(t: &RawTree, stored: Stored) {
     for n in stored.retired.iter() {
-        // SAFETY: the reader has been joined: the grace period is over.
-        unsafe { free_node(n) };
+        // SAFETY: the reader has been joined: the grace period is over, and
+        // no writer is left to share the slab with.
+        unsafe { t.slab.free(n) };
     }
     let _: Removed = stored.removed; // integer words: nothing to drop
 }
@@ -115,7 +115,7 @@ fn loom_reader_races_root_publish() {
         for seen in r.join().unwrap() {
             assert!(seen == Some(1) || seen == Some(99), "saw {seen:?}");
         }
-        retire(stored);
+        retire(&t, stored);
         finish(t);
     });
 }
@@ -136,7 +136,7 @@ fn loom_reader_races_leaf_replacement() {
         assert_eq!(a, Some(5));
         assert!(b.is_none() || b == Some(77), "saw {b:?}");
         assert!(c.is_none() || c == Some(77), "load_rcu saw {c:?}");
-        retire(stored);
+        retire(&t, stored);
         finish(t);
     });
 }
@@ -155,7 +155,7 @@ fn loom_reader_races_in_place_slot_store() {
         for seen in r.join().unwrap() {
             assert!(seen == Some(1) || seen == Some(42), "saw {seen:?}");
         }
-        retire(stored);
+        retire(&t, stored);
         finish(t);
     });
 }
@@ -178,7 +178,7 @@ fn loom_reader_races_root_collapse() {
         let (seen, walked) = r.join().unwrap();
         assert_eq!(seen, Some(8));
         assert!(walked.iter().any(|&(lo, hi, v)| lo <= 83 && 83 <= hi && v == Some(8)), "walk missed 83: {walked:?}");
-        retire(stored);
+        retire(&t, stored);
         finish(t);
     });
 }
@@ -199,7 +199,7 @@ fn loom_reader_races_emptying_the_tree() {
         for (_, _, v) in walked {
             assert!(v.is_none() || v == Some(0) || v == Some(1), "walk saw {v:?}");
         }
-        retire(stored);
+        retire(&t, stored);
         finish(t);
     });
 }
@@ -223,7 +223,7 @@ fn loom_two_writers_serialised_by_the_lock() {
         }
         w.join().unwrap();
         for s in Arc::try_unwrap(lock).ok().unwrap().into_inner().unwrap() {
-            retire(s);
+            retire(&t, s);
         }
         assert_eq!(val(t.lookup_rcu(103).2), Some(7));
         assert_eq!(val(t.lookup_rcu(203).2), Some(8));

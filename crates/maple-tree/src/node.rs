@@ -699,7 +699,7 @@ pub(crate) fn range_len(lo: u64, hi: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alloc::{alloc_node, free_node};
+    use crate::alloc::Slab;
 
     #[test]
     fn layout_is_pinned() {
@@ -713,8 +713,10 @@ mod tests {
 
     #[test]
     fn tags_round_trip_and_keep_provenance() {
+        let slab = Slab::new();
         for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
-            let n = alloc_node(kind).unwrap();
+            // SAFETY: the slab is this test's alone.
+            let n = unsafe { slab.alloc(kind) }.unwrap();
             let raw = n.encode();
             assert_eq!(raw.addr() & 0xff, kind as usize);
             // SAFETY: `raw` encodes the live node `n`.
@@ -723,13 +725,15 @@ mod tests {
             back.set_pivot(0, 42); // writes through the decoded pointer
             assert_eq!(n.pivot(0), 42);
             // SAFETY: allocated above, freed once.
-            unsafe { free_node(n) };
+            unsafe { slab.free(n) };
         }
     }
 
     #[test]
     fn fill_count_find_and_parent_words() {
-        let leaf = alloc_node(Kind::Leaf).unwrap();
+        let slab = Slab::new();
+        // SAFETY: the slab is this test's alone.
+        let leaf = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
         let items: Vec<Item> = (0..5u64)
             .map(|i| Item {
                 last: i * 10 + 9,
@@ -749,7 +753,8 @@ mod tests {
         leaf.fill(&full);
         assert_eq!(leaf.count(), 16);
         assert_eq!(leaf.find(15), 15);
-        let inner = alloc_node(Kind::Arange64).unwrap();
+        // SAFETY: as above.
+        let inner = unsafe { slab.alloc(Kind::Arange64) }.unwrap();
         let kids: Vec<Item> =
             vec![Item { last: 99, slot: leaf.encode(), gap: 7 }, Item { last: u64::MAX, slot: leaf.encode(), gap: 30 }];
         inner.fill(&kids);
@@ -760,8 +765,8 @@ mod tests {
         assert_eq!(inner.parent_info(), None);
         // SAFETY: allocated above, freed once each.
         unsafe {
-            free_node(leaf);
-            free_node(inner);
+            slab.free(leaf);
+            slab.free(inner);
         }
     }
 }

@@ -13,7 +13,7 @@ use core::ptr;
 use arrayvec::ArrayVec;
 
 use crate::{
-    alloc::free_node,
+    alloc::Slab,
     node::{Kind, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
@@ -67,6 +67,8 @@ pub(crate) struct RawTree {
     pub(crate) cyclic_wrapped: Shared,
     /// Entries stored (the one field nearly every write changes).
     pub(crate) len: Shared,
+    /// Where this tree's nodes come from and go back to.
+    pub(crate) slab: Slab,
 }
 
 /// A word that only the tree's single writer changes and anyone may read
@@ -91,10 +93,13 @@ impl Shared {
     }
 }
 
-// SAFETY: the raw tree is plain data plus owned heap nodes; thread-safety of
-// the values is enforced by the typed wrapper's bounds.
+// SAFETY: the raw tree is plain data plus owned heap nodes and the chunks
+// they live in (no thread-local state); thread-safety of the values is
+// enforced by the typed wrapper's bounds.
 unsafe impl Send for RawTree {}
-// SAFETY: as above; `&RawTree` only reads.
+// SAFETY: as above. Through `&RawTree` readers only read atomics and
+// nodes; the one non-atomic part, the slab, is used only by the tree's
+// single writer (its methods are `unsafe` and ask for exactly that).
 unsafe impl Sync for RawTree {}
 
 impl RawTree {
@@ -106,6 +111,7 @@ impl RawTree {
             len: Shared::new(0),
             rcu: false,
             cyclic_wrapped: Shared::new(0),
+            slab: Slab::new(),
         }
     }
 
@@ -297,7 +303,7 @@ impl RawTree {
         if !raw.is_null() {
             // SAFETY: the root was an encoded live node; we just unlinked it,
             // so the subtree is ours alone.
-            unsafe { free_subtree(NodeRef::decode(raw), drop_value) }
+            unsafe { free_subtree(&self.slab, NodeRef::decode(raw), drop_value) }
         }
     }
 }
@@ -308,8 +314,14 @@ impl RawTree {
 ///
 /// # Safety
 ///
-/// `node` must be live, unreachable from any tree, and freed by nobody else.
-pub(crate) unsafe fn free_subtree<'f>(node: NodeRef, mut drop_value: Option<&mut (dyn FnMut(*mut ()) + 'f)>) {
+/// `node` must be live, unreachable from any tree, and freed by nobody
+/// else; its nodes came from `slab`, of which the caller is the only user
+/// (as for [`Slab::free`]).
+pub(crate) unsafe fn free_subtree<'f>(
+    slab: &Slab,
+    node: NodeRef,
+    mut drop_value: Option<&mut (dyn FnMut(*mut ()) + 'f)>,
+) {
     if node.is_leaf() {
         if let Some(f) = drop_value {
             for i in 0..node.count() {
@@ -322,11 +334,12 @@ pub(crate) unsafe fn free_subtree<'f>(node: NodeRef, mut drop_value: Option<&mut
     } else {
         for i in 0..node.count() {
             // SAFETY: children of an unreachable subtree are unreachable too.
-            unsafe { free_subtree(NodeRef::decode(node.slot(i)), drop_value.as_deref_mut()) };
+            unsafe { free_subtree(slab, NodeRef::decode(node.slot(i)), drop_value.as_deref_mut()) };
         }
     }
-    // SAFETY: the caller hands us the only reference to this node.
-    unsafe { free_node(node) };
+    // SAFETY: the caller hands us the only reference to this node, from
+    // `slab`, and the slab to ourselves.
+    unsafe { slab.free(node) };
 }
 
 /// A walk over leaf slots in index order.

@@ -34,7 +34,7 @@ use core::ptr::{self, NonNull};
 use arrayvec::ArrayVec;
 
 use crate::{
-    alloc::{alloc_node, free_node},
+    alloc::Slab,
     error::AllocError,
     handle::is_value,
     node::{Content, Item, Kind, NodeRef},
@@ -166,21 +166,32 @@ enum Publish {
 }
 
 /// Nodes allocated by a plan; freed again if the plan fails.
-struct Fresh {
+struct Fresh<'s> {
+    slab: &'s Slab,
     nodes: ArrayVec<NodeRef, 160>,
 }
 
-impl Fresh {
+impl<'s> Fresh<'s> {
+    /// # Safety
+    ///
+    /// While the result lives, the caller is the only user of `slab` (as
+    /// for [`Slab::alloc`]).
+    unsafe fn new(slab: &'s Slab) -> Self {
+        Fresh { slab, nodes: ArrayVec::new() }
+    }
+
     fn alloc(&mut self, kind: Kind) -> Result<NodeRef, AllocError> {
-        let n = alloc_node(kind)?;
+        // SAFETY: `new`'s contract makes us the slab's only user.
+        let n = unsafe { self.slab.alloc(kind) }?;
         self.nodes.push(n);
         Ok(n)
     }
 
     fn abandon(self) {
         for n in self.nodes {
-            // SAFETY: these nodes were never published.
-            unsafe { free_node(n) };
+            // SAFETY: these nodes, from this slab, were never published; the
+            // slab is ours (`new`'s contract).
+            unsafe { self.slab.free(n) };
         }
     }
 }
@@ -269,7 +280,8 @@ impl RawTree {
     ) -> Result<Stored, (StoreFail, *mut ())> {
         debug_assert!(first <= last);
         if self.root_node().is_none() {
-            return self.store_empty_root(first, last, entry).map_err(|e| (e, ptr::null_mut()));
+            // SAFETY: the caller makes us the only writer.
+            return unsafe { self.store_empty_root(first, last, entry) }.map_err(|e| (e, ptr::null_mut()));
         }
         let mut lpath = Path::new();
         self.walk_into(first, &mut lpath);
@@ -405,7 +417,8 @@ impl RawTree {
             }
         }
 
-        let mut fresh = Fresh { nodes: ArrayVec::new() };
+        // SAFETY: the caller makes us the tree's only writer.
+        let mut fresh = unsafe { Fresh::new(&self.slab) };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
         let plan = self.plan(&mut lpath, &mut rpath, &mut content, &mut fresh, &mut old);
         let publish = match plan {
@@ -426,7 +439,8 @@ impl RawTree {
         if let Some(level) = top_level {
             self.update_gaps(&lpath, level);
         }
-        self.collapse_root(&mut old, &fresh);
+        // SAFETY: the caller makes us the only writer.
+        unsafe { self.collapse_root(&mut old, &fresh) };
         let mut retired = Retired::default();
         if self.rcu {
             // Readers may still be inside: mark dead, hand over for a grace
@@ -440,12 +454,13 @@ impl RawTree {
             }
         } else {
             for &n in &old {
-                // SAFETY: replaced nodes are unreachable now; each is listed once.
-                unsafe { free_node(n) };
+                // SAFETY: replaced nodes are unreachable now; each is listed
+                // once; we are the only writer (the caller's contract).
+                unsafe { self.slab.free(n) };
             }
             for d in doomed {
                 // SAFETY: subtrees inside [first, last] are unreachable now.
-                unsafe { free_subtree(d, Some(&mut |v| removed.push(v))) };
+                unsafe { free_subtree(&self.slab, d, Some(&mut |v| removed.push(v))) };
             }
         }
         self.len.set(self.len.get() + delta_add - removed.len());
@@ -473,8 +488,8 @@ impl RawTree {
         let stored = unsafe { self.store(first, last, entry, insert_only, split, rebase) }?;
         for n in stored.retired.iter() {
             // SAFETY: retired nodes are unreachable and, with no readers,
-            // need no grace period; each is listed once.
-            unsafe { free_node(n) };
+            // need no grace period; each is listed once; `&mut self`.
+            unsafe { self.slab.free(n) };
         }
         Ok(stored.removed)
     }
@@ -535,7 +550,11 @@ impl RawTree {
     }
 
     /// Store into an empty tree.
-    fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store).
+    unsafe fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
         let none = Stored { removed: Removed::default(), retired: Retired::default() };
         if entry.is_null() {
             return Ok(none);
@@ -548,7 +567,8 @@ impl RawTree {
         if last < u64::MAX {
             content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
         }
-        let node = alloc_node(Kind::Leaf)?;
+        // SAFETY: the caller makes us the only writer.
+        let node = unsafe { self.slab.alloc(Kind::Leaf) }?;
         node.fill(&content);
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
@@ -669,7 +689,11 @@ impl RawTree {
 
     /// Drops root levels with a single child, and a root leaf that holds
     /// only one empty range (the tree is then empty).
-    fn collapse_root(&self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh) {
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store).
+    unsafe fn collapse_root(&self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh<'_>) {
         let Some(mut node) = self.root_node() else {
             return;
         };
@@ -681,8 +705,9 @@ impl RawTree {
         let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
             if !self.rcu && fresh.nodes.contains(&n) {
                 // SAFETY: no reader exists (not RCU mode); a fresh node is
-                // listed nowhere else and is now unreachable.
-                unsafe { free_node(n) };
+                // listed nowhere else and is now unreachable; we are the
+                // only writer (this function's contract).
+                unsafe { self.slab.free(n) };
             } else {
                 old.push(n);
             }
