@@ -6,6 +6,11 @@ set -euo pipefail
 MIRIFLAGS="-Zmiri-strict-provenance" \
     cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup --test mutable
 
+# maple-mm's one piece of memory management: the VMA record chunks (records
+# made, shared, and freed on other threads; leaks are reported).
+MIRIFLAGS="-Zmiri-strict-provenance" \
+    cargo +nightly miri test -p maple-mm --lib record
+
 # The concurrent stress test, with readers and a writer on real threads.
 # crossbeam-epoch needs permissive provenance and Tree Borrows; its global
 # collector keeps some garbage (and its own bookkeeping) past exit, so leaks

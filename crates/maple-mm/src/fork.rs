@@ -1,12 +1,11 @@
 //! `fork`: the child's address space by O(n) duplication of the tree.
 
-use std::sync::Arc;
-
 use maple_tree::{DupError, MapleTree};
 
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
+    record::VmaRef,
     space::AddressSpace,
     store::VmaStore,
     vma::{AnonVma, VmaData},
@@ -89,7 +88,7 @@ impl<T: VmaStore> AddressSpace<T> {
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
 /// `None` to share the parent's, which a never-written VMA's copy would
 /// equal (records are never changed in place).
-fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<Arc<VmaData>>> {
+fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<VmaRef>> {
     fault::vma_copy()?;
     if d.anon.is_none() && !copy_names {
         return Ok(None);
@@ -99,7 +98,7 @@ fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<Arc<VmaData>>> {
     if copy_names {
         copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
     }
-    Ok(Some(Arc::new(copy)))
+    Ok(Some(VmaRef::new(copy)))
 }
 
 #[cfg(feature = "fault-injection")]

@@ -64,8 +64,11 @@
 //! * [`swap`]: swap extents (page offset → disk block) on the tree, built
 //!   from a real file's extents (`FIEMAP`) as `swapon` builds them.
 //!
-//! The crate has no unsafe code but one `ioctl` call (`swap::read_extents`),
-//! whose module says why it is sound.
+//! The crate's unsafe code is in two places, each argued in its module: the
+//! VMA records ([`VmaRef`]: counted references into 4 KiB chunks of 64-byte
+//! records, so that a space's records sit together in memory whatever else
+//! the program allocates; model-checked with loom, run under Miri), and one
+//! `ioctl` call (`swap::read_extents`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -78,6 +81,7 @@ mod mmap;
 mod modify;
 mod mremap;
 mod name;
+mod record;
 mod shared;
 mod space;
 mod store;
@@ -92,6 +96,7 @@ pub use fork::fault;
 pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
+pub use record::VmaRef;
 pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
 pub use store::VmaStore;

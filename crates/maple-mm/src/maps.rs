@@ -7,6 +7,7 @@ use std::{path::Path, sync::Arc};
 use crate::{
     flags::VmFlags,
     name::AnonName,
+    record::VmaRef,
     space::{AddressSpace, Brk, Layout, PAGE_SIZE},
     store::VmaStore,
     vma::{AnonVma, Backing, MappedFile, Vma, VmaData},
@@ -210,7 +211,7 @@ impl AddressSpace {
                 }
             }
             mm.tree
-                .insert_range(l.start..l.end, Arc::new(data.clone()))
+                .insert_range(l.start..l.end, VmaRef::new(data.clone()))
                 .map_err(|e| err(n, format!("cannot add the mapping: {}", e.cause)))?;
             prev = Some((l.start, l.end, data));
         }

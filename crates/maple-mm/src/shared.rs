@@ -10,11 +10,12 @@ use core::{
     fmt,
     ops::{Deref, DerefMut},
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard};
 
 use crate::{
+    record::VmaRef,
     space::{AddressSpace, Brk, Layout},
     vma::{Vma, VmaData},
 };
@@ -48,7 +49,7 @@ use crate::{
 /// assert!(seen == Some(0x10_0000) || seen == Some(0x10_1000));
 /// ```
 pub struct SharedAddressSpace {
-    tree: ConcurrentMapleTree<Arc<VmaData>>,
+    tree: ConcurrentMapleTree<VmaRef>,
     /// Writer-side state that is not in the tree (taken after the tree's
     /// writer lock, always).
     state: Mutex<State>,
@@ -145,7 +146,7 @@ impl SharedAddressSpace {
     /// Back to a plain address space.
     pub fn into_inner(self) -> AddressSpace {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
-        let tree: MapleTree<Arc<VmaData>> = self.tree.into_inner();
+        let tree: MapleTree<VmaRef> = self.tree.into_inner();
         AddressSpace { tree, layout: state.layout, brk: state.brk, start_stack: state.start_stack }
     }
 }
@@ -154,12 +155,12 @@ impl SharedAddressSpace {
 /// whose calls publish their changes to concurrent readers. Dropping it
 /// lets the next writer in.
 pub struct SpaceWriter<'a> {
-    space: AddressSpace<WriteGuard<'a, Arc<VmaData>>>,
+    space: AddressSpace<WriteGuard<'a, VmaRef>>,
     state: std::sync::MutexGuard<'a, State>,
 }
 
 impl<'a> Deref for SpaceWriter<'a> {
-    type Target = AddressSpace<WriteGuard<'a, Arc<VmaData>>>;
+    type Target = AddressSpace<WriteGuard<'a, VmaRef>>;
     fn deref(&self) -> &Self::Target {
         &self.space
     }

@@ -3,13 +3,13 @@
 //! what a call changed).
 
 use core::fmt;
-use std::sync::Arc;
 
 use maple_tree::MapleTree;
 
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
+    record::VmaRef,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
     Prot,
@@ -93,7 +93,7 @@ pub struct Brk {
 /// let child = mm.fork().unwrap();
 /// assert_eq!(child.maps(), mm.maps());
 /// ```
-pub struct AddressSpace<T: VmaStore = MapleTree<Arc<VmaData>>> {
+pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     pub(crate) tree: T,
     pub(crate) layout: Layout,
     pub(crate) brk: Option<Brk>,
@@ -173,7 +173,7 @@ impl From<AllocFail> for Errno {
 pub(crate) struct Undo {
     lo: u64,
     hi: u64,
-    old: Vec<(u64, u64, Arc<VmaData>)>,
+    old: Vec<(u64, u64, VmaRef)>,
 }
 
 impl AddressSpace {
@@ -314,7 +314,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// The tree itself (for benchmarks that separate the tree's cost from
     /// the VMAs').
     #[doc(hidden)]
-    pub fn vma_tree(&self) -> &MapleTree<Arc<VmaData>> {
+    pub fn vma_tree(&self) -> &MapleTree<VmaRef> {
         self.tree.view()
     }
 
@@ -340,7 +340,7 @@ impl<T: VmaStore> AddressSpace<T> {
     // ---- shared write machinery ----
 
     /// Owned copies of the entries overlapping `[start, end)`.
-    pub(crate) fn entries(&self, start: u64, end: u64) -> Vec<(u64, u64, Arc<VmaData>)> {
+    pub(crate) fn entries(&self, start: u64, end: u64) -> Vec<(u64, u64, VmaRef)> {
         if start >= end {
             return Vec::new();
         }
@@ -349,7 +349,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Owned copies of the entries overlapping `range`, as `(start, end)`
     /// with `end` exclusive.
-    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Vec<(u64, u64, Arc<VmaData>)> {
+    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Vec<(u64, u64, VmaRef)> {
         let mut out = Vec::new();
         let mut it = self.tree.view().range_cloned(range);
         // In place: moving the iterator (as `collect` does) copies its path.
@@ -416,7 +416,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Stores `data` over `[start, end)`, cutting whatever is there.
     pub(crate) fn put(&mut self, start: u64, end: u64, data: VmaData) -> core::result::Result<(), AllocFail> {
-        self.tree.store(start..end, Arc::new(data)).map_err(|_| AllocFail)
+        self.tree.store(start..end, VmaRef::new(data)).map_err(|_| AllocFail)
     }
 
     /// Unmaps `[start, end)` (neighbours are cut, keeping their attributes).

@@ -5,39 +5,38 @@
 //! once, against this trait.
 
 use core::ops::Range;
-use std::sync::Arc;
 
 use maple_tree::{InsertError, MapleTree, WriteGuard};
 
-use crate::vma::VmaData;
+use crate::record::VmaRef;
 
 mod sealed {
     pub trait Sealed {}
 }
 
 /// The tree an address space writes to. Implemented for
-/// `MapleTree<Arc<VmaData>>` and for the concurrent tree's `WriteGuard`;
+/// `MapleTree<VmaRef>` and for the concurrent tree's `WriteGuard`;
 /// sealed.
 pub trait VmaStore: sealed::Sealed {
     /// The tree as it stands, for reading.
     #[doc(hidden)]
-    fn view(&self) -> &MapleTree<Arc<VmaData>>;
+    fn view(&self) -> &MapleTree<VmaRef>;
     /// Stores `v` over `r`, cutting what is there.
     #[doc(hidden)]
-    fn store(&mut self, r: Range<u64>, v: Arc<VmaData>) -> Result<(), InsertError<Arc<VmaData>>>;
+    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>>;
     /// Empties `r`.
     #[doc(hidden)]
     fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error>;
 }
 
-impl sealed::Sealed for MapleTree<Arc<VmaData>> {}
+impl sealed::Sealed for MapleTree<VmaRef> {}
 
-impl VmaStore for MapleTree<Arc<VmaData>> {
-    fn view(&self) -> &MapleTree<Arc<VmaData>> {
+impl VmaStore for MapleTree<VmaRef> {
+    fn view(&self) -> &MapleTree<VmaRef> {
         self
     }
 
-    fn store(&mut self, r: Range<u64>, v: Arc<VmaData>) -> Result<(), InsertError<Arc<VmaData>>> {
+    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
         self.store_range(r, v)
     }
 
@@ -46,14 +45,14 @@ impl VmaStore for MapleTree<Arc<VmaData>> {
     }
 }
 
-impl sealed::Sealed for WriteGuard<'_, Arc<VmaData>> {}
+impl sealed::Sealed for WriteGuard<'_, VmaRef> {}
 
-impl VmaStore for WriteGuard<'_, Arc<VmaData>> {
-    fn view(&self) -> &MapleTree<Arc<VmaData>> {
+impl VmaStore for WriteGuard<'_, VmaRef> {
+    fn view(&self) -> &MapleTree<VmaRef> {
         self.tree()
     }
 
-    fn store(&mut self, r: Range<u64>, v: Arc<VmaData>) -> Result<(), InsertError<Arc<VmaData>>> {
+    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
         self.store_range(r, v)
     }
 

@@ -356,6 +356,7 @@ mod pool {
 mod pool {
     use super::{dealloc, Header, CHUNK_LAYOUT};
 
+    #[cfg_attr(loom, allow(dead_code))]
     pub(super) fn take() -> *mut Header {
         core::ptr::null_mut()
     }

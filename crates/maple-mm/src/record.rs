@@ -1,0 +1,514 @@
+//! VMA records: the attributes of a VMA ([`VmaData`]) behind a counted
+//! reference ([`VmaRef`]), in 64-byte cells carved from 4 KiB chunks —
+//! this crate's `vm_area_cachep`.
+//!
+//! Why not `Arc<VmaData>`: fork shares a record with the child for every
+//! VMA it copies, so it touches (counts a reference on) every record of
+//! the space. From the global allocator, records land wherever the
+//! allocations around them left room — between the name strings of named
+//! VMAs, say — and a fork of 64 K named VMAs spent most of its time in
+//! cache misses on records spread over 13 MB (+70–110 % against unnamed
+//! VMAs, whose records happened to sit together). Here records made one
+//! after another sit next to each other whatever else is allocated, 63 to
+//! a chunk, one per cache line.
+//!
+//! # The chunk protocol
+//!
+//! Each thread allocates from a chunk of its own (a thread-local
+//! [`Owner`]): first cells that were freed and handed back to it, then
+//! cells never used, and when the chunk is full it lets the chunk go and
+//! takes a fresh one. A record is freed by whichever thread drops its last
+//! reference (records are shared between address spaces and threads): the
+//! cell is pushed on its chunk's `returned` stack (a lock-free push; only
+//! the owner takes cells off, all at once, by swapping the head out, so
+//! there is no ABA), then the chunk's `live` count is decremented.
+//!
+//! `live` counts the chunk's records plus one while an owner holds the
+//! chunk. Whoever brings it to zero (the last free after the owner let go,
+//! or the owner letting go of a chunk whose records are all gone) frees
+//! the chunk; every push happened before its own decrement (release), and
+//! the freeing thread acquires them all, so no thread touches a chunk after
+//! it is freed. Cells returned to a chunk its owner has let go are not
+//! reused: the chunk goes back to the system when its last record does.
+//! That bounds what a long-lived record can keep alive to one chunk, and
+//! in practice chunks empty quickly (a chunk is let go only when full, and
+//! its records die in roughly the order they were made).
+
+#![allow(unsafe_code)]
+
+use core::{fmt, mem::MaybeUninit, ops::Deref, ptr::NonNull};
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+
+#[cfg(loom_mm)]
+use loom::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+#[cfg(not(loom_mm))]
+use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+
+use crate::vma::VmaData;
+
+/// One record: its reference count and its attributes. Free cells hold
+/// the next free cell's address where the attributes were.
+#[repr(C, align(64))]
+struct Cell {
+    refs: AtomicUsize,
+    data: MaybeUninit<VmaData>,
+}
+
+/// Cell 0 of a chunk.
+#[repr(C)]
+struct Header {
+    /// Records in the chunk, plus one while an owner holds it.
+    live: AtomicUsize,
+    /// Cells freed since the owner last looked (a stack linked through
+    /// the cells).
+    returned: AtomicPtr<Cell>,
+}
+
+const CELL: usize = core::mem::size_of::<Cell>();
+
+/// Bytes per chunk (a power of two: a cell finds its chunk by masking its
+/// address). Loom models use chunks of three records, so that a handful
+/// of operations reaches every case.
+#[cfg(not(loom_mm))]
+const CHUNK: usize = 4096;
+#[cfg(loom_mm)]
+const CHUNK: usize = (4 * CELL).next_power_of_two();
+
+/// Cells per chunk, the header's included.
+const CELLS: usize = CHUNK / CELL;
+
+const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK, CHUNK) {
+    Ok(l) => l,
+    Err(_) => panic!("chunk layout"),
+};
+
+const _: () = assert!(core::mem::size_of::<Header>() <= CELL && CELLS >= 4, "a header fits in a cell");
+#[cfg(not(loom_mm))]
+const _: () = assert!(CELL == 64, "a record is one cache line");
+
+/// Loom builds keep a register of chunks (on the test's OS thread, where
+/// loom runs every model thread): each access to a chunk checks that it
+/// was not freed, a second free fails, and a model can check that every
+/// chunk it made was freed.
+#[cfg(loom_mm)]
+mod chunks {
+    use std::{cell::RefCell, collections::HashSet};
+
+    std::thread_local! {
+        static FREED: RefCell<HashSet<usize>> = RefCell::new(HashSet::new());
+        static LIVE: core::cell::Cell<isize> = const { core::cell::Cell::new(0) };
+    }
+
+    pub(super) fn made<T>(h: *mut T) {
+        FREED.with(|f| f.borrow_mut().remove(&h.addr()));
+        LIVE.with(|l| l.set(l.get() + 1));
+    }
+
+    pub(super) fn freed<T>(h: *mut T) {
+        assert!(FREED.with(|f| f.borrow_mut().insert(h.addr())), "a chunk was freed twice");
+        LIVE.with(|l| l.set(l.get() - 1));
+    }
+
+    pub(super) fn check<T>(h: *mut T) {
+        assert!(!FREED.with(|f| f.borrow().contains(&h.addr())), "a chunk was used after it was freed");
+    }
+
+    /// Chunks made and not yet freed on this thread.
+    #[cfg(test)]
+    pub(super) fn live() -> isize {
+        LIVE.with(|l| l.get())
+    }
+}
+
+#[cfg(not(loom_mm))]
+mod chunks {
+    #[inline(always)]
+    pub(super) fn made<T>(_: *mut T) {}
+    #[inline(always)]
+    pub(super) fn freed<T>(_: *mut T) {}
+    #[inline(always)]
+    pub(super) fn check<T>(_: *mut T) {}
+}
+
+/// The chunk a cell was carved from (keeping the chunk's provenance).
+fn header_of(cell: *mut Cell) -> *mut Header {
+    cell.map_addr(|a| a & !(CHUNK - 1)).cast()
+}
+
+/// Where a free cell keeps the next one's address.
+fn next_slot(cell: *mut Cell) -> *mut *mut Cell {
+    // SAFETY: `data` is inside the cell; no memory is read here.
+    unsafe { core::ptr::addr_of_mut!((*cell).data).cast() }
+}
+
+/// A thread's allocation state: the chunk it carves records from.
+pub(crate) struct Owner {
+    /// The chunk this owner holds (counted in its `live`), or null.
+    chunk: *mut Header,
+    /// Free cells of `chunk` taken from its `returned` stack.
+    free: *mut Cell,
+    /// Index of the first never-used cell of `chunk`.
+    fresh: usize,
+}
+
+impl Owner {
+    pub(crate) const fn new() -> Owner {
+        Owner { chunk: core::ptr::null_mut(), free: core::ptr::null_mut(), fresh: CELLS }
+    }
+
+    /// A cell for a new record (counted in its chunk's `live`); its
+    /// contents are uninitialised. Aborts if memory runs out, as `Arc::new`
+    /// does.
+    fn take(&mut self) -> NonNull<Cell> {
+        if self.free.is_null() && self.fresh == CELLS && !self.chunk.is_null() {
+            chunks::check(self.chunk);
+            // SAFETY: we hold `chunk` (its `live` counts us), so it is alive.
+            // Acquire: the pushers wrote the links before their release CAS.
+            self.free = unsafe { (*self.chunk).returned.swap(core::ptr::null_mut(), Ordering::Acquire) };
+            if self.free.is_null() {
+                self.let_go();
+            }
+        }
+        if self.chunk.is_null() {
+            // SAFETY: `CHUNK_LAYOUT` has non-zero size.
+            let h = unsafe { alloc(CHUNK_LAYOUT) }.cast::<Header>();
+            if h.is_null() {
+                handle_alloc_error(CHUNK_LAYOUT);
+            }
+            // SAFETY: a fresh chunk, ours alone; the header is built in place.
+            unsafe { h.write(Header { live: AtomicUsize::new(1), returned: AtomicPtr::new(core::ptr::null_mut()) }) };
+            chunks::made(h);
+            self.chunk = h;
+            self.fresh = 1;
+        }
+        let cell = if !self.free.is_null() {
+            let c = self.free;
+            // SAFETY: `c` is a free cell of our chunk; its link was written
+            // by the thread that returned it, before the release CAS that
+            // our acquire swap read.
+            self.free = unsafe { next_slot(c).read() };
+            c
+        } else {
+            // SAFETY: `fresh < CELLS`: a cell inside our chunk's allocation.
+            let c = unsafe { self.chunk.cast::<u8>().add(self.fresh * CELL) }.cast::<Cell>();
+            self.fresh += 1;
+            c
+        };
+        chunks::check(self.chunk);
+        // SAFETY: we hold the chunk. Relaxed: the count only decides who
+        // frees the chunk, and that thread synchronises with every other
+        // through the release decrements.
+        unsafe { (*self.chunk).live.fetch_add(1, Ordering::Relaxed) };
+        // SAFETY: cells are inside an allocation, so never null.
+        unsafe { NonNull::new_unchecked(cell) }
+    }
+
+    /// Stops allocating from the current chunk; frees it if no record in
+    /// it is left.
+    fn let_go(&mut self) {
+        let h = core::mem::replace(&mut self.chunk, core::ptr::null_mut());
+        self.free = core::ptr::null_mut();
+        self.fresh = CELLS;
+        if !h.is_null() {
+            // SAFETY: we held `h`: our count keeps it alive until this call.
+            unsafe { release_chunk(h) };
+        }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.let_go();
+    }
+}
+
+/// Drops one count of chunk `h`; frees it if that was the last.
+///
+/// # Safety
+///
+/// The caller holds one count of `h` (a record in it, or ownership) and
+/// gives it up here.
+unsafe fn release_chunk(h: *mut Header) {
+    chunks::check(h);
+    // SAFETY: our count keeps `h` alive until the decrement. Release: our
+    // earlier writes to the chunk (a push, the record's drop) happen before
+    // whoever frees it; that thread acquires them with the fence.
+    if unsafe { (*h).live.fetch_sub(1, Ordering::Release) } == 1 {
+        fence(Ordering::Acquire);
+        chunks::freed(h);
+        // SAFETY: no record and no owner is left, so nobody can reach the
+        // chunk; it was allocated with `CHUNK_LAYOUT`.
+        unsafe {
+            core::ptr::drop_in_place(h);
+            dealloc(h.cast(), CHUNK_LAYOUT);
+        }
+    }
+}
+
+/// Returns a dead record's cell to its chunk.
+///
+/// # Safety
+///
+/// `cell` came from [`Owner::take`], its record has been dropped, and
+/// nothing refers to it any more.
+unsafe fn give_back(cell: NonNull<Cell>) {
+    let c = cell.as_ptr();
+    let h = header_of(c);
+    chunks::check(h);
+    // SAFETY: the record's count in `live` keeps the chunk alive until
+    // `release_chunk` below; the cell is ours to write.
+    unsafe {
+        let mut head = (*h).returned.load(Ordering::Relaxed);
+        loop {
+            next_slot(c).write(head);
+            // Release: the link is written before the cell is visible.
+            match (*h).returned.compare_exchange_weak(head, c, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
+        release_chunk(h);
+    }
+}
+
+#[cfg(not(loom_mm))]
+std::thread_local! {
+    static OWNER: core::cell::RefCell<Owner> = const { core::cell::RefCell::new(Owner::new()) };
+}
+
+/// A cell from this thread's owner, or (during thread teardown, when the
+/// thread-local is gone) from an owner made for this one record.
+#[cfg(not(loom_mm))]
+fn take_cell() -> NonNull<Cell> {
+    OWNER.try_with(|o| o.borrow_mut().take()).unwrap_or_else(|_| Owner::new().take())
+}
+
+#[cfg(loom_mm)]
+loom::thread_local! {
+    static OWNER: core::cell::RefCell<Owner> = core::cell::RefCell::new(Owner::new());
+}
+
+#[cfg(loom_mm)]
+fn take_cell() -> NonNull<Cell> {
+    OWNER.with(|o| o.borrow_mut().take())
+}
+
+/// A counted reference to a VMA's attributes: what the address space's
+/// tree holds for each VMA. Cloning it (a split, a fork) copies no
+/// attributes; the record is freed with its last reference. Reads go
+/// through `Deref` (the fields are crate-private: read them through
+/// [`Vma`](crate::Vma)).
+pub struct VmaRef(NonNull<Cell>);
+
+// SAFETY: a shared, immutable `VmaData` (which is `Send + Sync`) with an
+// atomic count and a chunk protocol that any thread may free through, as
+// for `Arc<VmaData>`.
+unsafe impl Send for VmaRef {}
+// SAFETY: as above.
+unsafe impl Sync for VmaRef {}
+
+impl VmaRef {
+    /// A new record holding `data`.
+    pub(crate) fn new(data: VmaData) -> VmaRef {
+        let cell = take_cell();
+        // SAFETY: a fresh cell, ours alone until published.
+        unsafe { cell.as_ptr().write(Cell { refs: AtomicUsize::new(1), data: MaybeUninit::new(data) }) };
+        VmaRef(cell)
+    }
+
+    /// True if both refer to the same record.
+    pub fn ptr_eq(a: &VmaRef, b: &VmaRef) -> bool {
+        a.0 == b.0
+    }
+
+    /// References to this record (VMAs in any address space, and clones).
+    pub fn ref_count(&self) -> usize {
+        // SAFETY: our reference keeps the cell alive.
+        unsafe { self.0.as_ref() }.refs.load(Ordering::Relaxed)
+    }
+}
+
+impl Deref for VmaRef {
+    type Target = VmaData;
+    fn deref(&self) -> &VmaData {
+        // SAFETY: the cell holds an initialised record while a reference
+        // to it exists.
+        unsafe { self.0.as_ref().data.assume_init_ref() }
+    }
+}
+
+impl Clone for VmaRef {
+    fn clone(&self) -> VmaRef {
+        // SAFETY: our reference keeps the cell alive. Relaxed, as `Arc`:
+        // a new reference is made from an existing one.
+        let old = unsafe { self.0.as_ref() }.refs.fetch_add(1, Ordering::Relaxed);
+        if old > isize::MAX as usize {
+            // As `Arc`: an overflowing count would free a record in use.
+            std::process::abort();
+        }
+        VmaRef(self.0)
+    }
+}
+
+impl Drop for VmaRef {
+    fn drop(&mut self) {
+        // SAFETY: our reference keeps the cell alive until the decrement.
+        // Release/acquire as `Arc`: every use of the record by other
+        // references happens before it is dropped.
+        if unsafe { self.0.as_ref() }.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: ours was the last reference: the record is dropped once
+        // and the cell, now unused, goes back to its chunk.
+        unsafe {
+            let c = self.0.as_ptr();
+            core::ptr::drop_in_place(core::ptr::addr_of_mut!((*c).refs));
+            (*c).data.assume_init_drop();
+            give_back(self.0);
+        }
+    }
+}
+
+impl fmt::Debug for VmaRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+// SAFETY: the word is the cell's address: non-null, 64-byte aligned inside
+// an allocation (so never the tree's reserved top-page marker); `from_raw`
+// takes back the reference `into_raw` gave up; a borrow is valid while the
+// tree holds that reference.
+unsafe impl maple_tree::Handle for VmaRef {
+    type Borrowed<'a> = &'a VmaData;
+
+    fn into_raw(self) -> NonNull<()> {
+        core::mem::ManuallyDrop::new(self).0.cast()
+    }
+
+    unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        VmaRef(raw.cast())
+    }
+
+    unsafe fn borrow<'a>(raw: NonNull<()>) -> &'a VmaData {
+        // SAFETY: the caller's contract: the tree's reference keeps the
+        // record alive and initialised for 'a.
+        unsafe { raw.cast::<Cell>().as_ref().data.assume_init_ref() }
+    }
+}
+
+#[cfg(all(test, not(loom_mm)))]
+mod tests {
+    use super::*;
+    use crate::vma::{Backing, VmaData};
+    use crate::VmFlags;
+
+    fn data(i: u64) -> VmaData {
+        VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
+    }
+
+    #[test]
+    fn records_made_in_a_row_sit_in_a_row() {
+        let rs: Vec<VmaRef> = (0..200).map(|i| VmaRef::new(data(i))).collect();
+        let mut next_to = 0;
+        for w in rs.windows(2) {
+            if w[1].0.as_ptr().addr() == w[0].0.as_ptr().addr() + CELL {
+                next_to += 1;
+            }
+        }
+        // A test runs on a thread of its own, so on a chunk of its own:
+        // all but the three jumps to a new chunk (63 records each).
+        assert_eq!(next_to, 199 - 3);
+        for (i, r) in rs.iter().enumerate() {
+            assert_eq!(r.pgoff_base, i as u64);
+        }
+    }
+
+    #[test]
+    fn a_record_lives_until_its_last_reference() {
+        let a = VmaRef::new(data(7));
+        let b = a.clone();
+        assert!(VmaRef::ptr_eq(&a, &b));
+        assert_eq!(a.ref_count(), 2);
+        drop(a);
+        assert_eq!(b.ref_count(), 1);
+        assert_eq!(b.pgoff_base, 7);
+    }
+
+    /// Records dropped on other threads come back to the owner's chunk and
+    /// are reused; chunks let go are freed (Miri checks that nothing leaks
+    /// and that no freed memory is touched).
+    #[test]
+    fn records_freed_on_other_threads_are_reused() {
+        // Whole chunks (this test's thread starts without one), so that the
+        // last one is full and a new record must reuse a returned cell to
+        // stay in it.
+        let n = (CELLS as u64 - 1) * if cfg!(miri) { 2 } else { 80 };
+        let rs: Vec<VmaRef> = (0..n).map(|i| VmaRef::new(data(i))).collect();
+        let last_chunk = header_of(rs[rs.len() - 1].0.as_ptr());
+        let handles: Vec<_> = rs
+            .chunks(n as usize / 3 + 1)
+            .map(|part| {
+                let part: Vec<VmaRef> = part.to_vec();
+                std::thread::spawn(move || drop(part))
+            })
+            .collect();
+        drop(rs);
+        for h in handles {
+            h.join().unwrap();
+        }
+        // The current chunk got its cells back; new records reuse them.
+        let again: Vec<VmaRef> = (0..CELLS as u64 - 1).map(|i| VmaRef::new(data(i + 1))).collect();
+        for (i, r) in again.iter().enumerate() {
+            assert_eq!(header_of(r.0.as_ptr()), last_chunk, "record {i} not in the reused chunk");
+            assert_eq!(r.pgoff_base, i as u64 + 1);
+        }
+    }
+}
+
+#[cfg(all(test, loom_mm))]
+mod loom_tests {
+    use super::*;
+    use crate::vma::{Backing, VmaData};
+    use crate::VmFlags;
+    use loom::thread;
+
+    fn data(i: u64) -> VmaData {
+        VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
+    }
+
+    /// The owner fills a chunk (three records), another thread drops one of
+    /// them while the owner makes a fourth (reusing the returned cell, or
+    /// letting the full chunk go for a new one) and then exits: in every
+    /// interleaving each live record keeps its contents, no chunk is used
+    /// after it is freed or freed twice, and every chunk is freed.
+    #[test]
+    fn loom_free_races_the_owner() {
+        loom::model(|| {
+            let a = VmaRef::new(data(1));
+            let b = VmaRef::new(data(2));
+            let c = VmaRef::new(data(3));
+            let t = thread::spawn(move || drop(b));
+            let d = VmaRef::new(data(4));
+            t.join().unwrap();
+            assert_eq!((a.pgoff_base, c.pgoff_base, d.pgoff_base), (1, 3, 4));
+            drop((a, c, d));
+            OWNER.with(|o| o.borrow_mut().let_go());
+            assert_eq!(chunks::live(), 0, "a chunk leaked");
+        });
+    }
+
+    /// The owner lets its chunk go while the last record in it is dropped
+    /// on another thread: exactly one of them frees it.
+    #[test]
+    fn loom_last_free_races_let_go() {
+        loom::model(|| {
+            let a = VmaRef::new(data(1));
+            let t = thread::spawn(move || drop(a));
+            OWNER.with(|o| o.borrow_mut().let_go());
+            t.join().unwrap();
+            assert_eq!(chunks::live(), 0, "a chunk leaked");
+        });
+    }
+}
