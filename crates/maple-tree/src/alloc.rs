@@ -62,6 +62,9 @@ struct Header {
     /// the ends; both null when the chunk is full or the spare).
     prev: *mut Header,
     next: *mut Header,
+    /// Neighbours on the slab's list of every chunk holding a node.
+    all_prev: *mut Header,
+    all_next: *mut Header,
 }
 
 /// The node memory of one tree; see the module docs.
@@ -71,6 +74,13 @@ pub(crate) struct Slab {
     partial: Cell<*mut Header>,
     /// An empty chunk kept for the next allocation, or null.
     spare: Cell<*mut Header>,
+    /// First of every chunk holding at least one node (full or not).
+    #[cfg_attr(loom, allow(dead_code))]
+    all: Cell<*mut Header>,
+    /// Loom builds take nodes from the global allocator one by one: the
+    /// ones handed out, for [`Slab::free_all`].
+    #[cfg(loom)]
+    handed: core::cell::RefCell<liballoc::vec::Vec<NonNull<Node>>>,
 }
 
 impl Default for Slab {
@@ -87,7 +97,56 @@ impl core::fmt::Debug for Slab {
 
 impl Slab {
     pub(crate) const fn new() -> Slab {
-        Slab { partial: Cell::new(core::ptr::null_mut()), spare: Cell::new(core::ptr::null_mut()) }
+        Slab {
+            partial: Cell::new(core::ptr::null_mut()),
+            spare: Cell::new(core::ptr::null_mut()),
+            all: Cell::new(core::ptr::null_mut()),
+            #[cfg(loom)]
+            handed: core::cell::RefCell::new(liballoc::vec::Vec::new()),
+        }
+    }
+
+    /// Frees every node this slab has handed out and not taken back, at
+    /// once: O(chunks), no node is read. A tree that drops or clears all
+    /// its nodes (values dropped first, if they need it), or a copy that
+    /// failed part way, uses this instead of freeing node by node.
+    ///
+    /// # Safety
+    ///
+    /// As for [`alloc`](Self::alloc); and none of those nodes is reachable
+    /// or used by anyone any more.
+    pub(crate) unsafe fn free_all(&self) {
+        #[cfg(not(loom))]
+        {
+            let mut h = self.all.replace(core::ptr::null_mut());
+            self.partial.set(core::ptr::null_mut());
+            while !h.is_null() {
+                // SAFETY: `h` is a live chunk of this slab (on its list of
+                // chunks holding nodes); the caller gives up every node in
+                // it, so the whole chunk is ours again.
+                unsafe {
+                    let next = (*h).all_next;
+                    #[cfg(feature = "fault-injection")]
+                    for _ in 0..(ALL_FREE & !(*h).free).count_ones() {
+                        fault::on_free();
+                    }
+                    let old = self.spare.replace(h);
+                    if !old.is_null() {
+                        pool::give(old);
+                    }
+                    h = next;
+                }
+            }
+        }
+        #[cfg(loom)]
+        for n in self.handed.borrow_mut().drain(..) {
+            #[cfg(feature = "fault-injection")]
+            fault::on_free();
+            freed::record(n.as_ptr().addr());
+            // SAFETY: allocated by `take_cell` with this layout; handed out
+            // and given up by the caller, freed once.
+            unsafe { dealloc(n.as_ptr().cast(), Layout::new::<Node>()) }
+        }
     }
 
     /// Allocates a node of `kind`. Its parent word is null; every other
@@ -149,7 +208,9 @@ impl Slab {
     #[cfg(loom)]
     unsafe fn take_cell(&self) -> Result<NonNull<Node>, AllocError> {
         // SAFETY: `Node` has non-zero size.
-        NonNull::new(unsafe { alloc(Layout::new::<Node>()) }.cast()).ok_or(AllocError)
+        let n = NonNull::new(unsafe { alloc(Layout::new::<Node>()) }.cast()).ok_or(AllocError)?;
+        self.handed.borrow_mut().push(n);
+        Ok(n)
     }
 
     /// # Safety
@@ -157,6 +218,7 @@ impl Slab {
     /// As for [`free`](Self::free).
     #[cfg(loom)]
     unsafe fn give_back(&self, ptr: NonNull<Node>) {
+        self.handed.borrow_mut().retain(|&n| n != ptr);
         // SAFETY: allocated by `take_cell` with this layout, freed once.
         unsafe { dealloc(ptr.as_ptr().cast(), Layout::new::<Node>()) }
     }
@@ -183,8 +245,21 @@ impl Slab {
                 }
             }
             // SAFETY: `h` is a chunk of ours that no list holds (the spare or
-            // a fresh one): its header is ours to (re)write.
-            unsafe { h.write(Header { free: ALL_FREE, prev: core::ptr::null_mut(), next: core::ptr::null_mut() }) };
+            // a fresh one): its header is ours to (re)write; the first chunk
+            // of the all-list, if any, is a live chunk of this slab.
+            unsafe {
+                h.write(Header {
+                    free: ALL_FREE,
+                    prev: core::ptr::null_mut(),
+                    next: core::ptr::null_mut(),
+                    all_prev: core::ptr::null_mut(),
+                    all_next: self.all.get(),
+                });
+                if let Some(first) = self.all.get().as_mut() {
+                    first.all_prev = h;
+                }
+            }
+            self.all.set(h);
             self.partial.set(h);
         }
         // SAFETY: `h` heads the partial list, so it is a live chunk of this
@@ -229,6 +304,14 @@ impl Slab {
             }
             if (*h).free == ALL_FREE {
                 self.unlink(h);
+                let (prev, next) = ((*h).all_prev, (*h).all_next);
+                match prev.as_mut() {
+                    Some(p) => p.all_next = next,
+                    None => self.all.set(next),
+                }
+                if let Some(n) = next.as_mut() {
+                    n.all_prev = prev;
+                }
                 let old = self.spare.replace(h);
                 if !old.is_null() {
                     // An empty chunk of ours no list holds: nothing in it is

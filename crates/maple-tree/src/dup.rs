@@ -37,8 +37,9 @@ pub(crate) type LeafList = Vec<(NodeRef, u64, u64)>;
 
 impl RawTree {
     /// A copy of the node structure sharing this tree's value words, and
-    /// the copy's leaves in index order (for the value replacement pass).
-    pub(crate) fn dup_nodes(&self) -> Result<(RawTree, LeafList), AllocError> {
+    /// (if `want_leaves`) the copy's leaves in index order, for the value
+    /// replacement pass.
+    pub(crate) fn dup_nodes(&self, want_leaves: bool) -> Result<(RawTree, LeafList), AllocError> {
         let mut out = RawTree::new(self.gaps);
         // Tree-wide state is copied whatever the shape (an empty tree can
         // have a pending wrap too).
@@ -46,16 +47,14 @@ impl RawTree {
         let Some(root) = self.root_node() else {
             return Ok((out, Vec::new()));
         };
-        // Sized once from the entry count (growing these vectors cost a
-        // fifth of a small tree's duplication): a leaf holds at least 6 of
-        // the at most 2 * len + 1 ranges (entries and the gaps between
-        // them), except on the right-most spine; internal nodes hold at
-        // least 4 children.
+        // Sized once from the entry count (growing the vector cost a fifth
+        // of a small tree's duplication): a leaf holds at least 6 of the at
+        // most 2 * len + 1 ranges (entries and the gaps between them),
+        // except on the right-most spine.
         let leaves_max = (2 * self.len.get() + 1) / 6 + self.height.get() + 1;
-        let nodes_max = leaves_max + leaves_max / 3 + 2 * self.height.get() + 2;
-        let mut allocated: Vec<NodeRef> = Vec::with_capacity(nodes_max);
-        let mut leaves = LeafList::with_capacity(leaves_max);
-        match dup_from(&mut out.slab, root, self.height.get(), &mut allocated, &mut leaves) {
+        let mut leaves = LeafList::with_capacity(if want_leaves { leaves_max } else { 0 });
+        let list = want_leaves.then_some(&mut leaves);
+        match dup_from(&mut out.slab, root, self.height.get(), list) {
             Ok(new_root) => {
                 out.root.store(new_root.encode(), crate::sync::Ordering::Release);
                 out.height.set(self.height.get());
@@ -63,13 +62,10 @@ impl RawTree {
                 Ok((out, leaves))
             }
             Err(e) => {
-                // Free in reverse order of allocation; slots of the partial
-                // copy may still point at source nodes, so never traverse it.
-                for n in allocated.into_iter().rev() {
-                    // SAFETY: copies nobody else has seen, each freed once,
-                    // into the slab of `out`, which only we can reach.
-                    unsafe { out.slab.free(n) };
-                }
+                // Slots of the partial copy may still point at source nodes,
+                // so it is never traversed: its slab frees what it handed out.
+                // SAFETY: `out` is ours alone and nobody has seen its nodes.
+                unsafe { out.slab.free_all() };
                 Err(e)
             }
         }
@@ -80,12 +76,10 @@ fn dup_from(
     slab: &mut Slab,
     root: NodeRef,
     height: usize,
-    allocated: &mut Vec<NodeRef>,
-    leaves: &mut LeafList,
+    mut leaves: Option<&mut LeafList>,
 ) -> Result<NodeRef, AllocError> {
     // SAFETY: `&mut` makes us the slab's only user (here and below).
     let new_root = unsafe { slab.alloc(root.kind()) }?;
-    allocated.push(new_root);
     copy_node(root, new_root);
     new_root.set_root_parent();
     // Pre-order: a node's children are allocated and copied together, then
@@ -95,7 +89,9 @@ fn dup_from(
     stack.push((root, new_root, 0, u64::MAX));
     while let Some((src, dst, min, max)) = stack.pop() {
         if src.is_leaf() {
-            leaves.push((dst, min, max));
+            if let Some(l) = leaves.as_deref_mut() {
+                l.push((dst, min, max));
+            }
             continue;
         }
         let n = src.count();
@@ -105,7 +101,6 @@ fn dup_from(
             let child = unsafe { src.child(i) };
             // SAFETY: as above.
             let copy = unsafe { slab.alloc(child.kind()) }?;
-            allocated.push(copy);
             kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
         }
         for (i, &(child, copy, _, _)) in kids.iter().enumerate() {

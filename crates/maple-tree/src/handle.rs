@@ -49,8 +49,16 @@ pub(crate) fn is_value(w: *mut ()) -> bool {
 ///   `into_raw`;
 /// * `borrow(raw)` is valid for as long as the handle has not been turned
 ///   back by `from_raw`, and may be called from several threads at once if
-///   `Self: Sync`.
+///   `Self: Sync`;
+/// * if [`INLINE`](Handle::INLINE) is true, the word is the whole value: a
+///   clone's `into_raw` is the same word, and dropping a handle does
+///   nothing.
 pub unsafe trait Handle: Sized {
+    /// The word is the value itself (as for [`U63`]): nothing to clone or
+    /// drop, so [`MapleTree::try_dup`](crate::MapleTree::try_dup) copies
+    /// the nodes and is done. False unless the implementation says so.
+    const INLINE: bool = false;
+
     /// What a lookup hands out.
     type Borrowed<'a>: Copy
     where
@@ -282,6 +290,8 @@ impl From<U63> for u64 {
 // SAFETY: `(v << 1) | 1` is odd, hence non-null and never the (even)
 // reserved address; it carries no provenance and is decoded by shifting back.
 unsafe impl Handle for U63 {
+    const INLINE: bool = true;
+
     type Borrowed<'a> = U63;
 
     fn into_raw(self) -> NonNull<()> {

@@ -301,9 +301,36 @@ impl RawTree {
         self.height.set(0);
         self.len.set(0);
         if !raw.is_null() {
-            // SAFETY: the root was an encoded live node; we just unlinked it,
-            // so the subtree is ours alone.
-            unsafe { free_subtree(&self.slab, NodeRef::decode(raw), drop_value) }
+            if let Some(f) = drop_value {
+                // SAFETY: the root was an encoded live node; we just
+                // unlinked it, so the subtree is ours alone.
+                unsafe { leaf_words(NodeRef::decode(raw), f) };
+            }
+            // SAFETY: `&mut self`: we are the slab's only user, and every
+            // node it handed out belongs to the subtree just unlinked (a
+            // tree frees or retires a node the moment it leaves the tree,
+            // and retired ones are freed before a tree can be cleared).
+            unsafe { self.slab.free_all() }
+        }
+    }
+}
+
+/// Hands every non-null word in the leaves of the subtree at `node` to
+/// `f`, in index order.
+///
+/// # Safety
+///
+/// `node` is live and nobody changes the subtree meanwhile.
+unsafe fn leaf_words(node: NodeRef, f: &mut dyn FnMut(*mut ())) {
+    for i in 0..node.count() {
+        let s = node.slot(i);
+        if node.is_leaf() {
+            if !s.is_null() {
+                f(s);
+            }
+        } else {
+            // SAFETY: children of a live subtree are live.
+            unsafe { leaf_words(NodeRef::decode(s), f) };
         }
     }
 }

@@ -73,7 +73,7 @@ impl<T: Copy, const N: usize> SmallList<T, N> {
         self.inline.len() + self.spill.len()
     }
 
-    #[cfg(loom)]
+    #[cfg(all(loom, test))]
     pub(crate) fn is_empty(&self) -> bool {
         self.inline.is_empty()
     }

@@ -901,7 +901,7 @@ impl<V: Handle> MapleTree<V> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> W,
     ) -> Result<MapleTree<W>, AllocError> {
-        let (copy, leaves) = self.raw.dup_nodes()?;
+        let (copy, leaves) = self.raw.dup_nodes(true)?;
         // Until every word is replaced, the copy holds words of `self`:
         // the guard frees it without dropping those if `f` panics.
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
@@ -976,7 +976,7 @@ impl<V: Handle> MapleTree<V> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
     ) -> Result<MapleTree<W>, DupError<E>> {
-        let (copy, leaves) = self.raw.dup_nodes().map_err(DupError::Alloc)?;
+        let (copy, leaves) = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
         // Until every word is replaced (or marked), the copy holds words of
         // `self`, and the guard knows which.
         let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
@@ -1033,15 +1033,13 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        let (copy, leaves) = raw.dup_nodes()?;
+        // Inline values are copied with the nodes: no value pass.
+        let (copy, leaves) = raw.dup_nodes(!V::INLINE)?;
         for (leaf, min, max) in leaves {
-            // SAFETY: `w` is a live handle of the source (the copy only
-            // shares it). A panic in `clone` leaks the copy's nodes at worst
-            // (a `RawTree` drops nothing), never a double drop.
             // SAFETY: `leaf` belongs to the unpublished copy; `w` is a live
             // handle of the source (the copy only shares it). A panic in
             // `clone` leaks the copy's nodes at worst (a `RawTree` drops
-            // nothing), never a double drop.
+            // no node), never a double drop.
             unsafe { leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| clone_word::<V>(w))) };
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
