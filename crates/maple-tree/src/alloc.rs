@@ -7,11 +7,14 @@
 //! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
 //! land 512 bytes apart, twice the memory and half the nodes per cache
 //! page). A node finds its chunk by masking its address. Chunks with free
-//! cells are kept on a list; a chunk is given back to the global allocator
-//! as soon as its last node is freed, except for one spare kept to absorb
-//! the free-then-allocate pairs of splits and merges. A tree therefore
-//! holds at most one empty chunk, and its nodes sit together in memory
-//! (a duplicate's nodes come out in the order they are copied).
+//! cells are kept on a list; a chunk whose last node is freed leaves the
+//! tree at once, except for one spare kept to absorb the free-then-allocate
+//! pairs of splits and merges. A tree therefore holds at most one empty
+//! chunk, and its nodes sit together in memory (a duplicate's nodes come
+//! out in the order they are copied). Empty chunks wait in a per-thread
+//! pool (at most 256) for the next tree; chunks come from the global
+//! allocator sixteen at a time (a 64 KiB block) and a block goes back when
+//! all its chunks have.
 //!
 //! A slab has no locks: only a tree's single writer allocates and frees
 //! (through `&mut`, or holding the concurrent tree's writer lock, which
@@ -21,7 +24,11 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{cell::Cell, ptr::NonNull};
+use core::{
+    cell::Cell,
+    ptr::{addr_of_mut, NonNull},
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 use liballoc::alloc::{alloc, dealloc, Layout};
 
@@ -42,6 +49,7 @@ const CELLS: usize = CHUNK / CELL;
 #[cfg_attr(loom, allow(dead_code))]
 const ALL_FREE: u16 = !1;
 
+#[cfg_attr(all(feature = "std", not(loom)), allow(dead_code))]
 const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK, CHUNK) {
     Ok(l) => l,
     Err(_) => panic!("chunk layout"),
@@ -49,7 +57,7 @@ const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK, CHUNK) {
 
 #[cfg(not(loom))]
 const _: () = assert!(
-    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= CELL,
+    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= CELL && BLOCK_CHUNKS * CHUNK < 128 * 1024,
     "sixteen 256-byte cells per chunk, the header fitting in the first"
 );
 
@@ -65,6 +73,12 @@ struct Header {
     /// Neighbours on the slab's list of every chunk holding a node.
     all_prev: *mut Header,
     all_next: *mut Header,
+    /// The first chunk of the block this chunk was carved from (see
+    /// `block`); set once when the block is made, never rewritten.
+    block: *mut Header,
+    /// In a block's first chunk: chunks of the block not yet given back
+    /// to it (any thread may give one back).
+    block_live: AtomicUsize,
 }
 
 /// The node memory of one tree; see the module docs.
@@ -77,6 +91,9 @@ pub(crate) struct Slab {
     /// First of every chunk holding at least one node (full or not).
     #[cfg_attr(loom, allow(dead_code))]
     all: Cell<*mut Header>,
+    /// Chunks on the `all` list.
+    #[cfg_attr(loom, allow(dead_code))]
+    listed: Cell<usize>,
     /// Loom builds take nodes from the global allocator one by one: the
     /// ones handed out, for [`Slab::free_all`].
     #[cfg(loom)]
@@ -101,8 +118,25 @@ impl Slab {
             partial: Cell::new(core::ptr::null_mut()),
             spare: Cell::new(core::ptr::null_mut()),
             all: Cell::new(core::ptr::null_mut()),
+            listed: Cell::new(0),
             #[cfg(loom)]
             handed: core::cell::RefCell::new(liballoc::vec::Vec::new()),
+        }
+    }
+
+    /// Bytes of chunk memory this slab holds: the chunks holding nodes and
+    /// its spare (loom builds: nodes handed out times their size).
+    ///
+    /// Read it only while nobody allocates or frees (`&` to a plain tree,
+    /// or the concurrent tree's writer lock).
+    pub(crate) fn held_bytes(&self) -> usize {
+        #[cfg(not(loom))]
+        {
+            (self.listed.get() + usize::from(!self.spare.get().is_null())) * CHUNK
+        }
+        #[cfg(loom)]
+        {
+            self.handed.borrow().len() * core::mem::size_of::<Node>()
         }
     }
 
@@ -120,6 +154,7 @@ impl Slab {
         {
             let mut h = self.all.replace(core::ptr::null_mut());
             self.partial.set(core::ptr::null_mut());
+            self.listed.set(0);
             while !h.is_null() {
                 // SAFETY: `h` is a live chunk of this slab (on its list of
                 // chunks holding nodes); the caller gives up every node in
@@ -238,28 +273,24 @@ impl Slab {
                 h = pool::take();
             }
             if h.is_null() {
-                // SAFETY: `CHUNK_LAYOUT` has non-zero size.
-                h = unsafe { alloc(CHUNK_LAYOUT) }.cast::<Header>();
-                if h.is_null() {
-                    return Err(AllocError);
-                }
+                return Err(AllocError);
             }
             // SAFETY: `h` is a chunk of ours that no list holds (the spare or
-            // a fresh one): its header is ours to (re)write; the first chunk
-            // of the all-list, if any, is a live chunk of this slab.
+            // a fresh one): its list fields are ours to (re)write (its block
+            // fields stay); the first chunk of the all-list, if any, is a
+            // live chunk of this slab.
             unsafe {
-                h.write(Header {
-                    free: ALL_FREE,
-                    prev: core::ptr::null_mut(),
-                    next: core::ptr::null_mut(),
-                    all_prev: core::ptr::null_mut(),
-                    all_next: self.all.get(),
-                });
+                addr_of_mut!((*h).free).write(ALL_FREE);
+                addr_of_mut!((*h).prev).write(core::ptr::null_mut());
+                addr_of_mut!((*h).next).write(core::ptr::null_mut());
+                addr_of_mut!((*h).all_prev).write(core::ptr::null_mut());
+                addr_of_mut!((*h).all_next).write(self.all.get());
                 if let Some(first) = self.all.get().as_mut() {
                     first.all_prev = h;
                 }
             }
             self.all.set(h);
+            self.listed.set(self.listed.get() + 1);
             self.partial.set(h);
         }
         // SAFETY: `h` heads the partial list, so it is a live chunk of this
@@ -312,6 +343,7 @@ impl Slab {
                 if let Some(n) = next.as_mut() {
                     n.all_prev = prev;
                 }
+                self.listed.set(self.listed.get() - 1);
                 let old = self.spare.replace(h);
                 if !old.is_null() {
                     // An empty chunk of ours no list holds: nothing in it is
@@ -379,16 +411,76 @@ impl Drop for Slab {
     }
 }
 
+/// Chunks come from the global allocator in blocks of [`BLOCK_CHUNKS`]
+/// (64 KiB, aligned to 4 KiB): glibc places 4 KiB blocks aligned to 4 KiB
+/// 8 KiB apart (each one's alignment slop is left unused), which would
+/// double the memory of every node; a 64 KiB block wastes at most one page
+/// in sixteen. A block goes back to the global allocator once all its
+/// chunks are given back to it ([`give_to_block`]), by whichever thread
+/// gives the last one.
+#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+const BLOCK_CHUNKS: usize = 16;
+
+#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK_CHUNKS * CHUNK, CHUNK) {
+    Ok(l) => l,
+    Err(_) => panic!("block layout"),
+};
+
+/// A new block of `chunks` chunks (its layout `layout`), each chunk's
+/// `block` field set; the chunks, or none if memory ran out.
+///
+/// # Safety
+///
+/// `layout` is `chunks` chunks, aligned to a chunk.
+#[cfg_attr(loom, allow(dead_code))]
+unsafe fn new_block(chunks: usize, layout: Layout) -> Option<impl Iterator<Item = *mut Header>> {
+    // SAFETY: the layout has non-zero size.
+    let base = unsafe { alloc(layout) }.cast::<Header>();
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: the block is ours; every chunk lies inside it.
+    unsafe {
+        addr_of_mut!((*base).block_live).write(AtomicUsize::new(chunks));
+        for i in 0..chunks {
+            let h = base.cast::<u8>().add(i * CHUNK).cast::<Header>();
+            addr_of_mut!((*h).block).write(base);
+        }
+        Some((0..chunks).map(move |i| base.cast::<u8>().add(i * CHUNK).cast::<Header>()))
+    }
+}
+
+/// Gives an empty chunk back to its block; frees the block if that was
+/// its last chunk out.
+///
+/// # Safety
+///
+/// `h` is an empty chunk made by [`new_block`] with `layout` for its
+/// block, that nobody holds any more.
+#[cfg_attr(loom, allow(dead_code))]
+unsafe fn give_to_block(h: *mut Header, layout: Layout) {
+    // SAFETY: a block lives while any of its chunks is out, and `h` is.
+    // AcqRel: every use of the block's chunks happens before the free.
+    unsafe {
+        let base = (*h).block;
+        if (*base).block_live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            dealloc(base.cast(), layout);
+        }
+    }
+}
+
 /// Empty chunks kept per thread between trees (a fork's copy is built and
 /// dropped again and again: without this, every copy would fault its
 /// memory in afresh after the global allocator gave it back to the
-/// system). At most [`POOL_CHUNKS`] chunks; the rest go back at once, and
-/// all of them when the thread exits.
+/// system), and the rest of the block the last new chunk came from. At
+/// most [`POOL_CHUNKS`] chunks; beyond that they go back to their blocks,
+/// and all of them when the thread exits.
 #[cfg(all(feature = "std", not(loom)))]
 mod pool {
     use core::cell::RefCell;
 
-    use super::{dealloc, Header, CHUNK_LAYOUT};
+    use super::{give_to_block, new_block, Header, BLOCK_CHUNKS, BLOCK_LAYOUT};
 
     /// Most chunks kept per thread (1 MiB).
     pub(super) const POOL_CHUNKS: usize = 256;
@@ -398,9 +490,9 @@ mod pool {
     impl Drop for Pool {
         fn drop(&mut self) {
             for h in self.0.drain(..) {
-                // SAFETY: pooled chunks are empty, from `CHUNK_LAYOUT`, and
-                // owned by the pool alone.
-                unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
+                // SAFETY: pooled chunks are empty, from blocks of
+                // `BLOCK_LAYOUT`, and owned by the pool alone.
+                unsafe { give_to_block(h, BLOCK_LAYOUT) }
             }
         }
     }
@@ -409,17 +501,31 @@ mod pool {
         static POOL: RefCell<Pool> = const { RefCell::new(Pool(liballoc::vec::Vec::new())) };
     }
 
-    /// An empty chunk from this thread's pool, or null.
+    /// An empty chunk: from this thread's pool, else from a new block
+    /// (whose other chunks join the pool); null if memory ran out.
     pub(super) fn take() -> *mut Header {
-        POOL.try_with(|p| p.borrow_mut().0.pop()).ok().flatten().unwrap_or(core::ptr::null_mut())
+        let pooled = POOL.try_with(|p| p.borrow_mut().0.pop()).ok().flatten();
+        if let Some(h) = pooled {
+            return h;
+        }
+        // SAFETY: `BLOCK_LAYOUT` is `BLOCK_CHUNKS` chunks, chunk-aligned.
+        let Some(mut chunks) = (unsafe { new_block(BLOCK_CHUNKS, BLOCK_LAYOUT) }) else {
+            return core::ptr::null_mut();
+        };
+        let first = chunks.next().unwrap_or(core::ptr::null_mut());
+        for h in chunks {
+            // SAFETY: a fresh, empty chunk of a block of `BLOCK_LAYOUT`.
+            unsafe { give(h) };
+        }
+        first
     }
 
-    /// Keeps `h` for reuse, or frees it if the pool is full.
+    /// Keeps `h` for reuse, or gives it back to its block if the pool is
+    /// full (or gone, during thread teardown).
     ///
     /// # Safety
     ///
-    /// `h` is an empty chunk allocated with `CHUNK_LAYOUT` that nobody
-    /// else holds.
+    /// `h` is an empty chunk from [`take`] that nobody else holds.
     pub(super) unsafe fn give(h: *mut Header) {
         let kept = POOL
             .try_with(|p| {
@@ -429,28 +535,29 @@ mod pool {
             .unwrap_or(false);
         if !kept {
             // SAFETY: the caller's contract.
-            unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
+            unsafe { give_to_block(h, BLOCK_LAYOUT) }
         }
     }
 }
 
-/// Without `std` (no thread-locals) or under loom: no pool.
+/// Without `std` (no thread-locals) or under loom: no pool, and a block
+/// per chunk.
 #[cfg(not(all(feature = "std", not(loom))))]
 mod pool {
-    use super::{dealloc, Header, CHUNK_LAYOUT};
+    use super::{give_to_block, new_block, Header, CHUNK_LAYOUT};
 
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) fn take() -> *mut Header {
-        core::ptr::null_mut()
+        // SAFETY: `CHUNK_LAYOUT` is one chunk, chunk-aligned.
+        unsafe { new_block(1, CHUNK_LAYOUT) }.and_then(|mut c| c.next()).unwrap_or(core::ptr::null_mut())
     }
 
     /// # Safety
     ///
-    /// `h` is an empty chunk allocated with `CHUNK_LAYOUT` that nobody
-    /// else holds.
+    /// `h` is an empty chunk from [`take`] that nobody else holds.
     pub(super) unsafe fn give(h: *mut Header) {
-        // SAFETY: the caller's contract.
-        unsafe { dealloc(h.cast(), CHUNK_LAYOUT) }
+        // SAFETY: the caller's contract: a block of one chunk.
+        unsafe { give_to_block(h, CHUNK_LAYOUT) }
     }
 }
 

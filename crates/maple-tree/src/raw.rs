@@ -98,8 +98,10 @@ impl Shared {
 // enforced by the typed wrapper's bounds.
 unsafe impl Send for RawTree {}
 // SAFETY: as above. Through `&RawTree` readers only read atomics and
-// nodes; the one non-atomic part, the slab, is used only by the tree's
-// single writer (its methods are `unsafe` and ask for exactly that).
+// nodes; the one non-atomic part, the slab, is changed only by the tree's
+// single writer (its methods are `unsafe` and ask for exactly that) and
+// read (`held_bytes`, for `stats`) only where no writer can run: through
+// `&` to a plain tree, or under the concurrent tree's writer lock.
 unsafe impl Sync for RawTree {}
 
 impl RawTree {

@@ -815,6 +815,7 @@ impl Stats {
             count_nodes(root, &mut s);
         }
         s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
+        s.held_bytes = raw.slab.held_bytes();
         s
     }
 }
@@ -832,6 +833,11 @@ pub struct Stats {
     pub internal: usize,
     /// Bytes of node memory (256 per node).
     pub bytes: usize,
+    /// Bytes of memory the tree holds for its nodes: the 4 KiB chunks they
+    /// are carved from (15 nodes and a header each; free cells included),
+    /// and at most one empty spare chunk. The global allocator adds one
+    /// page per 64 KiB block of chunks on top (1/16).
+    pub held_bytes: usize,
 }
 
 impl Stats {

@@ -294,15 +294,43 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut mem = Table::new(
         "memory",
         2,
-        &["ranges", "flavour", "height", "rbtree height (best–worst)", "nodes", "bytes per range"],
+        &[
+            "ranges",
+            "flavour",
+            "height",
+            "rbtree height (best–worst)",
+            "nodes",
+            "bytes per range",
+            "real bytes per range",
+        ],
     );
     let rb = |n: u64| {
         let h = (n as f64 + 1.0).log2().ceil();
         Cell::text(format!("{h:.0}–{:.0}", 2.0 * h))
     };
+    // Real memory: the chunks the tree holds (free cells and its spare
+    // chunk included) plus the global allocator's page per 64 KiB block.
+    let real = |st: &maple_tree::Stats| st.held_bytes as f64 * 17.0 / 16.0 / st.entries.max(1) as f64;
+    let mut real_after = Vec::new();
     for &n in &opts.sizes {
-        for (gaps, name) in [(false, "plain (bulk)"), (true, "gaps (bulk)")] {
-            let st = maple(n, gaps).stats();
+        let inserted = |random: bool| {
+            let mut t = MapleTree::with_gaps();
+            for i in order(n, random) {
+                let (f, l) = range(i);
+                let _ = t.insert_range(f..=l, u(i));
+            }
+            t.stats()
+        };
+        let rows = [
+            ("plain (bulk)", maple(n, false).stats()),
+            ("gaps (bulk)", maple(n, true).stats()),
+            ("gaps (ascending inserts)", inserted(false)),
+            ("gaps (random inserts)", inserted(true)),
+        ];
+        for (name, st) in rows {
+            if name.ends_with("inserts)") {
+                real_after.push((n, name, real(&st)));
+            }
             mem.row(vec![
                 Cell::num(n as f64, Unit::Count),
                 Cell::text(name),
@@ -310,25 +338,28 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 rb(n),
                 Cell::num((st.leaves + st.internal) as f64, Unit::Count),
                 Cell::num(st.bytes_per_entry(), Unit::Bytes),
+                Cell::num(real(&st), Unit::Bytes),
             ]);
         }
-        let mut t = MapleTree::with_gaps();
-        for i in order(n, true) {
-            let (f, l) = range(i);
-            let _ = t.insert_range(f..=l, u(i));
-        }
-        let st = t.stats();
-        mem.row(vec![
-            Cell::num(n as f64, Unit::Count),
-            Cell::text("gaps (random inserts)"),
-            Cell::num(st.height as f64, Unit::Count),
-            rb(n),
-            Cell::num((st.leaves + st.internal) as f64, Unit::Count),
-            Cell::num(st.bytes_per_entry(), Unit::Bytes),
-        ]);
     }
-    s.text("Height and memory, counted as 256 bytes per node (the allocator's own overhead is not included). The seed's claim: a maple tree is shorter than the rbtree it replaced (1000 VMAs: rbtree 10 levels, maple tree 5); the rbtree column is the range any red-black tree of that size must fall in.");
+    s.text("Height and memory. \"bytes per range\": nodes × 256 over ranges; \"real\": the 4 KiB chunks the tree holds for its nodes (15 nodes each, free cells and one spare chunk included) plus the global allocator's one page per 64 KiB block of chunks. The seed's claim: a maple tree is shorter than the rbtree it replaced (1000 VMAs: rbtree 10 levels, maple tree 5); the rbtree column is the range any red-black tree of that size must fall in.");
     s.table(mem);
+    let at_1m = |what: &str| real_after.iter().find(|(n, w, _)| *n >= 1_000_000 && *w == what).map(|r| r.2);
+    let largest = |what: &str| real_after.iter().filter(|(_, w, _)| *w == what).map(|r| r.2).next_back().unwrap_or(0.0);
+    s.goal(Goal::new(
+        13,
+        "real memory per range at 1 M ranges ≤ 45 bytes after random inserts, ≤ 37 after ascending ones",
+        format!(
+            "{:.1} random, {:.1} ascending (at {} ranges)",
+            largest("gaps (random inserts)"),
+            largest("gaps (ascending inserts)"),
+            opts.sizes.last().copied().unwrap_or(0)
+        ),
+        match (at_1m("gaps (random inserts)"), at_1m("gaps (ascending inserts)")) {
+            (Some(r), Some(a)) => Some(r <= 45.0 && a <= 37.0),
+            _ => None,
+        },
+    ));
 
     let ratios = |what: &str, min_n: u64| -> Vec<f64> {
         rows.iter().filter(|r| r.what == what && r.n >= min_n).map(|r| div(r.btree.ns(), r.maple.ns())).collect()
