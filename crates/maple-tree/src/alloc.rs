@@ -737,6 +737,29 @@ mod tests {
         assert!(slab.partial.get().is_null());
     }
 
+    /// A tree built on one thread and dropped on another: its chunks go to
+    /// the second thread's pool, and back to their blocks when that thread
+    /// exits, while the first thread still holds the rest of the block in
+    /// its own pool (Miri checks that every block is freed exactly once,
+    /// by whichever thread gives its last chunk back, and that nothing
+    /// leaks).
+    #[cfg(feature = "std")]
+    #[test]
+    fn chunks_go_back_to_their_block_from_any_thread() {
+        let n = if cfg!(miri) { 200 } else { 20_000 };
+        let builder = std::thread::spawn(move || {
+            let mut t = crate::MapleTree::<crate::U63>::new();
+            for i in 0..n {
+                t.insert_range(i * 10..=i * 10 + 5, crate::U63::new(i).unwrap()).unwrap();
+            }
+            t
+        });
+        let t = builder.join().unwrap();
+        assert!(t.stats().held_bytes >= (t.stats().leaves + t.stats().internal) * CELL);
+        let dropper = std::thread::spawn(move || drop(t));
+        dropper.join().unwrap();
+    }
+
     /// Random allocations and frees against a model: no cell is handed out
     /// twice (each live node keeps a distinct stamp), and a full chunk that
     /// gets a free cell back is used again.
