@@ -173,8 +173,12 @@ impl From<AllocFail> for Errno {
 pub(crate) struct Undo {
     lo: u64,
     hi: u64,
-    old: Vec<(u64, u64, VmaRef)>,
+    old: Saved,
 }
+
+/// VMAs saved for an undo: a call's window and its neighbours are most
+/// often a handful.
+pub(crate) type Saved = smallvec::SmallVec<[(u64, u64, VmaRef); 4]>;
 
 impl AddressSpace {
     /// An empty address space with the default [`Layout`].
@@ -340,17 +344,17 @@ impl<T: VmaStore> AddressSpace<T> {
     // ---- shared write machinery ----
 
     /// Owned copies of the entries overlapping `[start, end)`.
-    pub(crate) fn entries(&self, start: u64, end: u64) -> Vec<(u64, u64, VmaRef)> {
+    pub(crate) fn entries(&self, start: u64, end: u64) -> Saved {
         if start >= end {
-            return Vec::new();
+            return Saved::new();
         }
         self.cloned(start..end)
     }
 
     /// Owned copies of the entries overlapping `range`, as `(start, end)`
     /// with `end` exclusive.
-    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Vec<(u64, u64, VmaRef)> {
-        let mut out = Vec::new();
+    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Saved {
+        let mut out = Saved::new();
         let mut it = self.tree.view().range_cloned(range);
         // In place: moving the iterator (as `collect` does) copies its path.
         for (r, d) in &mut it {
@@ -399,7 +403,7 @@ impl<T: VmaStore> AddressSpace<T> {
         windows: &[(u64, u64)],
         f: impl FnOnce(&mut Self) -> core::result::Result<Result<R>, AllocFail>,
     ) -> Result<R> {
-        let undo: Vec<Undo> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
+        let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
         let (brk, stack) = (self.brk, self.start_stack);
         match f(self) {
             Ok(res) => res,
@@ -432,7 +436,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the VMAs a call modified. Boundaries between two untouched VMAs are
     /// left alone.
     pub(crate) fn merge_around(&mut self, changed: &[(u64, u64)]) -> core::result::Result<(), AllocFail> {
-        let mut bounds: Vec<u64> = changed.iter().flat_map(|&(s, e)| [s, e]).collect();
+        let mut bounds: smallvec::SmallVec<[u64; 8]> = changed.iter().flat_map(|&(s, e)| [s, e]).collect();
         bounds.sort_unstable();
         bounds.dedup();
         for b in bounds {

@@ -131,7 +131,13 @@ pub fn parse_ret(s: &str) -> Result<Ret<'_>, ParseError> {
 /// A decimal, `0x` hexadecimal or negative integer (`u64` values above
 /// `i64::MAX` wrap, as addresses do in registers).
 pub fn parse_int(s: &str) -> Option<i64> {
-    let (neg, body) = match s.as_bytes() {
+    parse_int_bytes(s.as_bytes())
+}
+
+/// [`parse_int`] of bytes.
+#[inline]
+fn parse_int_bytes(s: &[u8]) -> Option<i64> {
+    let (neg, body) = match s {
         [b'-', rest @ ..] => (true, rest),
         b => (false, b),
     };
@@ -163,7 +169,8 @@ fn parse_digits(b: &[u8], radix: u64) -> Option<u64> {
 
 /// Parses one line. Blank lines are `Other`.
 pub fn parse_line(line: &str) -> Result<Line<'_>, ParseError> {
-    let line = line.trim_end_matches(['\n', '\r']);
+    let keep = line.bytes().rposition(|c| c != b'\n' && c != b'\r').map_or(0, |i| i + 1);
+    let line = &line[..keep];
     let mut rest = skip_spaces(line);
     let mut pid = None;
     if let Some(r) = rest.strip_prefix("[pid") {
@@ -215,7 +222,8 @@ fn parse_event(s: &str) -> Result<Event<'_>, ParseError> {
         let (args, ret, ret_text) = split_ret(body)?;
         return Ok(Event::Resumed { name, args, ret, ret_text });
     }
-    let open = s.find('(').ok_or_else(|| ParseError(format!("not a call: {:?}", cut(s))))?;
+    // The name is short: a plain scan beats `memchr`'s set-up.
+    let open = s.bytes().position(|c| c == b'(').ok_or_else(|| ParseError(format!("not a call: {:?}", cut(s))))?;
     let name = &s[..open];
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return err(format!("not a call: {:?}", cut(s)));
@@ -276,39 +284,53 @@ impl<'a> core::ops::Deref for Args<'a> {
     }
 }
 
+/// Bytes that [`split_args`] must look at outside strings; the rest are
+/// skipped in one tight loop.
+const SPLIT_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    let stops = b"\"([{)]}<,";
+    while i < stops.len() {
+        t[stops[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// Splits the argument text at top-level commas (not inside `()`, `[]`,
 /// `{}`, strings or `<path>` decorations).
 pub fn split_args(args: &str) -> Args<'_> {
     let mut out = Args { items: [""; MAX_ARGS], len: 0 };
     let b = args.as_bytes();
     let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
-    let mut in_str = false;
     while i < b.len() {
         let c = b[i];
-        if in_str {
-            match c {
-                b'\\' => i += 1,
-                b'"' => in_str = false,
-                _ => {}
-            }
-        } else {
-            match c {
-                b'"' => in_str = true,
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' => depth -= 1,
-                // A decoration follows an fd: `3</path>`, `AT_FDCWD</dir>`.
-                b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
-                    if let Some(e) = b[i..].iter().position(|&c| c == b'>') {
-                        i += e;
-                    }
+        if !SPLIT_STOP[usize::from(c)] {
+            i += 1;
+            continue;
+        }
+        match c {
+            b'"' => {
+                // To the closing quote, stepping over escapes.
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
                 }
-                b',' if depth == 0 && out.len < MAX_ARGS - 1 => {
-                    out.items[out.len] = args[start..i].trim_ascii();
-                    out.len += 1;
-                    start = i + 1;
-                }
-                _ => {}
             }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            // A decoration follows an fd: `3</path>`, `AT_FDCWD</dir>`.
+            b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
+                if let Some(e) = b[i..].iter().position(|&c| c == b'>') {
+                    i += e;
+                }
+            }
+            b',' if depth == 0 && out.len < MAX_ARGS - 1 => {
+                out.items[out.len] = args[start..i].trim_ascii();
+                out.len += 1;
+                start = i + 1;
+            }
+            _ => {}
         }
         i += 1;
     }
@@ -338,14 +360,14 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
         return Ok(v as u64);
     }
     let mut v = 0u64;
-    for part in a.split('|') {
+    for part in a.as_bytes().split(|&c| c == b'|') {
         let part = part.trim_ascii();
-        if let Some(n) = parse_int(part) {
+        if let Some(n) = parse_int_bytes(part) {
             v |= n as u64;
-        } else if let Some((_, bits)) = names.iter().find(|(n, _)| *n == part) {
+        } else if let Some((_, bits)) = names.iter().find(|(n, _)| n.as_bytes() == part) {
             v |= bits;
         } else {
-            return err(format!("unknown flag {part:?}"));
+            return err(format!("unknown flag {:?}", String::from_utf8_lossy(part)));
         }
     }
     Ok(v)
@@ -455,5 +477,9 @@ mod tests {
         assert_eq!(decoration("3</usr/lib/libc.so.6>"), Some("/usr/lib/libc.so.6"));
         assert_eq!(arg_string(r#""jit\x20code"..."#).as_deref(), Some("jit code"));
         assert_eq!(split_args("{flags=CLONE_VM|CLONE_FS, exit_signal=0}, 88").len(), 2);
+        // Escaped quotes and backslashes inside strings, commas after them.
+        assert_eq!(*split_args(r#""a\",b", 2"#), [r#""a\",b""#, "2"]);
+        assert_eq!(*split_args(r#""x\\", 3, "(", 4"#), [r#""x\\""#, "3", r#""(""#, "4"]);
+        assert_eq!(arg_value(" PROT_READ | PROT_WRITE ", &prot), Ok(3));
     }
 }
