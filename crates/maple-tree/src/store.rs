@@ -165,6 +165,10 @@ enum Publish {
     Root { node: NodeRef, height: usize },
 }
 
+/// Free slots a push into a sibling leaves across the two nodes it
+/// writes, so that the next insert beside them does not split at once.
+const PUSH_SLACK: usize = 5;
+
 /// Nodes allocated by a plan; freed again if the plan fails.
 struct Fresh<'s> {
     slab: &'s Slab,
@@ -599,8 +603,40 @@ impl RawTree {
                 cmax = nb.max;
                 extended = true;
             }
+            let mut ends = split_points(content, kind, cmax == u64::MAX);
+            // Push into the right sibling before splitting (the kernel's
+            // `mas_push_data`): a node that overflows into two, beside a
+            // sibling (same parent) with room, is rewritten together with
+            // that sibling as two nodes instead of becoming two beside it.
+            // Random inserts then leave fuller nodes behind.
+            if !extended && ends.len() == 2 && d > 0 && lpath[d].node == rpath[d].node {
+                let p = lpath[d - 1];
+                let fits = |off: usize| {
+                    // SAFETY: `p` is an internal node (above level d) and the
+                    // callers pass a used slot of it.
+                    let sib = unsafe { p.node.child(off) };
+                    content.len() + sib.count() + PUSH_SLACK <= 2 * kind.slots()
+                };
+                // One node at this level: both paths share the parent slot.
+                if cmax != u64::MAX && p.off + 1 < p.node.count() && fits(p.off + 1) {
+                    let nb = right_neighbour(lpath, rpath, d, old);
+                    nb.node.read_items(nb.max, 0..nb.node.count(), content);
+                    cmax = nb.max;
+                    extended = true;
+                } else if p.off > 0 && fits(p.off - 1) {
+                    let nb = left_sibling(lpath, d);
+                    let mut joined = Content::new();
+                    nb.node.read_items(nb.max, 0..nb.node.count(), &mut joined);
+                    joined.extend(content.drain(..));
+                    *content = joined;
+                    cmin = nb.min;
+                    extended = true;
+                }
+                if extended {
+                    ends = split_points(content, kind, cmax == u64::MAX);
+                }
+            }
             let single = !extended && lpath[d].node == rpath[d].node;
-            let ends = split_points(content, kind, cmax == u64::MAX);
             if single && ends.len() == 1 {
                 if !self.rcu {
                     return Ok(Publish::InPlace { level: d });
@@ -821,9 +857,61 @@ fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<
     rpath[d]
 }
 
+/// Moves `lpath` at level `d` onto the left sibling (same parent) of the
+/// node it is on, and returns that level. The node it leaves stays on
+/// `rpath`, which the caller retires with it.
+fn left_sibling(lpath: &mut Path, d: usize) -> Level {
+    let p = &mut lpath[d - 1];
+    debug_assert!(p.off > 0, "no left sibling");
+    p.off -= 1;
+    let (min, max) = p.slot_range();
+    // SAFETY: internal node (above level d), used slot.
+    let node = unsafe { p.node.child(p.off) };
+    lpath[d] = Level { node, min, max, off: 0 };
+    lpath[d]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A leaf that overflows beside a sibling with room is rewritten with
+    /// it as two leaves (a push), not split into a third; the contents
+    /// stay exact. Either direction: the right sibling first, else the
+    /// left one.
+    #[test]
+    fn an_overflowing_leaf_pushes_into_a_sibling_with_room() {
+        use crate::{MapleTree, U63};
+        let leaves = |t: &MapleTree<U63>| t.stats().leaves;
+        // Twenty touching ranges: a full first leaf (16 slots), a second
+        // with the other four and the empty rest.
+        let build = || -> MapleTree<U63> {
+            MapleTree::from_sorted((0..20u64).map(|i| (i * 10..=i * 10 + 9, U63::new(i).unwrap()))).unwrap()
+        };
+        let mut t = build();
+        assert_eq!(leaves(&t), 2);
+        // Cutting an entry of the full leaf in three needs two more slots.
+        t.store_range(52..=53, U63::new(99).unwrap()).unwrap();
+        assert_eq!(leaves(&t), 2, "split instead of a push into the right sibling");
+        t.validate().unwrap();
+        let got: Vec<_> = t.iter().map(|(r, v)| (r, v.get())).collect();
+        assert_eq!(got.len(), 22);
+        assert_eq!(got[5..8], [(50..=51, 5), (52..=53, 99), (54..=59, 5)]);
+        // The left sibling: the last leaf (no right sibling: it ends the
+        // index space) overflows when the first has room.
+        let mut t = build();
+        t.store_range(0..=99, U63::new(7).unwrap()).unwrap(); // first leaf: 7 slots
+        for (k, at) in [161u64, 164, 167, 171, 174, 177].into_iter().enumerate() {
+            // Each point cuts an entry of the last leaf in three: 5 slots
+            // become 17 at the sixth.
+            t.store_range(at..=at, U63::new(50 + k as u64).unwrap()).unwrap();
+        }
+        t.validate().unwrap();
+        assert_eq!(t.len(), 11 + 12);
+        assert_eq!(leaves(&t), 2, "split instead of a push into the left sibling");
+        assert_eq!(t.load(167).map(U63::get), Some(52));
+        assert_eq!(t.load(168).map(U63::get), Some(16));
+    }
 
     fn items(pattern: &[bool]) -> Content {
         pattern
