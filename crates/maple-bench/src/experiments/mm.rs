@@ -160,7 +160,7 @@ pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Sect
 pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new("mm-calls", "Address space: call cost against the number of VMAs");
     s.text(
-        "Single thread. mmap+munmap: a fixed one-page mapping made and removed in a hole in the middle of the space; mprotect pair: one page inside a VMA protected (a split in three) and restored (a merge back); `find_vma` at random addresses. Flat is the goal. Memory: tree nodes per VMA (counted as 256 bytes each); each VMA also has a 48-byte record.",
+        "Single thread. mmap+munmap: a fixed one-page mapping made and removed in a hole in the middle of the space; mprotect pair: one page inside a VMA protected (a split in three) and restored (a merge back); `find_vma` at random addresses. Flat is the goal. Memory: tree nodes per VMA (counted as 256 bytes each); each VMA also has a 64-byte record (a cell of a record chunk, one cache line).",
     );
     let mut tab = Table::new(
         "mm-calls",
