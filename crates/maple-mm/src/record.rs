@@ -300,10 +300,17 @@ fn take_cell() -> NonNull<Cell> {
 /// [`Vma`](crate::Vma)).
 pub struct VmaRef(NonNull<Cell>);
 
-// SAFETY: a shared, immutable `VmaData` (which is `Send + Sync`) with an
-// atomic count and a chunk protocol that any thread may free through, as
-// for `Arc<VmaData>`.
+// SAFETY: a shared, immutable `VmaData` (which is `Send + Sync`: checked
+// below) with an atomic count and a chunk protocol that any thread may free
+// through, as for `Arc<VmaData>`.
 unsafe impl Send for VmaRef {}
+
+/// The claim above, checked: a field that is not `Send + Sync` added to
+/// `VmaData` fails the build here.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<VmaData>();
+};
 // SAFETY: as above.
 unsafe impl Sync for VmaRef {}
 

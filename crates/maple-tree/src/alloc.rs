@@ -61,7 +61,10 @@ const _: () = assert!(
     "sixteen 256-byte cells per chunk, the header fitting in the first"
 );
 
-/// The first cell of a chunk.
+/// The first cell of a chunk. Read and written field by field through raw
+/// pointers only (never a reference to a whole header): the `block_live`
+/// of a block's first chunk may be counted down by another thread while
+/// the slab owning that chunk updates its other fields.
 #[repr(C)]
 struct Header {
     /// Bit `i` set: cell `i` is free.
@@ -285,8 +288,12 @@ impl Slab {
                 addr_of_mut!((*h).next).write(core::ptr::null_mut());
                 addr_of_mut!((*h).all_prev).write(core::ptr::null_mut());
                 addr_of_mut!((*h).all_next).write(self.all.get());
-                if let Some(first) = self.all.get().as_mut() {
-                    first.all_prev = h;
+                // Field by field through the raw pointer, never a `&mut` to
+                // a whole header: another thread may be counting down the
+                // `block_live` of a block's first chunk meanwhile.
+                let first = self.all.get();
+                if !first.is_null() {
+                    (*first).all_prev = h;
                 }
             }
             self.all.set(h);
@@ -336,12 +343,13 @@ impl Slab {
             if (*h).free == ALL_FREE {
                 self.unlink(h);
                 let (prev, next) = ((*h).all_prev, (*h).all_next);
-                match prev.as_mut() {
-                    Some(p) => p.all_next = next,
-                    None => self.all.set(next),
+                if prev.is_null() {
+                    self.all.set(next);
+                } else {
+                    (*prev).all_next = next;
                 }
-                if let Some(n) = next.as_mut() {
-                    n.all_prev = prev;
+                if !next.is_null() {
+                    (*next).all_prev = prev;
                 }
                 self.listed.set(self.listed.get() - 1);
                 let old = self.spare.replace(h);
