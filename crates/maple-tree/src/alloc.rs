@@ -342,15 +342,7 @@ impl Slab {
             }
             if (*h).free == ALL_FREE {
                 self.unlink(h);
-                let (prev, next) = ((*h).all_prev, (*h).all_next);
-                if prev.is_null() {
-                    self.all.set(next);
-                } else {
-                    (*prev).all_next = next;
-                }
-                if !next.is_null() {
-                    (*next).all_prev = prev;
-                }
+                unlink_from(&self.all, h, |c| (addr_of_mut!((*c).all_prev), addr_of_mut!((*c).all_next)));
                 self.listed.set(self.listed.get() - 1);
                 let old = self.spare.replace(h);
                 if !old.is_null() {
@@ -390,15 +382,7 @@ impl Slab {
     unsafe fn unlink(&self, h: *mut Header) {
         // SAFETY: `h` and its neighbours are live chunks of this slab.
         unsafe {
-            let (prev, next) = ((*h).prev, (*h).next);
-            if prev.is_null() {
-                self.partial.set(next);
-            } else {
-                (*prev).next = next;
-            }
-            if !next.is_null() {
-                (*next).prev = prev;
-            }
+            unlink_from(&self.partial, h, |c| (addr_of_mut!((*c).prev), addr_of_mut!((*c).next)));
             (*h).prev = core::ptr::null_mut();
             (*h).next = core::ptr::null_mut();
         }
@@ -415,6 +399,35 @@ impl Drop for Slab {
         if !spare.is_null() {
             // SAFETY: an empty chunk of ours that no list holds.
             unsafe { pool::give(spare) }
+        }
+    }
+}
+
+/// Takes chunk `h` off the doubly-linked list that starts at `head` and
+/// whose links `links` locates in a header (previous, next).
+///
+/// # Safety
+///
+/// `h` is on that list, every chunk on it is live, and nobody else uses
+/// the list meanwhile.
+#[cfg(not(loom))]
+unsafe fn unlink_from(
+    head: &Cell<*mut Header>,
+    h: *mut Header,
+    links: impl Fn(*mut Header) -> (*mut *mut Header, *mut *mut Header),
+) {
+    // SAFETY: the caller's contract: `h` and its neighbours are live, and
+    // the links are fields of their headers, written through raw places.
+    unsafe {
+        let (hp, hn) = links(h);
+        let (prev, next) = (*hp, *hn);
+        if prev.is_null() {
+            head.set(next);
+        } else {
+            *links(prev).1 = next;
+        }
+        if !next.is_null() {
+            *links(next).0 = prev;
         }
     }
 }
