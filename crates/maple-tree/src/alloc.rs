@@ -168,10 +168,7 @@ impl Slab {
                     for _ in 0..(ALL_FREE & !(*h).free).count_ones() {
                         fault::on_free();
                     }
-                    let old = self.spare.replace(h);
-                    if !old.is_null() {
-                        pool::give(old);
-                    }
+                    self.keep_empty(h);
                     h = next;
                 }
             }
@@ -344,13 +341,25 @@ impl Slab {
                 self.unlink(h);
                 unlink_from(&self.all, h, |c| (addr_of_mut!((*c).all_prev), addr_of_mut!((*c).all_next)));
                 self.listed.set(self.listed.get() - 1);
-                let old = self.spare.replace(h);
-                if !old.is_null() {
-                    // An empty chunk of ours no list holds: nothing in it is
-                    // in use.
-                    pool::give(old);
-                }
+                self.keep_empty(h);
             }
+        }
+    }
+
+    /// Keeps the emptied chunk `h` as the spare; the spare it replaces (if
+    /// any) goes to the pool.
+    ///
+    /// # Safety
+    ///
+    /// `h` is an empty chunk of this slab that no list holds; we are the
+    /// only user.
+    #[cfg(not(loom))]
+    unsafe fn keep_empty(&self, h: *mut Header) {
+        let old = self.spare.replace(h);
+        if !old.is_null() {
+            // SAFETY: the old spare is an empty chunk of ours no list holds:
+            // nothing in it is in use.
+            unsafe { pool::give(old) };
         }
     }
 

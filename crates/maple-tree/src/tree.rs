@@ -616,10 +616,7 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!(t.empty_area_rev_aligned(..0x9fff, 0x2000, 0x4000), Ok(0x4000));
     /// ```
     pub fn empty_area_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
-        let (min, max) = to_inclusive(&window)?;
-        if !align.is_power_of_two() {
-            return Err(Error::InvalidRange);
-        }
+        let (min, max) = aligned_window(&window, align)?;
         let mut from = min;
         loop {
             let start = self.raw.empty_area(from, max, size)?;
@@ -643,10 +640,7 @@ impl<V: Handle> MapleTree<V> {
     /// Highest aligned `start` (see [`empty_area_aligned`](Self::empty_area_aligned))
     /// such that `[start, start + size - 1]` is empty and inside `window`.
     pub fn empty_area_rev_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
-        let (min, max) = to_inclusive(&window)?;
-        if !align.is_power_of_two() {
-            return Err(Error::InvalidRange);
-        }
+        let (min, max) = aligned_window(&window, align)?;
         let mut to = max;
         loop {
             let start = self.raw.empty_area_rev(min, to, size)?;
@@ -1050,6 +1044,16 @@ impl<V: Handle> MapleTree<V> {
         }
         Ok(MapleTree { raw: copy, _values: PhantomData })
     }
+}
+
+/// The inclusive bounds of an aligned gap search's window, after checking
+/// that `align` is a power of two (`InvalidRange` otherwise).
+fn aligned_window(window: &impl RangeBounds<u64>, align: u64) -> Result<(u64, u64), Error> {
+    let bounds = to_inclusive(window)?;
+    if !align.is_power_of_two() {
+        return Err(Error::InvalidRange);
+    }
+    Ok(bounds)
 }
 
 /// Why [`MapleTree::try_dup_map_fallible`] failed. Either way nothing
