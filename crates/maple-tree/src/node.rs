@@ -428,6 +428,32 @@ impl NodeRef {
         n
     }
 
+    /// [`find`](Self::find) for an `index` known to lie at or after slot
+    /// `from` (a used slot): steps forward from there, which beats the full
+    /// scan when the answer is a slot or two away (a write's right end,
+    /// usually in the slot its left end is in, or the next).
+    #[inline]
+    pub(crate) fn find_from(self, from: usize, index: u64) -> usize {
+        let piv = self.pivot_array();
+        let mut n = from;
+        while n < piv.len() && piv[n].load(Ordering::Relaxed) < index {
+            n += 1;
+        }
+        n
+    }
+
+    /// [`count`](Self::count) knowing that slot `from` is used: scans only
+    /// the pivots from there on.
+    #[inline]
+    pub(crate) fn count_from(self, from: usize) -> usize {
+        let piv = self.pivot_array();
+        let mut n = from;
+        while n < piv.len() && piv[n].load(Ordering::Relaxed) != PIVOT_UNUSED {
+            n += 1;
+        }
+        n + 1
+    }
+
     /// Inclusive upper bound of slot `i` in a node whose maximum is `max`.
     #[inline]
     pub(crate) fn slot_max(self, i: usize, max: u64) -> u64 {
@@ -529,16 +555,22 @@ impl NodeRef {
                 let slots = self.slot_array();
                 let mut best = 0;
                 let mut lo = min;
-                for (i, s) in slots.iter().enumerate() {
-                    let p = if i < piv.len() { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
-                    let hi = p.min(max);
-                    if s.load(Ordering::Relaxed).is_null() {
-                        best = best.max(range_len(lo, hi));
-                    }
-                    if hi == max {
+                // A used pivot ends its slot below the node's maximum; the
+                // first unused one means the slot is the last, ending at `max`.
+                let mut i = 0;
+                while i < piv.len() {
+                    let hi = piv[i].load(Ordering::Relaxed);
+                    if hi == PIVOT_UNUSED {
                         break;
                     }
+                    if slots[i].load(Ordering::Relaxed).is_null() {
+                        best = best.max(hi - lo + 1);
+                    }
                     lo = hi + 1;
+                    i += 1;
+                }
+                if slots[i].load(Ordering::Relaxed).is_null() {
+                    best = best.max(range_len(lo, max));
                 }
                 best
             }

@@ -1,15 +1,12 @@
-//! The write path: every store (insert, overwrite, erase, empty a range)
-//! comes down to "put `entry` over `[first, last]`".
+//! The general write: rebuild the touched part of the tree in fresh
+//! nodes.
 //!
-//! A write runs in two phases.
-//!
-//! 1. **Plan** (nothing visible changes). Walk to the leaves holding `first`
-//!    and `last` (the left and right paths; they differ for a *spanning*
-//!    store). Build the new content of the leaf level: the left leaf's
-//!    entries before `first` (the one containing `first` trimmed), the new
-//!    entry, the right leaf's entries after `last`. Then, level by level
-//!    upwards: if the content is below minimum fill (and not on the right
-//!    spine), pull in the next node to the right (sibling or cousin);
+//! 1. **Plan** (nothing visible changes). Build the new content of the leaf
+//!    level: the left leaf's entries before the write, the new pieces, the
+//!    right leaf's entries after it. Then, level by level upwards: if the
+//!    content is below minimum fill (and not on the right spine), pull in
+//!    the next node to the right (sibling or cousin); if it would split in
+//!    two beside a sibling with room, take the sibling in instead (a push);
 //!    distribute the content over 1–4 fresh nodes (balanced, never ending a
 //!    leaf part on an empty slot when avoidable); the new nodes become the
 //!    replacement items of the level above, surrounded by the untouched
@@ -22,138 +19,23 @@
 //!    fresh nodes, publish the new subtree with one pointer store (or, when
 //!    `&mut` access proves no reader exists, overwrite the one changed node
 //!    in place), update the gaps of the ancestors, then free the replaced
-//!    nodes and the subtrees that fell inside `[first, last]`.
-//!
-//! Exact-fit replacement of one value by another is a single slot store.
+//!    nodes and the subtrees that fell inside the written range.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::ptr::{self, NonNull};
+use core::ptr;
 
 use arrayvec::ArrayVec;
 
+use super::{Removed, Retired, StoreFail, Stored};
 use crate::{
     alloc::Slab,
     error::AllocError,
-    handle::is_value,
     node::{Content, Item, Kind, NodeRef},
     raw::{free_subtree, Level, Path, RawTree},
     sync::Ordering,
 };
-
-/// Makes the handle for a piece of a value a store cuts: given the old
-/// value's word, the old value's first index and the piece's new `first`
-/// and `last` (the piece ends where the old value did), a fresh handle (a
-/// second owner of the value, or a new value for the new range).
-pub(crate) type Piece<'a> = &'a mut dyn FnMut(*mut (), u64, u64, u64) -> *mut ();
-
-/// A list that lives inline up to `N` items (the common write touches one
-/// or two) and spills to the heap beyond, so most writes allocate nothing
-/// for their bookkeeping.
-pub(crate) struct SmallList<T, const N: usize> {
-    inline: ArrayVec<T, N>,
-    spill: Vec<T>,
-}
-
-impl<T, const N: usize> Default for SmallList<T, N> {
-    fn default() -> Self {
-        SmallList { inline: ArrayVec::new(), spill: Vec::new() }
-    }
-}
-
-impl<T: Copy, const N: usize> SmallList<T, N> {
-    pub(crate) fn push(&mut self, item: T) {
-        if let Err(e) = self.inline.try_push(item) {
-            self.spill.push(e.element());
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.inline.len() + self.spill.len()
-    }
-
-    #[cfg(all(loom, test))]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.inline.is_empty()
-    }
-
-    /// Every item, in the order pushed.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        self.inline.iter().chain(&self.spill).copied()
-    }
-}
-
-/// Value words a write took out of the tree; the typed layer drops them.
-#[derive(Default)]
-pub(crate) struct Removed(SmallList<NonNull<()>, 8>);
-
-impl Removed {
-    /// Records a word that left the tree (empty slots and reserved markers
-    /// are not values and are skipped).
-    pub(crate) fn push(&mut self, raw: *mut ()) {
-        if !is_value(raw) {
-            return;
-        }
-        if let Some(nn) = NonNull::new(raw) {
-            self.0.push(nn);
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Hands every removed word to `f`.
-    pub(crate) fn for_each(&self, f: impl FnMut(NonNull<()>)) {
-        self.0.iter().for_each(f);
-    }
-
-    /// The single removed word, if exactly one was removed.
-    pub(crate) fn single(&self) -> Option<NonNull<()>> {
-        (self.len() == 1).then(|| self.0.inline[0])
-    }
-}
-
-/// Nodes a write replaced (see [`Stored::retired`]).
-pub(crate) type Retired = SmallList<NodeRef, 8>;
-
-/// Why the engine refused a store.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum StoreFail {
-    Alloc,
-    /// The write would cut one entry in two and no way to copy it was given.
-    NeedSplit,
-    /// `insert_only` and something is stored in the range.
-    Occupied,
-}
-
-impl From<StoreFail> for crate::error::Error {
-    fn from(f: StoreFail) -> Self {
-        match f {
-            StoreFail::Alloc => Self::NoMemory,
-            // Only reachable through a caller that cannot clone values; the
-            // typed layer always supplies a clone where a cut is possible.
-            StoreFail::NeedSplit => Self::InvalidRange,
-            StoreFail::Occupied => Self::Occupied,
-        }
-    }
-}
-
-impl From<AllocError> for StoreFail {
-    fn from(_: AllocError) -> StoreFail {
-        StoreFail::Alloc
-    }
-}
-
-/// What a successful store did.
-pub(crate) struct Stored {
-    pub(crate) removed: Removed,
-    /// In RCU mode: replaced nodes, already marked dead, that readers may
-    /// still be walking; the caller frees them after a grace period (with
-    /// [`free_node`]). Always empty otherwise (they were freed at once).
-    pub(crate) retired: Retired,
-}
 
 /// How the planned change becomes visible.
 enum Publish {
@@ -257,155 +139,27 @@ fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Optio
 }
 
 impl RawTree {
-    /// Stores `entry` (a value word, or null for "nothing") over
-    /// `[first, last]`.
-    ///
-    /// With `insert_only`, fails with [`StoreFail::Occupied`] unless the
-    /// whole range is empty. If the write cuts one existing entry in two,
-    /// the right-hand piece gets `split(word)` (a second owner of the cut
-    /// entry's value, made before anything changes); without `split` such a
-    /// write fails with [`StoreFail::NeedSplit`]. On failure the tree is
-    /// unchanged and the returned word (null or a made clone) is the
-    /// caller's to drop.
+    /// The general write: `pieces` replace the slots from `lpath`'s leaf
+    /// slot to `rpath`'s; `removed` lists the values that leave the tree
+    /// and `added` how many enter it. On failure nothing has changed.
     ///
     /// # Safety
     ///
-    /// `first <= last`; `entry` is null or a handle whose ownership passes to
-    /// the tree when the call succeeds; `split` returns a fresh handle for
-    /// the value behind the word it is given. The caller is the only writer
-    /// (it holds the tree `&mut` or its write lock), and unless `self.rcu`
-    /// no reader exists; in RCU mode the caller frees `retired` nodes and
-    /// drops removed values only after every reader that could see them is
-    /// gone.
-    pub(crate) unsafe fn store(
+    /// As for [`store`](RawTree::store).
+    pub(super) unsafe fn rebuild(
         &self,
-        mut first: u64,
-        mut last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
-    ) -> Result<Stored, (StoreFail, *mut ())> {
-        debug_assert!(first <= last);
-        if self.root_node().is_none() {
-            // SAFETY: the caller makes us the only writer.
-            return unsafe { self.store_empty_root(first, last, entry) }.map_err(|e| (e, ptr::null_mut()));
-        }
-        let mut lpath = Path::new();
-        self.walk_into(first, &mut lpath);
+        lpath: &mut Path,
+        rpath: &mut Path,
+        pieces: &[Item],
+        mut removed: Removed,
+        added: usize,
+    ) -> Result<Stored, StoreFail> {
         let leaf = lpath.len() - 1;
-        let mut rpath = Path::new();
-        rpath.extend(lpath.iter().copied());
-        if last > lpath[leaf].max {
-            self.walk_into(last, &mut rpath);
-        } else {
-            rpath[leaf].off = rpath[leaf].node.find(last);
-        }
-        if entry.is_null() {
-            // Empty ranges never touch: absorb empty neighbours.
-            if let Some(lo) = self.empty_before(&mut lpath, first) {
-                first = lo;
-            }
-            if let Some(hi) = self.empty_after(&mut rpath, last) {
-                last = hi;
-            }
-        }
-        let l = lpath[leaf];
-        let r = rpath[leaf];
-        let (lmin, lmax) = l.slot_range();
-        let (rmin, rmax) = r.slot_range();
-        let lval = l.node.slot(l.off);
-        let rval = r.node.slot(r.off);
-        let same_slot = l.node == r.node && l.off == r.off;
-
-        if insert_only && !(lval.is_null() && lmax >= last) {
-            return Err((StoreFail::Occupied, ptr::null_mut()));
-        }
-        // Exact fit of an entry over an entry (values or reserved markers):
-        // one word, in place, safe for readers; no gap changes.
-        if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
-            l.node.set_slot(l.off, entry);
-            let mut removed = Removed::default();
-            removed.push(lval);
-            self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(lval)));
-            return Ok(Stored { removed, retired: Retired::default() });
-        }
-
-        // Cutting a value in two needs a second owner for the right piece;
-        // a reserved marker is simply kept on both sides. With `rebase`, a
-        // value whose start the store moves (its front overwritten) gets a
-        // new handle for its new range too. Made before anything changes.
-        let is_split = same_slot && lmin < first && rmax > last && is_value(lval);
-        let rebased = !is_split && rebase && rmax > last && is_value(rval);
-        let split_word = if is_split || rebased {
-            match split {
-                Some(f) => f(rval, rmin, last + 1, rmax),
-                None => return Err((StoreFail::NeedSplit, ptr::null_mut())),
-            }
-        } else {
-            ptr::null_mut()
-        };
-        let keep_left = lmin < first;
-        // The right neighbour's slot stays as it is (same handle), unless
-        // it was cut in two or rebased.
-        let keep_right = rmax > last && !is_split && !rebased;
-
-        // The new slots that replace l.off ..= r.off, and the values that
-        // fall out of the tree.
-        let mut pieces: ArrayVec<Item, 3> = ArrayVec::new();
-        if keep_left {
-            pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
-        }
-        pieces.push(Item { last, slot: entry, gap: 0 });
-        if rmax > last {
-            let v = if is_split || rebased { split_word } else { rval };
-            pieces.push(Item { last: rmax, slot: v, gap: 0 });
-        }
-        let mut removed = Removed::default();
-        if l.node == r.node {
-            for k in l.off..=r.off {
-                if !(k == l.off && keep_left || k == r.off && keep_right) {
-                    removed.push(l.node.slot(k));
-                }
-            }
-        } else {
-            for k in l.off..l.node.count() {
-                if !(k == l.off && keep_left) {
-                    removed.push(l.node.slot(k));
-                }
-            }
-            for k in 0..=r.off {
-                if !(k == r.off && keep_right) {
-                    removed.push(r.node.slot(k));
-                }
-            }
-        }
-        let delta_add = usize::from(is_value(entry)) + usize::from(is_split || rebased);
-
-        // Fast path: the change stays inside one leaf that keeps a legal
-        // fill, and `&mut` proves no reader exists: shift the tail in place.
-        if !self.rcu && l.node == r.node {
-            let count = l.node.count();
-            let new_count = count - (r.off - l.off + 1) + pieces.len();
-            let exempt = leaf == 0 || l.max == u64::MAX;
-            let legal = new_count <= Kind::Leaf.slots()
-                && (new_count >= Kind::Leaf.min_fill() || exempt)
-                && !(leaf == 0 && new_count == 1 && entry.is_null());
-            if legal {
-                // SAFETY: `!self.rcu`: the tree is written through `&mut`
-                // (the caller's contract for non-RCU stores), so no reader
-                // exists.
-                unsafe { l.node.splice_leaf(l.off, r.off + 1, count, &pieces) };
-                self.update_gaps(&lpath, leaf);
-                self.len.set(self.len.get() + delta_add - removed.len());
-                return Ok(Stored { removed, retired: Retired::default() });
-            }
-        }
-
+        let (l, r) = (lpath[leaf], rpath[leaf]);
         // Leaf-level content.
         let mut content = Content::new();
         l.node.read_items(l.max, 0..l.off, &mut content);
-        content.extend(pieces);
+        content.extend(pieces.iter().copied());
         let rcount = r.node.count();
         r.node.read_items(r.max, r.off + 1..rcount, &mut content);
 
@@ -428,12 +182,12 @@ impl RawTree {
         // SAFETY: the caller makes us the tree's only writer.
         let mut fresh = unsafe { Fresh::new(&self.slab) };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
-        let plan = self.plan(&mut lpath, &mut rpath, &mut content, &mut fresh, &mut old);
+        let plan = self.plan(lpath, rpath, &mut content, &mut fresh, &mut old);
         let publish = match plan {
             Ok(p) => p,
             Err(e) => {
                 fresh.abandon();
-                return Err((e.into(), split_word));
+                return Err(e.into());
             }
         };
 
@@ -443,9 +197,9 @@ impl RawTree {
                 fix_children(*n);
             }
         }
-        let top_level = self.publish(publish, &lpath, &content);
+        let top_level = self.publish(publish, lpath, &content);
         if let Some(level) = top_level {
-            self.update_gaps(&lpath, level);
+            self.update_gaps(lpath, level);
         }
         // SAFETY: the caller makes us the only writer.
         unsafe { self.collapse_root(&mut old, &fresh) };
@@ -471,118 +225,8 @@ impl RawTree {
                 unsafe { free_subtree(&self.slab, d, Some(&mut |v| removed.push(v))) };
             }
         }
-        self.len.set(self.len.get() + delta_add - removed.len());
+        self.len.set(self.len.get() + added - removed.len());
         Ok(Stored { removed, retired })
-    }
-
-    /// [`store`](Self::store) through `&mut`: no reader can exist, so nodes
-    /// retired in fresh-node mode are freed at once. Returns the removed
-    /// value words.
-    ///
-    /// # Safety
-    ///
-    /// As for [`store`](Self::store).
-    pub(crate) unsafe fn store_mut(
-        &mut self,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
-    ) -> Result<Removed, (StoreFail, *mut ())> {
-        // SAFETY: the caller's contract; `&mut self` makes us the only writer
-        // and rules out readers.
-        let stored = unsafe { self.store(first, last, entry, insert_only, split, rebase) }?;
-        for n in stored.retired.iter() {
-            // SAFETY: retired nodes are unreachable and, with no readers,
-            // need no grace period; each is listed once; `&mut self`.
-            unsafe { self.slab.free(n) };
-        }
-        Ok(stored.removed)
-    }
-
-    /// If the range just before `first` is empty, returns its start and
-    /// moves `lpath` onto it.
-    fn empty_before(&self, lpath: &mut Path, first: u64) -> Option<u64> {
-        let leaf = lpath.len() - 1;
-        let l = &mut lpath[leaf];
-        let (lmin, _) = l.slot_range();
-        if l.node.slot(l.off).is_null() {
-            return Some(lmin);
-        }
-        if lmin != first || first == 0 {
-            return None;
-        }
-        if l.off > 0 {
-            if !l.node.slot(l.off - 1).is_null() {
-                return None;
-            }
-            l.off -= 1;
-            return Some(l.slot_range().0);
-        }
-        // The previous range is in another leaf.
-        let (lo, _, v) = self.lookup(first - 1);
-        if !v.is_null() {
-            return None;
-        }
-        self.walk_into(lo, lpath);
-        Some(lo)
-    }
-
-    /// If the range just after `last` is empty, returns its end and moves
-    /// `rpath` onto it.
-    fn empty_after(&self, rpath: &mut Path, last: u64) -> Option<u64> {
-        let leaf = rpath.len() - 1;
-        let r = &mut rpath[leaf];
-        let (_, rmax) = r.slot_range();
-        if r.node.slot(r.off).is_null() {
-            return Some(rmax);
-        }
-        if rmax != last || last == u64::MAX {
-            return None;
-        }
-        if r.off + 1 < r.node.count() {
-            if !r.node.slot(r.off + 1).is_null() {
-                return None;
-            }
-            r.off += 1;
-            return Some(r.slot_range().1);
-        }
-        let (_, hi, v) = self.lookup(last + 1);
-        if !v.is_null() {
-            return None;
-        }
-        self.walk_into(hi, rpath);
-        Some(hi)
-    }
-
-    /// Store into an empty tree.
-    ///
-    /// # Safety
-    ///
-    /// As for [`store`](Self::store).
-    unsafe fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored { removed: Removed::default(), retired: Retired::default() };
-        if entry.is_null() {
-            return Ok(none);
-        }
-        let mut content = Content::new();
-        if first > 0 {
-            content.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
-        }
-        content.push(Item { last, slot: entry, gap: 0 });
-        if last < u64::MAX {
-            content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
-        }
-        // SAFETY: the caller makes us the only writer.
-        let node = unsafe { self.slab.alloc(Kind::Leaf) }?;
-        node.fill(&content);
-        node.set_root_parent();
-        self.root.store(node.encode(), Ordering::Release);
-        self.height.set(1);
-        self.len.set(usize::from(is_value(entry)));
-        Ok(none)
     }
 
     /// Phase 1: allocate and fill every new node, level by level.
@@ -763,42 +407,6 @@ impl RawTree {
             self.height.set(0);
         } else if changed {
             self.set_root(node, self.height.get());
-        }
-    }
-
-    /// Refreshes the gap recorded for `lpath[level].node`'s position in each
-    /// ancestor, stopping as soon as a value does not change. A parent's own
-    /// largest gap is kept incrementally through its largest-gap offset; it
-    /// is rescanned only when its largest child gap shrank.
-    pub(crate) fn update_gaps(&self, lpath: &Path, level: usize) {
-        if !self.gaps {
-            return;
-        }
-        if level == 0 {
-            return;
-        }
-        // The node now in the parent's slot (a fresh one may have replaced
-        // `lpath[level].node`).
-        let p = lpath[level - 1];
-        // SAFETY: internal node, used slot.
-        let child = unsafe { p.node.child(p.off) };
-        let mut g = child.max_gap(lpath[level].min, lpath[level].max);
-        let mut j = level;
-        while j > 0 {
-            let p = lpath[j - 1];
-            let old = p.node.gap(p.off);
-            if old == g {
-                return;
-            }
-            p.node.set_gap(p.off, g);
-            let best = p.node.gap_offset();
-            if g > p.node.gap(best) || best == p.off && g > old {
-                p.node.set_gap_offset(p.off);
-            } else if best == p.off {
-                p.node.refresh_gap_offset();
-            }
-            g = p.node.gap(p.node.gap_offset());
-            j -= 1;
         }
     }
 }

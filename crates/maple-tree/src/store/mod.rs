@@ -1,0 +1,397 @@
+//! The write path: every store (insert, overwrite, erase, empty a range)
+//! comes down to "put `entry` over `[first, last]`".
+//!
+//! [`RawTree::store`] walks once to the leaf holding `first` (and, only if
+//! `last` lies beyond that leaf, to the one holding `last`), works out the
+//! one to three slots that replace the slots the range touches, and then
+//! picks the cheapest kind of write that can do the job:
+//!
+//! | kind | when | file |
+//! | --- | --- | --- |
+//! | exact fit | one entry replaced by another over the same range | [`leaf`] |
+//! | in-leaf store | the change stays in one leaf, which keeps a legal fill, and no reader can exist | [`leaf`] |
+//! | rebuild | everything else: a full leaf, a spanning store, an underflow, RCU mode | [`rebuild`] |
+//!
+//! The first two write in place and walk nothing more; their gap update is
+//! incremental (a leaf is rescanned only when its largest empty range may
+//! have shrunk). The rebuild plans fresh nodes level by level (push into a
+//! sibling, split, rebalance, new root) and publishes them with one pointer
+//! store. Every kind keeps the same guarantees: nothing visible changes
+//! until the write cannot fail, and in RCU mode readers only ever see
+//! single-word updates (the exact fit) or whole fresh nodes.
+
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::ptr::{self, NonNull};
+
+use arrayvec::ArrayVec;
+
+use crate::{
+    error::AllocError,
+    handle::is_value,
+    node::{Content, Item, Kind, NodeRef},
+    raw::{Path, RawTree},
+    sync::Ordering,
+};
+
+mod leaf;
+mod rebuild;
+
+/// Makes the handle for a piece of a value a store cuts: given the old
+/// value's word, the old value's first index and the piece's new `first`
+/// and `last` (the piece ends where the old value did), a fresh handle (a
+/// second owner of the value, or a new value for the new range).
+pub(crate) type Piece<'a> = &'a mut dyn FnMut(*mut (), u64, u64, u64) -> *mut ();
+
+/// A list that lives inline up to `N` items (the common write touches one
+/// or two) and spills to the heap beyond, so most writes allocate nothing
+/// for their bookkeeping.
+pub(crate) struct SmallList<T, const N: usize> {
+    inline: ArrayVec<T, N>,
+    spill: Vec<T>,
+}
+
+impl<T, const N: usize> Default for SmallList<T, N> {
+    fn default() -> Self {
+        SmallList { inline: ArrayVec::new(), spill: Vec::new() }
+    }
+}
+
+impl<T: Copy, const N: usize> SmallList<T, N> {
+    pub(crate) fn push(&mut self, item: T) {
+        if let Err(e) = self.inline.try_push(item) {
+            self.spill.push(e.element());
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.inline.len() + self.spill.len()
+    }
+
+    #[cfg(all(loom, test))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inline.is_empty()
+    }
+
+    /// Every item, in the order pushed.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.inline.iter().chain(&self.spill).copied()
+    }
+}
+
+/// Value words a write took out of the tree; the typed layer drops them.
+#[derive(Default)]
+pub(crate) struct Removed(SmallList<NonNull<()>, 8>);
+
+impl Removed {
+    /// Records a word that left the tree (empty slots and reserved markers
+    /// are not values and are skipped).
+    pub(crate) fn push(&mut self, raw: *mut ()) {
+        if !is_value(raw) {
+            return;
+        }
+        if let Some(nn) = NonNull::new(raw) {
+            self.0.push(nn);
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Hands every removed word to `f`.
+    pub(crate) fn for_each(&self, f: impl FnMut(NonNull<()>)) {
+        self.0.iter().for_each(f);
+    }
+
+    /// The single removed word, if exactly one was removed.
+    pub(crate) fn single(&self) -> Option<NonNull<()>> {
+        (self.len() == 1).then(|| self.0.inline[0])
+    }
+}
+
+/// Nodes a write replaced (see [`Stored::retired`]).
+pub(crate) type Retired = SmallList<NodeRef, 8>;
+
+/// Why the engine refused a store.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StoreFail {
+    Alloc,
+    /// The write would cut one entry in two and no way to copy it was given.
+    NeedSplit,
+    /// `insert_only` and something is stored in the range.
+    Occupied,
+}
+
+impl From<StoreFail> for crate::error::Error {
+    fn from(f: StoreFail) -> Self {
+        match f {
+            StoreFail::Alloc => Self::NoMemory,
+            // Only reachable through a caller that cannot clone values; the
+            // typed layer always supplies a clone where a cut is possible.
+            StoreFail::NeedSplit => Self::InvalidRange,
+            StoreFail::Occupied => Self::Occupied,
+        }
+    }
+}
+
+impl From<AllocError> for StoreFail {
+    fn from(_: AllocError) -> StoreFail {
+        StoreFail::Alloc
+    }
+}
+
+/// What a successful store did.
+pub(crate) struct Stored {
+    pub(crate) removed: Removed,
+    /// In RCU mode: replaced nodes, already marked dead, that readers may
+    /// still be walking; the caller frees them after a grace period (with
+    /// [`free_node`]). Always empty otherwise (they were freed at once).
+    pub(crate) retired: Retired,
+}
+
+impl RawTree {
+    /// Stores `entry` (a value word, or null for "nothing") over
+    /// `[first, last]`.
+    ///
+    /// With `insert_only`, fails with [`StoreFail::Occupied`] unless the
+    /// whole range is empty. If the write cuts one existing entry in two,
+    /// the right-hand piece gets `split(word)` (a second owner of the cut
+    /// entry's value, made before anything changes); without `split` such a
+    /// write fails with [`StoreFail::NeedSplit`]. On failure the tree is
+    /// unchanged and the returned word (null or a made clone) is the
+    /// caller's to drop.
+    ///
+    /// # Safety
+    ///
+    /// `first <= last`; `entry` is null or a handle whose ownership passes to
+    /// the tree when the call succeeds; `split` returns a fresh handle for
+    /// the value behind the word it is given. The caller is the only writer
+    /// (it holds the tree `&mut` or its write lock), and unless `self.rcu`
+    /// no reader exists; in RCU mode the caller frees `retired` nodes and
+    /// drops removed values only after every reader that could see them is
+    /// gone.
+    pub(crate) unsafe fn store(
+        &self,
+        mut first: u64,
+        mut last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+        rebase: bool,
+    ) -> Result<Stored, (StoreFail, *mut ())> {
+        debug_assert!(first <= last);
+        if self.root_node().is_none() {
+            // SAFETY: the caller makes us the only writer.
+            return unsafe { self.store_empty_root(first, last, entry) }.map_err(|e| (e, ptr::null_mut()));
+        }
+        let mut lpath = Path::new();
+        self.walk_into(first, &mut lpath);
+        let leaf = lpath.len() - 1;
+        // The right path is only needed when the range leaves the leaf
+        // (or an empty neighbour to absorb lies in the next one).
+        let mut rpath = Path::new();
+        rpath.extend(lpath.iter().copied());
+        if last > lpath[leaf].max {
+            self.walk_into(last, &mut rpath);
+        } else {
+            rpath[leaf].off = rpath[leaf].node.find_from(lpath[leaf].off, last);
+        }
+        if entry.is_null() {
+            // Empty ranges never touch: absorb empty neighbours.
+            if let Some(lo) = self.empty_before(&mut lpath, first) {
+                first = lo;
+            }
+            if let Some(hi) = self.empty_after(&mut rpath, last) {
+                last = hi;
+            }
+        }
+        let l = lpath[leaf];
+        let r = rpath[leaf];
+        let (lmin, lmax) = l.slot_range();
+        let (rmin, rmax) = r.slot_range();
+        let lval = l.node.slot(l.off);
+        let rval = r.node.slot(r.off);
+        let same_slot = l.node == r.node && l.off == r.off;
+
+        if insert_only && !(lval.is_null() && lmax >= last) {
+            return Err((StoreFail::Occupied, ptr::null_mut()));
+        }
+        if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
+            return Ok(self.store_exact(l, entry));
+        }
+
+        // Cutting a value in two needs a second owner for the right piece;
+        // a reserved marker is simply kept on both sides. With `rebase`, a
+        // value whose start the store moves (its front overwritten) gets a
+        // new handle for its new range too. Made before anything changes.
+        let is_split = same_slot && lmin < first && rmax > last && is_value(lval);
+        let rebased = !is_split && rebase && rmax > last && is_value(rval);
+        let split_word = if is_split || rebased {
+            match split {
+                Some(f) => f(rval, rmin, last + 1, rmax),
+                None => return Err((StoreFail::NeedSplit, ptr::null_mut())),
+            }
+        } else {
+            ptr::null_mut()
+        };
+        let keep_left = lmin < first;
+        // The right neighbour's slot stays as it is (same handle), unless
+        // it was cut in two or rebased.
+        let keep_right = rmax > last && !is_split && !rebased;
+
+        // The new slots that replace l.off ..= r.off, and the values that
+        // fall out of the tree.
+        let mut pieces: ArrayVec<Item, 3> = ArrayVec::new();
+        if keep_left {
+            pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
+        }
+        pieces.push(Item { last, slot: entry, gap: 0 });
+        if rmax > last {
+            let v = if is_split || rebased { split_word } else { rval };
+            pieces.push(Item { last: rmax, slot: v, gap: 0 });
+        }
+        let mut removed = Removed::default();
+        if l.node == r.node {
+            for k in l.off..=r.off {
+                if !(k == l.off && keep_left || k == r.off && keep_right) {
+                    removed.push(l.node.slot(k));
+                }
+            }
+        } else {
+            for k in l.off..l.node.count_from(l.off) {
+                if !(k == l.off && keep_left) {
+                    removed.push(l.node.slot(k));
+                }
+            }
+            for k in 0..=r.off {
+                if !(k == r.off && keep_right) {
+                    removed.push(r.node.slot(k));
+                }
+            }
+        }
+        let added = usize::from(is_value(entry)) + usize::from(is_split || rebased);
+
+        if !self.rcu && l.node == r.node {
+            // SAFETY: not RCU mode, so (the caller's contract) no reader
+            // exists; we are the only writer.
+            if unsafe { self.store_in_leaf(&lpath, r.off, &pieces) } {
+                self.len.set(self.len.get() + added - removed.len());
+                return Ok(Stored { removed, retired: Retired::default() });
+            }
+        }
+        // SAFETY: the caller's contract (only writer; RCU rules).
+        unsafe { self.rebuild(&mut lpath, &mut rpath, &pieces, removed, added) }.map_err(|e| (e, split_word))
+    }
+
+    /// [`store`](Self::store) through `&mut`: no reader can exist, so nodes
+    /// retired in fresh-node mode are freed at once. Returns the removed
+    /// value words.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store).
+    pub(crate) unsafe fn store_mut(
+        &mut self,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+        rebase: bool,
+    ) -> Result<Removed, (StoreFail, *mut ())> {
+        // SAFETY: the caller's contract; `&mut self` makes us the only writer
+        // and rules out readers.
+        let stored = unsafe { self.store(first, last, entry, insert_only, split, rebase) }?;
+        for n in stored.retired.iter() {
+            // SAFETY: retired nodes are unreachable and, with no readers,
+            // need no grace period; each is listed once; `&mut self`.
+            unsafe { self.slab.free(n) };
+        }
+        Ok(stored.removed)
+    }
+
+    /// If the range just before `first` is empty, returns its start and
+    /// moves `lpath` onto it.
+    fn empty_before(&self, lpath: &mut Path, first: u64) -> Option<u64> {
+        let leaf = lpath.len() - 1;
+        let l = &mut lpath[leaf];
+        let (lmin, _) = l.slot_range();
+        if l.node.slot(l.off).is_null() {
+            return Some(lmin);
+        }
+        if lmin != first || first == 0 {
+            return None;
+        }
+        if l.off > 0 {
+            if !l.node.slot(l.off - 1).is_null() {
+                return None;
+            }
+            l.off -= 1;
+            return Some(l.slot_range().0);
+        }
+        // The previous range is in another leaf.
+        let (lo, _, v) = self.lookup(first - 1);
+        if !v.is_null() {
+            return None;
+        }
+        self.walk_into(lo, lpath);
+        Some(lo)
+    }
+
+    /// If the range just after `last` is empty, returns its end and moves
+    /// `rpath` onto it.
+    fn empty_after(&self, rpath: &mut Path, last: u64) -> Option<u64> {
+        let leaf = rpath.len() - 1;
+        let r = &mut rpath[leaf];
+        let (_, rmax) = r.slot_range();
+        if r.node.slot(r.off).is_null() {
+            return Some(rmax);
+        }
+        if rmax != last || last == u64::MAX {
+            return None;
+        }
+        if r.node.has_next(r.off) {
+            if !r.node.slot(r.off + 1).is_null() {
+                return None;
+            }
+            r.off += 1;
+            return Some(r.slot_range().1);
+        }
+        let (_, hi, v) = self.lookup(last + 1);
+        if !v.is_null() {
+            return None;
+        }
+        self.walk_into(hi, rpath);
+        Some(hi)
+    }
+
+    /// Store into an empty tree.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store).
+    unsafe fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
+        let none = Stored { removed: Removed::default(), retired: Retired::default() };
+        if entry.is_null() {
+            return Ok(none);
+        }
+        let mut content = Content::new();
+        if first > 0 {
+            content.push(Item { last: first - 1, slot: ptr::null_mut(), gap: 0 });
+        }
+        content.push(Item { last, slot: entry, gap: 0 });
+        if last < u64::MAX {
+            content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
+        }
+        // SAFETY: the caller makes us the only writer.
+        let node = unsafe { self.slab.alloc(Kind::Leaf) }?;
+        node.fill(&content);
+        node.set_root_parent();
+        self.root.store(node.encode(), Ordering::Release);
+        self.height.set(1);
+        self.len.set(usize::from(is_value(entry)));
+        Ok(none)
+    }
+}
