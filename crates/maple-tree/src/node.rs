@@ -417,12 +417,35 @@ impl NodeRef {
     /// inside the node's bounds): the number of pivots below `index`.
     /// Unused pivots are `u64::MAX`, never below, so no count is needed;
     /// counting every pivot is branch-free, which beats an early exit whose
-    /// position the branch predictor cannot guess.
+    /// position the branch predictor cannot guess, and the loads are
+    /// independent, so a lookup's chain of nodes waits on one load per
+    /// level (the read paths use this one).
     #[inline]
     pub(crate) fn find(self, index: u64) -> usize {
         let piv = self.pivot_array();
         let mut n = 0;
         for p in piv {
+            n += usize::from(p.load(Ordering::Relaxed) < index);
+        }
+        n
+    }
+
+    /// [`find`](Self::find) with half the loads: pivots ascend (unused ones
+    /// are `u64::MAX`), so one comparison with the middle pivot says which
+    /// half holds the answer, and only that half is counted (8 loads
+    /// instead of 15 in a 16-slot node, 5 of 9 in a gap node), still without
+    /// a branch. The second half's loads wait for the first comparison, so
+    /// a lone lookup is slower this way (the kernel's walk loop: 18 → 24 ns);
+    /// a write's walk, followed by far more work, gains from the fewer
+    /// instructions (ascending inserts −10 %, callgrind).
+    #[inline]
+    pub(crate) fn find_narrow(self, index: u64) -> usize {
+        let piv = self.pivot_array();
+        // (middle pivot, half width): 15 = 7 + 1 + 7, 9 = 4 + 1 + 4.
+        let half = piv.len() / 2;
+        let base = if piv[half].load(Ordering::Relaxed) < index { half + 1 } else { 0 };
+        let mut n = base;
+        for p in &piv[base..base + half] {
             n += usize::from(p.load(Ordering::Relaxed) < index);
         }
         n
@@ -756,6 +779,36 @@ mod tests {
             assert_eq!(back, n);
             back.set_pivot(0, 42); // writes through the decoded pointer
             assert_eq!(n.pivot(0), 42);
+            // SAFETY: allocated above, freed once.
+            unsafe { slab.free(n) };
+        }
+    }
+
+    /// The three ways to find a slot agree at every index, in nodes of
+    /// every kind and fill (the narrow one's halves meet at the middle
+    /// pivot; `find_from` starts anywhere at or before the answer).
+    #[test]
+    fn find_narrow_and_find_from_agree_with_find() {
+        let slab = Slab::new();
+        for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
+            // SAFETY: the slab is this test's alone.
+            let n = unsafe { slab.alloc(kind) }.unwrap();
+            for used in 1..=kind.slots() {
+                // Slot i covers [3i, 3i + 2]; the last ends at the node's max.
+                let items: Vec<Item> = (0..used as u64)
+                    .map(|i| Item { last: i * 3 + 2, slot: core::ptr::without_provenance_mut(1), gap: 0 })
+                    .collect();
+                n.fill(&items);
+                for index in 0..used as u64 * 3 + 4 {
+                    let want = n.find(index);
+                    assert_eq!(n.find_narrow(index), want, "{kind:?}, {used} slots, index {index}");
+                    for from in 0..=want {
+                        assert_eq!(n.find_from(from, index), want, "{kind:?}, {used} slots, from {from}");
+                    }
+                }
+                assert_eq!(n.count_from(used - 1), used);
+                assert_eq!(n.count_from(0), used);
+            }
             // SAFETY: allocated above, freed once.
             unsafe { slab.free(n) };
         }

@@ -234,7 +234,7 @@ impl RawTree {
         };
         let (mut min, mut max) = (0, u64::MAX);
         loop {
-            let off = node.find(index);
+            let off = node.find_narrow(index);
             path.push(Level { node, min, max, off });
             if node.is_leaf() {
                 return;
