@@ -63,6 +63,29 @@ impl Pos {
 
     /// Steps to the next (or previous) non-empty range.
     fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+        // Within the current leaf first: no copy of the walk needed to
+        // undo a step that finds nothing.
+        if let Some(lv) = self.walk.path.last_mut() {
+            let start = lv.off;
+            loop {
+                let more = if forward { lv.node.has_next(lv.off) } else { lv.off > 0 };
+                if !more {
+                    break;
+                }
+                if forward {
+                    lv.off += 1;
+                } else {
+                    lv.off -= 1;
+                }
+                let v = lv.node.slot(lv.off);
+                if is_value(v) {
+                    let (lo, hi) = lv.slot_range();
+                    // SAFETY: value words are non-null.
+                    return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
+                }
+            }
+            lv.off = start;
+        }
         let saved = self.walk.clone();
         while self.step(forward) {
             let (lo, hi, v) = self.current();
@@ -285,43 +308,39 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         self.pos = Pos::seek(&self.tree.raw, index);
     }
 
+    /// After a write through the cursor's walk: `Some(true)` (the walk
+    /// still leads to `first`) needs nothing, `Some(false)` a fresh walk to
+    /// `first`; a failed write (`None`, tree unchanged) puts the cursor back
+    /// on the range it was on.
+    fn settle(&mut self, was: u64, first: u64, kept: Option<bool>) {
+        match kept {
+            Some(true) => {}
+            Some(false) => self.reseek(first),
+            None => self.tree.raw.aim(&mut self.pos.walk.path, was),
+        }
+    }
+
     /// Replaces the current range (entry or empty range) with `value` and
     /// returns the old value. This is an exact-fit store: replacing one
-    /// entry by another never allocates.
+    /// entry by another never allocates, and writes one word where the
+    /// cursor stands (no walk).
     pub fn replace(&mut self, value: V) -> Result<Option<V>, InsertError<V>> {
-        let (lo, hi, _) = self.pos.current();
-        let res = self.tree.replace_exact(lo, hi, value);
-        self.reseek(lo);
-        res
-    }
-
-    /// Removes the entry the cursor is on and returns it; the cursor then
-    /// stands on the empty range that replaced it.
-    pub fn erase(&mut self) -> Option<V> {
-        let (lo, _, _) = self.pos.current();
-        let out = self.tree.erase(lo);
-        self.reseek(lo);
-        out
-    }
-
-    range_write_methods!(tree, MapleTree);
-}
-
-impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
-    }
-}
-
-impl<V: Handle> MapleTree<V> {
-    /// Stores `value` over exactly `[lo, hi]`, which must be one current
-    /// range, and returns what was there.
-    pub(crate) fn replace_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<Option<V>, InsertError<V>> {
+        let (lo, hi, was) = self.pos.current();
         let e = value.into_raw().as_ptr();
-        // SAFETY: lo <= hi is one existing range, so no entry is cut in two;
-        // `e` is a fresh handle.
-        match unsafe { self.raw.store_mut(lo, hi, e, false, None, false) } {
-            Ok(removed) => {
+        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
+            // An entry replaced by an entry: one word, where the cursor is.
+            let old = self.tree.raw.replace_at(here, e);
+            // SAFETY: the word just taken out of the tree; ours now (a
+            // reserved marker is no value and is not handed out).
+            return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
+        }
+        // SAFETY: [lo, hi] is the current range, so no entry is cut in two;
+        // `e` is a fresh handle; the cursor's walk leads to `lo` in this
+        // tree (it is redone after any write that moves nodes).
+        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, lo, hi, e, false, None, false) };
+        match res {
+            Ok((removed, kept)) => {
+                self.settle(lo, lo, Some(kept));
                 debug_assert!(removed.len() <= 1);
                 // SAFETY: the word the store took out; ours now.
                 Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -332,6 +351,69 @@ impl<V: Handle> MapleTree<V> {
                 cause: Error::NoMemory,
             }),
         }
+    }
+
+    /// Removes the entry the cursor is on and returns it; the cursor then
+    /// stands on the empty range that replaced it.
+    pub fn erase(&mut self) -> Option<V> {
+        let (lo, hi, v) = self.pos.current();
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: as in `replace`; storing nothing over exactly the current
+        // range cuts nothing.
+        let res = unsafe {
+            self.tree.raw.store_mut_walked(&mut self.pos.walk.path, lo, hi, ptr::null_mut(), false, None, false)
+        };
+        let Ok((removed, kept)) = res else { crate::tree::abort_oom() };
+        self.settle(lo, lo, Some(kept));
+        // SAFETY: the one value the write took out; ours now.
+        removed.single().map(|nn| unsafe { V::from_raw(nn) })
+    }
+
+    /// [`MapleTree::insert_range`] through the cursor (which then stands
+    /// on the first index written). A write that stays in the cursor's
+    /// leaf walks nothing.
+    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        let was = self.pos.current().0;
+        let first = to_inclusive(&range).map_or(was, |r| r.0);
+        let res = self.tree.insert_range_at(Some(&mut self.pos.walk.path), range, value);
+        self.settle(was, first, res.as_ref().ok().copied());
+        res.map(drop)
+    }
+
+    /// [`MapleTree::store_range`] through the cursor (which then stands on
+    /// the first index written). A write that stays in the cursor's leaf
+    /// walks nothing.
+    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    where
+        V: Clone,
+    {
+        let was = self.pos.current().0;
+        let first = to_inclusive(&range).map_or(was, |r| r.0);
+        let res = self.tree.store_range_at(Some(&mut self.pos.walk.path), range, value);
+        self.settle(was, first, res.as_ref().ok().copied());
+        res.map(drop)
+    }
+
+    /// [`MapleTree::remove_range`] through the cursor (which then stands on
+    /// the range containing the first index emptied). A write that stays in
+    /// the cursor's leaf walks nothing.
+    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    where
+        V: Clone,
+    {
+        let was = self.pos.current().0;
+        let first = to_inclusive(&range).map_or(was, |r| r.0);
+        let res = self.tree.remove_range_at(Some(&mut self.pos.walk.path), range);
+        self.settle(was, first, res.as_ref().ok().copied());
+        res.map(drop)
+    }
+}
+
+impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
     }
 }
 

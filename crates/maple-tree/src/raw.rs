@@ -249,6 +249,17 @@ impl RawTree {
         }
     }
 
+    /// Points `path` (a walk of this tree made since its last change, or
+    /// empty) at the leaf slot containing `index`: within its leaf when
+    /// `index` lies inside the leaf's bounds (no walk; the levels above
+    /// stay right, as they lead to that leaf), else by a fresh walk.
+    pub(crate) fn aim(&self, path: &mut Path, index: u64) {
+        match path.last_mut() {
+            Some(leaf) if leaf.min <= index && index <= leaf.max => leaf.off = leaf.node.find(index),
+            _ => self.walk_into(index, path),
+        }
+    }
+
     /// Appends levels below `path`'s last (internal) level, always taking
     /// the first (`rightmost == false`) or last slot.
     pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {

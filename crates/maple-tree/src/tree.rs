@@ -194,26 +194,45 @@ impl<V: Handle> MapleTree<V> {
 
     /// The one place that turns typed writes into engine calls: returns the
     /// removed value words, or gives `entry` back on failure.
+    ///
+    /// `at` is a cursor's walk (`None`: walk here, as a cursor made, used
+    /// once and dropped): it is aimed at `first` (within its leaf when
+    /// `first` lies there, else by a fresh walk), and the second result
+    /// says whether it still leads to the slot containing `first`
+    /// afterwards (false: stale, walk again before using it).
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
+        at: Option<&mut Path>,
         first: u64,
         last: u64,
         entry: Option<V>,
         insert_only: bool,
         split: Option<Piece<'_>>,
         rebase: bool,
-    ) -> Result<Removed, (Error, Option<V>)> {
+    ) -> Result<(Removed, bool), (Error, Option<V>)> {
+        let mut own = Path::new();
+        let path = match at {
+            Some(p) => {
+                self.raw.aim(p, first);
+                p
+            }
+            None => {
+                self.raw.walk_into(first, &mut own);
+                &mut own
+            }
+        };
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); `e` is a fresh handle and
         // `split` (from `clone_word` or a caller's function) makes fresh
-        // handles.
-        let res = unsafe { self.raw.store_mut(first, last, e, insert_only, split, rebase) };
+        // handles; `path` was just aimed at `first` in this tree.
+        let res = unsafe { self.raw.store_mut_walked(path, first, last, e, insert_only, split, rebase) };
         let take_back = |w: *mut ()| {
             // SAFETY: the engine did not keep this word; we own it again.
             NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
         };
         match res {
-            Ok(removed) => Ok(removed),
+            Ok(done) => Ok(done),
             Err((fail, unused_clone)) => {
                 drop(take_back(unused_clone));
                 Err((fail.into(), take_back(e)))
@@ -236,14 +255,25 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        self.insert_range_at(None, range, value).map(drop)
+    }
+
+    /// [`insert_range`](Self::insert_range) from a cursor's walk (see
+    /// [`write`](Self::write)); true if the walk is still good.
+    pub(crate) fn insert_range_at(
+        &mut self,
+        at: Option<&mut Path>,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<bool, InsertError<V>> {
         let (first, last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(first, last, Some(value), true, None, false) {
-            Ok(removed) => {
+        match self.write(at, first, last, Some(value), true, None, false) {
+            Ok((removed, kept)) => {
                 debug_assert_eq!(removed.len(), 0);
-                Ok(())
+                Ok(kept)
             }
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
@@ -261,6 +291,20 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
+        self.store_range_at(None, range, value).map(drop)
+    }
+
+    /// [`store_range`](Self::store_range) from a cursor's walk (see
+    /// [`write`](Self::write)); true if the walk is still good.
+    pub(crate) fn store_range_at(
+        &mut self,
+        at: Option<&mut Path>,
+        range: impl RangeBounds<u64>,
+        value: V,
+    ) -> Result<bool, InsertError<V>>
+    where
+        V: Clone,
+    {
         let (first, last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
@@ -268,10 +312,10 @@ impl<V: Handle> MapleTree<V> {
         // SAFETY: the engine passes words of live handles of this tree, which
         // `&mut self` keeps free of borrows.
         let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        match self.write(first, last, Some(value), false, Some(&mut clone), false) {
-            Ok(removed) => {
+        match self.write(at, first, last, Some(value), false, Some(&mut clone), false) {
+            Ok((removed, kept)) => {
                 Self::drop_removed(removed);
-                Ok(())
+                Ok(kept)
             }
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
@@ -371,12 +415,21 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
+        self.remove_range_at(None, range).map(drop)
+    }
+
+    /// [`remove_range`](Self::remove_range) from a cursor's walk (see
+    /// [`write`](Self::write)); true if the walk is still good.
+    pub(crate) fn remove_range_at(&mut self, at: Option<&mut Path>, range: impl RangeBounds<u64>) -> Result<bool, Error>
+    where
+        V: Clone,
+    {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: as in `store_range`.
         let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        let removed = self.write(first, last, None, false, Some(&mut clone), false).map_err(|(e, _)| e)?;
+        let (removed, kept) = self.write(at, first, last, None, false, Some(&mut clone), false).map_err(|(e, _)| e)?;
         Self::drop_removed(removed);
-        Ok(())
+        Ok(kept)
     }
 
     /// [`store_range`](Self::store_range) for values that record their own
@@ -438,7 +491,7 @@ impl<V: Handle> MapleTree<V> {
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
-        let removed = self.write(first, last, entry, false, Some(&mut piece), true)?;
+        let (removed, _) = self.write(None, first, last, entry, false, Some(&mut piece), true)?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -472,7 +525,7 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         }
         // (A reserved range is erased too; it returns no value.)
-        let removed = self.write(lo, hi, None, false, None, false).map_err(|_| AllocError)?;
+        let (removed, _) = self.write(None, lo, hi, None, false, None, false).map_err(|_| AllocError)?;
         debug_assert!(removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -663,7 +716,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(start, start + (size - 1), Some(value), true, None, false) {
+        match self.write(None, start, start + (size - 1), Some(value), true, None, false) {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }

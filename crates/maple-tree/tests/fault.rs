@@ -94,6 +94,27 @@ fn every_allocation_point_of_every_write() {
                         "cursor-replace-empty",
                         Box::new(|t| t.cursor_mut(7).replace(v(1)).map(|_| ()).map_err(|e| e.cause)),
                     ),
+                    (
+                        "cursor-store-split",
+                        Box::new(move |t| {
+                            let mut c = t.cursor_mut(n / 2 * 10);
+                            c.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)
+                        }),
+                    ),
+                    (
+                        "cursor-insert",
+                        Box::new(move |t| {
+                            let mut c = t.cursor_mut(n / 2 * 10);
+                            c.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause)
+                        }),
+                    ),
+                    (
+                        "cursor-spanning-clear",
+                        Box::new(move |t| {
+                            let mut c = t.cursor_mut(n * 2);
+                            c.remove_range(n * 2..=n * 7 + 1)
+                        }),
+                    ),
                 ];
                 for (name, op) in &ops {
                     points += exercise(&format!("{name} n={n} gaps={gaps} fresh={fresh}"), &setup, op.as_ref());

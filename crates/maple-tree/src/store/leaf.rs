@@ -25,13 +25,22 @@ impl RawTree {
     /// Exact fit: `entry` (not null) replaces the entry (value or reserved
     /// marker) in `l`'s slot over the same range.
     pub(super) fn store_exact(&self, l: Level, entry: *mut ()) -> Stored {
+        let mut removed = Removed::default();
+        removed.push(self.replace_at(l, entry));
+        Stored { removed, retired: Retired::default() }
+    }
+
+    /// [`store_exact`](Self::store_exact) where a cursor stands: writes
+    /// `entry` (not null) into the slot `l` points at, which holds an entry
+    /// (not null), and returns the old word. One word written, safe for
+    /// readers in any mode; no gap changes; the walk stays good.
+    pub(crate) fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
         let old = l.node.slot(l.off);
+        debug_assert!(!old.is_null());
         l.node.set_slot(l.off, entry);
-        let mut removed = Removed::default();
-        removed.push(old);
         self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(old)));
-        Stored { removed, retired: Retired::default() }
+        old
     }
 
     /// In-leaf store: replaces slots `lpath`'s leaf offset `..= r_off` of

@@ -174,21 +174,61 @@ impl RawTree {
     /// gone.
     pub(crate) unsafe fn store(
         &self,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+        rebase: bool,
+    ) -> Result<Stored, (StoreFail, *mut ())> {
+        let mut lpath = Path::new();
+        self.walk_into(first, &mut lpath);
+        // SAFETY: the caller's contract; `lpath` was just walked to `first`.
+        unsafe { self.store_walked(&mut lpath, first, last, entry, insert_only, split, rebase) }.map(|(s, _)| s)
+    }
+
+    /// [`store`](Self::store) from a walk the caller has made already (a
+    /// cursor's position): `lpath` leads to the leaf slot containing
+    /// `first`. The second result is true if `lpath` still leads to the
+    /// slot containing `first` afterwards (the write was an exact fit or
+    /// stayed in its leaf, whose nodes all stay where they were), so a
+    /// cursor can go on from it without walking; false if `lpath` is stale.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store`](Self::store); and `lpath` is a walk of this tree to
+    /// `first` made since its last change (empty for an empty tree).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn store_walked(
+        &self,
+        lpath: &mut Path,
         mut first: u64,
         mut last: u64,
         entry: *mut (),
         insert_only: bool,
         split: Option<Piece<'_>>,
         rebase: bool,
-    ) -> Result<Stored, (StoreFail, *mut ())> {
+    ) -> Result<(Stored, bool), (StoreFail, *mut ())> {
         debug_assert!(first <= last);
         if self.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
-            return unsafe { self.store_empty_root(first, last, entry) }.map_err(|e| (e, ptr::null_mut()));
+            let stored = unsafe { self.store_empty_root(first, last, entry) };
+            return stored.map(|s| (s, false)).map_err(|e| (e, ptr::null_mut()));
         }
-        let mut lpath = Path::new();
-        self.walk_into(first, &mut lpath);
+        let asked = first;
         let leaf = lpath.len() - 1;
+        debug_assert!(lpath[leaf].slot_range().0 <= first && first <= lpath[leaf].slot_range().1);
+        {
+            let l = lpath[leaf];
+            let (lmin, lmax) = l.slot_range();
+            let lval = l.node.slot(l.off);
+            if lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
+                if insert_only {
+                    return Err((StoreFail::Occupied, ptr::null_mut()));
+                }
+                return Ok((self.store_exact(l, entry), true));
+            }
+        }
         // The right path is only needed when the range leaves the leaf
         // (or an empty neighbour to absorb lies in the next one).
         let mut rpath = Path::new();
@@ -200,7 +240,7 @@ impl RawTree {
         }
         if entry.is_null() {
             // Empty ranges never touch: absorb empty neighbours.
-            if let Some(lo) = self.empty_before(&mut lpath, first) {
+            if let Some(lo) = self.empty_before(lpath, first) {
                 first = lo;
             }
             if let Some(hi) = self.empty_after(&mut rpath, last) {
@@ -217,9 +257,6 @@ impl RawTree {
 
         if insert_only && !(lval.is_null() && lmax >= last) {
             return Err((StoreFail::Occupied, ptr::null_mut()));
-        }
-        if same_slot && lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
-            return Ok(self.store_exact(l, entry));
         }
 
         // Cutting a value in two needs a second owner for the right piece;
@@ -276,13 +313,18 @@ impl RawTree {
         if !self.rcu && l.node == r.node {
             // SAFETY: not RCU mode, so (the caller's contract) no reader
             // exists; we are the only writer.
-            if unsafe { self.store_in_leaf(&lpath, r.off, &pieces) } {
+            if unsafe { self.store_in_leaf(lpath, r.off, &pieces) } {
                 self.len.set(self.len.get() + added - removed.len());
-                return Ok(Stored { removed, retired: Retired::default() });
+                // The leaf kept its place and bounds: only the offset of
+                // the slot holding `asked` may have moved.
+                let l = &mut lpath[leaf];
+                l.off = l.node.find(asked);
+                return Ok((Stored { removed, retired: Retired::default() }, true));
             }
         }
         // SAFETY: the caller's contract (only writer; RCU rules).
-        unsafe { self.rebuild(&mut lpath, &mut rpath, &pieces, removed, added) }.map_err(|e| (e, split_word))
+        let stored = unsafe { self.rebuild(lpath, &mut rpath, &pieces, removed, added) };
+        stored.map(|s| (s, false)).map_err(|e| (e, split_word))
     }
 
     /// [`store`](Self::store) through `&mut`: no reader can exist, so nodes
@@ -301,15 +343,38 @@ impl RawTree {
         split: Option<Piece<'_>>,
         rebase: bool,
     ) -> Result<Removed, (StoreFail, *mut ())> {
+        let mut lpath = Path::new();
+        self.walk_into(first, &mut lpath);
+        // SAFETY: the caller's contract; `lpath` was just walked to `first`.
+        unsafe { self.store_mut_walked(&mut lpath, first, last, entry, insert_only, split, rebase) }.map(|(r, _)| r)
+    }
+
+    /// [`store_walked`](Self::store_walked) through `&mut` (see
+    /// [`store_mut`](Self::store_mut)).
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_walked`](Self::store_walked).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn store_mut_walked(
+        &mut self,
+        lpath: &mut Path,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+        rebase: bool,
+    ) -> Result<(Removed, bool), (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let stored = unsafe { self.store(first, last, entry, insert_only, split, rebase) }?;
+        let (stored, kept) = unsafe { self.store_walked(lpath, first, last, entry, insert_only, split, rebase) }?;
         for n in stored.retired.iter() {
             // SAFETY: retired nodes are unreachable and, with no readers,
             // need no grace period; each is listed once; `&mut self`.
             unsafe { self.slab.free(n) };
         }
-        Ok(stored.removed)
+        Ok((stored.removed, kept))
     }
 
     /// If the range just before `first` is empty, returns its start and

@@ -1,0 +1,114 @@
+//! A write cursor used for many writes in a row: it keeps its walk through
+//! writes that stay in its leaf (no re-walk) and walks again after the
+//! others. After every step its position and value are checked against
+//! the model, and after each run of steps the tree is validated and
+//! compared whole.
+
+mod common;
+
+use common::*;
+use maple_tree::{CursorMut, MapleTree, U63};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+/// The range of the model containing `i`, empty ranges included, with its
+/// value.
+fn model_range(m: &Model, i: u64) -> (u64, u64, Option<u64>) {
+    if let Some((s, e, x)) = m.get_any(i) {
+        return (s, e, Some(x));
+    }
+    let lo = m.map.range(..i).next_back().map_or(0, |(_, &(e, _))| e + 1);
+    let hi = m.map.range(i..).next().map_or(u64::MAX, |(&s, _)| s - 1);
+    (lo, hi, None)
+}
+
+fn at(c: &CursorMut<'_, U63>) -> (u64, u64, Option<u64>) {
+    let r = c.range();
+    (*r.start(), *r.end(), c.get().map(U63::get))
+}
+
+fn run(gaps: bool, seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    let mut m = Model::default();
+    let span = 4000u64;
+    let rounds = if cfg!(miri) { 12 } else { 400 };
+    for round in 0..rounds {
+        let mut c = t.cursor_mut(rng.gen_range(0..span));
+        for step in 0..10 {
+            let what = format!("gaps {gaps}, round {round}, step {step}");
+            let (lo, _, _) = at(&c);
+            // Mostly near the cursor (the same leaf), sometimes anywhere.
+            let f = if rng.gen_bool(0.8) {
+                lo.saturating_add(rng.gen_range(0..40)).min(span)
+            } else {
+                rng.gen_range(0..span)
+            };
+            let l = f + rng.gen_range(0..12);
+            let x = (round * 10 + step) as u64;
+            let expect_at = match rng.gen_range(0..8) {
+                0 => {
+                    let ok = c.insert_range(f..=l, v(x)).is_ok();
+                    assert_eq!(ok, m.is_free(f, l), "{what}: insert {f}..={l}");
+                    if ok {
+                        m.store(f, l, x);
+                        f
+                    } else {
+                        lo
+                    }
+                }
+                1 => {
+                    c.store_range(f..=l, v(x)).unwrap();
+                    m.store(f, l, x);
+                    f
+                }
+                2 => {
+                    c.remove_range(f..=l).unwrap();
+                    m.clear(f, l);
+                    f
+                }
+                3 => {
+                    let (s, e, old) = model_range(&m, lo);
+                    let got = c.replace(v(x)).unwrap().map(|o| o.get());
+                    assert_eq!(got, old, "{what}: replace");
+                    m.store(s, e, x);
+                    lo
+                }
+                4 => {
+                    let (s, e, old) = model_range(&m, lo);
+                    assert_eq!(c.erase().map(|o| o.get()), old, "{what}: erase");
+                    if old.is_some() {
+                        m.clear(s, e);
+                    }
+                    lo
+                }
+                5 => {
+                    let hi = model_range(&m, lo).1;
+                    let want = m.map.range(hi.saturating_add(1)..).next().filter(|_| hi < u64::MAX);
+                    let got = c.next().map(|(r, x)| (*r.start(), *r.end(), x.get()));
+                    assert_eq!(got, want.map(|(&s, &(e, x))| (s, e, x)), "{what}: next");
+                    got.map_or(lo, |g| g.0)
+                }
+                6 => {
+                    let got = c.prev_range().map(|(r, _)| *r.start());
+                    assert_eq!(got, (lo > 0).then(|| model_range(&m, lo - 1).0), "{what}: prev_range");
+                    got.unwrap_or(lo)
+                }
+                _ => {
+                    let got = c.next_range().map(|(r, _)| *r.start());
+                    let hi = model_range(&m, lo).1;
+                    assert_eq!(got, (hi < u64::MAX).then(|| hi + 1), "{what}: next_range");
+                    got.unwrap_or(lo)
+                }
+            };
+            assert_eq!(at(&c), model_range(&m, expect_at), "{what}: where the cursor stands");
+        }
+        drop(c);
+        check(&t, &m, &format!("gaps {gaps}, round {round}"));
+    }
+}
+
+#[test]
+fn a_cursor_writes_many_times_in_a_row() {
+    run(false, 1);
+    run(true, 2);
+}
