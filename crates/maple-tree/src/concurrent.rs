@@ -71,7 +71,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
-    raw::RawTree,
+    raw::{Level, RawTree},
     tree::{abort_oom, clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
 };
 
@@ -661,6 +661,21 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         // own writes need `&mut self`, which the borrow excludes; readers
         // elsewhere only read.
         unsafe { &*raw.cast::<MapleTree<V>>() }
+    }
+
+    /// Writes `value` into the slot `here` (a walk made under this lock,
+    /// since the last write) points at, which holds an entry: one word,
+    /// which readers see before or after; the old value waits for the
+    /// grace period like any removed one.
+    pub(crate) fn replace_at(&mut self, here: Level, value: V) {
+        let old = self.tree.raw.replace_at(here, value.into_raw().as_ptr());
+        if let (true, Some(w)) = (is_value(old), NonNull::new(old)) {
+            let pending = &mut self.state.pending;
+            pending.values.push(w);
+            if pending.len() >= BATCH {
+                self.state.seal();
+            }
+        }
     }
 
     /// Stores `value` over `[lo, hi]`, one current range (so nothing is

@@ -6,6 +6,14 @@
 //! (`next_range`/`prev_range`), and a [`CursorMut`] can write where it
 //! stands and stays usable afterwards.
 //!
+//! A cursor keeps its walk (the nodes from the root to its leaf, with
+//! their bounds): stepping moves within the leaf and climbs only as far as
+//! the next leaf needs, and a write through a [`CursorMut`] starts from the
+//! walk instead of the root. Replacing the entry it stands on writes one
+//! word; a write that stays inside its leaf keeps the walk good, so the
+//! cursor goes on without walking again (other writes re-walk once). The
+//! tree's own write methods are such a cursor, made and used once.
+//!
 //! ```
 //! use maple_tree::{MapleTree, U63};
 //! let mut t = MapleTree::new();
@@ -475,7 +483,12 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     /// range). Replacing one entry by another is one word written in place:
     /// it never allocates, and readers see the old or the new value.
     pub fn replace(&mut self, value: V) -> Result<(), InsertError<V>> {
-        let (lo, hi, _) = self.pos.current();
+        let (lo, hi, was) = self.pos.current();
+        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
+            // An entry replaced by an entry: one word, where the cursor is.
+            self.guard.replace_at(here, value);
+            return Ok(());
+        }
         let res = self.guard.store_exact(lo, hi, value);
         self.reseek(lo);
         res

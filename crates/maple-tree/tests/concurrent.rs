@@ -308,6 +308,41 @@ fn removed_value_outlives_the_reader_that_holds_it() {
     assert_eq!(live.load(Ordering::Relaxed), 0);
 }
 
+/// A value replaced through a write cursor (one word written where the
+/// cursor stands, no walk) waits for the grace period like any removed
+/// value: a reader holding it keeps it alive, and it is dropped once after.
+#[test]
+fn a_value_replaced_through_a_write_cursor_outlives_its_reader() {
+    let live = Arc::new(AtomicI64::new(0));
+    let tree: ConcurrentMapleTree<Box<Val>> = ConcurrentMapleTree::new();
+    {
+        let mut w = tree.lock();
+        for i in 0..20 {
+            w.insert_range(i * 10..=i * 10 + 5, Val::new(i * 10, i * 10 + 5, &live)).unwrap();
+        }
+    }
+    let g = tree.pin();
+    let held = tree.load(43, &g).expect("stored");
+    {
+        let mut w = tree.lock();
+        let mut c = w.cursor(43);
+        c.replace(Val::new(1040, 1045, &live)).unwrap();
+        assert_eq!(c.range(), 40..=45);
+        drop(c);
+        w.reclaim();
+    }
+    for _ in 0..if cfg!(miri) { 8 } else { 100 } {
+        collect_garbage();
+        tree.lock().reclaim();
+    }
+    assert_eq!((held.first, held.last), (40, 45));
+    assert_eq!(live.load(Ordering::Relaxed), 21, "the replaced value was dropped under its reader");
+    assert_eq!(tree.load(43, &g).map(|v| v.first), Some(1040));
+    drop(g);
+    assert_eq!(settle(&live, 20, || tree.lock().reclaim()), 20, "the replaced value was not dropped after");
+    tree.validate().unwrap();
+}
+
 /// Dropping the tree while batches are still waiting for their grace
 /// period frees them at once, on the dropping thread (no reader of the tree
 /// can be left: every read borrows it), even while a guard is still
