@@ -14,7 +14,7 @@ use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
-    node::NodeRef,
+    node::{NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{LeafWalk, Path, RawTree},
     store::{Piece, Removed},
     validate::ValidateError,
@@ -1277,15 +1277,18 @@ impl<V: Handle> MapleTree<V> {
 /// reads pivots and slots; the root-to-leaf path is consulted once per leaf.
 pub(crate) struct RawIter {
     walk: LeafWalk,
-    /// Current leaf and its upper bound.
-    leaf: Option<(NodeRef, u64)>,
-    /// Next slot in the leaf (`None` past its last slot), and where that
-    /// slot starts.
-    off: Option<usize>,
-    /// Last used slot of the current leaf (its pivots never change while
-    /// it is reachable: in-place writes under readers are single slots).
-    end: usize,
+    /// Current leaf (`None` before the walk, or for an empty tree).
+    leaf: Option<NodeRef>,
+    /// The current leaf's upper bound.
+    max: u64,
+    /// Next slot of the leaf to look at, and where that slot starts.
+    /// The leaf's pivots never change while it is reachable (in-place
+    /// writes under readers are single slots), so they are read as the
+    /// scan goes: the first unused pivot marks the last slot.
+    off: usize,
     lo: u64,
+    /// Past the last slot of the current leaf.
+    leaf_done: bool,
     last: u64,
     done: bool,
 }
@@ -1313,7 +1316,7 @@ impl RawIter {
     /// [`start`](Self::start) it there, instead of moving a full path.
     #[inline]
     pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
-        RawIter { walk: LeafWalk { path: Path::new() }, leaf: None, off: None, end: 0, lo: 0, last, done }
+        RawIter { walk: LeafWalk { path: Path::new() }, leaf: None, max: 0, off: 0, lo: 0, leaf_done: true, last, done }
     }
 
     /// Walks to `first` (nothing if the iterator is already done).
@@ -1330,49 +1333,67 @@ impl RawIter {
         match self.walk.path.last() {
             None => self.done = true,
             Some(lv) => {
-                self.leaf = Some((lv.node, lv.max));
-                self.off = Some(lv.off);
-                // Pivots below u64::MAX are the used ones (each ends a slot
-                // with a successor); counting them branch-free beats
-                // `count`'s early exit when every leaf is scanned whole.
-                self.end = lv.node.find(u64::MAX);
+                self.leaf = Some(lv.node);
+                self.max = lv.max;
+                self.off = lv.off;
                 self.lo = lv.node.slot_min(lv.off, lv.min);
+                self.leaf_done = false;
+                // Start loading the next leaf while this one is scanned.
+                if let Some(p) = self.walk.path.len().checked_sub(2).map(|d| self.walk.path[d]) {
+                    if p.node.has_next(p.off) {
+                        // SAFETY: an internal node's used slot (`has_next`)
+                        // holds a live child.
+                        unsafe { p.node.child(p.off + 1) }.prefetch();
+                    }
+                }
             }
         }
     }
 
-    /// The next non-empty slot that starts at or before `last`.
+    /// The next non-empty slot that starts at or before `last`. (The walk
+    /// starts in the slot holding the first index, at or before `last`,
+    /// and stops after the slot reaching `last`, so no slot it looks at
+    /// starts beyond `last`.)
     #[inline]
     pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        while !self.done {
-            let (node, max) = self.leaf?;
-            let Some(i) = self.off else {
-                if max == u64::MAX || !self.walk.next_leaf() {
-                    self.done = true;
-                    return None;
+        if self.done {
+            return None;
+        }
+        loop {
+            let node = self.leaf?;
+            if !self.leaf_done {
+                // The scan's state lives in locals and is written back only
+                // when an entry is handed out.
+                let (mut i, mut lo, max, last) = (self.off, self.lo, self.max, self.last);
+                loop {
+                    let p = if i < RANGE64_SLOTS - 1 { node.leaf_pivot(i) } else { PIVOT_UNUSED };
+                    let end = p == PIVOT_UNUSED;
+                    let hi = if end { max } else { p };
+                    let v = node.leaf_slot(i);
+                    if hi >= last {
+                        self.done = true;
+                        // SAFETY: value words are non-null.
+                        return is_value(v).then(|| (lo, hi, unsafe { NonNull::new_unchecked(v) }));
+                    }
+                    if is_value(v) {
+                        (self.off, self.lo, self.leaf_done) = (i + 1, hi + 1, end);
+                        // SAFETY: value words are non-null.
+                        return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
+                    }
+                    if end {
+                        self.leaf_done = true;
+                        break;
+                    }
+                    i += 1;
+                    lo = hi + 1;
                 }
-                self.load_leaf();
-                continue;
-            };
-            let lo = self.lo;
-            if lo > self.last {
+            }
+            if self.max == u64::MAX || !self.walk.next_leaf() {
                 self.done = true;
                 return None;
             }
-            let has_next = i < self.end;
-            let hi = if has_next { node.leaf_pivot(i) } else { max };
-            let v = node.leaf_slot(i);
-            self.off = has_next.then_some(i + 1);
-            self.lo = hi.wrapping_add(1);
-            if hi >= self.last {
-                self.done = true;
-            }
-            if is_value(v) {
-                // SAFETY: value words are non-null.
-                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
-            }
+            self.load_leaf();
         }
-        None
     }
 }
 
