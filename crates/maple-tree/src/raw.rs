@@ -315,9 +315,15 @@ impl RawTree {
         self.len.set(0);
         if !raw.is_null() {
             if let Some(f) = drop_value {
+                let mut values = |n: NodeRef| {
+                    if n.is_leaf() {
+                        leaf_words(n, f);
+                    }
+                };
                 // SAFETY: the root was an encoded live node; we just
-                // unlinked it, so the subtree is ours alone.
-                unsafe { leaf_words(NodeRef::decode(raw), f) };
+                // unlinked it, so the subtree is ours alone, and the
+                // callback frees nothing.
+                unsafe { visit_subtree(NodeRef::decode(raw), &mut values) };
             }
             // SAFETY: `&mut self`: we are the slab's only user, and every
             // node it handed out belongs to the subtree just unlinked (a
@@ -328,22 +334,35 @@ impl RawTree {
     }
 }
 
-/// Hands every non-null word in the leaves of the subtree at `node` to
-/// `f`, in index order.
+/// Calls `f` on every node of the subtree at `node`, children before
+/// their parent and left to right (so leaves come in index order). The one
+/// subtree visitor: counting, dropping values, freeing and retiring all go
+/// through it. A node's children are read from it before `f` sees it, so
+/// `f` may free the node it is given.
 ///
 /// # Safety
 ///
-/// `node` is live and nobody changes the subtree meanwhile.
-unsafe fn leaf_words(node: NodeRef, f: &mut dyn FnMut(*mut ())) {
-    for i in 0..node.count() {
-        let s = node.slot(i);
-        if node.is_leaf() {
-            if !s.is_null() {
-                f(s);
-            }
-        } else {
-            // SAFETY: children of a live subtree are live.
-            unsafe { leaf_words(NodeRef::decode(s), f) };
+/// `node` is live, and until this returns nobody changes or frees any
+/// node of the subtree except `f`, which frees (if anything) only the node
+/// it is handed.
+pub(crate) unsafe fn visit_subtree(node: NodeRef, f: &mut dyn FnMut(NodeRef)) {
+    if !node.is_leaf() {
+        for i in 0..node.count() {
+            // SAFETY: a live internal node's used slots hold live children;
+            // `f` has not been handed this node yet, so it is still live.
+            unsafe { visit_subtree(node.child(i), f) };
+        }
+    }
+    f(node);
+}
+
+/// Hands every non-null word of `leaf` to `f`, in index order.
+pub(crate) fn leaf_words(leaf: NodeRef, f: &mut dyn FnMut(*mut ())) {
+    debug_assert!(leaf.is_leaf());
+    for i in 0..leaf.count() {
+        let s = leaf.slot(i);
+        if !s.is_null() {
+            f(s);
         }
     }
 }
@@ -362,24 +381,18 @@ pub(crate) unsafe fn free_subtree<'f>(
     node: NodeRef,
     mut drop_value: Option<&mut (dyn FnMut(*mut ()) + 'f)>,
 ) {
-    if node.is_leaf() {
-        if let Some(f) = drop_value {
-            for i in 0..node.count() {
-                let s = node.slot(i);
-                if !s.is_null() {
-                    f(s);
-                }
-            }
+    let mut free = |n: NodeRef| {
+        if let (true, Some(f)) = (n.is_leaf(), drop_value.as_deref_mut()) {
+            leaf_words(n, f);
         }
-    } else {
-        for i in 0..node.count() {
-            // SAFETY: children of an unreachable subtree are unreachable too.
-            unsafe { free_subtree(slab, NodeRef::decode(node.slot(i)), drop_value.as_deref_mut()) };
-        }
-    }
-    // SAFETY: the caller hands us the only reference to this node, from
-    // `slab`, and the slab to ourselves.
-    unsafe { slab.free(node) };
+        // SAFETY: the caller hands us the only reference to this subtree,
+        // from `slab`, and the slab to ourselves; the visitor hands each
+        // node over once, after its children.
+        unsafe { slab.free(n) };
+    };
+    // SAFETY: the subtree is live and ours alone (the caller's contract);
+    // the callback frees only the node it is handed.
+    unsafe { visit_subtree(node, &mut free) };
 }
 
 /// A walk over leaf slots in index order.

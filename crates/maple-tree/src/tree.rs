@@ -859,7 +859,16 @@ impl Stats {
     pub(crate) fn of(raw: &RawTree) -> Stats {
         let mut s = Stats { height: raw.height.get(), entries: raw.len.get(), ..Stats::default() };
         if let Some(root) = raw.root_node() {
-            count_nodes(root, &mut s);
+            let mut count = |n: NodeRef| {
+                if n.is_leaf() {
+                    s.leaves += 1;
+                } else {
+                    s.internal += 1;
+                }
+            };
+            // SAFETY: the root is live and the caller keeps the tree from
+            // changing meanwhile; the callback frees nothing.
+            unsafe { crate::raw::visit_subtree(root, &mut count) };
         }
         s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
         s.held_bytes = raw.slab.held_bytes();
@@ -895,18 +904,6 @@ impl Stats {
         } else {
             self.bytes as f64 / self.entries as f64
         }
-    }
-}
-
-fn count_nodes(node: crate::node::NodeRef, s: &mut Stats) {
-    if node.is_leaf() {
-        s.leaves += 1;
-        return;
-    }
-    s.internal += 1;
-    for i in 0..node.count() {
-        // SAFETY: internal node, used slot; the tree is borrowed.
-        count_nodes(unsafe { node.child(i) }, s);
     }
 }
 

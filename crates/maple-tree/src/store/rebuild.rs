@@ -33,7 +33,7 @@ use crate::{
     alloc::Slab,
     error::AllocError,
     node::{Content, Item, Kind, NodeRef},
-    raw::{free_subtree, Level, Path, RawTree},
+    raw::{free_subtree, leaf_words, visit_subtree, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -414,16 +414,17 @@ impl RawTree {
 /// Marks every node of an unlinked subtree dead and lists it in `retired`,
 /// and its value words in `removed` (RCU mode: freed after a grace period).
 fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) {
-    for i in 0..node.count() {
-        if node.is_leaf() {
-            removed.push(node.slot(i));
-        } else {
-            // SAFETY: internal node, used slot; the subtree is still allocated.
-            collect_subtree(unsafe { node.child(i) }, retired, removed);
+    let mut collect = |n: NodeRef| {
+        if n.is_leaf() {
+            leaf_words(n, &mut |w| removed.push(w));
         }
-    }
-    node.mark_dead();
-    retired.push(node);
+        n.mark_dead();
+        retired.push(n);
+    };
+    // SAFETY: the subtree was just unlinked by the tree's only writer (us)
+    // and stays allocated until its grace period ends; the callback frees
+    // nothing.
+    unsafe { visit_subtree(node, &mut collect) };
 }
 
 /// Points every child of `node` back at it.
