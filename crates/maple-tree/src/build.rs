@@ -57,8 +57,7 @@ impl RawTree {
         if next_free.is_some() {
             items.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
         }
-        let mut allocated: Vec<NodeRef> = Vec::new();
-        match self.build_levels(items.clone(), &mut allocated) {
+        match self.build_levels(&items) {
             Ok((root, height)) => {
                 root.set_root_parent();
                 self.root.store(root.encode(), Ordering::Release);
@@ -67,11 +66,10 @@ impl RawTree {
                 Ok(())
             }
             Err(AllocError) => {
-                for n in allocated {
-                    // SAFETY: never published; from our slab, and `&mut self`
-                    // makes us its only user.
-                    unsafe { self.slab.free(n) };
-                }
+                // SAFETY: the tree was empty, so every node its slab has
+                // handed out is one of ours, never published; `&mut self`
+                // makes us the slab's only user.
+                unsafe { self.slab.free_all() };
                 for it in &items {
                     if !it.slot.is_null() {
                         drop_value(it.slot);
@@ -82,13 +80,13 @@ impl RawTree {
         }
     }
 
-    fn build_levels(
-        &mut self,
-        mut items: Vec<Item>,
-        allocated: &mut Vec<NodeRef>,
-    ) -> Result<(NodeRef, usize), AllocError> {
+    /// Builds every level above `leaves` (the leaf level's items); on
+    /// failure the nodes made so far are left for the caller to free.
+    fn build_levels(&mut self, leaves: &[Item]) -> Result<(NodeRef, usize), AllocError> {
         let mut kind = Kind::Leaf;
         let mut height = 0;
+        let mut owned: Vec<Item>;
+        let mut items = leaves;
         loop {
             height += 1;
             let cap = kind.slots();
@@ -102,7 +100,6 @@ impl RawTree {
                 }
                 // SAFETY: `&mut self`: we are the slab's only user.
                 let node = unsafe { self.slab.alloc(kind) }?;
-                allocated.push(node);
                 node.fill(&items[start..end]);
                 let max = items[end - 1].last;
                 let gap = if self.gaps { node.max_gap(min, max) } else { 0 };
@@ -124,7 +121,8 @@ impl RawTree {
                 // SAFETY: fresh node.
                 return Ok((unsafe { NodeRef::decode(up[0].slot) }, height));
             }
-            items = up;
+            owned = up;
+            items = &owned;
             kind = self.inner_kind();
         }
     }
