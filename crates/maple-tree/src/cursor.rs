@@ -317,12 +317,12 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     }
 
     /// After a write through the cursor's walk: `Some(true)` (the walk
-    /// still leads to `first`) needs nothing, `Some(false)` a fresh walk to
-    /// `first`; a failed write (`None`, tree unchanged) puts the cursor back
-    /// on the range it was on.
+    /// still leads to the leaf holding `first`) needs the slot found within
+    /// the leaf, `Some(false)` a fresh walk to `first`; a failed write
+    /// (`None`, tree unchanged) puts the cursor back on the range it was on.
     fn settle(&mut self, was: u64, first: u64, kept: Option<bool>) {
         match kept {
-            Some(true) => {}
+            Some(true) => self.tree.raw.aim(&mut self.pos.walk.path, first),
             Some(false) => self.reseek(first),
             None => self.tree.raw.aim(&mut self.pos.walk.path, was),
         }

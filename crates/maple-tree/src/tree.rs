@@ -198,8 +198,9 @@ impl<V: Handle> MapleTree<V> {
     /// `at` is a cursor's walk (`None`: walk here, as a cursor made, used
     /// once and dropped): it is aimed at `first` (within its leaf when
     /// `first` lies there, else by a fresh walk), and the second result
-    /// says whether it still leads to the slot containing `first`
-    /// afterwards (false: stale, walk again before using it).
+    /// says whether it still leads to the leaf containing `first`
+    /// afterwards (aim it again to find the slot; false: stale, walk again
+    /// before using it).
     #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,

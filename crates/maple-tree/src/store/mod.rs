@@ -190,8 +190,9 @@ impl RawTree {
     /// [`store`](Self::store) from a walk the caller has made already (a
     /// cursor's position): `lpath` leads to the leaf slot containing
     /// `first`. The second result is true if `lpath` still leads to the
-    /// slot containing `first` afterwards (the write was an exact fit or
-    /// stayed in its leaf, whose nodes all stay where they were), so a
+    /// leaf containing `first` afterwards (the write was an exact fit or
+    /// stayed in its leaf, whose nodes all stay where they were; the
+    /// offset within the leaf may be stale, see [`aim`](Self::aim)), so a
     /// cursor can go on from it without walking; false if `lpath` is stale.
     ///
     /// # Safety
@@ -215,14 +216,12 @@ impl RawTree {
             let stored = unsafe { self.store_empty_root(first, last, entry) };
             return stored.map(|s| (s, false)).map_err(|e| (e, ptr::null_mut()));
         }
-        let asked = first;
         let leaf = lpath.len() - 1;
         debug_assert!(lpath[leaf].slot_range().0 <= first && first <= lpath[leaf].slot_range().1);
-        {
-            let l = lpath[leaf];
+        let l = lpath[leaf];
+        if !entry.is_null() && !l.node.slot(l.off).is_null() {
             let (lmin, lmax) = l.slot_range();
-            let lval = l.node.slot(l.off);
-            if lmin == first && lmax == last && !lval.is_null() && !entry.is_null() {
+            if lmin == first && lmax == last {
                 if insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
@@ -315,10 +314,8 @@ impl RawTree {
             // exists; we are the only writer.
             if unsafe { self.store_in_leaf(lpath, r.off, &pieces) } {
                 self.len.set(self.len.get() + added - removed.len());
-                // The leaf kept its place and bounds: only the offset of
-                // the slot holding `asked` may have moved.
-                let l = &mut lpath[leaf];
-                l.off = l.node.find(asked);
+                // The leaf kept its place and bounds (only the offset of the
+                // slot holding `first` may have moved).
                 return Ok((Stored { removed, retired: Retired::default() }, true));
             }
         }
