@@ -1,5 +1,7 @@
 //! A workload for profilers: builds trees by storing ranges in ascending or
-//! random order (`cargo run --release --example profile_store -- rand`).
+//! random order (`cargo run --release --example profile_store -- rand`), or
+//! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
+//! (`iter`), random erases (`erase`) or a fork through a cursor (`fork`).
 use maple_tree::{MapleTree, U63};
 
 fn main() {
@@ -17,6 +19,42 @@ fn main() {
         println!("{}", t.len());
         return;
     }
+    if mode == "node" {
+        // The kernel's node-store loop.
+        let mut t: MapleTree<U63> = MapleTree::with_gaps();
+        for i in (0..=230u64).step_by(10) {
+            t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
+        }
+        let mut ow = 76u64;
+        for _ in 0..1_000_000 {
+            t.store_range(ow..=ow + 15, U63::new_truncate(ow)).unwrap();
+            ow += 5;
+            if ow > 135 {
+                ow = 76;
+            }
+        }
+        println!("{}", t.len());
+        return;
+    }
+    if mode == "fork" {
+        // The seed's fork loop the kernel's way: duplicate, then replace
+        // every entry of the copy through a cursor.
+        let t: MapleTree<U63> =
+            MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap();
+        let mut total = 0;
+        for _ in 0..20_000 {
+            let mut copy = t.try_dup().unwrap();
+            let mut c = copy.cursor_mut(0);
+            while let Some((_, v)) = c.next() {
+                let v = U63::new_truncate(v.get() + 1);
+                c.replace(v).unwrap();
+            }
+            drop(c);
+            total += copy.len();
+        }
+        println!("{total}");
+        return;
+    }
     if mode == "iter" {
         let t: MapleTree<U63> =
             MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
@@ -27,7 +65,7 @@ fn main() {
         println!("{sum}");
         return;
     }
-    let random = mode == "rand";
+    let random = mode == "rand" || mode == "erase";
     let n = 100_000u64;
     let mut order: Vec<u64> = (0..n).collect();
     if random {
@@ -39,6 +77,12 @@ fn main() {
         let mut t: MapleTree<U63> = MapleTree::new();
         for &i in &order {
             t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
+        }
+        if mode == "erase" {
+            // Then empty it again in another random order.
+            for &i in order.iter().rev() {
+                t.remove_range(i * 16..=i * 16 + 9).unwrap();
+            }
         }
         total += t.len();
     }

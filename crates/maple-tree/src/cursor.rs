@@ -69,8 +69,9 @@ impl Pos {
         }
     }
 
-    /// Steps to the next (or previous) non-empty range.
-    fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+    /// Steps to the next (or previous) non-empty range; if there is none,
+    /// the cursor stays where it was.
+    fn step_entry(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         // Within the current leaf first: no copy of the walk needed to
         // undo a step that finds nothing.
         if let Some(lv) = self.walk.path.last_mut() {
@@ -94,7 +95,9 @@ impl Pos {
             }
             lv.off = start;
         }
-        let saved = self.walk.clone();
+        // Across leaves. Rather than copy the walk to undo a search that
+        // finds nothing (only at either end of the tree), walk back then.
+        let here = self.current().0;
         while self.step(forward) {
             let (lo, hi, v) = self.current();
             if is_value(v) {
@@ -102,7 +105,7 @@ impl Pos {
                 return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
             }
         }
-        self.walk = saved;
+        raw.walk_into(here, &mut self.walk.path);
         None
     }
 }
@@ -163,14 +166,16 @@ macro_rules! read_methods {
         /// unmoved) if there is none.
         #[allow(clippy::should_implement_trait)]
         pub fn next(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
-            let (lo, hi, nn) = self.pos.step_entry(true)?;
+            let (raw, pos) = self.parts();
+            let (lo, hi, nn) = pos.step_entry(raw, true)?;
             self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
         }
 
         /// Moves to the previous entry before the current range. `None`
         /// (cursor unmoved) if there is none.
         pub fn prev(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
-            let (lo, hi, nn) = self.pos.step_entry(false)?;
+            let (raw, pos) = self.parts();
+            let (lo, hi, nn) = pos.step_entry(raw, false)?;
             self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
         }
 
@@ -183,11 +188,12 @@ macro_rules! read_methods {
                 return None;
             }
             if !is_value(v) {
-                let saved = self.pos.clone();
-                match self.pos.step_entry(true) {
+                let (raw, pos) = self.parts();
+                match pos.step_entry(raw, true) {
                     Some((start, _, _)) if start <= limit => {}
                     Some(_) => {
-                        self.pos = saved;
+                        // Too far: back to where the cursor was.
+                        raw.walk_into(lo, &mut pos.walk.path);
                         return None;
                     }
                     None => return None,
@@ -265,6 +271,10 @@ impl<'a, V: Handle> Cursor<'a, V> {
         self.raw
     }
 
+    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+        (self.raw, &mut self.pos)
+    }
+
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
         if !is_value(raw) {
             return None;
@@ -312,6 +322,10 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         &self.tree.raw
     }
 
+    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+        (&self.tree.raw, &mut self.pos)
+    }
+
     fn reseek(&mut self, index: u64) {
         self.pos = Pos::seek(&self.tree.raw, index);
     }
@@ -333,15 +347,17 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     /// entry by another never allocates, and writes one word where the
     /// cursor stands (no walk).
     pub fn replace(&mut self, value: V) -> Result<Option<V>, InsertError<V>> {
-        let (lo, hi, was) = self.pos.current();
         let e = value.into_raw().as_ptr();
-        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
-            // An entry replaced by an entry: one word, where the cursor is.
-            let old = self.tree.raw.replace_at(here, e);
-            // SAFETY: the word just taken out of the tree; ours now (a
-            // reserved marker is no value and is not handed out).
-            return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
+        if let Some(&here) = self.pos.walk.path.last() {
+            if !here.node.slot(here.off).is_null() {
+                // An entry replaced by an entry: one word, where the cursor is.
+                let old = self.tree.raw.replace_at(here, e);
+                // SAFETY: the word just taken out of the tree; ours now (a
+                // reserved marker is no value and is not handed out).
+                return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
+            }
         }
+        let (lo, hi, _) = self.pos.current();
         // SAFETY: [lo, hi] is the current range, so no entry is cut in two;
         // `e` is a fresh handle; the cursor's walk leads to `lo` in this
         // tree (it is redone after any write that moves nodes).
@@ -461,6 +477,10 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
 
     fn raw_tree(&self) -> &RawTree {
         self.guard.raw()
+    }
+
+    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+        (self.guard.raw(), &mut self.pos)
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {

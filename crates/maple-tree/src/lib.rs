@@ -102,7 +102,7 @@
 //!
 //! Every write is planned before anything visible changes: the nodes it
 //! needs are allocated and filled first, so a failed allocation leaves the
-//! tree exactly as it was (see `store.rs` for the algorithm). A multi-word
+//! tree exactly as it was (see `store/` for the algorithm). A multi-word
 //! change is built in fresh nodes and published by one pointer store; while
 //! the tree is borrowed `&mut` (no reader can exist) the one node that
 //! changes may instead be rewritten in place, and replaced nodes are freed

@@ -1,7 +1,7 @@
 //! The untyped tree: root, height, flavour, and the read-side walks.
 //!
 //! `RawTree` stores values as raw words (see [`crate::Handle`]); the typed
-//! [`crate::MapleTree`] owns their meaning. Writes live in `store.rs`, gap
+//! [`crate::MapleTree`] owns their meaning. Writes live in `store/`, gap
 //! search in `gap.rs`, bulk building in `build.rs` and checking in
 //! `validate.rs`.
 
