@@ -13,35 +13,37 @@ use std::{
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
-/// Time per operation over several rounds.
+/// Time per operation over several rounds, in seconds (as `f64`: a
+/// `Duration` per operation would round every figure to whole nanoseconds,
+/// which for loops of a few nanoseconds per step is an error of up to
+/// half the figure).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Timing {
-    /// Median time per operation.
-    pub median: Duration,
+    /// Median seconds per operation.
+    pub median: f64,
     /// Fastest round.
-    pub min: Duration,
+    pub min: f64,
     /// Slowest round.
-    pub max: Duration,
+    pub max: f64,
 }
 
 impl Timing {
     /// Median nanoseconds per operation.
     pub fn ns(&self) -> f64 {
-        self.median.as_secs_f64() * 1e9
+        self.median * 1e9
     }
 
     /// (slowest − fastest) / median, in per cent.
     pub fn spread(&self) -> f64 {
-        let m = self.median.as_secs_f64();
-        if m <= 0.0 {
+        if self.median <= 0.0 {
             return 0.0;
         }
-        (self.max.as_secs_f64() - self.min.as_secs_f64()) / m * 100.0
+        (self.max - self.min) / self.median * 100.0
     }
 
     /// Operations per second at the median.
     pub fn per_sec(&self) -> f64 {
-        1.0 / self.median.as_secs_f64().max(1e-15)
+        1.0 / self.median.max(1e-15)
     }
 }
 
@@ -88,16 +90,16 @@ pub fn alternate(reps: usize, mut cands: Vec<Candidate<'_>>) -> Vec<Timing> {
             (c.run)();
         }
     }
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(reps); cands.len()];
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); cands.len()];
     for _ in 0..reps {
         for (c, t) in cands.iter_mut().zip(&mut times) {
-            t.push((c.run)() / c.ops.min(u64::from(u32::MAX)) as u32);
+            t.push((c.run)().as_secs_f64() / c.ops as f64);
         }
     }
     times
         .into_iter()
         .map(|mut t| {
-            t.sort();
+            t.sort_by(f64::total_cmp);
             Timing { median: t[t.len() / 2], min: t[0], max: t[t.len() - 1] }
         })
         .collect()

@@ -37,7 +37,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 }
             },
         );
-        let per_line = d.median.as_secs_f64();
+        let per_line = d.median;
         all_lines += lines;
         all_time += per_line * lines as f64;
         tab.row(vec![
@@ -66,7 +66,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         || (),
         |()| replay(long.lines(), ReplayOptions::default(), None).expect("replay").stats.applied,
     );
-    let long_rate = div(1e-6, d.median.as_secs_f64());
+    let long_rate = div(1e-6, d.median);
     tab.row(vec![
         Cell::text(format!("all logs ×{copies}, one replay")),
         Cell::num(lines as f64, Unit::Count),
