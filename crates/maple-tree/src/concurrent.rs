@@ -71,8 +71,9 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
-    raw::{Level, RawTree},
-    tree::{abort_oom, clear_values, clone_word, to_inclusive, MapleTree, RawIter, Stats},
+    raw::{Level, Path, RawTree},
+    tree::{abort_oom, clear_values, to_inclusive, MapleTree, RawIter, Stats},
+    write::{self, WriteTarget},
 };
 
 /// A pinned epoch: values and nodes read under it stay allocated until it
@@ -583,8 +584,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
 }
 
 impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
-    /// One RCU-mode store; its garbage joins the pending batch, which is
-    /// handed to the epoch collector when full.
+    /// One RCU-mode store from a fresh walk (see [`WriteTarget::write_words`]).
     fn write(
         &mut self,
         first: u64,
@@ -593,31 +593,9 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         insert_only: bool,
         split: Option<crate::store::Piece<'_>>,
     ) -> Result<(), (Error, *mut ())> {
-        // Free what is due first, so this write's nodes come from the cache.
-        // SAFETY: the lock is ours; the slab is the tree's.
-        unsafe { self.state.reap(&self.tree.raw.slab) };
-        // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
-        // engine changes nothing readers can see except by single-word
-        // stores and publication, and hands back what it unlinked.
-        let res = unsafe { self.tree.raw.store(first, last, entry, insert_only, split, false) };
-        match res {
-            Ok(stored) => {
-                let pending = &mut self.state.pending;
-                pending.nodes.extend(stored.retired.iter());
-                stored.removed.for_each(|w| pending.values.push(w));
-                if pending.len() >= BATCH {
-                    self.state.seal();
-                }
-                Ok(())
-            }
-            Err((fail, unused)) => {
-                if !unused.is_null() {
-                    // SAFETY: a clone the engine made and did not keep.
-                    drop(unsafe { V::from_raw(NonNull::new_unchecked(unused)) });
-                }
-                Err((fail.into(), entry))
-            }
-        }
+        // SAFETY: first <= last and the words are as `write_words` asks
+        // (every caller's contract); no walk is given.
+        unsafe { self.write_words(None, first, last, entry, insert_only, split) }.map(drop)
     }
 
     /// Hands the garbage of earlier writes to the epoch collector and frees
@@ -703,12 +681,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Stores `value` over `range` if it is empty; see
     /// [`MapleTree::insert_range`].
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        let (first, last) = match to_inclusive(&range) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let e = value.into_raw().as_ptr();
-        self.write(first, last, e, true, None).map_err(|(c, w)| Self::give_back(w, c))
+        write::insert_range(self, None, range, value).map(drop)
     }
 
     /// Stores `value` over `range`, overwriting; see
@@ -717,14 +690,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     where
         V: Clone,
     {
-        let (first, last) = match to_inclusive(&range) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let e = value.into_raw().as_ptr();
-        // SAFETY: the engine passes words of live values of this tree.
-        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        self.write(first, last, e, false, Some(&mut clone)).map_err(|(c, w)| Self::give_back(w, c))
+        write::store_range(self, None, range, value).map(drop)
     }
 
     /// Empties `range`; see [`MapleTree::remove_range`].
@@ -732,10 +698,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     where
         V: Clone,
     {
-        let (first, last) = to_inclusive(&range)?;
-        // SAFETY: as in `store_range`.
-        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        self.write(first, last, ptr::null_mut(), false, Some(&mut clone)).map_err(|(c, _)| c)
+        write::remove_range(self, None, range).map(drop)
     }
 
     /// Removes the entry containing `index`. Its value is dropped after the
@@ -788,5 +751,59 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         V: Clone,
     {
         MapleTree::dup_raw(&self.tree.raw)
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
+    /// An RCU-mode store; its garbage (replaced nodes, removed values)
+    /// joins the pending batch, which goes to the epoch collector when
+    /// full. Only an exact fit keeps the walk good (every other write
+    /// builds fresh nodes).
+    unsafe fn write_words(
+        &mut self,
+        at: Option<&mut Path>,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<crate::store::Piece<'_>>,
+    ) -> Result<bool, (Error, *mut ())> {
+        // Free what is due first, so this write's nodes come from the cache.
+        // SAFETY: the lock is ours; the slab is the tree's.
+        unsafe { self.state.reap(&self.tree.raw.slab) };
+        let mut own = Path::new();
+        let path = match at {
+            Some(p) => {
+                self.tree.raw.aim(p, first);
+                p
+            }
+            None => {
+                self.tree.raw.walk_into(first, &mut own);
+                &mut own
+            }
+        };
+        // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
+        // engine changes nothing readers can see except by single-word
+        // stores and publication, and hands back what it unlinked; `path`
+        // was just aimed at `first`; the rest is the caller's contract.
+        let res = unsafe { self.tree.raw.store_walked(path, first, last, entry, insert_only, split, false) };
+        match res {
+            Ok((stored, kept)) => {
+                let pending = &mut self.state.pending;
+                pending.nodes.extend(stored.retired.iter());
+                stored.removed.for_each(|w| pending.values.push(w));
+                if pending.len() >= BATCH {
+                    self.state.seal();
+                }
+                Ok(kept)
+            }
+            Err((fail, unused)) => {
+                if !unused.is_null() {
+                    // SAFETY: a clone the engine made and did not keep.
+                    drop(unsafe { V::from_raw(NonNull::new_unchecked(unused)) });
+                }
+                Err((fail.into(), entry))
+            }
+        }
     }
 }

@@ -42,7 +42,8 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
-    tree::{to_inclusive, MapleTree},
+    tree::MapleTree,
+    write::{self, to_inclusive},
 };
 
 /// Position shared by both cursors: the walk to the current leaf slot.
@@ -204,19 +205,35 @@ macro_rules! read_methods {
     };
 }
 
-/// `insert_range`, `store_range` and `remove_range` of a write cursor:
-/// forwarded to the tree or guard in field `$target` (of type `$ty`, for
-/// the docs), after which the cursor stands on the first index written.
+/// `insert_range`, `store_range` and `remove_range` of a write cursor,
+/// through the shared typed write layer (`write.rs`) to the tree or guard
+/// in field `$target` (of type `$ty`, for the docs), starting from the
+/// cursor's walk; afterwards the cursor stands on the range containing the
+/// first index written (where it was, if the write failed). A write that
+/// stays in the cursor's leaf walks nothing.
 macro_rules! range_write_methods {
     ($target:ident, $ty:ident) => {
+        /// After a write through the cursor's walk: `Some(true)` (the walk
+        /// still leads to the leaf holding `first`) needs the slot found
+        /// within the leaf, `Some(false)` a fresh walk to `first`; a failed
+        /// write (`None`, tree unchanged) puts the cursor back on the range
+        /// it was on.
+        fn settle(&mut self, was: u64, first: u64, kept: Option<bool>) {
+            let (raw, pos) = self.parts();
+            match kept {
+                Some(true) => raw.aim(&mut pos.walk.path, first),
+                Some(false) => raw.walk_into(first, &mut pos.walk.path),
+                None => raw.aim(&mut pos.walk.path, was),
+            }
+        }
+
         #[doc = concat!("[`", stringify!($ty), "::insert_range`] through the cursor.")]
         pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-            let first = to_inclusive(&range).map(|r| r.0);
-            let res = self.$target.insert_range(range, value);
-            if let (Ok(f), Ok(())) = (first, &res) {
-                self.reseek(f);
-            }
-            res
+            let was = self.pos.current().0;
+            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let res = write::insert_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value);
+            self.settle(was, first, res.as_ref().ok().copied());
+            res.map(drop)
         }
 
         #[doc = concat!("[`", stringify!($ty), "::store_range`] through the cursor.")]
@@ -224,12 +241,11 @@ macro_rules! range_write_methods {
         where
             V: Clone,
         {
-            let first = to_inclusive(&range).map(|r| r.0);
-            let res = self.$target.store_range(range, value);
-            if let (Ok(f), Ok(())) = (first, &res) {
-                self.reseek(f);
-            }
-            res
+            let was = self.pos.current().0;
+            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let res = write::store_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value);
+            self.settle(was, first, res.as_ref().ok().copied());
+            res.map(drop)
         }
 
         #[doc = concat!("[`", stringify!($ty), "::remove_range`] through the cursor.")]
@@ -237,10 +253,11 @@ macro_rules! range_write_methods {
         where
             V: Clone,
         {
-            let (first, _) = to_inclusive(&range)?;
-            self.$target.remove_range(range)?;
-            self.reseek(first);
-            Ok(())
+            let was = self.pos.current().0;
+            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let res = write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range);
+            self.settle(was, first, res.as_ref().ok().copied());
+            res.map(drop)
         }
     };
 }
@@ -326,22 +343,6 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         (&self.tree.raw, &mut self.pos)
     }
 
-    fn reseek(&mut self, index: u64) {
-        self.pos = Pos::seek(&self.tree.raw, index);
-    }
-
-    /// After a write through the cursor's walk: `Some(true)` (the walk
-    /// still leads to the leaf holding `first`) needs the slot found within
-    /// the leaf, `Some(false)` a fresh walk to `first`; a failed write
-    /// (`None`, tree unchanged) puts the cursor back on the range it was on.
-    fn settle(&mut self, was: u64, first: u64, kept: Option<bool>) {
-        match kept {
-            Some(true) => self.tree.raw.aim(&mut self.pos.walk.path, first),
-            Some(false) => self.reseek(first),
-            None => self.tree.raw.aim(&mut self.pos.walk.path, was),
-        }
-    }
-
     /// Replaces the current range (entry or empty range) with `value` and
     /// returns the old value. This is an exact-fit store: replacing one
     /// entry by another never allocates, and writes one word where the
@@ -395,44 +396,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         removed.single().map(|nn| unsafe { V::from_raw(nn) })
     }
 
-    /// [`MapleTree::insert_range`] through the cursor (which then stands
-    /// on the first index written). A write that stays in the cursor's
-    /// leaf walks nothing.
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        let was = self.pos.current().0;
-        let first = to_inclusive(&range).map_or(was, |r| r.0);
-        let res = self.tree.insert_range_at(Some(&mut self.pos.walk.path), range, value);
-        self.settle(was, first, res.as_ref().ok().copied());
-        res.map(drop)
-    }
-
-    /// [`MapleTree::store_range`] through the cursor (which then stands on
-    /// the first index written). A write that stays in the cursor's leaf
-    /// walks nothing.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
-    where
-        V: Clone,
-    {
-        let was = self.pos.current().0;
-        let first = to_inclusive(&range).map_or(was, |r| r.0);
-        let res = self.tree.store_range_at(Some(&mut self.pos.walk.path), range, value);
-        self.settle(was, first, res.as_ref().ok().copied());
-        res.map(drop)
-    }
-
-    /// [`MapleTree::remove_range`] through the cursor (which then stands on
-    /// the range containing the first index emptied). A write that stays in
-    /// the cursor's leaf walks nothing.
-    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
-    where
-        V: Clone,
-    {
-        let was = self.pos.current().0;
-        let first = to_inclusive(&range).map_or(was, |r| r.0);
-        let res = self.tree.remove_range_at(Some(&mut self.pos.walk.path), range);
-        self.settle(was, first, res.as_ref().ok().copied());
-        res.map(drop)
-    }
+    range_write_methods!(tree, MapleTree);
 }
 
 impl<V: Handle> fmt::Debug for CursorMut<'_, V> {

@@ -201,6 +201,7 @@ mod store;
 mod sync;
 mod tree;
 mod validate;
+mod write;
 
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;

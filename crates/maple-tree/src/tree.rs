@@ -6,10 +6,11 @@ use crate::prelude::*;
 use core::{
     fmt,
     marker::PhantomData,
-    ops::{Bound, RangeBounds, RangeInclusive},
+    ops::{RangeBounds, RangeInclusive},
     ptr::{self, NonNull},
 };
 
+pub(crate) use crate::write::{clone_word, to_inclusive};
 use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
@@ -18,6 +19,7 @@ use crate::{
     raw::{LeafWalk, Path, RawTree},
     store::{Piece, Removed},
     validate::ValidateError,
+    write::{self, WriteTarget},
 };
 
 /// A map from non-overlapping inclusive `u64` ranges to values: the Linux
@@ -50,35 +52,6 @@ pub struct MapleTree<V: Handle> {
 unsafe impl<V: Handle + Send> Send for MapleTree<V> {}
 // SAFETY: `&MapleTree` hands out shared borrows of values only.
 unsafe impl<V: Handle + Sync> Sync for MapleTree<V> {}
-
-/// A second owner of the value behind `w`, as a word.
-///
-/// # Safety
-///
-/// `w` must be the non-null word of a live handle of type `V` owned by a
-/// tree.
-pub(crate) unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
-    // SAFETY: per the contract `w` is a live `V`.
-    unsafe { V::clone_raw(NonNull::new_unchecked(w)) }.into_raw().as_ptr()
-}
-
-/// Converts any `RangeBounds<u64>` to an inclusive `(first, last)`.
-pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Error> {
-    let first = match r.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.checked_add(1).ok_or(Error::InvalidRange)?,
-        Bound::Unbounded => 0,
-    };
-    let last = match r.end_bound() {
-        Bound::Included(&e) => e,
-        Bound::Excluded(&e) => e.checked_sub(1).ok_or(Error::InvalidRange)?,
-        Bound::Unbounded => u64::MAX,
-    };
-    if first > last {
-        return Err(Error::InvalidRange);
-    }
-    Ok((first, last))
-}
 
 pub(crate) fn abort_oom() -> ! {
     liballoc::alloc::handle_alloc_error(core::alloc::Layout::new::<crate::node::Node>())
@@ -193,14 +166,8 @@ impl<V: Handle> MapleTree<V> {
     }
 
     /// The one place that turns typed writes into engine calls: returns the
-    /// removed value words, or gives `entry` back on failure.
-    ///
-    /// `at` is a cursor's walk (`None`: walk here, as a cursor made, used
-    /// once and dropped): it is aimed at `first` (within its leaf when
-    /// `first` lies there, else by a fresh walk), and the second result
-    /// says whether it still leads to the leaf containing `first`
-    /// afterwards (aim it again to find the slot; false: stale, walk again
-    /// before using it).
+    /// removed value words, or gives `entry` back on failure. `at` is a
+    /// cursor's walk or `None`, as for [`WriteTarget::write_words`].
     #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
@@ -212,6 +179,34 @@ impl<V: Handle> MapleTree<V> {
         split: Option<Piece<'_>>,
         rebase: bool,
     ) -> Result<(Removed, bool), (Error, Option<V>)> {
+        let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
+        // SAFETY: first <= last (callers check); `e` is null or a fresh
+        // handle; `split` (from `clone_word` or a caller's function) makes
+        // fresh handles; `at` is the caller's current walk.
+        unsafe { self.write_raw(at, first, last, e, insert_only, split, rebase) }.map_err(|(c, w)| {
+            // SAFETY: the engine did not keep this word; we own it again.
+            (c, NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) }))
+        })
+    }
+
+    /// [`write`](Self::write) with the entry as a word (handed back as a
+    /// word on failure).
+    ///
+    /// # Safety
+    ///
+    /// As for [`WriteTarget::write_words`]; `rebase` as for
+    /// [`RawTree::store`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_raw(
+        &mut self,
+        at: Option<&mut Path>,
+        first: u64,
+        last: u64,
+        e: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+        rebase: bool,
+    ) -> Result<(Removed, bool), (Error, *mut ())> {
         let mut own = Path::new();
         let path = match at {
             Some(p) => {
@@ -223,22 +218,15 @@ impl<V: Handle> MapleTree<V> {
                 &mut own
             }
         };
-        let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
-        // SAFETY: first <= last (callers check); `e` is a fresh handle and
-        // `split` (from `clone_word` or a caller's function) makes fresh
-        // handles; `path` was just aimed at `first` in this tree.
+        // SAFETY: the caller's contract; `path` was just aimed at `first`.
         let res = unsafe { self.raw.store_mut_walked(path, first, last, e, insert_only, split, rebase) };
-        let take_back = |w: *mut ()| {
-            // SAFETY: the engine did not keep this word; we own it again.
-            NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) })
-        };
-        match res {
-            Ok(done) => Ok(done),
-            Err((fail, unused_clone)) => {
-                drop(take_back(unused_clone));
-                Err((fail.into(), take_back(e)))
+        res.map_err(|(fail, unused_clone)| {
+            if let Some(nn) = NonNull::new(unused_clone) {
+                // SAFETY: a clone the engine made and did not keep: ours.
+                drop(unsafe { V::from_raw(nn) });
             }
-        }
+            (fail.into(), e)
+        })
     }
 
     fn drop_removed(removed: Removed) {
@@ -256,28 +244,7 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        self.insert_range_at(None, range, value).map(drop)
-    }
-
-    /// [`insert_range`](Self::insert_range) from a cursor's walk (see
-    /// [`write`](Self::write)); true if the walk is still good.
-    pub(crate) fn insert_range_at(
-        &mut self,
-        at: Option<&mut Path>,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<bool, InsertError<V>> {
-        let (first, last) = match to_inclusive(&range) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        match self.write(at, first, last, Some(value), true, None, false) {
-            Ok((removed, kept)) => {
-                debug_assert_eq!(removed.len(), 0);
-                Ok(kept)
-            }
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
-        }
+        write::insert_range(self, None, range, value).map(drop)
     }
 
     /// Inserts `value` at the single index `index`.
@@ -292,34 +259,7 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        self.store_range_at(None, range, value).map(drop)
-    }
-
-    /// [`store_range`](Self::store_range) from a cursor's walk (see
-    /// [`write`](Self::write)); true if the walk is still good.
-    pub(crate) fn store_range_at(
-        &mut self,
-        at: Option<&mut Path>,
-        range: impl RangeBounds<u64>,
-        value: V,
-    ) -> Result<bool, InsertError<V>>
-    where
-        V: Clone,
-    {
-        let (first, last) = match to_inclusive(&range) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        // SAFETY: the engine passes words of live handles of this tree, which
-        // `&mut self` keeps free of borrows.
-        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        match self.write(at, first, last, Some(value), false, Some(&mut clone), false) {
-            Ok((removed, kept)) => {
-                Self::drop_removed(removed);
-                Ok(kept)
-            }
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
-        }
+        write::store_range(self, None, range, value).map(drop)
     }
 
     /// The range as an entry: [`Vacant`](crate::RangeEntry::Vacant) if
@@ -416,21 +356,7 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        self.remove_range_at(None, range).map(drop)
-    }
-
-    /// [`remove_range`](Self::remove_range) from a cursor's walk (see
-    /// [`write`](Self::write)); true if the walk is still good.
-    pub(crate) fn remove_range_at(&mut self, at: Option<&mut Path>, range: impl RangeBounds<u64>) -> Result<bool, Error>
-    where
-        V: Clone,
-    {
-        let (first, last) = to_inclusive(&range)?;
-        // SAFETY: as in `store_range`.
-        let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-        let (removed, kept) = self.write(at, first, last, None, false, Some(&mut clone), false).map_err(|(e, _)| e)?;
-        Self::drop_removed(removed);
-        Ok(kept)
+        write::remove_range(self, None, range).map(drop)
     }
 
     /// [`store_range`](Self::store_range) for values that record their own
@@ -905,6 +831,24 @@ impl Stats {
         } else {
             self.bytes as f64 / self.entries as f64
         }
+    }
+}
+
+impl<V: Handle> WriteTarget<V> for MapleTree<V> {
+    unsafe fn write_words(
+        &mut self,
+        at: Option<&mut Path>,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+    ) -> Result<bool, (Error, *mut ())> {
+        // SAFETY: the caller's contract.
+        let (removed, kept) = unsafe { self.write_raw(at, first, last, entry, insert_only, split, false) }?;
+        // No reader can exist (`&mut self`): what left the tree goes now.
+        Self::drop_removed(removed);
+        Ok(kept)
     }
 }
 

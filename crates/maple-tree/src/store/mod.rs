@@ -172,6 +172,9 @@ impl RawTree {
     /// no reader exists; in RCU mode the caller frees `retired` nodes and
     /// drops removed values only after every reader that could see them is
     /// gone.
+    // The loom models write through this; the trees go through
+    // `store_walked` (their own walk or a cursor's).
+    #[cfg_attr(not(all(loom, test)), allow(dead_code))]
     pub(crate) unsafe fn store(
         &self,
         first: u64,

@@ -1,0 +1,143 @@
+//! The typed write layer both trees share: [`MapleTree`](crate::MapleTree)
+//! (values dropped at once) and the concurrent tree's
+//! [`WriteGuard`](crate::WriteGuard) (values dropped after the readers'
+//! grace period) implement [`WriteTarget`]; the range writes of both, and of
+//! both write cursors, are written once here on top of it.
+//!
+//! Every write starts from a walk: a cursor's own (`Some(path)`, aimed at
+//! the first index here, within its leaf when it lies there) or a fresh
+//! one (`None`: the normal API, a cursor made, used once and dropped). The
+//! result says whether the walk still leads to the leaf holding the first
+//! index, so a cursor can go on without walking.
+
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::{
+    ops::{Bound, RangeBounds},
+    ptr::{self, NonNull},
+};
+
+use crate::{
+    error::{Error, InsertError},
+    handle::Handle,
+    raw::Path,
+    store::Piece,
+};
+
+/// Turns any `u64` range into inclusive bounds; an empty or reversed range
+/// is [`Error::InvalidRange`].
+pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Error> {
+    let first = match r.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_add(1).ok_or(Error::InvalidRange)?,
+        Bound::Unbounded => 0,
+    };
+    let last = match r.end_bound() {
+        Bound::Included(&e) => e,
+        Bound::Excluded(&e) => e.checked_sub(1).ok_or(Error::InvalidRange)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    if first > last {
+        return Err(Error::InvalidRange);
+    }
+    Ok((first, last))
+}
+
+/// A tree that typed writes go to.
+pub(crate) trait WriteTarget<V: Handle> {
+    /// Stores `entry` (null, a reserved marker, or a fresh handle whose
+    /// ownership passes to the tree on success) over `[first, last]`,
+    /// starting from `at` (aimed at `first` here; `None`: a fresh walk),
+    /// and disposes of the values the write takes out (at once, or after
+    /// the readers' grace period). Returns whether `at` still leads to the
+    /// leaf holding `first`. On failure the tree is unchanged and `entry`
+    /// is handed back.
+    ///
+    /// # Safety
+    ///
+    /// `first <= last`; `entry` is as described; `split` makes a fresh
+    /// handle for the value behind the word it is given; `at` is a walk of
+    /// this tree made since its last change (or empty).
+    unsafe fn write_words(
+        &mut self,
+        at: Option<&mut Path>,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        insert_only: bool,
+        split: Option<Piece<'_>>,
+    ) -> Result<bool, (Error, *mut ())>;
+}
+
+/// Makes a clone of the value behind `w` (a word of a live value of type
+/// `V`) and returns its word.
+///
+/// # Safety
+///
+/// `w` is the word of a live `V`, not borrowed mutably meanwhile.
+pub(crate) unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
+    // SAFETY: the caller's contract; the borrow ends before we return.
+    let b = unsafe { NonNull::new_unchecked(w) };
+    // SAFETY: as above.
+    unsafe { V::clone_raw(b) }.into_raw().as_ptr()
+}
+
+/// Hands `word` (a fresh handle the engine did not keep) back as a value.
+fn take_back<V: Handle>(word: *mut ()) -> V {
+    // SAFETY: the write failed, so the tree did not keep the word, which is
+    // the handle made from the value the caller gave.
+    unsafe { V::from_raw(NonNull::new_unchecked(word)) }
+}
+
+/// `insert_range` of both trees and cursors: true if `at` is still good.
+pub(crate) fn insert_range<V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    at: Option<&mut Path>,
+    range: impl RangeBounds<u64>,
+    value: V,
+) -> Result<bool, InsertError<V>> {
+    let (first, last) = match to_inclusive(&range) {
+        Ok(b) => b,
+        Err(cause) => return Err(InsertError { value, cause }),
+    };
+    let e = value.into_raw().as_ptr();
+    // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
+    // an insert; `at` is the caller's current walk.
+    unsafe { w.write_words(at, first, last, e, true, None) }
+        .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
+}
+
+/// `store_range` of both trees and cursors: true if `at` is still good.
+pub(crate) fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
+    w: &mut W,
+    at: Option<&mut Path>,
+    range: impl RangeBounds<u64>,
+    value: V,
+) -> Result<bool, InsertError<V>> {
+    let (first, last) = match to_inclusive(&range) {
+        Ok(b) => b,
+        Err(cause) => return Err(InsertError { value, cause }),
+    };
+    let e = value.into_raw().as_ptr();
+    // SAFETY: the engine passes words of live values of this tree, which
+    // the writer's exclusive access keeps from being borrowed mutably.
+    let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
+    // SAFETY: first <= last; `e` is a fresh handle; `clone` makes fresh
+    // handles; `at` is the caller's current walk.
+    unsafe { w.write_words(at, first, last, e, false, Some(&mut clone)) }
+        .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
+}
+
+/// `remove_range` of both trees and cursors: true if `at` is still good.
+pub(crate) fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
+    w: &mut W,
+    at: Option<&mut Path>,
+    range: impl RangeBounds<u64>,
+) -> Result<bool, Error> {
+    let (first, last) = to_inclusive(&range)?;
+    // SAFETY: as in `store_range`.
+    let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
+    // SAFETY: first <= last; null is no handle; as in `store_range`.
+    unsafe { w.write_words(at, first, last, ptr::null_mut(), false, Some(&mut clone)) }.map_err(|(c, _)| c)
+}
