@@ -82,7 +82,7 @@ impl<T: Copy, const N: usize> SmallList<T, N> {
 
 /// Value words a write took out of the tree; the typed layer drops them.
 #[derive(Default)]
-pub(crate) struct Removed(SmallList<NonNull<()>, 8>);
+pub(crate) struct Removed(SmallList<NonNull<()>, 4>);
 
 impl Removed {
     /// Records a word that left the tree (empty slots and reserved markers
@@ -112,7 +112,7 @@ impl Removed {
 }
 
 /// Nodes a write replaced (see [`Stored::retired`]).
-pub(crate) type Retired = SmallList<NodeRef, 8>;
+pub(crate) type Retired = SmallList<NodeRef, 4>;
 
 /// Why the engine refused a store.
 #[derive(Debug, PartialEq, Eq)]
