@@ -14,7 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    node::{Kind, NodeRef, MAX_HEIGHT},
+    node::{Kind, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -32,6 +32,16 @@ impl Level {
     #[inline]
     pub(crate) fn slot_range(&self) -> (u64, u64) {
         (self.node.slot_min(self.off, self.min), self.node.slot_max(self.off, self.max))
+    }
+
+    /// [`slot_range`](Self::slot_range) of a leaf level, without the
+    /// accessors' dispatch on the node kind (leaves have one layout).
+    #[inline]
+    pub(crate) fn leaf_range(&self) -> (u64, u64) {
+        let n = self.node;
+        let lo = if self.off == 0 { self.min } else { n.leaf_pivot(self.off - 1) + 1 };
+        let hi = if self.off < RANGE64_SLOTS - 1 { n.leaf_pivot(self.off).min(self.max) } else { self.max };
+        (lo, hi)
     }
 }
 

@@ -36,7 +36,7 @@ impl RawTree {
     /// readers in any mode; no gap changes; the walk stays good.
     pub(crate) fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
-        let old = l.node.slot(l.off);
+        let old = l.node.leaf_slot(l.off);
         debug_assert!(!old.is_null());
         l.node.set_slot(l.off, entry);
         self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(old)));
@@ -73,15 +73,15 @@ impl RawTree {
         let mut lost = 0;
         let mut made = 0;
         if self.gaps && leaf > 0 {
-            let mut lo = l.node.slot_min(l.off, l.min);
+            let mut lo = l.leaf_range().0;
             for k in l.off..=r_off {
-                let hi = l.node.slot_max(k, l.max);
-                if l.node.slot(k).is_null() {
+                let hi = if k + 1 < count { l.node.leaf_pivot(k) } else { l.max };
+                if l.node.leaf_slot(k).is_null() {
                     lost = lost.max(range_len(lo, hi));
                 }
                 lo = hi.wrapping_add(1);
             }
-            let mut lo = l.node.slot_min(l.off, l.min);
+            let mut lo = l.leaf_range().0;
             for p in pieces {
                 if p.slot.is_null() {
                     made = made.max(range_len(lo, p.last));

@@ -220,10 +220,10 @@ impl RawTree {
             return stored.map(|s| (s, false)).map_err(|e| (e, ptr::null_mut()));
         }
         let leaf = lpath.len() - 1;
-        debug_assert!(lpath[leaf].slot_range().0 <= first && first <= lpath[leaf].slot_range().1);
+        debug_assert!(lpath[leaf].leaf_range().0 <= first && first <= lpath[leaf].leaf_range().1);
         let l = lpath[leaf];
-        if !entry.is_null() && !l.node.slot(l.off).is_null() {
-            let (lmin, lmax) = l.slot_range();
+        if !entry.is_null() && !l.node.leaf_slot(l.off).is_null() {
+            let (lmin, lmax) = l.leaf_range();
             if lmin == first && lmax == last {
                 if insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
@@ -251,10 +251,10 @@ impl RawTree {
         }
         let l = lpath[leaf];
         let r = rpath[leaf];
-        let (lmin, lmax) = l.slot_range();
-        let (rmin, rmax) = r.slot_range();
-        let lval = l.node.slot(l.off);
-        let rval = r.node.slot(r.off);
+        let (lmin, lmax) = l.leaf_range();
+        let (rmin, rmax) = r.leaf_range();
+        let lval = l.node.leaf_slot(l.off);
+        let rval = r.node.leaf_slot(r.off);
         let same_slot = l.node == r.node && l.off == r.off;
 
         if insert_only && !(lval.is_null() && lmax >= last) {
@@ -295,18 +295,18 @@ impl RawTree {
         if l.node == r.node {
             for k in l.off..=r.off {
                 if !(k == l.off && keep_left || k == r.off && keep_right) {
-                    removed.push(l.node.slot(k));
+                    removed.push(l.node.leaf_slot(k));
                 }
             }
         } else {
             for k in l.off..l.node.count_from(l.off) {
                 if !(k == l.off && keep_left) {
-                    removed.push(l.node.slot(k));
+                    removed.push(l.node.leaf_slot(k));
                 }
             }
             for k in 0..=r.off {
                 if !(k == r.off && keep_right) {
-                    removed.push(r.node.slot(k));
+                    removed.push(r.node.leaf_slot(k));
                 }
             }
         }
@@ -382,19 +382,19 @@ impl RawTree {
     fn empty_before(&self, lpath: &mut Path, first: u64) -> Option<u64> {
         let leaf = lpath.len() - 1;
         let l = &mut lpath[leaf];
-        let (lmin, _) = l.slot_range();
-        if l.node.slot(l.off).is_null() {
+        let (lmin, _) = l.leaf_range();
+        if l.node.leaf_slot(l.off).is_null() {
             return Some(lmin);
         }
         if lmin != first || first == 0 {
             return None;
         }
         if l.off > 0 {
-            if !l.node.slot(l.off - 1).is_null() {
+            if !l.node.leaf_slot(l.off - 1).is_null() {
                 return None;
             }
             l.off -= 1;
-            return Some(l.slot_range().0);
+            return Some(l.leaf_range().0);
         }
         // The previous range is in another leaf.
         let (lo, _, v) = self.lookup(first - 1);
@@ -410,19 +410,19 @@ impl RawTree {
     fn empty_after(&self, rpath: &mut Path, last: u64) -> Option<u64> {
         let leaf = rpath.len() - 1;
         let r = &mut rpath[leaf];
-        let (_, rmax) = r.slot_range();
-        if r.node.slot(r.off).is_null() {
+        let (_, rmax) = r.leaf_range();
+        if r.node.leaf_slot(r.off).is_null() {
             return Some(rmax);
         }
         if rmax != last || last == u64::MAX {
             return None;
         }
         if r.node.has_next(r.off) {
-            if !r.node.slot(r.off + 1).is_null() {
+            if !r.node.leaf_slot(r.off + 1).is_null() {
                 return None;
             }
             r.off += 1;
-            return Some(r.slot_range().1);
+            return Some(r.leaf_range().1);
         }
         let (_, hi, v) = self.lookup(last + 1);
         if !v.is_null() {
