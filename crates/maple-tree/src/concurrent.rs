@@ -772,16 +772,7 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
         // SAFETY: the lock is ours; the slab is the tree's.
         unsafe { self.state.reap(&self.tree.raw.slab) };
         let mut own = Path::new();
-        let path = match at {
-            Some(p) => {
-                self.tree.raw.aim(p, first);
-                p
-            }
-            None => {
-                self.tree.raw.walk_into(first, &mut own);
-                &mut own
-            }
-        };
+        let path = self.tree.raw.walk_for(at, &mut own, first);
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked; `path`
@@ -798,10 +789,8 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
                 Ok(kept)
             }
             Err((fail, unused)) => {
-                if !unused.is_null() {
-                    // SAFETY: a clone the engine made and did not keep.
-                    drop(unsafe { V::from_raw(NonNull::new_unchecked(unused)) });
-                }
+                // SAFETY: a clone the engine made and did not keep.
+                unsafe { write::drop_unused::<V>(unused) };
                 Err((fail.into(), entry))
             }
         }

@@ -37,8 +37,9 @@ fn val(w: *mut ()) -> Option<u64> {
 fn tree(n: u64) -> RawTree {
     let mut t = RawTree::new(false);
     for i in 0..n {
-        // SAFETY: valid range; integer words own nothing.
-        unsafe { t.store_mut(i * 10, i * 10 + 5, word(i), true, None, false) }.expect("setup");
+        // SAFETY: valid range; integer words own nothing; not yet in RCU
+        // mode and no reader, so nothing is retired.
+        unsafe { t.store(i * 10, i * 10 + 5, word(i), true, None, false) }.expect("setup");
     }
     t.rcu = true;
     t

@@ -270,6 +270,21 @@ impl RawTree {
         }
     }
 
+    /// The walk a write to `first` starts from: `at` (a cursor's walk)
+    /// aimed at `first`, or, without one, a fresh walk into `own`.
+    pub(crate) fn walk_for<'p>(&self, at: Option<&'p mut Path>, own: &'p mut Path, first: u64) -> &'p mut Path {
+        match at {
+            Some(p) => {
+                self.aim(p, first);
+                p
+            }
+            None => {
+                self.walk_into(first, own);
+                own
+            }
+        }
+    }
+
     /// Appends levels below `path`'s last (internal) level, always taking
     /// the first (`rightmost == false`) or last slot.
     pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {

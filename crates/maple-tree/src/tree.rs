@@ -154,9 +154,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        unsafe { self.raw.store_mut(first, last, reserved_word(), true, None, false) }
-            .map(drop)
-            .map_err(|(f, _)| f.into())
+        unsafe { self.write_raw(None, first, last, reserved_word(), true, None, false) }.map(drop).map_err(|(c, _)| c)
     }
 
     /// True if `index` lies in a reserved range (see
@@ -208,23 +206,12 @@ impl<V: Handle> MapleTree<V> {
         rebase: bool,
     ) -> Result<(Removed, bool), (Error, *mut ())> {
         let mut own = Path::new();
-        let path = match at {
-            Some(p) => {
-                self.raw.aim(p, first);
-                p
-            }
-            None => {
-                self.raw.walk_into(first, &mut own);
-                &mut own
-            }
-        };
+        let path = self.raw.walk_for(at, &mut own, first);
         // SAFETY: the caller's contract; `path` was just aimed at `first`.
         let res = unsafe { self.raw.store_mut_walked(path, first, last, e, insert_only, split, rebase) };
         res.map_err(|(fail, unused_clone)| {
-            if let Some(nn) = NonNull::new(unused_clone) {
-                // SAFETY: a clone the engine made and did not keep: ours.
-                drop(unsafe { V::from_raw(nn) });
-            }
+            // SAFETY: a clone the engine made and did not keep.
+            unsafe { write::drop_unused::<V>(unused_clone) };
             (fail.into(), e)
         })
     }

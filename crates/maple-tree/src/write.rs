@@ -83,6 +83,28 @@ pub(crate) unsafe fn clone_word<V: Handle + Clone>(w: *mut ()) -> *mut () {
     unsafe { V::clone_raw(b) }.into_raw().as_ptr()
 }
 
+/// Drops the value behind `word` unless it is null: a clone of a cut
+/// value that a failed write made and did not keep.
+///
+/// # Safety
+///
+/// `word` is null or a handle of type `V` that nobody else owns.
+pub(crate) unsafe fn drop_unused<V: Handle>(word: *mut ()) {
+    if let Some(nn) = NonNull::new(word) {
+        // SAFETY: the caller's contract.
+        drop(unsafe { V::from_raw(nn) });
+    }
+}
+
+/// The bounds of `range` and `value` as a word (a fresh handle); on an
+/// invalid range, the value back with the error.
+fn range_and_word<V: Handle>(range: &impl RangeBounds<u64>, value: V) -> Result<(u64, u64, *mut ()), InsertError<V>> {
+    match to_inclusive(range) {
+        Ok((first, last)) => Ok((first, last, value.into_raw().as_ptr())),
+        Err(cause) => Err(InsertError { value, cause }),
+    }
+}
+
 /// Hands `word` (a fresh handle the engine did not keep) back as a value.
 fn take_back<V: Handle>(word: *mut ()) -> V {
     // SAFETY: the write failed, so the tree did not keep the word, which is
@@ -97,11 +119,7 @@ pub(crate) fn insert_range<V: Handle, W: WriteTarget<V>>(
     range: impl RangeBounds<u64>,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last) = match to_inclusive(&range) {
-        Ok(b) => b,
-        Err(cause) => return Err(InsertError { value, cause }),
-    };
-    let e = value.into_raw().as_ptr();
+    let (first, last, e) = range_and_word(&range, value)?;
     // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
     // an insert; `at` is the caller's current walk.
     unsafe { w.write_words(at, first, last, e, true, None) }
@@ -115,11 +133,7 @@ pub(crate) fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     range: impl RangeBounds<u64>,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last) = match to_inclusive(&range) {
-        Ok(b) => b,
-        Err(cause) => return Err(InsertError { value, cause }),
-    };
-    let e = value.into_raw().as_ptr();
+    let (first, last, e) = range_and_word(&range, value)?;
     // SAFETY: the engine passes words of live values of this tree, which
     // the writer's exclusive access keeps from being borrowed mutably.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };

@@ -327,30 +327,9 @@ impl RawTree {
         stored.map(|s| (s, false)).map_err(|e| (e, split_word))
     }
 
-    /// [`store`](Self::store) through `&mut`: no reader can exist, so nodes
-    /// retired in fresh-node mode are freed at once. Returns the removed
-    /// value words.
-    ///
-    /// # Safety
-    ///
-    /// As for [`store`](Self::store).
-    pub(crate) unsafe fn store_mut(
-        &mut self,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
-    ) -> Result<Removed, (StoreFail, *mut ())> {
-        let mut lpath = Path::new();
-        self.walk_into(first, &mut lpath);
-        // SAFETY: the caller's contract; `lpath` was just walked to `first`.
-        unsafe { self.store_mut_walked(&mut lpath, first, last, entry, insert_only, split, rebase) }.map(|(r, _)| r)
-    }
-
-    /// [`store_walked`](Self::store_walked) through `&mut` (see
-    /// [`store_mut`](Self::store_mut)).
+    /// [`store_walked`](Self::store_walked) through `&mut`: no reader can
+    /// exist, so nodes retired in fresh-node mode are freed at once.
+    /// Returns the removed value words.
     ///
     /// # Safety
     ///
