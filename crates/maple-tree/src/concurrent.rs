@@ -52,7 +52,7 @@ use core::{
     fmt,
     marker::PhantomData,
     ops::{RangeBounds, RangeInclusive},
-    ptr::{self, NonNull},
+    ptr::NonNull,
 };
 use std::{
     collections::VecDeque,
@@ -72,6 +72,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::{Level, Path, RawTree},
+    store::Store,
     tree::{abort_oom, clear_values, to_inclusive, MapleTree, RawIter, Stats},
     write::{self, WriteTarget},
 };
@@ -585,17 +586,10 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
 
 impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// One RCU-mode store from a fresh walk (see [`WriteTarget::write_words`]).
-    fn write(
-        &mut self,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<crate::store::Piece<'_>>,
-    ) -> Result<(), (Error, *mut ())> {
+    fn write(&mut self, op: Store<'_>) -> Result<(), (Error, *mut ())> {
         // SAFETY: first <= last and the words are as `write_words` asks
         // (every caller's contract); no walk is given.
-        unsafe { self.write_words(None, first, last, entry, insert_only, split) }.map(drop)
+        unsafe { self.write_words(None, op) }.map(drop)
     }
 
     /// Hands the garbage of earlier writes to the epoch collector and frees
@@ -660,12 +654,12 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// cut in two).
     pub(crate) fn store_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<(), InsertError<V>> {
         let e = value.into_raw().as_ptr();
-        self.write(lo, hi, e, false, None).map_err(|(c, w)| Self::give_back(w, c))
+        self.write(Store::new(lo, hi).entry(e)).map_err(|(c, w)| Self::give_back(w, c))
     }
 
     /// Empties `[lo, hi]`, one current range.
     pub(crate) fn clear_exact(&mut self, lo: u64, hi: u64) -> Result<(), Error> {
-        self.write(lo, hi, ptr::null_mut(), false, None).map_err(|(c, _)| c)
+        self.write(Store::new(lo, hi)).map_err(|(c, _)| c)
     }
 
     /// A write cursor at the range containing `index`.
@@ -708,13 +702,13 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         if w.is_null() {
             return Ok(false);
         }
-        self.write(lo, hi, ptr::null_mut(), false, None).map(|()| is_value(w)).map_err(|(c, _)| c)
+        self.write(Store::new(lo, hi)).map(|()| is_value(w)).map_err(|(c, _)| c)
     }
 
     /// Reserves `range`; see [`MapleTree::reserve_range`].
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
-        self.write(first, last, reserved_word(), true, None).map_err(|(c, _)| c)
+        self.write(Store::new(first, last).entry(reserved_word()).insert_only()).map_err(|(c, _)| c)
     }
 
     /// Stores `value` in the lowest free window of `size` in `window`; the
@@ -741,7 +735,9 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
             Err(cause) => return Err(InsertError { value, cause }),
         };
         let e = value.into_raw().as_ptr();
-        self.write(start, start + (size - 1), e, true, None).map(|()| start).map_err(|(c, w)| Self::give_back(w, c))
+        self.write(Store::new(start, start + (size - 1)).entry(e).insert_only())
+            .map(|()| start)
+            .map_err(|(c, w)| Self::give_back(w, c))
     }
 
     /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep
@@ -759,25 +755,19 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
     /// joins the pending batch, which goes to the epoch collector when
     /// full. Only an exact fit keeps the walk good (every other write
     /// builds fresh nodes).
-    unsafe fn write_words(
-        &mut self,
-        at: Option<&mut Path>,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<crate::store::Piece<'_>>,
-    ) -> Result<bool, (Error, *mut ())> {
+    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
+        debug_assert!(!op.rebase, "no rebasing writes through the concurrent tree");
         // Free what is due first, so this write's nodes come from the cache.
         // SAFETY: the lock is ours; the slab is the tree's.
         unsafe { self.state.reap(&self.tree.raw.slab) };
         let mut own = Path::new();
-        let path = self.tree.raw.walk_for(at, &mut own, first);
+        let path = self.tree.raw.walk_for(at, &mut own, op.first);
+        let entry = op.entry;
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked; `path`
         // was just aimed at `first`; the rest is the caller's contract.
-        let res = unsafe { self.tree.raw.store_walked(path, first, last, entry, insert_only, split, false) };
+        let res = unsafe { self.tree.raw.store_walked(path, op) };
         match res {
             Ok((stored, kept)) => {
                 let pending = &mut self.state.pending;

@@ -42,6 +42,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
+    store::Store,
     tree::MapleTree,
     write::{self, to_inclusive},
 };
@@ -362,7 +363,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         // SAFETY: [lo, hi] is the current range, so no entry is cut in two;
         // `e` is a fresh handle; the cursor's walk leads to `lo` in this
         // tree (it is redone after any write that moves nodes).
-        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, lo, hi, e, false, None, false) };
+        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi).entry(e)) };
         match res {
             Ok((removed, kept)) => {
                 self.settle(lo, lo, Some(kept));
@@ -387,9 +388,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         }
         // SAFETY: as in `replace`; storing nothing over exactly the current
         // range cuts nothing.
-        let res = unsafe {
-            self.tree.raw.store_mut_walked(&mut self.pos.walk.path, lo, hi, ptr::null_mut(), false, None, false)
-        };
+        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi)) };
         let Ok((removed, kept)) = res else { crate::tree::abort_oom() };
         self.settle(lo, lo, Some(kept));
         // SAFETY: the one value the write took out; ours now.

@@ -22,7 +22,7 @@ use loom::{
 
 use crate::{
     raw::{LeafWalk, RawTree},
-    store::{Removed, Stored},
+    store::{Removed, Store, Stored},
 };
 
 fn word(v: u64) -> *mut () {
@@ -39,7 +39,7 @@ fn tree(n: u64) -> RawTree {
     for i in 0..n {
         // SAFETY: valid range; integer words own nothing; not yet in RCU
         // mode and no reader, so nothing is retired.
-        unsafe { t.store(i * 10, i * 10 + 5, word(i), true, None, false) }.expect("setup");
+        unsafe { t.store(Store::new(i * 10, i * 10 + 5).entry(word(i)).insert_only()) }.expect("setup");
     }
     t.rcu = true;
     t
@@ -52,13 +52,13 @@ fn same(w: *mut (), _: u64, _: u64, _: u64) -> *mut () {
 
 fn store(t: &RawTree, first: u64, last: u64, v: u64) -> Stored {
     // SAFETY: single writer (the caller's thread), integer words.
-    unsafe { t.store(first, last, word(v), false, Some(&mut same), false) }.expect("store")
+    unsafe { t.store(Store::new(first, last).entry(word(v)).split(&mut same)) }.expect("store")
 }
 
 /// Empties `[first, last]`.
 fn clear(t: &RawTree, first: u64, last: u64) -> Stored {
     // SAFETY: single writer (the caller's thread), integer words.
-    unsafe { t.store(first, last, ptr::null_mut(), false, Some(&mut same), false) }.expect("clear")
+    unsafe { t.store(Store::new(first, last).split(&mut same)) }.expect("clear")
 }
 
 /// A reader's cursor walk from index 0 to the end: the ranges it passes

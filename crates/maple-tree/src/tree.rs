@@ -17,7 +17,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle, HandleMut},
     node::{NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{LeafWalk, Path, RawTree},
-    store::{Piece, Removed},
+    store::{Removed, Store},
     validate::ValidateError,
     write::{self, WriteTarget},
 };
@@ -154,7 +154,9 @@ impl<V: Handle> MapleTree<V> {
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        unsafe { self.write_raw(None, first, last, reserved_word(), true, None, false) }.map(drop).map_err(|(c, _)| c)
+        unsafe { self.write_raw(None, Store::new(first, last).entry(reserved_word()).insert_only()) }
+            .map(drop)
+            .map_err(|(c, _)| c)
     }
 
     /// True if `index` lies in a reserved range (see
@@ -163,52 +165,38 @@ impl<V: Handle> MapleTree<V> {
         self.raw.load(index) == reserved_word()
     }
 
-    /// The one place that turns typed writes into engine calls: returns the
-    /// removed value words, or gives `entry` back on failure. `at` is a
-    /// cursor's walk or `None`, as for [`WriteTarget::write_words`].
-    #[allow(clippy::too_many_arguments)]
+    /// The one place that turns typed writes into engine calls: `op` with
+    /// `entry` (or nothing) as its entry. Returns the removed value words
+    /// and whether `at` is still good (see [`WriteTarget::write_words`]),
+    /// or gives `entry` back on failure.
     fn write(
         &mut self,
         at: Option<&mut Path>,
-        first: u64,
-        last: u64,
         entry: Option<V>,
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
+        op: Store<'_>,
     ) -> Result<(Removed, bool), (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); `e` is null or a fresh
         // handle; `split` (from `clone_word` or a caller's function) makes
         // fresh handles; `at` is the caller's current walk.
-        unsafe { self.write_raw(at, first, last, e, insert_only, split, rebase) }.map_err(|(c, w)| {
+        unsafe { self.write_raw(at, op.entry(e)) }.map_err(|(c, w)| {
             // SAFETY: the engine did not keep this word; we own it again.
             (c, NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) }))
         })
     }
 
-    /// [`write`](Self::write) with the entry as a word (handed back as a
-    /// word on failure).
+    /// [`write`](Self::write) with the entry as a word in `op` (handed back
+    /// as a word on failure).
     ///
     /// # Safety
     ///
-    /// As for [`WriteTarget::write_words`]; `rebase` as for
-    /// [`RawTree::store`].
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn write_raw(
-        &mut self,
-        at: Option<&mut Path>,
-        first: u64,
-        last: u64,
-        e: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
-    ) -> Result<(Removed, bool), (Error, *mut ())> {
+    /// As for [`WriteTarget::write_words`].
+    unsafe fn write_raw(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<(Removed, bool), (Error, *mut ())> {
         let mut own = Path::new();
-        let path = self.raw.walk_for(at, &mut own, first);
+        let path = self.raw.walk_for(at, &mut own, op.first);
+        let e = op.entry;
         // SAFETY: the caller's contract; `path` was just aimed at `first`.
-        let res = unsafe { self.raw.store_mut_walked(path, first, last, e, insert_only, split, rebase) };
+        let res = unsafe { self.raw.store_mut_walked(path, op) };
         res.map_err(|(fail, unused_clone)| {
             // SAFETY: a clone the engine made and did not keep.
             unsafe { write::drop_unused::<V>(unused_clone) };
@@ -405,7 +393,7 @@ impl<V: Handle> MapleTree<V> {
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
-        let (removed, _) = self.write(None, first, last, entry, false, Some(&mut piece), true)?;
+        let (removed, _) = self.write(None, entry, Store::new(first, last).split(&mut piece).rebase())?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -439,7 +427,7 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         }
         // (A reserved range is erased too; it returns no value.)
-        let (removed, _) = self.write(None, lo, hi, None, false, None, false).map_err(|_| AllocError)?;
+        let (removed, _) = self.write(None, None, Store::new(lo, hi)).map_err(|_| AllocError)?;
         debug_assert!(removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -630,7 +618,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(None, start, start + (size - 1), Some(value), true, None, false) {
+        match self.write(None, Some(value), Store::new(start, start + (size - 1)).insert_only()) {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
@@ -822,17 +810,9 @@ impl Stats {
 }
 
 impl<V: Handle> WriteTarget<V> for MapleTree<V> {
-    unsafe fn write_words(
-        &mut self,
-        at: Option<&mut Path>,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-    ) -> Result<bool, (Error, *mut ())> {
+    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
         // SAFETY: the caller's contract.
-        let (removed, kept) = unsafe { self.write_raw(at, first, last, entry, insert_only, split, false) }?;
+        let (removed, kept) = unsafe { self.write_raw(at, op) }?;
         // No reader can exist (`&mut self`): what left the tree goes now.
         Self::drop_removed(removed);
         Ok(kept)

@@ -15,14 +15,14 @@ use crate::prelude::*;
 
 use core::{
     ops::{Bound, RangeBounds},
-    ptr::{self, NonNull},
+    ptr::NonNull,
 };
 
 use crate::{
     error::{Error, InsertError},
     handle::Handle,
     raw::Path,
-    store::Piece,
+    store::Store,
 };
 
 /// Turns any `u64` range into inclusive bounds; an empty or reversed range
@@ -46,28 +46,20 @@ pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Erro
 
 /// A tree that typed writes go to.
 pub(crate) trait WriteTarget<V: Handle> {
-    /// Stores `entry` (null, a reserved marker, or a fresh handle whose
-    /// ownership passes to the tree on success) over `[first, last]`,
-    /// starting from `at` (aimed at `first` here; `None`: a fresh walk),
-    /// and disposes of the values the write takes out (at once, or after
-    /// the readers' grace period). Returns whether `at` still leads to the
-    /// leaf holding `first`. On failure the tree is unchanged and `entry`
-    /// is handed back.
+    /// Does the write `op` (its entry null, a reserved marker, or a fresh
+    /// handle whose ownership passes to the tree on success), starting
+    /// from `at` (aimed at `first` here; `None`: a fresh walk), and
+    /// disposes of the values the write takes out (at once, or after the
+    /// readers' grace period). Returns whether `at` still leads to the leaf
+    /// holding `first`. On failure the tree is unchanged and the entry is
+    /// handed back.
     ///
     /// # Safety
     ///
-    /// `first <= last`; `entry` is as described; `split` makes a fresh
+    /// `first <= last`; the entry is as described; `split` makes a fresh
     /// handle for the value behind the word it is given; `at` is a walk of
     /// this tree made since its last change (or empty).
-    unsafe fn write_words(
-        &mut self,
-        at: Option<&mut Path>,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-    ) -> Result<bool, (Error, *mut ())>;
+    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())>;
 }
 
 /// Makes a clone of the value behind `w` (a word of a live value of type
@@ -122,7 +114,7 @@ pub(crate) fn insert_range<V: Handle, W: WriteTarget<V>>(
     let (first, last, e) = range_and_word(&range, value)?;
     // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
     // an insert; `at` is the caller's current walk.
-    unsafe { w.write_words(at, first, last, e, true, None) }
+    unsafe { w.write_words(at, Store::new(first, last).entry(e).insert_only()) }
         .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
 }
 
@@ -139,7 +131,7 @@ pub(crate) fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
     // SAFETY: first <= last; `e` is a fresh handle; `clone` makes fresh
     // handles; `at` is the caller's current walk.
-    unsafe { w.write_words(at, first, last, e, false, Some(&mut clone)) }
+    unsafe { w.write_words(at, Store::new(first, last).entry(e).split(&mut clone)) }
         .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
 }
 
@@ -153,5 +145,5 @@ pub(crate) fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     // SAFETY: as in `store_range`.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
     // SAFETY: first <= last; null is no handle; as in `store_range`.
-    unsafe { w.write_words(at, first, last, ptr::null_mut(), false, Some(&mut clone)) }.map_err(|(c, _)| c)
+    unsafe { w.write_words(at, Store::new(first, last).split(&mut clone)) }.map_err(|(c, _)| c)
 }

@@ -44,6 +44,48 @@ mod rebuild;
 /// second owner of the value, or a new value for the new range).
 pub(crate) type Piece<'a> = &'a mut dyn FnMut(*mut (), u64, u64, u64) -> *mut ();
 
+/// One write as the engine sees it: put `entry` over `[first, last]`.
+pub(crate) struct Store<'p> {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    /// Null (empty the range), a reserved marker, or a handle whose
+    /// ownership passes to the tree when the write succeeds.
+    pub(crate) entry: *mut (),
+    /// Fail with [`StoreFail::Occupied`] unless the whole range is empty.
+    pub(crate) insert_only: bool,
+    /// Makes the handle for the right-hand piece of an entry the write
+    /// cuts in two (made before anything changes); without it such a write
+    /// fails with [`StoreFail::NeedSplit`].
+    pub(crate) split: Option<Piece<'p>>,
+    /// Also ask `split` for a new handle for a value whose front the write
+    /// overwrites (values that record their own start).
+    pub(crate) rebase: bool,
+}
+
+impl<'p> Store<'p> {
+    /// Nothing over `[first, last]`, overwriting, cutting nothing in two;
+    /// the methods below change that.
+    pub(crate) fn new(first: u64, last: u64) -> Self {
+        Store { first, last, entry: ptr::null_mut(), insert_only: false, split: None, rebase: false }
+    }
+
+    pub(crate) fn entry(self, entry: *mut ()) -> Self {
+        Store { entry, ..self }
+    }
+
+    pub(crate) fn insert_only(self) -> Self {
+        Store { insert_only: true, ..self }
+    }
+
+    pub(crate) fn split(self, split: Piece<'p>) -> Self {
+        Store { split: Some(split), ..self }
+    }
+
+    pub(crate) fn rebase(self) -> Self {
+        Store { rebase: true, ..self }
+    }
+}
+
 /// A list that lives inline up to `N` items (the common write touches one
 /// or two) and spills to the heap beyond, so most writes allocate nothing
 /// for their bookkeeping.
@@ -152,42 +194,26 @@ pub(crate) struct Stored {
 }
 
 impl RawTree {
-    /// Stores `entry` (a value word, or null for "nothing") over
-    /// `[first, last]`.
-    ///
-    /// With `insert_only`, fails with [`StoreFail::Occupied`] unless the
-    /// whole range is empty. If the write cuts one existing entry in two,
-    /// the right-hand piece gets `split(word)` (a second owner of the cut
-    /// entry's value, made before anything changes); without `split` such a
-    /// write fails with [`StoreFail::NeedSplit`]. On failure the tree is
+    /// Does the write `op` (see [`Store`]). On failure the tree is
     /// unchanged and the returned word (null or a made clone) is the
     /// caller's to drop.
     ///
     /// # Safety
     ///
-    /// `first <= last`; `entry` is null or a handle whose ownership passes to
-    /// the tree when the call succeeds; `split` returns a fresh handle for
-    /// the value behind the word it is given. The caller is the only writer
-    /// (it holds the tree `&mut` or its write lock), and unless `self.rcu`
-    /// no reader exists; in RCU mode the caller frees `retired` nodes and
-    /// drops removed values only after every reader that could see them is
-    /// gone.
+    /// `first <= last`; `entry` is as [`Store`] says; `split` returns a
+    /// fresh handle for the value behind the word it is given. The caller
+    /// is the only writer (it holds the tree `&mut` or its write lock), and
+    /// unless `self.rcu` no reader exists; in RCU mode the caller frees
+    /// `retired` nodes and drops removed values only after every reader
+    /// that could see them is gone.
     // The loom models write through this; the trees go through
     // `store_walked` (their own walk or a cursor's).
     #[cfg_attr(not(all(loom, test)), allow(dead_code))]
-    pub(crate) unsafe fn store(
-        &self,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
-    ) -> Result<Stored, (StoreFail, *mut ())> {
+    pub(crate) unsafe fn store(&self, op: Store<'_>) -> Result<Stored, (StoreFail, *mut ())> {
         let mut lpath = Path::new();
-        self.walk_into(first, &mut lpath);
+        self.walk_into(op.first, &mut lpath);
         // SAFETY: the caller's contract; `lpath` was just walked to `first`.
-        unsafe { self.store_walked(&mut lpath, first, last, entry, insert_only, split, rebase) }.map(|(s, _)| s)
+        unsafe { self.store_walked(&mut lpath, op) }.map(|(s, _)| s)
     }
 
     /// [`store`](Self::store) from a walk the caller has made already (a
@@ -202,17 +228,12 @@ impl RawTree {
     ///
     /// As for [`store`](Self::store); and `lpath` is a walk of this tree to
     /// `first` made since its last change (empty for an empty tree).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn store_walked(
         &self,
         lpath: &mut Path,
-        mut first: u64,
-        mut last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
+        op: Store<'_>,
     ) -> Result<(Stored, bool), (StoreFail, *mut ())> {
+        let Store { mut first, mut last, entry, insert_only, split, rebase } = op;
         debug_assert!(first <= last);
         if self.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
@@ -334,20 +355,14 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store_walked`](Self::store_walked).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn store_mut_walked(
         &mut self,
         lpath: &mut Path,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        insert_only: bool,
-        split: Option<Piece<'_>>,
-        rebase: bool,
+        op: Store<'_>,
     ) -> Result<(Removed, bool), (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let (stored, kept) = unsafe { self.store_walked(lpath, first, last, entry, insert_only, split, rebase) }?;
+        let (stored, kept) = unsafe { self.store_walked(lpath, op) }?;
         for n in stored.retired.iter() {
             // SAFETY: retired nodes are unreachable and, with no readers,
             // need no grace period; each is listed once; `&mut self`.
