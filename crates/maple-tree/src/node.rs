@@ -307,6 +307,14 @@ impl NodeRef {
         }
     }
 
+    /// The pivot and slot arrays together, for a walk that reads both at
+    /// one level (one dispatch on the kind instead of one per access; the
+    /// write walk, with [`find_narrow_in`]).
+    #[inline]
+    pub(crate) fn arrays(&self) -> (&[AtomicU64], &[AtomicPtr<()>]) {
+        (self.pivot_array(), self.slot_array())
+    }
+
     #[inline]
     fn arange(&self) -> &ArangeBody {
         debug_assert_eq!(self.kind, Kind::Arange64);
@@ -425,27 +433,6 @@ impl NodeRef {
         let piv = self.pivot_array();
         let mut n = 0;
         for p in piv {
-            n += usize::from(p.load(Ordering::Relaxed) < index);
-        }
-        n
-    }
-
-    /// [`find`](Self::find) with half the loads: pivots ascend (unused ones
-    /// are `u64::MAX`), so one comparison with the middle pivot says which
-    /// half holds the answer, and only that half is counted (8 loads
-    /// instead of 15 in a 16-slot node, 5 of 9 in a gap node), still without
-    /// a branch. The second half's loads wait for the first comparison, so
-    /// a lone lookup is slower this way (the kernel's walk loop: 18 → 24 ns);
-    /// a write's walk, followed by far more work, gains from the fewer
-    /// instructions (ascending inserts −10 %, callgrind).
-    #[inline]
-    pub(crate) fn find_narrow(self, index: u64) -> usize {
-        let piv = self.pivot_array();
-        // (middle pivot, half width): 15 = 7 + 1 + 7, 9 = 4 + 1 + 4.
-        let half = piv.len() / 2;
-        let base = if piv[half].load(Ordering::Relaxed) < index { half + 1 } else { 0 };
-        let mut n = base;
-        for p in &piv[base..base + half] {
             n += usize::from(p.load(Ordering::Relaxed) < index);
         }
         n
@@ -745,6 +732,27 @@ impl NodeRef {
     }
 }
 
+/// [`NodeRef::find`] over a node's pivot array `piv`, with half the
+/// loads: pivots ascend (unused ones are `u64::MAX`), so one comparison
+/// with the middle pivot says which
+/// half holds the answer, and only that half is counted (8 loads
+/// instead of 15 in a 16-slot node, 5 of 9 in a gap node), still without
+/// a branch. The second half's loads wait for the first comparison, so
+/// a lone lookup is slower this way (the kernel's walk loop: 18 → 24 ns);
+/// a write's walk, followed by far more work, gains from the fewer
+/// instructions (ascending inserts −10 %, callgrind).
+#[inline]
+pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
+    // (middle pivot, half width): 15 = 7 + 1 + 7, 9 = 4 + 1 + 4.
+    let half = piv.len() / 2;
+    let base = if piv[half].load(Ordering::Relaxed) < index { half + 1 } else { 0 };
+    let mut n = base;
+    for p in &piv[base..base + half] {
+        n += usize::from(p.load(Ordering::Relaxed) < index);
+    }
+    n
+}
+
 /// Number of indices in `[lo, hi]`, saturating at `u64::MAX`.
 #[inline]
 pub(crate) fn range_len(lo: u64, hi: u64) -> u64 {
@@ -801,7 +809,7 @@ mod tests {
                 n.fill(&items);
                 for index in 0..used as u64 * 3 + 4 {
                     let want = n.find(index);
-                    assert_eq!(n.find_narrow(index), want, "{kind:?}, {used} slots, index {index}");
+                    assert_eq!(find_narrow_in(n.pivot_array(), index), want, "{kind:?}, {used} slots, index {index}");
                     for from in 0..=want {
                         assert_eq!(n.find_from(from, index), want, "{kind:?}, {used} slots, from {from}");
                     }

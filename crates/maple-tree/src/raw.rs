@@ -14,7 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    node::{Kind, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
+    node::{find_narrow_in, Kind, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -244,15 +244,17 @@ impl RawTree {
         };
         let (mut min, mut max) = (0, u64::MAX);
         loop {
-            let off = node.find_narrow(index);
+            let (piv, slots) = node.arrays();
+            let off = find_narrow_in(piv, index);
             path.push(Level { node, min, max, off });
             if node.is_leaf() {
                 return;
             }
-            let lo = node.slot_min(off, min);
-            let hi = node.slot_max(off, max);
-            // SAFETY: internal node, used slot.
-            node = unsafe { node.child(off) };
+            let lo = if off == 0 { min } else { piv[off - 1].load(Ordering::Relaxed) + 1 };
+            let hi = if off < piv.len() { piv[off].load(Ordering::Relaxed).min(max) } else { max };
+            // SAFETY: a used slot (`find` stays inside the count) of an
+            // internal node holds an encoded live child.
+            node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
             node.prefetch();
             min = lo;
             max = hi;
