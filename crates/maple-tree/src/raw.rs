@@ -459,6 +459,23 @@ impl LeafWalk {
 
     /// Moves to the first slot of the next leaf; false (unmoved) at the end.
     pub(crate) fn next_leaf(&mut self) -> bool {
+        // The common case: the next leaf is a sibling under the same parent.
+        let n = self.path.len();
+        if n >= 2 {
+            let p = self.path[n - 2];
+            if p.node.has_next(p.off) {
+                let off = p.off + 1;
+                let (piv, slots) = p.node.arrays();
+                let min = piv[p.off].load(Ordering::Relaxed) + 1;
+                let max = if off < piv.len() { piv[off].load(Ordering::Relaxed).min(p.max) } else { p.max };
+                // SAFETY: `has_next`: slot `off` of the internal node `p`
+                // is used, so it holds an encoded live child.
+                let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+                self.path[n - 2].off = off;
+                self.path[n - 1] = Level { node, min, max, off: 0 };
+                return true;
+            }
+        }
         let Some(leaf) = self.path.pop() else {
             return false;
         };
