@@ -525,6 +525,16 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
 }
 
 impl<V: Handle + Send + 'static> Writer<V> {
+    /// Queues what a write unlinked (replaced nodes, removed value words)
+    /// for the grace period; a full batch is sealed.
+    fn defer(&mut self, nodes: impl Iterator<Item = NodeRef>, values: impl FnOnce(&mut Vec<NonNull<()>>)) {
+        self.pending.nodes.extend(nodes);
+        values(&mut self.pending.values);
+        if self.pending.len() >= BATCH {
+            self.seal();
+        }
+    }
+
     /// Defers the pending batch past every reader pinned now.
     fn seal(&mut self) {
         if self.pending.len() == 0 {
@@ -641,13 +651,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// grace period like any removed one.
     pub(crate) fn replace_at(&mut self, here: Level, value: V) {
         let old = self.tree.raw.replace_at(here, value.into_raw().as_ptr());
-        if let (true, Some(w)) = (is_value(old), NonNull::new(old)) {
-            let pending = &mut self.state.pending;
-            pending.values.push(w);
-            if pending.len() >= BATCH {
-                self.state.seal();
-            }
-        }
+        let value = NonNull::new(old).filter(|_| is_value(old));
+        self.state.defer(core::iter::empty(), |v| v.extend(value));
     }
 
     /// Stores `value` over `[lo, hi]`, one current range (so nothing is
@@ -770,12 +775,7 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
         let res = unsafe { self.tree.raw.store_walked(path, op) };
         match res {
             Ok((stored, kept)) => {
-                let pending = &mut self.state.pending;
-                pending.nodes.extend(stored.retired.iter());
-                stored.removed.for_each(|w| pending.values.push(w));
-                if pending.len() >= BATCH {
-                    self.state.seal();
-                }
+                self.state.defer(stored.retired.iter(), |v| stored.removed.for_each(|w| v.push(w)));
                 Ok(kept)
             }
             Err((fail, unused)) => {

@@ -322,14 +322,21 @@ impl NodeRef {
         unsafe { &self.node().body.arange }
     }
 
-    /// Pivot `i` of a leaf, without the layout dispatch of
-    /// [`pivot`](Self::pivot): leaves always use the 16-slot layout.
+    /// The pivots of a leaf, without the layout dispatch of
+    /// [`pivot_array`](Self::pivot_array): leaves always use the 16-slot
+    /// layout.
     #[inline]
-    pub(crate) fn leaf_pivot(self, i: usize) -> u64 {
+    pub(crate) fn leaf_pivots(&self) -> &[AtomicU64] {
         debug_assert!(self.is_leaf());
         // SAFETY: a leaf's body is the `range` layout (written at
         // allocation for its kind).
-        unsafe { self.node().body.range.pivot[i].load(Ordering::Relaxed) }
+        unsafe { &self.node().body.range.pivot[..] }
+    }
+
+    /// Pivot `i` of a leaf (see [`leaf_pivots`](Self::leaf_pivots)).
+    #[inline]
+    pub(crate) fn leaf_pivot(self, i: usize) -> u64 {
+        self.leaf_pivots()[i].load(Ordering::Relaxed)
     }
 
     /// Slot `i` of a leaf; see [`leaf_pivot`](Self::leaf_pivot).
@@ -413,12 +420,7 @@ impl NodeRef {
     /// [`find`](Self::find)'s branch-free scan.
     #[inline]
     pub(crate) fn count(self) -> usize {
-        let piv = self.pivot_array();
-        let mut n = 0;
-        while n < piv.len() && piv[n].load(Ordering::Relaxed) != PIVOT_UNUSED {
-            n += 1;
-        }
-        n + 1
+        self.count_from(0)
     }
 
     /// Offset of the slot whose range contains `index` (which must lie
@@ -467,21 +469,13 @@ impl NodeRef {
     /// Inclusive upper bound of slot `i` in a node whose maximum is `max`.
     #[inline]
     pub(crate) fn slot_max(self, i: usize, max: u64) -> u64 {
-        if i < self.kind.pivots() {
-            self.pivot(i).min(max)
-        } else {
-            max
-        }
+        slot_hi(self.pivot_array(), i, max)
     }
 
     /// Lower bound of slot `i` in a node whose minimum is `min`.
     #[inline]
     pub(crate) fn slot_min(self, i: usize, min: u64) -> u64 {
-        if i == 0 {
-            min
-        } else {
-            self.pivot(i - 1) + 1
-        }
+        slot_lo(self.pivot_array(), i, min)
     }
 
     /// The child in slot `i` of an internal node.
@@ -751,6 +745,35 @@ pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
         n += usize::from(p.load(Ordering::Relaxed) < index);
     }
     n
+}
+
+/// Bounds of slot `off` of a node whose pivots are `piv` and whose own
+/// bounds are `[min, max]`: slot 0 starts at `min`, every other slot one
+/// past its predecessor's pivot; a slot ends at its pivot, the last used
+/// one (unused pivot, `u64::MAX`) or a slot past the pivots at `max`.
+#[inline]
+pub(crate) fn slot_bounds(piv: &[AtomicU64], off: usize, min: u64, max: u64) -> (u64, u64) {
+    (slot_lo(piv, off, min), slot_hi(piv, off, max))
+}
+
+/// The lower half of [`slot_bounds`].
+#[inline]
+fn slot_lo(piv: &[AtomicU64], off: usize, min: u64) -> u64 {
+    if off == 0 {
+        min
+    } else {
+        piv[off - 1].load(Ordering::Relaxed) + 1
+    }
+}
+
+/// The upper half of [`slot_bounds`].
+#[inline]
+fn slot_hi(piv: &[AtomicU64], off: usize, max: u64) -> u64 {
+    if off < piv.len() {
+        piv[off].load(Ordering::Relaxed).min(max)
+    } else {
+        max
+    }
 }
 
 /// Number of indices in `[lo, hi]`, saturating at `u64::MAX`.

@@ -14,7 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    node::{find_narrow_in, Kind, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
+    node::{find_narrow_in, slot_bounds, Kind, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -31,17 +31,14 @@ impl Level {
     /// Bounds of the slot this level points at.
     #[inline]
     pub(crate) fn slot_range(&self) -> (u64, u64) {
-        (self.node.slot_min(self.off, self.min), self.node.slot_max(self.off, self.max))
+        slot_bounds(self.node.arrays().0, self.off, self.min, self.max)
     }
 
     /// [`slot_range`](Self::slot_range) of a leaf level, without the
     /// accessors' dispatch on the node kind (leaves have one layout).
     #[inline]
     pub(crate) fn leaf_range(&self) -> (u64, u64) {
-        let n = self.node;
-        let lo = if self.off == 0 { self.min } else { n.leaf_pivot(self.off - 1) + 1 };
-        let hi = if self.off < RANGE64_SLOTS - 1 { n.leaf_pivot(self.off).min(self.max) } else { self.max };
-        (lo, hi)
+        slot_bounds(self.node.leaf_pivots(), self.off, self.min, self.max)
     }
 }
 
@@ -250,8 +247,7 @@ impl RawTree {
             if node.is_leaf() {
                 return;
             }
-            let lo = if off == 0 { min } else { piv[off - 1].load(Ordering::Relaxed) + 1 };
-            let hi = if off < piv.len() { piv[off].load(Ordering::Relaxed).min(max) } else { max };
+            let (lo, hi) = slot_bounds(piv, off, min, max);
             // SAFETY: a used slot (`find` stays inside the count) of an
             // internal node holds an encoded live child.
             node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
@@ -466,8 +462,7 @@ impl LeafWalk {
             if p.node.has_next(p.off) {
                 let off = p.off + 1;
                 let (piv, slots) = p.node.arrays();
-                let min = piv[p.off].load(Ordering::Relaxed) + 1;
-                let max = if off < piv.len() { piv[off].load(Ordering::Relaxed).min(p.max) } else { p.max };
+                let (min, max) = slot_bounds(piv, off, p.min, p.max);
                 // SAFETY: `has_next`: slot `off` of the internal node `p`
                 // is used, so it holds an encoded live child.
                 let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };

@@ -165,21 +165,16 @@ impl<V: Handle> MapleTree<V> {
         self.raw.load(index) == reserved_word()
     }
 
-    /// The one place that turns typed writes into engine calls: `op` with
-    /// `entry` (or nothing) as its entry. Returns the removed value words
-    /// and whether `at` is still good (see [`WriteTarget::write_words`]),
-    /// or gives `entry` back on failure.
-    fn write(
-        &mut self,
-        at: Option<&mut Path>,
-        entry: Option<V>,
-        op: Store<'_>,
-    ) -> Result<(Removed, bool), (Error, Option<V>)> {
+    /// The writes that need the removed values themselves (erase, the
+    /// rebasing stores, allocation): `op` with `entry` (or nothing) as its
+    /// entry, from a fresh walk. Returns the removed value words, or gives
+    /// `entry` back on failure.
+    fn write(&mut self, entry: Option<V>, op: Store<'_>) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         // SAFETY: first <= last (callers check); `e` is null or a fresh
         // handle; `split` (from `clone_word` or a caller's function) makes
-        // fresh handles; `at` is the caller's current walk.
-        unsafe { self.write_raw(at, op.entry(e)) }.map_err(|(c, w)| {
+        // fresh handles; no walk is given.
+        unsafe { self.write_raw(None, op.entry(e)) }.map(|(removed, _)| removed).map_err(|(c, w)| {
             // SAFETY: the engine did not keep this word; we own it again.
             (c, NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) }))
         })
@@ -393,7 +388,7 @@ impl<V: Handle> MapleTree<V> {
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
-        let (removed, _) = self.write(None, entry, Store::new(first, last).split(&mut piece).rebase())?;
+        let removed = self.write(entry, Store::new(first, last).split(&mut piece).rebase())?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -427,7 +422,7 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         }
         // (A reserved range is erased too; it returns no value.)
-        let (removed, _) = self.write(None, None, Store::new(lo, hi)).map_err(|_| AllocError)?;
+        let removed = self.write(None, Store::new(lo, hi)).map_err(|_| AllocError)?;
         debug_assert!(removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -618,7 +613,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(None, Some(value), Store::new(start, start + (size - 1)).insert_only()) {
+        match self.write(Some(value), Store::new(start, start + (size - 1)).insert_only()) {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }

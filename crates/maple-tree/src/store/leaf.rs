@@ -17,7 +17,7 @@
 use super::{Removed, Retired, Stored};
 use crate::{
     handle::is_value,
-    node::{range_len, Item, Kind},
+    node::{range_len, slot_bounds, Item, Kind},
     raw::{Level, Path, RawTree},
 };
 
@@ -73,13 +73,12 @@ impl RawTree {
         let mut lost = 0;
         let mut made = 0;
         if self.gaps && leaf > 0 {
-            let mut lo = l.leaf_range().0;
+            let piv = l.node.leaf_pivots();
             for k in l.off..=r_off {
-                let hi = if k + 1 < count { l.node.leaf_pivot(k) } else { l.max };
                 if l.node.leaf_slot(k).is_null() {
+                    let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
                     lost = lost.max(range_len(lo, hi));
                 }
-                lo = hi.wrapping_add(1);
             }
             let mut lo = l.leaf_range().0;
             for p in pieces {

@@ -1,10 +1,11 @@
 //! The write path: every store (insert, overwrite, erase, empty a range)
 //! comes down to "put `entry` over `[first, last]`".
 //!
-//! [`RawTree::store`] walks once to the leaf holding `first` (and, only if
-//! `last` lies beyond that leaf, to the one holding `last`), works out the
-//! one to three slots that replace the slots the range touches, and then
-//! picks the cheapest kind of write that can do the job:
+//! [`RawTree::store_walked`] starts from a walk to the leaf holding
+//! `first` (a cursor's, or a fresh one), walks to the one holding `last`
+//! only if it lies beyond that leaf, works out the one to three slots that
+//! replace the slots the range touches, and then picks the cheapest kind
+//! of write that can do the job:
 //!
 //! | kind | when | file |
 //! | --- | --- | --- |
