@@ -308,7 +308,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         let _ = guard;
         let (first, last, done) = crate::tree::iter_bounds(&range);
         // Built in place, as `MapleTree::range` is.
-        let mut it = ConcurrentIter { tree: self, raw: RawIter::unstarted(last, done) };
+        let mut it = ConcurrentIter { _tree: PhantomData, raw: RawIter::unstarted(last, done) };
         it.raw.start(&self.raw, first);
         it
     }
@@ -505,7 +505,9 @@ pub fn collect_garbage() {
 
 /// Iterator over a [`ConcurrentMapleTree`] under a [`ReadGuard`].
 pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
-    tree: &'g ConcurrentMapleTree<V>,
+    /// The tree and the guard stay borrowed: the values read live while
+    /// the iterator does.
+    _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
     raw: RawIter,
 }
 
@@ -513,8 +515,9 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'g>);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.raw.next_entry()?;
-        let tree: &'g ConcurrentMapleTree<V> = self.tree;
-        tree.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+        // SAFETY: `next_entry` yields value words read under the guard that
+        // 'g borrows; writers defer their drop until that guard is gone.
+        Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 }
 

@@ -333,13 +333,15 @@ impl NodeRef {
         unsafe { &self.node().body.range.pivot[..] }
     }
 
-    /// Pivot `i` of a leaf (see [`leaf_pivots`](Self::leaf_pivots)).
+    /// A leaf's slot array (see [`leaf_pivots`](Self::leaf_pivots)).
     #[inline]
-    pub(crate) fn leaf_pivot(self, i: usize) -> u64 {
-        self.leaf_pivots()[i].load(Ordering::Relaxed)
+    pub(crate) fn leaf_slots(&self) -> &[AtomicPtr<()>] {
+        debug_assert!(self.is_leaf());
+        // SAFETY: as in `leaf_pivots`.
+        unsafe { &self.node().body.range.slot[..] }
     }
 
-    /// Slot `i` of a leaf; see [`leaf_pivot`](Self::leaf_pivot).
+    /// Slot `i` of a leaf; see [`leaf_pivots`](Self::leaf_pivots).
     #[inline]
     pub(crate) fn leaf_slot(self, i: usize) -> *mut () {
         debug_assert!(self.is_leaf());

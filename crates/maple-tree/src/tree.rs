@@ -18,6 +18,7 @@ use crate::{
     node::{NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{LeafWalk, Path, RawTree},
     store::{Removed, Store},
+    sync::Ordering,
     validate::ValidateError,
     write::{self, WriteTarget},
 };
@@ -457,7 +458,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         let (first, last, done) = iter_bounds(&range);
         // Built in place: a started iterator's path is ~1 KiB to move.
-        let mut it = Iter { tree: self, raw: RawIter::unstarted(last, done) };
+        let mut it = Iter { _tree: PhantomData, raw: RawIter::unstarted(last, done) };
         it.raw.start(&self.raw, first);
         it
     }
@@ -479,7 +480,7 @@ impl<V: Handle> MapleTree<V> {
         V: Clone,
     {
         let (first, last, done) = iter_bounds(&range);
-        let mut it = RangeCloned { inner: Iter { tree: self, raw: RawIter::unstarted(last, done) } };
+        let mut it = RangeCloned { inner: Iter { _tree: PhantomData, raw: RawIter::unstarted(last, done) } };
         it.inner.raw.start(&self.raw, first);
         it
     }
@@ -1177,25 +1178,29 @@ impl<V: Handle> MapleTree<V> {
     }
 }
 
-/// Entry-by-entry walk shared by the iterators. Inside a leaf it only
-/// reads pivots and slots; the root-to-leaf path is consulted once per leaf.
+/// Entry-by-entry walk shared by the iterators. Each leaf is read once, in
+/// one tight pass, into a small buffer of its entries (empty slots skipped
+/// without a branch), which `next_entry` then hands out; the root-to-leaf
+/// path is consulted once per leaf.
+///
+/// Reading a leaf at once is also what readers of the concurrent tree
+/// want: a leaf they can reach changes in place only by single-word slot
+/// stores, and the words read stay alive while their guard does.
 pub(crate) struct RawIter {
     walk: LeafWalk,
-    /// Current leaf (`None` before the walk, or for an empty tree).
-    leaf: Option<NodeRef>,
-    /// The current leaf's upper bound.
-    max: u64,
-    /// Next slot of the leaf to look at, and where that slot starts.
-    /// The leaf's pivots never change while it is reachable (in-place
-    /// writes under readers are single slots), so they are read as the
-    /// scan goes: the first unused pivot marks the last slot.
-    off: usize,
-    lo: u64,
-    /// Past the last slot of the current leaf.
-    leaf_done: bool,
+    /// Entries of the current leaf not yet handed out: `buf[pos..len]`.
+    buf: [(u64, u64, *mut ()); RANGE64_SLOTS],
+    pos: u8,
+    len: u8,
+    /// The buffer holds the last entries to hand out: the scan reached
+    /// `last`, or the tree's last leaf.
+    last_leaf: bool,
     last: u64,
     done: bool,
 }
+
+/// How many leaves ahead iteration prefetches.
+const PREFETCH_AHEAD: usize = 4;
 
 /// Where an iterator over `range` starts and ends, and whether it is empty
 /// from the start (an invalid range yields nothing).
@@ -1220,7 +1225,15 @@ impl RawIter {
     /// [`start`](Self::start) it there, instead of moving a full path.
     #[inline]
     pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
-        RawIter { walk: LeafWalk { path: Path::new() }, leaf: None, max: 0, off: 0, lo: 0, leaf_done: true, last, done }
+        RawIter {
+            walk: LeafWalk { path: Path::new() },
+            buf: [(0, 0, ptr::null_mut()); RANGE64_SLOTS],
+            pos: 0,
+            len: 0,
+            last_leaf: true,
+            last,
+            done,
+        }
     }
 
     /// Walks to `first` (nothing if the iterator is already done).
@@ -1228,30 +1241,76 @@ impl RawIter {
     pub(crate) fn start(&mut self, tree: &RawTree, first: u64) {
         if !self.done {
             tree.walk_into(first, &mut self.walk.path);
-            self.load_leaf();
+            self.load_leaf(true);
         }
     }
 
-    /// Takes the leaf the walk stands on, from the walk's current slot.
-    fn load_leaf(&mut self) {
-        match self.walk.path.last() {
-            None => self.done = true,
-            Some(lv) => {
-                self.leaf = Some(lv.node);
-                self.max = lv.max;
-                self.off = lv.off;
-                self.lo = lv.node.slot_min(lv.off, lv.min);
-                self.leaf_done = false;
-                // Start loading the next leaf while this one is scanned.
-                if let Some(p) = self.walk.path.len().checked_sub(2).map(|d| self.walk.path[d]) {
-                    if p.node.has_next(p.off) {
-                        // SAFETY: an internal node's used slot (`has_next`)
-                        // holds a live child.
-                        unsafe { p.node.child(p.off + 1) }.prefetch();
-                    }
+    /// Reads the entries of the leaf the walk stands on, from the walk's
+    /// current slot up to the slot reaching `last`, into the buffer.
+    fn load_leaf(&mut self, fresh: bool) {
+        let Some(&lv) = self.walk.path.last() else {
+            self.done = true;
+            return;
+        };
+        // Leaves are prefetched `PREFETCH_AHEAD` on (one leaf's scan is
+        // much shorter than a miss to memory): the one that far ahead as
+        // each leaf is read, and those before it too when the walk has just
+        // come under this parent (its start, or a step to a cousin leaf).
+        if let Some(p) = self.walk.path.len().checked_sub(2).map(|d| self.walk.path[d]) {
+            let from = if fresh || p.off == 0 { 1 } else { PREFETCH_AHEAD };
+            for k in p.off + from..=p.off + PREFETCH_AHEAD {
+                if !p.node.has_next(k - 1) {
+                    break;
                 }
+                // SAFETY: an internal node's used slot (`has_next` of the
+                // one before) holds a live child.
+                unsafe { p.node.child(k) }.prefetch();
             }
         }
+        let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
+        let (mut i, mut lo, last) = (lv.off, lv.node.slot_min(lv.off, lv.min), self.last);
+        let mut n = 0;
+        // Each slot is written to the buffer and kept only if it holds a
+        // value (no branch on the slot); `n & 15` is `n` (a leaf has 16
+        // slots) and spares a bound check. The leaf's pivots never change
+        // while it is reachable (in-place writes under readers are single
+        // slots): the first unused pivot marks its last slot.
+        if lv.max <= last {
+            // The whole leaf is wanted: no slot can end the iteration early.
+            while i < RANGE64_SLOTS - 1 {
+                let p = piv[i].load(Ordering::Relaxed);
+                if p == PIVOT_UNUSED {
+                    break;
+                }
+                let v = slots[i].load(Ordering::Acquire);
+                self.buf[n & 15] = (lo, p, v);
+                n += usize::from(is_value(v));
+                // A pivot below the leaf's last slot is below its bound.
+                lo = p + 1;
+                i += 1;
+            }
+            let v = slots[i].load(Ordering::Acquire);
+            self.buf[n & 15] = (lo, lv.max, v);
+            n += usize::from(is_value(v));
+            self.last_leaf = lv.max == last || lv.max == u64::MAX;
+        } else {
+            loop {
+                let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+                let end = p == PIVOT_UNUSED;
+                let hi = if end { lv.max } else { p };
+                let v = slots[i].load(Ordering::Acquire);
+                self.buf[n & 15] = (lo, hi, v);
+                n += usize::from(is_value(v));
+                if hi >= last || end {
+                    // `lv.max > last`: the slot reaching `last` is here.
+                    self.last_leaf = true;
+                    break;
+                }
+                i += 1;
+                lo = hi + 1;
+            }
+        }
+        (self.pos, self.len) = (0, n as u8);
     }
 
     /// The next non-empty slot that starts at or before `last`. (The walk
@@ -1260,50 +1319,30 @@ impl RawIter {
     /// starts beyond `last`.)
     #[inline]
     pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        if self.done {
-            return None;
-        }
         loop {
-            let node = self.leaf?;
-            if !self.leaf_done {
-                // The scan's state lives in locals and is written back only
-                // when an entry is handed out.
-                let (mut i, mut lo, max, last) = (self.off, self.lo, self.max, self.last);
-                loop {
-                    let p = if i < RANGE64_SLOTS - 1 { node.leaf_pivot(i) } else { PIVOT_UNUSED };
-                    let end = p == PIVOT_UNUSED;
-                    let hi = if end { max } else { p };
-                    let v = node.leaf_slot(i);
-                    if hi >= last {
-                        self.done = true;
-                        // SAFETY: value words are non-null.
-                        return is_value(v).then(|| (lo, hi, unsafe { NonNull::new_unchecked(v) }));
-                    }
-                    if is_value(v) {
-                        (self.off, self.lo, self.leaf_done) = (i + 1, hi + 1, end);
-                        // SAFETY: value words are non-null.
-                        return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
-                    }
-                    if end {
-                        self.leaf_done = true;
-                        break;
-                    }
-                    i += 1;
-                    lo = hi + 1;
-                }
+            if self.pos < self.len {
+                let (lo, hi, v) = self.buf[usize::from(self.pos)];
+                self.pos += 1;
+                // SAFETY: only value words are kept in the buffer, and they
+                // are non-null.
+                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
             }
-            if self.max == u64::MAX || !self.walk.next_leaf() {
+            if self.done {
+                return None;
+            }
+            if self.last_leaf || !self.walk.next_leaf() {
                 self.done = true;
                 return None;
             }
-            self.load_leaf();
+            self.load_leaf(false);
         }
     }
 }
 
 /// Iterator over entries in ascending order; see [`MapleTree::iter`].
 pub struct Iter<'a, V: Handle> {
-    tree: &'a MapleTree<V>,
+    /// The tree stays borrowed: its values live while the iterator does.
+    _tree: PhantomData<&'a MapleTree<V>>,
     raw: RawIter,
 }
 
@@ -1311,8 +1350,9 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.raw.next_entry()?;
-        let tree: &'a MapleTree<V> = self.tree;
-        tree.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+        // SAFETY: `next_entry` yields value words of the tree, which is
+        // borrowed for 'a and keeps them alive meanwhile.
+        Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 }
 

@@ -33,6 +33,8 @@ enum Op {
     /// `empty_area_aligned` / `empty_area_rev_aligned` (min, max, size,
     /// log2 of the alignment, reverse).
     AlignedGap(u64, u64, u64, u32, bool),
+    /// `range(a..=b)`: the entries overlapping it, ascending.
+    Range(u64, u64),
 }
 
 fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
@@ -127,6 +129,11 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
                 assert_eq!(got, Ok(lo..=hi), "{what}");
                 m.store(lo, hi, x);
             }
+        }
+        Op::Range(a, b) => {
+            let got: Vec<_> = t.range(a..=b).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
+            let want: Vec<_> = m.values().into_iter().filter(|&(s, e, _)| e >= a && s <= b).collect();
+            assert_eq!(got, want, "{what}");
         }
         Op::Reserve(f, l) => {
             let r = t.reserve_range(f..=l);
@@ -237,6 +244,8 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         2 => (range.clone(), any::<u32>(), any::<bool>()).prop_map(|((f, l), x, t)| Op::Entry(f, l, x.into(), t)),
         2 => (key(max), key(max), 1..40u64, 0..7u32, any::<bool>())
             .prop_map(|(a, b, s, al, r)| Op::AlignedGap(a.min(b), a.max(b), s, al, r)),
+        1 => (key(max), key(max)).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
+        1 => range.clone().prop_map(|(a, b)| Op::Range(a, b)),
     ]
 }
 
@@ -260,6 +269,31 @@ proptest! {
     #[test]
     fn differential_wide_keys(ops in prop::collection::vec(op(1 << 40), 1..300), gaps: bool, fresh: bool) {
         run(&ops, gaps, fresh);
+    }
+}
+
+/// `range(a..=b)` for every end `b` (so every leaf's bound, where the scan
+/// of a leaf must stop, and the ends of entries and gaps) from a few
+/// starts, in a tree of several levels, against a filter of the full
+/// iteration.
+#[test]
+fn range_iteration_stops_at_every_bound() {
+    let n = if cfg!(miri) { 40 } else { 1200 };
+    for gaps in [false, true] {
+        let items = (0..n).map(|i| (i * 16..=i * 16 + 9, v(i)));
+        let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) }.unwrap();
+        assert!(t.height() >= if cfg!(miri) { 2 } else { 3 });
+        let all = entries(&t);
+        // Every slot ends at an entry's end or just before an entry's start.
+        let ends: Vec<u64> = all.iter().flat_map(|&(s, e, _)| [s.saturating_sub(1), s, e, e + 1]).collect();
+        for a in [0, 5, 10, 16 * 7 + 3, 16 * (n / 2)] {
+            for &b in ends.iter().filter(|&&b| b >= a) {
+                let got: Vec<_> = t.range(a..=b).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
+                let from = all.partition_point(|e| e.1 < a);
+                let to = all.partition_point(|e| e.0 <= b);
+                assert_eq!(got, all[from..to.max(from)], "range({a}..={b}), gaps {gaps}");
+            }
+        }
     }
 }
 
