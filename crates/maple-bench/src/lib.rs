@@ -32,6 +32,7 @@ pub mod measure;
 pub mod meta;
 pub mod model;
 pub mod render;
+pub mod resident;
 pub mod workloads;
 
 use std::{fmt, str::FromStr, time::Instant};

@@ -150,6 +150,11 @@ fn parse_addr(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> ExitCode {
+    // A run of this program as the report's memory probe (see
+    // `maple_bench::resident`): measure, print, exit.
+    if maple_bench::resident::serve_probe() {
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),

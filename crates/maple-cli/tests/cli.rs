@@ -393,3 +393,38 @@ fn report_rejects_bad_arguments_before_measuring() {
     let out = maple(&["report", "--quick", "--full"], None);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The report's memory probe, run as the report runs it (a fresh process
+/// told what to build): the resident growth it measures is at least the
+/// bytes of the nodes it counts and not far above (the allocator's and the
+/// slab's overheads are a few per cent; a fresh process reuses nothing).
+#[test]
+fn the_memory_probe_measures_a_fresh_tree() {
+    let n = 200_000u64;
+    let out = Command::new(env!("CARGO_BIN_EXE_maple"))
+        .env(maple_bench::resident::PROBE_ENV, format!("random:{n}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    if text.trim() == "unmeasured" && std::fs::metadata("/proc/self/status").is_err() {
+        return; // no /proc on this system
+    }
+    let resident: f64 = text.trim().parse().unwrap_or_else(|_| panic!("probe printed {text:?}"));
+    let mut t = maple_tree::MapleTree::with_gaps();
+    for i in maple_bench::workloads::order(n, true) {
+        let (f, l) = maple_bench::workloads::range(i);
+        t.insert_range(f..=l, maple_bench::workloads::u(i)).unwrap();
+    }
+    let counted = t.stats().bytes_per_entry();
+    assert!(
+        resident >= counted && resident < counted * 1.5,
+        "resident {resident} vs counted {counted} bytes per range"
+    );
+    // A probe asked for nonsense says so instead of guessing.
+    let out = Command::new(env!("CARGO_BIN_EXE_maple"))
+        .env(maple_bench::resident::PROBE_ENV, "sideways:10")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "unmeasured");
+}

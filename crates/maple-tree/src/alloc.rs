@@ -2,19 +2,25 @@
 //! tree's [`Slab`], so that one place counts allocations and (with the
 //! `fault-injection` feature) can fail the N-th on purpose.
 //!
-//! A slab carves nodes out of 4 KiB chunks aligned to 4 KiB: the first
-//! 256-byte cell of a chunk is its header, the other fifteen are nodes,
+//! A slab carves nodes out of 4 KiB chunks, sixteen 256-byte cells each,
 //! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
 //! land 512 bytes apart, twice the memory and half the nodes per cache
-//! page). A node finds its chunk by masking its address. Chunks with free
-//! cells are kept on a list; a chunk whose last node is freed leaves the
-//! tree at once, except for one spare kept to absorb the free-then-allocate
-//! pairs of splits and merges. A tree therefore holds at most one empty
-//! chunk, and its nodes sit together in memory (a duplicate's nodes come
-//! out in the order they are copied). Empty chunks wait in a per-thread
-//! pool (at most 256) for the next tree; chunks come from the global
-//! allocator sixteen at a time (a 64 KiB block) and a block goes back when
-//! all its chunks have.
+//! page). Chunks come from the global allocator in 1 MiB blocks aligned
+//! to their size: the block's first four chunks hold the 64-byte headers
+//! of all 256 (free cells, list links), so a node finds its chunk's header
+//! by masking its address, and the headers cost 1/63 over the nodes. (The
+//! global allocator adds about two pages of its own per block, touching
+//! nothing else of the alignment slack: 1/128 more. Blocks of 256 KiB had
+//! the same header share and four times the allocator's.) Chunks with free cells are kept on a list; a chunk
+//! whose last node is freed leaves the tree at once, except for one spare
+//! kept to absorb the free-then-allocate pairs of splits and merges. A
+//! tree therefore holds at most one empty chunk, and its nodes sit
+//! together in memory (a duplicate's nodes come out in the order they are
+//! copied). Empty chunks wait in a per-thread pool (at most 256) for the
+//! next tree, and a block goes back to the global allocator when all its
+//! chunks have. Without `std` there are no thread-locals to keep a block's
+//! other chunks in, so each chunk is a block of its own, aligned to 4 KiB,
+//! whose first cell is its header (fifteen nodes per chunk).
 //!
 //! A slab has no locks: only a tree's single writer allocates and frees
 //! (through `&mut`, or holding the concurrent tree's writer lock, which
@@ -45,26 +51,67 @@ const CELL: usize = core::mem::size_of::<Node>();
 /// Cells per chunk, the header's included.
 #[cfg_attr(loom, allow(dead_code))]
 const CELLS: usize = CHUNK / CELL;
-/// A chunk's `free` mask with every node cell free (cell 0 is the header).
+/// Chunks per block (see the module docs): 256 with `std`, the first four
+/// holding the headers of the others; one without, holding its own header
+/// in its first cell.
+#[cfg(all(feature = "std", not(loom)))]
+const BLOCK_CHUNKS: usize = 256;
+#[cfg(not(all(feature = "std", not(loom))))]
+const BLOCK_CHUNKS: usize = 1;
+/// Bytes per block, and its alignment.
+const BLOCK: usize = BLOCK_CHUNKS * CHUNK;
+/// Bytes between two headers in a block's header chunk (a cache line, so
+/// chunks owned by trees on different threads share none).
+const HEADER_STRIDE: usize = 64;
+/// The first chunk of a block that holds nodes: after the header chunks
+/// (none when a chunk holds its own header).
+const FIRST_NODE_CHUNK: usize = if BLOCK_CHUNKS > 1 { (BLOCK_CHUNKS * HEADER_STRIDE).div_ceil(CHUNK) } else { 0 };
+/// Chunks of a block that hold nodes.
+const NODE_CHUNKS: usize = BLOCK_CHUNKS - FIRST_NODE_CHUNK;
+/// A chunk's `free` mask with every node cell free: all sixteen when the
+/// headers are apart, else all but cell 0, the header.
 #[cfg_attr(loom, allow(dead_code))]
-const ALL_FREE: u16 = !1;
+const ALL_FREE: u16 = if BLOCK_CHUNKS > 1 { !0 } else { !1 };
 
-#[cfg_attr(all(feature = "std", not(loom)), allow(dead_code))]
-const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK, CHUNK) {
+#[cfg_attr(loom, allow(dead_code))]
+const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK, BLOCK) {
     Ok(l) => l,
-    Err(_) => panic!("chunk layout"),
+    Err(_) => panic!("block layout"),
 };
 
 #[cfg(not(loom))]
 const _: () = assert!(
-    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= CELL && BLOCK_CHUNKS * CHUNK < 128 * 1024,
-    "sixteen 256-byte cells per chunk, the header fitting in the first"
+    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= HEADER_STRIDE && HEADER_STRIDE <= CELL,
+    "sixteen 256-byte cells per chunk; a header fits its stride (and a chunk's first cell)"
 );
 
-/// The first cell of a chunk. Read and written field by field through raw
-/// pointers only (never a reference to a whole header): the `block_live`
-/// of a block's first chunk may be counted down by another thread while
-/// the slab owning that chunk updates its other fields.
+#[cfg(all(feature = "std", not(loom)))]
+const _: () =
+    assert!(HEADER_STRIDE * BLOCK_CHUNKS <= FIRST_NODE_CHUNK * CHUNK, "a block's headers fit in its header chunks");
+
+/// The header of the chunk that holds address `p` (a node cell).
+#[cfg_attr(loom, allow(dead_code))]
+fn header_of<T>(p: *mut T) -> *mut Header {
+    let a = p.addr();
+    let chunk = (a & (BLOCK - 1)) / CHUNK;
+    // Inside the block's allocation, which `p` derives from.
+    p.cast::<u8>().with_addr((a & !(BLOCK - 1)) + chunk * HEADER_STRIDE).cast()
+}
+
+/// Cell `i` of the chunk whose header is `h`.
+#[cfg_attr(loom, allow(dead_code))]
+fn cell_of(h: *mut Header, i: usize) -> *mut Node {
+    let a = h.addr();
+    let chunk = (a & (BLOCK - 1)) / HEADER_STRIDE;
+    // Inside the block's allocation, which `h` derives from.
+    h.cast::<u8>().with_addr((a & !(BLOCK - 1)) + chunk * CHUNK + i * CELL).cast()
+}
+
+/// The header of a chunk, in its block's header chunk (or its own first
+/// cell). Read and written field by field through raw pointers only (never
+/// a reference to a whole header): the `block_live` of a block's first
+/// header may be counted down by another thread while the slab owning a
+/// chunk of that block updates that chunk's header.
 #[repr(C)]
 struct Header {
     /// Bit `i` set: cell `i` is free.
@@ -76,10 +123,7 @@ struct Header {
     /// Neighbours on the slab's list of every chunk holding a node.
     all_prev: *mut Header,
     all_next: *mut Header,
-    /// The first chunk of the block this chunk was carved from (see
-    /// `block`); set once when the block is made, never rewritten.
-    block: *mut Header,
-    /// In a block's first chunk: chunks of the block not yet given back
+    /// In a block's first header: chunks of the block not yet given back
     /// to it (any thread may give one back).
     block_live: AtomicUsize,
 }
@@ -128,14 +172,15 @@ impl Slab {
     }
 
     /// Bytes of chunk memory this slab holds: the chunks holding nodes and
-    /// its spare (loom builds: nodes handed out times their size).
+    /// its spare, each with its share of its block's header chunk (loom
+    /// builds: nodes handed out times their size).
     ///
     /// Read it only while nobody allocates or frees (`&` to a plain tree,
     /// or the concurrent tree's writer lock).
     pub(crate) fn held_bytes(&self) -> usize {
         #[cfg(not(loom))]
         {
-            (self.listed.get() + usize::from(!self.spare.get().is_null())) * CHUNK
+            (self.listed.get() + usize::from(!self.spare.get().is_null())) * BLOCK / NODE_CHUNKS
         }
         #[cfg(loom)]
         {
@@ -276,9 +321,9 @@ impl Slab {
                 return Err(AllocError);
             }
             // SAFETY: `h` is a chunk of ours that no list holds (the spare or
-            // a fresh one): its list fields are ours to (re)write (its block
-            // fields stay); the first chunk of the all-list, if any, is a
-            // live chunk of this slab.
+            // a fresh one): its list fields are ours to (re)write (a block's
+            // count lives in another header); the first chunk of the
+            // all-list, if any, is a live chunk of this slab.
             unsafe {
                 addr_of_mut!((*h).free).write(ALL_FREE);
                 addr_of_mut!((*h).prev).write(core::ptr::null_mut());
@@ -287,7 +332,7 @@ impl Slab {
                 addr_of_mut!((*h).all_next).write(self.all.get());
                 // Field by field through the raw pointer, never a `&mut` to
                 // a whole header: another thread may be counting down the
-                // `block_live` of a block's first chunk meanwhile.
+                // `block_live` of a block's first header meanwhile.
                 let first = self.all.get();
                 if !first.is_null() {
                     (*first).all_prev = h;
@@ -307,9 +352,8 @@ impl Slab {
             if (*h).free == 0 {
                 self.unlink(h);
             }
-            // Cell `i` of the chunk: inside the chunk's allocation, which
-            // the pointer derives from.
-            Ok(NonNull::new_unchecked(h.cast::<u8>().add(i * CELL).cast::<Node>()))
+            // Cell `i` of the chunk: in its block's allocation, non-null.
+            Ok(NonNull::new_unchecked(cell_of(h, i)))
         }
     }
 
@@ -321,17 +365,17 @@ impl Slab {
     /// As for [`free`](Self::free).
     #[cfg(not(loom))]
     unsafe fn give_back(&self, ptr: NonNull<Node>) {
-        let p = ptr.as_ptr().cast::<u8>();
-        // The chunk is the 4 KiB-aligned block the cell was carved from;
-        // `map_addr` keeps the provenance of that allocation.
-        let h = p.map_addr(|a| a & !(CHUNK - 1)).cast::<Header>();
+        let p = ptr.as_ptr();
+        // The header of the 4 KiB chunk the cell was carved from, found by
+        // masking (keeping the provenance of the block's allocation).
+        let h = header_of(p);
         let i = (p.addr() & (CHUNK - 1)) / CELL;
         // SAFETY: `ptr` came from `take_cell` of this slab, so `h` is the
-        // header of one of its live chunks, and cell `i` (not the header,
-        // not free: no double free) is in use.
+        // header of one of its live chunks, and cell `i` (a node cell, not
+        // free: no double free) is in use.
         unsafe {
             let was = (*h).free;
-            debug_assert!(i != 0 && was & (1 << i) == 0, "node freed twice or not from this slab");
+            debug_assert!(ALL_FREE & !was & (1 << i) != 0, "node freed twice or not from this slab");
             (*h).free = was | (1 << i);
             if was == 0 {
                 // It was full: it has room again.
@@ -441,43 +485,25 @@ unsafe fn unlink_from(
     }
 }
 
-/// Chunks come from the global allocator in blocks of [`BLOCK_CHUNKS`]
-/// (64 KiB, aligned to 4 KiB): glibc places 4 KiB blocks aligned to 4 KiB
-/// 8 KiB apart (each one's alignment slop is left unused), which would
-/// double the memory of every node; a 64 KiB block wastes at most one page
-/// in sixteen. A block goes back to the global allocator once all its
-/// chunks are given back to it ([`give_to_block`]), by whichever thread
-/// gives the last one.
-#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
-const BLOCK_CHUNKS: usize = 16;
-
-#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
-const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK_CHUNKS * CHUNK, CHUNK) {
-    Ok(l) => l,
-    Err(_) => panic!("block layout"),
-};
-
-/// A new block of `chunks` chunks (its layout `layout`), each chunk's
-/// `block` field set; the chunks, or none if memory ran out.
+/// A new block from the global allocator, its count of chunks out set;
+/// the headers of its node chunks, or none if memory ran out.
 ///
-/// # Safety
-///
-/// `layout` is `chunks` chunks, aligned to a chunk.
+/// Blocks are aligned to their size so that a node finds its header by
+/// masking. glibc serves such a block from `mmap` (or its heap) with the
+/// alignment slack left untouched: about one resident page of its own per
+/// block, besides the header chunk.
 #[cfg_attr(loom, allow(dead_code))]
-unsafe fn new_block(chunks: usize, layout: Layout) -> Option<impl Iterator<Item = *mut Header>> {
+fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
     // SAFETY: the layout has non-zero size.
-    let base = unsafe { alloc(layout) }.cast::<Header>();
+    let base = unsafe { alloc(BLOCK_LAYOUT) };
     if base.is_null() {
         return None;
     }
-    // SAFETY: the block is ours; every chunk lies inside it.
+    // SAFETY: the block is ours; its first header and every node chunk's
+    // header lie inside it (the header chunk, or each chunk's first cell).
     unsafe {
-        addr_of_mut!((*base).block_live).write(AtomicUsize::new(chunks));
-        for i in 0..chunks {
-            let h = base.cast::<u8>().add(i * CHUNK).cast::<Header>();
-            addr_of_mut!((*h).block).write(base);
-        }
-        Some((0..chunks).map(move |i| base.cast::<u8>().add(i * CHUNK).cast::<Header>()))
+        addr_of_mut!((*base.cast::<Header>()).block_live).write(AtomicUsize::new(NODE_CHUNKS));
+        Some((FIRST_NODE_CHUNK..BLOCK_CHUNKS).map(move |k| base.add(k * HEADER_STRIDE).cast::<Header>()))
     }
 }
 
@@ -486,16 +512,17 @@ unsafe fn new_block(chunks: usize, layout: Layout) -> Option<impl Iterator<Item 
 ///
 /// # Safety
 ///
-/// `h` is an empty chunk made by [`new_block`] with `layout` for its
-/// block, that nobody holds any more.
+/// `h` is the header of an empty chunk made by [`new_block`] that nobody
+/// holds any more.
 #[cfg_attr(loom, allow(dead_code))]
-unsafe fn give_to_block(h: *mut Header, layout: Layout) {
-    // SAFETY: a block lives while any of its chunks is out, and `h` is.
+unsafe fn give_to_block(h: *mut Header) {
+    // The block's first header, at its start.
+    let base = h.map_addr(|a| a & !(BLOCK - 1));
+    // SAFETY: a block lives while any of its chunks is out, and `h`'s is.
     // AcqRel: every use of the block's chunks happens before the free.
     unsafe {
-        let base = (*h).block;
         if (*base).block_live.fetch_sub(1, Ordering::AcqRel) == 1 {
-            dealloc(base.cast(), layout);
+            dealloc(base.cast(), BLOCK_LAYOUT);
         }
     }
 }
@@ -510,7 +537,7 @@ unsafe fn give_to_block(h: *mut Header, layout: Layout) {
 mod pool {
     use core::cell::RefCell;
 
-    use super::{give_to_block, new_block, Header, BLOCK_CHUNKS, BLOCK_LAYOUT};
+    use super::{give_to_block, new_block, Header};
 
     /// Most chunks kept per thread (1 MiB).
     pub(super) const POOL_CHUNKS: usize = 256;
@@ -520,9 +547,9 @@ mod pool {
     impl Drop for Pool {
         fn drop(&mut self) {
             for h in self.0.drain(..) {
-                // SAFETY: pooled chunks are empty, from blocks of
-                // `BLOCK_LAYOUT`, and owned by the pool alone.
-                unsafe { give_to_block(h, BLOCK_LAYOUT) }
+                // SAFETY: pooled chunks are empty, from `new_block`, and
+                // owned by the pool alone.
+                unsafe { give_to_block(h) }
             }
         }
     }
@@ -538,13 +565,12 @@ mod pool {
         if let Some(h) = pooled {
             return h;
         }
-        // SAFETY: `BLOCK_LAYOUT` is `BLOCK_CHUNKS` chunks, chunk-aligned.
-        let Some(mut chunks) = (unsafe { new_block(BLOCK_CHUNKS, BLOCK_LAYOUT) }) else {
+        let Some(mut chunks) = new_block() else {
             return core::ptr::null_mut();
         };
         let first = chunks.next().unwrap_or(core::ptr::null_mut());
         for h in chunks {
-            // SAFETY: a fresh, empty chunk of a block of `BLOCK_LAYOUT`.
+            // SAFETY: a fresh, empty chunk from `new_block`.
             unsafe { give(h) };
         }
         first
@@ -565,7 +591,7 @@ mod pool {
             .unwrap_or(false);
         if !kept {
             // SAFETY: the caller's contract.
-            unsafe { give_to_block(h, BLOCK_LAYOUT) }
+            unsafe { give_to_block(h) }
         }
     }
 }
@@ -574,20 +600,19 @@ mod pool {
 /// per chunk.
 #[cfg(not(all(feature = "std", not(loom))))]
 mod pool {
-    use super::{give_to_block, new_block, Header, CHUNK_LAYOUT};
+    use super::{give_to_block, new_block, Header};
 
     #[cfg_attr(loom, allow(dead_code))]
     pub(super) fn take() -> *mut Header {
-        // SAFETY: `CHUNK_LAYOUT` is one chunk, chunk-aligned.
-        unsafe { new_block(1, CHUNK_LAYOUT) }.and_then(|mut c| c.next()).unwrap_or(core::ptr::null_mut())
+        new_block().and_then(|mut c| c.next()).unwrap_or(core::ptr::null_mut())
     }
 
     /// # Safety
     ///
     /// `h` is an empty chunk from [`take`] that nobody else holds.
     pub(super) unsafe fn give(h: *mut Header) {
-        // SAFETY: the caller's contract: a block of one chunk.
-        unsafe { give_to_block(h, CHUNK_LAYOUT) }
+        // SAFETY: the caller's contract.
+        unsafe { give_to_block(h) }
     }
 }
 
@@ -696,21 +721,37 @@ mod tests {
     }
 
     #[test]
-    fn nodes_are_packed_fifteen_to_a_chunk() {
+    fn nodes_are_packed_sixteen_to_a_chunk() {
+        // Fifteen without `std`, whose chunks hold their own header.
+        let per_chunk = ALL_FREE.count_ones() as usize;
+        let first_cell = ALL_FREE.trailing_zeros() as usize;
+        assert_eq!(per_chunk, if cfg!(feature = "std") { 16 } else { 15 });
         let slab = Slab::new();
         let mut nodes: Vec<NodeRef> = Vec::new();
-        for _ in 0..45 {
+        for _ in 0..3 * per_chunk {
             // SAFETY: the slab is this test's alone.
             nodes.push(unsafe { slab.alloc(Kind::Leaf) }.unwrap());
         }
         let mut chunks: Vec<usize> = nodes.iter().map(|&n| chunk_of(n)).collect();
         chunks.dedup();
-        assert_eq!(chunks.len(), 3, "45 nodes fill exactly three chunks");
-        for w in nodes.chunks(15) {
+        assert_eq!(chunks.len(), 3, "three chunks' worth of nodes fill exactly three chunks");
+        for w in nodes.chunks(per_chunk) {
             for (i, n) in w.iter().enumerate() {
-                // Cells 1..=15 in order, 256 bytes apart.
-                assert_eq!(n.as_ptr().as_ptr().addr() - chunk_of(*n), (i + 1) * CELL);
+                // The node cells in order, 256 bytes apart, and each finds
+                // its chunk's header, which is not in a node cell.
+                let p = n.as_ptr().as_ptr();
+                assert_eq!(p.addr() - chunk_of(*n), (first_cell + i) * CELL);
+                assert_eq!(cell_of(header_of(p), first_cell + i), p);
+                assert!(!w.iter().any(|m| m.as_ptr().as_ptr().addr() == header_of(p).addr()));
             }
+        }
+        if cfg!(feature = "std") {
+            // With `std`, the headers sit in the block's header chunks.
+            for n in &nodes {
+                let h = header_of(n.as_ptr().as_ptr()).addr();
+                assert!(h - (h & !(BLOCK - 1)) < FIRST_NODE_CHUNK * CHUNK, "header in a header chunk");
+            }
+            assert_eq!(slab.held_bytes(), 3 * BLOCK / 252, "three chunks and their share of the headers");
         }
         for n in nodes {
             // SAFETY: the slab is this test's alone; each node is freed once.
@@ -742,7 +783,7 @@ mod tests {
         let spare = slab.spare.get();
         // SAFETY: the slab is this test's alone; each node is freed once.
         let d = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
-        assert_eq!(chunk_of(d), spare.addr());
+        assert_eq!(header_of(d.as_ptr().as_ptr()), spare);
         // SAFETY: the slab is this test's alone; each node is freed once.
         unsafe { slab.free(d) };
         // A full chunk that gets a cell back is used again before a chunk

@@ -788,9 +788,11 @@ pub struct Stats {
     /// Bytes of node memory (256 per node).
     pub bytes: usize,
     /// Bytes of memory the tree holds for its nodes: the 4 KiB chunks they
-    /// are carved from (15 nodes and a header each; free cells included),
-    /// and at most one empty spare chunk. The global allocator adds one
-    /// page per 64 KiB block of chunks on top (1/16).
+    /// are carved from (16 nodes each; free cells included) and at most one
+    /// empty spare chunk, each with its share of its block's header chunks
+    /// (1/63 more). The global allocator adds about two pages per 1 MiB
+    /// block on top (1/128). Without the `std` feature a chunk holds 15
+    /// nodes and its own header.
     pub held_bytes: usize,
 }
 

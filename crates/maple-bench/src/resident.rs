@@ -1,0 +1,157 @@
+//! Resident memory of a tree, measured rather than computed: a tree is
+//! built in a fresh process (this program run again, told what to build
+//! through [`PROBE_ENV`]), and the growth of its resident set (`VmRSS` in
+//! `/proc/self/status`) is divided by the number of ranges.
+//!
+//! A fresh process matters: in a long-running one the global allocator
+//! hands back memory earlier experiments made resident, and the growth
+//! would read low. The figure includes everything the tree costs the
+//! process: node chunks with their free cells, the block header chunks,
+//! the global allocator's own pages, and the empty chunks the thread's
+//! pool keeps after splits.
+//!
+//! A program that wants the measurement calls [`serve_probe`] first thing
+//! in `main` (the `maple` binary does), so that [`measure`] can run it
+//! again as the probe.
+
+use std::{
+    process::Command,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use maple_tree::MapleTree;
+
+use crate::workloads::{maple, order, range, u};
+
+/// The environment variable that turns a run of the program into a probe:
+/// `KIND:N`, KIND one of [`Build`]'s names.
+pub const PROBE_ENV: &str = "MAPLE_RESIDENT_PROBE";
+
+/// Set by [`serve_probe`]: this program answers probes, so [`measure`] may
+/// run it again as one. (Any other program, a test binary for one, would
+/// just run itself again, which may measure again, and so on.)
+static SERVES_PROBES: AtomicBool = AtomicBool::new(false);
+
+/// How the measured tree is built (the memory table's rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// Bulk-built from sorted ranges, without gap tracking.
+    Bulk,
+    /// Bulk-built, with gap tracking.
+    BulkGaps,
+    /// Inserted one by one in ascending order (gap tracking).
+    Ascending,
+    /// Inserted one by one in a random order (gap tracking).
+    Random,
+}
+
+impl Build {
+    fn name(self) -> &'static str {
+        match self {
+            Build::Bulk => "bulk",
+            Build::BulkGaps => "bulk-gaps",
+            Build::Ascending => "ascending",
+            Build::Random => "random",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Build> {
+        [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random].into_iter().find(|b| b.name() == s)
+    }
+}
+
+/// The resident set of this process, in bytes (Linux only).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Builds the tree `build` with `n` ranges and returns the growth of the
+/// resident set per range (the key order is made before measuring).
+fn probe(build: Build, n: u64) -> Option<f64> {
+    let keys = order(n, build == Build::Random);
+    // A small tree of the same kind first, kept alive until the end, so
+    // that the program's code on this path is resident before measuring
+    // (and its chunks are not reused by the measured tree).
+    let warm = build_tree(build, &order(1000, build == Build::Random))?;
+    let before = resident_bytes()?;
+    let tree = build_tree(build, &keys)?;
+    let after = resident_bytes()?;
+    let per_range = after.saturating_sub(before) as f64 / n.max(1) as f64;
+    drop((tree, warm));
+    Some(per_range)
+}
+
+/// The tree `build` over the ranges numbered `keys` (in this order).
+fn build_tree(build: Build, keys: &[u64]) -> Option<MapleTree<maple_tree::U63>> {
+    let n = keys.len() as u64;
+    Some(match build {
+        Build::Bulk => maple(n, false),
+        Build::BulkGaps => maple(n, true),
+        Build::Ascending | Build::Random => {
+            let mut t = MapleTree::with_gaps();
+            for &i in keys {
+                let (f, l) = range(i);
+                t.insert_range(f..=l, u(i)).ok()?;
+            }
+            t
+        }
+    })
+}
+
+/// If this run is a probe ([`PROBE_ENV`] set), measures, prints the
+/// figure and returns true: the caller should exit. Returns false for a
+/// normal run.
+pub fn serve_probe() -> bool {
+    SERVES_PROBES.store(true, Ordering::Relaxed);
+    let Ok(spec) = std::env::var(PROBE_ENV) else {
+        return false;
+    };
+    let figure = spec
+        .split_once(':')
+        .and_then(|(kind, n)| Some((Build::parse(kind)?, n.parse::<u64>().ok()?)))
+        .and_then(|(build, n)| probe(build, n));
+    match figure {
+        Some(b) => println!("{b}"),
+        None => println!("unmeasured"),
+    }
+    true
+}
+
+/// Resident bytes per range of the tree `build` with `n` ranges, measured
+/// in a fresh run of this program; `None` if that is not possible here:
+/// no `/proc`, or a program that has not called [`serve_probe`] (never
+/// run again, so a probe cannot start probes), or a run that is a probe.
+pub fn measure(build: Build, n: u64) -> Option<f64> {
+    if !SERVES_PROBES.load(Ordering::Relaxed) || std::env::var_os(PROBE_ENV).is_some() {
+        return None;
+    }
+    let exe = std::env::current_exe().ok()?;
+    let out = Command::new(exe).env(PROBE_ENV, format!("{}:{n}", build.name())).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that does not serve probes (this test binary) is never
+    /// run again: it would run its own tests instead.
+    #[test]
+    fn no_probe_from_a_program_that_does_not_serve_them() {
+        assert_eq!(measure(Build::Random, 1000), None);
+    }
+
+    #[test]
+    fn builds_parse_back_from_their_names() {
+        for b in [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random] {
+            assert_eq!(Build::parse(b.name()), Some(b));
+        }
+        assert_eq!(Build::parse("sideways"), None);
+    }
+}
