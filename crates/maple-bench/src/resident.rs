@@ -19,7 +19,7 @@ use std::{
     sync::atomic::{AtomicBool, Ordering},
 };
 
-use maple_tree::MapleTree;
+use maple_tree::{MapleTree, U63};
 
 use crate::workloads::{maple, order, range, u};
 
@@ -58,6 +58,30 @@ impl Build {
     fn parse(s: &str) -> Option<Build> {
         [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random].into_iter().find(|b| b.name() == s)
     }
+
+    /// The numbers of `n` ranges in the order this build takes them.
+    pub fn order(self, n: u64) -> Vec<u64> {
+        order(n, self == Build::Random)
+    }
+
+    /// The tree over the ranges numbered `keys` ([`range`]), built this
+    /// way (bulk builds take the keys as `0..keys.len()`); `None` if memory
+    /// ran out.
+    pub fn tree(self, keys: &[u64]) -> Option<MapleTree<U63>> {
+        let n = keys.len() as u64;
+        Some(match self {
+            Build::Bulk => maple(n, false),
+            Build::BulkGaps => maple(n, true),
+            Build::Ascending | Build::Random => {
+                let mut t = MapleTree::with_gaps();
+                for &i in keys {
+                    let (f, l) = range(i);
+                    t.insert_range(f..=l, u(i)).ok()?;
+                }
+                t
+            }
+        })
+    }
 }
 
 /// The resident set of this process, in bytes (Linux only).
@@ -71,34 +95,17 @@ fn resident_bytes() -> Option<u64> {
 /// Builds the tree `build` with `n` ranges and returns the growth of the
 /// resident set per range (the key order is made before measuring).
 fn probe(build: Build, n: u64) -> Option<f64> {
-    let keys = order(n, build == Build::Random);
+    let keys = build.order(n);
     // A small tree of the same kind first, kept alive until the end, so
     // that the program's code on this path is resident before measuring
     // (and its chunks are not reused by the measured tree).
-    let warm = build_tree(build, &order(1000, build == Build::Random))?;
+    let warm = build.tree(&build.order(1000))?;
     let before = resident_bytes()?;
-    let tree = build_tree(build, &keys)?;
+    let tree = build.tree(&keys)?;
     let after = resident_bytes()?;
     let per_range = after.saturating_sub(before) as f64 / n.max(1) as f64;
     drop((tree, warm));
     Some(per_range)
-}
-
-/// The tree `build` over the ranges numbered `keys` (in this order).
-fn build_tree(build: Build, keys: &[u64]) -> Option<MapleTree<maple_tree::U63>> {
-    let n = keys.len() as u64;
-    Some(match build {
-        Build::Bulk => maple(n, false),
-        Build::BulkGaps => maple(n, true),
-        Build::Ascending | Build::Random => {
-            let mut t = MapleTree::with_gaps();
-            for &i in keys {
-                let (f, l) = range(i);
-                t.insert_range(f..=l, u(i)).ok()?;
-            }
-            t
-        }
-    })
 }
 
 /// If this run is a probe ([`PROBE_ENV`] set), measures, prints the

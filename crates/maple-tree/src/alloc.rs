@@ -11,14 +11,14 @@
 //! by masking its address, and the headers cost 1/63 over the nodes. (The
 //! global allocator adds about two pages of its own per block, touching
 //! nothing else of the alignment slack: 1/128 more. Blocks of 256 KiB had
-//! the same header share and four times the allocator's.) Chunks with free cells are kept on a list; a chunk
-//! whose last node is freed leaves the tree at once, except for one spare
-//! kept to absorb the free-then-allocate pairs of splits and merges. A
-//! tree therefore holds at most one empty chunk, and its nodes sit
-//! together in memory (a duplicate's nodes come out in the order they are
-//! copied). Empty chunks wait in a per-thread pool (at most 256) for the
-//! next tree, and a block goes back to the global allocator when all its
-//! chunks have. Without `std` there are no thread-locals to keep a block's
+//! the same header share and four times the allocator's.) Chunks with free
+//! cells are kept on a list; a chunk whose last node is freed leaves the
+//! tree at once, except for one spare kept to absorb the free-then-allocate
+//! pairs of splits and merges. A tree therefore holds at most one empty
+//! chunk, and its nodes sit together in memory (a duplicate's nodes come
+//! out in the order they are copied). Empty chunks wait in a per-thread
+//! pool (at most 256) for the next tree, and a block goes back to the
+//! global allocator when all its chunks have. Without `std` there are no thread-locals to keep a block's
 //! other chunks in, so each chunk is a block of its own, aligned to 4 KiB,
 //! whose first cell is its header (fifteen nodes per chunk).
 //!
@@ -490,8 +490,8 @@ unsafe fn unlink_from(
 ///
 /// Blocks are aligned to their size so that a node finds its header by
 /// masking. glibc serves such a block from `mmap` (or its heap) with the
-/// alignment slack left untouched: about one resident page of its own per
-/// block, besides the header chunk.
+/// alignment slack left untouched: about two resident pages of its own per
+/// block (its chunk headers), besides the header chunks.
 #[cfg_attr(loom, allow(dead_code))]
 fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
     // SAFETY: the layout has non-zero size.

@@ -730,10 +730,9 @@ impl NodeRef {
 
 /// [`NodeRef::find`] over a node's pivot array `piv`, with half the
 /// loads: pivots ascend (unused ones are `u64::MAX`), so one comparison
-/// with the middle pivot says which
-/// half holds the answer, and only that half is counted (8 loads
-/// instead of 15 in a 16-slot node, 5 of 9 in a gap node), still without
-/// a branch. The second half's loads wait for the first comparison, so
+/// with the middle pivot says which half holds the answer, and only that
+/// half is counted (8 loads instead of 15 in a 16-slot node, 5 of 9 in a
+/// gap node), still without a branch. The second half's loads wait for the first comparison, so
 /// a lone lookup is slower this way (the kernel's walk loop: 18 → 24 ns);
 /// a write's walk, followed by far more work, gains from the fewer
 /// instructions (ascending inserts −10 %, callgrind).

@@ -1195,10 +1195,10 @@ pub(crate) struct RawIter {
     pos: u8,
     len: u8,
     /// The buffer holds the last entries to hand out: the scan reached
-    /// `last`, or the tree's last leaf.
+    /// `last` or the tree's last leaf, the tree is empty, or the iterator
+    /// was made done (an invalid range).
     last_leaf: bool,
     last: u64,
-    done: bool,
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -1232,16 +1232,15 @@ impl RawIter {
             buf: [(0, 0, ptr::null_mut()); RANGE64_SLOTS],
             pos: 0,
             len: 0,
-            last_leaf: true,
+            last_leaf: done,
             last,
-            done,
         }
     }
 
     /// Walks to `first` (nothing if the iterator is already done).
     #[inline]
     pub(crate) fn start(&mut self, tree: &RawTree, first: u64) {
-        if !self.done {
+        if !self.last_leaf {
             tree.walk_into(first, &mut self.walk.path);
             self.load_leaf(true);
         }
@@ -1251,7 +1250,8 @@ impl RawIter {
     /// current slot up to the slot reaching `last`, into the buffer.
     fn load_leaf(&mut self, fresh: bool) {
         let Some(&lv) = self.walk.path.last() else {
-            self.done = true;
+            // An empty tree.
+            self.last_leaf = true;
             return;
         };
         // Leaves are prefetched `PREFETCH_AHEAD` on (one leaf's scan is
@@ -1296,15 +1296,15 @@ impl RawIter {
             n += usize::from(is_value(v));
             self.last_leaf = lv.max == last || lv.max == u64::MAX;
         } else {
+            // `lv.max > last`: the slot reaching `last` is in this leaf, at
+            // the latest its last slot (which ends at `lv.max`).
             loop {
                 let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
-                let end = p == PIVOT_UNUSED;
-                let hi = if end { lv.max } else { p };
+                let hi = if p == PIVOT_UNUSED { lv.max } else { p };
                 let v = slots[i].load(Ordering::Acquire);
                 self.buf[n & 15] = (lo, hi, v);
                 n += usize::from(is_value(v));
-                if hi >= last || end {
-                    // `lv.max > last`: the slot reaching `last` is here.
+                if hi >= last {
                     self.last_leaf = true;
                     break;
                 }
@@ -1313,6 +1313,11 @@ impl RawIter {
             }
         }
         (self.pos, self.len) = (0, n as u8);
+    }
+
+    /// Nothing is left to hand out.
+    pub(crate) fn is_done(&self) -> bool {
+        self.last_leaf && self.pos == self.len
     }
 
     /// The next non-empty slot that starts at or before `last`. (The walk
@@ -1329,11 +1334,8 @@ impl RawIter {
                 // are non-null.
                 return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
             }
-            if self.done {
-                return None;
-            }
             if self.last_leaf || !self.walk.next_leaf() {
-                self.done = true;
+                self.last_leaf = true;
                 return None;
             }
             self.load_leaf(false);
@@ -1385,7 +1387,7 @@ impl<V: Handle + Clone> fmt::Debug for RangeCloned<'_, V> {
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("done", &self.raw.done).finish_non_exhaustive()
+        f.debug_struct("Iter").field("done", &self.raw.is_done()).finish_non_exhaustive()
     }
 }
 

@@ -312,21 +312,16 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     };
     let mut resident_after = Vec::new();
     for &n in &opts.sizes {
-        let inserted = |random: bool| {
-            let mut t = MapleTree::with_gaps();
-            for i in order(n, random) {
-                let (f, l) = range(i);
-                let _ = t.insert_range(f..=l, u(i));
-            }
-            t.stats()
-        };
         let rows = [
-            ("plain (bulk)", maple(n, false).stats(), Build::Bulk),
-            ("gaps (bulk)", maple(n, true).stats(), Build::BulkGaps),
-            ("gaps (ascending inserts)", inserted(false), Build::Ascending),
-            ("gaps (random inserts)", inserted(true), Build::Random),
+            ("plain (bulk)", Build::Bulk),
+            ("gaps (bulk)", Build::BulkGaps),
+            ("gaps (ascending inserts)", Build::Ascending),
+            ("gaps (random inserts)", Build::Random),
         ];
-        for (name, st, build) in rows {
+        for (name, build) in rows {
+            let Some(st) = build.tree(&build.order(n)).map(|t| t.stats()) else {
+                continue;
+            };
             // Below 100 K ranges the growth is a handful of pages, which
             // page granularity and the allocator's own pages swamp.
             let resident = if n >= 100_000 { resident::measure(build, n) } else { None };
