@@ -85,6 +85,10 @@ fn main() {
             }
         }
         total += t.len();
+        if mode == "rand" && total == t.len() {
+            let s = t.stats();
+            eprintln!("nodes after random inserts: {} ({} leaves)", s.leaves + s.internal, s.leaves);
+        }
     }
     println!("{total}");
 }

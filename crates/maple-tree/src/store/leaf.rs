@@ -14,12 +14,27 @@
 //! known without a rescan unless the write shrank the very range that was
 //! largest.
 
-use super::{Removed, Retired, Stored};
+use core::{ops::RangeInclusive, ptr};
+
+use super::{Piece, Removed, Retired, StoreFail, Stored};
 use crate::{
     handle::is_value,
-    node::{range_len, slot_bounds, Item, Kind},
+    node::{range_len, slot_bounds, Item, Kind, PIVOT_UNUSED},
     raw::{Level, Path, RawTree},
+    sync::Ordering,
 };
+
+/// A write the in-leaf lane is asked to do (the fields of
+/// [`Store`](super::Store) it needs, with `split` borrowed so that the
+/// general path can still use it if the lane declines).
+pub(super) struct LeafWrite<'a, 'p> {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    pub(super) entry: *mut (),
+    pub(super) insert_only: bool,
+    pub(super) split: &'a mut Option<Piece<'p>>,
+    pub(super) rebase: bool,
+}
 
 impl RawTree {
     /// Exact fit: `entry` (not null) replaces the entry (value or reserved
@@ -43,6 +58,190 @@ impl RawTree {
         old
     }
 
+    /// The in-leaf lane: a write whose range ends inside the leaf `lpath`
+    /// leads to (which holds `first`), done straight on that leaf's arrays
+    /// with nothing walked, planned or copied: the common case of a store,
+    /// an erase or an insert next to its neighbours. Returns `None`, with
+    /// nothing changed and nothing made, when the write needs more than
+    /// this leaf (an empty neighbour to absorb in the next or previous
+    /// leaf, or a fill that would overflow or underflow it); the general
+    /// path then does it.
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the tree (not RCU mode: the tree is written
+    /// through `&mut`) and the caller is its only writer; `lpath` is a walk
+    /// of this tree to `w.first` made since its last change; `w.last` lies
+    /// inside its leaf; `split` returns fresh handles (see
+    /// [`Store`](super::Store)).
+    pub(super) unsafe fn store_leaf_lane(
+        &self,
+        lpath: &Path,
+        w: LeafWrite<'_, '_>,
+    ) -> Option<Result<Stored, (StoreFail, *mut ())>> {
+        let leaf = lpath.len() - 1;
+        let l = lpath[leaf];
+        debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
+        let piv = l.node.leaf_pivots();
+        let slots = l.node.leaf_slots();
+        let load = |k: usize| slots[k].load(Ordering::Relaxed);
+        let (mut first, mut last) = (w.first, w.last);
+        let mut a = l.off;
+        let mut b = a;
+        while b < piv.len() && piv[b].load(Ordering::Relaxed) < last {
+            b += 1;
+        }
+        let mut count = b + 1;
+        while count - 1 < piv.len() && piv[count - 1].load(Ordering::Relaxed) != PIVOT_UNUSED {
+            count += 1;
+        }
+        let (mut lo_a, hi_a) = slot_bounds(piv, a, l.min, l.max);
+        let (lo_b, mut hi_b) = slot_bounds(piv, b, l.min, l.max);
+        let mut lval = load(a);
+        let mut rval = load(b);
+        if w.entry.is_null() {
+            // Empty ranges never touch: absorb empty neighbours, in this
+            // leaf only.
+            if lval.is_null() {
+                first = lo_a;
+            } else if lo_a == first && first != 0 {
+                if a == 0 {
+                    return None;
+                }
+                if load(a - 1).is_null() {
+                    a -= 1;
+                    lo_a = slot_bounds(piv, a, l.min, l.max).0;
+                    (first, lval) = (lo_a, ptr::null_mut());
+                }
+            }
+            if rval.is_null() {
+                last = hi_b;
+            } else if hi_b == last && last != u64::MAX {
+                if b + 1 == count {
+                    return None;
+                }
+                if load(b + 1).is_null() {
+                    b += 1;
+                    hi_b = slot_bounds(piv, b, l.min, l.max).1;
+                    (last, rval) = (hi_b, ptr::null_mut());
+                }
+            }
+        }
+        if w.insert_only && !(lval.is_null() && hi_a >= last) {
+            return Some(Err((StoreFail::Occupied, ptr::null_mut())));
+        }
+        let keep_left = lo_a < first;
+        let has_right = hi_b > last;
+        let new_count = count - (b - a + 1) + 1 + usize::from(keep_left) + usize::from(has_right);
+        if !self.leaf_fill_legal(lpath, new_count, !keep_left && w.entry.is_null()) {
+            return None;
+        }
+        // From here on the write cannot fail (but for a missing `split`).
+        let is_split = a == b && keep_left && has_right && is_value(lval);
+        let rebased = !is_split && w.rebase && has_right && is_value(rval);
+        let right_word = if is_split || rebased {
+            match w.split {
+                Some(f) => f(rval, lo_b, last + 1, hi_b),
+                None => return Some(Err((StoreFail::NeedSplit, ptr::null_mut()))),
+            }
+        } else {
+            rval
+        };
+        let keep_right = has_right && !is_split && !rebased;
+        let mut pieces = [Item { last, slot: w.entry, gap: 0 }; 3];
+        let mut n = 0;
+        if keep_left {
+            pieces[0] = Item { last: first - 1, slot: lval, gap: 0 };
+            n = 1;
+        }
+        pieces[n] = Item { last, slot: w.entry, gap: 0 };
+        n += 1;
+        if has_right {
+            pieces[n] = Item { last: hi_b, slot: right_word, gap: 0 };
+            n += 1;
+        }
+        // What leaves the tree, and the largest empty range shrunk or
+        // removed (measured before the slots move).
+        let mut removed = Removed::default();
+        let mut lost = 0;
+        for k in a..=b {
+            let v = load(k);
+            if v.is_null() {
+                let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
+                lost = lost.max(range_len(lo, hi));
+            } else if !(k == a && keep_left || k == b && keep_right) {
+                removed.push(v);
+            }
+        }
+        let added = usize::from(is_value(w.entry)) + usize::from(is_split || rebased);
+        // SAFETY: no reader exists (this function's contract); the fill
+        // was checked legal.
+        unsafe { self.splice_and_regap(lpath, a..=b, count, &pieces[..n], lost) };
+        self.len.set(self.len.get() + added - removed.len());
+        Some(Ok(Stored { removed, retired: Retired::default() }))
+    }
+
+    /// True if a leaf at the end of `lpath` may hold `new_count` slots:
+    /// not more than it has, not fewer than the minimum fill unless it is
+    /// the root or the right-most leaf. A root leaf left holding one empty
+    /// range (`only_empty`: the one slot would be empty) means an empty
+    /// tree, which the rebuild handles (it frees the leaf).
+    fn leaf_fill_legal(&self, lpath: &Path, new_count: usize, only_empty: bool) -> bool {
+        let leaf = lpath.len() - 1;
+        let exempt = leaf == 0 || lpath[leaf].max == u64::MAX;
+        new_count <= Kind::Leaf.slots()
+            && (new_count >= Kind::Leaf.min_fill() || exempt)
+            && !(leaf == 0 && new_count == 1 && only_empty)
+    }
+
+    /// Replaces slots `span` (of `count` used) of the leaf at the end of
+    /// `lpath` with `pieces` and brings the gaps above up to date, given
+    /// `lost`, the largest empty range the replaced slots held.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_in_leaf`](Self::store_in_leaf); the result fits.
+    unsafe fn splice_and_regap(
+        &self,
+        lpath: &Path,
+        span: RangeInclusive<usize>,
+        count: usize,
+        pieces: &[Item],
+        lost: u64,
+    ) {
+        let leaf = lpath.len() - 1;
+        let l = lpath[leaf];
+        let (from, to) = span.into_inner();
+        let mut made = 0;
+        if self.gaps && leaf > 0 {
+            let mut lo = slot_bounds(l.node.leaf_pivots(), from, l.min, l.max).0;
+            for p in pieces {
+                if p.slot.is_null() {
+                    made = made.max(range_len(lo, p.last));
+                }
+                lo = p.last.wrapping_add(1);
+            }
+        }
+        // SAFETY: no reader exists (the caller's contract), so the words
+        // may change one after the other.
+        unsafe { l.node.splice_leaf(from, to + 1, count, pieces) };
+        if self.gaps && leaf > 0 {
+            let p = lpath[leaf - 1];
+            let had = p.node.gap(p.off);
+            let now = if made > had {
+                // Larger than every empty range the leaf had.
+                made
+            } else if lost < had || made == had {
+                // A range of the old largest size is still there (untouched,
+                // or just made), and none is larger.
+                return;
+            } else {
+                l.node.max_gap(l.min, l.max)
+            };
+            self.propagate_gap(lpath, leaf, now);
+        }
+    }
+
     /// In-leaf store: replaces slots `lpath`'s leaf offset `..= r_off` of
     /// the leaf at the end of `lpath` with `pieces` (whose last bound is the
     /// last replaced slot's), shifting the slots after them, if the leaf
@@ -58,54 +257,22 @@ impl RawTree {
         let l = lpath[leaf];
         let count = l.node.count_from(r_off);
         let new_count = count - (r_off - l.off + 1) + pieces.len();
-        // The root leaf and the right-most leaf are exempt from minimum fill;
-        // a root leaf left holding one empty range means an empty tree,
-        // which the rebuild handles (it frees the leaf).
-        let exempt = leaf == 0 || l.max == u64::MAX;
-        let legal = new_count <= Kind::Leaf.slots()
-            && (new_count >= Kind::Leaf.min_fill() || exempt)
-            && !(leaf == 0 && new_count == 1 && pieces[0].slot.is_null());
-        if !legal {
+        if !self.leaf_fill_legal(lpath, new_count, pieces[0].slot.is_null()) {
             return false;
         }
-        // The gap change, measured before the slots move: the largest empty
-        // range the write shrinks or removes, and the largest it leaves.
+        // The largest empty range the write shrinks or removes, measured
+        // before the slots move.
         let mut lost = 0;
-        let mut made = 0;
-        if self.gaps && leaf > 0 {
-            let piv = l.node.leaf_pivots();
-            for k in l.off..=r_off {
-                if l.node.leaf_slot(k).is_null() {
-                    let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
-                    lost = lost.max(range_len(lo, hi));
-                }
-            }
-            let mut lo = l.leaf_range().0;
-            for p in pieces {
-                if p.slot.is_null() {
-                    made = made.max(range_len(lo, p.last));
-                }
-                lo = p.last.wrapping_add(1);
+        let piv = l.node.leaf_pivots();
+        for k in l.off..=r_off {
+            if l.node.leaf_slot(k).is_null() {
+                let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
+                lost = lost.max(range_len(lo, hi));
             }
         }
-        // SAFETY: no reader exists (this function's contract), so the words
-        // may change one after the other.
-        unsafe { l.node.splice_leaf(l.off, r_off + 1, count, pieces) };
-        if self.gaps && leaf > 0 {
-            let p = lpath[leaf - 1];
-            let had = p.node.gap(p.off);
-            let now = if made > had {
-                // Larger than every empty range the leaf had.
-                made
-            } else if lost < had || made == had {
-                // A range of the old largest size is still there (untouched,
-                // or just made), and none is larger.
-                return true;
-            } else {
-                l.node.max_gap(l.min, l.max)
-            };
-            self.propagate_gap(lpath, leaf, now);
-        }
+        // SAFETY: no reader exists (this function's contract); the fill
+        // is legal.
+        unsafe { self.splice_and_regap(lpath, l.off..=r_off, count, pieces, lost) };
         true
     }
 

@@ -39,6 +39,8 @@ use crate::{
 mod leaf;
 mod rebuild;
 
+use leaf::LeafWrite;
+
 /// Makes the handle for a piece of a value a store cuts: given the old
 /// value's word, the old value's first index and the piece's new `first`
 /// and `last` (the piece ends where the old value did), a fresh handle (a
@@ -234,7 +236,7 @@ impl RawTree {
         lpath: &mut Path,
         op: Store<'_>,
     ) -> Result<(Stored, bool), (StoreFail, *mut ())> {
-        let Store { mut first, mut last, entry, insert_only, split, rebase } = op;
+        let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
         debug_assert!(first <= last);
         if self.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
@@ -251,6 +253,16 @@ impl RawTree {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
                 return Ok((self.store_exact(l, entry), true));
+            }
+        }
+        if !self.rcu && last <= l.max {
+            let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
+            // SAFETY: not RCU mode, so (the caller's contract) no reader
+            // exists; we are the only writer; `lpath` leads to `first` and
+            // `last` lies in its leaf.
+            if let Some(done) = unsafe { self.store_leaf_lane(lpath, w) } {
+                // The leaf kept its place and bounds.
+                return done.map(|s| (s, true));
             }
         }
         // The right path is only needed when the range leaves the leaf

@@ -49,11 +49,20 @@ enum Publish {
 
 /// Free slots a push into a sibling must leave across the two nodes it
 /// writes. A push rewrites both nodes, costing about what a split does, so
-/// a push that leaves them nearly full is soon followed by another.
-/// Measured on 100 K random inserts (callgrind): no push 20,429 nodes;
-/// slack 5: 19,430 nodes for 6.6 % more instructions; slack 4 or 3: about
-/// 18,200 (near the kernel's ~17,500) for 19–20 % more (docs/DESIGN.md).
-const PUSH_SLACK: usize = 5;
+/// a push that leaves them nearly full is soon followed by another (the
+/// kernel's rule leaves two or three). Measured with
+/// [`PUSH_SIBLING_ROOM`] below.
+const PUSH_SLACK: usize = 4;
+
+/// Free slots a push leaves in the sibling's half of a leaf pair; the other
+/// half (the node that overflowed) takes the rest and so keeps room for the
+/// next inserts. As the kernel does (it fills the sibling to 15 of 16).
+/// With [`PUSH_SLACK`], on 100 K random inserts (callgrind, `profile_store
+/// rand`): balanced halves at slack 5, 18,786 nodes; biased, sibling one
+/// slot short of full, slack 4: 16,887 (+11.8 % instructions); two short,
+/// slack 4: 16,939 (+8.6 %); balanced, slack 2: 16,589 (+23 %). Session 7's
+/// figure for the kernel is about 17,500.
+const PUSH_SIBLING_ROOM: usize = 2;
 
 /// Nodes allocated by a plan; freed again if the plan fails.
 struct Fresh<'s> {
@@ -106,6 +115,18 @@ fn split_points(content: &[Item], kind: Kind, right_spine: bool) -> ArrayVec<usi
         }
         k += 1;
     }
+}
+
+/// The end of the first of two parts `content` is cut into, at `want` or
+/// a slot either side of it: both parts legal (within capacity and minimum
+/// fill) and the first not ending on an empty slot. `None` if none is.
+fn biased_split(content: &[Item], kind: Kind, want: usize) -> Option<usize> {
+    let n = content.len();
+    let cap = kind.slots();
+    let min = kind.min_fill();
+    [want, want + 1, want.wrapping_sub(1)]
+        .into_iter()
+        .find(|&e| e >= min && e <= cap && n - e >= min && n - e <= cap && !content[e - 1].slot.is_null())
 }
 
 fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Option<ArrayVec<usize, 8>> {
@@ -263,6 +284,7 @@ impl RawTree {
                     let sib = unsafe { p.node.child(off) };
                     content.len() + sib.count() + PUSH_SLACK <= 2 * kind.slots()
                 };
+                let mut pushed_left = false;
                 // One node at this level: both paths share the parent slot.
                 if cmax != u64::MAX && p.off + 1 < p.node.count() && fits(p.off + 1) {
                     cmax = absorb_right(lpath, rpath, d, old, content);
@@ -275,9 +297,17 @@ impl RawTree {
                     *content = joined;
                     cmin = nb.min;
                     extended = true;
+                    pushed_left = true;
                 }
                 if extended {
-                    ends = split_points(content, kind, cmax == u64::MAX);
+                    // The sibling's half nearly full, the rest to the node
+                    // the insert went to; balanced where that cannot be.
+                    let sibling_part = kind.slots() - PUSH_SIBLING_ROOM;
+                    let want = if pushed_left { sibling_part } else { content.len() - sibling_part };
+                    ends = match biased_split(content, kind, want) {
+                        Some(e) if kind.is_leaf() => [e, content.len()].into_iter().collect(),
+                        _ => split_points(content, kind, cmax == u64::MAX),
+                    };
                 }
             }
             let single = !extended && lpath[d].node == rpath[d].node;
@@ -507,6 +537,12 @@ mod tests {
     fn an_overflowing_leaf_pushes_into_a_sibling_with_room() {
         use crate::{MapleTree, U63};
         let leaves = |t: &MapleTree<U63>| t.stats().leaves;
+        // Used slots of each leaf under the (internal) root.
+        let fills = |t: &MapleTree<U63>| -> Vec<usize> {
+            let root = t.raw.root_node().unwrap();
+            // SAFETY: the root of a two-leaf tree is internal; used slots.
+            (0..root.count()).map(|i| unsafe { root.child(i) }.count()).collect()
+        };
         // Twenty touching ranges: a full first leaf (16 slots), a second
         // with the other four and the empty rest.
         let build = || -> MapleTree<U63> {
@@ -517,6 +553,10 @@ mod tests {
         // Cutting an entry of the full leaf in three needs two more slots.
         t.store_range(52..=53, U63::new(99).unwrap()).unwrap();
         assert_eq!(leaves(&t), 2, "split instead of a push into the right sibling");
+        // 18 + 5 slots: the sibling filled to all but its room, the rest
+        // left where the insert went.
+        let sibling = Kind::Leaf.slots() - PUSH_SIBLING_ROOM;
+        assert_eq!(fills(&t), [23 - sibling, sibling]);
         t.validate().unwrap();
         let got: Vec<_> = t.iter().map(|(r, v)| (r, v.get())).collect();
         assert_eq!(got.len(), 22);
@@ -533,6 +573,7 @@ mod tests {
         t.validate().unwrap();
         assert_eq!(t.len(), 11 + 12);
         assert_eq!(leaves(&t), 2, "split instead of a push into the left sibling");
+        assert_eq!(fills(&t)[0], sibling, "the left sibling filled to all but its room");
         assert_eq!(t.load(167).map(U63::get), Some(52));
         assert_eq!(t.load(168).map(U63::get), Some(16));
     }
