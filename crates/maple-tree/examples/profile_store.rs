@@ -2,6 +2,9 @@
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
 //! (`iter`), random erases (`erase`) or a fork through a cursor (`fork`).
+//! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
+//! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
+//! the node count of its tree to stderr.
 use maple_tree::{MapleTree, U63};
 
 fn main() {
@@ -66,7 +69,7 @@ fn main() {
         return;
     }
     let random = mode == "rand" || mode == "erase";
-    let n = 100_000u64;
+    let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let mut order: Vec<u64> = (0..n).collect();
     if random {
         // A fixed permutation (multiplicative hashing), no RNG dependency.
@@ -74,7 +77,8 @@ fn main() {
     }
     let mut total = 0;
     for _ in 0..10 {
-        let mut t: MapleTree<U63> = MapleTree::new();
+        let mut t: MapleTree<U63> =
+            if std::env::var_os("GAPS").is_some() { MapleTree::with_gaps() } else { MapleTree::new() };
         for &i in &order {
             t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
         }
