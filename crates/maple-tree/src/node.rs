@@ -355,11 +355,6 @@ impl NodeRef {
     }
 
     #[inline]
-    pub(crate) fn set_pivot(self, i: usize, v: u64) {
-        self.pivot_array()[i].store(v, Ordering::Relaxed)
-    }
-
-    #[inline]
     pub(crate) fn slot(self, i: usize) -> *mut () {
         self.slot_array()[i].load(Ordering::Acquire)
     }
@@ -622,9 +617,13 @@ impl NodeRef {
 
     /// Appends the node's items (with `max` as the last bound) to `out`.
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
+        // The arrays fetched once (one dispatch on the kind, not three per
+        // item): this runs for every node a rebuild rewrites.
+        let (piv, slots) = self.arrays();
+        let gaps = (self.kind == Kind::Arange64).then(|| &self.arange().gap);
         for i in range {
-            let gap = if self.kind == Kind::Arange64 { self.gap(i) } else { 0 };
-            out.push(Item { last: self.slot_max(i, max), slot: self.slot(i), gap });
+            let gap = gaps.map_or(0, |g| g[i].load(Ordering::Relaxed));
+            out.push(Item { last: slot_hi(piv, i, max), slot: slots[i].load(Ordering::Acquire), gap });
         }
     }
 
@@ -632,27 +631,23 @@ impl NodeRef {
     /// pivots become [`PIVOT_UNUSED`], unused slots null. The parent word is
     /// left alone.
     pub(crate) fn fill(self, items: &[Item]) {
-        let slots = self.kind.slots();
-        debug_assert!(!items.is_empty() && items.len() <= slots);
-        let pivs = self.kind.pivots();
-        for (i, it) in items.iter().enumerate() {
-            if i < pivs {
-                self.set_pivot(i, if i + 1 < items.len() { it.last } else { PIVOT_UNUSED });
-            }
-            self.set_slot(i, it.slot);
+        let (piv, slots) = self.arrays();
+        debug_assert!(!items.is_empty() && items.len() <= slots.len());
+        let n = items.len();
+        // Every pivot but the last item's is its bound; the rest unused.
+        for (i, p) in piv.iter().enumerate() {
+            p.store(if i + 1 < n { items[i].last } else { PIVOT_UNUSED }, Ordering::Relaxed);
         }
-        for i in items.len()..slots {
-            if i < pivs {
-                self.set_pivot(i, PIVOT_UNUSED);
-            }
-            self.set_slot(i, ptr::null_mut());
+        for (i, s) in slots.iter().enumerate() {
+            s.store(items.get(i).map_or(ptr::null_mut(), |it| it.slot), Ordering::Release);
         }
         if self.kind == Kind::Arange64 {
+            let gaps = &self.arange().gap;
             let mut best = 0;
-            for i in 0..slots {
-                let g = items.get(i).map_or(0, |it| it.gap);
-                self.set_gap(i, g);
-                if g > items[best].gap {
+            for (i, g) in gaps.iter().enumerate() {
+                let v = items.get(i).map_or(0, |it| it.gap);
+                g.store(v, Ordering::Relaxed);
+                if v > items[best].gap {
                     best = i;
                 }
             }

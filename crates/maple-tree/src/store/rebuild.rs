@@ -291,10 +291,11 @@ impl RawTree {
                     extended = true;
                 } else if p.off > 0 && fits(p.off - 1) {
                     let nb = left_sibling(lpath, d);
-                    let mut joined = Content::new();
-                    nb.node.read_items(nb.max, 0..nb.node.count(), &mut joined);
-                    joined.extend(content.drain(..));
-                    *content = joined;
+                    // The sibling's items go in front (read after, rotated:
+                    // no copy of the whole content).
+                    let k = nb.node.count();
+                    nb.node.read_items(nb.max, 0..k, content);
+                    content.rotate_right(k);
                     cmin = nb.min;
                     extended = true;
                     pushed_left = true;
