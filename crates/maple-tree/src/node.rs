@@ -354,6 +354,11 @@ impl NodeRef {
         self.pivot_array()[i].load(Ordering::Relaxed)
     }
 
+    #[cfg(test)]
+    pub(crate) fn set_pivot(self, i: usize, v: u64) {
+        self.pivot_array()[i].store(v, Ordering::Relaxed)
+    }
+
     #[inline]
     pub(crate) fn slot(self, i: usize) -> *mut () {
         self.slot_array()[i].load(Ordering::Acquire)
