@@ -640,11 +640,17 @@ impl NodeRef {
         debug_assert!(!items.is_empty() && items.len() <= slots.len());
         let n = items.len();
         // Every pivot but the last item's is its bound; the rest unused.
-        for (i, p) in piv.iter().enumerate() {
-            p.store(if i + 1 < n { items[i].last } else { PIVOT_UNUSED }, Ordering::Relaxed);
+        for (p, it) in piv.iter().zip(&items[..n - 1]) {
+            p.store(it.last, Ordering::Relaxed);
         }
-        for (i, s) in slots.iter().enumerate() {
-            s.store(items.get(i).map_or(ptr::null_mut(), |it| it.slot), Ordering::Release);
+        for p in &piv[(n - 1).min(piv.len())..] {
+            p.store(PIVOT_UNUSED, Ordering::Relaxed);
+        }
+        for (s, it) in slots.iter().zip(items) {
+            s.store(it.slot, Ordering::Release);
+        }
+        for s in &slots[n..] {
+            s.store(ptr::null_mut(), Ordering::Release);
         }
         if self.kind == Kind::Arange64 {
             let gaps = &self.arange().gap;
