@@ -72,7 +72,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::NodeRef,
     raw::{Level, Path, RawTree},
-    store::Store,
+    store::{Store, Stored},
     tree::{abort_oom, clear_values, to_inclusive, MapleTree, RawIter, Stats},
     write::{self, WriteTarget},
 };
@@ -771,13 +771,14 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
         let mut own = Path::new();
         let path = self.tree.raw.walk_for(at, &mut own, op.first);
         let entry = op.entry;
+        let mut stored = Stored::default();
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
         // engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked; `path`
         // was just aimed at `first`; the rest is the caller's contract.
-        let res = unsafe { self.tree.raw.store_walked(path, op) };
+        let res = unsafe { self.tree.raw.store_walked(path, op, &mut stored) };
         match res {
-            Ok((stored, kept)) => {
+            Ok(kept) => {
                 self.state.defer(stored.retired.iter(), |v| stored.removed.for_each(|w| v.push(w)));
                 Ok(kept)
             }

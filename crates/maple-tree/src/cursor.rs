@@ -42,7 +42,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     raw::{LeafWalk, RawTree},
-    store::Store,
+    store::{Store, Stored},
     tree::MapleTree,
     write::{self, to_inclusive},
 };
@@ -360,16 +360,18 @@ impl<'a, V: Handle> CursorMut<'a, V> {
             }
         }
         let (lo, hi, _) = self.pos.current();
+        let mut out = Stored::default();
         // SAFETY: [lo, hi] is the current range, so no entry is cut in two;
         // `e` is a fresh handle; the cursor's walk leads to `lo` in this
         // tree (it is redone after any write that moves nodes).
-        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi).entry(e)) };
+        let res =
+            unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi).entry(e), &mut out) };
         match res {
-            Ok((removed, kept)) => {
+            Ok(kept) => {
                 self.settle(lo, lo, Some(kept));
-                debug_assert!(removed.len() <= 1);
+                debug_assert!(out.removed.len() <= 1);
                 // SAFETY: the word the store took out; ours now.
-                Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
+                Ok(out.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
             }
             Err(_) => Err(InsertError {
                 // SAFETY: the failed store did not keep `e`.
@@ -386,13 +388,14 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         if v.is_null() {
             return None;
         }
+        let mut out = Stored::default();
         // SAFETY: as in `replace`; storing nothing over exactly the current
         // range cuts nothing.
-        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi)) };
-        let Ok((removed, kept)) = res else { crate::tree::abort_oom() };
+        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi), &mut out) };
+        let Ok(kept) = res else { crate::tree::abort_oom() };
         self.settle(lo, lo, Some(kept));
         // SAFETY: the one value the write took out; ours now.
-        removed.single().map(|nn| unsafe { V::from_raw(nn) })
+        out.removed.single().map(|nn| unsafe { V::from_raw(nn) })
     }
 
     range_write_methods!(tree, MapleTree);

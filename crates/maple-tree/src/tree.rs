@@ -17,7 +17,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle, HandleMut},
     node::{NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{LeafWalk, Path, RawTree},
-    store::{Removed, Store},
+    store::{Removed, Store, Stored},
     sync::Ordering,
     validate::ValidateError,
     write::{self, WriteTarget},
@@ -154,8 +154,9 @@ impl<V: Handle> MapleTree<V> {
     /// ```
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
+        let mut out = Stored::default();
         // SAFETY: first <= last; the marker is no handle and owns nothing.
-        unsafe { self.write_raw(None, Store::new(first, last).entry(reserved_word()).insert_only()) }
+        unsafe { self.write_raw(None, Store::new(first, last).entry(reserved_word()).insert_only(), &mut out) }
             .map(drop)
             .map_err(|(c, _)| c)
     }
@@ -172,10 +173,11 @@ impl<V: Handle> MapleTree<V> {
     /// `entry` back on failure.
     fn write(&mut self, entry: Option<V>, op: Store<'_>) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
+        let mut out = Stored::default();
         // SAFETY: first <= last (callers check); `e` is null or a fresh
         // handle; `split` (from `clone_word` or a caller's function) makes
         // fresh handles; no walk is given.
-        unsafe { self.write_raw(None, op.entry(e)) }.map(|(removed, _)| removed).map_err(|(c, w)| {
+        unsafe { self.write_raw(None, op.entry(e), &mut out) }.map(|_| out.removed).map_err(|(c, w)| {
             // SAFETY: the engine did not keep this word; we own it again.
             (c, NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) }))
         })
@@ -187,12 +189,17 @@ impl<V: Handle> MapleTree<V> {
     /// # Safety
     ///
     /// As for [`WriteTarget::write_words`].
-    unsafe fn write_raw(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<(Removed, bool), (Error, *mut ())> {
+    unsafe fn write_raw(
+        &mut self,
+        at: Option<&mut Path>,
+        op: Store<'_>,
+        out: &mut Stored,
+    ) -> Result<bool, (Error, *mut ())> {
         let mut own = Path::new();
         let path = self.raw.walk_for(at, &mut own, op.first);
         let e = op.entry;
         // SAFETY: the caller's contract; `path` was just aimed at `first`.
-        let res = unsafe { self.raw.store_mut_walked(path, op) };
+        let res = unsafe { self.raw.store_mut_walked(path, op, out) };
         res.map_err(|(fail, unused_clone)| {
             // SAFETY: a clone the engine made and did not keep.
             unsafe { write::drop_unused::<V>(unused_clone) };
@@ -200,7 +207,7 @@ impl<V: Handle> MapleTree<V> {
         })
     }
 
-    fn drop_removed(removed: Removed) {
+    fn drop_removed(removed: &Removed) {
         // SAFETY: the tree gave up these words; each is dropped once.
         removed.for_each(|nn| drop(unsafe { V::from_raw(nn) }));
     }
@@ -390,7 +397,7 @@ impl<V: Handle> MapleTree<V> {
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
         let removed = self.write(entry, Store::new(first, last).split(&mut piece).rebase())?;
-        Self::drop_removed(removed);
+        Self::drop_removed(&removed);
         Ok(())
     }
 
@@ -809,10 +816,11 @@ impl Stats {
 
 impl<V: Handle> WriteTarget<V> for MapleTree<V> {
     unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
+        let mut out = Stored::default();
         // SAFETY: the caller's contract.
-        let (removed, kept) = unsafe { self.write_raw(at, op) }?;
+        let kept = unsafe { self.write_raw(at, op, &mut out) }?;
         // No reader can exist (`&mut self`): what left the tree goes now.
-        Self::drop_removed(removed);
+        Self::drop_removed(&out.removed);
         Ok(kept)
     }
 }

@@ -16,7 +16,7 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{Piece, Removed, Retired, StoreFail, Stored};
+use super::{Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind, PIVOT_UNUSED},
@@ -37,15 +37,8 @@ pub(super) struct LeafWrite<'a, 'p> {
 }
 
 impl RawTree {
-    /// Exact fit: `entry` (not null) replaces the entry (value or reserved
-    /// marker) in `l`'s slot over the same range.
-    pub(super) fn store_exact(&self, l: Level, entry: *mut ()) -> Stored {
-        let mut removed = Removed::default();
-        removed.push(self.replace_at(l, entry));
-        Stored { removed, retired: Retired::default() }
-    }
-
-    /// [`store_exact`](Self::store_exact) where a cursor stands: writes
+    /// Exact fit (an entry replaced by another over the same range), also
+    /// where a cursor stands: writes
     /// `entry` (not null) into the slot `l` points at, which holds an entry
     /// (not null), and returns the old word. One word written, safe for
     /// readers in any mode; no gap changes; the walk stays good.
@@ -78,7 +71,8 @@ impl RawTree {
         &self,
         lpath: &Path,
         w: LeafWrite<'_, '_>,
-    ) -> Option<Result<Stored, (StoreFail, *mut ())>> {
+        removed: &mut Removed,
+    ) -> Option<Result<(), (StoreFail, *mut ())>> {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
@@ -162,7 +156,7 @@ impl RawTree {
         }
         // What leaves the tree, and the largest empty range shrunk or
         // removed (measured before the slots move).
-        let mut removed = Removed::default();
+        debug_assert_eq!(removed.len(), 0);
         let mut lost = 0;
         for k in a..=b {
             let v = load(k);
@@ -178,7 +172,7 @@ impl RawTree {
         // was checked legal.
         unsafe { self.splice_and_regap(lpath, a..=b, count, &pieces[..n], lost) };
         self.len.set(self.len.get() + added - removed.len());
-        Some(Ok(Stored { removed, retired: Retired::default() }))
+        Some(Ok(()))
     }
 
     /// True if a leaf at the end of `lpath` may hold `new_count` slots:

@@ -187,7 +187,10 @@ impl From<AllocError> for StoreFail {
     }
 }
 
-/// What a successful store did.
+/// What a successful store did. The caller passes an empty one in (so
+/// that the common write moves nothing big through its results) and finds
+/// it filled on success, still empty on failure.
+#[derive(Default)]
 pub(crate) struct Stored {
     pub(crate) removed: Removed,
     /// In RCU mode: replaced nodes, already marked dead, that readers may
@@ -215,13 +218,15 @@ impl RawTree {
     pub(crate) unsafe fn store(&self, op: Store<'_>) -> Result<Stored, (StoreFail, *mut ())> {
         let mut lpath = Path::new();
         self.walk_into(op.first, &mut lpath);
+        let mut out = Stored::default();
         // SAFETY: the caller's contract; `lpath` was just walked to `first`.
-        unsafe { self.store_walked(&mut lpath, op) }.map(|(s, _)| s)
+        unsafe { self.store_walked(&mut lpath, op, &mut out) }.map(|_| out)
     }
 
     /// [`store`](Self::store) from a walk the caller has made already (a
     /// cursor's position): `lpath` leads to the leaf slot containing
-    /// `first`. The second result is true if `lpath` still leads to the
+    /// `first`; what the write did goes into `out` (empty on entry, and
+    /// left empty on failure). The result is true if `lpath` still leads to the
     /// leaf containing `first` afterwards (the write was an exact fit or
     /// stayed in its leaf, whose nodes all stay where they were; the
     /// offset within the leaf may be stale, see [`aim`](Self::aim)), so a
@@ -235,13 +240,14 @@ impl RawTree {
         &self,
         lpath: &mut Path,
         op: Store<'_>,
-    ) -> Result<(Stored, bool), (StoreFail, *mut ())> {
+        out: &mut Stored,
+    ) -> Result<bool, (StoreFail, *mut ())> {
         let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
         debug_assert!(first <= last);
         if self.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
             let stored = unsafe { self.store_empty_root(first, last, entry) };
-            return stored.map(|s| (s, false)).map_err(|e| (e, ptr::null_mut()));
+            return stored.map(|()| false).map_err(|e| (e, ptr::null_mut()));
         }
         let leaf = lpath.len() - 1;
         debug_assert!(lpath[leaf].leaf_range().0 <= first && first <= lpath[leaf].leaf_range().1);
@@ -252,7 +258,8 @@ impl RawTree {
                 if insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
-                return Ok((self.store_exact(l, entry), true));
+                out.removed.push(self.replace_at(l, entry));
+                return Ok(true);
             }
         }
         if !self.rcu && last <= l.max {
@@ -260,9 +267,9 @@ impl RawTree {
             // SAFETY: not RCU mode, so (the caller's contract) no reader
             // exists; we are the only writer; `lpath` leads to `first` and
             // `last` lies in its leaf.
-            if let Some(done) = unsafe { self.store_leaf_lane(lpath, w) } {
+            if let Some(done) = unsafe { self.store_leaf_lane(lpath, w, &mut out.removed) } {
                 // The leaf kept its place and bounds.
-                return done.map(|s| (s, true));
+                return done.map(|()| true);
             }
         }
         // The right path is only needed when the range leaves the leaf
@@ -351,19 +358,25 @@ impl RawTree {
             // exists; we are the only writer.
             if unsafe { self.store_in_leaf(lpath, r.off, &pieces) } {
                 self.len.set(self.len.get() + added - removed.len());
+                out.removed = removed;
                 // The leaf kept its place and bounds (only the offset of the
                 // slot holding `first` may have moved).
-                return Ok((Stored { removed, retired: Retired::default() }, true));
+                return Ok(true);
             }
         }
         // SAFETY: the caller's contract (only writer; RCU rules).
-        let stored = unsafe { self.rebuild(lpath, &mut rpath, &pieces, removed, added) };
-        stored.map(|s| (s, false)).map_err(|e| (e, split_word))
+        match unsafe { self.rebuild(lpath, &mut rpath, &pieces, removed, added) } {
+            Ok(stored) => {
+                *out = stored;
+                Ok(false)
+            }
+            Err(e) => Err((e, split_word)),
+        }
     }
 
     /// [`store_walked`](Self::store_walked) through `&mut`: no reader can
-    /// exist, so nodes retired in fresh-node mode are freed at once.
-    /// Returns the removed value words.
+    /// exist, so nodes retired in fresh-node mode are freed at once (and
+    /// `out.retired` is left empty).
     ///
     /// # Safety
     ///
@@ -372,16 +385,20 @@ impl RawTree {
         &mut self,
         lpath: &mut Path,
         op: Store<'_>,
-    ) -> Result<(Removed, bool), (StoreFail, *mut ())> {
+        out: &mut Stored,
+    ) -> Result<bool, (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let (stored, kept) = unsafe { self.store_walked(lpath, op) }?;
-        for n in stored.retired.iter() {
-            // SAFETY: retired nodes are unreachable and, with no readers,
-            // need no grace period; each is listed once; `&mut self`.
-            unsafe { self.slab.free(n) };
+        let kept = unsafe { self.store_walked(lpath, op, out) }?;
+        if out.retired.len() > 0 {
+            for n in out.retired.iter() {
+                // SAFETY: retired nodes are unreachable and, with no readers,
+                // need no grace period; each is listed once; `&mut self`.
+                unsafe { self.slab.free(n) };
+            }
+            out.retired = Retired::default();
         }
-        Ok((stored.removed, kept))
+        Ok(kept)
     }
 
     /// If the range just before `first` is empty, returns its start and
@@ -444,10 +461,9 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store`](Self::store).
-    unsafe fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<Stored, StoreFail> {
-        let none = Stored { removed: Removed::default(), retired: Retired::default() };
+    unsafe fn store_empty_root(&self, first: u64, last: u64, entry: *mut ()) -> Result<(), StoreFail> {
         if entry.is_null() {
-            return Ok(none);
+            return Ok(());
         }
         let mut content = Content::new();
         if first > 0 {
@@ -464,6 +480,6 @@ impl RawTree {
         self.root.store(node.encode(), Ordering::Release);
         self.height.set(1);
         self.len.set(usize::from(is_value(entry)));
-        Ok(none)
+        Ok(())
     }
 }
