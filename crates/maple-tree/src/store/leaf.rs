@@ -311,10 +311,41 @@ impl RawTree {
 
 #[cfg(test)]
 mod tests {
+    #[allow(unused_imports)]
+    use crate::prelude::*;
     use crate::{MapleTree, U63};
 
     fn u(v: u64) -> U63 {
         U63::new(v).unwrap()
+    }
+
+    /// Emptying a range next to an empty one merges the two, wherever the
+    /// neighbour lies: in the same leaf (the in-leaf lane absorbs it) or
+    /// across a leaf boundary (the lane declines, the general path does
+    /// it). Every position of a three-leaf tree of touching ranges, both
+    /// sides; then a value stored inside the merged range cuts it in two.
+    #[test]
+    fn erasing_beside_an_empty_range_merges_them_in_and_across_leaves() {
+        let build = || -> MapleTree<U63> {
+            MapleTree::from_sorted((0..40u64).map(|i| (i * 10..=i * 10 + 9, u(i)))).unwrap()
+        };
+        assert!(build().stats().leaves >= 3);
+        for k in 1..39u64 {
+            for side in [k - 1, k + 1] {
+                let mut t = build();
+                t.remove_range(side * 10..=side * 10 + 9).unwrap();
+                t.remove_range(k * 10..=k * 10 + 9).unwrap();
+                t.validate().unwrap_or_else(|e| panic!("k {k}, side {side}: {e:?}"));
+                let lo = k.min(side) * 10;
+                let gaps: Vec<_> = t.gaps(0..=399).collect();
+                assert_eq!(gaps, [lo..=lo + 19], "k {k}, side {side}");
+                assert_eq!(t.len(), 38);
+                t.insert_range(lo + 5..=lo + 14, u(99)).unwrap();
+                t.validate().unwrap();
+                let gaps: Vec<_> = t.gaps(0..=399).collect();
+                assert_eq!(gaps, [lo..=lo + 4, lo + 15..=lo + 19], "k {k}, side {side}");
+            }
+        }
     }
 
     /// Writes inside one leaf keep the ancestors' gaps exact in every case
