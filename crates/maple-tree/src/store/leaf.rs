@@ -8,6 +8,10 @@
 //!   three new slots replace the touched slots of one leaf and the rest
 //!   shift; allowed when the leaf keeps a legal fill and `&mut` access
 //!   proves no reader exists. Nothing is allocated, so nothing can fail.
+//!   Most such writes take the **lane** (`store_leaf_lane`), which does
+//!   this straight from the walk to `first`, reading the leaf's arrays once;
+//!   of those it declines, the general path puts the ones that still fit
+//!   in the leaf through `store_in_leaf`.
 //!
 //! Gap tracking is incremental: a write knows the largest empty range it
 //! made and the largest it shrank or removed, so the leaf's largest gap is
@@ -326,9 +330,8 @@ mod tests {
     /// sides; then a value stored inside the merged range cuts it in two.
     #[test]
     fn erasing_beside_an_empty_range_merges_them_in_and_across_leaves() {
-        let build = || -> MapleTree<U63> {
-            MapleTree::from_sorted((0..40u64).map(|i| (i * 10..=i * 10 + 9, u(i)))).unwrap()
-        };
+        let build =
+            || -> MapleTree<U63> { MapleTree::from_sorted((0..40u64).map(|i| (i * 10..=i * 10 + 9, u(i)))).unwrap() };
         assert!(build().stats().leaves >= 3);
         for k in 1..39u64 {
             for side in [k - 1, k + 1] {

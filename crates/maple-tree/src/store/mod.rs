@@ -10,10 +10,13 @@
 //! | kind | when | file |
 //! | --- | --- | --- |
 //! | exact fit | one entry replaced by another over the same range | [`leaf`] |
-//! | in-leaf store | the change stays in one leaf, which keeps a legal fill, and no reader can exist | [`leaf`] |
+//! | in-leaf lane | the range ends in the leaf holding its start, any empty neighbour to absorb is in that leaf, the leaf keeps a legal fill, and no reader can exist | [`leaf`] |
+//! | in-leaf store | the same change reached by the general path (an empty-looking neighbour in another leaf turned out to hold an entry) | [`leaf`] |
 //! | rebuild | everything else: a full leaf, a spanning store, an underflow, RCU mode | [`rebuild`] |
 //!
-//! The first two write in place and walk nothing more; their gap update is
+//! The lane works on the leaf's arrays before any right path or piece list
+//! is built, and declines (changing nothing) when the write needs more than
+//! its leaf. The first three write in place and walk nothing more; their gap update is
 //! incremental (a leaf is rescanned only when its largest empty range may
 //! have shrunk). The rebuild plans fresh nodes level by level (push into a
 //! sibling, split, rebalance, new root) and publishes them with one pointer
