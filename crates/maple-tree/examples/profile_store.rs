@@ -1,7 +1,8 @@
 //! A workload for profilers: builds trees by storing ranges in ascending or
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
-//! (`iter`), random erases (`erase`) or a fork through a cursor (`fork`).
+//! (`iter`), random erases (`erase`), a fork through a cursor (`fork`), or
+//! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr.
@@ -54,6 +55,26 @@ fn main() {
             }
             drop(c);
             total += copy.len();
+        }
+        println!("{total}");
+        return;
+    }
+    if mode == "extend" || mode == "asc-loop" {
+        // Ascending stores through `extend` (which keeps its walk between
+        // writes) or one `store_range` call each.
+        let mut total = 0;
+        for _ in 0..10 {
+            let ranges = (0..100_000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)));
+            let t: MapleTree<U63> = if mode == "extend" {
+                ranges.collect()
+            } else {
+                let mut t = MapleTree::new();
+                for (r, v) in ranges {
+                    t.store_range(r, v).unwrap();
+                }
+                t
+            };
+            total += t.len();
         }
         println!("{total}");
         return;

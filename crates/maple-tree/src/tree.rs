@@ -1459,11 +1459,24 @@ impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> 
 
 /// Stores each pair with [`store_range`](MapleTree::store_range); empty or
 /// inverted ranges are skipped. Aborts on allocation failure, like `std`.
+///
+/// Like a cursor, `extend` keeps the walk of its last write: a pair that
+/// starts in the leaf the previous one was written to (ranges in
+/// ascending order, or close together) is stored without a walk from the
+/// root.
 impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
+        // Empty, or a walk of this tree made since its last change: the
+        // write path aims it at each pair's start (or walks afresh).
+        let mut at = Path::new();
         for (r, v) in iter {
-            match self.store_range(r, v) {
-                Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
+            match write::store_range(self, Some(&mut at), r, v) {
+                // The walk still leads to the leaf holding the range's start.
+                Ok(true) => {}
+                // Nodes were replaced: the walk is stale.
+                Ok(false) => at.clear(),
+                // Nothing changed, so the walk is still good.
+                Err(InsertError { cause: Error::InvalidRange, .. }) => {}
                 Err(_) => abort_oom(),
             }
         }
