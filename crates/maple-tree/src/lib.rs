@@ -124,8 +124,9 @@
 //! ## Node statistics
 //!
 //! [`MapleTree::stats`] counts leaves and internal nodes and the bytes they
-//! use: bulk-built trees use about 34–36 bytes per range, trees grown by
-//! random inserts about 52 (see `docs/BENCHMARKS.md`).
+//! use: bulk-built trees and trees grown by ascending inserts use about
+//! 34–36 bytes per range, trees grown by random inserts about 47 (48
+//! resident; see `docs/BENCHMARKS.md`).
 //!
 //! ## Gaps
 //!
