@@ -108,6 +108,26 @@
 //! changes may instead be rewritten in place, and replaced nodes are freed
 //! at once.
 //!
+//! Each call of the normal API walks from the root. For many writes close
+//! together (ascending ranges, a region being carved up), write through a
+//! [`CursorMut`], or hand the pairs to [`Extend::extend`]: both keep the
+//! walk of their last write and only search the leaf they stand in when
+//! the next write starts there.
+//!
+//! ```
+//! use maple_tree::{MapleTree, U63};
+//! let mut t: MapleTree<U63> = MapleTree::new();
+//! // Ascending ranges: most are stored without a walk from the root.
+//! t.extend((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new(i).unwrap())));
+//! let mut c = t.cursor_mut(160);
+//! // Rewrites next to where the cursor stands stay in its leaf.
+//! c.store_range(160..=163, U63::from(7u32)).unwrap();
+//! c.remove_range(164..=169).unwrap();
+//! drop(c);
+//! assert_eq!(t.load(161).map(U63::get), Some(7));
+//! assert_eq!(t.load(165), None);
+//! ```
+//!
 //! ## Guarantees
 //!
 //! * No panic on any input: invalid ranges, sizes and windows return
