@@ -184,7 +184,8 @@ impl<V: Handle> MapleTree<V> {
     }
 
     /// [`write`](Self::write) with the entry as a word in `op` (handed back
-    /// as a word on failure).
+    /// as a word on failure), from the walk `at` if given; what the write
+    /// took out goes into `out` (empty on entry, left empty on failure).
     ///
     /// # Safety
     ///
@@ -207,7 +208,7 @@ impl<V: Handle> MapleTree<V> {
         })
     }
 
-    fn drop_removed(removed: &Removed) {
+    fn drop_removed(removed: Removed) {
         // SAFETY: the tree gave up these words; each is dropped once.
         removed.for_each(|nn| drop(unsafe { V::from_raw(nn) }));
     }
@@ -397,7 +398,7 @@ impl<V: Handle> MapleTree<V> {
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
         let removed = self.write(entry, Store::new(first, last).split(&mut piece).rebase())?;
-        Self::drop_removed(&removed);
+        Self::drop_removed(removed);
         Ok(())
     }
 
@@ -820,7 +821,7 @@ impl<V: Handle> WriteTarget<V> for MapleTree<V> {
         // SAFETY: the caller's contract.
         let kept = unsafe { self.write_raw(at, op, &mut out) }?;
         // No reader can exist (`&mut self`): what left the tree goes now.
-        Self::drop_removed(&out.removed);
+        Self::drop_removed(out.removed);
         Ok(kept)
     }
 }

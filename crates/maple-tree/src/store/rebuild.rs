@@ -304,7 +304,7 @@ impl RawTree {
                     // The sibling's half nearly full, the rest to the node
                     // the insert went to; balanced where that cannot be.
                     let sibling_part = kind.slots() - PUSH_SIBLING_ROOM;
-                    let want = if pushed_left { sibling_part } else { content.len() - sibling_part };
+                    let want = if pushed_left { sibling_part } else { content.len().saturating_sub(sibling_part) };
                     ends = match biased_split(content, kind, want) {
                         Some(e) if kind.is_leaf() => [e, content.len()].into_iter().collect(),
                         _ => split_points(content, kind, cmax == u64::MAX),
