@@ -371,7 +371,11 @@ impl RawTree {
                 let node = lpath[level].node;
                 node.fill(content);
                 if !node.is_leaf() {
-                    fix_children(node);
+                    // The children before the path kept their parent and
+                    // their slot; from the path's slot on they are new or
+                    // shifted. (Not touching the others spares a cache
+                    // miss each in a big tree.)
+                    fix_children_from(node, lpath[level].off);
                 }
                 Some(level)
             }
@@ -460,7 +464,12 @@ fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) 
 
 /// Points every child of `node` back at it.
 fn fix_children(node: NodeRef) {
-    for i in 0..node.count() {
+    fix_children_from(node, 0);
+}
+
+/// [`fix_children`] for the children in slots `from..` only.
+fn fix_children_from(node: NodeRef, from: usize) {
+    for i in from..node.count() {
         // SAFETY: internal node, used slot.
         unsafe { node.child(i) }.set_parent(node, i);
     }
