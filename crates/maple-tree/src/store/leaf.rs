@@ -20,10 +20,10 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{Piece, Removed, StoreFail};
+use super::{cut, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
-    node::{range_len, slot_bounds, Item, Kind, PIVOT_UNUSED},
+    node::{range_len, slot_bounds, Item, Kind},
     raw::{Level, Path, RawTree},
     sync::Ordering,
 };
@@ -85,14 +85,8 @@ impl RawTree {
         let load = |k: usize| slots[k].load(Ordering::Relaxed);
         let (mut first, mut last) = (w.first, w.last);
         let mut a = l.off;
-        let mut b = a;
-        while b < piv.len() && piv[b].load(Ordering::Relaxed) < last {
-            b += 1;
-        }
-        let mut count = b + 1;
-        while count - 1 < piv.len() && piv[count - 1].load(Ordering::Relaxed) != PIVOT_UNUSED {
-            count += 1;
-        }
+        let mut b = l.node.find_from(a, last);
+        let count = l.node.count_from(b);
         let (mut lo_a, hi_a) = slot_bounds(piv, a, l.min, l.max);
         let (lo_b, mut hi_b) = slot_bounds(piv, b, l.min, l.max);
         let mut lval = load(a);
@@ -128,36 +122,18 @@ impl RawTree {
         if w.insert_only && !(lval.is_null() && hi_a >= last) {
             return Some(Err((StoreFail::Occupied, ptr::null_mut())));
         }
+        // The fill is checked before `cut` makes any handle.
         let keep_left = lo_a < first;
-        let has_right = hi_b > last;
-        let new_count = count - (b - a + 1) + 1 + usize::from(keep_left) + usize::from(has_right);
+        let new_count = count - (b - a + 1) + 1 + usize::from(keep_left) + usize::from(hi_b > last);
         if !self.leaf_fill_legal(lpath, new_count, !keep_left && w.entry.is_null()) {
             return None;
         }
         // From here on the write cannot fail (but for a missing `split`).
-        let is_split = a == b && keep_left && has_right && is_value(lval);
-        let rebased = !is_split && w.rebase && has_right && is_value(rval);
-        let right_word = if is_split || rebased {
-            match w.split {
-                Some(f) => f(rval, lo_b, last + 1, hi_b),
-                None => return Some(Err((StoreFail::NeedSplit, ptr::null_mut()))),
-            }
-        } else {
-            rval
+        let ends = Ends { lmin: lo_a, lval, rmin: lo_b, rmax: hi_b, rval, same_slot: a == b };
+        let cut = match cut(first, last, w.entry, ends, w.rebase, w.split) {
+            Ok(cut) => cut,
+            Err(fail) => return Some(Err((fail, ptr::null_mut()))),
         };
-        let keep_right = has_right && !is_split && !rebased;
-        let mut pieces = [Item { last, slot: w.entry, gap: 0 }; 3];
-        let mut n = 0;
-        if keep_left {
-            pieces[0] = Item { last: first - 1, slot: lval, gap: 0 };
-            n = 1;
-        }
-        pieces[n] = Item { last, slot: w.entry, gap: 0 };
-        n += 1;
-        if has_right {
-            pieces[n] = Item { last: hi_b, slot: right_word, gap: 0 };
-            n += 1;
-        }
         // What leaves the tree, and the largest empty range shrunk or
         // removed (measured before the slots move).
         debug_assert_eq!(removed.len(), 0);
@@ -167,14 +143,14 @@ impl RawTree {
             if v.is_null() {
                 let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
                 lost = lost.max(range_len(lo, hi));
-            } else if !(k == a && keep_left || k == b && keep_right) {
+            } else if !(k == a && cut.keep_left || k == b && cut.keep_right) {
                 removed.push(v);
             }
         }
-        let added = usize::from(is_value(w.entry)) + usize::from(is_split || rebased);
+        let added = usize::from(is_value(w.entry)) + usize::from(cut.right_made);
         // SAFETY: no reader exists (this function's contract); the fill
         // was checked legal.
-        unsafe { self.splice_and_regap(lpath, a..=b, count, &pieces[..n], lost) };
+        unsafe { self.splice_and_regap(lpath, a..=b, count, &cut.pieces, lost) };
         self.len.set(self.len.get() + added - removed.len());
         Some(Ok(()))
     }

@@ -128,6 +128,69 @@ impl<T: Copy, const N: usize> SmallList<T, N> {
     }
 }
 
+/// The two slots a write's range begins and ends in (after absorbing empty
+/// neighbours): the left one starts at `lmin` and holds `lval`, the right
+/// one spans `[rmin, rmax]` and holds `rval`; `same_slot` if they are one.
+struct Ends {
+    lmin: u64,
+    lval: *mut (),
+    rmin: u64,
+    rmax: u64,
+    rval: *mut (),
+    same_slot: bool,
+}
+
+/// The one to three slots that replace the ones a write touches.
+struct Cut {
+    pieces: ArrayVec<Item, 3>,
+    /// The left slot's front stays (as the first piece, same handle).
+    keep_left: bool,
+    /// The right slot's tail stays with its own handle (the last piece).
+    keep_right: bool,
+    /// The last piece holds a handle made for it by `split` (a value cut
+    /// in two, or rebased): the caller's to drop if the write then fails.
+    right_made: bool,
+}
+
+/// Works out the pieces of the write `[first, last] = entry` over `ends`.
+/// Cutting a value in two needs a second owner for the right piece (a
+/// reserved marker is simply kept on both sides); with `rebase`, a value
+/// whose front the write overwrites gets a new handle for its new range
+/// too. Those handles come from `split`, called here, before anything
+/// changes; without it such a write fails with [`StoreFail::NeedSplit`].
+#[inline]
+fn cut(
+    first: u64,
+    last: u64,
+    entry: *mut (),
+    ends: Ends,
+    rebase: bool,
+    split: &mut Option<Piece<'_>>,
+) -> Result<Cut, StoreFail> {
+    let Ends { lmin, lval, rmin, rmax, rval, same_slot } = ends;
+    let keep_left = lmin < first;
+    let has_right = rmax > last;
+    let is_split = same_slot && keep_left && has_right && is_value(lval);
+    let right_made = has_right && (is_split || rebase && is_value(rval));
+    let right = if right_made {
+        match split {
+            Some(f) => f(rval, rmin, last + 1, rmax),
+            None => return Err(StoreFail::NeedSplit),
+        }
+    } else {
+        rval
+    };
+    let mut pieces = ArrayVec::new();
+    if keep_left {
+        pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
+    }
+    pieces.push(Item { last, slot: entry, gap: 0 });
+    if has_right {
+        pieces.push(Item { last: rmax, slot: right, gap: 0 });
+    }
+    Ok(Cut { pieces, keep_left, keep_right: has_right && !right_made, right_made })
+}
+
 /// Value words a write took out of the tree; the typed layer drops them.
 #[derive(Default)]
 pub(crate) struct Removed(SmallList<NonNull<()>, 4>);
@@ -305,36 +368,15 @@ impl RawTree {
             return Err((StoreFail::Occupied, ptr::null_mut()));
         }
 
-        // Cutting a value in two needs a second owner for the right piece;
-        // a reserved marker is simply kept on both sides. With `rebase`, a
-        // value whose start the store moves (its front overwritten) gets a
-        // new handle for its new range too. Made before anything changes.
-        let is_split = same_slot && lmin < first && rmax > last && is_value(lval);
-        let rebased = !is_split && rebase && rmax > last && is_value(rval);
-        let split_word = if is_split || rebased {
-            match split {
-                Some(f) => f(rval, rmin, last + 1, rmax),
-                None => return Err((StoreFail::NeedSplit, ptr::null_mut())),
-            }
-        } else {
-            ptr::null_mut()
+        let ends = Ends { lmin, lval, rmin, rmax, rval, same_slot };
+        let cut = match cut(first, last, entry, ends, rebase, &mut split) {
+            Ok(cut) => cut,
+            Err(fail) => return Err((fail, ptr::null_mut())),
         };
-        let keep_left = lmin < first;
-        // The right neighbour's slot stays as it is (same handle), unless
-        // it was cut in two or rebased.
-        let keep_right = rmax > last && !is_split && !rebased;
+        let Cut { pieces, keep_left, keep_right, right_made } = cut;
+        let split_word = if right_made { pieces[pieces.len() - 1].slot } else { ptr::null_mut() };
 
-        // The new slots that replace l.off ..= r.off, and the values that
-        // fall out of the tree.
-        let mut pieces: ArrayVec<Item, 3> = ArrayVec::new();
-        if keep_left {
-            pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
-        }
-        pieces.push(Item { last, slot: entry, gap: 0 });
-        if rmax > last {
-            let v = if is_split || rebased { split_word } else { rval };
-            pieces.push(Item { last: rmax, slot: v, gap: 0 });
-        }
+        // The values that fall out of the tree.
         let mut removed = Removed::default();
         if l.node == r.node {
             for k in l.off..=r.off {
@@ -354,7 +396,7 @@ impl RawTree {
                 }
             }
         }
-        let added = usize::from(is_value(entry)) + usize::from(is_split || rebased);
+        let added = usize::from(is_value(entry)) + usize::from(right_made);
 
         if !self.rcu && l.node == r.node {
             // SAFETY: not RCU mode, so (the caller's contract) no reader
