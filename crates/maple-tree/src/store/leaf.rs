@@ -23,7 +23,7 @@ use core::{ops::RangeInclusive, ptr};
 use super::{cut, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
-    node::{range_len, slot_bounds, Item, Kind},
+    node::{range_len, slot_bounds, Item, Kind, PIVOT_UNUSED},
     raw::{Level, Path, RawTree},
     sync::Ordering,
 };
@@ -85,8 +85,14 @@ impl RawTree {
         let load = |k: usize| slots[k].load(Ordering::Relaxed);
         let (mut first, mut last) = (w.first, w.last);
         let mut a = l.off;
-        let mut b = l.node.find_from(a, last);
-        let count = l.node.count_from(b);
+        let mut b = a;
+        while b < piv.len() && piv[b].load(Ordering::Relaxed) < last {
+            b += 1;
+        }
+        let mut count = b + 1;
+        while count - 1 < piv.len() && piv[count - 1].load(Ordering::Relaxed) != PIVOT_UNUSED {
+            count += 1;
+        }
         let (mut lo_a, hi_a) = slot_bounds(piv, a, l.min, l.max);
         let (lo_b, mut hi_b) = slot_bounds(piv, b, l.min, l.max);
         let mut lval = load(a);
@@ -150,7 +156,7 @@ impl RawTree {
         let added = usize::from(is_value(w.entry)) + usize::from(cut.right_made);
         // SAFETY: no reader exists (this function's contract); the fill
         // was checked legal.
-        unsafe { self.splice_and_regap(lpath, a..=b, count, &cut.pieces, lost) };
+        unsafe { self.splice_and_regap(lpath, a..=b, count, cut.pieces(), lost) };
         self.len.set(self.len.get() + added - removed.len());
         Some(Ok(()))
     }

@@ -142,7 +142,9 @@ struct Ends {
 
 /// The one to three slots that replace the ones a write touches.
 struct Cut {
-    pieces: ArrayVec<Item, 3>,
+    /// The pieces: `piece[..n]`.
+    piece: [Item; 3],
+    n: usize,
     /// The left slot's front stays (as the first piece, same handle).
     keep_left: bool,
     /// The right slot's tail stays with its own handle (the last piece).
@@ -158,7 +160,7 @@ struct Cut {
 /// whose front the write overwrites gets a new handle for its new range
 /// too. Those handles come from `split`, called here, before anything
 /// changes; without it such a write fails with [`StoreFail::NeedSplit`].
-#[inline]
+#[inline(always)]
 fn cut(
     first: u64,
     last: u64,
@@ -180,15 +182,25 @@ fn cut(
     } else {
         rval
     };
-    let mut pieces = ArrayVec::new();
+    let mut piece = [Item { last, slot: entry, gap: 0 }; 3];
+    let mut n = 0;
     if keep_left {
-        pieces.push(Item { last: first - 1, slot: lval, gap: 0 });
+        piece[0] = Item { last: first - 1, slot: lval, gap: 0 };
+        n = 1;
     }
-    pieces.push(Item { last, slot: entry, gap: 0 });
+    piece[n] = Item { last, slot: entry, gap: 0 };
+    n += 1;
     if has_right {
-        pieces.push(Item { last: rmax, slot: right, gap: 0 });
+        piece[n] = Item { last: rmax, slot: right, gap: 0 };
+        n += 1;
     }
-    Ok(Cut { pieces, keep_left, keep_right: has_right && !right_made, right_made })
+    Ok(Cut { piece, n, keep_left, keep_right: has_right && !right_made, right_made })
+}
+
+impl Cut {
+    fn pieces(&self) -> &[Item] {
+        &self.piece[..self.n]
+    }
 }
 
 /// Value words a write took out of the tree; the typed layer drops them.
@@ -373,7 +385,7 @@ impl RawTree {
             Ok(cut) => cut,
             Err(fail) => return Err((fail, ptr::null_mut())),
         };
-        let Cut { pieces, keep_left, keep_right, right_made } = cut;
+        let (pieces, keep_left, keep_right, right_made) = (cut.pieces(), cut.keep_left, cut.keep_right, cut.right_made);
         let split_word = if right_made { pieces[pieces.len() - 1].slot } else { ptr::null_mut() };
 
         // The values that fall out of the tree.
@@ -401,7 +413,7 @@ impl RawTree {
         if !self.rcu && l.node == r.node {
             // SAFETY: not RCU mode, so (the caller's contract) no reader
             // exists; we are the only writer.
-            if unsafe { self.store_in_leaf(lpath, r.off, &pieces) } {
+            if unsafe { self.store_in_leaf(lpath, r.off, pieces) } {
                 self.len.set(self.len.get() + added - removed.len());
                 out.removed = removed;
                 // The leaf kept its place and bounds (only the offset of the
@@ -410,7 +422,7 @@ impl RawTree {
             }
         }
         // SAFETY: the caller's contract (only writer; RCU rules).
-        match unsafe { self.rebuild(lpath, &mut rpath, &pieces, removed, added) } {
+        match unsafe { self.rebuild(lpath, &mut rpath, pieces, removed, added) } {
             Ok(stored) => {
                 *out = stored;
                 Ok(false)
