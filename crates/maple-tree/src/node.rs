@@ -111,13 +111,22 @@ impl Kind {
         matches!(self, Kind::Leaf)
     }
 
+    /// The kind in the low bits of a tagged pointer.
+    ///
+    /// # Safety
+    ///
+    /// `bits` is the address of a pointer tagged by [`NodeRef::encode`]:
+    /// its low bits hold a `Kind` discriminant (1, 2 or 3; never 0).
     #[inline]
-    fn from_bits(bits: usize) -> Kind {
-        match bits & KIND_MASK {
-            1 => Kind::Leaf,
-            2 => Kind::Range64,
-            _ => Kind::Arange64,
-        }
+    unsafe fn from_bits(bits: usize) -> Kind {
+        let tag = bits & KIND_MASK;
+        debug_assert!(tag != 0, "an encoded node pointer carries its kind");
+        // SAFETY: `Kind` is `repr(usize)` with the discriminants 1, 2 and
+        // 3; `encode` tagged the pointer with one of them (the caller's
+        // contract), and `KIND_MASK` keeps exactly those bits. (A match
+        // with a default arm costs about seven instructions per level of
+        // every walk.)
+        unsafe { core::mem::transmute::<usize, Kind>(tag) }
     }
 }
 
@@ -246,7 +255,8 @@ impl NodeRef {
     /// node that outlives every use of the returned value.
     #[inline]
     pub(crate) unsafe fn decode(raw: *mut ()) -> NodeRef {
-        let kind = Kind::from_bits(raw.addr());
+        // SAFETY: `raw` came from `encode` (this function's contract).
+        let kind = unsafe { Kind::from_bits(raw.addr()) };
         let ptr = raw.map_addr(|a| a & ADDR_MASK).cast::<Node>();
         // SAFETY: the caller guarantees `raw` came from `encode` of a live
         // node, so the untagged address is that node's non-null address.
@@ -375,17 +385,12 @@ impl NodeRef {
     }
 
     #[inline]
-    pub(crate) fn set_gap(self, i: usize, v: u64) {
-        self.arange().gap[i].store(v, Ordering::Relaxed)
-    }
-
-    #[inline]
     pub(crate) fn gap_offset(self) -> usize {
         self.arange().meta.load(Ordering::Relaxed) as usize
     }
 
     #[inline]
-    pub(crate) fn set_gap_offset(self, off: usize) {
+    fn set_gap_offset(self, off: usize) {
         self.arange().meta.store(off as u64, Ordering::Relaxed)
     }
 
@@ -668,7 +673,8 @@ impl NodeRef {
 
     /// Replaces slots `from..to` of a leaf that has `count` used slots with
     /// `items`, shifting the slots after them in place. The result must fit
-    /// (at most 16 slots).
+    /// (at most 16 slots). When `items` are as many as the slots replaced,
+    /// `count` is not read (callers may pass 0).
     ///
     /// # Safety
     ///
@@ -677,12 +683,27 @@ impl NodeRef {
     /// slot and hand out a value the writer is about to drop. Callers hold
     /// the tree through `&mut` with RCU mode off.
     pub(crate) unsafe fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
-        debug_assert!(self.is_leaf() && from < to && to <= count);
+        let piv = self.leaf_pivots();
+        let slots = self.leaf_slots();
+        let pivs = RANGE64_SLOTS - 1;
+        if items.len() == to - from {
+            // As many slots as before: nothing moves, and `count` is not
+            // needed. The last item keeps the replaced slot's end, so its
+            // pivot is written only if that slot had one in use (it was
+            // not the leaf's last slot).
+            let last = items.len() - 1;
+            for (k, it) in items.iter().enumerate() {
+                let i = from + k;
+                if i < pivs && (k < last || piv[i].load(Ordering::Relaxed) != PIVOT_UNUSED) {
+                    piv[i].store(it.last, Ordering::Relaxed);
+                }
+                slots[i].store(it.slot, Ordering::Relaxed);
+            }
+            return;
+        }
+        debug_assert!(from < to && to <= count);
         let new_count = count - (to - from) + items.len();
         debug_assert!(new_count <= RANGE64_SLOTS);
-        let piv = self.pivot_array();
-        let slots = self.slot_array();
-        let pivs = RANGE64_SLOTS - 1;
         let end = from + items.len(); // where the tail starts afterwards
         let mv = |i: usize, j: usize| {
             // The old last slot has no pivot: it ends at the node's max and
@@ -718,19 +739,41 @@ impl NodeRef {
         }
     }
 
-    /// Recomputes the largest-gap offset of a gap node after one gap changed.
-    pub(crate) fn refresh_gap_offset(self) {
-        let gaps = &self.arange().gap;
-        let mut best = 0;
-        let mut best_gap = 0;
-        for (i, g) in gaps.iter().enumerate() {
-            let g = g.load(Ordering::Relaxed); // unused gaps are 0
-            if g > best_gap {
+    /// Records `g` as the largest gap below child `off` of a gap node and
+    /// keeps the node's largest-gap offset right: returns the node's own
+    /// largest gap afterwards, or `None` if child `off`'s gap was already
+    /// `g` (nothing changed, here or above). The offset is found again by a
+    /// scan only when the child that held the largest gap shrank.
+    pub(crate) fn set_child_gap(self, off: usize, g: u64) -> Option<u64> {
+        let a = self.arange();
+        let slot = &a.gap[off];
+        let old = slot.load(Ordering::Relaxed);
+        if old == g {
+            return None;
+        }
+        slot.store(g, Ordering::Relaxed);
+        let best = a.meta.load(Ordering::Relaxed) as usize;
+        if best != off {
+            let best_gap = a.gap[best].load(Ordering::Relaxed);
+            if g <= best_gap {
+                return Some(best_gap);
+            }
+            a.meta.store(off as u64, Ordering::Relaxed);
+            return Some(g);
+        } else if g > old {
+            return Some(g);
+        }
+        // Child `off` held the largest gap and shrank.
+        let (mut best, mut best_gap) = (0, 0);
+        for (i, gap) in a.gap.iter().enumerate() {
+            let gap = gap.load(Ordering::Relaxed); // unused gaps are 0
+            if gap > best_gap {
                 best = i;
-                best_gap = g;
+                best_gap = gap;
             }
         }
-        self.set_gap_offset(best);
+        a.meta.store(best as u64, Ordering::Relaxed);
+        Some(best_gap)
     }
 }
 

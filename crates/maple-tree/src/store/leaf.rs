@@ -23,7 +23,7 @@ use core::{ops::RangeInclusive, ptr};
 use super::{cut, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
-    node::{range_len, slot_bounds, Item, Kind, PIVOT_UNUSED},
+    node::{range_len, slot_bounds, Item, Kind},
     raw::{Level, Path, RawTree},
     sync::Ordering,
 };
@@ -89,10 +89,6 @@ impl RawTree {
         while b < piv.len() && piv[b].load(Ordering::Relaxed) < last {
             b += 1;
         }
-        let mut count = b + 1;
-        while count - 1 < piv.len() && piv[count - 1].load(Ordering::Relaxed) != PIVOT_UNUSED {
-            count += 1;
-        }
         let (mut lo_a, hi_a) = slot_bounds(piv, a, l.min, l.max);
         let (lo_b, mut hi_b) = slot_bounds(piv, b, l.min, l.max);
         let mut lval = load(a);
@@ -115,7 +111,9 @@ impl RawTree {
             if rval.is_null() {
                 last = hi_b;
             } else if hi_b == last && last != u64::MAX {
-                if b + 1 == count {
+                // Slot `b` is the leaf's last (it ends at the leaf's bound):
+                // the neighbour is in the next leaf.
+                if hi_b == l.max {
                     return None;
                 }
                 if load(b + 1).is_null() {
@@ -128,12 +126,21 @@ impl RawTree {
         if w.insert_only && !(lval.is_null() && hi_a >= last) {
             return Some(Err((StoreFail::Occupied, ptr::null_mut())));
         }
-        // The fill is checked before `cut` makes any handle.
+        // The fill is checked before `cut` makes any handle. A write that
+        // puts back as many slots as it replaces (the kernel's slot store:
+        // a bound between two slots moves) keeps the leaf's fill, which is
+        // legal, and moves no other slot: its count is not needed.
         let keep_left = lo_a < first;
-        let new_count = count - (b - a + 1) + 1 + usize::from(keep_left) + usize::from(hi_b > last);
-        if !self.leaf_fill_legal(lpath, new_count, !keep_left && w.entry.is_null()) {
-            return None;
-        }
+        let new_slots = 1 + usize::from(keep_left) + usize::from(hi_b > last);
+        let count = if new_slots == b - a + 1 {
+            0
+        } else {
+            let count = l.node.count_from(b);
+            if !self.leaf_fill_legal(lpath, count - (b - a + 1) + new_slots, !keep_left && w.entry.is_null()) {
+                return None;
+            }
+            count
+        };
         // From here on the write cannot fail (but for a missing `split`).
         let ends = Ends { lmin: lo_a, lval, rmin: lo_b, rmax: hi_b, rval, same_slot: a == b };
         let cut = match cut(first, last, w.entry, ends, w.rebase, w.split) {
@@ -174,9 +181,10 @@ impl RawTree {
             && !(leaf == 0 && new_count == 1 && only_empty)
     }
 
-    /// Replaces slots `span` (of `count` used) of the leaf at the end of
-    /// `lpath` with `pieces` and brings the gaps above up to date, given
-    /// `lost`, the largest empty range the replaced slots held.
+    /// Replaces slots `span` (of `count` used; not needed, and may be 0,
+    /// when `pieces` are as many as the slots replaced) of the leaf at the
+    /// end of `lpath` with `pieces` and brings the gaps above up to date,
+    /// given `lost`, the largest empty range the replaced slots held.
     ///
     /// # Safety
     ///
@@ -275,22 +283,11 @@ impl RawTree {
     /// Records `g` as the largest gap below `lpath[level]`'s slot in its
     /// parent, and so on upwards while the parents' largest gaps change.
     fn propagate_gap(&self, lpath: &Path, level: usize, mut g: u64) {
-        let mut j = level;
-        while j > 0 {
-            let p = lpath[j - 1];
-            let old = p.node.gap(p.off);
-            if old == g {
-                return;
+        for p in lpath[..level].iter().rev() {
+            match p.node.set_child_gap(p.off, g) {
+                Some(now) => g = now,
+                None => return,
             }
-            p.node.set_gap(p.off, g);
-            let best = p.node.gap_offset();
-            if g > p.node.gap(best) || best == p.off && g > old {
-                p.node.set_gap_offset(p.off);
-            } else if best == p.off {
-                p.node.refresh_gap_offset();
-            }
-            g = p.node.gap(p.node.gap_offset());
-            j -= 1;
         }
     }
 }
@@ -330,6 +327,41 @@ mod tests {
                 let gaps: Vec<_> = t.gaps(0..=399).collect();
                 assert_eq!(gaps, [lo..=lo + 4, lo + 15..=lo + 19], "k {k}, side {side}");
             }
+        }
+    }
+
+    /// A write that puts back as many slots as it replaces moves a bound
+    /// in place (nothing shifts, the slot count is not read). Over every
+    /// pair of neighbouring ranges of a three-leaf tree, the front of the
+    /// right one and the tail of the left one: where the pair ends a leaf,
+    /// the last slot's pivot must stay unused.
+    #[test]
+    fn moving_a_bound_between_two_slots_keeps_the_leaf_intact() {
+        // Full leaves (bulk-built; the last slot has no pivot) and partly
+        // filled ones (inserted in a scrambled order).
+        let bulk =
+            || -> MapleTree<U63> { MapleTree::from_sorted((0..40u64).map(|i| (i * 10..=i * 10 + 9, u(i)))).unwrap() };
+        let scrambled = || -> MapleTree<U63> {
+            let mut t = MapleTree::new();
+            for i in (0..40u64).map(|i| i * 17 % 40) {
+                t.insert_range(i * 10..=i * 10 + 9, u(i)).unwrap();
+            }
+            t
+        };
+        assert!(bulk().stats().leaves >= 3 && scrambled().stats().leaves >= 3);
+        for (k, build) in (0..39u64).flat_map(|k| [(k, &bulk as &dyn Fn() -> MapleTree<U63>), (k, &scrambled)]) {
+            // [k*10+5, k*10+19]: the left range's tail and all of the right.
+            let mut t = build();
+            t.store_range(k * 10 + 5..=k * 10 + 19, u(99)).unwrap();
+            t.validate().unwrap_or_else(|e| panic!("k {k}: {e:?}"));
+            assert_eq!(t.len(), 40, "k {k}");
+            assert_eq!(t.get_range(k * 10), Some((k * 10..=k * 10 + 4, u(k))), "k {k}");
+            assert_eq!(t.get_range(k * 10 + 19), Some((k * 10 + 5..=k * 10 + 19, u(99))), "k {k}");
+            // And back: all of the left range and the right one's front.
+            t.store_range(k * 10..=k * 10 + 9, u(k)).unwrap();
+            t.validate().unwrap_or_else(|e| panic!("k {k}, back: {e:?}"));
+            assert_eq!(t.get_range(k * 10), Some((k * 10..=k * 10 + 9, u(k))), "k {k}");
+            assert_eq!(t.get_range(k * 10 + 12), Some((k * 10 + 10..=k * 10 + 19, u(99))), "k {k}");
         }
     }
 
