@@ -113,7 +113,7 @@ impl RawTree {
                     let n = unsafe { NodeRef::decode(it.slot) };
                     for c in 0..n.count() {
                         // SAFETY: internal node, used slot.
-                        unsafe { n.child(c) }.set_parent(n, c);
+                        unsafe { n.child(c) }.set_parent(n);
                     }
                 }
             }

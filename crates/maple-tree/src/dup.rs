@@ -105,7 +105,7 @@ fn dup_from(
         }
         for (i, &(child, copy, _, _)) in kids.iter().enumerate() {
             copy_node(child, copy);
-            copy.set_parent(dst, i);
+            copy.set_parent(dst);
             dst.set_slot(i, copy.encode());
         }
         stack.extend(kids.into_iter().rev());

@@ -36,13 +36,16 @@
 //!  |        node address >> 8            |  0 0 0 0 | kind|   kind: 1 leaf, 2 range64, 3 arange64
 //!  +-------------------------------------+----------+-----+
 //!  parent word of a node:
-//!  +-------------------------------------+----------+-----+
-//!  |        parent address >> 8          | offset   |0 0 R|   R: this node is the root (address 0)
-//!  +-------------------------------------+----------+-----+   offset: slot of this node in its parent
+//!  +-------------------------------------+----------------+
+//!  |        parent address >> 8          | 0 0 0 0 0 0 0 R|   R: this node is the root (address 0)
+//!  +-------------------------------------+----------------+
 //! ```
 //!
 //! A node whose parent word points at itself is dead (replaced; waiting to
-//! be reclaimed).
+//! be reclaimed). The kernel also keeps the node's slot in its parent in
+//! the low bits; nothing here walks upwards by parent words (cursors keep
+//! their path), so they carry none, and a child that only shifts inside its
+//! parent keeps its word (rewriting it would cost a cache miss).
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -67,7 +70,6 @@ pub(crate) const MAX_HEIGHT: usize = 31;
 
 const KIND_MASK: usize = 0b11;
 const ROOT_BIT: usize = 0b1;
-const OFFSET_SHIFT: usize = 3;
 const ADDR_MASK: usize = !0xff;
 
 /// The three node types.
@@ -505,11 +507,13 @@ impl NodeRef {
         self.node().parent.load(Ordering::Acquire)
     }
 
-    /// Records `parent` (slot `off`) as this node's parent.
+    /// Records `parent` as this node's parent. (The word holds no slot
+    /// offset, unlike the kernel's: nothing navigates by it, and without
+    /// it the children that only shift within their parent keep their
+    /// words, where rewriting them costs a cache miss each.)
     #[inline]
-    pub(crate) fn set_parent(self, parent: NodeRef, off: usize) {
-        let word = parent.ptr.as_ptr().map_addr(|a| a | (off << OFFSET_SHIFT));
-        self.node().parent.store(word, Ordering::Release)
+    pub(crate) fn set_parent(self, parent: NodeRef) {
+        self.node().parent.store(parent.ptr.as_ptr(), Ordering::Release)
     }
 
     /// Initialises the parent word of a fresh node (to null).
@@ -539,13 +543,13 @@ impl NodeRef {
         self.parent_word() == self.ptr.as_ptr()
     }
 
-    /// Decoded parent word: `None` for the root, else (parent address, offset).
-    pub(crate) fn parent_info(self) -> Option<(usize, usize)> {
+    /// Decoded parent word: `None` for the root, else the parent's address.
+    pub(crate) fn parent_info(self) -> Option<usize> {
         let w = self.parent_word();
         if w.addr() & ROOT_BIT != 0 {
             None
         } else {
-            Some((w.addr() & ADDR_MASK, (w.addr() & !ADDR_MASK) >> OFFSET_SHIFT))
+            Some(w.addr())
         }
     }
 
@@ -925,8 +929,8 @@ mod tests {
             vec![Item { last: 99, slot: leaf.encode(), gap: 7 }, Item { last: u64::MAX, slot: leaf.encode(), gap: 30 }];
         inner.fill(&kids);
         assert_eq!((inner.count(), inner.gap_offset(), inner.max_gap(0, u64::MAX)), (2, 1, 30));
-        leaf.set_parent(inner, 1);
-        assert_eq!(leaf.parent_info(), Some((inner.addr(), 1)));
+        leaf.set_parent(inner);
+        assert_eq!(leaf.parent_info(), Some(inner.addr()));
         inner.set_root_parent();
         assert_eq!(inner.parent_info(), None);
         // SAFETY: allocated above, freed once each.

@@ -39,8 +39,9 @@ use crate::{
 
 /// How the planned change becomes visible.
 enum Publish {
-    /// Overwrite this node with the final content (exclusive access only).
-    InPlace { level: usize },
+    /// Overwrite this node with the final content (exclusive access only);
+    /// `new` children (internal nodes), from the path's slot on, are fresh.
+    InPlace { level: usize, new: usize },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
     Replace { level: usize, node: NodeRef },
     /// New root (possibly taller or shorter than before).
@@ -263,6 +264,8 @@ impl RawTree {
         let mut d = leaf;
         let mut cmin = lpath[leaf].min;
         let mut cmax = rpath[leaf].max;
+        // How many of the content's items are nodes made at the level below.
+        let mut new_below = 0;
         loop {
             let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
             let mut extended = false;
@@ -314,7 +317,7 @@ impl RawTree {
             let single = !extended && lpath[d].node == rpath[d].node;
             if single && ends.len() == 1 {
                 if !self.rcu {
-                    return Ok(Publish::InPlace { level: d });
+                    return Ok(Publish::InPlace { level: d, new: new_below });
                 }
                 let node = fresh.alloc(kind)?;
                 node.fill(content);
@@ -355,6 +358,7 @@ impl RawTree {
             let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
             content.clear();
             lp.node.read_items(lp.max, 0..lp.off, content);
+            new_below = up.len();
             content.extend(up);
             rp.node.read_items(rp.max, rp.off + 1..rp.node.count(), content);
             cmin = lp.min;
@@ -367,15 +371,17 @@ impl RawTree {
     /// be refreshed (None when the root changed).
     fn publish(&self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
         match publish {
-            Publish::InPlace { level } => {
+            Publish::InPlace { level, new } => {
                 let node = lpath[level].node;
                 node.fill(content);
-                if !node.is_leaf() {
-                    // The children before the path kept their parent and
-                    // their slot; from the path's slot on they are new or
-                    // shifted. (Not touching the others spares a cache
-                    // miss each in a big tree.)
-                    fix_children_from(node, lpath[level].off);
+                // Only the fresh children need their parent word: the others
+                // stay under this node, shifted or not. (Touching them would
+                // cost a cache miss each in a big tree.)
+                let off = lpath[level].off;
+                for i in off..off + new {
+                    // SAFETY: an internal node's used slot (the fresh nodes
+                    // were filled in at the path's slot).
+                    unsafe { node.child(i) }.set_parent(node);
                 }
                 Some(level)
             }
@@ -385,7 +391,7 @@ impl RawTree {
             }
             Publish::Replace { level, node } => {
                 let p = lpath[level - 1];
-                node.set_parent(p.node, p.off);
+                node.set_parent(p.node);
                 p.node.set_slot(p.off, node.encode());
                 Some(level)
             }
@@ -464,14 +470,9 @@ fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) 
 
 /// Points every child of `node` back at it.
 fn fix_children(node: NodeRef) {
-    fix_children_from(node, 0);
-}
-
-/// [`fix_children`] for the children in slots `from..` only.
-fn fix_children_from(node: NodeRef, from: usize) {
-    for i in from..node.count() {
+    for i in 0..node.count() {
         // SAFETY: internal node, used slot.
-        unsafe { node.child(i) }.set_parent(node, i);
+        unsafe { node.child(i) }.set_parent(node);
     }
 }
 
