@@ -129,10 +129,15 @@ impl RawTree {
         // The fill is checked before `cut` makes any handle. A write that
         // puts back as many slots as it replaces (the kernel's slot store:
         // a bound between two slots moves) keeps the leaf's fill, which is
-        // legal, and moves no other slot: its count is not needed.
+        // legal, and moves no other slot: its count is not needed. Only a
+        // root leaf left holding one empty range (slot `a` spanned the
+        // whole leaf) is not a legal tree: the general path frees it.
         let keep_left = lo_a < first;
         let new_slots = 1 + usize::from(keep_left) + usize::from(hi_b > last);
         let count = if new_slots == b - a + 1 {
+            if leaf == 0 && new_slots == 1 && w.entry.is_null() && lo_a == l.min && hi_b == l.max {
+                return None;
+            }
             0
         } else {
             let count = l.node.count_from(b);
@@ -326,6 +331,32 @@ mod tests {
                 t.validate().unwrap();
                 let gaps: Vec<_> = t.gaps(0..=399).collect();
                 assert_eq!(gaps, [lo..=lo + 4, lo + 15..=lo + 19], "k {k}, side {side}");
+            }
+        }
+    }
+
+    /// A root leaf holding one range, emptied by an erase or a removal of
+    /// that range or of everything, leaves an empty tree (no node), with and without
+    /// gap tracking; a range that leaves room around it empties the tree
+    /// too. (The slot-store lane once kept a root leaf of one empty range:
+    /// `[0, u64::MAX]` stored, then erased, found by the CLI's fuzz test.)
+    #[test]
+    fn emptying_a_root_leaf_of_one_range_empties_the_tree() {
+        for gaps in [false, true] {
+            for (lo, hi) in [(0, u64::MAX), (0, 10), (5, u64::MAX), (5, 10)] {
+                for how in 0..3 {
+                    let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+                    t.store_range(lo..=hi, u(1)).unwrap();
+                    match how {
+                        0 => assert_eq!(t.erase(lo), Some(u(1))),
+                        1 => t.remove_range(lo..=hi).unwrap(),
+                        _ => t.remove_range(..).unwrap(),
+                    }
+                    t.validate().unwrap_or_else(|e| panic!("gaps {gaps}, [{lo}, {hi}], how {how}: {e:?}"));
+                    assert!(t.is_empty());
+                    let s = t.stats();
+                    assert_eq!(s.leaves + s.internal, 0, "gaps {gaps}, [{lo}, {hi}], how {how}");
+                }
             }
         }
     }
