@@ -687,60 +687,39 @@ impl NodeRef {
     /// slot and hand out a value the writer is about to drop. Callers hold
     /// the tree through `&mut` with RCU mode off.
     pub(crate) unsafe fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
-        let piv = self.leaf_pivots();
-        let slots = self.leaf_slots();
-        let pivs = RANGE64_SLOTS - 1;
-        if items.len() == to - from {
-            // As many slots as before: nothing moves, and `count` is not
-            // needed. The last item keeps the replaced slot's end, so its
-            // pivot is written only if that slot had one in use (it was
-            // not the leaf's last slot).
-            let last = items.len() - 1;
-            for (k, it) in items.iter().enumerate() {
-                let i = from + k;
-                if i < pivs && (k < last || piv[i].load(Ordering::Relaxed) != PIVOT_UNUSED) {
-                    piv[i].store(it.last, Ordering::Relaxed);
-                }
-                slots[i].store(it.slot, Ordering::Relaxed);
-            }
-            return;
+        splice_words(self.leaf_pivots(), self.leaf_slots(), None, from, to, count, items);
+    }
+
+    /// [`splice_leaf`](Self::splice_leaf) for an internal node: `items`
+    /// are child pointers with (in a gap node) their largest gaps; the
+    /// largest-gap offset is found again. The callers set the parent words
+    /// of children new to this node.
+    ///
+    /// # Safety
+    ///
+    /// As for `splice_leaf`: no reader can be in `self`.
+    pub(crate) unsafe fn splice_internal(self, from: usize, to: usize, count: usize, items: &[Item]) {
+        debug_assert!(!self.is_leaf());
+        let (piv, slots) = self.arrays();
+        if self.kind == Kind::Arange64 {
+            splice_words(piv, slots, Some(&self.arange().gap), from, to, count, items);
+            self.refresh_gap_offset();
+        } else {
+            splice_words(piv, slots, None, from, to, count, items);
         }
-        debug_assert!(from < to && to <= count);
-        let new_count = count - (to - from) + items.len();
-        debug_assert!(new_count <= RANGE64_SLOTS);
-        let end = from + items.len(); // where the tail starts afterwards
-        let mv = |i: usize, j: usize| {
-            // The old last slot has no pivot: it ends at the node's max and
-            // stays last, so its (unused) pivot needs no copy.
-            if i < count - 1 {
-                piv[j].store(piv[i].load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            slots[j].store(slots[i].load(Ordering::Relaxed), Ordering::Relaxed);
-        };
-        if end > to {
-            for i in (to..count).rev() {
-                mv(i, i + (end - to));
-            }
-        } else if end < to {
-            for i in to..count {
-                mv(i, i - (to - end));
+    }
+
+    /// Recomputes the largest-gap offset of a gap node.
+    fn refresh_gap_offset(self) {
+        let (mut best, mut best_gap) = (0, 0);
+        for (i, gap) in self.arange().gap.iter().enumerate() {
+            let gap = gap.load(Ordering::Relaxed); // unused gaps are 0
+            if gap > best_gap {
+                best = i;
+                best_gap = gap;
             }
         }
-        for (k, it) in items.iter().enumerate() {
-            if from + k < pivs {
-                piv[from + k].store(it.last, Ordering::Relaxed);
-            }
-            slots[from + k].store(it.slot, Ordering::Relaxed);
-        }
-        if new_count - 1 < pivs {
-            piv[new_count - 1].store(PIVOT_UNUSED, Ordering::Relaxed);
-        }
-        for i in new_count..count {
-            if i < pivs {
-                piv[i].store(PIVOT_UNUSED, Ordering::Relaxed);
-            }
-            slots[i].store(ptr::null_mut(), Ordering::Relaxed);
-        }
+        self.set_gap_offset(best);
     }
 
     /// Records `g` as the largest gap below child `off` of a gap node and
@@ -768,16 +747,89 @@ impl NodeRef {
             return Some(g);
         }
         // Child `off` held the largest gap and shrank.
-        let (mut best, mut best_gap) = (0, 0);
-        for (i, gap) in a.gap.iter().enumerate() {
-            let gap = gap.load(Ordering::Relaxed); // unused gaps are 0
-            if gap > best_gap {
-                best = i;
-                best_gap = gap;
+        self.refresh_gap_offset();
+        Some(self.gap(self.gap_offset()))
+    }
+}
+
+/// The word moves of [`NodeRef::splice_leaf`] and
+/// [`NodeRef::splice_internal`] over a node's arrays (`gaps` for a gap
+/// node): slots `from..to` of `count` replaced by `items`, the rest shifted,
+/// unused pivots `PIVOT_UNUSED`, unused slots null, unused gaps 0.
+#[inline(always)]
+fn splice_words(
+    piv: &[AtomicU64],
+    slots: &[AtomicPtr<()>],
+    gaps: Option<&[AtomicU64]>,
+    from: usize,
+    to: usize,
+    count: usize,
+    items: &[Item],
+) {
+    let pivs = piv.len();
+    if items.len() == to - from {
+        // As many slots as before: nothing moves, and `count` is not
+        // needed. The last item keeps the replaced slot's end, so its
+        // pivot is written only if that slot had one in use (it was not
+        // the node's last slot).
+        let last = items.len() - 1;
+        for (k, it) in items.iter().enumerate() {
+            let i = from + k;
+            if i < pivs && (k < last || piv[i].load(Ordering::Relaxed) != PIVOT_UNUSED) {
+                piv[i].store(it.last, Ordering::Relaxed);
+            }
+            slots[i].store(it.slot, Ordering::Relaxed);
+            if let Some(g) = gaps {
+                g[i].store(it.gap, Ordering::Relaxed);
             }
         }
-        a.meta.store(best as u64, Ordering::Relaxed);
-        Some(best_gap)
+        return;
+    }
+    debug_assert!(from < to && to <= count);
+    let new_count = count - (to - from) + items.len();
+    debug_assert!(new_count <= slots.len());
+    let end = from + items.len(); // where the tail starts afterwards
+    #[inline(always)]
+    fn mv(piv: &[AtomicU64], slots: &[AtomicPtr<()>], gaps: Option<&[AtomicU64]>, last: usize, i: usize, j: usize) {
+        // The old last slot has no pivot: it ends at the node's max and
+        // stays last, so its (unused) pivot needs no copy.
+        if i < last {
+            piv[j].store(piv[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        slots[j].store(slots[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        if let Some(g) = gaps {
+            g[j].store(g[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+    if end > to {
+        for i in (to..count).rev() {
+            mv(piv, slots, gaps, count - 1, i, i + (end - to));
+        }
+    } else if end < to {
+        for i in to..count {
+            mv(piv, slots, gaps, count - 1, i, i - (to - end));
+        }
+    }
+    for (k, it) in items.iter().enumerate() {
+        if from + k < pivs {
+            piv[from + k].store(it.last, Ordering::Relaxed);
+        }
+        slots[from + k].store(it.slot, Ordering::Relaxed);
+        if let Some(g) = gaps {
+            g[from + k].store(it.gap, Ordering::Relaxed);
+        }
+    }
+    if new_count - 1 < pivs {
+        piv[new_count - 1].store(PIVOT_UNUSED, Ordering::Relaxed);
+    }
+    for i in new_count..count {
+        if i < pivs {
+            piv[i].store(PIVOT_UNUSED, Ordering::Relaxed);
+        }
+        slots[i].store(ptr::null_mut(), Ordering::Relaxed);
+        if let Some(g) = gaps {
+            g[i].store(0, Ordering::Relaxed);
+        }
     }
 }
 

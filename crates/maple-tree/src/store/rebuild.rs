@@ -39,9 +39,12 @@ use crate::{
 
 /// How the planned change becomes visible.
 enum Publish {
-    /// Overwrite this node with the final content (exclusive access only);
-    /// `new` children (internal nodes), from the path's slot on, are fresh.
-    InPlace { level: usize, new: usize },
+    /// Overwrite this leaf with the final content (exclusive access only).
+    InPlace { level: usize },
+    /// Replace the slots of this internal node from the path's slot to
+    /// `to` (of `count`) with `up`, the fresh nodes of the level below,
+    /// shifting the others (exclusive access only).
+    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8> },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
     Replace { level: usize, node: NodeRef },
     /// New root (possibly taller or shorter than before).
@@ -264,8 +267,6 @@ impl RawTree {
         let mut d = leaf;
         let mut cmin = lpath[leaf].min;
         let mut cmax = rpath[leaf].max;
-        // How many of the content's items are nodes made at the level below.
-        let mut new_below = 0;
         loop {
             let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
             let mut extended = false;
@@ -317,7 +318,8 @@ impl RawTree {
             let single = !extended && lpath[d].node == rpath[d].node;
             if single && ends.len() == 1 {
                 if !self.rcu {
-                    return Ok(Publish::InPlace { level: d, new: new_below });
+                    debug_assert!(d == leaf, "internal nodes take the splice below");
+                    return Ok(Publish::InPlace { level: d });
                 }
                 let node = fresh.alloc(kind)?;
                 node.fill(content);
@@ -356,9 +358,20 @@ impl RawTree {
                 return Ok(Publish::Root { node, height });
             }
             let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
+            if !self.rcu && lp.node == rp.node {
+                // The parent takes the new nodes in place if it keeps a
+                // legal fill (what the general step below would find, with
+                // no items read or written but the ones that move).
+                let inner = self.inner_kind();
+                let count = lp.node.count();
+                let n = count - (rp.off - lp.off + 1) + up.len();
+                let exempt = d == 1 || rp.max == u64::MAX;
+                if n <= inner.slots() && (n >= inner.min_fill() || exempt) {
+                    return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up });
+                }
+            }
             content.clear();
             lp.node.read_items(lp.max, 0..lp.off, content);
-            new_below = up.len();
             content.extend(up);
             rp.node.read_items(rp.max, rp.off + 1..rp.node.count(), content);
             cmin = lp.min;
@@ -371,16 +384,21 @@ impl RawTree {
     /// be refreshed (None when the root changed).
     fn publish(&self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
         match publish {
-            Publish::InPlace { level, new } => {
-                let node = lpath[level].node;
-                node.fill(content);
+            Publish::InPlace { level } => {
+                lpath[level].node.fill(content);
+                Some(level)
+            }
+            Publish::Splice { level, to, count, up } => {
+                let Level { node, off, .. } = lpath[level];
+                // SAFETY: the plan makes a splice only outside RCU mode, where
+                // `&mut` access to the tree proves no reader exists.
+                unsafe { node.splice_internal(off, to + 1, count, &up) };
                 // Only the fresh children need their parent word: the others
                 // stay under this node, shifted or not. (Touching them would
                 // cost a cache miss each in a big tree.)
-                let off = lpath[level].off;
-                for i in off..off + new {
+                for i in off..off + up.len() {
                     // SAFETY: an internal node's used slot (the fresh nodes
-                    // were filled in at the path's slot).
+                    // were spliced in at the path's slot).
                     unsafe { node.child(i) }.set_parent(node);
                 }
                 Some(level)
