@@ -1,7 +1,8 @@
 //! A workload for profilers: builds trees by storing ranges in ascending or
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
-//! (`iter`), random erases (`erase`), a fork through a cursor (`fork`), or
+//! (`iter`), the gaps of a window (`gaps`), random erases (`erase`), a
+//! fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
@@ -85,6 +86,20 @@ fn main() {
         let mut sum = 0;
         for _ in 0..20_000 {
             sum += t.iter().map(|(_, v)| v.get()).sum::<u64>();
+        }
+        println!("{sum}");
+        return;
+    }
+    if mode == "gaps" {
+        // The gaps of a window of 100 entries, one after each (the
+        // report's "gaps in a window" row), in a gap-tracking tree.
+        let t: MapleTree<U63> =
+            MapleTree::from_sorted_with_gaps((0..100_000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i))))
+                .unwrap();
+        let (a, b) = (50_000 * 16, 50_100 * 16 - 1);
+        let mut sum = 0u64;
+        for _ in 0..100_000 {
+            sum = t.gaps(std::hint::black_box(a)..=b).fold(sum, |s, g| s.wrapping_add(g.start() + g.end()));
         }
         println!("{sum}");
         return;

@@ -5,7 +5,7 @@ use crate::prelude::*;
 
 use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
 
-use crate::{handle::Handle, raw::LeafWalk, tree::MapleTree};
+use crate::{handle::Handle, node::slot_bounds, raw::LeafWalk, sync::Ordering, tree::MapleTree};
 
 /// The empty ranges inside a window, ascending (or descending from the
 /// back), each cut to the window; made by [`MapleTree::gaps`].
@@ -59,21 +59,44 @@ impl<'a, V: Handle> Gaps<'a, V> {
     }
 
     /// Walks forward from `w`'s slot (inclusive) for at most `budget`
-    /// slots, looking for an empty one that starts at or below `hi`.
+    /// slots, looking for an empty one that starts at or below `hi`. Slots
+    /// are read straight from the leaf's arrays; the path is consulted only
+    /// to change leaves.
     fn scan_forward(w: &mut LeafWalk, hi: u64, budget: usize) -> Scan {
-        for _ in 0..budget {
-            let Some((s, e, word)) = w.current() else { return Scan::Found(0, u64::MAX) };
-            if s > hi {
-                return Scan::None;
+        let mut left = budget;
+        loop {
+            let Some(lv) = w.path.last_mut() else { return Scan::Found(0, u64::MAX) };
+            let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
+            let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
+            loop {
+                let i = lv.off;
+                // An unused pivot (`u64::MAX`) or none: the leaf's last
+                // slot, which ends at the leaf's bound.
+                let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
+                if s > hi {
+                    return Scan::None;
+                }
+                if slots[i].load(Ordering::Acquire).is_null() {
+                    return Scan::Found(s, e);
+                }
+                if e >= hi {
+                    return Scan::None;
+                }
+                left -= 1;
+                if left == 0 {
+                    return Scan::Far;
+                }
+                if e == lv.max {
+                    break;
+                }
+                lv.off = i + 1;
+                s = e + 1;
             }
-            if word.is_null() {
-                return Scan::Found(s, e);
-            }
-            if e >= hi || !w.next() {
+            // The leaf's last slot: on to the next leaf.
+            if !w.next() {
                 return Scan::None;
             }
         }
-        Scan::Far
     }
 
     /// Walks back from `w`'s slot (inclusive) for at most `budget` slots,
