@@ -1,8 +1,8 @@
 //! A workload for profilers: builds trees by storing ranges in ascending or
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
-//! (`iter`), the gaps of a window (`gaps`), random erases (`erase`), a
-//! fork through a cursor (`fork`), or
+//! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
+//! (`gaps`), random erases (`erase`), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
@@ -86,6 +86,19 @@ fn main() {
         let mut sum = 0;
         for _ in 0..20_000 {
             sum += t.iter().map(|(_, v)| v.get()).sum::<u64>();
+        }
+        println!("{sum}");
+        return;
+    }
+    if mode == "iter-for" {
+        // The same, entry by entry through `next` (a `for` loop).
+        let t: MapleTree<U63> =
+            MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+        let mut sum = 0;
+        for _ in 0..20_000 {
+            for (_, v) in &t {
+                sum += v.get();
+            }
         }
         println!("{sum}");
         return;

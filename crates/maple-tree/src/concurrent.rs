@@ -519,6 +519,14 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
         // 'g borrows; writers defer their drop until that guard is gone.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
+
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: value words read under the guard 'g
+            // borrows.
+            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+        })
+    }
 }
 
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {

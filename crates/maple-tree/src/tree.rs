@@ -16,7 +16,7 @@ use crate::{
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
     node::{NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
-    raw::{LeafWalk, Path, RawTree},
+    raw::{LeafWalk, Level, Path, RawTree},
     store::{Removed, Store, Stored},
     sync::Ordering,
     validate::ValidateError,
@@ -1177,6 +1177,14 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
         // the handle stays alive while it is.
         Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
     }
+
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: each value slot once, of a tree borrowed
+            // mutably for 'a.
+            f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
+        })
+    }
 }
 
 impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
@@ -1255,18 +1263,12 @@ impl RawIter {
         }
     }
 
-    /// Reads the entries of the leaf the walk stands on, from the walk's
-    /// current slot up to the slot reaching `last`, into the buffer.
-    fn load_leaf(&mut self, fresh: bool) {
-        let Some(&lv) = self.walk.path.last() else {
-            // An empty tree.
-            self.last_leaf = true;
-            return;
-        };
-        // Leaves are prefetched `PREFETCH_AHEAD` on (one leaf's scan is
-        // much shorter than a miss to memory): the one that far ahead as
-        // each leaf is read, and those before it too when the walk has just
-        // come under this parent (its start, or a step to a cousin leaf).
+    /// Prefetches the leaves `PREFETCH_AHEAD` on from the one the walk has
+    /// just reached (one leaf's scan is much shorter than a miss to
+    /// memory): the one that far ahead, and those before it too when the
+    /// walk has just come under this parent (its start, or a step to a
+    /// cousin leaf).
+    fn prefetch_ahead(&self, fresh: bool) {
         if let Some(p) = self.walk.path.len().checked_sub(2).map(|d| self.walk.path[d]) {
             let from = if fresh || p.off == 0 { 1 } else { PREFETCH_AHEAD };
             for k in p.off + from..=p.off + PREFETCH_AHEAD {
@@ -1278,50 +1280,60 @@ impl RawIter {
                 unsafe { p.node.child(k) }.prefetch();
             }
         }
-        let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
-        let (mut i, mut lo, last) = (lv.off, lv.node.slot_min(lv.off, lv.min), self.last);
-        let mut n = 0;
+    }
+
+    /// Reads the entries of the leaf the walk stands on, from the walk's
+    /// current slot up to the slot reaching `last`, into the buffer.
+    fn load_leaf(&mut self, fresh: bool) {
+        let Some(&lv) = self.walk.path.last() else {
+            // An empty tree.
+            self.last_leaf = true;
+            return;
+        };
+        self.prefetch_ahead(fresh);
         // Each slot is written to the buffer and kept only if it holds a
         // value (no branch on the slot); `n & 15` is `n` (a leaf has 16
-        // slots) and spares a bound check. The leaf's pivots never change
-        // while it is reachable (in-place writes under readers are single
-        // slots): the first unused pivot marks its last slot.
-        if lv.max <= last {
-            // The whole leaf is wanted: no slot can end the iteration early.
-            while i < RANGE64_SLOTS - 1 {
-                let p = piv[i].load(Ordering::Relaxed);
-                if p == PIVOT_UNUSED {
-                    break;
-                }
-                let v = slots[i].load(Ordering::Acquire);
-                self.buf[n & 15] = (lo, p, v);
-                n += usize::from(is_value(v));
-                // A pivot below the leaf's last slot is below its bound.
-                lo = p + 1;
-                i += 1;
-            }
-            let v = slots[i].load(Ordering::Acquire);
-            self.buf[n & 15] = (lo, lv.max, v);
-            n += usize::from(is_value(v));
-            self.last_leaf = lv.max == last || lv.max == u64::MAX;
-        } else {
-            // `lv.max > last`: the slot reaching `last` is in this leaf, at
-            // the latest its last slot (which ends at `lv.max`).
-            loop {
-                let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
-                let hi = if p == PIVOT_UNUSED { lv.max } else { p };
-                let v = slots[i].load(Ordering::Acquire);
-                self.buf[n & 15] = (lo, hi, v);
-                n += usize::from(is_value(v));
-                if hi >= last {
-                    self.last_leaf = true;
-                    break;
-                }
-                i += 1;
-                lo = hi + 1;
-            }
-        }
+        // slots) and spares a bound check.
+        let buf = &mut self.buf;
+        let (n, end) = scan_leaf(lv, self.last, 0usize, |n, lo, hi, v| {
+            buf[n & 15] = (lo, hi, v);
+            n + usize::from(is_value(v))
+        });
+        self.last_leaf = end;
         (self.pos, self.len) = (0, n as u8);
+    }
+
+    /// Folds `f` over the entries left, leaf by leaf: what the buffer
+    /// holds, then each further leaf's slots straight from its arrays, with
+    /// no buffer and no call per entry back into the iterator (what
+    /// `Iterator::fold`, hence `sum`, `for_each`, `count` and `collect`,
+    /// run on).
+    #[inline]
+    pub(crate) fn fold_entries<B>(mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
+        let mut acc = init;
+        loop {
+            for &(lo, hi, v) in &self.buf[usize::from(self.pos)..usize::from(self.len)] {
+                // SAFETY: only value words are kept in the buffer, and they
+                // are non-null.
+                acc = f(acc, lo, hi, unsafe { NonNull::new_unchecked(v) });
+            }
+            if self.last_leaf || !self.walk.next_leaf() {
+                return acc;
+            }
+            self.prefetch_ahead(false);
+            let Some(&lv) = self.walk.path.last() else { return acc };
+            let end;
+            (acc, end) = scan_leaf(lv, self.last, acc, |acc, lo, hi, v| {
+                if is_value(v) {
+                    // SAFETY: a value word is non-null.
+                    f(acc, lo, hi, unsafe { NonNull::new_unchecked(v) })
+                } else {
+                    acc
+                }
+            });
+            self.last_leaf = end;
+            (self.pos, self.len) = (0, 0);
+        }
     }
 
     /// Nothing is left to hand out.
@@ -1352,6 +1364,46 @@ impl RawIter {
     }
 }
 
+/// Calls `emit(acc, lo, hi, word)` for every slot of the leaf `lv` from
+/// its slot `lv.off` up to the slot reaching `last` (or the leaf's end), in
+/// order, threading the accumulator; returns it and whether the scan
+/// reached `last` or the tree's end. The leaf's pivots never change while
+/// it is reachable (in-place writes under readers are single slots): the
+/// first unused pivot marks its last slot.
+#[inline(always)]
+fn scan_leaf<B>(lv: Level, last: u64, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> (B, bool) {
+    let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
+    let (mut i, mut lo) = (lv.off, lv.node.slot_min(lv.off, lv.min));
+    if lv.max <= last {
+        // The whole leaf is wanted: no slot can end the iteration early.
+        while i < RANGE64_SLOTS - 1 {
+            let p = piv[i].load(Ordering::Relaxed);
+            if p == PIVOT_UNUSED {
+                break;
+            }
+            acc = emit(acc, lo, p, slots[i].load(Ordering::Acquire));
+            // A pivot below the leaf's last slot is below its bound.
+            lo = p + 1;
+            i += 1;
+        }
+        acc = emit(acc, lo, lv.max, slots[i].load(Ordering::Acquire));
+        (acc, lv.max == last || lv.max == u64::MAX)
+    } else {
+        // `lv.max > last`: the slot reaching `last` is in this leaf, at the
+        // latest its last slot (which ends at `lv.max`).
+        loop {
+            let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+            let hi = if p == PIVOT_UNUSED { lv.max } else { p };
+            acc = emit(acc, lo, hi, slots[i].load(Ordering::Acquire));
+            if hi >= last {
+                return (acc, true);
+            }
+            i += 1;
+            lo = hi + 1;
+        }
+    }
+}
+
 /// Iterator over entries in ascending order; see [`MapleTree::iter`].
 pub struct Iter<'a, V: Handle> {
     /// The tree stays borrowed: its values live while the iterator does.
@@ -1366,6 +1418,13 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
         // SAFETY: `next_entry` yields value words of the tree, which is
         // borrowed for 'a and keeps them alive meanwhile.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
+    }
+
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: value words of the tree borrowed for 'a.
+            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+        })
     }
 }
 
@@ -1383,6 +1442,13 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
         // SAFETY: `next_entry` yields value words of the borrowed tree,
         // alive while it is borrowed.
         Some((lo..=hi, unsafe { V::clone_raw(nn) }))
+    }
+
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+        self.inner.raw.fold_entries(init, |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: value words of the borrowed tree.
+            f(acc, (lo..=hi, unsafe { V::clone_raw(nn) }))
+        })
     }
 }
 

@@ -24,3 +24,74 @@ fn sequential_and_reverse() {
         }
     }
 }
+
+/// `fold` (what `sum`, `for_each`, `count` and friends run on) reads each
+/// leaf straight from its arrays instead of stepping: it must hand out
+/// exactly what `next` does, for every iterator kind, from any start,
+/// after any number of steps, up to any end (ends inside a leaf, on a leaf
+/// boundary, on an empty slot, beyond the last entry).
+#[test]
+fn folding_matches_stepping() {
+    use maple_tree::ConcurrentMapleTree;
+    let n: u64 = if cfg!(miri) { 40 } else { 300 };
+    // Every third index left empty; the others touching or spaced.
+    let entries: Vec<(u64, u64)> =
+        (0..n).filter(|i| i % 3 != 0).map(|i| (i * 10, i * 10 + if i % 2 == 0 { 9 } else { 5 })).collect();
+    let ends = [0, 1, 15, 16, 99, n * 5 + 3, n * 10 - 1, n * 10 + 7, u64::MAX];
+    let steps: &[usize] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 3, 17] };
+    for gaps in [false, true] {
+        let mut t: MapleTree<Box<u64>> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+        let c: ConcurrentMapleTree<maple_tree::U63> = ConcurrentMapleTree::new();
+        for &(s, e) in &entries {
+            t.insert_range(s..=e, Box::new(s)).unwrap();
+            c.lock().insert_range(s..=e, v(s)).unwrap();
+        }
+        assert!(t.stats().leaves >= if cfg!(miri) { 2 } else { 10 });
+        for &a in &ends {
+            for &b in ends.iter().filter(|&&b| b >= a) {
+                for &k in steps {
+                    let what = format!("gaps {gaps}, [{a}, {b}], {k} steps");
+                    // By `next` alone (what a `for` loop calls).
+                    let mut want = Vec::new();
+                    for (r, x) in t.range(a..=b) {
+                        want.push((*r.start(), *r.end(), *x));
+                    }
+                    // `k` steps, then `fold`.
+                    let mut it = t.range(a..=b);
+                    let mut got: Vec<_> = it.by_ref().take(k).map(|(r, x)| (*r.start(), *r.end(), *x)).collect();
+                    got = it.fold(got, |mut g, (r, x)| {
+                        g.push((*r.start(), *r.end(), *x));
+                        g
+                    });
+                    assert_eq!(got, want, "iter: {what}");
+                    let mut it = t.range_cloned(a..=b);
+                    let mut got: Vec<_> = it.by_ref().take(k).map(|(r, x)| (*r.start(), *r.end(), *x)).collect();
+                    got.extend(it.fold(Vec::new(), |mut g, (r, x)| {
+                        g.push((*r.start(), *r.end(), *x));
+                        g
+                    }));
+                    assert_eq!(got, want, "range_cloned: {what}");
+                    let g = c.pin();
+                    let mut it = c.range(a..=b, &g);
+                    let mut got: Vec<_> = it.by_ref().take(k).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
+                    got = it.fold(got, |mut g, (r, x)| {
+                        g.push((*r.start(), *r.end(), x.get()));
+                        g
+                    });
+                    assert_eq!(got, want, "concurrent: {what}");
+                    // Mutably: every value in the range once, whether
+                    // stepped to or folded over.
+                    let mut it = t.range_mut(a..=b);
+                    it.by_ref().take(k).for_each(|(_, x)| *x += 1 << 40);
+                    it.fold((), |(), (_, x)| *x += 1 << 40);
+                    let mut after = Vec::new();
+                    for (r, x) in t.range(a..=b) {
+                        after.push((*r.start(), *r.end(), *x - (1 << 40)));
+                    }
+                    assert_eq!(after, want, "range_mut: {what}");
+                    t.range_mut(a..=b).for_each(|(_, x)| *x -= 1 << 40);
+                }
+            }
+        }
+    }
+}
