@@ -587,3 +587,36 @@ fn std_traits() {
     assert_eq!(c.load(1005, &g).map(U63::get), Some(100));
     assert_eq!(t.len(), 1, "the clone is independent");
 }
+
+/// The concurrent tree's iterator folds (what `sum`, `for_each` and
+/// `count` run on) leaf by leaf from the leaves' arrays: the same entries
+/// as stepping with `next`, from any start, after any number of steps, up
+/// to any end. (The plain tree's iterators: `smoke.rs`.)
+#[test]
+fn concurrent_fold_matches_stepping() {
+    let n: u64 = if cfg!(miri) { 40 } else { 300 };
+    let t: ConcurrentMapleTree<U63> = ConcurrentMapleTree::new();
+    for i in (0..n).filter(|i| i % 3 != 0) {
+        let last = i * 10 + if i % 2 == 0 { 9 } else { 5 };
+        t.lock().insert_range(i * 10..=last, U63::new(i).unwrap()).unwrap();
+    }
+    let ends = [0, 1, 15, 16, 99, n * 5 + 3, n * 10 - 1, n * 10 + 7, u64::MAX];
+    let g = t.pin();
+    for &a in &ends {
+        for &b in ends.iter().filter(|&&b| b >= a) {
+            for k in [0, 2, 17] {
+                let want: Vec<_> = t.range(a..=b, &g).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
+                let mut it = t.range(a..=b, &g);
+                let got: Vec<_> = it.by_ref().take(k).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
+                let got = it.fold(got, |mut v, (r, x)| {
+                    v.push((*r.start(), *r.end(), x.get()));
+                    v
+                });
+                assert_eq!(got, want, "[{a}, {b}], {k} steps");
+            }
+        }
+    }
+    drop(g);
+    drop(t);
+    collect_garbage();
+}

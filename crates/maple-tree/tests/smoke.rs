@@ -29,10 +29,10 @@ fn sequential_and_reverse() {
 /// leaf straight from its arrays instead of stepping: it must hand out
 /// exactly what `next` does, for every iterator kind, from any start,
 /// after any number of steps, up to any end (ends inside a leaf, on a leaf
-/// boundary, on an empty slot, beyond the last entry).
+/// boundary, on an empty slot, beyond the last entry). The concurrent
+/// tree's iterator: `tests/concurrent.rs`.
 #[test]
 fn folding_matches_stepping() {
-    use maple_tree::ConcurrentMapleTree;
     let n: u64 = if cfg!(miri) { 40 } else { 300 };
     // Every third index left empty; the others touching or spaced.
     let entries: Vec<(u64, u64)> =
@@ -41,10 +41,8 @@ fn folding_matches_stepping() {
     let steps: &[usize] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 3, 17] };
     for gaps in [false, true] {
         let mut t: MapleTree<Box<u64>> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-        let c: ConcurrentMapleTree<maple_tree::U63> = ConcurrentMapleTree::new();
         for &(s, e) in &entries {
             t.insert_range(s..=e, Box::new(s)).unwrap();
-            c.lock().insert_range(s..=e, v(s)).unwrap();
         }
         assert!(t.stats().leaves >= if cfg!(miri) { 2 } else { 10 });
         for &a in &ends {
@@ -71,14 +69,6 @@ fn folding_matches_stepping() {
                         g
                     }));
                     assert_eq!(got, want, "range_cloned: {what}");
-                    let g = c.pin();
-                    let mut it = c.range(a..=b, &g);
-                    let mut got: Vec<_> = it.by_ref().take(k).map(|(r, x)| (*r.start(), *r.end(), x.get())).collect();
-                    got = it.fold(got, |mut g, (r, x)| {
-                        g.push((*r.start(), *r.end(), x.get()));
-                        g
-                    });
-                    assert_eq!(got, want, "concurrent: {what}");
                     // Mutably: every value in the range once, whether
                     // stepped to or folded over.
                     let mut it = t.range_mut(a..=b);
