@@ -25,6 +25,16 @@ struct Row {
     rangemap: Option<Timing>,
 }
 
+/// Sums what an iterator yields with a `for` loop, which steps with
+/// `next` (`Iterator::sum` would run on the iterator's `fold`).
+fn sum_by_next(it: impl Iterator<Item = u64>) -> u64 {
+    let mut s = 0u64;
+    for v in it {
+        s = s.wrapping_add(v);
+    }
+    s
+}
+
 /// Sums the bounds of the gaps an iterator yields (the work every gap row
 /// times; generic, so that each structure's iterator is inlined as the
 /// `BTreeMap` scan is).
@@ -73,39 +83,9 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         let tm = alternate(
             reps,
             vec![
-                case(
-                    n,
-                    || (),
-                    |()| {
-                        let mut s = 0u64;
-                        for (_, v) in t.iter() {
-                            s = s.wrapping_add(v.get());
-                        }
-                        s
-                    },
-                ),
-                case(
-                    n,
-                    || (),
-                    |()| {
-                        let mut s = 0u64;
-                        for v in m.values() {
-                            s = s.wrapping_add(v.1);
-                        }
-                        s
-                    },
-                ),
-                case(
-                    n,
-                    || (),
-                    |()| {
-                        let mut s = 0u64;
-                        for (_, v) in r.iter() {
-                            s = s.wrapping_add(*v);
-                        }
-                        s
-                    },
-                ),
+                case(n, || (), |()| sum_by_next(t.iter().map(|(_, v)| v.get()))),
+                case(n, || (), |()| sum_by_next(m.values().map(|v| v.1))),
+                case(n, || (), |()| sum_by_next(r.iter().map(|(_, v)| *v))),
             ],
         );
         rows.push(Row { what: "iterate (for loop)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
