@@ -37,7 +37,9 @@ fn folding_matches_stepping() {
     // Every third index left empty; the others touching or spaced.
     let entries: Vec<(u64, u64)> =
         (0..n).filter(|i| i % 3 != 0).map(|i| (i * 10, i * 10 + if i % 2 == 0 { 9 } else { 5 })).collect();
-    let ends = [0, 1, 15, 16, 99, n * 5 + 3, n * 10 - 1, n * 10 + 7, u64::MAX];
+    let all_ends = [0, 1, 15, 16, 99, n * 5 + 3, n * 10 - 1, n * 10 + 7, u64::MAX];
+    // Under Miri: a start, a leaf's inside, the last entry's end, beyond.
+    let ends: &[u64] = if cfg!(miri) { &[0, 99, n * 10 - 1, u64::MAX] } else { &all_ends };
     let steps: &[usize] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 3, 17] };
     for gaps in [false, true] {
         let mut t: MapleTree<Box<u64>> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
@@ -45,7 +47,7 @@ fn folding_matches_stepping() {
             t.insert_range(s..=e, Box::new(s)).unwrap();
         }
         assert!(t.stats().leaves >= if cfg!(miri) { 2 } else { 10 });
-        for &a in &ends {
+        for &a in ends {
             for &b in ends.iter().filter(|&&b| b >= a) {
                 for &k in steps {
                     let what = format!("gaps {gaps}, [{a}, {b}], {k} steps");
