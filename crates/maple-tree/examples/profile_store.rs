@@ -2,7 +2,8 @@
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
 //! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
-//! (`gaps`), random erases (`erase`), a fork through a cursor (`fork`), or
+//! (`gaps`), random erases (`erase` by range, `erase-at` by index), a fork
+//! through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
@@ -117,7 +118,7 @@ fn main() {
         println!("{sum}");
         return;
     }
-    let random = mode == "rand" || mode == "erase";
+    let random = mode == "rand" || mode == "erase" || mode == "erase-at";
     let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let mut order: Vec<u64> = (0..n).collect();
     if random {
@@ -135,6 +136,12 @@ fn main() {
             // Then empty it again in another random order.
             for &i in order.iter().rev() {
                 t.remove_range(i * 16..=i * 16 + 9).unwrap();
+            }
+        }
+        if mode == "erase-at" {
+            // The same by `erase` of an index (the entry containing it).
+            for &i in order.iter().rev() {
+                t.erase(i * 16 + 3).unwrap();
             }
         }
         total += t.len();

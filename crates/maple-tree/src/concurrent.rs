@@ -714,11 +714,19 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Removes the entry containing `index`. Its value is dropped after the
     /// readers that may see it are gone; returns whether one was removed.
     pub fn erase(&mut self, index: u64) -> Result<bool, Error> {
-        let (lo, hi, w) = self.tree.raw.lookup(index);
+        // One walk: the write starts from the walk that found the entry.
+        let mut path = Path::new();
+        self.tree.raw.walk_into(index, &mut path);
+        let Some(l) = path.last() else { return Ok(false) };
+        let w = l.node.leaf_slot(l.off);
         if w.is_null() {
             return Ok(false);
         }
-        self.write(Store::new(lo, hi)).map(|()| is_value(w)).map_err(|(c, _)| c)
+        let (lo, hi) = l.slot_range();
+        // SAFETY: lo <= hi; no entry and nothing cut (the write covers its
+        // slot exactly); `path` is a walk of this tree to `index`, made
+        // just now under the lock (no other writer), whose leaf holds `lo`.
+        unsafe { self.write_words(Some(&mut path), Store::new(lo, hi)) }.map(|_| is_value(w)).map_err(|(c, _)| c)
     }
 
     /// Reserves `range`; see [`MapleTree::reserve_range`].

@@ -426,15 +426,23 @@ impl<V: Handle> MapleTree<V> {
     /// [`erase`](Self::erase) that reports allocation failure (the tree is
     /// then unchanged).
     pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
-        let (lo, hi, v) = self.raw.lookup(index);
-        if v.is_null() {
+        // One walk: the write starts from the walk that found the entry.
+        let mut path = Path::new();
+        self.raw.walk_into(index, &mut path);
+        let Some(l) = path.last() else { return Ok(None) };
+        if l.node.leaf_slot(l.off).is_null() {
             return Ok(None);
         }
+        let (lo, hi) = l.slot_range();
         // (A reserved range is erased too; it returns no value.)
-        let removed = self.write(None, Store::new(lo, hi)).map_err(|_| AllocError)?;
-        debug_assert!(removed.len() <= 1);
+        let mut out = Stored::default();
+        // SAFETY: lo <= hi; no entry and no `split` (nothing is cut: the
+        // write covers its slot exactly); `path` is a walk of this tree to
+        // `index`, made just now, whose leaf holds `lo`.
+        unsafe { self.write_raw(Some(&mut path), Store::new(lo, hi), &mut out) }.map_err(|_| AllocError)?;
+        debug_assert!(out.removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
-        Ok(removed.single().map(|nn| unsafe { V::from_raw(nn) }))
+        Ok(out.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
     }
 
     /// Removes every entry.
