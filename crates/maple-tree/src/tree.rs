@@ -1228,8 +1228,12 @@ impl<V: Handle> MapleTree<V> {
 /// stores, and the words read stay alive while their guard does.
 pub(crate) struct RawIter {
     walk: LeafWalk,
-    /// Entries of the current leaf not yet handed out: `buf[pos..len]`.
-    buf: [(u64, u64, *mut ()); RANGE64_SLOTS],
+    /// Entries of the current leaf not yet handed out: `pos..len` of the
+    /// three arrays (kept apart: a slot's three stores then index by
+    /// `n * 8`, not `n * 24`).
+    buf_lo: [u64; RANGE64_SLOTS],
+    buf_hi: [u64; RANGE64_SLOTS],
+    buf_v: [*mut (); RANGE64_SLOTS],
     pos: u8,
     len: u8,
     /// The buffer holds the last entries to hand out: the scan reached
@@ -1267,7 +1271,9 @@ impl RawIter {
     pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
         RawIter {
             walk: LeafWalk { path: Path::new() },
-            buf: [(0, 0, ptr::null_mut()); RANGE64_SLOTS],
+            buf_lo: [0; RANGE64_SLOTS],
+            buf_hi: [0; RANGE64_SLOTS],
+            buf_v: [ptr::null_mut(); RANGE64_SLOTS],
             pos: 0,
             len: 0,
             last_leaf: done,
@@ -1315,9 +1321,11 @@ impl RawIter {
         // Each slot is written to the buffer and kept only if it holds a
         // value (no branch on the slot); `n & 15` is `n` (a leaf has 16
         // slots) and spares a bound check.
-        let buf = &mut self.buf;
+        let (buf_lo, buf_hi, buf_v) = (&mut self.buf_lo, &mut self.buf_hi, &mut self.buf_v);
         let (n, end) = scan_leaf(lv, self.last, 0usize, |n, lo, hi, v| {
-            buf[n & 15] = (lo, hi, v);
+            buf_lo[n & 15] = lo;
+            buf_hi[n & 15] = hi;
+            buf_v[n & 15] = v;
             n + usize::from(is_value(v))
         });
         self.last_leaf = end;
@@ -1333,7 +1341,8 @@ impl RawIter {
     pub(crate) fn fold_entries<B>(mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
         loop {
-            for &(lo, hi, v) in &self.buf[usize::from(self.pos)..usize::from(self.len)] {
+            for i in usize::from(self.pos)..usize::from(self.len) {
+                let (lo, hi, v) = (self.buf_lo[i], self.buf_hi[i], self.buf_v[i]);
                 // SAFETY: only value words are kept in the buffer, and they
                 // are non-null.
                 acc = f(acc, lo, hi, unsafe { NonNull::new_unchecked(v) });
@@ -1370,7 +1379,8 @@ impl RawIter {
     pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
             if self.pos < self.len {
-                let (lo, hi, v) = self.buf[usize::from(self.pos)];
+                let i = usize::from(self.pos);
+                let (lo, hi, v) = (self.buf_lo[i], self.buf_hi[i], self.buf_v[i]);
                 self.pos += 1;
                 // SAFETY: only value words are kept in the buffer, and they
                 // are non-null.
