@@ -718,7 +718,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         let mut path = Path::new();
         self.tree.raw.walk_into(index, &mut path);
         let Some(l) = path.last() else { return Ok(false) };
-        let w = l.node.leaf_slot(l.off);
+        let w = l.leaf().slot(l.off);
         if w.is_null() {
             return Ok(false);
         }

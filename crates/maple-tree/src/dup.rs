@@ -19,7 +19,7 @@ use arrayvec::ArrayVec;
 use crate::{
     alloc::Slab,
     error::AllocError,
-    node::{NodeRef, RANGE64_SLOTS},
+    node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
 };
 
@@ -33,7 +33,7 @@ fn copy_node(src: NodeRef, dst: NodeRef) {
 }
 
 /// A leaf of a copy with its bounds, in index order.
-pub(crate) type LeafList = Vec<(NodeRef, u64, u64)>;
+pub(crate) type LeafList = Vec<(LeafRef, u64, u64)>;
 
 impl RawTree {
     /// A copy of the node structure sharing this tree's value words, and
@@ -88,9 +88,10 @@ fn dup_from(
     let mut stack: Vec<(NodeRef, NodeRef, u64, u64)> = Vec::with_capacity(height * RANGE64_SLOTS + 1);
     stack.push((root, new_root, 0, u64::MAX));
     while let Some((src, dst, min, max)) = stack.pop() {
-        if src.is_leaf() {
+        // (`dst` is a copy of `src`, of the same kind.)
+        if let Some(leaf) = dst.as_leaf() {
             if let Some(l) = leaves.as_deref_mut() {
-                l.push((dst, min, max));
+                l.push((leaf, min, max));
             }
             continue;
         }

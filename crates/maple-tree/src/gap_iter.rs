@@ -66,7 +66,8 @@ impl<'a, V: Handle> Gaps<'a, V> {
         let mut left = budget;
         loop {
             let Some(lv) = w.path.last_mut() else { return Scan::Found(0, u64::MAX) };
-            let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
+            let leaf = lv.leaf();
+            let (piv, slots) = (leaf.pivots(), leaf.slots());
             let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
             loop {
                 let i = lv.off;

@@ -334,31 +334,10 @@ impl NodeRef {
         unsafe { &self.node().body.arange }
     }
 
-    /// The pivots of a leaf, without the layout dispatch of
-    /// [`pivot_array`](Self::pivot_array): leaves always use the 16-slot
-    /// layout.
+    /// This node as a leaf, if it is one.
     #[inline]
-    pub(crate) fn leaf_pivots(&self) -> &[AtomicU64] {
-        debug_assert!(self.is_leaf());
-        // SAFETY: a leaf's body is the `range` layout (written at
-        // allocation for its kind).
-        unsafe { &self.node().body.range.pivot[..] }
-    }
-
-    /// A leaf's slot array (see [`leaf_pivots`](Self::leaf_pivots)).
-    #[inline]
-    pub(crate) fn leaf_slots(&self) -> &[AtomicPtr<()>] {
-        debug_assert!(self.is_leaf());
-        // SAFETY: as in `leaf_pivots`.
-        unsafe { &self.node().body.range.slot[..] }
-    }
-
-    /// Slot `i` of a leaf; see [`leaf_pivots`](Self::leaf_pivots).
-    #[inline]
-    pub(crate) fn leaf_slot(self, i: usize) -> *mut () {
-        debug_assert!(self.is_leaf());
-        // SAFETY: as in `leaf_pivot`.
-        unsafe { self.node().body.range.slot[i].load(Ordering::Acquire) }
+    pub(crate) fn as_leaf(self) -> Option<LeafRef> {
+        self.is_leaf().then_some(LeafRef(self))
     }
 
     #[inline]
@@ -593,42 +572,6 @@ impl NodeRef {
         }
     }
 
-    /// Calls `f(first, last, word)` for every non-empty slot of a leaf
-    /// with bounds `[min, max]`, in order, and stores the word `f` returns
-    /// (if any) in place of the old one.
-    ///
-    /// # Safety
-    ///
-    /// `self` is a leaf no other thread can reach while this runs (an
-    /// unpublished copy, or a tree held through `&mut`): a slot rewritten
-    /// here must not be read half-way through a replacement by a reader
-    /// who then drops or frees what it pointed to.
-    pub(crate) unsafe fn for_each_entry(
-        self,
-        min: u64,
-        max: u64,
-        mut f: impl FnMut(u64, u64, *mut ()) -> Option<*mut ()>,
-    ) {
-        debug_assert!(self.is_leaf());
-        let piv = self.pivot_array();
-        let slots = self.slot_array();
-        let mut lo = min;
-        for (i, s) in slots.iter().enumerate() {
-            let p = if i < piv.len() { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
-            let hi = p.min(max);
-            let w = s.load(Ordering::Relaxed);
-            if !w.is_null() {
-                if let Some(new) = f(lo, hi, w) {
-                    s.store(new, Ordering::Relaxed);
-                }
-            }
-            if hi == max {
-                break;
-            }
-            lo = hi + 1;
-        }
-    }
-
     /// Appends the node's items (with `max` as the last bound) to `out`.
     pub(crate) fn read_items(self, max: u64, range: core::ops::Range<usize>, out: &mut Content) {
         // The arrays fetched once (one dispatch on the kind, not three per
@@ -675,29 +618,14 @@ impl NodeRef {
         }
     }
 
-    /// Replaces slots `from..to` of a leaf that has `count` used slots with
-    /// `items`, shifting the slots after them in place. The result must fit
-    /// (at most 16 slots). When `items` are as many as the slots replaced,
-    /// `count` is not read (callers may pass 0).
-    ///
-    /// # Safety
-    ///
-    /// No reader can be in `self`: several words change one after the
-    /// other, and a reader between them could pair a pivot with the wrong
-    /// slot and hand out a value the writer is about to drop. Callers hold
-    /// the tree through `&mut` with RCU mode off.
-    pub(crate) unsafe fn splice_leaf(self, from: usize, to: usize, count: usize, items: &[Item]) {
-        splice_words(self.leaf_pivots(), self.leaf_slots(), None, from, to, count, items);
-    }
-
-    /// [`splice_leaf`](Self::splice_leaf) for an internal node: `items`
+    /// [`LeafRef::splice`] for an internal node: `items`
     /// are child pointers with (in a gap node) their largest gaps; the
     /// largest-gap offset is found again. The callers set the parent words
     /// of children new to this node.
     ///
     /// # Safety
     ///
-    /// As for `splice_leaf`: no reader can be in `self`.
+    /// As for `LeafRef::splice`: no reader can be in `self`.
     pub(crate) unsafe fn splice_internal(self, from: usize, to: usize, count: usize, items: &[Item]) {
         debug_assert!(!self.is_leaf());
         let (piv, slots) = self.arrays();
@@ -752,7 +680,91 @@ impl NodeRef {
     }
 }
 
-/// The word moves of [`NodeRef::splice_leaf`] and
+/// A node known to be a leaf (checked when the value is made, by
+/// [`NodeRef::as_leaf`] or [`Level::leaf`](crate::raw::Level::leaf)): the
+/// accessors that read a node as a leaf live here, so the compiler keeps
+/// them off internal nodes. (Leaves and plain internal nodes share one
+/// layout, gap nodes do not: read as a leaf, a gap node's last slot would
+/// be its spare word, which is never written.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct LeafRef(NodeRef);
+
+impl LeafRef {
+    /// The leaf's pivots, without the layout dispatch of a [`NodeRef`]'s
+    /// accessors (leaves have one layout).
+    #[inline]
+    pub(crate) fn pivots(&self) -> &[AtomicU64] {
+        // SAFETY: the node is a leaf (this type's invariant), whose body is
+        // the `range` layout, every word of it written by `fill` or a
+        // splice before the leaf was reachable.
+        unsafe { &self.0.node().body.range.pivot[..] }
+    }
+
+    /// The leaf's slots (see [`pivots`](Self::pivots)).
+    #[inline]
+    pub(crate) fn slots(&self) -> &[AtomicPtr<()>] {
+        // SAFETY: as in `pivots`.
+        unsafe { &self.0.node().body.range.slot[..] }
+    }
+
+    /// Slot `i`'s word.
+    #[inline]
+    pub(crate) fn slot(self, i: usize) -> *mut () {
+        self.slots()[i].load(Ordering::Acquire)
+    }
+
+    /// Replaces slots `from..to` of a leaf that has `count` used slots with
+    /// `items`, shifting the slots after them in place. The result must fit
+    /// (at most 16 slots). When `items` are as many as the slots replaced,
+    /// `count` is not read (callers may pass 0).
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in `self`: several words change one after the
+    /// other, and a reader between them could pair a pivot with the wrong
+    /// slot and hand out a value the writer is about to drop. Callers hold
+    /// the tree through `&mut` with RCU mode off.
+    pub(crate) unsafe fn splice(self, from: usize, to: usize, count: usize, items: &[Item]) {
+        splice_words(self.pivots(), self.slots(), None, from, to, count, items);
+    }
+
+    /// Calls `f(first, last, word)` for every non-empty slot of a leaf
+    /// with bounds `[min, max]`, in order, and stores the word `f` returns
+    /// (if any) in place of the old one.
+    ///
+    /// # Safety
+    ///
+    /// `self` is a leaf no other thread can reach while this runs (an
+    /// unpublished copy, or a tree held through `&mut`): a slot rewritten
+    /// here must not be read half-way through a replacement by a reader
+    /// who then drops or frees what it pointed to.
+    pub(crate) unsafe fn for_each_entry(
+        self,
+        min: u64,
+        max: u64,
+        mut f: impl FnMut(u64, u64, *mut ()) -> Option<*mut ()>,
+    ) {
+        let piv = self.pivots();
+        let slots = self.slots();
+        let mut lo = min;
+        for (i, s) in slots.iter().enumerate() {
+            let p = if i < piv.len() { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+            let hi = p.min(max);
+            let w = s.load(Ordering::Relaxed);
+            if !w.is_null() {
+                if let Some(new) = f(lo, hi, w) {
+                    s.store(new, Ordering::Relaxed);
+                }
+            }
+            if hi == max {
+                break;
+            }
+            lo = hi + 1;
+        }
+    }
+}
+
+/// The word moves of [`LeafRef::splice`] and
 /// [`NodeRef::splice_internal`] over a node's arrays (`gaps` for a gap
 /// node): slots `from..to` of `count` replaced by `items`, the rest shifted,
 /// unused pivots `PIVOT_UNUSED`, unused slots null, unused gaps 0.

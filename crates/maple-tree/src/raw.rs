@@ -14,7 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    node::{find_narrow_in, slot_bounds, Kind, NodeRef, MAX_HEIGHT},
+    node::{find_narrow_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -38,7 +38,14 @@ impl Level {
     /// accessors' dispatch on the node kind (leaves have one layout).
     #[inline]
     pub(crate) fn leaf_range(&self) -> (u64, u64) {
-        slot_bounds(self.node.leaf_pivots(), self.off, self.min, self.max)
+        slot_bounds(self.leaf().pivots(), self.off, self.min, self.max)
+    }
+
+    /// This level's node as a leaf. A walk's last level is always one; a
+    /// panic here means a broken walk, never bad input.
+    #[inline]
+    pub(crate) fn leaf(&self) -> LeafRef {
+        self.node.as_leaf().expect("the last level of a walk is a leaf")
     }
 }
 

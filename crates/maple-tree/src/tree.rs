@@ -430,7 +430,7 @@ impl<V: Handle> MapleTree<V> {
         let mut path = Path::new();
         self.raw.walk_into(index, &mut path);
         let Some(l) = path.last() else { return Ok(None) };
-        if l.node.leaf_slot(l.off).is_null() {
+        if l.leaf().slot(l.off).is_null() {
             return Ok(None);
         }
         let (lo, hi) = l.slot_range();
@@ -1403,7 +1403,8 @@ impl RawIter {
 /// first unused pivot marks its last slot.
 #[inline(always)]
 fn scan_leaf<B>(lv: Level, last: u64, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> (B, bool) {
-    let (piv, slots) = (lv.node.leaf_pivots(), lv.node.leaf_slots());
+    let leaf = lv.leaf();
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
     let (mut i, mut lo) = (lv.off, lv.node.slot_min(lv.off, lv.min));
     if lv.max <= last {
         // The whole leaf is wanted: no slot can end the iteration early.

@@ -48,7 +48,7 @@ impl RawTree {
     /// readers in any mode; no gap changes; the walk stays good.
     pub(crate) fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
-        let old = l.node.leaf_slot(l.off);
+        let old = l.leaf().slot(l.off);
         debug_assert!(!old.is_null());
         l.node.set_slot(l.off, entry);
         self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(old)));
@@ -80,8 +80,9 @@ impl RawTree {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
-        let piv = l.node.leaf_pivots();
-        let slots = l.node.leaf_slots();
+        let node = l.leaf();
+        let piv = node.pivots();
+        let slots = node.slots();
         let load = |k: usize| slots[k].load(Ordering::Relaxed);
         let (mut first, mut last) = (w.first, w.last);
         let mut a = l.off;
@@ -207,7 +208,7 @@ impl RawTree {
         let (from, to) = span.into_inner();
         let mut made = 0;
         if self.gaps && leaf > 0 {
-            let mut lo = slot_bounds(l.node.leaf_pivots(), from, l.min, l.max).0;
+            let mut lo = slot_bounds(l.leaf().pivots(), from, l.min, l.max).0;
             for p in pieces {
                 if p.slot.is_null() {
                     made = made.max(range_len(lo, p.last));
@@ -217,7 +218,7 @@ impl RawTree {
         }
         // SAFETY: no reader exists (the caller's contract), so the words
         // may change one after the other.
-        unsafe { l.node.splice_leaf(from, to + 1, count, pieces) };
+        unsafe { l.leaf().splice(from, to + 1, count, pieces) };
         if self.gaps && leaf > 0 {
             let p = lpath[leaf - 1];
             let had = p.node.gap(p.off);
@@ -256,9 +257,10 @@ impl RawTree {
         // The largest empty range the write shrinks or removes, measured
         // before the slots move.
         let mut lost = 0;
-        let piv = l.node.leaf_pivots();
+        let node = l.leaf();
+        let piv = node.pivots();
         for k in l.off..=r_off {
-            if l.node.leaf_slot(k).is_null() {
+            if node.slot(k).is_null() {
                 let (lo, hi) = slot_bounds(piv, k, l.min, l.max);
                 lost = lost.max(range_len(lo, hi));
             }

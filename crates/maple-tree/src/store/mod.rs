@@ -330,7 +330,7 @@ impl RawTree {
         let leaf = lpath.len() - 1;
         debug_assert!(lpath[leaf].leaf_range().0 <= first && first <= lpath[leaf].leaf_range().1);
         let l = lpath[leaf];
-        if !entry.is_null() && !l.node.leaf_slot(l.off).is_null() {
+        if !entry.is_null() && !l.leaf().slot(l.off).is_null() {
             let (lmin, lmax) = l.leaf_range();
             if lmin == first && lmax == last {
                 if insert_only {
@@ -372,8 +372,8 @@ impl RawTree {
         let r = rpath[leaf];
         let (lmin, lmax) = l.leaf_range();
         let (rmin, rmax) = r.leaf_range();
-        let lval = l.node.leaf_slot(l.off);
-        let rval = r.node.leaf_slot(r.off);
+        let lval = l.leaf().slot(l.off);
+        let rval = r.leaf().slot(r.off);
         let same_slot = l.node == r.node && l.off == r.off;
 
         if insert_only && !(lval.is_null() && lmax >= last) {
@@ -393,18 +393,18 @@ impl RawTree {
         if l.node == r.node {
             for k in l.off..=r.off {
                 if !(k == l.off && keep_left || k == r.off && keep_right) {
-                    removed.push(l.node.leaf_slot(k));
+                    removed.push(l.leaf().slot(k));
                 }
             }
         } else {
             for k in l.off..l.node.count_from(l.off) {
                 if !(k == l.off && keep_left) {
-                    removed.push(l.node.leaf_slot(k));
+                    removed.push(l.leaf().slot(k));
                 }
             }
             for k in 0..=r.off {
                 if !(k == r.off && keep_right) {
-                    removed.push(r.node.leaf_slot(k));
+                    removed.push(r.leaf().slot(k));
                 }
             }
         }
@@ -464,14 +464,14 @@ impl RawTree {
         let leaf = lpath.len() - 1;
         let l = &mut lpath[leaf];
         let (lmin, _) = l.leaf_range();
-        if l.node.leaf_slot(l.off).is_null() {
+        if l.leaf().slot(l.off).is_null() {
             return Some(lmin);
         }
         if lmin != first || first == 0 {
             return None;
         }
         if l.off > 0 {
-            if !l.node.leaf_slot(l.off - 1).is_null() {
+            if !l.leaf().slot(l.off - 1).is_null() {
                 return None;
             }
             l.off -= 1;
@@ -492,14 +492,14 @@ impl RawTree {
         let leaf = rpath.len() - 1;
         let r = &mut rpath[leaf];
         let (_, rmax) = r.leaf_range();
-        if r.node.leaf_slot(r.off).is_null() {
+        if r.leaf().slot(r.off).is_null() {
             return Some(rmax);
         }
         if rmax != last || last == u64::MAX {
             return None;
         }
         if r.node.has_next(r.off) {
-            if !r.node.leaf_slot(r.off + 1).is_null() {
+            if !r.leaf().slot(r.off + 1).is_null() {
                 return None;
             }
             r.off += 1;
