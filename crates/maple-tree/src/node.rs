@@ -327,11 +327,25 @@ impl NodeRef {
         (self.pivot_array(), self.slot_array())
     }
 
+    /// A gap node's body, to read. (Only a tree that tracks gaps asks for
+    /// them, and all its internal nodes are gap nodes: debug-asserted.)
     #[inline]
     fn arange(&self) -> &ArangeBody {
         debug_assert_eq!(self.kind, Kind::Arange64);
-        // SAFETY: callers only ask gap nodes for gaps (debug-asserted).
+        // SAFETY: reading is sound on any node: the `arange` view of a
+        // leaf's or plain node's body covers its pivots and slots, every
+        // word of which `fill` (or a splice) wrote before the node was
+        // reachable; on a gap node it is the node's own layout.
         unsafe { &self.node().body.arange }
+    }
+
+    /// A gap node's body, to write. Panics on any other node: a gap
+    /// written into a leaf or plain node would land on a pivot or a child
+    /// pointer, which later walks would follow.
+    #[inline]
+    fn arange_to_write(&self) -> &ArangeBody {
+        assert_eq!(self.kind, Kind::Arange64, "gap written into a node without gaps");
+        self.arange()
     }
 
     /// This node as a leaf, if it is one.
@@ -372,7 +386,7 @@ impl NodeRef {
 
     #[inline]
     fn set_gap_offset(self, off: usize) {
-        self.arange().meta.store(off as u64, Ordering::Relaxed)
+        self.arange_to_write().meta.store(off as u64, Ordering::Relaxed)
     }
 
     /// Asks the CPU to start loading the whole node (its four cache lines)
@@ -605,7 +619,7 @@ impl NodeRef {
             s.store(ptr::null_mut(), Ordering::Release);
         }
         if self.kind == Kind::Arange64 {
-            let gaps = &self.arange().gap;
+            let gaps = &self.arange_to_write().gap;
             let mut best = 0;
             for (i, g) in gaps.iter().enumerate() {
                 let v = items.get(i).map_or(0, |it| it.gap);
@@ -630,7 +644,7 @@ impl NodeRef {
         debug_assert!(!self.is_leaf());
         let (piv, slots) = self.arrays();
         if self.kind == Kind::Arange64 {
-            splice_words(piv, slots, Some(&self.arange().gap), from, to, count, items);
+            splice_words(piv, slots, Some(&self.arange_to_write().gap), from, to, count, items);
             self.refresh_gap_offset();
         } else {
             splice_words(piv, slots, None, from, to, count, items);
@@ -656,7 +670,7 @@ impl NodeRef {
     /// `g` (nothing changed, here or above). The offset is found again by a
     /// scan only when the child that held the largest gap shrank.
     pub(crate) fn set_child_gap(self, off: usize, g: u64) -> Option<u64> {
-        let a = self.arange();
+        let a = self.arange_to_write();
         let slot = &a.gap[off];
         let old = slot.load(Ordering::Relaxed);
         if old == g {
