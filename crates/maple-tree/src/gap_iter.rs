@@ -162,6 +162,83 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         }
         Some(start..=end)
     }
+
+    /// The gaps left, front to back, in one pass along the leaves (no call
+    /// per gap back into the iterator): what `sum`, `count`, `for_each`
+    /// and the other whole-iterator consumers run on. On a gap-tracking
+    /// tree a run of `NEAR` entries without a gap still hands over to the
+    /// gap search, as `next` does.
+    fn fold<B, F: FnMut(B, RangeInclusive<u64>) -> B>(mut self, init: B, mut f: F) -> B {
+        let mut acc = init;
+        if self.done {
+            return acc;
+        }
+        let (lo, hi) = (self.front, self.back);
+        let raw = &self.tree.raw;
+        let mut w = match self.fwd.take() {
+            // On the gap returned last: the slot after it starts at `lo`.
+            Some(mut w) => {
+                if !w.next() {
+                    return acc;
+                }
+                w
+            }
+            None => LeafWalk::new(raw, lo),
+        };
+        let near = if raw.gaps { NEAR } else { usize::MAX };
+        let mut run = 0;
+        loop {
+            // An empty tree: the whole window is one gap.
+            let Some(lv) = w.path.last_mut() else { return f(acc, lo..=hi) };
+            let leaf = lv.leaf();
+            let (piv, slots) = (leaf.pivots(), leaf.slots());
+            let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
+            let mut i = lv.off;
+            let far = loop {
+                // An unused pivot (`u64::MAX`) or none: the leaf's last
+                // slot, which ends at the leaf's bound.
+                let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
+                if s > hi {
+                    return acc;
+                }
+                if slots[i].load(Ordering::Acquire).is_null() {
+                    acc = f(acc, s.max(lo)..=e.min(hi));
+                    run = 0;
+                } else {
+                    run += 1;
+                }
+                if e >= hi {
+                    return acc;
+                }
+                if run >= near {
+                    break Some(e + 1);
+                }
+                if e == lv.max {
+                    lv.off = i;
+                    break None;
+                }
+                i += 1;
+                s = e + 1;
+            };
+            match far {
+                // Far from the last gap: the gap search finds the next one,
+                // skipping full subtrees; the walk goes there.
+                Some(from) => match raw.empty_area(from, hi, 1) {
+                    Ok(at) => {
+                        w = LeafWalk::new(raw, at);
+                        run = 0;
+                    }
+                    Err(_) => return acc,
+                },
+                // The leaf's last slot: on to the next leaf.
+                None => {
+                    if !w.next() {
+                        return acc;
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {

@@ -183,7 +183,8 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
 }
 
 /// `gaps(a..=b)` against the model's free runs cut to the window, read
-/// forwards (`how % 3 == 0`), backwards (1) or from both ends in turn (2).
+/// forwards (`how % 5 == 0`), backwards (1), from both ends in turn (2), by
+/// `fold` (3), or by `fold` after a step from each end (4).
 fn gaps(t: &MapleTree<U63>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
     let want: Vec<(u64, u64)> = if a > b {
         Vec::new()
@@ -192,8 +193,23 @@ fn gaps(t: &MapleTree<U63>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
     };
     let mut it = t.gaps(a..=b);
     let mut got: Vec<(u64, u64)> = Vec::new();
-    match how % 3 {
+    match how % 5 {
         0 => got.extend(it.map(|r| (*r.start(), *r.end()))),
+        3 => {
+            got = it.fold(got, |mut g, r| {
+                g.push((*r.start(), *r.end()));
+                g
+            })
+        }
+        4 => {
+            got.extend(it.next().map(|r| (*r.start(), *r.end())));
+            let last = it.next_back().map(|r| (*r.start(), *r.end()));
+            got = it.fold(got, |mut g, r| {
+                g.push((*r.start(), *r.end()));
+                g
+            });
+            got.extend(last);
+        }
         1 => {
             got.extend(it.rev().map(|r| (*r.start(), *r.end())));
             got.reverse();
@@ -217,7 +233,8 @@ fn gaps(t: &MapleTree<U63>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
         got,
         want,
         "{what}: gaps({a:#x}..={b:#x}), read {}",
-        ["forwards", "backwards", "from both ends"][(how % 3) as usize]
+        ["forwards", "backwards", "from both ends", "by fold", "by fold between a step from each end"]
+            [(how % 5) as usize]
     );
 }
 
