@@ -1335,8 +1335,8 @@ impl RawIter {
     /// Folds `f` over the entries left, leaf by leaf: what the buffer
     /// holds, then each further leaf's slots straight from its arrays, with
     /// no buffer and no call per entry back into the iterator (what
-    /// `Iterator::fold`, hence `sum`, `for_each`, `count` and `collect`,
-    /// run on).
+    /// `Iterator::fold`, hence `sum`, `for_each`, `count` and friends, run
+    /// on).
     #[inline]
     pub(crate) fn fold_entries<B>(mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
