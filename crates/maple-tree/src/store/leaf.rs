@@ -129,20 +129,22 @@ impl RawTree {
         }
         // The fill is checked before `cut` makes any handle. A write that
         // puts back as many slots as it replaces (the kernel's slot store:
-        // a bound between two slots moves) keeps the leaf's fill, which is
-        // legal, and moves no other slot: its count is not needed. Only a
-        // root leaf left holding one empty range (slot `a` spanned the
-        // whole leaf) is not a legal tree: the general path frees it.
+        // a bound between two slots moves) keeps the leaf's fill and moves
+        // no other slot: its count is not needed, and the fill needs a
+        // check only when the slots replaced were the whole leaf (a root
+        // leaf left holding one empty range is not a legal tree; the
+        // general path frees it), where the count is theirs.
         let keep_left = lo_a < first;
         let new_slots = 1 + usize::from(keep_left) + usize::from(hi_b > last);
+        let only_empty = !keep_left && w.entry.is_null();
         let count = if new_slots == b - a + 1 {
-            if leaf == 0 && new_slots == 1 && w.entry.is_null() && lo_a == l.min && hi_b == l.max {
+            if lo_a == l.min && hi_b == l.max && !self.leaf_fill_legal(lpath, new_slots, only_empty) {
                 return None;
             }
             0
         } else {
             let count = l.node.count_from(b);
-            if !self.leaf_fill_legal(lpath, count - (b - a + 1) + new_slots, !keep_left && w.entry.is_null()) {
+            if !self.leaf_fill_legal(lpath, count - (b - a + 1) + new_slots, only_empty) {
                 return None;
             }
             count
