@@ -716,13 +716,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     pub fn erase(&mut self, index: u64) -> Result<bool, Error> {
         // One walk: the write starts from the walk that found the entry.
         let mut path = Path::new();
-        self.tree.raw.walk_into(index, &mut path);
-        let Some(l) = path.last() else { return Ok(false) };
-        let w = l.leaf().slot(l.off);
-        if w.is_null() {
-            return Ok(false);
-        }
-        let (lo, hi) = l.slot_range();
+        let Some((lo, hi, w)) = self.tree.raw.walk_to_entry(index, &mut path) else { return Ok(false) };
         // SAFETY: lo <= hi; no entry and nothing cut (the write covers its
         // slot exactly); `path` is a walk of this tree to `index`, made
         // just now under the lock (no other writer), whose leaf holds `lo`.

@@ -264,6 +264,22 @@ impl RawTree {
         }
     }
 
+    /// Walks `path` to the slot containing `index` (as
+    /// [`walk_into`](Self::walk_into)) and returns that slot's bounds and
+    /// word, or `None` if it is empty (or the tree is). A write of the
+    /// entry can then start from `path`: its leaf holds the entry's start.
+    #[inline]
+    pub(crate) fn walk_to_entry(&self, index: u64, path: &mut Path) -> Option<(u64, u64, *mut ())> {
+        self.walk_into(index, path);
+        let l = path.last()?;
+        let w = l.leaf().slot(l.off);
+        if w.is_null() {
+            return None;
+        }
+        let (lo, hi) = l.slot_range();
+        Some((lo, hi, w))
+    }
+
     /// Points `path` (a walk of this tree made since its last change, or
     /// empty) at the leaf slot containing `index`: within its leaf when
     /// `index` lies inside the leaf's bounds (no walk; the levels above

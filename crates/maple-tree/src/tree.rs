@@ -428,12 +428,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
         // One walk: the write starts from the walk that found the entry.
         let mut path = Path::new();
-        self.raw.walk_into(index, &mut path);
-        let Some(l) = path.last() else { return Ok(None) };
-        if l.leaf().slot(l.off).is_null() {
-            return Ok(None);
-        }
-        let (lo, hi) = l.slot_range();
+        let Some((lo, hi, _)) = self.raw.walk_to_entry(index, &mut path) else { return Ok(None) };
         // (A reserved range is erased too; it returns no value.)
         let mut out = Stored::default();
         // SAFETY: lo <= hi; no entry and no `split` (nothing is cut: the
