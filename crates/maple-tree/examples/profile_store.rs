@@ -2,8 +2,8 @@
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
 //! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
-//! (`gaps`), random erases (`erase` by range, `erase-at` by index), a fork
-//! through a cursor (`fork`), or
+//! (`gaps` by `fold`, `gaps-for` by a `for` loop), random erases (`erase`
+//! by range, `erase-at` by index), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
@@ -104,7 +104,7 @@ fn main() {
         println!("{sum}");
         return;
     }
-    if mode == "gaps" {
+    if mode == "gaps" || mode == "gaps-for" {
         // The gaps of a window of 100 entries, one after each (the
         // report's "gaps in a window" row), in a gap-tracking tree.
         let t: MapleTree<U63> =
@@ -113,7 +113,13 @@ fn main() {
         let (a, b) = (50_000 * 16, 50_100 * 16 - 1);
         let mut sum = 0u64;
         for _ in 0..100_000 {
-            sum = t.gaps(std::hint::black_box(a)..=b).fold(sum, |s, g| s.wrapping_add(g.start() + g.end()));
+            if mode == "gaps" {
+                sum = t.gaps(std::hint::black_box(a)..=b).fold(sum, |s, g| s.wrapping_add(g.start() + g.end()));
+            } else {
+                for g in t.gaps(std::hint::black_box(a)..=b) {
+                    sum = sum.wrapping_add(g.start() + g.end());
+                }
+            }
         }
         println!("{sum}");
         return;

@@ -3,7 +3,11 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
+use core::{
+    fmt,
+    iter::FusedIterator,
+    ops::{ControlFlow, RangeInclusive},
+};
 
 use crate::{handle::Handle, node::slot_bounds, raw::LeafWalk, sync::Ordering, tree::MapleTree};
 
@@ -59,45 +63,21 @@ impl<'a, V: Handle> Gaps<'a, V> {
     }
 
     /// Walks forward from `w`'s slot (inclusive) for at most `budget`
-    /// slots, looking for an empty one that starts at or below `hi`. Slots
-    /// are read straight from the leaf's arrays; the path is consulted only
-    /// to change leaves.
+    /// slots, looking for an empty one that starts at or below `hi`.
     fn scan_forward(w: &mut LeafWalk, hi: u64, budget: usize) -> Scan {
         let mut left = budget;
-        loop {
-            let Some(lv) = w.path.last_mut() else { return Scan::Found(0, u64::MAX) };
-            let leaf = lv.leaf();
-            let (piv, slots) = (leaf.pivots(), leaf.slots());
-            let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
-            loop {
-                let i = lv.off;
-                // An unused pivot (`u64::MAX`) or none: the leaf's last
-                // slot, which ends at the leaf's bound.
-                let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
-                if s > hi {
-                    return Scan::None;
-                }
-                if slots[i].load(Ordering::Acquire).is_null() {
-                    return Scan::Found(s, e);
-                }
-                if e >= hi {
-                    return Scan::None;
-                }
-                left -= 1;
-                if left == 0 {
-                    return Scan::Far;
-                }
-                if e == lv.max {
-                    break;
-                }
-                lv.off = i + 1;
-                s = e + 1;
+        let ((), found) = walk_slots(w, hi, (), |(), s, e, empty| {
+            if empty {
+                return ControlFlow::Break(((), Scan::Found(s, e)));
             }
-            // The leaf's last slot: on to the next leaf.
-            if !w.next() {
-                return Scan::None;
+            left -= 1;
+            if left == 0 && e < hi {
+                ControlFlow::Break(((), Scan::Far))
+            } else {
+                ControlFlow::Continue(())
             }
-        }
+        });
+        found.unwrap_or(Scan::None)
     }
 
     /// Walks back from `w`'s slot (inclusive) for at most `budget` slots,
@@ -188,55 +168,82 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         let near = if raw.gaps { NEAR } else { usize::MAX };
         let mut run = 0;
         loop {
-            // An empty tree: the whole window is one gap.
-            let Some(lv) = w.path.last_mut() else { return f(acc, lo..=hi) };
-            let leaf = lv.leaf();
-            let (piv, slots) = (leaf.pivots(), leaf.slots());
-            let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
-            let mut i = lv.off;
-            let far = loop {
-                // An unused pivot (`u64::MAX`) or none: the leaf's last
-                // slot, which ends at the leaf's bound.
-                let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
-                if s > hi {
-                    return acc;
-                }
-                if slots[i].load(Ordering::Acquire).is_null() {
-                    acc = f(acc, s.max(lo)..=e.min(hi));
+            let far;
+            (acc, far) = walk_slots(&mut w, hi, acc, |acc, s, e, empty| {
+                if empty {
                     run = 0;
+                    ControlFlow::Continue(f(acc, s.max(lo)..=e.min(hi)))
                 } else {
                     run += 1;
-                }
-                if e >= hi {
-                    return acc;
-                }
-                if run >= near {
-                    break Some(e + 1);
-                }
-                if e == lv.max {
-                    lv.off = i;
-                    break None;
-                }
-                i += 1;
-                s = e + 1;
-            };
-            match far {
-                // Far from the last gap: the gap search finds the next one,
-                // skipping full subtrees; the walk goes there.
-                Some(from) => match raw.empty_area(from, hi, 1) {
-                    Ok(at) => {
-                        w = LeafWalk::new(raw, at);
-                        run = 0;
-                    }
-                    Err(_) => return acc,
-                },
-                // The leaf's last slot: on to the next leaf.
-                None => {
-                    if !w.next() {
-                        return acc;
+                    if run >= near && e < hi {
+                        ControlFlow::Break((acc, e + 1))
+                    } else {
+                        ControlFlow::Continue(acc)
                     }
                 }
+            });
+            // Far from the last gap: the gap search finds the next one,
+            // skipping full subtrees; the walk goes there.
+            let Some(from) = far else { return acc };
+            match raw.empty_area(from, hi, 1) {
+                Ok(at) => {
+                    w = LeafWalk::new(raw, at);
+                    run = 0;
+                }
+                Err(_) => return acc,
             }
+        }
+    }
+}
+
+/// Steps `w` forward along the leaf slots from the one it stands on,
+/// reading each leaf's arrays directly (the path is consulted only to
+/// change leaves), and calls `visit(acc, start, end, empty)` for every
+/// slot that starts at or below `hi`, threading the accumulator. Stops when
+/// `visit` breaks (the walk then stands on that slot; its value is
+/// returned), after the slot reaching `hi`, or at the tree's end. An empty
+/// tree is one empty slot over every index.
+#[inline(always)]
+fn walk_slots<A, R>(
+    w: &mut LeafWalk,
+    hi: u64,
+    mut acc: A,
+    mut visit: impl FnMut(A, u64, u64, bool) -> ControlFlow<(A, R), A>,
+) -> (A, Option<R>) {
+    loop {
+        let Some(lv) = w.path.last_mut() else {
+            return match visit(acc, 0, u64::MAX, true) {
+                ControlFlow::Break((acc, r)) => (acc, Some(r)),
+                ControlFlow::Continue(acc) => (acc, None),
+            };
+        };
+        let leaf = lv.leaf();
+        let (piv, slots) = (leaf.pivots(), leaf.slots());
+        let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
+        loop {
+            let i = lv.off;
+            // An unused pivot (`u64::MAX`) or none: the leaf's last slot,
+            // which ends at the leaf's bound.
+            let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
+            if s > hi {
+                return (acc, None);
+            }
+            acc = match visit(acc, s, e, slots[i].load(Ordering::Acquire).is_null()) {
+                ControlFlow::Break((acc, r)) => return (acc, Some(r)),
+                ControlFlow::Continue(acc) => acc,
+            };
+            if e >= hi {
+                return (acc, None);
+            }
+            if e == lv.max {
+                break;
+            }
+            lv.off = i + 1;
+            s = e + 1;
+        }
+        // The leaf's last slot: on to the next leaf.
+        if !w.next() {
+            return (acc, None);
         }
     }
 }
