@@ -7,18 +7,22 @@
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
-//! the node count of its tree to stderr.
+//! the node count of its tree to stderr; `REPS=10000000` runs the kernel
+//! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
+//! wall-clock comparisons that outlast the machine's swings.
 use maple_tree::{MapleTree, U63};
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
+    // `REPS=` scales the kernel loops (1 M rounds by default).
+    let reps: u64 = std::env::var("REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     if mode == "slot" {
         // The kernel's slot-store loop.
         let mut t: MapleTree<U63> = MapleTree::with_gaps();
         for i in (0..=1030u64).step_by(10) {
             t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
         }
-        for _ in 0..1_000_000 {
+        for _ in 0..reps {
             t.remove_range(105..=105).unwrap();
             t.store_range(100..=105, U63::new_truncate(100)).unwrap();
         }
@@ -32,7 +36,7 @@ fn main() {
             t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
         }
         let mut ow = 76u64;
-        for _ in 0..1_000_000 {
+        for _ in 0..reps {
             t.store_range(ow..=ow + 15, U63::new_truncate(ow)).unwrap();
             ow += 5;
             if ow > 135 {

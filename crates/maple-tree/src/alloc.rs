@@ -5,21 +5,36 @@
 //! A slab carves nodes out of 4 KiB chunks, sixteen 256-byte cells each,
 //! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
 //! land 512 bytes apart, twice the memory and half the nodes per cache
-//! page). Chunks come from the global allocator in 1 MiB blocks aligned
-//! to their size: the block's first four chunks hold the 64-byte headers
-//! of all 256 (free cells, list links), so a node finds its chunk's header
+//! page). Chunks come from the global allocator in 2 MiB blocks aligned
+//! to their size: the block's first eight chunks hold the 64-byte headers
+//! of all 512 (free cells, list links), so a node finds its chunk's header
 //! by masking its address, and the headers cost 1/63 over the nodes. (The
 //! global allocator adds about two pages of its own per block, touching
-//! nothing else of the alignment slack: 1/128 more. Blocks of 256 KiB had
-//! the same header share and four times the allocator's.) Chunks with free
+//! nothing else of the alignment slack: 1/256 more. Blocks of 256 KiB had
+//! the same header share and eight times the allocator's.)
+//!
+//! A block is as big, and as aligned, as an x86-64 huge page, so that the
+//! kernel can map it with one TLB entry instead of 512: a random lookup in
+//! a tree of a million ranges misses the TLB on nearly every node below
+//! the top levels otherwise (on the project's machines, under
+//! virtualisation, a 2-D page walk each). On Linux a new block is mapped
+//! with small pages only (`MADV_NOHUGEPAGE`: a small tree makes resident
+//! only the pages it touches, whatever the system's transparent huge page
+//! setting), and once every chunk of it has been handed out, if a big tree
+//! (one already holding half a block of nodes) took the last, its pages,
+//! all resident by then, are collapsed into one huge page
+//! (`MADV_HUGEPAGE`, then `MADV_COLLAPSE`, Linux 6.1 and later): no
+//! memory is added, and the tree's last, partly used block stays in small
+//! pages. Elsewhere, on older kernels and under Miri, blocks stay in small
+//! pages. Chunks with free
 //! cells are kept on a list; a chunk whose last node is freed leaves the
 //! tree at once, except for one spare kept to absorb the free-then-allocate
 //! pairs of splits and merges. A tree therefore holds at most one empty
 //! chunk, and its nodes sit together in memory (a duplicate's nodes come
 //! out in the order they are copied). Empty chunks wait in a per-thread
-//! pool (at most 256) for the next tree, and a block goes back to the
-//! global allocator when all its chunks have. Without `std` there are no thread-locals to keep a block's
-//! other chunks in, so each chunk is a block of its own, aligned to 4 KiB,
+//! pool (at most a block's) for the next tree, and a block goes back to
+//! the global allocator when all its chunks have. Without `std` there are
+//! no thread-locals to keep a block's other chunks in, so each chunk is a block of its own, aligned to 4 KiB,
 //! whose first cell is its header (fifteen nodes per chunk).
 //!
 //! A slab has no locks: only a tree's single writer allocates and frees
@@ -55,7 +70,7 @@ const CELLS: usize = CHUNK / CELL;
 /// holding the headers of the others; one without, holding its own header
 /// in its first cell.
 #[cfg(all(feature = "std", not(loom)))]
-const BLOCK_CHUNKS: usize = 256;
+const BLOCK_CHUNKS: usize = 512;
 #[cfg(not(all(feature = "std", not(loom))))]
 const BLOCK_CHUNKS: usize = 1;
 /// Bytes per block, and its alignment.
@@ -68,6 +83,13 @@ const HEADER_STRIDE: usize = 64;
 const FIRST_NODE_CHUNK: usize = if BLOCK_CHUNKS > 1 { (BLOCK_CHUNKS * HEADER_STRIDE).div_ceil(CHUNK) } else { 0 };
 /// Chunks of a block that hold nodes.
 const NODE_CHUNKS: usize = BLOCK_CHUNKS - FIRST_NODE_CHUNK;
+/// True for a slab holding `chunks` chunks of nodes that is a big tree's,
+/// whose blocks get huge pages (see the module docs): half a block of
+/// nodes, about 4,000.
+#[cfg_attr(loom, allow(dead_code))]
+fn is_big(chunks: usize) -> bool {
+    2 * chunks >= NODE_CHUNKS
+}
 /// A chunk's `free` mask with every node cell free: all sixteen when the
 /// headers are apart, else all but cell 0, the header.
 #[cfg_attr(loom, allow(dead_code))]
@@ -315,7 +337,7 @@ impl Slab {
         if h.is_null() {
             h = self.spare.replace(core::ptr::null_mut());
             if h.is_null() {
-                h = pool::take();
+                h = pool::take(is_big(self.listed.get()));
             }
             if h.is_null() {
                 return Err(AllocError);
@@ -486,7 +508,8 @@ unsafe fn unlink_from(
 }
 
 /// A new block from the global allocator, its count of chunks out set;
-/// the headers of its node chunks, or none if memory ran out.
+/// the headers of its node chunks, or none if memory ran out. Its pages
+/// are small ones (see the module docs).
 ///
 /// Blocks are aligned to their size so that a node finds its header by
 /// masking. glibc serves such a block from `mmap` (or its heap) with the
@@ -499,6 +522,7 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
     if base.is_null() {
         return None;
     }
+    small_pages(base);
     // SAFETY: the block is ours; its first header and every node chunk's
     // header lie inside it (the header chunk, or each chunk's first cell).
     unsafe {
@@ -506,6 +530,48 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
         Some((FIRST_NODE_CHUNK..BLOCK_CHUNKS).map(move |k| base.add(k * HEADER_STRIDE).cast::<Header>()))
     }
 }
+
+/// `madvise` advice to collapse a range into huge pages now (Linux 6.1's
+/// `MADV_COLLAPSE`; not in every libc's headers).
+#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
+const MADV_COLLAPSE: libc::c_int = 25;
+
+/// Asks the kernel to map the new block at `base` with small pages only.
+/// Advice only: a kernel that refuses it changes nothing.
+#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
+fn small_pages(base: *mut u8) {
+    // SAFETY: `[base, base + BLOCK)` is a block of ours; this advice
+    // changes how the kernel maps its pages, never their contents or who
+    // may use them, so it cannot affect any access, ours or the global
+    // allocator's.
+    let _ = unsafe { libc::madvise(base.cast(), BLOCK, libc::MADV_NOHUGEPAGE) };
+}
+
+/// Asks the kernel to map the block holding the chunk `h`, every page of
+/// which is resident, with one huge page from now on. Advice only: a
+/// kernel without huge pages (or older than 6.1) refuses it, and nothing
+/// changes.
+#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
+fn huge_page(h: *mut Header) {
+    // The block's start, with the provenance of its allocation.
+    let base = h.map_addr(|a| a & !(BLOCK - 1)).cast::<libc::c_void>();
+    // SAFETY: `h`'s block is live (the caller holds one of its chunks);
+    // as in `small_pages`, this advice changes how the kernel maps the
+    // block's pages (collapsing copies each into the huge page), never
+    // their contents or who may use them.
+    unsafe {
+        if libc::madvise(base, BLOCK, libc::MADV_HUGEPAGE) == 0 {
+            let _ = libc::madvise(base, BLOCK, MADV_COLLAPSE);
+        }
+    }
+}
+
+#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
+#[cfg_attr(loom, allow(dead_code))]
+fn small_pages(_base: *mut u8) {}
+
+#[cfg(all(feature = "std", not(loom), any(miri, not(target_os = "linux"))))]
+fn huge_page(_h: *mut Header) {}
 
 /// Gives an empty chunk back to its block; frees the block if that was
 /// its last chunk out.
@@ -537,10 +603,11 @@ unsafe fn give_to_block(h: *mut Header) {
 mod pool {
     use core::cell::RefCell;
 
-    use super::{give_to_block, new_block, Header};
+    use super::{give_to_block, huge_page, new_block, Header};
 
-    /// Most chunks kept per thread (1 MiB).
-    pub(super) const POOL_CHUNKS: usize = 256;
+    /// Most chunks kept per thread: a whole block's (2 MiB), so that
+    /// none of a new block's chunks is left out of use.
+    pub(super) const POOL_CHUNKS: usize = super::NODE_CHUNKS;
 
     struct Pool(liballoc::vec::Vec<*mut Header>);
 
@@ -558,11 +625,36 @@ mod pool {
         static POOL: RefCell<Pool> = const { RefCell::new(Pool(liballoc::vec::Vec::new())) };
     }
 
+    #[cfg(test)]
+    std::thread_local! {
+        /// Blocks this thread asked huge pages for (whether or not the
+        /// kernel, or Miri, gave any).
+        pub(crate) static HUGE_PAGED: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    }
+
     /// An empty chunk: from this thread's pool, else from a new block
-    /// (whose other chunks join the pool); null if memory ran out.
-    pub(super) fn take() -> *mut Header {
-        let pooled = POOL.try_with(|p| p.borrow_mut().0.pop()).ok().flatten();
-        if let Some(h) = pooled {
+    /// (whose other chunks join the pool); null if memory ran out. `big`:
+    /// the chunk is for a big tree, whose taking the last chunk of a block
+    /// gets that block a huge page (see the module docs).
+    pub(super) fn take(big: bool) -> *mut Header {
+        let pooled = POOL
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                p.0.pop().map(|h| (h, p.0.is_empty()))
+            })
+            .ok()
+            .flatten();
+        if let Some((h, dry)) = pooled {
+            // The pool runs dry: it was last empty when the newest block
+            // was made (a block is only made then), whose chunks went in
+            // under any that came back later, so every chunk of that block
+            // has now been handed out, and touched, and `h`, at the
+            // bottom, is one of them.
+            if big && dry {
+                #[cfg(test)]
+                HUGE_PAGED.with(|n| n.set(n.get() + 1));
+                huge_page(h);
+            }
             return h;
         }
         let Some(mut chunks) = new_block() else {
@@ -603,7 +695,7 @@ mod pool {
     use super::{give_to_block, new_block, Header};
 
     #[cfg_attr(loom, allow(dead_code))]
-    pub(super) fn take() -> *mut Header {
+    pub(super) fn take(_big: bool) -> *mut Header {
         new_block().and_then(|mut c| c.next()).unwrap_or(core::ptr::null_mut())
     }
 
@@ -751,7 +843,7 @@ mod tests {
                 let h = header_of(n.as_ptr().as_ptr()).addr();
                 assert!(h - (h & !(BLOCK - 1)) < FIRST_NODE_CHUNK * CHUNK, "header in a header chunk");
             }
-            assert_eq!(slab.held_bytes(), 3 * BLOCK / 252, "three chunks and their share of the headers");
+            assert_eq!(slab.held_bytes(), 3 * BLOCK / NODE_CHUNKS, "three chunks and their share of the headers");
         }
         for n in nodes {
             // SAFETY: the slab is this test's alone; each node is freed once.
@@ -829,6 +921,53 @@ mod tests {
         assert!(t.stats().held_bytes >= (t.stats().leaves + t.stats().internal) * CELL);
         let dropper = std::thread::spawn(move || drop(t));
         dropper.join().unwrap();
+    }
+
+    /// A block's chunks are all handed out before another block is made
+    /// (none is left unused, which would waste its memory once the block
+    /// is in a huge page), and the block gets a huge page when a big tree
+    /// takes its last chunk, not when a small one does. On fresh threads,
+    /// whose pools start empty. (Not under Miri: a block's 8,000 nodes
+    /// take it 40 s, and the slab's unsafe code is exercised by the tests
+    /// above.)
+    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg_attr(miri, ignore = "8,000 nodes")]
+    #[test]
+    fn a_block_is_used_up_before_the_next_and_a_big_tree_gets_it_a_huge_page() {
+        let block = |n: NodeRef| n.as_ptr().as_ptr().addr() & !(BLOCK - 1);
+        for big_takes_last in [true, false] {
+            std::thread::spawn(move || {
+                let (small, big) = (Slab::new(), Slab::new());
+                // SAFETY (each `alloc`): the slabs are this thread's alone.
+                let first = unsafe { small.alloc(Kind::Leaf) }.unwrap();
+                let mut nodes = Vec::new();
+                // The big slab takes all of the block's chunks but one, or
+                // all of them.
+                let chunks = NODE_CHUNKS - 1 - usize::from(!big_takes_last);
+                for _ in 0..chunks * CELLS {
+                    nodes.push(unsafe { big.alloc(Kind::Leaf) }.unwrap());
+                }
+                if !big_takes_last {
+                    // The small slab's chunk is full: its next node takes
+                    // the block's last chunk.
+                    for _ in 1..=CELLS {
+                        nodes.push(unsafe { small.alloc(Kind::Leaf) }.unwrap());
+                    }
+                }
+                assert!(nodes.iter().all(|&n| block(n) == block(first)), "a chunk came from another block");
+                assert_eq!(pool::HUGE_PAGED.with(|n| n.get()), usize::from(big_takes_last));
+                // Now the next block.
+                let next = unsafe { big.alloc(Kind::Leaf) }.unwrap();
+                assert_ne!(block(next), block(first));
+                // SAFETY: every node of both slabs is given up.
+                unsafe {
+                    small.free_all();
+                    big.free_all();
+                }
+            })
+            .join()
+            .unwrap();
+        }
     }
 
     /// Random allocations and frees against a model: no cell is handed out
