@@ -1,7 +1,9 @@
 //! Resident memory of a tree, measured rather than computed: a tree is
 //! built in a fresh process (this program run again, told what to build
 //! through [`PROBE_ENV`]), and the growth of its resident set (`VmRSS` in
-//! `/proc/self/status`) is divided by the number of ranges.
+//! `/proc/self/status`) is divided by the number of ranges; the share of
+//! that growth mapped with huge pages (`AnonHugePages` in
+//! `/proc/self/smaps_rollup`) is reported beside it.
 //!
 //! A fresh process matters: in a long-running one the global allocator
 //! hands back memory earlier experiments made resident, and the growth
@@ -84,28 +86,52 @@ impl Build {
     }
 }
 
-/// The resident set of this process, in bytes (Linux only).
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+/// What a probe measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resident {
+    /// Growth of the resident set per range, in bytes.
+    pub per_range: f64,
+    /// The part of that growth mapped with huge pages, 0 to 1 (0 where the
+    /// system does not say).
+    pub huge_share: f64,
+}
+
+/// The value of the `field` line (in kB) of a `/proc` file, in bytes.
+fn proc_kib(file: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
 
-/// Builds the tree `build` with `n` ranges and returns the growth of the
-/// resident set per range (the key order is made before measuring).
-fn probe(build: Build, n: u64) -> Option<f64> {
+/// The resident set of this process, in bytes (Linux only).
+fn resident_bytes() -> Option<u64> {
+    proc_kib("/proc/self/status", "VmRSS")
+}
+
+/// The part of the resident set mapped with transparent huge pages, in
+/// bytes (0 where the system does not say).
+fn huge_bytes() -> u64 {
+    proc_kib("/proc/self/smaps_rollup", "AnonHugePages").unwrap_or(0)
+}
+
+/// Builds the tree `build` with `n` ranges and measures the growth of the
+/// resident set (the key order is made before measuring).
+fn probe(build: Build, n: u64) -> Option<Resident> {
     let keys = build.order(n);
     // A small tree of the same kind first, kept alive until the end, so
     // that the program's code on this path is resident before measuring
     // (and its chunks are not reused by the measured tree).
     let warm = build.tree(&build.order(1000))?;
-    let before = resident_bytes()?;
+    let (before, huge_before) = (resident_bytes()?, huge_bytes());
     let tree = build.tree(&keys)?;
-    let after = resident_bytes()?;
-    let per_range = after.saturating_sub(before) as f64 / n.max(1) as f64;
+    let (after, huge_after) = (resident_bytes()?, huge_bytes());
+    let grew = after.saturating_sub(before);
+    let per_range = grew as f64 / n.max(1) as f64;
+    let huge_share =
+        if grew == 0 { 0.0 } else { (huge_after.saturating_sub(huge_before) as f64 / grew as f64).min(1.0) };
     drop((tree, warm));
-    Some(per_range)
+    Some(Resident { per_range, huge_share })
 }
 
 /// If this run is a probe ([`PROBE_ENV`] set), measures, prints the
@@ -121,17 +147,17 @@ pub fn serve_probe() -> bool {
         .and_then(|(kind, n)| Some((Build::parse(kind)?, n.parse::<u64>().ok()?)))
         .and_then(|(build, n)| probe(build, n));
     match figure {
-        Some(b) => println!("{b}"),
+        Some(r) => println!("{} {}", r.per_range, r.huge_share),
         None => println!("unmeasured"),
     }
     true
 }
 
-/// Resident bytes per range of the tree `build` with `n` ranges, measured
+/// Resident memory of the tree `build` with `n` ranges, measured
 /// in a fresh run of this program; `None` if that is not possible here:
 /// no `/proc`, or a program that has not called [`serve_probe`] (never
 /// run again, so a probe cannot start probes), or a run that is a probe.
-pub fn measure(build: Build, n: u64) -> Option<f64> {
+pub fn measure(build: Build, n: u64) -> Option<Resident> {
     if !SERVES_PROBES.load(Ordering::Relaxed) || std::env::var_os(PROBE_ENV).is_some() {
         return None;
     }
@@ -140,7 +166,9 @@ pub fn measure(build: Build, n: u64) -> Option<f64> {
     if !out.status.success() {
         return None;
     }
-    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut figures = text.split_whitespace().map(str::parse::<f64>);
+    Some(Resident { per_range: figures.next()?.ok()?, huge_share: figures.next()?.ok()? })
 }
 
 #[cfg(test)]

@@ -410,7 +410,11 @@ fn the_memory_probe_measures_a_fresh_tree() {
     if text.trim() == "unmeasured" && std::fs::metadata("/proc/self/status").is_err() {
         return; // no /proc on this system
     }
-    let resident: f64 = text.trim().parse().unwrap_or_else(|_| panic!("probe printed {text:?}"));
+    // Resident bytes per range, and the share of them in huge pages.
+    let figures: Vec<f64> =
+        text.split_whitespace().map(|f| f.parse().unwrap_or_else(|_| panic!("probe printed {text:?}"))).collect();
+    let [resident, huge_share] = figures[..] else { panic!("probe printed {text:?}") };
+    assert!((0.0..=1.0).contains(&huge_share), "huge-page share {huge_share}");
     let mut t = maple_tree::MapleTree::with_gaps();
     for i in maple_bench::workloads::order(n, true) {
         let (f, l) = maple_bench::workloads::range(i);

@@ -331,6 +331,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             "bytes per range",
             "chunk bytes per range",
             "resident bytes per range",
+            "in huge pages",
         ],
     );
     let rb = |n: u64| {
@@ -351,7 +352,8 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             };
             // Below 100 K ranges the growth is a handful of pages, which
             // page granularity and the allocator's own pages swamp.
-            let resident = if n >= 100_000 { resident::measure(build, n) } else { None };
+            let measured = if n >= 100_000 { resident::measure(build, n) } else { None };
+            let resident = measured.map(|r| r.per_range);
             if name.ends_with("inserts)") {
                 resident_after.push((n, name, resident));
             }
@@ -364,10 +366,11 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 Cell::num(st.bytes_per_entry(), Unit::Bytes),
                 Cell::num(st.held_bytes as f64 / st.entries.max(1) as f64, Unit::Bytes),
                 resident.map_or_else(|| Cell::text("–"), |b| Cell::num(b, Unit::Bytes)),
+                measured.map_or_else(|| Cell::text("–"), |r| Cell::num(100.0 * r.huge_share, Unit::Percent)),
             ]);
         }
     }
-    s.text("Height and memory. \"bytes per range\": nodes × 256 over ranges; \"chunk bytes\": the 4 KiB chunks the tree holds for its nodes (16 nodes each, free cells and one spare chunk included) with their share of their blocks' header chunks (1/63); \"resident\": measured, the growth of the resident set (`VmRSS`) while a fresh `maple` process builds the same tree, so everything the tree costs is in it (the global allocator's pages too; not measured below 100 K ranges, where a few pages swamp it). The seed's claim: a maple tree is shorter than the rbtree it replaced (1000 VMAs: rbtree 10 levels, maple tree 5); the rbtree column is the range any red-black tree of that size must fall in.");
+    s.text("Height and memory. \"bytes per range\": nodes × 256 over ranges; \"chunk bytes\": the 4 KiB chunks the tree holds for its nodes (16 nodes each, free cells and one spare chunk included) with their share of their blocks' header chunks (1/63); \"resident\": measured, the growth of the resident set (`VmRSS`) while a fresh `maple` process builds the same tree, so everything the tree costs is in it (the global allocator's pages too; not measured below 100 K ranges, where a few pages swamp it); \"in huge pages\": the part of that growth the kernel maps with huge pages (`AnonHugePages`; a big tree's full 2 MiB node blocks, see docs/DESIGN.md, \"Huge pages\"; 0 % where the system has none). The seed's claim: a maple tree is shorter than the rbtree it replaced (1000 VMAs: rbtree 10 levels, maple tree 5); the rbtree column is the range any red-black tree of that size must fall in.");
     s.table(mem);
     let at_1m = |what: &str| resident_after.iter().find(|(n, w, _)| *n >= 1_000_000 && *w == what).and_then(|r| r.2);
     let largest = |what: &str| {
