@@ -5,7 +5,9 @@
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop), random erases (`erase`
 //! by range, `erase-at` by index), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
-//! For `asc`, `rand` and `erase`, `N=1000000` sets the number of ranges
+//! `lookup` times random lookups against the `BTreeMap` idiom in one
+//! process (1 M ranges by default). For `asc`, `rand` and `erase`,
+//! `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
@@ -83,6 +85,36 @@ fn main() {
             total += t.len();
         }
         println!("{total}");
+        return;
+    }
+    if mode == "lookup" {
+        // Random lookups against the `BTreeMap` idiom in the same process
+        // (the ratio survives the machine's swings better than either
+        // time): `N` random ranges, 4 M random keys, 7 rounds.
+        let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+        let mut order: Vec<u64> = (0..n).collect();
+        order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
+        let mut t: MapleTree<U63> = MapleTree::new();
+        let mut b = std::collections::BTreeMap::new();
+        for &i in &order {
+            t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
+            b.insert(i * 16, (i * 16 + 9, i));
+        }
+        let keys: Vec<u64> =
+            (0..4_000_000u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect();
+        for round in 0..7 {
+            let t0 = std::time::Instant::now();
+            let s: u64 = keys.iter().filter_map(|&k| t.load(k)).map(|v| v.get()).sum();
+            let ours = t0.elapsed().as_secs_f64() * 1e9 / keys.len() as f64;
+            let t0 = std::time::Instant::now();
+            let s2: u64 = keys
+                .iter()
+                .filter_map(|&k| b.range(..=k).next_back().filter(|(_, &(end, _))| k <= end).map(|(_, &(_, v))| v))
+                .sum();
+            let theirs = t0.elapsed().as_secs_f64() * 1e9 / keys.len() as f64;
+            assert_eq!(s, s2);
+            println!("round {round}: maple {ours:.1} ns, BTreeMap {theirs:.1} ns, ratio {:.2}", theirs / ours);
+        }
         return;
     }
     if mode == "iter" {
