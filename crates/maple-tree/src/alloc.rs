@@ -20,22 +20,25 @@
 //! virtualisation, a 2-D page walk each). On Linux a new block is mapped
 //! with small pages only (`MADV_NOHUGEPAGE`: a small tree makes resident
 //! only the pages it touches, whatever the system's transparent huge page
-//! setting), and once every chunk of it has been handed out, if a big tree
-//! (one already holding four blocks of nodes, 8 MiB) took the last, its pages,
-//! all resident by then, are collapsed into one huge page
+//! setting), and once every chunk of it has been handed out, if a big
+//! tree (one already holding four blocks of nodes, 8 MiB) took the last,
+//! its pages, all resident by then, are collapsed into one huge page
 //! (`MADV_HUGEPAGE`, then `MADV_COLLAPSE`, Linux 6.1 and later): no
 //! memory is added, and the tree's last, partly used block stays in small
 //! pages. Elsewhere, on older kernels and under Miri, blocks stay in small
-//! pages. Chunks with free
-//! cells are kept on a list; a chunk whose last node is freed leaves the
+//! pages.
+//!
+//! Chunks with free cells are kept on a list; a chunk whose last node is
+//! freed leaves the
 //! tree at once, except for one spare kept to absorb the free-then-allocate
 //! pairs of splits and merges. A tree therefore holds at most one empty
 //! chunk, and its nodes sit together in memory (a duplicate's nodes come
 //! out in the order they are copied). Empty chunks wait in a per-thread
 //! pool (at most a block's) for the next tree, and a block goes back to
 //! the global allocator when all its chunks have. Without `std` there are
-//! no thread-locals to keep a block's other chunks in, so each chunk is a block of its own, aligned to 4 KiB,
-//! whose first cell is its header (fifteen nodes per chunk).
+//! no thread-locals to keep a block's other chunks in, so each chunk is a
+//! block of its own, aligned to 4 KiB, whose first cell is its header
+//! (fifteen nodes per chunk).
 //!
 //! A slab has no locks: only a tree's single writer allocates and frees
 //! (through `&mut`, or holding the concurrent tree's writer lock, which
@@ -658,8 +661,9 @@ mod pool {
             // The pool runs dry: it was last empty when the newest block
             // was made (a block is only made then), whose chunks went in
             // under any that came back later, so every chunk of that block
-            // has now been handed out, and touched, and `h`, at the
-            // bottom, is one of them.
+            // has now been handed out (and, but for `h`, touched: a chunk
+            // taken gets a node at once), and `h`, at the bottom, is one
+            // of them.
             if big && dry {
                 #[cfg(test)]
                 HUGE_PAGED.with(|n| n.set(n.get() + 1));
