@@ -17,7 +17,7 @@ use maple_tree::{MapleTree, U63};
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     // `REPS=` scales the kernel loops (1 M rounds by default).
-    let reps: u64 = std::env::var("REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let reps = env_u64("REPS", 1_000_000);
     if mode == "slot" {
         // The kernel's slot-store loop.
         let mut t: MapleTree<U63> = MapleTree::with_gaps();
@@ -91,9 +91,8 @@ fn main() {
         // Random lookups against the `BTreeMap` idiom in the same process
         // (the ratio survives the machine's swings better than either
         // time): `N` random ranges, 4 M random keys, 7 rounds.
-        let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-        let mut order: Vec<u64> = (0..n).collect();
-        order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
+        let n = env_u64("N", 1_000_000);
+        let order = random_order(n);
         let mut t: MapleTree<U63> = MapleTree::new();
         let mut b = std::collections::BTreeMap::new();
         for &i in &order {
@@ -161,12 +160,8 @@ fn main() {
         return;
     }
     let random = mode == "rand" || mode == "erase" || mode == "erase-at";
-    let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let mut order: Vec<u64> = (0..n).collect();
-    if random {
-        // A fixed permutation (multiplicative hashing), no RNG dependency.
-        order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
-    }
+    let n = env_u64("N", 100_000);
+    let order: Vec<u64> = if random { random_order(n) } else { (0..n).collect() };
     let mut total = 0;
     for _ in 0..10 {
         let mut t: MapleTree<U63> =
@@ -193,4 +188,17 @@ fn main() {
         }
     }
     println!("{total}");
+}
+
+/// The number in the environment variable `name`, or `default`.
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `0..n` in a fixed scrambled order (multiplicative hashing, no RNG
+/// dependency).
+fn random_order(n: u64) -> Vec<u64> {
+    let mut order: Vec<u64> = (0..n).collect();
+    order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
+    order
 }

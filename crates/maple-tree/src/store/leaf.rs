@@ -208,9 +208,10 @@ impl RawTree {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         let (from, to) = span.into_inner();
+        let node = l.leaf();
         let mut made = 0;
         if self.gaps && leaf > 0 {
-            let mut lo = slot_bounds(l.leaf().pivots(), from, l.min, l.max).0;
+            let mut lo = slot_bounds(node.pivots(), from, l.min, l.max).0;
             for p in pieces {
                 if p.slot.is_null() {
                     made = made.max(range_len(lo, p.last));
@@ -220,7 +221,7 @@ impl RawTree {
         }
         // SAFETY: no reader exists (the caller's contract), so the words
         // may change one after the other.
-        unsafe { l.leaf().splice(from, to + 1, count, pieces) };
+        unsafe { node.splice(from, to + 1, count, pieces) };
         if self.gaps && leaf > 0 {
             let p = lpath[leaf - 1];
             let had = p.node.gap(p.off);

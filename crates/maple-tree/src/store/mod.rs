@@ -370,10 +370,11 @@ impl RawTree {
         }
         let l = lpath[leaf];
         let r = rpath[leaf];
+        let (lleaf, rleaf) = (l.leaf(), r.leaf());
         let (lmin, lmax) = l.leaf_range();
         let (rmin, rmax) = r.leaf_range();
-        let lval = l.leaf().slot(l.off);
-        let rval = r.leaf().slot(r.off);
+        let lval = lleaf.slot(l.off);
+        let rval = rleaf.slot(r.off);
         let same_slot = l.node == r.node && l.off == r.off;
 
         if insert_only && !(lval.is_null() && lmax >= last) {
@@ -393,18 +394,18 @@ impl RawTree {
         if l.node == r.node {
             for k in l.off..=r.off {
                 if !(k == l.off && keep_left || k == r.off && keep_right) {
-                    removed.push(l.leaf().slot(k));
+                    removed.push(lleaf.slot(k));
                 }
             }
         } else {
             for k in l.off..l.node.count_from(l.off) {
                 if !(k == l.off && keep_left) {
-                    removed.push(l.leaf().slot(k));
+                    removed.push(lleaf.slot(k));
                 }
             }
             for k in 0..=r.off {
                 if !(k == r.off && keep_right) {
-                    removed.push(r.leaf().slot(k));
+                    removed.push(rleaf.slot(k));
                 }
             }
         }
