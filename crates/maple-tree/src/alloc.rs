@@ -58,7 +58,7 @@ use liballoc::alloc::{alloc, dealloc, Layout};
 
 use crate::{
     error::AllocError,
-    node::{Kind, Node, NodeRef},
+    node::{FreshNode, Kind, Node, NodeRef},
 };
 
 /// Bytes per chunk, and its alignment.
@@ -259,15 +259,16 @@ impl Slab {
     }
 
     /// Allocates a node of `kind`. Its parent word is null; every other
-    /// field is uninitialised until [`NodeRef::fill`] writes it, so callers
-    /// must fill the node before anyone reads it.
+    /// field is uninitialised until [`FreshNode::fill`] or
+    /// [`FreshNode::copy_of`] writes it, which is also what makes it a
+    /// [`NodeRef`] that can be read.
     ///
     /// # Safety
     ///
     /// The caller is the only thread using this slab for the whole call:
     /// it owns the tree (or holds `&mut` to it), or holds the concurrent
     /// tree's writer lock.
-    pub(crate) unsafe fn alloc(&self, kind: Kind) -> Result<NodeRef, AllocError> {
+    pub(crate) unsafe fn alloc(&self, kind: Kind) -> Result<FreshNode, AllocError> {
         #[cfg(feature = "fault-injection")]
         if fault::should_fail() {
             return Err(AllocError);
@@ -278,17 +279,28 @@ impl Slab {
         fault::on_alloc();
         #[cfg(loom)]
         freed::forget(ptr.as_ptr().addr());
-        // SAFETY: `ptr` is a node-sized, node-aligned block we own; the kind
-        // is fixed from here on.
-        let node = unsafe { NodeRef::new(ptr, kind) };
         #[cfg(loom)]
         // SAFETY: loom's atomics must be constructed, not just stored into:
         // write a fully built empty node over the fresh block.
         unsafe {
             ptr.as_ptr().write(Node::loom_empty(kind))
         };
-        node.init_parent();
-        Ok(node)
+        // SAFETY: `ptr` is a node-sized, node-aligned cell that `take_cell`
+        // handed to us alone; nothing links to it yet.
+        Ok(unsafe { FreshNode::new(ptr, kind) })
+    }
+
+    /// Frees a node that was never filled (an allocation a failed write
+    /// gives back before using it).
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    #[cfg(test)]
+    pub(crate) unsafe fn free_fresh(&self, node: FreshNode) {
+        // SAFETY: the caller's guarantees, passed on; the node was never
+        // published, so nobody can reach it.
+        unsafe { self.free_cell(node.as_ptr()) }
     }
 
     /// Frees a node.
@@ -298,9 +310,18 @@ impl Slab {
     /// As for [`alloc`](Self::alloc); and `node` came from `alloc` of this
     /// slab, is not freed twice, and nobody can reach it after this call.
     pub(crate) unsafe fn free(&self, node: NodeRef) {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.free_cell(node.as_ptr()) }
+    }
+
+    /// [`free`](Self::free) by address.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    unsafe fn free_cell(&self, ptr: NonNull<Node>) {
         #[cfg(feature = "fault-injection")]
         fault::on_free();
-        let ptr = node.as_ptr();
         #[cfg(loom)]
         freed::record(ptr.as_ptr().addr());
         // SAFETY: the caller's guarantees, passed on.
@@ -820,9 +841,11 @@ pub mod fault {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::node::Item;
+    use core::ptr;
 
     /// Chunk base of a node.
-    fn chunk_of(n: NodeRef) -> usize {
+    fn chunk_of(n: &FreshNode) -> usize {
         n.as_ptr().as_ptr().addr() & !(CHUNK - 1)
     }
 
@@ -833,12 +856,12 @@ mod tests {
         let first_cell = ALL_FREE.trailing_zeros() as usize;
         assert_eq!(per_chunk, if cfg!(feature = "std") { 16 } else { 15 });
         let slab = Slab::new();
-        let mut nodes: Vec<NodeRef> = Vec::new();
+        let mut nodes: Vec<FreshNode> = Vec::new();
         for _ in 0..3 * per_chunk {
             // SAFETY: the slab is this test's alone.
             nodes.push(unsafe { slab.alloc(Kind::Leaf) }.unwrap());
         }
-        let mut chunks: Vec<usize> = nodes.iter().map(|&n| chunk_of(n)).collect();
+        let mut chunks: Vec<usize> = nodes.iter().map(chunk_of).collect();
         chunks.dedup();
         assert_eq!(chunks.len(), 3, "three chunks' worth of nodes fill exactly three chunks");
         for w in nodes.chunks(per_chunk) {
@@ -846,7 +869,7 @@ mod tests {
                 // The node cells in order, 256 bytes apart, and each finds
                 // its chunk's header, which is not in a node cell.
                 let p = n.as_ptr().as_ptr();
-                assert_eq!(p.addr() - chunk_of(*n), (first_cell + i) * CELL);
+                assert_eq!(p.addr() - chunk_of(n), (first_cell + i) * CELL);
                 assert_eq!(cell_of(header_of(p), first_cell + i), p);
                 assert!(!w.iter().any(|m| m.as_ptr().as_ptr().addr() == header_of(p).addr()));
             }
@@ -861,7 +884,7 @@ mod tests {
         }
         for n in nodes {
             // SAFETY: the slab is this test's alone; each node is freed once.
-            unsafe { slab.free(n) };
+            unsafe { slab.free_fresh(n) };
         }
         assert!(slab.partial.get().is_null(), "every chunk emptied and left the list");
         assert!(!slab.spare.get().is_null(), "one empty chunk is kept");
@@ -876,14 +899,14 @@ mod tests {
         let b = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
         let addr_a = a.as_ptr();
         // SAFETY: the slab is this test's alone; each node is freed once.
-        unsafe { slab.free(a) };
+        unsafe { slab.free_fresh(a) };
         // SAFETY: the slab is this test's alone; each node is freed once.
         let c = unsafe { slab.alloc(Kind::Range64) }.unwrap();
         assert_eq!(c.as_ptr(), addr_a, "the lowest free cell comes first");
         // SAFETY: the slab is this test's alone; each node is freed once.
         unsafe {
-            slab.free(b);
-            slab.free(c);
+            slab.free_fresh(b);
+            slab.free_fresh(c);
         }
         // The chunk is now the spare: the next allocation takes it again.
         let spare = slab.spare.get();
@@ -891,10 +914,10 @@ mod tests {
         let d = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
         assert_eq!(header_of(d.as_ptr().as_ptr()), spare);
         // SAFETY: the slab is this test's alone; each node is freed once.
-        unsafe { slab.free(d) };
+        unsafe { slab.free_fresh(d) };
         // A full chunk that gets a cell back is used again before a chunk
         // with more room.
-        let mut v: Vec<NodeRef> = Vec::new();
+        let mut v: Vec<FreshNode> = Vec::new();
         for _ in 0..17 {
             // SAFETY: the slab is this test's alone.
             v.push(unsafe { slab.alloc(Kind::Leaf) }.unwrap());
@@ -902,14 +925,14 @@ mod tests {
         let freed = v.swap_remove(3);
         let addr = freed.as_ptr();
         // SAFETY: the slab is this test's alone; each node is freed once.
-        unsafe { slab.free(freed) };
+        unsafe { slab.free_fresh(freed) };
         // SAFETY: the slab is this test's alone; each node is freed once.
         let again = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
         assert_eq!(again.as_ptr(), addr);
         v.push(again);
         for n in v {
             // SAFETY: the slab is this test's alone; each node is freed once.
-            unsafe { slab.free(n) };
+            unsafe { slab.free_fresh(n) };
         }
         assert!(slab.partial.get().is_null());
     }
@@ -948,7 +971,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "40,000 nodes")]
     #[test]
     fn a_block_is_used_up_before_the_next_and_a_big_tree_gets_it_a_huge_page() {
-        let block = |n: NodeRef| n.as_ptr().as_ptr().addr() & !(BLOCK - 1);
+        let block = |n: &FreshNode| n.as_ptr().as_ptr().addr() & !(BLOCK - 1);
         let huge_paged = || pool::HUGE_PAGED.with(|n| n.get());
         for big_takes_last in [true, false] {
             std::thread::spawn(move || {
@@ -956,15 +979,15 @@ mod tests {
                 // Blocks in the order their first chunk was handed out, with
                 // the chunks handed out from each.
                 let mut blocks: Vec<(usize, Vec<usize>)> = Vec::new();
-                let mut note = |n: NodeRef| {
-                    if blocks.iter().any(|b| b.1.contains(&chunk_of(n))) {
+                let mut note = |n: FreshNode| {
+                    if blocks.iter().any(|b| b.1.contains(&chunk_of(&n))) {
                         return; // a chunk handed out before
                     }
-                    if blocks.last().map(|b| b.0) != Some(block(n)) {
-                        assert!(blocks.iter().all(|b| b.0 != block(n)), "a chunk of an earlier block");
-                        blocks.push((block(n), Vec::new()));
+                    if blocks.last().map(|b| b.0) != Some(block(&n)) {
+                        assert!(blocks.iter().all(|b| b.0 != block(&n)), "a chunk of an earlier block");
+                        blocks.push((block(&n), Vec::new()));
                     }
-                    blocks.last_mut().unwrap().1.push(chunk_of(n));
+                    blocks.last_mut().unwrap().1.push(chunk_of(&n));
                 };
                 // SAFETY: the slabs are this thread's alone.
                 let alloc = |slab: &Slab| unsafe { slab.alloc(Kind::Leaf) }.unwrap();
@@ -1001,6 +1024,11 @@ mod tests {
         }
     }
 
+    /// A leaf's content whose first pivot is `stamp`.
+    fn stamped(stamp: u64) -> [Item; 2] {
+        [Item { last: stamp, slot: ptr::null_mut(), gap: 0 }, Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 }]
+    }
+
     /// Random allocations and frees against a model: no cell is handed out
     /// twice (each live node keeps a distinct stamp), and a full chunk that
     /// gets a free cell back is used again.
@@ -1016,8 +1044,7 @@ mod tests {
             x ^= x << 17;
             if live.is_empty() || x % 5 < 3 {
                 // SAFETY: the slab is ours.
-                let n = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
-                n.set_pivot(0, step);
+                let n = unsafe { slab.alloc(Kind::Leaf) }.unwrap().fill(&stamped(step));
                 live.push((n, step));
             } else {
                 let (n, stamp) = live.swap_remove((x >> 8) as usize % live.len());

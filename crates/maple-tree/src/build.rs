@@ -99,8 +99,7 @@ impl RawTree {
                     end -= 1;
                 }
                 // SAFETY: `&mut self`: we are the slab's only user.
-                let node = unsafe { self.slab.alloc(kind) }?;
-                node.fill(&items[start..end]);
+                let node = unsafe { self.slab.alloc(kind) }?.fill(&items[start..end]);
                 let max = items[end - 1].last;
                 let gap = if self.gaps { node.max_gap(min, max) } else { 0 };
                 up.push(Item { last: max, slot: node.encode(), gap });

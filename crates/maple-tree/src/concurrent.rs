@@ -660,8 +660,15 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// since the last write) points at, which holds an entry: one word,
     /// which readers see before or after; the old value waits for the
     /// grace period like any removed one.
-    pub(crate) fn replace_at(&mut self, here: Level, value: V) {
-        let old = self.tree.raw.replace_at(here, value.into_raw().as_ptr());
+    ///
+    /// # Safety
+    ///
+    /// `here` is the leaf level of a walk of this tree made under this
+    /// lock since the last write, at a slot that holds an entry.
+    pub(crate) unsafe fn replace_at(&mut self, here: Level, value: V) {
+        // SAFETY: a current walk (the caller's contract) under the writer
+        // lock we hold; the handle passes to the tree.
+        let old = unsafe { self.tree.raw.replace_at(here, value.into_raw().as_ptr()) };
         let value = NonNull::new(old).filter(|_| is_value(old));
         self.state.defer(core::iter::empty(), |v| v.extend(value));
     }

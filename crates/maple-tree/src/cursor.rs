@@ -353,7 +353,10 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         if let Some(&here) = self.pos.walk.path.last() {
             if !here.node.slot(here.off).is_null() {
                 // An entry replaced by an entry: one word, where the cursor is.
-                let old = self.tree.raw.replace_at(here, e);
+                // SAFETY: the cursor's walk is current (every write through
+                // it re-aims or re-walks it) and the cursor holds the tree
+                // `&mut`; the handle `e` passes to the tree.
+                let old = unsafe { self.tree.raw.replace_at(here, e) };
                 // SAFETY: the word just taken out of the tree; ours now (a
                 // reserved marker is no value and is not handed out).
                 return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
@@ -472,7 +475,9 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         let (lo, hi, was) = self.pos.current();
         if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
             // An entry replaced by an entry: one word, where the cursor is.
-            self.guard.replace_at(here, value);
+            // SAFETY: the cursor's walk was made under the guard's lock and
+            // kept current by every write through the cursor.
+            unsafe { self.guard.replace_at(here, value) };
             return Ok(());
         }
         let res = self.guard.store_exact(lo, hi, value);

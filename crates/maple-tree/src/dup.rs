@@ -12,25 +12,14 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::ptr;
-
 use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
     error::AllocError,
-    node::{LeafRef, NodeRef, RANGE64_SLOTS},
+    node::{FreshNode, LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
 };
-
-/// One 256-byte copy of `src` into `dst` (parent word included; the caller
-/// fixes it).
-fn copy_node(src: NodeRef, dst: NodeRef) {
-    debug_assert_eq!(src.kind(), dst.kind());
-    // SAFETY: both are live, distinct, node-sized allocations; `&RawTree`
-    // keeps writers away from the source while we read it.
-    unsafe { ptr::copy_nonoverlapping(src.as_ptr().as_ptr(), dst.as_ptr().as_ptr(), 1) }
-}
 
 /// A leaf of a copy with its bounds, in index order.
 pub(crate) type LeafList = Vec<(LeafRef, u64, u64)>;
@@ -79,8 +68,7 @@ fn dup_from(
     mut leaves: Option<&mut LeafList>,
 ) -> Result<NodeRef, AllocError> {
     // SAFETY: `&mut` makes us the slab's only user (here and below).
-    let new_root = unsafe { slab.alloc(root.kind()) }?;
-    copy_node(root, new_root);
+    let new_root = unsafe { slab.alloc(root.kind()) }?.copy_of(root);
     new_root.set_root_parent();
     // Pre-order: a node's children are allocated and copied together, then
     // the left-most child is expanded first (so leaves come out in order).
@@ -96,18 +84,22 @@ fn dup_from(
             continue;
         }
         let n = src.count();
-        let mut kids: ArrayVec<(NodeRef, NodeRef, u64, u64), RANGE64_SLOTS> = ArrayVec::new();
+        let mut cells: ArrayVec<(NodeRef, FreshNode), RANGE64_SLOTS> = ArrayVec::new();
         for i in 0..n {
             // SAFETY: internal node, used slot; the source is borrowed.
             let child = unsafe { src.child(i) };
-            // SAFETY: as above.
-            let copy = unsafe { slab.alloc(child.kind()) }?;
-            kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
+            // SAFETY: `&mut` makes us the slab's only user.
+            cells.push((child, unsafe { slab.alloc(child.kind()) }?));
         }
-        for (i, &(child, copy, _, _)) in kids.iter().enumerate() {
-            copy_node(child, copy);
+        let mut kids: ArrayVec<(NodeRef, NodeRef, u64, u64), RANGE64_SLOTS> = ArrayVec::new();
+        for (i, (child, cell)) in cells.into_iter().enumerate() {
+            let copy = cell.copy_of(child);
             copy.set_parent(dst);
-            dst.set_slot(i, copy.encode());
+            // SAFETY: `dst` is a copy of `src`, and `copy` of the child in
+            // the same slot: a live node of the level below over that
+            // slot's range.
+            unsafe { dst.set_slot(i, copy.encode()) };
+            kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
         }
         stack.extend(kids.into_iter().rev());
     }

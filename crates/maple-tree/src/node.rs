@@ -239,6 +239,80 @@ impl core::fmt::Debug for NodeRef {
     }
 }
 
+/// A node just allocated, not yet written: its body is uninitialised, so
+/// it has none of [`NodeRef`]'s readers. Writing its content
+/// ([`fill`](Self::fill), [`copy_of`](Self::copy_of)) is the only way to a
+/// `NodeRef`, so no node can be read before it is written. Nothing can
+/// reach it yet either, so those writes need no care for readers.
+///
+/// # Invariants
+///
+/// `ptr` is a cell handed out by [`Slab::alloc`](crate::alloc::Slab::alloc)
+/// for a node of kind `kind`, with its parent word initialised (null) and
+/// nothing else, reachable from no tree.
+#[must_use = "a fresh node is freed by its slab only when the slab is"]
+pub(crate) struct FreshNode {
+    ptr: NonNull<Node>,
+    kind: Kind,
+}
+
+impl FreshNode {
+    /// Takes a newly allocated cell as a node of `kind`, and sets its
+    /// parent word (to null).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a node-sized, node-aligned cell owned by the caller and
+    /// reachable from nowhere.
+    #[inline]
+    pub(crate) unsafe fn new(ptr: NonNull<Node>, kind: Kind) -> FreshNode {
+        // SAFETY: the cell is allocated and ours (the caller's contract);
+        // writing one field through a raw pointer reads nothing of the
+        // uninitialised rest.
+        unsafe { ptr::addr_of_mut!((*ptr.as_ptr()).parent).write(AtomicPtr::new(ptr::null_mut())) };
+        FreshNode { ptr, kind }
+    }
+
+    /// The cell's address (for the slab's tests).
+    #[cfg(test)]
+    pub(crate) fn as_ptr(&self) -> NonNull<Node> {
+        self.ptr
+    }
+
+    /// Writes `items` (at most `kind.slots()`, at least one) as the node's
+    /// content, as [`NodeRef::overwrite`] does, and hands the node out.
+    #[inline]
+    pub(crate) fn fill(self, items: &[Item]) -> NodeRef {
+        // SAFETY: the cell is allocated for a node of this kind (type
+        // invariant); its content is written right below, before anything
+        // reads it.
+        let node = unsafe { NodeRef::new(self.ptr, self.kind) };
+        node.write_items(items);
+        node
+    }
+
+    /// Makes the node a copy of `src` (a live node of the same kind), word
+    /// for word, parent word included (the caller sets it), and hands it
+    /// out.
+    pub(crate) fn copy_of(self, src: NodeRef) -> NodeRef {
+        assert_eq!(src.kind, self.kind, "a node copied into a node of another kind");
+        // SAFETY: `src` is live (`NodeRef`'s invariant) and `self` is an
+        // allocated cell nobody else can reach (this type's), so the two
+        // node-sized regions are valid and distinct; `src`'s words are
+        // atomics that change only under the tree's writer, whom the
+        // caller's borrow of the source tree keeps away.
+        unsafe { ptr::copy_nonoverlapping(src.ptr.as_ptr(), self.ptr.as_ptr(), 1) };
+        // SAFETY: every word was just written, from a node of this kind.
+        unsafe { NodeRef::new(self.ptr, self.kind) }
+    }
+}
+
+impl core::fmt::Debug for FreshNode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "fresh {:?}@{:p}", self.kind, self.ptr)
+    }
+}
+
 impl NodeRef {
     /// # Safety
     ///
@@ -369,8 +443,18 @@ impl NodeRef {
         self.slot_array()[i].load(Ordering::Acquire)
     }
 
+    /// Stores `v` in slot `i`: one word, so a reader sees the old word or
+    /// the new one, never a mix (the slot stores of RCU mode).
+    ///
+    /// # Safety
+    ///
+    /// `v` is a word this slot may hold, as the walks and the value layer
+    /// take for granted: in a leaf, null, a reserved marker or a value
+    /// handle the tree owns from now on; in an internal node, the encoded
+    /// pointer of a live node of the level below, covering the slot's
+    /// range. `i` is a used slot.
     #[inline]
-    pub(crate) fn set_slot(self, i: usize, v: *mut ()) {
+    pub(crate) unsafe fn set_slot(self, i: usize, v: *mut ()) {
         self.slot_array()[i].store(v, Ordering::Release)
     }
 
@@ -509,14 +593,6 @@ impl NodeRef {
         self.node().parent.store(parent.ptr.as_ptr(), Ordering::Release)
     }
 
-    /// Initialises the parent word of a fresh node (to null).
-    #[inline]
-    pub(crate) fn init_parent(self) {
-        // SAFETY: the node is allocated; writing a field through a raw
-        // pointer does not read the uninitialised rest.
-        unsafe { ptr::addr_of_mut!((*self.ptr.as_ptr()).parent).write(AtomicPtr::new(ptr::null_mut())) }
-    }
-
     /// Marks this node as the root.
     #[inline]
     pub(crate) fn set_root_parent(self) {
@@ -598,10 +674,24 @@ impl NodeRef {
         }
     }
 
-    /// Overwrites the node with `items` (at most `kind.slots()`); unused
-    /// pivots become [`PIVOT_UNUSED`], unused slots null. The parent word is
+    /// Overwrites the content of a node in the tree with `items` (as
+    /// [`FreshNode::fill`] writes a fresh one).
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in `self` (a tree held through `&mut` with RCU mode
+    /// off): its words change one after the other. `items` are what the
+    /// node's place in the tree allows (the bounds inside the node's, the
+    /// last one its maximum; words as for [`set_slot`](Self::set_slot)).
+    pub(crate) unsafe fn overwrite(self, items: &[Item]) {
+        self.write_items(items);
+    }
+
+    /// Writes `items` (at most `kind.slots()`, at least one) as the node's
+    /// content; unused pivots become [`PIVOT_UNUSED`], unused slots null,
+    /// and in a gap node the largest-gap offset is found. The parent word is
     /// left alone.
-    pub(crate) fn fill(self, items: &[Item]) {
+    fn write_items(self, items: &[Item]) {
         let (piv, slots) = self.arrays();
         debug_assert!(!items.is_empty() && items.len() <= slots.len());
         let n = items.len();
@@ -933,8 +1023,9 @@ mod tests {
     fn tags_round_trip_and_keep_provenance() {
         let slab = Slab::new();
         for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
+            let one = [Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 }];
             // SAFETY: the slab is this test's alone.
-            let n = unsafe { slab.alloc(kind) }.unwrap();
+            let n = unsafe { slab.alloc(kind) }.unwrap().fill(&one);
             let raw = n.encode();
             assert_eq!(raw.addr() & 0xff, kind as usize);
             // SAFETY: `raw` encodes the live node `n`.
@@ -955,13 +1046,23 @@ mod tests {
         let slab = Slab::new();
         for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
             // SAFETY: the slab is this test's alone.
-            let n = unsafe { slab.alloc(kind) }.unwrap();
+            let mut cell = Some(unsafe { slab.alloc(kind) }.unwrap());
+            let mut node = None;
             for used in 1..=kind.slots() {
                 // Slot i covers [3i, 3i + 2]; the last ends at the node's max.
                 let items: Vec<Item> = (0..used as u64)
                     .map(|i| Item { last: i * 3 + 2, slot: core::ptr::without_provenance_mut(1), gap: 0 })
                     .collect();
-                n.fill(&items);
+                let n = match (cell.take(), node) {
+                    (Some(c), _) => c.fill(&items),
+                    // SAFETY: the node is this test's alone.
+                    (None, Some(n)) => unsafe {
+                        NodeRef::overwrite(n, &items);
+                        n
+                    },
+                    (None, None) => unreachable!(),
+                };
+                node = Some(n);
                 for index in 0..used as u64 * 3 + 4 {
                     let want = n.find(index);
                     assert_eq!(find_narrow_in(n.pivot_array(), index), want, "{kind:?}, {used} slots, index {index}");
@@ -973,7 +1074,7 @@ mod tests {
                 assert_eq!(n.count_from(0), used);
             }
             // SAFETY: allocated above, freed once.
-            unsafe { slab.free(n) };
+            unsafe { slab.free(node.unwrap()) };
         }
     }
 
@@ -981,7 +1082,7 @@ mod tests {
     fn fill_count_find_and_parent_words() {
         let slab = Slab::new();
         // SAFETY: the slab is this test's alone.
-        let leaf = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
+        let cell = unsafe { slab.alloc(Kind::Leaf) }.unwrap();
         let items: Vec<Item> = (0..5u64)
             .map(|i| Item {
                 last: i * 10 + 9,
@@ -989,7 +1090,7 @@ mod tests {
                 gap: 0,
             })
             .collect();
-        leaf.fill(&items);
+        let leaf = cell.fill(&items);
         assert_eq!(leaf.count(), 5);
         assert_eq!(leaf.find(0), 0);
         assert_eq!(leaf.find(10), 1);
@@ -998,14 +1099,15 @@ mod tests {
         assert_eq!(leaf.pivot(4), PIVOT_UNUSED);
         // Full node: 16 slots, all 15 pivots used.
         let full: Vec<Item> = (0..16u64).map(|i| Item { last: i, slot: core::ptr::null_mut(), gap: 0 }).collect();
-        leaf.fill(&full);
+        // SAFETY: the leaf is this test's alone.
+        unsafe { leaf.overwrite(&full) };
         assert_eq!(leaf.count(), 16);
         assert_eq!(leaf.find(15), 15);
         // SAFETY: as above.
-        let inner = unsafe { slab.alloc(Kind::Arange64) }.unwrap();
+        let cell = unsafe { slab.alloc(Kind::Arange64) }.unwrap();
         let kids: Vec<Item> =
             vec![Item { last: 99, slot: leaf.encode(), gap: 7 }, Item { last: u64::MAX, slot: leaf.encode(), gap: 30 }];
-        inner.fill(&kids);
+        let inner = cell.fill(&kids);
         assert_eq!((inner.count(), inner.gap_offset(), inner.max_gap(0, u64::MAX)), (2, 1, 30));
         leaf.set_parent(inner);
         assert_eq!(leaf.parent_info(), Some(inner.addr()));

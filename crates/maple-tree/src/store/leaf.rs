@@ -45,12 +45,22 @@ impl RawTree {
     /// where a cursor stands: writes
     /// `entry` (not null) into the slot `l` points at, which holds an entry
     /// (not null), and returns the old word. One word written, safe for
-    /// readers in any mode; no gap changes; the walk stays good.
-    pub(crate) fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
+    /// readers in any mode; no gap changes; the walk stays good. The old
+    /// word is the caller's from now on.
+    ///
+    /// # Safety
+    ///
+    /// `l` is the leaf level of a walk of this tree made since its last
+    /// change; `entry` is a reserved marker or a value handle whose
+    /// ownership passes to the tree; the caller is the tree's only writer.
+    pub(crate) unsafe fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
         let old = l.leaf().slot(l.off);
         debug_assert!(!old.is_null());
-        l.node.set_slot(l.off, entry);
+        // SAFETY: a used slot of a live leaf (a current walk, the caller's
+        // contract) that holds an entry, replaced by an entry the tree now
+        // owns; one word, so readers see either.
+        unsafe { l.node.set_slot(l.off, entry) };
         self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(old)));
         old
     }

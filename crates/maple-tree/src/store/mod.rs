@@ -336,7 +336,9 @@ impl RawTree {
                 if insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
-                out.removed.push(self.replace_at(l, entry));
+                // SAFETY: `lpath` is a current walk and we the only writer
+                // (this function's contract); `entry` passes to the tree.
+                out.removed.push(unsafe { self.replace_at(l, entry) });
                 return Ok(true);
             }
         }
@@ -532,8 +534,7 @@ impl RawTree {
             content.push(Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 });
         }
         // SAFETY: the caller makes us the only writer.
-        let node = unsafe { self.slab.alloc(Kind::Leaf) }?;
-        node.fill(&content);
+        let node = unsafe { self.slab.alloc(Kind::Leaf) }?.fill(&content);
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
         self.height.set(1);

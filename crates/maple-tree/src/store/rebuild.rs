@@ -83,9 +83,10 @@ impl<'s> Fresh<'s> {
         Fresh { slab, nodes: ArrayVec::new() }
     }
 
-    fn alloc(&mut self, kind: Kind) -> Result<NodeRef, AllocError> {
+    /// A fresh node of `kind` holding `items`.
+    fn alloc(&mut self, kind: Kind, items: &[Item]) -> Result<NodeRef, AllocError> {
         // SAFETY: `new`'s contract makes us the slab's only user.
-        let n = unsafe { self.slab.alloc(kind) }?;
+        let n = unsafe { self.slab.alloc(kind) }?.fill(items);
         self.nodes.push(n);
         Ok(n)
     }
@@ -321,8 +322,7 @@ impl RawTree {
                     debug_assert!(d == leaf, "internal nodes take the splice below");
                     return Ok(Publish::InPlace { level: d });
                 }
-                let node = fresh.alloc(kind)?;
-                node.fill(content);
+                let node = fresh.alloc(kind, content)?;
                 old.push(lpath[d].node);
                 return Ok(Publish::Replace { level: d, node });
             }
@@ -334,9 +334,8 @@ impl RawTree {
             let mut start = 0;
             let mut part_min = cmin;
             for &end in &ends {
-                let node = fresh.alloc(kind)?;
                 let part = &content[start..end];
-                node.fill(part);
+                let node = fresh.alloc(kind, part)?;
                 let part_max = part[part.len() - 1].last;
                 let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
                 up.push(Item { last: part_max, slot: node.encode(), gap });
@@ -346,8 +345,7 @@ impl RawTree {
             if d == 0 {
                 let mut height = lpath.len();
                 while up.len() > 1 {
-                    let node = fresh.alloc(self.inner_kind())?;
-                    node.fill(&up);
+                    let node = fresh.alloc(self.inner_kind(), &up)?;
                     let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
                     up.clear();
                     up.push(Item { last: u64::MAX, slot: node.encode(), gap });
@@ -385,7 +383,10 @@ impl RawTree {
     fn publish(&self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
         match publish {
             Publish::InPlace { level } => {
-                lpath[level].node.fill(content);
+                // SAFETY: the plan writes in place only outside RCU mode,
+                // where `&mut` access to the tree proves no reader exists;
+                // the content is the leaf's own, rewritten over its bounds.
+                unsafe { lpath[level].node.overwrite(content) };
                 Some(level)
             }
             Publish::Splice { level, to, count, up } => {
@@ -410,7 +411,10 @@ impl RawTree {
             Publish::Replace { level, node } => {
                 let p = lpath[level - 1];
                 node.set_parent(p.node);
-                p.node.set_slot(p.off, node.encode());
+                // SAFETY: the fresh node replaces the one in this slot,
+                // over the same range, one level down; a single word, so
+                // readers see the old subtree or the new one.
+                unsafe { p.node.set_slot(p.off, node.encode()) };
                 Some(level)
             }
             Publish::Root { node, height } => {
