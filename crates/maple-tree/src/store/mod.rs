@@ -352,6 +352,11 @@ impl RawTree {
                 return done.map(|()| true);
             }
         }
+        // What follows most often ends in a rebuild, which reads the leaf's
+        // siblings (for a push, or to take one in): in a big tree they are
+        // rarely in the cache, so start loading them now, to arrive while
+        // the write is being worked out.
+        prefetch_siblings(lpath);
         // The right path is only needed when the range leaves the leaf
         // (or an empty neighbour to absorb lies in the next one).
         let mut rpath = Path::new();
@@ -540,5 +545,24 @@ impl RawTree {
         self.height.set(1);
         self.len.set(usize::from(is_value(entry)));
         Ok(())
+    }
+}
+
+/// Asks the CPU to start loading the siblings (same parent) of the leaf
+/// at the end of `lpath`.
+#[inline]
+fn prefetch_siblings(lpath: &Path) {
+    let leaf = lpath.len() - 1;
+    if leaf == 0 {
+        return;
+    }
+    let p = lpath[leaf - 1];
+    if p.off > 0 {
+        // SAFETY: an internal node (the leaf's parent), used slot.
+        unsafe { p.node.child(p.off - 1) }.prefetch();
+    }
+    if p.node.has_next(p.off) {
+        // SAFETY: as above; `has_next` says the slot is used.
+        unsafe { p.node.child(p.off + 1) }.prefetch();
     }
 }
