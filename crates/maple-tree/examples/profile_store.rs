@@ -11,7 +11,9 @@
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
-//! wall-clock comparisons that outlast the machine's swings.
+//! wall-clock comparisons that outlast the machine's swings. `ab` (in a
+//! build with `RUSTFLAGS="--cfg maple_ab"`) times the two arms of an
+//! experiment in one process: see `ab` below and docs/BENCHMARKS.md.
 use maple_tree::{MapleTree, U63};
 
 fn main() {
@@ -19,33 +21,15 @@ fn main() {
     // `REPS=` scales the kernel loops (1 M rounds by default).
     let reps = env_u64("REPS", 1_000_000);
     if mode == "slot" {
-        // The kernel's slot-store loop.
-        let mut t: MapleTree<U63> = MapleTree::with_gaps();
-        for i in (0..=1030u64).step_by(10) {
-            t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
-        }
-        for _ in 0..reps {
-            t.remove_range(105..=105).unwrap();
-            t.store_range(100..=105, U63::new_truncate(100)).unwrap();
-        }
-        println!("{}", t.len());
+        println!("{}", slot_loop(reps));
         return;
     }
     if mode == "node" {
-        // The kernel's node-store loop.
-        let mut t: MapleTree<U63> = MapleTree::with_gaps();
-        for i in (0..=230u64).step_by(10) {
-            t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
-        }
-        let mut ow = 76u64;
-        for _ in 0..reps {
-            t.store_range(ow..=ow + 15, U63::new_truncate(ow)).unwrap();
-            ow += 5;
-            if ow > 135 {
-                ow = 76;
-            }
-        }
-        println!("{}", t.len());
+        println!("{}", node_loop(reps));
+        return;
+    }
+    if mode == "ab" {
+        ab();
         return;
     }
     if mode == "fork" {
@@ -164,11 +148,7 @@ fn main() {
     let order: Vec<u64> = if random { random_order(n) } else { (0..n).collect() };
     let mut total = 0;
     for _ in 0..10 {
-        let mut t: MapleTree<U63> =
-            if std::env::var_os("GAPS").is_some() { MapleTree::with_gaps() } else { MapleTree::new() };
-        for &i in &order {
-            t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
-        }
+        let mut t = build(&order, std::env::var_os("GAPS").is_some());
         if mode == "erase" {
             // Then empty it again in another random order.
             for &i in order.iter().rev() {
@@ -176,10 +156,7 @@ fn main() {
             }
         }
         if mode == "erase-at" {
-            // The same by `erase` of an index (the entry containing it).
-            for &i in order.iter().rev() {
-                t.erase(i * 16 + 3).unwrap();
-            }
+            erase_at(&mut t, &order);
         }
         total += t.len();
         if mode == "rand" && total == t.len() {
@@ -201,4 +178,121 @@ fn random_order(n: u64) -> Vec<u64> {
     let mut order: Vec<u64> = (0..n).collect();
     order.sort_by_key(|&i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
     order
+}
+
+/// The kernel's slot-store loop (`reps` rounds); the tree's length.
+fn slot_loop(reps: u64) -> usize {
+    let mut t: MapleTree<U63> = MapleTree::with_gaps();
+    for i in (0..=1030u64).step_by(10) {
+        t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
+    }
+    for _ in 0..reps {
+        t.remove_range(105..=105).unwrap();
+        t.store_range(100..=105, U63::new_truncate(100)).unwrap();
+    }
+    t.len()
+}
+
+/// The kernel's node-store loop (`reps` rounds); the tree's length.
+fn node_loop(reps: u64) -> usize {
+    let mut t: MapleTree<U63> = MapleTree::with_gaps();
+    for i in (0..=230u64).step_by(10) {
+        t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
+    }
+    let mut ow = 76u64;
+    for _ in 0..reps {
+        t.store_range(ow..=ow + 15, U63::new_truncate(ow)).unwrap();
+        ow += 5;
+        if ow > 135 {
+            ow = 76;
+        }
+    }
+    t.len()
+}
+
+/// A tree of the ranges `[i * 16, i * 16 + 9]`, stored in `order`.
+fn build(order: &[u64], gaps: bool) -> MapleTree<U63> {
+    let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    for &i in order {
+        t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
+    }
+    t
+}
+
+/// Empties a tree of [`build`] by `erase` of an index in each entry, in
+/// the reverse of `order`.
+fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
+    for &i in order.iter().rev() {
+        t.erase(i * 16 + 3).unwrap();
+    }
+}
+
+/// `profile_store ab`: times the two arms of an experiment behind
+/// `maple_tree::ab::on()` in one process, alternating (`ROUNDS` rounds,
+/// 21 by default), on the workload `WORK`: `rand` (`N` random inserts,
+/// 100 K by default), `erase` (the same, then `erase` of each), `asc`
+/// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
+/// of `N` ranges), `slot` or `node` (the kernel's loops, 1 M rounds).
+/// Prints each arm's fastest and median time and the median of the
+/// per-round ratios old/new (above 1: the new arm is faster) with its
+/// quartiles.
+#[cfg(maple_ab)]
+fn ab() {
+    let n = env_u64("N", 100_000);
+    let rounds = env_u64("ROUNDS", 21) as usize;
+    let work = std::env::var("WORK").unwrap_or_else(|_| "rand".into());
+    let order = random_order(n);
+    let ascending: Vec<u64> = (0..n).collect();
+    let bulk: MapleTree<U63> =
+        MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+    let keys: Vec<u64> = (0..2_000_000u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect();
+    let run = || -> u64 {
+        match work.as_str() {
+            "rand" => build(&order, false).len() as u64,
+            "erase" => {
+                let mut t = build(&order, false);
+                erase_at(&mut t, &order);
+                t.len() as u64
+            }
+            "asc" => build(&ascending, false).len() as u64,
+            "lookup" => keys.iter().filter_map(|&k| bulk.load(k)).map(|v| v.get()).sum(),
+            "slot" => slot_loop(1_000_000) as u64,
+            "node" => node_loop(1_000_000) as u64,
+            other => panic!("unknown WORK={other}"),
+        }
+    };
+    // times[0]: the old arm (off), times[1]: the new (on).
+    let mut times = [Vec::new(), Vec::new()];
+    let mut sink = 0u64;
+    for r in 0..rounds {
+        let arms = if r % 2 == 0 { [false, true] } else { [true, false] };
+        for on in arms {
+            maple_tree::ab::set(on);
+            let start = std::time::Instant::now();
+            sink = sink.wrapping_add(std::hint::black_box(run()));
+            times[usize::from(on)].push(start.elapsed().as_secs_f64());
+        }
+    }
+    let mut ratios: Vec<f64> = times[0].iter().zip(&times[1]).map(|(old, new)| old / new).collect();
+    ratios.sort_by(f64::total_cmp);
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+    }
+    let q = |v: &[f64], k: usize| v[(v.len() - 1) * k / 4];
+    println!(
+        "{work}, n = {n}, {rounds} rounds: old {:.4}/{:.4} s, new {:.4}/{:.4} s (fastest/median); old/new median {:.3} (quartiles {:.3}, {:.3}) [{sink}]",
+        q(&times[0], 0),
+        q(&times[0], 2),
+        q(&times[1], 0),
+        q(&times[1], 2),
+        q(&ratios, 2),
+        q(&ratios, 1),
+        q(&ratios, 3),
+    );
+}
+
+#[cfg(not(maple_ab))]
+fn ab() {
+    eprintln!("profile_store ab: build with RUSTFLAGS=\"--cfg maple_ab\" (see docs/BENCHMARKS.md)");
+    std::process::exit(2);
 }

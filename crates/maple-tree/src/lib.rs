@@ -254,3 +254,29 @@ pub use validate::ValidateError;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// A switch for same-process A/B measurements of a code change (only in
+/// builds with `RUSTFLAGS="--cfg maple_ab"`; see docs/BENCHMARKS.md, "How
+/// to reproduce"). An experiment puts the change behind
+/// `if crate::ab::on() { … } else { … }`, and `profile_store ab` times
+/// both arms in one process, alternating: on this shared machine, times
+/// taken by separate processes swing by ±30 %, the ratio of the two arms
+/// in one process by a few per cent. No code in the repository reads it.
+#[cfg(maple_ab)]
+#[doc(hidden)]
+pub mod ab {
+    use core::sync::atomic::{AtomicBool, Ordering};
+
+    static ON: AtomicBool = AtomicBool::new(true);
+
+    /// Whether the experiment's new arm runs.
+    #[inline]
+    pub fn on() -> bool {
+        ON.load(Ordering::Relaxed)
+    }
+
+    /// Chooses the arm.
+    pub fn set(on: bool) {
+        ON.store(on, Ordering::Relaxed);
+    }
+}
