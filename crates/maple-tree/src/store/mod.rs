@@ -182,18 +182,18 @@ fn cut(
     } else {
         rval
     };
-    let mut piece = [Item { last, slot: entry, gap: 0 }; 3];
-    let mut n = 0;
-    if keep_left {
-        piece[0] = Item { last: first - 1, slot: lval, gap: 0 };
-        n = 1;
-    }
-    piece[n] = Item { last, slot: entry, gap: 0 };
-    n += 1;
-    if has_right {
-        piece[n] = Item { last: rmax, slot: right, gap: 0 };
-        n += 1;
-    }
+    // The array is written whole, never piece by piece at a computed
+    // offset: a later copy of it could then not be forwarded from those
+    // scattered stores (a stall the profile showed on every write).
+    let front = Item { last: first.wrapping_sub(1), slot: lval, gap: 0 };
+    let mid = Item { last, slot: entry, gap: 0 };
+    let back = Item { last: rmax, slot: right, gap: 0 };
+    let (piece, n) = match (keep_left, has_right) {
+        (true, true) => ([front, mid, back], 3),
+        (true, false) => ([front, mid, mid], 2),
+        (false, true) => ([mid, back, back], 2),
+        (false, false) => ([mid, mid, mid], 1),
+    };
     Ok(Cut { piece, n, keep_left, keep_right: has_right && !right_made, right_made })
 }
 
