@@ -396,8 +396,12 @@ impl RawTree {
         let (pieces, keep_left, keep_right, right_made) = (cut.pieces(), cut.keep_left, cut.keep_right, cut.right_made);
         let split_word = if right_made { pieces[pieces.len() - 1].slot } else { ptr::null_mut() };
 
-        // The values that fall out of the tree.
-        let mut removed = Removed::default();
+        // The values that fall out of the tree, listed straight in `out`
+        // (empty on entry; emptied again if the write fails). (Built in a
+        // local and moved, the list was copied twice per rebuild through
+        // words that straddled the stores that built it.)
+        debug_assert_eq!(out.removed.len(), 0);
+        let removed = &mut out.removed;
         if l.node == r.node {
             for k in l.off..=r.off {
                 if !(k == l.off && keep_left || k == r.off && keep_right) {
@@ -423,19 +427,19 @@ impl RawTree {
             // exists; we are the only writer.
             if unsafe { self.store_in_leaf(lpath, r.off, pieces) } {
                 self.len.set(self.len.get() + added - removed.len());
-                out.removed = removed;
                 // The leaf kept its place and bounds (only the offset of the
                 // slot holding `first` may have moved).
                 return Ok(true);
             }
         }
         // SAFETY: the caller's contract (only writer; RCU rules).
-        match unsafe { self.rebuild(lpath, &mut rpath, pieces, removed, added) } {
-            Ok(stored) => {
-                *out = stored;
-                Ok(false)
+        match unsafe { self.rebuild(lpath, &mut rpath, pieces, out, added) } {
+            Ok(()) => Ok(false),
+            Err(e) => {
+                // Nothing left the tree: the words listed are still in it.
+                *out = Stored::default();
+                Err((e, split_word))
             }
-            Err(e) => Err((e, split_word)),
         }
     }
 

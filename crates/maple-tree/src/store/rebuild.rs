@@ -166,8 +166,10 @@ fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Optio
 
 impl RawTree {
     /// The general write: `pieces` replace the slots from `lpath`'s leaf
-    /// slot to `rpath`'s; `removed` lists the values that leave the tree
-    /// and `added` how many enter it. On failure nothing has changed.
+    /// slot to `rpath`'s; `out.removed` lists the values that leave the
+    /// tree (the rebuild adds those of whole subtrees the write covers, and
+    /// the replaced nodes to `out.retired`) and `added` how many enter it.
+    /// On failure nothing has changed (and `out` is the caller's to empty).
     ///
     /// # Safety
     ///
@@ -177,9 +179,9 @@ impl RawTree {
         lpath: &mut Path,
         rpath: &mut Path,
         pieces: &[Item],
-        mut removed: Removed,
+        out: &mut Stored,
         added: usize,
-    ) -> Result<Stored, StoreFail> {
+    ) -> Result<(), StoreFail> {
         let leaf = lpath.len() - 1;
         let (l, r) = (lpath[leaf], rpath[leaf]);
         // Leaf-level content.
@@ -229,7 +231,7 @@ impl RawTree {
         }
         // SAFETY: the caller makes us the only writer.
         unsafe { self.collapse_root(&mut old, &fresh) };
-        let mut retired = Retired::default();
+        let Stored { removed, retired } = out;
         if self.rcu {
             // Readers may still be inside: mark dead, hand over for a grace
             // period. Values inside doomed subtrees leave the tree now.
@@ -238,7 +240,7 @@ impl RawTree {
                 retired.push(n);
             }
             for d in doomed {
-                collect_subtree(d, &mut retired, &mut removed);
+                collect_subtree(d, retired, removed);
             }
         } else {
             for &n in &old {
@@ -252,7 +254,7 @@ impl RawTree {
             }
         }
         self.len.set(self.len.get() + added - removed.len());
-        Ok(Stored { removed, retired })
+        Ok(())
     }
 
     /// Phase 1: allocate and fill every new node, level by level.
