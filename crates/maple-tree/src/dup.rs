@@ -91,17 +91,16 @@ fn dup_from(
             // SAFETY: `&mut` makes us the slab's only user.
             cells.push((child, unsafe { slab.alloc(child.kind()) }?));
         }
-        let mut kids: ArrayVec<(NodeRef, NodeRef, u64, u64), RANGE64_SLOTS> = ArrayVec::new();
-        for (i, (child, cell)) in cells.into_iter().enumerate() {
+        // Last child first onto the stack, so the first is expanded first.
+        for (i, (child, cell)) in cells.into_iter().enumerate().rev() {
             let copy = cell.copy_of(child);
             copy.set_parent(dst);
             // SAFETY: `dst` is a copy of `src`, and `copy` of the child in
             // the same slot: a live node of the level below over that
             // slot's range.
             unsafe { dst.set_slot(i, copy.encode()) };
-            kids.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
+            stack.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
         }
-        stack.extend(kids.into_iter().rev());
     }
     Ok(new_root)
 }
