@@ -232,7 +232,8 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// 21 by default), on the workload `WORK`: `rand` (`N` random inserts,
 /// 100 K by default), `erase` (the same, then `erase` of each), `asc`
 /// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
-/// of `N` ranges), `slot` or `node` (the kernel's loops, 1 M rounds).
+/// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
+/// tree), `slot` or `node` (the kernel's loops, 1 M rounds).
 /// Prints each arm's fastest and median time and the median of the
 /// per-round ratios old/new (above 1: the new arm is faster) with its
 /// quartiles.
@@ -245,6 +246,8 @@ fn ab() {
     let ascending: Vec<u64> = (0..n).collect();
     let bulk: MapleTree<U63> =
         MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+    let seed: MapleTree<U63> =
+        MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap();
     let keys: Vec<u64> = (0..2_000_000u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect();
     let run = || -> u64 {
         match work.as_str() {
@@ -256,6 +259,7 @@ fn ab() {
             }
             "asc" => build(&ascending, false).len() as u64,
             "lookup" => keys.iter().filter_map(|&k| bulk.load(k)).map(|v| v.get()).sum(),
+            "dup" => (0..200_000).map(|_| seed.try_dup().unwrap().len() as u64).sum(),
             "slot" => slot_loop(1_000_000) as u64,
             "node" => node_loop(1_000_000) as u64,
             other => panic!("unknown WORK={other}"),
