@@ -458,7 +458,11 @@ impl RawTree {
     ) -> Result<bool, (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let kept = unsafe { self.store_walked(lpath, op, out) }?;
+        let res = unsafe { self.store_walked(lpath, op, out) };
+        // A failed write hands nothing back: what it listed is still in the
+        // tree (the fault-injection sweeps fail every write this way).
+        debug_assert!(res.is_ok() || out.removed.len() == 0 && out.retired.len() == 0, "a failed write left results");
+        let kept = res?;
         if out.retired.len() > 0 {
             for n in out.retired.iter() {
                 // SAFETY: retired nodes are unreachable and, with no readers,
