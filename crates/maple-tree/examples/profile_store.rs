@@ -35,8 +35,7 @@ fn main() {
     if mode == "fork" {
         // The seed's fork loop the kernel's way: duplicate, then replace
         // every entry of the copy through a cursor.
-        let t: MapleTree<U63> =
-            MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap();
+        let t = seed_tree();
         let mut total = 0;
         for _ in 0..20_000 {
             let mut copy = t.try_dup().unwrap();
@@ -77,14 +76,14 @@ fn main() {
         // time): `N` random ranges, 4 M random keys, 7 rounds.
         let n = env_u64("N", 1_000_000);
         let order = random_order(n);
-        let mut t: MapleTree<U63> = MapleTree::new();
+        let t = build(&order, false);
+        // Inserted one by one in the same order (`collect` would sort
+        // first and bulk-build a denser map than inserts leave).
         let mut b = std::collections::BTreeMap::new();
         for &i in &order {
-            t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
             b.insert(i * 16, (i * 16 + 9, i));
         }
-        let keys: Vec<u64> =
-            (0..4_000_000u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect();
+        let keys = random_keys(4_000_000, n);
         for round in 0..7 {
             let t0 = std::time::Instant::now();
             let s: u64 = keys.iter().filter_map(|&k| t.load(k)).map(|v| v.get()).sum();
@@ -101,8 +100,7 @@ fn main() {
         return;
     }
     if mode == "iter" {
-        let t: MapleTree<U63> =
-            MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+        let t = bulk(1000);
         let mut sum = 0;
         for _ in 0..20_000 {
             sum += t.iter().map(|(_, v)| v.get()).sum::<u64>();
@@ -112,8 +110,7 @@ fn main() {
     }
     if mode == "iter-for" {
         // The same, entry by entry through `next` (a `for` loop).
-        let t: MapleTree<U63> =
-            MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
+        let t = bulk(1000);
         let mut sum = 0;
         for _ in 0..20_000 {
             for (_, v) in &t {
@@ -180,6 +177,22 @@ fn random_order(n: u64) -> Vec<u64> {
     order
 }
 
+/// `count` keys scattered over the ranges of a tree of `n` (hits and
+/// misses).
+fn random_keys(count: u64, n: u64) -> Vec<u64> {
+    (0..count).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect()
+}
+
+/// The seed's tree: 135 ranges `[i * 10, i * 10 + 5]`, tracking gaps.
+fn seed_tree() -> MapleTree<U63> {
+    MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap()
+}
+
+/// A bulk-built tree of the ranges `[i * 16, i * 16 + 9]`, `i < n`.
+fn bulk(n: u64) -> MapleTree<U63> {
+    MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap()
+}
+
 /// The kernel's slot-store loop (`reps` rounds); the tree's length.
 fn slot_loop(reps: u64) -> usize {
     let mut t: MapleTree<U63> = MapleTree::with_gaps();
@@ -244,11 +257,9 @@ fn ab() {
     let work = std::env::var("WORK").unwrap_or_else(|_| "rand".into());
     let order = random_order(n);
     let ascending: Vec<u64> = (0..n).collect();
-    let bulk: MapleTree<U63> =
-        MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap();
-    let seed: MapleTree<U63> =
-        MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap();
-    let keys: Vec<u64> = (0..2_000_000u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect();
+    let bulk_tree = bulk(n);
+    let seed = seed_tree();
+    let keys = random_keys(2_000_000, n);
     let run = || -> u64 {
         match work.as_str() {
             "rand" => build(&order, false).len() as u64,
@@ -258,7 +269,7 @@ fn ab() {
                 t.len() as u64
             }
             "asc" => build(&ascending, false).len() as u64,
-            "lookup" => keys.iter().filter_map(|&k| bulk.load(k)).map(|v| v.get()).sum(),
+            "lookup" => keys.iter().filter_map(|&k| bulk_tree.load(k)).map(|v| v.get()).sum(),
             "dup" => (0..200_000).map(|_| seed.try_dup().unwrap().len() as u64).sum(),
             "slot" => slot_loop(1_000_000) as u64,
             "node" => node_loop(1_000_000) as u64,

@@ -29,11 +29,10 @@
 //! pages.
 //!
 //! Chunks with free cells are kept on a list; a chunk whose last node is
-//! freed leaves the
-//! tree at once, except for one spare kept to absorb the free-then-allocate
-//! pairs of splits and merges. A tree therefore holds at most one empty
-//! chunk, and its nodes sit together in memory (a duplicate's nodes come
-//! out in the order they are copied). Empty chunks wait in a per-thread
+//! freed leaves the tree at once, except for one spare kept to absorb the
+//! free-then-allocate pairs of splits and merges. A tree therefore holds
+//! at most one empty chunk, and its nodes sit together in memory (a
+//! duplicate's nodes come out in the order they are copied). Empty chunks wait in a per-thread
 //! pool (at most a block's) for the next tree, and a block goes back to
 //! the global allocator when all its chunks have. Without `std` there are
 //! no thread-locals to keep a block's other chunks in, so each chunk is a

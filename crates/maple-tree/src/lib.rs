@@ -175,7 +175,7 @@
 //!   spares random lookups in trees of millions of ranges most of their
 //!   TLB misses. Smaller trees keep small pages whatever the system's
 //!   transparent-huge-page setting. [`Stats::held_bytes`] counts a tree's
-//!   node memory. Without it the crate is
+//!   node memory. Without `std` the crate is
 //!   `no_std` + `alloc`: [`MapleTree`], its cursors and everything above
 //!   works, each tree's node chunks coming straight from the global
 //!   allocator (CI builds it for `x86_64-unknown-none`).

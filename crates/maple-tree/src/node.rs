@@ -1045,24 +1045,16 @@ mod tests {
     fn find_narrow_and_find_from_agree_with_find() {
         let slab = Slab::new();
         for kind in [Kind::Leaf, Kind::Range64, Kind::Arange64] {
+            let one = [Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 }];
             // SAFETY: the slab is this test's alone.
-            let mut cell = Some(unsafe { slab.alloc(kind) }.unwrap());
-            let mut node = None;
+            let n = unsafe { slab.alloc(kind) }.unwrap().fill(&one);
             for used in 1..=kind.slots() {
                 // Slot i covers [3i, 3i + 2]; the last ends at the node's max.
                 let items: Vec<Item> = (0..used as u64)
                     .map(|i| Item { last: i * 3 + 2, slot: core::ptr::without_provenance_mut(1), gap: 0 })
                     .collect();
-                let n = match (cell.take(), node) {
-                    (Some(c), _) => c.fill(&items),
-                    // SAFETY: the node is this test's alone.
-                    (None, Some(n)) => unsafe {
-                        NodeRef::overwrite(n, &items);
-                        n
-                    },
-                    (None, None) => unreachable!(),
-                };
-                node = Some(n);
+                // SAFETY: the node is this test's alone.
+                unsafe { n.overwrite(&items) };
                 for index in 0..used as u64 * 3 + 4 {
                     let want = n.find(index);
                     assert_eq!(find_narrow_in(n.pivot_array(), index), want, "{kind:?}, {used} slots, index {index}");
@@ -1074,7 +1066,7 @@ mod tests {
                 assert_eq!(n.count_from(0), used);
             }
             // SAFETY: allocated above, freed once.
-            unsafe { slab.free(node.unwrap()) };
+            unsafe { slab.free(n) };
         }
     }
 
