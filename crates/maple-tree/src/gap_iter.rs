@@ -3,21 +3,26 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{
-    fmt,
-    iter::FusedIterator,
-    ops::{ControlFlow, RangeInclusive},
-};
+use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
 
-use crate::{handle::Handle, node::slot_bounds, raw::LeafWalk, sync::Ordering, tree::MapleTree};
+use crate::{
+    handle::Handle,
+    node::{PIVOT_UNUSED, RANGE64_SLOTS},
+    raw::{LeafWalk, Level, Path, RawTree},
+    sync::Ordering,
+    tree::MapleTree,
+};
 
 /// The empty ranges inside a window, ascending (or descending from the
 /// back), each cut to the window; made by [`MapleTree::gaps`].
 ///
-/// On a gap-tracking tree a step looks at the next few slots and, if no
-/// gap is there, makes one O(log n) gap search, which skips full subtrees:
-/// `k` gaps cost at most O((k + 1) log n) however many entries lie between
-/// them. On a plain tree each step walks the leaf slots up to the next gap.
+/// From the front, the gaps are read a leaf at a time: `next` hands out
+/// the gaps of the leaf it scanned last, and scans the next leaf when they
+/// run out; `fold` (hence `sum`, `count`, `for_each`) scans the leaves
+/// straight through. On a gap-tracking tree, a leaf that ends in a run of
+/// entries hands over to one O(log n) gap search, which skips full
+/// subtrees: `k` gaps cost at most O((k + 1) log n) however many entries
+/// lie between them. On a plain tree the leaves are walked.
 pub struct Gaps<'a, V: Handle> {
     tree: &'a MapleTree<V>,
     /// Lowest index not yet passed from the front.
@@ -25,10 +30,12 @@ pub struct Gaps<'a, V: Handle> {
     /// Highest index not yet passed from the back.
     back: u64,
     done: bool,
-    /// Where the front stopped last (on the gap it returned), so the next
+    /// The front's walk along the leaves.
+    fwd: Front,
+    /// The gaps of the front's last leaf that `next` has not handed out.
+    buf: LeafGaps,
+    /// Where the back stopped last (on the gap it returned), so the next
     /// step starts there instead of at the root.
-    fwd: Option<LeafWalk>,
-    /// The same for the back.
     bwd: Option<LeafWalk>,
 }
 
@@ -38,12 +45,13 @@ impl<V: Handle> fmt::Debug for Gaps<'_, V> {
     }
 }
 
-/// Slots a gap-tracking tree walks before it searches: when gaps are
+/// Entries in a row after which a gap-tracking tree searches for the next
+/// gap (at the end of the leaf) instead of walking on: when gaps are
 /// dense (one after every entry or few), the next one is a slot or two
-/// away and a step finds it for less than a search from the root.
+/// away and a walk finds it for less than a search from the root.
 const NEAR: usize = 4;
 
-/// What a bounded walk found.
+/// What a bounded walk back found.
 enum Scan {
     /// An empty slot `[start, end]` (not yet cut to the window).
     Found(u64, u64),
@@ -53,31 +61,190 @@ enum Scan {
     Far,
 }
 
+/// Where the front's next leaf scan starts.
+#[derive(Clone, Copy)]
+enum Resume {
+    /// Nothing scanned yet: a walk to the window's start.
+    Start,
+    /// The first slot of the leaf after the walk's.
+    NextLeaf,
+    /// The slot of the lowest gap at or above this index (the last leaf
+    /// scanned ended in a run of entries, in a gap-tracking tree).
+    Search(u64),
+    /// The front has scanned up to the window's end.
+    End,
+}
+
+/// The front of a [`Gaps`]: a walk along the leaves.
+struct Front {
+    walk: LeafWalk,
+    resume: Resume,
+    /// Entries in a row since the last gap seen.
+    run: usize,
+}
+
+/// The gaps of one leaf, `start[pos..len]` and `end[pos..len]` (a leaf
+/// holds at most `RANGE64_SLOTS` empty slots).
+struct LeafGaps {
+    start: [u64; RANGE64_SLOTS],
+    end: [u64; RANGE64_SLOTS],
+    pos: u8,
+    len: u8,
+}
+
+impl Front {
+    /// Scans leaves from where the front stopped, calling `emit(acc,
+    /// start, end)` for every empty slot that starts at or below `hi`, cut
+    /// to `[lo, hi]`, threading the accumulator: up to the window's end,
+    /// or (`one_leaf`) only until a leaf has had a gap.
+    #[inline(always)]
+    fn scan<B>(
+        &mut self,
+        raw: &RawTree,
+        lo: u64,
+        hi: u64,
+        mut acc: B,
+        one_leaf: bool,
+        mut emit: impl FnMut(B, u64, u64) -> B,
+    ) -> B {
+        let near = if raw.gaps { NEAR } else { usize::MAX };
+        loop {
+            match self.resume {
+                Resume::End => return acc,
+                Resume::Start => raw.walk_into(lo, &mut self.walk.path),
+                Resume::NextLeaf => {
+                    // `hi` may be lower than at the last scan (the back
+                    // moved): the window may end in the leaf scanned.
+                    let scanned_to = self.walk.path.last().map_or(u64::MAX, |lv| lv.max);
+                    if scanned_to >= hi || !self.walk.next_leaf() {
+                        self.resume = Resume::End;
+                        return acc;
+                    }
+                }
+                // The gap search skips full subtrees; the walk goes to the
+                // gap it finds.
+                Resume::Search(from) => match raw.empty_area(from, hi, 1) {
+                    Ok(at) => {
+                        raw.walk_into(at, &mut self.walk.path);
+                        self.run = 0;
+                    }
+                    Err(_) => {
+                        self.resume = Resume::End;
+                        return acc;
+                    }
+                },
+            }
+            let Some(&lv) = self.walk.path.last() else {
+                // An empty tree: one empty range over every index.
+                self.resume = Resume::End;
+                return emit(acc, lo, hi);
+            };
+            let mut found = false;
+            let end;
+            (acc, end) = scan_leaf_gaps(lv, lo, hi, &mut self.run, acc, |acc, s, e| {
+                found = true;
+                emit(acc, s, e)
+            });
+            // Not at the end: the leaf ends below `hi`, so `lv.max + 1`
+            // does not overflow.
+            self.resume = if end {
+                Resume::End
+            } else if self.run >= near {
+                Resume::Search(lv.max + 1)
+            } else {
+                Resume::NextLeaf
+            };
+            if found && one_leaf {
+                return acc;
+            }
+        }
+    }
+}
+
+/// Calls `emit(acc, start, end)` for every empty slot of the leaf `lv`
+/// from its slot `lv.off` up to the slot reaching `hi` (or the leaf's end),
+/// cut to `[lo, hi]`, threading the accumulator; keeps `run`, the entries
+/// in a row since the last gap. Returns the accumulator and whether the
+/// scan reached `hi` or the tree's end. The first slot scanned starts at or
+/// below `hi` (the walk's: at the window's start, a gap the search found
+/// inside it, or the first of a leaf after one that ended below `hi`).
+/// Like the entries' scan, it relies on the leaf's last slot having no
+/// pivot in use: every pivot before it is below the leaf's bound.
+#[inline(always)]
+fn scan_leaf_gaps<B>(
+    lv: Level,
+    lo: u64,
+    hi: u64,
+    run: &mut usize,
+    mut acc: B,
+    mut emit: impl FnMut(B, u64, u64) -> B,
+) -> (B, bool) {
+    let leaf = lv.leaf();
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    let (mut i, mut s) = (lv.off, lv.node.slot_min(lv.off, lv.min));
+    let mut r = *run;
+    let end;
+    if lv.max <= hi {
+        // The whole leaf is inside the window: no slot ends the scan early.
+        while i < RANGE64_SLOTS - 1 {
+            let p = piv[i].load(Ordering::Relaxed);
+            if p == PIVOT_UNUSED {
+                break;
+            }
+            if slots[i].load(Ordering::Acquire).is_null() {
+                acc = emit(acc, s.max(lo), p);
+                r = 0;
+            } else {
+                r += 1;
+            }
+            s = p + 1;
+            i += 1;
+        }
+        if slots[i].load(Ordering::Acquire).is_null() {
+            acc = emit(acc, s.max(lo), lv.max);
+            r = 0;
+        } else {
+            r += 1;
+        }
+        end = lv.max == hi || lv.max == u64::MAX;
+    } else {
+        // The slot reaching `hi` is in this leaf, at the latest its last.
+        loop {
+            let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
+            let e = if p == PIVOT_UNUSED { lv.max } else { p };
+            if slots[i].load(Ordering::Acquire).is_null() {
+                acc = emit(acc, s.max(lo), e.min(hi));
+                r = 0;
+            } else {
+                r += 1;
+            }
+            if e >= hi {
+                break;
+            }
+            s = e + 1;
+            i += 1;
+        }
+        end = true;
+    }
+    *run = r;
+    (acc, end)
+}
+
 impl<'a, V: Handle> Gaps<'a, V> {
     pub(crate) fn new(tree: &'a MapleTree<V>, window: Option<(u64, u64)>) -> Gaps<'a, V> {
         let (front, back, done) = match window {
             Some((f, b)) => (f, b, false),
             None => (0, 0, true),
         };
-        Gaps { tree, front, back, done, fwd: None, bwd: None }
-    }
-
-    /// Walks forward from `w`'s slot (inclusive) for at most `budget`
-    /// slots, looking for an empty one that starts at or below `hi`.
-    fn scan_forward(w: &mut LeafWalk, hi: u64, budget: usize) -> Scan {
-        let mut left = budget;
-        let ((), found) = walk_slots(w, hi, (), |(), s, e, empty| {
-            if empty {
-                return ControlFlow::Break(((), Scan::Found(s, e)));
-            }
-            left -= 1;
-            if left == 0 && e < hi {
-                ControlFlow::Break(((), Scan::Far))
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-        found.unwrap_or(Scan::None)
+        Gaps {
+            tree,
+            front,
+            back,
+            done,
+            fwd: Front { walk: LeafWalk { path: Path::new() }, resume: Resume::Start, run: 0 },
+            buf: LeafGaps { start: [0; RANGE64_SLOTS], end: [0; RANGE64_SLOTS], pos: 0, len: 0 },
+            bwd: None,
+        }
     }
 
     /// Walks back from `w`'s slot (inclusive) for at most `budget` slots,
@@ -106,36 +273,31 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         if self.done {
             return None;
         }
-        let (lo, hi) = (self.front, self.back);
-        let raw = &self.tree.raw;
-        let w = match self.fwd.as_mut() {
-            // On the gap returned last: the slot after it starts at `lo`.
-            Some(w) => {
-                if !w.next() {
-                    self.done = true;
-                    return None;
-                }
-                w
+        if self.buf.pos == self.buf.len {
+            // The next leaf with a gap, its gaps into the buffer (`n & 15`
+            // is `n`: at most 16 slots, and it spares a bound check).
+            let (start, end) = (&mut self.buf.start, &mut self.buf.end);
+            let n = self.fwd.scan(&self.tree.raw, self.front, self.back, 0usize, true, |n, s, e| {
+                start[n & 15] = s;
+                end[n & 15] = e;
+                n + 1
+            });
+            if n == 0 {
+                self.done = true;
+                return None;
             }
-            None => self.fwd.insert(LeafWalk::new(raw, lo)),
-        };
-        let budget = if raw.gaps { NEAR } else { usize::MAX };
-        let found = match Self::scan_forward(w, hi, budget) {
-            Scan::Found(s, e) => Some((s, e)),
-            Scan::None => None,
-            // Far away: the lowest empty index at or above `lo` by the gap
-            // search, which skips full subtrees; then its slot.
-            Scan::Far => raw.empty_area(lo, hi, 1).ok().and_then(|s| {
-                *w = LeafWalk::new(raw, s);
-                w.current().map(|(s, e, _)| (s, e))
-            }),
-        };
-        let Some((start, end)) = found else {
+            (self.buf.pos, self.buf.len) = (0, n as u8);
+        }
+        let i = usize::from(self.buf.pos);
+        self.buf.pos += 1;
+        // The back may have moved since the leaf was scanned.
+        let (start, end) = (self.buf.start[i], self.buf.end[i]);
+        if start > self.back {
             self.done = true;
             return None;
-        };
-        let (start, end) = (start.max(lo), end.min(hi));
-        if end >= hi {
+        }
+        let end = end.min(self.back);
+        if end >= self.back {
             self.done = true;
         } else {
             self.front = end + 1;
@@ -145,106 +307,25 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
 
     /// The gaps left, front to back, in one pass along the leaves (no call
     /// per gap back into the iterator): what `sum`, `count`, `for_each`
-    /// and the other whole-iterator consumers run on. On a gap-tracking
-    /// tree a run of `NEAR` entries without a gap still hands over to the
-    /// gap search, as `next` does.
+    /// and the other whole-iterator consumers run on.
     fn fold<B, F: FnMut(B, RangeInclusive<u64>) -> B>(mut self, init: B, mut f: F) -> B {
         let mut acc = init;
         if self.done {
             return acc;
         }
-        let (lo, hi) = (self.front, self.back);
-        let raw = &self.tree.raw;
-        let mut w = match self.fwd.take() {
-            // On the gap returned last: the slot after it starts at `lo`.
-            Some(mut w) => {
-                if !w.next() {
-                    return acc;
-                }
-                w
+        let back = self.back;
+        // What `next` buffered first (the back may have moved since).
+        for i in usize::from(self.buf.pos)..usize::from(self.buf.len) {
+            let (start, end) = (self.buf.start[i], self.buf.end[i]);
+            if start > back {
+                return acc;
             }
-            None => LeafWalk::new(raw, lo),
-        };
-        let near = if raw.gaps { NEAR } else { usize::MAX };
-        let mut run = 0;
-        loop {
-            let far;
-            (acc, far) = walk_slots(&mut w, hi, acc, |acc, s, e, empty| {
-                if empty {
-                    run = 0;
-                    ControlFlow::Continue(f(acc, s.max(lo)..=e.min(hi)))
-                } else {
-                    run += 1;
-                    if run >= near && e < hi {
-                        ControlFlow::Break((acc, e + 1))
-                    } else {
-                        ControlFlow::Continue(acc)
-                    }
-                }
-            });
-            // Far from the last gap: the gap search finds the next one,
-            // skipping full subtrees; the walk goes there.
-            let Some(from) = far else { return acc };
-            match raw.empty_area(from, hi, 1) {
-                Ok(at) => {
-                    w = LeafWalk::new(raw, at);
-                    run = 0;
-                }
-                Err(_) => return acc,
+            acc = f(acc, start..=end.min(back));
+            if end >= back {
+                return acc;
             }
         }
-    }
-}
-
-/// Steps `w` forward along the leaf slots from the one it stands on,
-/// reading each leaf's arrays directly (the path is consulted only to
-/// change leaves), and calls `visit(acc, start, end, empty)` for every
-/// slot that starts at or below `hi`, threading the accumulator. Stops when
-/// `visit` breaks (the walk then stands on that slot; its value is
-/// returned), after the slot reaching `hi`, or at the tree's end. An empty
-/// tree is one empty slot over every index.
-#[inline(always)]
-fn walk_slots<A, R>(
-    w: &mut LeafWalk,
-    hi: u64,
-    mut acc: A,
-    mut visit: impl FnMut(A, u64, u64, bool) -> ControlFlow<(A, R), A>,
-) -> (A, Option<R>) {
-    loop {
-        let Some(lv) = w.path.last_mut() else {
-            return match visit(acc, 0, u64::MAX, true) {
-                ControlFlow::Break((acc, r)) => (acc, Some(r)),
-                ControlFlow::Continue(acc) => (acc, None),
-            };
-        };
-        let leaf = lv.leaf();
-        let (piv, slots) = (leaf.pivots(), leaf.slots());
-        let mut s = slot_bounds(piv, lv.off, lv.min, lv.max).0;
-        loop {
-            let i = lv.off;
-            // An unused pivot (`u64::MAX`) or none: the leaf's last slot,
-            // which ends at the leaf's bound.
-            let e = piv.get(i).map_or(lv.max, |p| p.load(Ordering::Relaxed).min(lv.max));
-            if s > hi {
-                return (acc, None);
-            }
-            acc = match visit(acc, s, e, slots[i].load(Ordering::Acquire).is_null()) {
-                ControlFlow::Break((acc, r)) => return (acc, Some(r)),
-                ControlFlow::Continue(acc) => acc,
-            };
-            if e >= hi {
-                return (acc, None);
-            }
-            if e == lv.max {
-                break;
-            }
-            lv.off = i + 1;
-            s = e + 1;
-        }
-        // The leaf's last slot: on to the next leaf.
-        if !w.next() {
-            return (acc, None);
-        }
+        self.fwd.scan(&self.tree.raw, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
     }
 }
 
@@ -291,3 +372,98 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
 }
 
 impl<V: Handle> FusedIterator for Gaps<'_, V> {}
+
+#[cfg(test)]
+mod tests {
+    #[allow(unused_imports)]
+    use crate::prelude::*;
+    use crate::{MapleTree, U63};
+
+    /// The gaps of `t` inside `[a, b]`, from its entries.
+    fn brute(t: &MapleTree<U63>, a: u64, b: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut next = Some(a);
+        for (r, _) in t.range(a..=b) {
+            if let Some(from) = next.filter(|&from| from < *r.start()) {
+                out.push((from, r.start() - 1));
+            }
+            next = r.end().checked_add(1);
+        }
+        if let Some(from) = next.filter(|&from| from <= b) {
+            out.push((from, b));
+        }
+        out
+    }
+
+    /// Every way of reading `gaps(a..=b)`: `next`, `fold`, `next_back`,
+    /// both ends in turn, and `fold` after `k` steps from the front and `j`
+    /// from the back (the back moving below gaps the front has buffered).
+    fn check(t: &MapleTree<U63>, a: u64, b: u64, what: &str) {
+        let want = brute(t, a, b);
+        let pair = |r: core::ops::RangeInclusive<u64>| (*r.start(), *r.end());
+        assert_eq!(t.gaps(a..=b).map(pair).collect::<Vec<_>>(), want, "{what}: next, [{a}, {b}]");
+        let folded = t.gaps(a..=b).fold(Vec::new(), |mut v, r| {
+            v.push(pair(r));
+            v
+        });
+        assert_eq!(folded, want, "{what}: fold, [{a}, {b}]");
+        let mut back: Vec<_> = t.gaps(a..=b).rev().map(pair).collect();
+        back.reverse();
+        assert_eq!(back, want, "{what}: next_back, [{a}, {b}]");
+        let steps: &[(usize, usize)] =
+            if cfg!(miri) { &[(1, 2), (3, 1)] } else { &[(0, 1), (1, 1), (1, 2), (2, 1), (3, 3), (1, 5), (6, 1)] };
+        for &(k, j) in steps {
+            let mut it = t.gaps(a..=b);
+            let front: Vec<_> = it.by_ref().take(k).map(pair).collect();
+            let mut rear: Vec<_> = (0..j).map_while(|_| it.next_back()).map(pair).collect();
+            rear.reverse();
+            let mut got = front;
+            got.extend(it.fold(Vec::new(), |mut v, r| {
+                v.push(pair(r));
+                v
+            }));
+            got.extend(rear);
+            assert_eq!(got, want, "{what}: {k} from the front, {j} from the back, then fold, [{a}, {b}]");
+        }
+    }
+
+    /// Trees of several leaves with a gap after every entry, with long
+    /// runs of touching entries (which hand over to the gap search on a
+    /// gap-tracking tree) and with gaps where leaves meet; windows starting
+    /// and ending on every kind of bound.
+    #[test]
+    fn gaps_read_every_way_match_the_entries() {
+        let v = |i: u64| U63::new(i).unwrap();
+        let n = if cfg!(miri) { 30 } else { 120 };
+        for gaps in [false, true] {
+            // A gap after every entry; then every third entry widened to
+            // touch the next, except around every seventh, so runs of
+            // entries of many lengths lie between the gaps.
+            let mut dense: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+            for i in 0..n {
+                dense.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
+            }
+            let mut runs = MapleTree::from_sorted((0..n).map(|i| (i * 10..=i * 10 + 5, v(i)))).unwrap();
+            if gaps {
+                runs = MapleTree::from_sorted_with_gaps((0..n).map(|i| (i * 10..=i * 10 + 5, v(i)))).unwrap();
+            }
+            for i in (0..n).filter(|i| i % 7 != 0) {
+                runs.store_range(i * 10 + 6..=i * 10 + 9, v(1000 + i)).unwrap();
+            }
+            for (name, t) in [("dense", &dense), ("runs", &runs)] {
+                t.validate().unwrap();
+                assert!(t.height() >= 2, "{name}");
+                let what = format!("{name}, gaps {gaps}");
+                let step = if cfg!(miri) { 71 } else { 7 };
+                let bounds: Vec<u64> = (0..n * 10 + 20).step_by(step).chain([u64::MAX - 1, u64::MAX]).collect();
+                for &a in &bounds {
+                    for &b in bounds.iter().filter(|&&b| b >= a).step_by(if cfg!(miri) { 4 } else { 1 }) {
+                        check(t, a, b, &what);
+                    }
+                }
+            }
+        }
+        // And an empty tree: one gap, the window.
+        check(&MapleTree::new(), 5, 9, "empty");
+    }
+}
