@@ -1215,8 +1215,9 @@ impl<V: Handle> MapleTree<V> {
 }
 
 /// Entry-by-entry walk shared by the iterators. Each leaf is read once, in
-/// one tight pass, into a small buffer of its entries (empty slots skipped
-/// without a branch), which `next_entry` then hands out; the root-to-leaf
+/// one tight pass without a branch per slot, into a copy of its bounds and
+/// words and a mask of the slots holding values, which `next_entry` then
+/// hands out (the next one is the mask's lowest bit); the root-to-leaf
 /// path is consulted once per leaf.
 ///
 /// Reading a leaf at once is also what readers of the concurrent tree
@@ -1224,15 +1225,18 @@ impl<V: Handle> MapleTree<V> {
 /// stores, and the words read stay alive while their guard does.
 pub(crate) struct RawIter {
     walk: LeafWalk,
-    /// Entries of the current leaf not yet handed out: `pos..len` of the
-    /// three arrays (kept apart: a slot's three stores then index by
-    /// `n * 8`, not `n * 24`).
-    buf_lo: [u64; RANGE64_SLOTS],
-    buf_hi: [u64; RANGE64_SLOTS],
-    buf_v: [*mut (); RANGE64_SLOTS],
-    pos: u8,
-    len: u8,
-    /// The buffer holds the last entries to hand out: the scan reached
+    /// The current leaf's slot bounds: slot `i` starts at `bound[i] + 1`
+    /// (wrapping: `bound[0]` is the leaf's minimum less one) and ends at
+    /// `bound[i + 1]`, capped at `max` (the last slot's pivot is unused,
+    /// `u64::MAX`, or absent, `bound[16]`).
+    bound: [u64; RANGE64_SLOTS + 1],
+    /// The current leaf's slot words.
+    words: [*mut (); RANGE64_SLOTS],
+    /// The current leaf's maximum.
+    max: u64,
+    /// The slots not yet handed out that hold values, one bit each.
+    mask: u32,
+    /// The mask holds the last entries to hand out: the scan reached
     /// `last` or the tree's last leaf, the tree is empty, or the iterator
     /// was made done (an invalid range).
     last_leaf: bool,
@@ -1267,11 +1271,10 @@ impl RawIter {
     pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
         RawIter {
             walk: LeafWalk { path: Path::new() },
-            buf_lo: [0; RANGE64_SLOTS],
-            buf_hi: [0; RANGE64_SLOTS],
-            buf_v: [ptr::null_mut(); RANGE64_SLOTS],
-            pos: 0,
-            len: 0,
+            bound: [0; RANGE64_SLOTS + 1],
+            words: [ptr::null_mut(); RANGE64_SLOTS],
+            max: 0,
+            mask: 0,
             last_leaf: done,
             last,
         }
@@ -1305,8 +1308,9 @@ impl RawIter {
         }
     }
 
-    /// Reads the entries of the leaf the walk stands on, from the walk's
-    /// current slot up to the slot reaching `last`, into the buffer.
+    /// Reads the leaf the walk stands on: its bounds, its words, and the
+    /// mask of its value slots from the walk's current slot up to the slot
+    /// reaching `last`.
     fn load_leaf(&mut self, fresh: bool) {
         let Some(&lv) = self.walk.path.last() else {
             // An empty tree.
@@ -1314,18 +1318,51 @@ impl RawIter {
             return;
         };
         self.prefetch_ahead(fresh);
-        // Each slot is written to the buffer and kept only if it holds a
-        // value (no branch on the slot); `n & 15` is `n` (a leaf has 16
-        // slots) and spares a bound check.
-        let (buf_lo, buf_hi, buf_v) = (&mut self.buf_lo, &mut self.buf_hi, &mut self.buf_v);
-        let (n, end) = scan_leaf(lv, self.last, 0usize, |n, lo, hi, v| {
-            buf_lo[n & 15] = lo;
-            buf_hi[n & 15] = hi;
-            buf_v[n & 15] = v;
-            n + usize::from(is_value(v))
-        });
-        self.last_leaf = end;
-        (self.pos, self.len) = (0, n as u8);
+        let leaf = lv.leaf();
+        let (piv, slots) = (leaf.pivots(), leaf.slots());
+        self.bound[0] = lv.min.wrapping_sub(1);
+        for (b, p) in self.bound[1..].iter_mut().zip(piv) {
+            *b = p.load(Ordering::Relaxed);
+        }
+        self.bound[RANGE64_SLOTS] = PIVOT_UNUSED;
+        // Unused slots are null, so only used slots can be in the mask.
+        let mut mask = 0u32;
+        for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
+            let v = s.load(Ordering::Acquire);
+            *w = v;
+            mask |= u32::from(is_value(v)) << i;
+        }
+        // From the walk's slot on.
+        mask &= u32::MAX << lv.off;
+        self.max = lv.max;
+        if lv.max > self.last {
+            // The slot reaching `last` is in this leaf, at the latest its
+            // last: nothing after it.
+            let mut i = lv.off;
+            while i < RANGE64_SLOTS - 1 && self.bound[i + 1] < self.last {
+                i += 1;
+            }
+            mask &= u32::MAX >> (31 - i);
+            self.last_leaf = true;
+        } else {
+            self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
+        }
+        self.mask = mask;
+    }
+
+    /// Takes the next entry of the loaded leaf, if one is left.
+    #[inline(always)]
+    fn take(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        if self.mask == 0 {
+            return None;
+        }
+        // `& 15`: a leaf has 16 slots (spares the bound checks).
+        let i = self.mask.trailing_zeros() as usize & 15;
+        self.mask &= self.mask - 1;
+        let lo = self.bound[i].wrapping_add(1);
+        let hi = self.bound[i + 1].min(self.max);
+        // SAFETY: only value words are in the mask, and they are non-null.
+        Some((lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) }))
     }
 
     /// Folds `f` over the entries left, leaf by leaf: what the buffer
@@ -1337,11 +1374,8 @@ impl RawIter {
     pub(crate) fn fold_entries<B>(mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
         loop {
-            for i in usize::from(self.pos)..usize::from(self.len) {
-                let (lo, hi, v) = (self.buf_lo[i], self.buf_hi[i], self.buf_v[i]);
-                // SAFETY: only value words are kept in the buffer, and they
-                // are non-null.
-                acc = f(acc, lo, hi, unsafe { NonNull::new_unchecked(v) });
+            while let Some((lo, hi, nn)) = self.take() {
+                acc = f(acc, lo, hi, nn);
             }
             if self.last_leaf || !self.walk.next_leaf() {
                 return acc;
@@ -1358,13 +1392,12 @@ impl RawIter {
                 }
             });
             self.last_leaf = end;
-            (self.pos, self.len) = (0, 0);
         }
     }
 
     /// Nothing is left to hand out.
     pub(crate) fn is_done(&self) -> bool {
-        self.last_leaf && self.pos == self.len
+        self.last_leaf && self.mask == 0
     }
 
     /// The next non-empty slot that starts at or before `last`. (The walk
@@ -1374,13 +1407,8 @@ impl RawIter {
     #[inline]
     pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
-            if self.pos < self.len {
-                let i = usize::from(self.pos);
-                let (lo, hi, v) = (self.buf_lo[i], self.buf_hi[i], self.buf_v[i]);
-                self.pos += 1;
-                // SAFETY: only value words are kept in the buffer, and they
-                // are non-null.
-                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
+            if let Some(entry) = self.take() {
+                return Some(entry);
             }
             if self.last_leaf || !self.walk.next_leaf() {
                 self.last_leaf = true;
