@@ -500,13 +500,13 @@ impl NodeRef {
         i < self.kind.pivots() && self.pivot(i) != PIVOT_UNUSED
     }
 
-    /// Number of used slots: one more than the used pivots. A used pivot
-    /// ends a slot that has a successor, so it is below `u64::MAX`; the
-    /// unused ones are `u64::MAX`. Counting pivots below `u64::MAX` is then
-    /// [`find`](Self::find)'s branch-free scan.
+    /// Number of used slots: one more than the used pivots, found by
+    /// [`used_pivots`]'s binary search (four dependent probes in a leaf;
+    /// a linear scan to the first unused pivot cost random inserts 7 % and
+    /// erases 6 % of their time, `profile_store ab`).
     #[inline]
     pub(crate) fn count(self) -> usize {
-        self.count_from(0)
+        used_pivots(self.pivot_array()) + 1
     }
 
     /// Offset of the slot whose range contains `index` (which must lie
@@ -538,18 +538,6 @@ impl NodeRef {
             n += 1;
         }
         n
-    }
-
-    /// [`count`](Self::count) knowing that slot `from` is used: scans only
-    /// the pivots from there on.
-    #[inline]
-    pub(crate) fn count_from(self, from: usize) -> usize {
-        let piv = self.pivot_array();
-        let mut n = from;
-        while n < piv.len() && piv[n].load(Ordering::Relaxed) != PIVOT_UNUSED {
-            n += 1;
-        }
-        n + 1
     }
 
     /// Inclusive upper bound of slot `i` in a node whose maximum is `max`.
@@ -969,6 +957,15 @@ pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
     n
 }
 
+/// The number of used pivots: a used pivot ends a slot that has a
+/// successor, so it is below `u64::MAX`, and the unused ones after the used
+/// ones are `u64::MAX`; a binary search finds the boundary (four probes for
+/// a leaf's fifteen pivots, compiled without a branch).
+#[inline]
+pub(crate) fn used_pivots(piv: &[AtomicU64]) -> usize {
+    piv.partition_point(|p| p.load(Ordering::Relaxed) != PIVOT_UNUSED)
+}
+
 /// Bounds of slot `off` of a node whose pivots are `piv` and whose own
 /// bounds are `[min, max]`: slot 0 starts at `min`, every other slot one
 /// past its predecessor's pivot; a slot ends at its pivot, the last used
@@ -1062,8 +1059,7 @@ mod tests {
                         assert_eq!(n.find_from(from, index), want, "{kind:?}, {used} slots, from {from}");
                     }
                 }
-                assert_eq!(n.count_from(used - 1), used);
-                assert_eq!(n.count_from(0), used);
+                assert_eq!(n.count(), used);
             }
             // SAFETY: allocated above, freed once.
             unsafe { slab.free(n) };

@@ -153,7 +153,7 @@ impl RawTree {
             }
             0
         } else {
-            let count = l.node.count_from(b);
+            let count = l.node.count();
             if !self.leaf_fill_legal(lpath, count - (b - a + 1) + new_slots, only_empty) {
                 return None;
             }
@@ -262,7 +262,7 @@ impl RawTree {
     pub(super) unsafe fn store_in_leaf(&self, lpath: &Path, r_off: usize, pieces: &[Item]) -> bool {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
-        let count = l.node.count_from(r_off);
+        let count = l.node.count();
         let new_count = count - (r_off - l.off + 1) + pieces.len();
         if !self.leaf_fill_legal(lpath, new_count, pieces[0].slot.is_null()) {
             return false;

@@ -409,7 +409,7 @@ impl RawTree {
                 }
             }
         } else {
-            for k in l.off..l.node.count_from(l.off) {
+            for k in l.off..l.node.count() {
                 if !(k == l.off && keep_left) {
                     removed.push(lleaf.slot(k));
                 }
