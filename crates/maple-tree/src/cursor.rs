@@ -41,8 +41,10 @@ use crate::concurrent::WriteGuard;
 use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
-    raw::{LeafWalk, RawTree},
+    node::PIVOT_UNUSED,
+    raw::{LeafWalk, Level, RawTree},
     store::{Store, Stored},
+    sync::Ordering,
     tree::MapleTree,
     write::{self, to_inclusive},
 };
@@ -76,39 +78,52 @@ impl Pos {
     fn step_entry(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         // Within the current leaf first: no copy of the walk needed to
         // undo a step that finds nothing.
-        if let Some(lv) = self.walk.path.last_mut() {
-            let start = lv.off;
-            loop {
-                let more = if forward { lv.node.has_next(lv.off) } else { lv.off > 0 };
-                if !more {
-                    break;
-                }
-                if forward {
-                    lv.off += 1;
-                } else {
-                    lv.off -= 1;
-                }
-                let v = lv.node.slot(lv.off);
-                if is_value(v) {
-                    let (lo, hi) = lv.slot_range();
-                    // SAFETY: value words are non-null.
-                    return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
-                }
-            }
-            lv.off = start;
+        let lv = self.walk.path.last_mut()?;
+        let next = if forward { lv.node.has_next(lv.off).then(|| lv.off + 1) } else { lv.off.checked_sub(1) };
+        if let Some(found) = next.and_then(|from| value_in_leaf(lv, from, forward)) {
+            return Some(found);
         }
-        // Across leaves. Rather than copy the walk to undo a search that
-        // finds nothing (only at either end of the tree), walk back then.
+        // Then leaf by leaf. Rather than copy the walk to undo a search
+        // that finds nothing (only at either end of the tree), walk back
+        // then.
         let here = self.current().0;
-        while self.step(forward) {
-            let (lo, hi, v) = self.current();
-            if is_value(v) {
-                // SAFETY: value words are non-null.
-                return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
+        while if forward { self.walk.next_leaf() } else { self.walk.prev_leaf() } {
+            let lv = self.walk.path.last_mut().expect("a walk that stepped is not empty");
+            if let Some(found) = value_in_leaf(lv, lv.off, forward) {
+                return Some(found);
             }
         }
         raw.walk_into(here, &mut self.walk.path);
         None
+    }
+}
+
+/// The first slot holding a value of the leaf level `lv`, from slot
+/// `from` on (`forward`) or back, read straight on the leaf's arrays (a
+/// leaf has one layout: no dispatch on the node kind per slot); the level
+/// then points at it. `None` (the level unmoved) if there is none.
+#[inline]
+fn value_in_leaf(lv: &mut Level, from: usize, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+    let leaf = lv.leaf();
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    let mut i = from;
+    loop {
+        let v = slots[i].load(Ordering::Acquire);
+        if is_value(v) {
+            lv.off = i;
+            let (lo, hi) = lv.leaf_range();
+            // SAFETY: value words are non-null.
+            return Some((lo, hi, unsafe { NonNull::new_unchecked(v) }));
+        }
+        if forward {
+            // Slot `i` has a successor while its pivot is in use.
+            if i >= piv.len() || piv[i].load(Ordering::Relaxed) == PIVOT_UNUSED {
+                return None;
+            }
+            i += 1;
+        } else {
+            i = i.checked_sub(1)?;
+        }
     }
 }
 

@@ -504,6 +504,36 @@ impl LeafWalk {
         false
     }
 
+    /// Moves to the last slot of the previous leaf; false (unmoved) at the
+    /// start.
+    pub(crate) fn prev_leaf(&mut self) -> bool {
+        // The common case: the previous leaf is a sibling under the same
+        // parent.
+        let n = self.path.len();
+        if n >= 2 {
+            let p = self.path[n - 2];
+            if p.off > 0 {
+                let off = p.off - 1;
+                let (piv, slots) = p.node.arrays();
+                let (min, max) = slot_bounds(piv, off, p.min, p.max);
+                // SAFETY: slot `off` comes before a used slot of the
+                // internal node `p`, so it holds an encoded live child.
+                let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+                self.path[n - 2].off = off;
+                self.path[n - 1] = Level { node, min, max, off: node.count() - 1 };
+                return true;
+            }
+        }
+        let Some(leaf) = self.path.pop() else {
+            return false;
+        };
+        if RawTree::step_prev(&mut self.path) {
+            return true;
+        }
+        self.path.push(leaf);
+        false
+    }
+
     /// Moves to the previous slot; false (unmoved) at the start.
     #[inline]
     pub(crate) fn prev(&mut self) -> bool {
