@@ -2,7 +2,8 @@
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
 //! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
-//! (`gaps` by `fold`, `gaps-for` by a `for` loop), random erases (`erase`
+//! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
+//! loop over `.rev()`), random erases (`erase`
 //! by range, `erase-at` by index), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
@@ -120,7 +121,7 @@ fn main() {
         println!("{sum}");
         return;
     }
-    if mode == "gaps" || mode == "gaps-for" {
+    if mode == "gaps" || mode == "gaps-for" || mode == "gaps-rev" {
         // The gaps of a window of 100 entries, one after each (the
         // report's "gaps in a window" row), in a gap-tracking tree.
         let t: MapleTree<U63> =
@@ -131,6 +132,10 @@ fn main() {
         for _ in 0..100_000 {
             if mode == "gaps" {
                 sum = t.gaps(std::hint::black_box(a)..=b).fold(sum, |s, g| s.wrapping_add(g.start() + g.end()));
+            } else if mode == "gaps-rev" {
+                for g in t.gaps(std::hint::black_box(a)..=b).rev() {
+                    sum = sum.wrapping_add(g.start() + g.end());
+                }
             } else {
                 for g in t.gaps(std::hint::black_box(a)..=b) {
                     sum = sum.wrapping_add(g.start() + g.end());

@@ -16,13 +16,14 @@ use crate::{
 /// The empty ranges inside a window, ascending (or descending from the
 /// back), each cut to the window; made by [`MapleTree::gaps`].
 ///
-/// From the front, the gaps are read a leaf at a time: `next` hands out
-/// the gaps of the leaf it scanned last, and scans the next leaf when they
-/// run out; `fold` (hence `sum`, `count`, `for_each`) scans the leaves
-/// straight through. On a gap-tracking tree, a leaf that ends in a run of
-/// entries hands over to one O(log n) gap search, which skips full
-/// subtrees: `k` gaps cost at most O((k + 1) log n) however many entries
-/// lie between them. On a plain tree the leaves are walked.
+/// Each end reads the gaps a leaf at a time: `next` (`next_back`) hands
+/// out the gaps of the leaf it scanned last, and scans the next (previous)
+/// leaf when they run out; `fold` and `rfold` (hence `sum`, `count`,
+/// `for_each`) scan the leaves straight through. On a gap-tracking tree, a
+/// leaf that ends in a run of entries hands over to one O(log n) gap
+/// search, which skips full subtrees: `k` gaps cost at most
+/// O((k + 1) log n) however many entries lie between them. On a plain
+/// tree the leaves are walked.
 pub struct Gaps<'a, V: Handle> {
     tree: &'a MapleTree<V>,
     /// Lowest index not yet passed from the front.
@@ -30,13 +31,15 @@ pub struct Gaps<'a, V: Handle> {
     /// Highest index not yet passed from the back.
     back: u64,
     done: bool,
-    /// The front's walk along the leaves.
-    fwd: Front,
+    /// The front's walk along the leaves, ascending.
+    fwd: Side,
     /// The gaps of the front's last leaf that `next` has not handed out.
-    buf: LeafGaps,
-    /// Where the back stopped last (on the gap it returned), so the next
-    /// step starts there instead of at the root.
-    bwd: Option<LeafWalk>,
+    fbuf: LeafGaps,
+    /// The back's walk, descending.
+    bwd: Side,
+    /// The gaps of the back's last leaf, descending, that `next_back` has
+    /// not handed out.
+    bbuf: LeafGaps,
 }
 
 impl<V: Handle> fmt::Debug for Gaps<'_, V> {
@@ -51,32 +54,25 @@ impl<V: Handle> fmt::Debug for Gaps<'_, V> {
 /// away and a walk finds it for less than a search from the root.
 const NEAR: usize = 4;
 
-/// What a bounded walk back found.
-enum Scan {
-    /// An empty slot `[start, end]` (not yet cut to the window).
-    Found(u64, u64),
-    /// No gap before the window ends.
-    None,
-    /// The budget ran out first.
-    Far,
-}
-
-/// Where the front's next leaf scan starts.
+/// Where one end's next leaf scan starts.
 #[derive(Clone, Copy)]
 enum Resume {
-    /// Nothing scanned yet: a walk to the window's start.
+    /// Nothing scanned yet: a walk to the window's start (or end, from the
+    /// back).
     Start,
-    /// The first slot of the leaf after the walk's.
-    NextLeaf,
-    /// The slot of the lowest gap at or above this index (the last leaf
-    /// scanned ended in a run of entries, in a gap-tracking tree).
+    /// The first slot of the leaf after the walk's (from the back: the
+    /// last slot of the leaf before).
+    Step,
+    /// The slot of the lowest gap at or above this index (from the back:
+    /// the highest at or below it): the last leaf scanned ended in a run
+    /// of entries, in a gap-tracking tree.
     Search(u64),
-    /// The front has scanned up to the window's end.
+    /// This end has scanned up to the window's other end.
     End,
 }
 
-/// The front of a [`Gaps`]: a walk along the leaves.
-struct Front {
+/// One end of a [`Gaps`]: a walk along the leaves.
+struct Side {
     walk: LeafWalk,
     resume: Resume,
     /// Entries in a row since the last gap seen.
@@ -84,7 +80,8 @@ struct Front {
 }
 
 /// The gaps of one leaf, `start[pos..len]` and `end[pos..len]` (a leaf
-/// holds at most `RANGE64_SLOTS` empty slots).
+/// holds at most `RANGE64_SLOTS` empty slots), in the order its end met
+/// them.
 struct LeafGaps {
     start: [u64; RANGE64_SLOTS],
     end: [u64; RANGE64_SLOTS],
@@ -92,15 +89,52 @@ struct LeafGaps {
     len: u8,
 }
 
-impl Front {
-    /// Scans leaves from where the front stopped, calling `emit(acc,
-    /// start, end)` for every empty slot that starts at or below `hi`, cut
-    /// to `[lo, hi]`, threading the accumulator: up to the window's end,
-    /// or (`one_leaf`) only until a leaf has had a gap.
+impl LeafGaps {
+    fn new() -> LeafGaps {
+        LeafGaps { start: [0; RANGE64_SLOTS], end: [0; RANGE64_SLOTS], pos: 0, len: 0 }
+    }
+
+    /// The next gap held, if any.
+    fn pop(&mut self) -> Option<(u64, u64)> {
+        (self.pos < self.len).then(|| {
+            let i = usize::from(self.pos);
+            self.pos += 1;
+            (self.start[i], self.end[i])
+        })
+    }
+
+    /// Fills the buffer with the gaps of the next leaf (in the direction
+    /// `forward`) that has any, read by `side` inside `[lo, hi]` (`n & 15`
+    /// is `n`: at most 16 slots, and it spares a bound check); false if
+    /// there are none.
+    fn refill(&mut self, side: &mut Side, raw: &RawTree, forward: bool, lo: u64, hi: u64) -> bool {
+        let (start, end) = (&mut self.start, &mut self.end);
+        let n = side.scan(raw, forward, lo, hi, 0usize, true, |n, s, e| {
+            start[n & 15] = s;
+            end[n & 15] = e;
+            n + 1
+        });
+        (self.pos, self.len) = (0, n as u8);
+        n > 0
+    }
+}
+
+impl Side {
+    fn new() -> Side {
+        Side { walk: LeafWalk { path: Path::new() }, resume: Resume::Start, run: 0 }
+    }
+
+    /// Scans leaves from where this end stopped, in the direction
+    /// `forward`, calling `emit(acc, start, end)` for every empty slot that
+    /// overlaps `[lo, hi]`, cut to it, threading the accumulator: up to
+    /// the window's other end, or (`one_leaf`) only until a leaf has had a
+    /// gap.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn scan<B>(
         &mut self,
         raw: &RawTree,
+        forward: bool,
         lo: u64,
         hi: u64,
         mut acc: B,
@@ -111,28 +145,33 @@ impl Front {
         loop {
             match self.resume {
                 Resume::End => return acc,
-                Resume::Start => raw.walk_into(lo, &mut self.walk.path),
-                Resume::NextLeaf => {
-                    // `hi` may be lower than at the last scan (the back
-                    // moved): the window may end in the leaf scanned.
-                    let scanned_to = self.walk.path.last().map_or(u64::MAX, |lv| lv.max);
-                    if scanned_to >= hi || !self.walk.next_leaf() {
+                Resume::Start => raw.walk_into(if forward { lo } else { hi }, &mut self.walk.path),
+                Resume::Step => {
+                    // The window may have shrunk from the other end since
+                    // the last scan: it may end in the leaf scanned.
+                    let (min, max) = self.walk.path.last().map_or((0, u64::MAX), |lv| (lv.min, lv.max));
+                    let stepped =
+                        if forward { max < hi && self.walk.next_leaf() } else { min > lo && self.walk.prev_leaf() };
+                    if !stepped {
                         self.resume = Resume::End;
                         return acc;
                     }
                 }
                 // The gap search skips full subtrees; the walk goes to the
                 // gap it finds.
-                Resume::Search(from) => match raw.empty_area(from, hi, 1) {
-                    Ok(at) => {
-                        raw.walk_into(at, &mut self.walk.path);
-                        self.run = 0;
+                Resume::Search(from) => {
+                    let found = if forward { raw.empty_area(from, hi, 1) } else { raw.empty_area_rev(lo, from, 1) };
+                    match found {
+                        Ok(at) => {
+                            raw.walk_into(at, &mut self.walk.path);
+                            self.run = 0;
+                        }
+                        Err(_) => {
+                            self.resume = Resume::End;
+                            return acc;
+                        }
                     }
-                    Err(_) => {
-                        self.resume = Resume::End;
-                        return acc;
-                    }
-                },
+                }
             }
             let Some(&lv) = self.walk.path.last() else {
                 // An empty tree: one empty range over every index.
@@ -141,18 +180,23 @@ impl Front {
             };
             let mut found = false;
             let end;
-            (acc, end) = scan_leaf_gaps(lv, lo, hi, &mut self.run, acc, |acc, s, e| {
+            let mut note = |acc, s, e| {
                 found = true;
                 emit(acc, s, e)
-            });
-            // Not at the end: the leaf ends below `hi`, so `lv.max + 1`
-            // does not overflow.
+            };
+            (acc, end) = if forward {
+                scan_leaf_gaps(lv, lo, hi, &mut self.run, acc, &mut note)
+            } else {
+                scan_leaf_gaps_back(lv, lo, hi, &mut self.run, acc, &mut note)
+            };
+            // Not at the end: the leaf ends inside the window, so the
+            // index next to it does not overflow.
             self.resume = if end {
                 Resume::End
             } else if self.run >= near {
-                Resume::Search(lv.max + 1)
+                Resume::Search(if forward { lv.max + 1 } else { lv.min - 1 })
             } else {
-                Resume::NextLeaf
+                Resume::Step
             };
             if found && one_leaf {
                 return acc;
@@ -230,6 +274,48 @@ fn scan_leaf_gaps<B>(
     (acc, end)
 }
 
+/// [`scan_leaf_gaps`] backwards: every empty slot of the leaf `lv` from its
+/// slot `lv.off` down to the slot reaching `lo` (or the leaf's first), in
+/// descending order, cut to `[lo, hi]`. Returns whether the scan reached
+/// `lo` or the tree's start. The first slot scanned ends at or above `lo`.
+#[inline(always)]
+fn scan_leaf_gaps_back<B>(
+    lv: Level,
+    lo: u64,
+    hi: u64,
+    run: &mut usize,
+    mut acc: B,
+    mut emit: impl FnMut(B, u64, u64) -> B,
+) -> (B, bool) {
+    let leaf = lv.leaf();
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    let mut i = lv.off;
+    let mut e = lv.node.slot_max(i, lv.max);
+    let mut r = *run;
+    loop {
+        let s = if i == 0 { lv.min } else { piv[i - 1].load(Ordering::Relaxed) + 1 };
+        if slots[i].load(Ordering::Acquire).is_null() {
+            acc = emit(acc, s.max(lo), e.min(hi));
+            r = 0;
+        } else {
+            r += 1;
+        }
+        // The slot starting at the tree's first index starts at or below
+        // `lo` too.
+        if s <= lo {
+            *run = r;
+            return (acc, true);
+        }
+        if i == 0 {
+            break;
+        }
+        e = s - 1;
+        i -= 1;
+    }
+    *run = r;
+    (acc, false)
+}
+
 impl<'a, V: Handle> Gaps<'a, V> {
     pub(crate) fn new(tree: &'a MapleTree<V>, window: Option<(u64, u64)>) -> Gaps<'a, V> {
         let (front, back, done) = match window {
@@ -241,28 +327,11 @@ impl<'a, V: Handle> Gaps<'a, V> {
             front,
             back,
             done,
-            fwd: Front { walk: LeafWalk { path: Path::new() }, resume: Resume::Start, run: 0 },
-            buf: LeafGaps { start: [0; RANGE64_SLOTS], end: [0; RANGE64_SLOTS], pos: 0, len: 0 },
-            bwd: None,
+            fwd: Side::new(),
+            fbuf: LeafGaps::new(),
+            bwd: Side::new(),
+            bbuf: LeafGaps::new(),
         }
-    }
-
-    /// Walks back from `w`'s slot (inclusive) for at most `budget` slots,
-    /// looking for an empty one that ends at or above `lo`.
-    fn scan_backward(w: &mut LeafWalk, lo: u64, budget: usize) -> Scan {
-        for _ in 0..budget {
-            let Some((s, e, word)) = w.current() else { return Scan::Found(0, u64::MAX) };
-            if e < lo {
-                return Scan::None;
-            }
-            if word.is_null() {
-                return Scan::Found(s, e);
-            }
-            if s <= lo || !w.prev() {
-                return Scan::None;
-            }
-        }
-        Scan::Far
     }
 }
 
@@ -273,25 +342,18 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         if self.done {
             return None;
         }
-        if self.buf.pos == self.buf.len {
-            // The next leaf with a gap, its gaps into the buffer (`n & 15`
-            // is `n`: at most 16 slots, and it spares a bound check).
-            let (start, end) = (&mut self.buf.start, &mut self.buf.end);
-            let n = self.fwd.scan(&self.tree.raw, self.front, self.back, 0usize, true, |n, s, e| {
-                start[n & 15] = s;
-                end[n & 15] = e;
-                n + 1
-            });
-            if n == 0 {
-                self.done = true;
-                return None;
+        let (raw, lo, hi) = (&self.tree.raw, self.front, self.back);
+        let (start, end) = match self.fbuf.pop() {
+            Some(gap) => gap,
+            None => {
+                if !self.fbuf.refill(&mut self.fwd, raw, true, lo, hi) {
+                    self.done = true;
+                    return None;
+                }
+                self.fbuf.pop()?
             }
-            (self.buf.pos, self.buf.len) = (0, n as u8);
-        }
-        let i = usize::from(self.buf.pos);
-        self.buf.pos += 1;
+        };
         // The back may have moved since the leaf was scanned.
-        let (start, end) = (self.buf.start[i], self.buf.end[i]);
         if start > self.back {
             self.done = true;
             return None;
@@ -315,8 +377,7 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         }
         let back = self.back;
         // What `next` buffered first (the back may have moved since).
-        for i in usize::from(self.buf.pos)..usize::from(self.buf.len) {
-            let (start, end) = (self.buf.start[i], self.buf.end[i]);
+        while let Some((start, end)) = self.fbuf.pop() {
             if start > back {
                 return acc;
             }
@@ -325,7 +386,7 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
                 return acc;
             }
         }
-        self.fwd.scan(&self.tree.raw, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
+        self.fwd.scan(&self.tree.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
     }
 }
 
@@ -334,40 +395,49 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
         if self.done {
             return None;
         }
-        let (lo, hi) = (self.front, self.back);
-        let raw = &self.tree.raw;
-        let w = match self.bwd.as_mut() {
-            // On the gap returned last: the slot before it ends at `hi`.
-            Some(w) => {
-                if !w.prev() {
+        let (raw, lo, hi) = (&self.tree.raw, self.front, self.back);
+        let (start, end) = match self.bbuf.pop() {
+            Some(gap) => gap,
+            None => {
+                if !self.bbuf.refill(&mut self.bwd, raw, false, lo, hi) {
                     self.done = true;
                     return None;
                 }
-                w
+                self.bbuf.pop()?
             }
-            None => self.bwd.insert(LeafWalk::new(raw, hi)),
         };
-        let budget = if raw.gaps { NEAR } else { usize::MAX };
-        let found = match Self::scan_backward(w, lo, budget) {
-            Scan::Found(s, e) => Some((s, e)),
-            Scan::None => None,
-            // The highest empty index at or below `hi`, then its slot.
-            Scan::Far => raw.empty_area_rev(lo, hi, 1).ok().and_then(|e| {
-                *w = LeafWalk::new(raw, e);
-                w.current().map(|(s, e, _)| (s, e))
-            }),
-        };
-        let Some((start, end)) = found else {
+        // The front may have moved since the leaf was scanned.
+        if end < self.front {
             self.done = true;
             return None;
-        };
-        let (start, end) = (start.max(lo), end.min(hi));
-        if start <= lo {
+        }
+        let start = start.max(self.front);
+        if start <= self.front {
             self.done = true;
         } else {
             self.back = start - 1;
         }
         Some(start..=end)
+    }
+
+    /// The gaps left, back to front, in one pass along the leaves.
+    fn rfold<B, F: FnMut(B, RangeInclusive<u64>) -> B>(mut self, init: B, mut f: F) -> B {
+        let mut acc = init;
+        if self.done {
+            return acc;
+        }
+        let front = self.front;
+        // What `next_back` buffered first (the front may have moved since).
+        while let Some((start, end)) = self.bbuf.pop() {
+            if end < front {
+                return acc;
+            }
+            acc = f(acc, start.max(front)..=end);
+            if start <= front {
+                return acc;
+            }
+        }
+        self.bwd.scan(&self.tree.raw, false, front, self.back, acc, false, |acc, s, e| f(acc, s..=e))
     }
 }
 
@@ -396,8 +466,9 @@ mod tests {
     }
 
     /// Every way of reading `gaps(a..=b)`: `next`, `fold`, `next_back`,
-    /// both ends in turn, and `fold` after `k` steps from the front and `j`
-    /// from the back (the back moving below gaps the front has buffered).
+    /// `rfold`, both ends in turn, `fold` after `k` steps from the front and `j` from the back
+    /// (the back moving below gaps the front has buffered), and the
+    /// mirror of that with `rfold`.
     fn check(t: &MapleTree<U63>, a: u64, b: u64, what: &str) {
         let want = brute(t, a, b);
         let pair = |r: core::ops::RangeInclusive<u64>| (*r.start(), *r.end());
@@ -410,6 +481,24 @@ mod tests {
         let mut back: Vec<_> = t.gaps(a..=b).rev().map(pair).collect();
         back.reverse();
         assert_eq!(back, want, "{what}: next_back, [{a}, {b}]");
+        let mut rfolded = t.gaps(a..=b).rfold(Vec::new(), |mut v, r| {
+            v.push(pair(r));
+            v
+        });
+        rfolded.reverse();
+        assert_eq!(rfolded, want, "{what}: rfold, [{a}, {b}]");
+        let (mut front, mut rear) = (Vec::new(), Vec::new());
+        let mut it = t.gaps(a..=b);
+        while let Some(g) = it.next() {
+            front.push(pair(g));
+            match it.next_back() {
+                Some(g) => rear.push(pair(g)),
+                None => break,
+            }
+        }
+        assert_eq!(it.next(), None, "{what}: fused, [{a}, {b}]");
+        front.extend(rear.into_iter().rev());
+        assert_eq!(front, want, "{what}: both ends in turn, [{a}, {b}]");
         let steps: &[(usize, usize)] =
             if cfg!(miri) { &[(1, 2), (3, 1)] } else { &[(0, 1), (1, 1), (1, 2), (2, 1), (3, 3), (1, 5), (6, 1)] };
         for &(k, j) in steps {
@@ -424,6 +513,19 @@ mod tests {
             }));
             got.extend(rear);
             assert_eq!(got, want, "{what}: {k} from the front, {j} from the back, then fold, [{a}, {b}]");
+            // And the mirror: steps from each end, then `rfold`.
+            let mut it = t.gaps(a..=b);
+            let rear: Vec<_> = it.by_ref().rev().take(k).map(pair).collect();
+            let front: Vec<_> = (0..j).map_while(|_| it.next()).map(pair).collect();
+            let mut middle = it.rfold(Vec::new(), |mut v, r| {
+                v.push(pair(r));
+                v
+            });
+            middle.reverse();
+            let mut got = front;
+            got.extend(middle);
+            got.extend(rear.into_iter().rev());
+            assert_eq!(got, want, "{what}: {k} from the back, {j} from the front, then rfold, [{a}, {b}]");
         }
     }
 
