@@ -23,6 +23,7 @@ use loom::{
 use crate::{
     raw::{LeafWalk, RawTree},
     store::{Removed, Store, Stored},
+    tree::RawIter,
 };
 
 fn word(v: u64) -> *mut () {
@@ -201,6 +202,46 @@ fn loom_reader_races_emptying_the_tree() {
             assert!(v.is_none() || v == Some(0) || v == Some(1), "walk saw {v:?}");
         }
         retire(&t, stored);
+        finish(t);
+    });
+}
+
+/// A reader iterating (`RawIter`, what every entry iterator runs on: it
+/// copies a leaf's bounds and words at once, then hands the entries out)
+/// races an in-place replacement and then the replacement of a leaf: it
+/// sees every entry once, ascending, each with its old or its new value,
+/// and nothing freed under it.
+#[test]
+fn loom_iterator_races_in_place_and_leaf_writes() {
+    builder().check(|| {
+        let t = Arc::new(tree(12));
+        assert!(t.height.get() >= 2);
+        let r = {
+            let t = Arc::clone(&t);
+            thread::spawn(move || {
+                let mut it = RawIter::new(&t, 0, u64::MAX, false);
+                let mut seen = Vec::new();
+                while let Some((lo, hi, nn)) = it.next_entry() {
+                    seen.push((lo, hi, val(nn.as_ptr())));
+                }
+                seen
+            })
+        };
+        let a = store(&t, 20, 25, 42);
+        let b = store(&t, 56, 57, 77);
+        let seen = r.join().unwrap();
+        for w in seen.windows(2) {
+            assert!(w[0].1 < w[1].0, "not ascending: {seen:?}");
+        }
+        for i in 0..12u64 {
+            let was = (i * 10, i * 10 + 5, Some(i));
+            let ok = seen.contains(&was) || i == 2 && seen.contains(&(20, 25, Some(42)));
+            assert!(ok, "entry {i} missing: {seen:?}");
+        }
+        let expected = 12 + usize::from(seen.contains(&(56, 57, Some(77))));
+        assert_eq!(seen.len(), expected, "unexpected entries: {seen:?}");
+        retire(&t, a);
+        retire(&t, b);
         finish(t);
     });
 }
