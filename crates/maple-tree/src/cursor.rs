@@ -75,17 +75,24 @@ impl Pos {
 
     /// Steps to the next (or previous) non-empty range; if there is none,
     /// the cursor stays where it was.
+    #[inline]
     fn step_entry(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
-        // Within the current leaf first: no copy of the walk needed to
-        // undo a step that finds nothing.
+        // Within the current leaf first (inlined into the caller: the
+        // common step): no copy of the walk needed to undo a step that
+        // finds nothing.
         let lv = self.walk.path.last_mut()?;
         let next = if forward { lv.node.has_next(lv.off).then(|| lv.off + 1) } else { lv.off.checked_sub(1) };
         if let Some(found) = next.and_then(|from| value_in_leaf(lv, from, forward)) {
             return Some(found);
         }
-        // Then leaf by leaf. Rather than copy the walk to undo a search
-        // that finds nothing (only at either end of the tree), walk back
-        // then.
+        self.step_entry_across(raw, forward)
+    }
+
+    /// [`step_entry`](Self::step_entry) past the current leaf: leaf by
+    /// leaf. Rather than copy the walk to undo a search that finds nothing
+    /// (only at either end of the tree), walk back then.
+    #[inline(never)]
+    fn step_entry_across(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         let here = self.current().0;
         while if forward { self.walk.next_leaf() } else { self.walk.prev_leaf() } {
             let lv = self.walk.path.last_mut().expect("a walk that stepped is not empty");
@@ -363,10 +370,11 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     /// returns the old value. This is an exact-fit store: replacing one
     /// entry by another never allocates, and writes one word where the
     /// cursor stands (no walk).
+    #[inline]
     pub fn replace(&mut self, value: V) -> Result<Option<V>, InsertError<V>> {
         let e = value.into_raw().as_ptr();
         if let Some(&here) = self.pos.walk.path.last() {
-            if !here.node.slot(here.off).is_null() {
+            if !here.leaf().slot(here.off).is_null() {
                 // An entry replaced by an entry: one word, where the cursor is.
                 // SAFETY: the cursor's walk is current (every write through
                 // it re-aims or re-walks it) and the cursor holds the tree

@@ -53,6 +53,7 @@ impl RawTree {
     /// `l` is the leaf level of a walk of this tree made since its last
     /// change; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree; the caller is the tree's only writer.
+    #[inline]
     pub(crate) unsafe fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
         let old = l.leaf().slot(l.off);
