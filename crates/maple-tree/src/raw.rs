@@ -478,60 +478,46 @@ impl LeafWalk {
 
     /// Moves to the first slot of the next leaf; false (unmoved) at the end.
     pub(crate) fn next_leaf(&mut self) -> bool {
-        // The common case: the next leaf is a sibling under the same parent.
-        let n = self.path.len();
-        if n >= 2 {
-            let p = self.path[n - 2];
-            if p.node.has_next(p.off) {
-                let off = p.off + 1;
-                let (piv, slots) = p.node.arrays();
-                let (min, max) = slot_bounds(piv, off, p.min, p.max);
-                // SAFETY: `has_next`: slot `off` of the internal node `p`
-                // is used, so it holds an encoded live child.
-                let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
-                self.path[n - 2].off = off;
-                self.path[n - 1] = Level { node, min, max, off: 0 };
-                return true;
-            }
-        }
-        let Some(leaf) = self.path.pop() else {
-            return false;
-        };
-        if RawTree::step_next(&mut self.path) {
-            return true;
-        }
-        self.path.push(leaf);
-        false
+        self.step_leaf(true)
     }
 
     /// Moves to the last slot of the previous leaf; false (unmoved) at the
     /// start.
     pub(crate) fn prev_leaf(&mut self) -> bool {
-        // The common case: the previous leaf is a sibling under the same
+        self.step_leaf(false)
+    }
+
+    /// [`next_leaf`](Self::next_leaf) (`forward`) or
+    /// [`prev_leaf`](Self::prev_leaf).
+    #[inline(always)]
+    fn step_leaf(&mut self, forward: bool) -> bool {
+        // The common case: the leaf wanted is a sibling under the same
         // parent.
         let n = self.path.len();
         if n >= 2 {
             let p = self.path[n - 2];
-            if p.off > 0 {
-                let off = p.off - 1;
+            let off = if forward { p.node.has_next(p.off).then(|| p.off + 1) } else { p.off.checked_sub(1) };
+            if let Some(off) = off {
                 let (piv, slots) = p.node.arrays();
                 let (min, max) = slot_bounds(piv, off, p.min, p.max);
-                // SAFETY: slot `off` comes before a used slot of the
-                // internal node `p`, so it holds an encoded live child.
+                // SAFETY: slot `off` of the internal node `p` is used (the
+                // one before it has a successor, or it comes before a used
+                // slot), so it holds an encoded live child.
                 let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
                 self.path[n - 2].off = off;
-                self.path[n - 1] = Level { node, min, max, off: node.count() - 1 };
+                let first = if forward { 0 } else { node.count() - 1 };
+                self.path[n - 1] = Level { node, min, max, off: first };
                 return true;
             }
         }
         let Some(leaf) = self.path.pop() else {
             return false;
         };
-        if RawTree::step_prev(&mut self.path) {
-            return true;
+        let stepped = if forward { RawTree::step_next(&mut self.path) } else { RawTree::step_prev(&mut self.path) };
+        if !stepped {
+            self.path.push(leaf);
         }
-        self.path.push(leaf);
-        false
+        stepped
     }
 
     /// Moves to the previous slot; false (unmoved) at the start.
