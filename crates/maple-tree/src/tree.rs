@@ -1365,9 +1365,9 @@ impl RawIter {
         Some((lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) }))
     }
 
-    /// Folds `f` over the entries left, leaf by leaf: what the buffer
-    /// holds, then each further leaf's slots straight from its arrays, with
-    /// no buffer and no call per entry back into the iterator (what
+    /// Folds `f` over the entries left, leaf by leaf: what the loaded leaf
+    /// still holds, then each further leaf's slots straight from its
+    /// arrays, with no copy and no call per entry back into the iterator (what
     /// `Iterator::fold`, hence `sum`, `for_each`, `count` and friends, run
     /// on).
     #[inline]
