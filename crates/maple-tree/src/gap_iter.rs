@@ -7,10 +7,10 @@ use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
 
 use crate::{
     handle::Handle,
-    node::{PIVOT_UNUSED, RANGE64_SLOTS},
+    node::RANGE64_SLOTS,
     raw::{LeafWalk, Level, Path, RawTree},
     sync::Ordering,
-    tree::MapleTree,
+    tree::{scan_leaf, MapleTree},
 };
 
 /// The empty ranges inside a window, ascending (or descending from the
@@ -209,67 +209,30 @@ impl Side {
 /// from its slot `lv.off` up to the slot reaching `hi` (or the leaf's end),
 /// cut to `[lo, hi]`, threading the accumulator; keeps `run`, the entries
 /// in a row since the last gap. Returns the accumulator and whether the
-/// scan reached `hi` or the tree's end. The first slot scanned starts at or
-/// below `hi` (the walk's: at the window's start, a gap the search found
-/// inside it, or the first of a leaf after one that ended below `hi`).
-/// Like the entries' scan, it relies on the leaf's last slot having no
-/// pivot in use: every pivot before it is below the leaf's bound.
+/// scan reached `hi` or the tree's end: the entries' leaf scan
+/// ([`scan_leaf`]), keeping the empty slots. The first slot scanned starts
+/// at or below `hi` (the walk's: at the window's start, a gap the search
+/// found inside it, or the first of a leaf after one that ended below
+/// `hi`).
 #[inline(always)]
 fn scan_leaf_gaps<B>(
     lv: Level,
     lo: u64,
     hi: u64,
     run: &mut usize,
-    mut acc: B,
+    acc: B,
     mut emit: impl FnMut(B, u64, u64) -> B,
 ) -> (B, bool) {
-    let leaf = lv.leaf();
-    let (piv, slots) = (leaf.pivots(), leaf.slots());
-    let (mut i, mut s) = (lv.off, lv.node.slot_min(lv.off, lv.min));
     let mut r = *run;
-    let end;
-    if lv.max <= hi {
-        // The whole leaf is inside the window: no slot ends the scan early.
-        while i < RANGE64_SLOTS - 1 {
-            let p = piv[i].load(Ordering::Relaxed);
-            if p == PIVOT_UNUSED {
-                break;
-            }
-            if slots[i].load(Ordering::Acquire).is_null() {
-                acc = emit(acc, s.max(lo), p);
-                r = 0;
-            } else {
-                r += 1;
-            }
-            s = p + 1;
-            i += 1;
-        }
-        if slots[i].load(Ordering::Acquire).is_null() {
-            acc = emit(acc, s.max(lo), lv.max);
+    let (acc, end) = scan_leaf(lv, hi, acc, |acc, s, e, word| {
+        if word.is_null() {
             r = 0;
+            emit(acc, s.max(lo), e.min(hi))
         } else {
             r += 1;
+            acc
         }
-        end = lv.max == hi || lv.max == u64::MAX;
-    } else {
-        // The slot reaching `hi` is in this leaf, at the latest its last.
-        loop {
-            let p = if i < RANGE64_SLOTS - 1 { piv[i].load(Ordering::Relaxed) } else { PIVOT_UNUSED };
-            let e = if p == PIVOT_UNUSED { lv.max } else { p };
-            if slots[i].load(Ordering::Acquire).is_null() {
-                acc = emit(acc, s.max(lo), e.min(hi));
-                r = 0;
-            } else {
-                r += 1;
-            }
-            if e >= hi {
-                break;
-            }
-            s = e + 1;
-            i += 1;
-        }
-        end = true;
-    }
+    });
     *run = r;
     (acc, end)
 }

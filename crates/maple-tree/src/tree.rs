@@ -1426,7 +1426,12 @@ impl RawIter {
 /// it is reachable (in-place writes under readers are single slots): the
 /// first unused pivot marks its last slot.
 #[inline(always)]
-fn scan_leaf<B>(lv: Level, last: u64, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> (B, bool) {
+pub(crate) fn scan_leaf<B>(
+    lv: Level,
+    last: u64,
+    mut acc: B,
+    mut emit: impl FnMut(B, u64, u64, *mut ()) -> B,
+) -> (B, bool) {
     let leaf = lv.leaf();
     let (piv, slots) = (leaf.pivots(), leaf.slots());
     let (mut i, mut lo) = (lv.off, lv.node.slot_min(lv.off, lv.min));
