@@ -32,12 +32,12 @@
 //! freed leaves the tree at once, except for one spare kept to absorb the
 //! free-then-allocate pairs of splits and merges. A tree therefore holds
 //! at most one empty chunk, and its nodes sit together in memory (a
-//! duplicate's nodes come out in the order they are copied). Empty chunks wait in a per-thread
-//! pool (at most a block's) for the next tree, and a block goes back to
-//! the global allocator when all its chunks have. Without `std` there are
-//! no thread-locals to keep a block's other chunks in, so each chunk is a
-//! block of its own, aligned to 4 KiB, whose first cell is its header
-//! (fifteen nodes per chunk).
+//! duplicate's nodes come out in the order they are copied). Empty chunks
+//! wait in a per-thread pool (at most a block's) for the next tree, and a
+//! block goes back to the global allocator when all its chunks have.
+//! Without `std` there are no thread-locals to keep a block's other
+//! chunks in, so each chunk is a block of its own, aligned to 4 KiB, whose
+//! first cell is its header (fifteen nodes per chunk).
 //!
 //! A slab has no locks: only a tree's single writer allocates and frees
 //! (through `&mut`, or holding the concurrent tree's writer lock, which
