@@ -675,22 +675,54 @@ impl NodeRef {
         self.write_items(items);
     }
 
+    /// [`overwrite`](Self::overwrite) where the first `keep` items are the
+    /// node's own already, each in its slot with its bound (a used pivot):
+    /// their words are left as they are.
+    ///
+    /// # Safety
+    ///
+    /// As for [`overwrite`](Self::overwrite); and `keep` is below the
+    /// node's slot count and `items[..keep]` are the node's first `keep`
+    /// slots, as [`read_items`](Self::read_items) would read them now.
+    pub(crate) unsafe fn overwrite_from(self, items: &[Item], keep: usize) {
+        #[cfg(debug_assertions)]
+        {
+            let mut own = Content::new();
+            debug_assert!(keep == 0 || keep < self.count(), "a kept item ends on the node's maximum");
+            self.read_items(u64::MAX, 0..keep, &mut own);
+            debug_assert!(
+                own.iter().zip(items).all(|(a, b)| a.last == b.last && a.slot == b.slot),
+                "keep {keep}: {own:?} against {items:?}"
+            );
+        }
+        self.write_items_from(items, keep);
+    }
+
     /// Writes `items` (at most `kind.slots()`, at least one) as the node's
     /// content; unused pivots become [`PIVOT_UNUSED`], unused slots null,
     /// and in a gap node the largest-gap offset is found. The parent word is
     /// left alone.
     fn write_items(self, items: &[Item]) {
+        self.write_items_from(items, 0);
+    }
+
+    /// [`write_items`](Self::write_items) skipping the words of the first
+    /// `keep` items, which hold them already.
+    #[inline]
+    fn write_items_from(self, items: &[Item], keep: usize) {
         let (piv, slots) = self.arrays();
         debug_assert!(!items.is_empty() && items.len() <= slots.len());
         let n = items.len();
         // Every pivot but the last item's is its bound; the rest unused.
-        for (p, it) in piv.iter().zip(&items[..n - 1]) {
+        let kp = keep.min(n - 1);
+        for (p, it) in piv[kp..].iter().zip(&items[kp..n - 1]) {
             p.store(it.last, Ordering::Relaxed);
         }
         for p in &piv[(n - 1).min(piv.len())..] {
             p.store(PIVOT_UNUSED, Ordering::Relaxed);
         }
-        for (s, it) in slots.iter().zip(items) {
+        let ks = keep.min(n);
+        for (s, it) in slots[ks..].iter().zip(&items[ks..]) {
             s.store(it.slot, Ordering::Release);
         }
         for s in &slots[n..] {

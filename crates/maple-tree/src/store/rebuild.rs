@@ -38,13 +38,17 @@ use crate::{
 };
 
 /// How the planned change becomes visible.
+// One value per rebuild, made and consumed on the stack: boxing the splice
+// would allocate on every rebuild to save a copy of a few hundred bytes.
+#[allow(clippy::large_enum_variant)]
 enum Publish {
     /// Overwrite this leaf with the final content (exclusive access only).
     InPlace { level: usize },
     /// Replace the slots of this internal node from the path's slot to
-    /// `to` (of `count`) with `up`, the fresh nodes of the level below,
-    /// shifting the others (exclusive access only).
-    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8> },
+    /// `to` (of `count`) with `up`, the new nodes of the level below,
+    /// shifting the others (exclusive access only); first overwrite the
+    /// old leaves that `reuse` lists (some of `up`) with their parts.
+    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8>, reuse: ArrayVec<Reuse, 2> },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
     Replace { level: usize, node: NodeRef },
     /// New root (possibly taller or shorter than before).
@@ -67,6 +71,21 @@ const PUSH_SLACK: usize = 4;
 /// slack 4: 16,939 (+8.6 %); balanced, slack 2: 16,589 (+23 %). Session 7's
 /// figure for the kernel is about 17,500.
 const PUSH_SIBLING_ROOM: usize = 2;
+
+/// An old leaf that takes one part of the new content in place of a fresh
+/// node (outside RCU mode, when its parent takes the level's new nodes in
+/// place): written at commit, so a plan that fails has changed nothing.
+struct Reuse {
+    node: NodeRef,
+    /// Index in `up` of the node's item (whose gap is found at commit).
+    at: usize,
+    /// The part: `content[start..end]`, lower bound `min`.
+    start: usize,
+    end: usize,
+    min: u64,
+    /// Leading items of the part that are the node's own already, unmoved.
+    keep: usize,
+}
 
 /// Nodes allocated by a plan; freed again if the plan fails.
 struct Fresh<'s> {
@@ -267,6 +286,8 @@ impl RawTree {
         old: &mut ArrayVec<NodeRef, 160>,
     ) -> Result<Publish, AllocError> {
         let leaf = lpath.len() - 1;
+        // The leaf's items before this offset open the content unchanged.
+        let mut leaf_kept = lpath[leaf].off;
         let mut d = leaf;
         let mut cmin = lpath[leaf].min;
         let mut cmax = rpath[leaf].max;
@@ -303,6 +324,8 @@ impl RawTree {
                     let k = nb.node.count();
                     nb.node.read_items(nb.max, 0..k, content);
                     content.rotate_right(k);
+                    // All but the last: its bound becomes a pivot.
+                    leaf_kept = k - 1;
                     cmin = nb.min;
                     extended = true;
                     pushed_left = true;
@@ -328,22 +351,38 @@ impl RawTree {
                 old.push(lpath[d].node);
                 return Ok(Publish::Replace { level: d, node });
             }
-            old.push(lpath[d].node);
+            // Where the parent takes the new nodes in place, the old leaves
+            // take their parts in place too (the first ones; a fresh leaf
+            // for any part beyond): a split then allocates one leaf, a push
+            // none, and the content mostly lands in nodes already in the
+            // cache.
+            let splice = self.parent_takes(lpath, rpath, d, ends.len());
+            let mut olds: ArrayVec<NodeRef, 2> = ArrayVec::new();
+            olds.push(lpath[d].node);
             if rpath[d].node != lpath[d].node {
-                old.push(rpath[d].node);
+                olds.push(rpath[d].node);
             }
+            let reusing = d == leaf && splice.is_some();
+            let mut reuse: ArrayVec<Reuse, 2> = ArrayVec::new();
             let mut up: ArrayVec<Item, 8> = ArrayVec::new();
             let mut start = 0;
             let mut part_min = cmin;
-            for &end in &ends {
+            for (i, &end) in ends.iter().enumerate() {
                 let part = &content[start..end];
-                let node = fresh.alloc(kind, part)?;
                 let part_max = part[part.len() - 1].last;
-                let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
-                up.push(Item { last: part_max, slot: node.encode(), gap });
+                if reusing && i < olds.len() {
+                    let keep = if i == 0 { leaf_kept } else { 0 };
+                    reuse.push(Reuse { node: olds[i], at: i, start, end, min: part_min, keep });
+                    up.push(Item { last: part_max, slot: olds[i].encode(), gap: 0 });
+                } else {
+                    let node = fresh.alloc(kind, part)?;
+                    let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
+                    up.push(Item { last: part_max, slot: node.encode(), gap });
+                }
                 part_min = part_max.wrapping_add(1);
                 start = end;
             }
+            old.extend(olds.into_iter().skip(reuse.len()));
             if d == 0 {
                 let mut height = lpath.len();
                 while up.len() > 1 {
@@ -358,18 +397,10 @@ impl RawTree {
                 return Ok(Publish::Root { node, height });
             }
             let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
-            if !self.rcu && lp.node == rp.node {
-                // The parent takes the new nodes in place if it keeps a
-                // legal fill (what the general step below would find, with
-                // no items read or written but the ones that move).
-                let inner = self.inner_kind();
-                let count = lp.node.count();
-                let n = count - (rp.off - lp.off + 1) + up.len();
-                let exempt = d == 1 || rp.max == u64::MAX;
-                if n <= inner.slots() && (n >= inner.min_fill() || exempt) {
-                    return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up });
-                }
+            if let Some(count) = splice {
+                return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up, reuse });
             }
+            debug_assert!(reuse.is_empty());
             content.clear();
             lp.node.read_items(lp.max, 0..lp.off, content);
             content.extend(up);
@@ -391,7 +422,19 @@ impl RawTree {
                 unsafe { lpath[level].node.overwrite(content) };
                 Some(level)
             }
-            Publish::Splice { level, to, count, up } => {
+            Publish::Splice { level, to, count, mut up, reuse } => {
+                for r in &reuse {
+                    let part = &content[r.start..r.end];
+                    // SAFETY: a plan reuses leaves only outside RCU mode,
+                    // where `&mut` access to the tree proves no reader
+                    // exists; the part's bounds are the ones the splice
+                    // below gives the node; its first `keep` items are the
+                    // node's own, in place.
+                    unsafe { r.node.overwrite_from(part, r.keep) };
+                    if self.gaps {
+                        up[r.at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
+                    }
+                }
                 let Level { node, off, .. } = lpath[level];
                 // SAFETY: the plan makes a splice only outside RCU mode, where
                 // `&mut` access to the tree proves no reader exists.
@@ -424,6 +467,25 @@ impl RawTree {
                 None
             }
         }
+    }
+
+    /// If the parent of level `d` (one node on both paths) can take `parts`
+    /// new nodes in place of the ones the paths lead to at `d`, keeping a
+    /// legal fill (what the general step would find, with no items read or
+    /// written but the ones that move): its slot count. Never in RCU mode.
+    fn parent_takes(&self, lpath: &Path, rpath: &Path, d: usize, parts: usize) -> Option<usize> {
+        if self.rcu || d == 0 {
+            return None;
+        }
+        let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
+        if lp.node != rp.node {
+            return None;
+        }
+        let inner = self.inner_kind();
+        let count = lp.node.count();
+        let n = count - (rp.off - lp.off + 1) + parts;
+        let exempt = d == 1 || rp.max == u64::MAX;
+        (n <= inner.slots() && (n >= inner.min_fill() || exempt)).then_some(count)
     }
 
     fn set_root(&self, node: NodeRef, height: usize) {
@@ -611,6 +673,63 @@ mod tests {
         assert_eq!(fills(&t)[0], sibling, "the left sibling filled to all but its room");
         assert_eq!(t.load(167).map(U63::get), Some(52));
         assert_eq!(t.load(168).map(U63::get), Some(16));
+    }
+
+    /// Outside RCU mode a push rewrites both leaves where they are and a
+    /// split keeps the first part in the old leaf (one fresh leaf for the
+    /// second); in RCU mode every rewritten leaf is fresh. The contents
+    /// stay exact either way, in gap trees too.
+    #[test]
+    fn splits_and_pushes_reuse_the_old_leaves_outside_rcu_mode() {
+        use crate::{MapleTree, U63};
+        let children = |t: &MapleTree<U63>| -> Vec<NodeRef> {
+            let root = t.raw.root_node().unwrap();
+            // SAFETY: the root of these trees is internal; used slots.
+            (0..root.count()).map(|i| unsafe { root.child(i) }).collect()
+        };
+        for gaps in [false, true] {
+            for fresh in [false, true] {
+                // `ranges` touching ranges of 10, bulk-built: full leaves.
+                let build = |ranges: u64| -> MapleTree<U63> {
+                    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+                    for i in 0..ranges {
+                        t.insert_range(i * 10..=i * 10 + 9, U63::new(i).unwrap()).unwrap();
+                    }
+                    t.set_fresh_node_writes(fresh);
+                    t
+                };
+                let check = |t: &MapleTree<U63>, ranges: u64, cut: u64| {
+                    t.validate().unwrap();
+                    let mut want: Vec<_> = (0..ranges).map(|i| (i * 10..=i * 10 + 9, i)).collect();
+                    let i = (cut / 10) as usize;
+                    want.splice(i..=i, [(cut - 2..=cut - 1, cut / 10), (cut..=cut, 99), (cut + 1..=cut + 7, cut / 10)]);
+                    let got: Vec<_> = t.iter().map(|(r, v)| (r, v.get())).collect();
+                    assert_eq!(got, want, "gaps {gaps}, fresh {fresh}");
+                };
+                // A push: the two leaves of 16 and 4 slots take 2 more.
+                let mut t = build(20);
+                let before = children(&t);
+                assert_eq!(before.len(), 2);
+                t.store_range(52..=52, U63::new(99).unwrap()).unwrap();
+                let after = children(&t);
+                check(&t, 20, 52);
+                assert_eq!(after.len(), 2, "a push");
+                for (a, b) in before.iter().zip(&after) {
+                    assert_eq!(a == b, !fresh, "gaps {gaps}, fresh {fresh}: a pushed leaf moved or stayed");
+                }
+                // A split: the first leaf's only sibling is full too.
+                let fills = |c: &[NodeRef]| c.iter().map(|c| c.count()).collect::<Vec<_>>();
+                let mut t = build(64);
+                let before = children(&t);
+                assert_eq!(fills(&before), [16, 16, 16, 16, 1]);
+                t.store_range(22..=22, U63::new(99).unwrap()).unwrap();
+                check(&t, 64, 22);
+                let after = children(&t);
+                assert_eq!(fills(&after), [9, 9, 16, 16, 16, 1], "a split");
+                assert_eq!(after[0] == before[0], !fresh, "gaps {gaps}, fresh {fresh}: the split leaf");
+                assert!(!before.contains(&after[1]), "the second part is fresh");
+            }
+        }
     }
 
     fn items(pattern: &[bool]) -> Content {
