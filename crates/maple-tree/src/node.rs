@@ -707,8 +707,10 @@ impl NodeRef {
     }
 
     /// [`write_items`](Self::write_items) skipping the words of the first
-    /// `keep` items, which hold them already.
-    #[inline]
+    /// `keep` items, which hold them already. (Inlined into its two
+    /// callers, so that fresh nodes, with no items to skip, pay nothing
+    /// for the skipping.)
+    #[inline(always)]
     fn write_items_from(self, items: &[Item], keep: usize) {
         let (piv, slots) = self.arrays();
         debug_assert!(!items.is_empty() && items.len() <= slots.len());

@@ -38,17 +38,14 @@ use crate::{
 };
 
 /// How the planned change becomes visible.
-// One value per rebuild, made and consumed on the stack: boxing the splice
-// would allocate on every rebuild to save a copy of a few hundred bytes.
-#[allow(clippy::large_enum_variant)]
 enum Publish {
     /// Overwrite this leaf with the final content (exclusive access only).
     InPlace { level: usize },
     /// Replace the slots of this internal node from the path's slot to
     /// `to` (of `count`) with `up`, the new nodes of the level below,
     /// shifting the others (exclusive access only); first overwrite the
-    /// old leaves that `reuse` lists (some of `up`) with their parts.
-    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8>, reuse: ArrayVec<Reuse, 2> },
+    /// old leaves the plan listed for reuse (some of `up`) with their parts.
+    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8> },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
     Replace { level: usize, node: NodeRef },
     /// New root (possibly taller or shorter than before).
@@ -229,7 +226,8 @@ impl RawTree {
         // SAFETY: the caller makes us the tree's only writer.
         let mut fresh = unsafe { Fresh::new(&self.slab) };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
-        let plan = self.plan(lpath, rpath, &mut content, &mut fresh, &mut old);
+        let mut reuse = ArrayVec::new();
+        let plan = self.plan(lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
         let publish = match plan {
             Ok(p) => p,
             Err(e) => {
@@ -244,7 +242,7 @@ impl RawTree {
                 fix_children(*n);
             }
         }
-        let top_level = self.publish(publish, lpath, &content);
+        let top_level = self.publish(publish, lpath, &content, &reuse);
         if let Some(level) = top_level {
             self.update_gaps(lpath, level);
         }
@@ -276,7 +274,8 @@ impl RawTree {
         Ok(())
     }
 
-    /// Phase 1: allocate and fill every new node, level by level.
+    /// Phase 1: allocate and fill every new node, level by level; list in
+    /// `reuse` the old leaves that take a part at commit instead.
     fn plan(
         &self,
         lpath: &mut Path,
@@ -284,6 +283,7 @@ impl RawTree {
         content: &mut Content,
         fresh: &mut Fresh,
         old: &mut ArrayVec<NodeRef, 160>,
+        reuse: &mut ArrayVec<Reuse, 2>,
     ) -> Result<Publish, AllocError> {
         let leaf = lpath.len() - 1;
         // The leaf's items before this offset open the content unchanged.
@@ -363,7 +363,6 @@ impl RawTree {
                 olds.push(rpath[d].node);
             }
             let reusing = d == leaf && splice.is_some();
-            let mut reuse: ArrayVec<Reuse, 2> = ArrayVec::new();
             let mut up: ArrayVec<Item, 8> = ArrayVec::new();
             let mut start = 0;
             let mut part_min = cmin;
@@ -398,7 +397,7 @@ impl RawTree {
             }
             let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
             if let Some(count) = splice {
-                return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up, reuse });
+                return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up });
             }
             debug_assert!(reuse.is_empty());
             content.clear();
@@ -413,7 +412,7 @@ impl RawTree {
 
     /// Makes the plan visible. Returns the level whose ancestors' gaps must
     /// be refreshed (None when the root changed).
-    fn publish(&self, publish: Publish, lpath: &Path, content: &Content) -> Option<usize> {
+    fn publish(&self, publish: Publish, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
         match publish {
             Publish::InPlace { level } => {
                 // SAFETY: the plan writes in place only outside RCU mode,
@@ -422,8 +421,8 @@ impl RawTree {
                 unsafe { lpath[level].node.overwrite(content) };
                 Some(level)
             }
-            Publish::Splice { level, to, count, mut up, reuse } => {
-                for r in &reuse {
+            Publish::Splice { level, to, count, mut up } => {
+                for r in reuse {
                     let part = &content[r.start..r.end];
                     // SAFETY: a plan reuses leaves only outside RCU mode,
                     // where `&mut` access to the tree proves no reader
