@@ -286,7 +286,21 @@ impl RawTree {
     /// stay right, as they lead to that leaf), else by a fresh walk.
     pub(crate) fn aim(&self, path: &mut Path, index: u64) {
         match path.last_mut() {
-            Some(leaf) if leaf.min <= index && index <= leaf.max => leaf.off = leaf.node.find(index),
+            Some(leaf) if leaf.min <= index && index <= leaf.max => {
+                // Most often the slot the path points at holds `index`
+                // already (an erase of the entry just found, a cursor
+                // writing where it stands): checked on its two pivots. A
+                // stale offset past the leaf's slots fails the check (the
+                // pivot before it is unused, `u64::MAX`, never below).
+                let node = leaf.leaf();
+                let piv = node.pivots();
+                let off = leaf.off;
+                let holds = (off == 0 || piv[off - 1].load(Ordering::Relaxed) < index)
+                    && (off == piv.len() || index <= piv[off].load(Ordering::Relaxed));
+                if !holds {
+                    leaf.off = leaf.node.find(index);
+                }
+            }
             _ => self.walk_into(index, path),
         }
     }
