@@ -242,7 +242,9 @@ impl RawTree {
                 fix_children(*n);
             }
         }
-        let top_level = self.publish(publish, lpath, &content, &reuse);
+        // SAFETY: the plan just made from these paths, unchanged since (the
+        // parent words above only); we are the only writer (our contract).
+        let top_level = unsafe { self.publish(publish, lpath, &content, &reuse) };
         if let Some(level) = top_level {
             self.update_gaps(lpath, level);
         }
@@ -412,31 +414,43 @@ impl RawTree {
 
     /// Makes the plan visible. Returns the level whose ancestors' gaps must
     /// be refreshed (None when the root changed).
-    fn publish(&self, publish: Publish, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
+    ///
+    /// # Safety
+    ///
+    /// `publish`, `content` and `reuse` are what [`plan`](Self::plan) made
+    /// of `lpath` on this tree, with nothing changed since but the fresh
+    /// nodes' children's parent words; the caller is the tree's only writer
+    /// (as for [`store`](RawTree::store)). The plan chooses the in-place
+    /// kinds (`InPlace`, `Splice`, reused leaves) only outside RCU mode,
+    /// where no reader exists, and only with content that fits the nodes'
+    /// places; that is what the writes below rely on.
+    unsafe fn publish(&self, publish: Publish, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
         match publish {
             Publish::InPlace { level } => {
-                // SAFETY: the plan writes in place only outside RCU mode,
-                // where `&mut` access to the tree proves no reader exists;
-                // the content is the leaf's own, rewritten over its bounds.
+                // SAFETY: this function's contract: the plan writes in place
+                // only outside RCU mode, where `&mut` access to the tree
+                // proves no reader exists; the content is the leaf's own,
+                // rewritten over its bounds.
                 unsafe { lpath[level].node.overwrite(content) };
                 Some(level)
             }
             Publish::Splice { level, to, count, mut up } => {
                 for r in reuse {
                     let part = &content[r.start..r.end];
-                    // SAFETY: a plan reuses leaves only outside RCU mode,
-                    // where `&mut` access to the tree proves no reader
-                    // exists; the part's bounds are the ones the splice
-                    // below gives the node; its first `keep` items are the
-                    // node's own, in place.
+                    // SAFETY: this function's contract: a plan reuses leaves
+                    // only outside RCU mode, where `&mut` access to the tree
+                    // proves no reader exists; the part's bounds are the ones
+                    // the splice below gives the node; its first `keep`
+                    // items are the node's own, in place.
                     unsafe { r.node.overwrite_from(part, r.keep) };
                     if self.gaps {
                         up[r.at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
                     }
                 }
                 let Level { node, off, .. } = lpath[level];
-                // SAFETY: the plan makes a splice only outside RCU mode, where
-                // `&mut` access to the tree proves no reader exists.
+                // SAFETY: this function's contract: the plan makes a splice
+                // only outside RCU mode, where `&mut` access to the tree
+                // proves no reader exists.
                 unsafe { node.splice_internal(off, to + 1, count, &up) };
                 // Only the fresh children need their parent word: the others
                 // stay under this node, shifted or not. (Touching them would
