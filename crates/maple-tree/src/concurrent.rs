@@ -607,9 +607,13 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
 
 impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// One RCU-mode store from a fresh walk (see [`WriteTarget::write_words`]).
-    fn write(&mut self, op: Store<'_>) -> Result<(), (Error, *mut ())> {
-        // SAFETY: first <= last and the words are as `write_words` asks
-        // (every caller's contract); no walk is given.
+    ///
+    /// # Safety
+    ///
+    /// `op.first <= op.last` and its words are as
+    /// [`WriteTarget::write_words`] asks.
+    unsafe fn write(&mut self, op: Store<'_>) -> Result<(), (Error, *mut ())> {
+        // SAFETY: our contract; no walk is given.
         unsafe { self.write_words(None, op) }.map(drop)
     }
 
@@ -676,13 +680,21 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Stores `value` over `[lo, hi]`, one current range (so nothing is
     /// cut in two).
     pub(crate) fn store_exact(&mut self, lo: u64, hi: u64, value: V) -> Result<(), InsertError<V>> {
+        if lo > hi {
+            return Err(InsertError { value, cause: Error::InvalidRange });
+        }
         let e = value.into_raw().as_ptr();
-        self.write(Store::new(lo, hi).entry(e)).map_err(|(c, w)| Self::give_back(w, c))
+        // SAFETY: lo <= hi (checked); `e` is a fresh handle; no `split`.
+        unsafe { self.write(Store::new(lo, hi).entry(e)) }.map_err(|(c, w)| Self::give_back(w, c))
     }
 
     /// Empties `[lo, hi]`, one current range.
     pub(crate) fn clear_exact(&mut self, lo: u64, hi: u64) -> Result<(), Error> {
-        self.write(Store::new(lo, hi)).map_err(|(c, _)| c)
+        if lo > hi {
+            return Err(Error::InvalidRange);
+        }
+        // SAFETY: lo <= hi (checked); no entry, no `split`.
+        unsafe { self.write(Store::new(lo, hi)) }.map_err(|(c, _)| c)
     }
 
     /// A write cursor at the range containing `index`.
@@ -698,7 +710,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Stores `value` over `range` if it is empty; see
     /// [`MapleTree::insert_range`].
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        write::insert_range(self, None, range, value).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::insert_range(self, None, range, value) }.map(drop)
     }
 
     /// Stores `value` over `range`, overwriting; see
@@ -707,7 +720,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     where
         V: Clone,
     {
-        write::store_range(self, None, range, value).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::store_range(self, None, range, value) }.map(drop)
     }
 
     /// Empties `range`; see [`MapleTree::remove_range`].
@@ -715,7 +729,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     where
         V: Clone,
     {
-        write::remove_range(self, None, range).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::remove_range(self, None, range) }.map(drop)
     }
 
     /// Removes the entry containing `index`. Its value is dropped after the
@@ -733,7 +748,9 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Reserves `range`; see [`MapleTree::reserve_range`].
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
         let (first, last) = to_inclusive(&range)?;
-        self.write(Store::new(first, last).entry(reserved_word()).insert_only()).map_err(|(c, _)| c)
+        // SAFETY: `to_inclusive` gives first <= last; the reserved marker
+        // is a word a slot may hold; no `split`.
+        unsafe { self.write(Store::new(first, last).entry(reserved_word()).insert_only()) }.map_err(|(c, _)| c)
     }
 
     /// Stores `value` in the lowest free window of `size` in `window`; the
@@ -759,8 +776,13 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
+        let Some(last) = size.checked_sub(1).and_then(|s| start.checked_add(s)) else {
+            return Err(InsertError { value, cause: Error::InvalidRange });
+        };
         let e = value.into_raw().as_ptr();
-        self.write(Store::new(start, start + (size - 1)).entry(e).insert_only())
+        // SAFETY: start <= last (just computed); `e` is a fresh handle; no
+        // `split`.
+        unsafe { self.write(Store::new(start, last).entry(e).insert_only()) }
             .map(|()| start)
             .map_err(|(c, w)| Self::give_back(w, c))
     }

@@ -254,7 +254,9 @@ macro_rules! range_write_methods {
         pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
             let was = self.pos.current().0;
             let first = to_inclusive(&range).map_or(was, |r| r.0);
-            let res = write::insert_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value);
+            // SAFETY: the cursor's walk, of the tree it borrows mutably,
+            // kept current by every write through it (`settle`).
+            let res = unsafe { write::insert_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value) };
             self.settle(was, first, res.as_ref().ok().copied());
             res.map(drop)
         }
@@ -266,7 +268,8 @@ macro_rules! range_write_methods {
         {
             let was = self.pos.current().0;
             let first = to_inclusive(&range).map_or(was, |r| r.0);
-            let res = write::store_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value);
+            // SAFETY: as in `insert_range`.
+            let res = unsafe { write::store_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value) };
             self.settle(was, first, res.as_ref().ok().copied());
             res.map(drop)
         }
@@ -278,7 +281,8 @@ macro_rules! range_write_methods {
         {
             let was = self.pos.current().0;
             let first = to_inclusive(&range).map_or(was, |r| r.0);
-            let res = write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range);
+            // SAFETY: as in `insert_range`.
+            let res = unsafe { write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range) };
             self.settle(was, first, res.as_ref().ok().copied());
             res.map(drop)
         }

@@ -171,12 +171,17 @@ impl<V: Handle> MapleTree<V> {
     /// rebasing stores, allocation): `op` with `entry` (or nothing) as its
     /// entry, from a fresh walk. Returns the removed value words, or gives
     /// `entry` back on failure.
-    fn write(&mut self, entry: Option<V>, op: Store<'_>) -> Result<Removed, (Error, Option<V>)> {
+    ///
+    /// # Safety
+    ///
+    /// `op.first <= op.last`, and `op`'s `split`, if any, returns a fresh
+    /// handle of this tree's `V` for the value behind the word it is given
+    /// (as [`RawTree::store`] asks).
+    unsafe fn write(&mut self, entry: Option<V>, op: Store<'_>) -> Result<Removed, (Error, Option<V>)> {
         let e = entry.map_or(ptr::null_mut(), |v| v.into_raw().as_ptr());
         let mut out = Stored::default();
-        // SAFETY: first <= last (callers check); `e` is null or a fresh
-        // handle; `split` (from `clone_word` or a caller's function) makes
-        // fresh handles; no walk is given.
+        // SAFETY: first <= last and `split` as asked (our contract); `e` is
+        // null or a fresh handle; no walk is given.
         unsafe { self.write_raw(None, op.entry(e), &mut out) }.map(|_| out.removed).map_err(|(c, w)| {
             // SAFETY: the engine did not keep this word; we own it again.
             (c, NonNull::new(w).map(|nn| unsafe { V::from_raw(nn) }))
@@ -223,7 +228,8 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
-        write::insert_range(self, None, range, value).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::insert_range(self, None, range, value) }.map(drop)
     }
 
     /// Inserts `value` at the single index `index`.
@@ -238,7 +244,8 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        write::store_range(self, None, range, value).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::store_range(self, None, range, value) }.map(drop)
     }
 
     /// The range as an entry: [`Vacant`](crate::RangeEntry::Vacant) if
@@ -335,7 +342,8 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        write::remove_range(self, None, range).map(drop)
+        // SAFETY: no walk is given.
+        unsafe { write::remove_range(self, None, range) }.map(drop)
     }
 
     /// [`store_range`](Self::store_range) for values that record their own
@@ -390,6 +398,9 @@ impl<V: Handle> MapleTree<V> {
         entry: Option<V>,
         mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
     ) -> Result<(), (Error, Option<V>)> {
+        if first > last {
+            return Err((Error::InvalidRange, entry));
+        }
         let mut piece = |w: *mut (), was: u64, f: u64, l: u64| {
             // SAFETY: the engine passes the non-null word of a live handle
             // of this tree, which `&mut self` keeps free of other borrows;
@@ -397,7 +408,9 @@ impl<V: Handle> MapleTree<V> {
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
             rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
         };
-        let removed = self.write(entry, Store::new(first, last).split(&mut piece).rebase())?;
+        // SAFETY: first <= last (checked above); `piece` returns a fresh
+        // handle, `rebase`'s value turned into a word.
+        let removed = unsafe { self.write(entry, Store::new(first, last).split(&mut piece).rebase()) }?;
         Self::drop_removed(removed);
         Ok(())
     }
@@ -638,7 +651,11 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        match self.write(Some(value), Store::new(start, start + (size - 1)).insert_only()) {
+        let Some(last) = size.checked_sub(1).and_then(|s| start.checked_add(s)) else {
+            return Err(InsertError { value, cause: Error::InvalidRange });
+        };
+        // SAFETY: start <= last (just computed); no `split`.
+        match unsafe { self.write(Some(value), Store::new(start, last).insert_only()) } {
             Ok(_) => Ok(start),
             Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
         }
@@ -1598,7 +1615,9 @@ impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
         // write path aims it at each pair's start (or walks afresh).
         let mut at = Path::new();
         for (r, v) in iter {
-            match write::store_range(self, Some(&mut at), r, v) {
+            // SAFETY: `at` is empty or the walk the last write kept (it is
+            // cleared whenever a write reports it stale).
+            match unsafe { write::store_range(self, Some(&mut at), r, v) } {
                 // The walk still leads to the leaf holding the range's start.
                 Ok(true) => {}
                 // Nodes were replaced: the walk is stale.

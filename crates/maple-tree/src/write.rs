@@ -98,14 +98,24 @@ fn range_and_word<V: Handle>(range: &impl RangeBounds<u64>, value: V) -> Result<
 }
 
 /// Hands `word` (a fresh handle the engine did not keep) back as a value.
-fn take_back<V: Handle>(word: *mut ()) -> V {
-    // SAFETY: the write failed, so the tree did not keep the word, which is
-    // the handle made from the value the caller gave.
+///
+/// # Safety
+///
+/// `word` is the word of a `V` made by `into_raw` that nothing else owns:
+/// the entry of a write that failed, handed back by the engine.
+unsafe fn take_back<V: Handle>(word: *mut ()) -> V {
+    // SAFETY: the caller's contract; a handle's word is never null.
     unsafe { V::from_raw(NonNull::new_unchecked(word)) }
 }
 
 /// `insert_range` of both trees and cursors: true if `at` is still good.
-pub(crate) fn insert_range<V: Handle, W: WriteTarget<V>>(
+///
+/// # Safety
+///
+/// `at`, if given, is a walk of `w`'s tree made since its last change
+/// (a cursor's, which every write through the cursor keeps current), or
+/// empty.
+pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path>,
     range: impl RangeBounds<u64>,
@@ -113,13 +123,18 @@ pub(crate) fn insert_range<V: Handle, W: WriteTarget<V>>(
 ) -> Result<bool, InsertError<V>> {
     let (first, last, e) = range_and_word(&range, value)?;
     // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
-    // an insert; `at` is the caller's current walk.
+    // an insert; `at` is as our contract says.
     unsafe { w.write_words(at, Store::new(first, last).entry(e).insert_only()) }
-        .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
+        // SAFETY: the engine hands back the entry it did not keep.
+        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
 }
 
 /// `store_range` of both trees and cursors: true if `at` is still good.
-pub(crate) fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
+///
+/// # Safety
+///
+/// As for [`insert_range`].
+pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path>,
     range: impl RangeBounds<u64>,
@@ -130,13 +145,18 @@ pub(crate) fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     // the writer's exclusive access keeps from being borrowed mutably.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
     // SAFETY: first <= last; `e` is a fresh handle; `clone` makes fresh
-    // handles; `at` is the caller's current walk.
+    // handles; `at` is as our contract says.
     unsafe { w.write_words(at, Store::new(first, last).entry(e).split(&mut clone)) }
-        .map_err(|(cause, e)| InsertError { value: take_back(e), cause })
+        // SAFETY: the engine hands back the entry it did not keep.
+        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
 }
 
 /// `remove_range` of both trees and cursors: true if `at` is still good.
-pub(crate) fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
+///
+/// # Safety
+///
+/// As for [`insert_range`].
+pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path>,
     range: impl RangeBounds<u64>,
@@ -144,6 +164,7 @@ pub(crate) fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     let (first, last) = to_inclusive(&range)?;
     // SAFETY: as in `store_range`.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-    // SAFETY: first <= last; null is no handle; as in `store_range`.
+    // SAFETY: first <= last; null is no handle; `clone` and `at` as in
+    // `store_range`.
     unsafe { w.write_words(at, Store::new(first, last).split(&mut clone)) }.map_err(|(c, _)| c)
 }
