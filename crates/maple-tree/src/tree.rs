@@ -767,7 +767,8 @@ impl<V: Handle> MapleTree<V> {
 
     /// Node statistics: how many nodes of each kind and the memory they use.
     pub fn stats(&self) -> Stats {
-        Stats::of(&self.raw)
+        // SAFETY: `&self` to a plain tree: nothing changes it meanwhile.
+        unsafe { Stats::of(&self.raw) }
     }
 
     /// Test hook: build every multi-word change in fresh nodes, as the
@@ -794,8 +795,13 @@ pub(crate) fn clear_values<V: Handle>(raw: &mut RawTree) {
 }
 
 impl Stats {
-    /// Counts the nodes of `raw` (which must not change meanwhile).
-    pub(crate) fn of(raw: &RawTree) -> Stats {
+    /// Counts the nodes of `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` does not change meanwhile (it is borrowed from a plain tree,
+    /// or its writer lock is held), so no node it reaches is freed.
+    pub(crate) unsafe fn of(raw: &RawTree) -> Stats {
         let mut s = Stats { height: raw.height.get(), entries: raw.len.get(), ..Stats::default() };
         if let Some(root) = raw.root_node() {
             let mut count = |n: NodeRef| {
@@ -805,8 +811,8 @@ impl Stats {
                     s.internal += 1;
                 }
             };
-            // SAFETY: the root is live and the caller keeps the tree from
-            // changing meanwhile; the callback frees nothing.
+            // SAFETY: the root is live and stays so (our contract); the
+            // callback frees nothing.
             unsafe { crate::raw::visit_subtree(root, &mut count) };
         }
         s.bytes = (s.leaves + s.internal) * core::mem::size_of::<crate::node::Node>();
