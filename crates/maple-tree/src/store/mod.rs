@@ -493,13 +493,8 @@ impl RawTree {
             l.off -= 1;
             return Some(l.leaf_range().0);
         }
-        // The previous range is in another leaf.
-        let (lo, _, v) = self.lookup(first - 1);
-        if !v.is_null() {
-            return None;
-        }
-        self.walk_into(lo, lpath);
-        Some(lo)
+        // The previous range is the last of the previous leaf.
+        empty_across(lpath, false)
     }
 
     /// If the range just after `last` is empty, returns its end and moves
@@ -521,12 +516,8 @@ impl RawTree {
             r.off += 1;
             return Some(r.leaf_range().1);
         }
-        let (_, hi, v) = self.lookup(last + 1);
-        if !v.is_null() {
-            return None;
-        }
-        self.walk_into(hi, rpath);
-        Some(hi)
+        // The next range is the first of the next leaf.
+        empty_across(rpath, true)
     }
 
     /// Store into an empty tree.
@@ -554,6 +545,28 @@ impl RawTree {
         self.len.set(usize::from(is_value(entry)));
         Ok(())
     }
+}
+
+/// For [`RawTree::empty_before`] and [`RawTree::empty_after`]: if the
+/// range in the next leaf (`forward`) or the previous one, beside the slot
+/// `path` points at, is empty, moves `path` onto it and returns its far
+/// end. The walk steps there (up to the first level with a slot on that
+/// side, down the edge) instead of walking from the root; out of line, as
+/// most writes never get here.
+#[inline(never)]
+fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
+    let mut there = path.clone();
+    let stepped = if forward { RawTree::step_next(&mut there) } else { RawTree::step_prev(&mut there) };
+    if !stepped {
+        return None;
+    }
+    let l = there[there.len() - 1];
+    if !l.leaf().slot(l.off).is_null() {
+        return None;
+    }
+    *path = there;
+    let (lo, hi) = l.leaf_range();
+    Some(if forward { hi } else { lo })
 }
 
 /// Asks the CPU to start loading the siblings (same parent) of the leaf
