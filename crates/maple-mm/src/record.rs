@@ -36,11 +36,12 @@
 //! the owner letting go, with its reserve, of a chunk whose records are all
 //! gone) frees the chunk; every push happened before its own decrement
 //! (release), and the freeing thread acquires them all, so no thread
-//! touches a chunk after it is freed. Cells returned to a chunk its owner has let go are not
-//! reused: the chunk goes back to the system when its last record does.
-//! That bounds what a long-lived record can keep alive to one chunk, and
-//! in practice chunks empty quickly (a chunk is let go only when full, and
-//! its records die in roughly the order they were made).
+//! touches a chunk after it is freed. Cells returned to a chunk its owner
+//! has let go are not reused: the chunk goes back to the system when its
+//! last record does. That bounds what a long-lived record can keep alive
+//! to one chunk, and in practice chunks empty quickly (a chunk is let go
+//! only when full, and its records die in roughly the order they were
+//! made).
 
 #![allow(unsafe_code)]
 
