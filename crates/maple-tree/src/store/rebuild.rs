@@ -14,11 +14,14 @@
 //!    node is replaced by one node with the same bounds, or at the root
 //!    (which may grow a level, or collapse). Every node is allocated here;
 //!    a failed allocation frees the fresh nodes and returns with the tree
-//!    untouched.
+//!    untouched. Outside RCU mode, where the parent takes a level's new
+//!    nodes in place, the old leaves are listed to take the first parts
+//!    themselves (a push then allocates nothing, a split one leaf).
 //! 2. **Commit** (cannot fail). Set the parent words of the children of the
 //!    fresh nodes, publish the new subtree with one pointer store (or, when
 //!    `&mut` access proves no reader exists, overwrite the one changed node
-//!    in place), update the gaps of the ancestors, then free the replaced
+//!    in place, or write the listed old leaves and splice the parent in
+//!    place), update the gaps of the ancestors, then free the replaced
 //!    nodes and the subtrees that fell inside the written range.
 
 #[allow(unused_imports)]
