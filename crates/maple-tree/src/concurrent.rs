@@ -777,7 +777,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        let Some(last) = size.checked_sub(1).and_then(|s| start.checked_add(s)) else {
+        let Some(last) = write::window_last(start, size) else {
             return Err(InsertError { value, cause: Error::InvalidRange });
         };
         let e = value.into_raw().as_ptr();

@@ -651,7 +651,7 @@ impl<V: Handle> MapleTree<V> {
             Ok(s) => s,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        let Some(last) = size.checked_sub(1).and_then(|s| start.checked_add(s)) else {
+        let Some(last) = write::window_last(start, size) else {
             return Err(InsertError { value, cause: Error::InvalidRange });
         };
         // SAFETY: start <= last (just computed); no `split`.

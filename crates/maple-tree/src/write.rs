@@ -88,6 +88,13 @@ pub(crate) unsafe fn drop_unused<V: Handle>(word: *mut ()) {
     }
 }
 
+/// The last index of a window of `size` starting at `start` (an
+/// allocation's), or `None` if the size is 0 or the window would pass
+/// `u64::MAX`.
+pub(crate) fn window_last(start: u64, size: u64) -> Option<u64> {
+    size.checked_sub(1).and_then(|s| start.checked_add(s))
+}
+
 /// The bounds of `range` and `value` as a word (a fresh handle); on an
 /// invalid range, the value back with the error.
 fn range_and_word<V: Handle>(range: &impl RangeBounds<u64>, value: V) -> Result<(u64, u64, *mut ()), InsertError<V>> {

@@ -75,10 +75,10 @@ const PUSH_SIBLING_ROOM: usize = 2;
 /// An old leaf that takes one part of the new content in place of a fresh
 /// node (outside RCU mode, when its parent takes the level's new nodes in
 /// place): written at commit, so a plan that fails has changed nothing.
+/// The reused leaves take the first parts, so the `k`-th of them is item
+/// `k` of the level's new nodes (whose gap is found at commit).
 struct Reuse {
     node: NodeRef,
-    /// Index in `up` of the node's item (whose gap is found at commit).
-    at: usize,
     /// The part: `content[start..end]`, lower bound `min`.
     start: usize,
     end: usize,
@@ -376,7 +376,7 @@ impl RawTree {
                 let part_max = part[part.len() - 1].last;
                 if reusing && i < olds.len() {
                     let keep = if i == 0 { leaf_kept } else { 0 };
-                    reuse.push(Reuse { node: olds[i], at: i, start, end, min: part_min, keep });
+                    reuse.push(Reuse { node: olds[i], start, end, min: part_min, keep });
                     up.push(Item { last: part_max, slot: olds[i].encode(), gap: 0 });
                 } else {
                     let node = fresh.alloc(kind, part)?;
@@ -438,7 +438,7 @@ impl RawTree {
                 Some(level)
             }
             Publish::Splice { level, to, count, mut up } => {
-                for r in reuse {
+                for (at, r) in reuse.iter().enumerate() {
                     let part = &content[r.start..r.end];
                     // SAFETY: this function's contract: a plan reuses leaves
                     // only outside RCU mode, where `&mut` access to the tree
@@ -447,7 +447,7 @@ impl RawTree {
                     // items are the node's own, in place.
                     unsafe { r.node.overwrite_from(part, r.keep) };
                     if self.gaps {
-                        up[r.at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
+                        up[at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
                     }
                 }
                 let Level { node, off, .. } = lpath[level];
