@@ -295,7 +295,6 @@ impl Slab {
     /// # Safety
     ///
     /// As for [`free`](Self::free).
-    #[cfg(test)]
     pub(crate) unsafe fn free_fresh(&self, node: FreshNode) {
         // SAFETY: the caller's guarantees, passed on; the node was never
         // published, so nobody can reach it.

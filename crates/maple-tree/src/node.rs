@@ -273,8 +273,7 @@ impl FreshNode {
         FreshNode { ptr, kind }
     }
 
-    /// The cell's address (for the slab's tests).
-    #[cfg(test)]
+    /// The cell's address (for the slab, to free a cell never filled).
     pub(crate) fn as_ptr(&self) -> NonNull<Node> {
         self.ptr
     }
@@ -288,6 +287,20 @@ impl FreshNode {
         // reads it.
         let node = unsafe { NodeRef::new(self.ptr, self.kind) };
         node.write_items(items);
+        node
+    }
+
+    /// [`fill`](Self::fill) for a leaf, from its bounds and words apart
+    /// (as [`LeafRef::write_run`] writes them).
+    #[inline]
+    pub(crate) fn fill_leaf(self, last: &[u64], slot: &[*mut ()]) -> NodeRef {
+        assert!(self.kind.is_leaf(), "a leaf's content written into an internal node");
+        // SAFETY: the cell is allocated for a leaf (type invariant and the
+        // assertion); its content is written right below, before anything
+        // reads it.
+        let node = unsafe { NodeRef::new(self.ptr, self.kind) };
+        // SAFETY: the leaf is fresh: nothing else can reach it.
+        unsafe { LeafRef(node).write_words(last, slot, 0) };
         node
     }
 
@@ -815,6 +828,13 @@ impl NodeRef {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct LeafRef(NodeRef);
 
+impl From<LeafRef> for NodeRef {
+    #[inline]
+    fn from(leaf: LeafRef) -> NodeRef {
+        leaf.0
+    }
+}
+
 impl LeafRef {
     /// The leaf's pivots, without the layout dispatch of a [`NodeRef`]'s
     /// accessors (leaves have one layout).
@@ -837,6 +857,60 @@ impl LeafRef {
     #[inline]
     pub(crate) fn slot(self, i: usize) -> *mut () {
         self.slots()[i].load(Ordering::Acquire)
+    }
+
+    /// Rewrites the leaf with `last.len()` slots (at least one, at most
+    /// sixteen): slot `i` ends at `last[i]` (the last one at the leaf's
+    /// maximum, so its bound is not stored) and holds `slot[i]`. The
+    /// words of the first `keep` slots are left as they are. Unused
+    /// pivots become [`PIVOT_UNUSED`], unused slots null.
+    ///
+    /// # Safety
+    ///
+    /// As for [`NodeRef::overwrite_from`]: no reader can be in the leaf;
+    /// the bounds fit the leaf's place in the tree; `keep` is below its
+    /// slot count and the first `keep` slots given are its own already.
+    pub(crate) unsafe fn write_run(self, last: &[u64], slot: &[*mut ()], keep: usize) {
+        #[cfg(debug_assertions)]
+        {
+            let count = self.0.count();
+            debug_assert!(keep == 0 || keep < count, "a kept slot ends on the leaf's maximum");
+            for i in 0..keep.min(last.len()) {
+                debug_assert!(
+                    self.slot(i) == slot[i] && (i + 1 == last.len() || self.0.pivot(i) == last[i]),
+                    "kept slot {i} is not the leaf's own"
+                );
+            }
+        }
+        // SAFETY: this function's contract.
+        unsafe { self.write_words(last, slot, keep) };
+    }
+
+    /// The writes of [`write_run`](Self::write_run) (also of a fresh leaf's
+    /// [`fill_leaf`](FreshNode::fill_leaf)).
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the leaf (as for `write_run`), or it is fresh.
+    #[inline(always)]
+    unsafe fn write_words(self, last: &[u64], slot: &[*mut ()], keep: usize) {
+        let (piv, slots) = (self.pivots(), self.slots());
+        let n = last.len();
+        assert!(n >= 1 && n == slot.len() && n <= slots.len(), "a leaf written with {n} slots");
+        let kp = keep.min(n - 1);
+        let ks = keep.min(n);
+        // SAFETY: nobody else reads or writes the leaf (this function's
+        // contract).
+        unsafe {
+            store_words(&last[kp..n - 1], &piv[kp..n - 1]);
+            store_ptrs(&slot[ks..], &slots[ks..n]);
+        }
+        for p in &piv[n - 1..] {
+            p.store(PIVOT_UNUSED, Ordering::Relaxed);
+        }
+        for s in &slots[n..] {
+            s.store(ptr::null_mut(), Ordering::Release);
+        }
     }
 
     /// Replaces slots `from..to` of a leaf that has `count` used slots with
@@ -887,6 +961,94 @@ impl LeafRef {
             }
             lo = hi + 1;
         }
+    }
+}
+
+/// Copies the words of `src` into `dst` (of the same length) as plain
+/// loads, which the compiler may merge and vectorise (atomic loads it may
+/// not): a block move of a node's run of pivots.
+///
+/// # Safety
+///
+/// Nobody writes `src` meanwhile: the caller is the tree's only writer
+/// (readers only read, and plain reads beside their atomic reads are no
+/// race).
+#[inline]
+pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [u64]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(not(loom))]
+    // SAFETY: `AtomicU64` has `u64`'s size and alignment; both ranges are
+    // valid for `len` words and distinct (one is a local buffer); no
+    // concurrent write (this function's contract).
+    unsafe {
+        ptr::copy_nonoverlapping(src.as_ptr().cast::<u64>(), dst.as_mut_ptr(), src.len())
+    };
+    #[cfg(loom)]
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.load(Ordering::Relaxed);
+    }
+}
+
+/// [`load_words`] for slot words.
+///
+/// # Safety
+///
+/// As for [`load_words`].
+#[inline]
+pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [*mut ()]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(not(loom))]
+    // SAFETY: as in `load_words`: `AtomicPtr<()>` has `*mut ()`'s layout.
+    unsafe {
+        ptr::copy_nonoverlapping(src.as_ptr().cast::<*mut ()>(), dst.as_mut_ptr(), src.len())
+    };
+    #[cfg(loom)]
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.load(Ordering::Acquire);
+    }
+}
+
+/// Writes `src` into the words `dst` (of the same length) as plain
+/// stores: the block-move counterpart of [`load_words`].
+///
+/// # Safety
+///
+/// Nobody else reads or writes `dst` meanwhile: a node no reader can be in
+/// (outside RCU mode, the tree held through `&mut`) or a fresh one.
+#[inline]
+unsafe fn store_words(src: &[u64], dst: &[AtomicU64]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(not(loom))]
+    // SAFETY: `AtomicU64` is an `UnsafeCell<u64>` of `u64`'s layout, so its
+    // words may be written through a pointer from a shared reference; the
+    // ranges are valid and distinct; nobody else accesses `dst` (this
+    // function's contract), so plain stores race with nothing.
+    unsafe {
+        ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr().cast::<u64>().cast_mut(), src.len())
+    };
+    #[cfg(loom)]
+    for (d, &s) in dst.iter().zip(src) {
+        d.store(s, Ordering::Relaxed);
+    }
+}
+
+/// [`store_words`] for slot words.
+///
+/// # Safety
+///
+/// As for [`store_words`].
+#[inline]
+unsafe fn store_ptrs(src: &[*mut ()], dst: &[AtomicPtr<()>]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(not(loom))]
+    // SAFETY: as in `store_words`: `AtomicPtr<()>` is an `UnsafeCell` of
+    // `*mut ()`'s layout.
+    unsafe {
+        ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr().cast::<*mut ()>().cast_mut(), src.len())
+    };
+    #[cfg(loom)]
+    for (d, &s) in dst.iter().zip(src) {
+        d.store(s, Ordering::Release);
     }
 }
 
@@ -995,7 +1157,7 @@ pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
 /// successor, so it is below `u64::MAX`, and the unused ones after the used
 /// ones are `u64::MAX`; a binary search finds the boundary (four probes for
 /// a leaf's fifteen pivots, compiled without a branch).
-#[inline]
+#[inline(always)]
 pub(crate) fn used_pivots(piv: &[AtomicU64]) -> usize {
     piv.partition_point(|p| p.load(Ordering::Relaxed) != PIVOT_UNUSED)
 }

@@ -20,7 +20,7 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{cut, Ends, Piece, Removed, StoreFail};
+use super::{cut, split::Run, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind},
@@ -72,8 +72,11 @@ impl RawTree {
     /// an erase or an insert next to its neighbours. Returns `None`, with
     /// nothing changed and nothing made, when the write needs more than
     /// this leaf (an empty neighbour to absorb in the next or previous
-    /// leaf, or a fill that would overflow or underflow it); the general
-    /// path then does it.
+    /// leaf, a fill that would underflow it, or one that would overflow it
+    /// where the parent cannot take a split or push in place); the general
+    /// path then does it. `Ok(true)`: the leaf kept its place and bounds,
+    /// so `lpath` still leads to it; `Ok(false)`: it split or pushed, and
+    /// `lpath` is stale.
     ///
     /// # Safety
     ///
@@ -82,12 +85,13 @@ impl RawTree {
     /// of this tree to `w.first` made since its last change; `w.last` lies
     /// inside its leaf; `split` returns fresh handles (see
     /// [`Store`](super::Store)).
+    #[inline(never)]
     pub(super) unsafe fn store_leaf_lane(
         &self,
         lpath: &Path,
         w: LeafWrite<'_, '_>,
         removed: &mut Removed,
-    ) -> Option<Result<(), (StoreFail, *mut ())>> {
+    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
@@ -155,7 +159,14 @@ impl RawTree {
             0
         } else {
             let count = l.node.count();
-            if !self.leaf_fill_legal(lpath, count - (b - a + 1) + new_slots, only_empty) {
+            let new_count = count - (b - a + 1) + new_slots;
+            if !self.leaf_fill_legal(lpath, new_count, only_empty) {
+                if new_count > Kind::Leaf.slots() {
+                    let ends = Ends { lmin: lo_a, lval, rmin: lo_b, rmax: hi_b, rval, same_slot: a == b };
+                    // SAFETY: this function's contract; `a..=b` are the
+                    // slots the write replaces.
+                    return unsafe { self.overflow_from_lane(lpath, w, a, b, first, last, ends, removed) };
+                }
                 return None;
             }
             count
@@ -184,7 +195,75 @@ impl RawTree {
         // was checked legal.
         unsafe { self.splice_and_regap(lpath, a..=b, count, cut.pieces(), lost) };
         self.len.set(self.len.get() + added - removed.len());
-        Some(Ok(()))
+        Some(Ok(true))
+    }
+
+    /// The lane's write `[first, last] = w.entry` over slots `a..=b` (the
+    /// write's `ends`), which overflows the leaf: a split or push in place
+    /// where the parent takes it ([`plan_split`](Self::plan_split), worked
+    /// out before `cut` makes any handle, from stand-ins with the pieces'
+    /// bounds and emptiness), else `None` (nothing changed or made).
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_leaf_lane`](Self::store_leaf_lane); `a..=b` are the
+    /// leaf's slots the write replaces, and `ends` describes them.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn overflow_from_lane(
+        &self,
+        lpath: &Path,
+        w: LeafWrite<'_, '_>,
+        a: usize,
+        b: usize,
+        first: u64,
+        last: u64,
+        ends: Ends,
+        removed: &mut Removed,
+    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
+        // The pieces `cut` will make: the left slot's front, the write, the
+        // right slot's tail; a handle made for the tail is a value as the
+        // tail's own word is, so the stand-ins are empty where the pieces
+        // will be.
+        let front = Item { last: first.wrapping_sub(1), slot: ends.lval, gap: 0 };
+        let mid = Item { last, slot: w.entry, gap: 0 };
+        let back = Item { last: ends.rmax, slot: ends.rval, gap: 0 };
+        let (stand, n) = match (ends.lmin < first, ends.rmax > last) {
+            (true, true) => ([front, mid, back], 3),
+            (true, false) => ([front, mid, mid], 2),
+            (false, true) => ([mid, back, back], 2),
+            (false, false) => ([mid, mid, mid], 1),
+        };
+        let mut run = Run::new();
+        // SAFETY: the caller's contract (not RCU mode, only writer, a
+        // current walk; `a..=b` replaced by pieces over the same range).
+        let plan = match unsafe { self.plan_split(lpath, a, b, &stand[..n], &mut run) }? {
+            Ok(plan) => plan,
+            Err(_) => return Some(Err((StoreFail::Alloc, ptr::null_mut()))),
+        };
+        let leaf = lpath.len() - 1;
+        let l = lpath[leaf];
+        let node = l.leaf();
+        let cut = match cut(first, last, w.entry, ends, w.rebase, w.split) {
+            Ok(cut) => cut,
+            Err(fail) => {
+                // SAFETY: as above; the plan is not applied.
+                unsafe { self.abandon_split(plan) };
+                return Some(Err((fail, ptr::null_mut())));
+            }
+        };
+        debug_assert_eq!(cut.n, n);
+        debug_assert_eq!(removed.len(), 0);
+        for k in a..=b {
+            if !(k == a && cut.keep_left || k == b && cut.keep_right) {
+                removed.push(node.slot(k));
+            }
+        }
+        let added = usize::from(is_value(w.entry)) + usize::from(cut.right_made);
+        // SAFETY: as above; nothing changed since the plan.
+        unsafe { self.apply_split(lpath, plan, &mut run, cut.pieces()) };
+        self.len.set(self.len.get() + added - removed.len());
+        Some(Ok(false))
     }
 
     /// True if a leaf at the end of `lpath` may hold `new_count` slots:

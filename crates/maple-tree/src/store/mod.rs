@@ -41,6 +41,7 @@ use crate::{
 
 mod leaf;
 mod rebuild;
+mod split;
 
 use leaf::LeafWrite;
 
@@ -348,8 +349,7 @@ impl RawTree {
             // exists; we are the only writer; `lpath` leads to `first` and
             // `last` lies in its leaf.
             if let Some(done) = unsafe { self.store_leaf_lane(lpath, w, &mut out.removed) } {
-                // The leaf kept its place and bounds.
-                return done.map(|()| true);
+                return done;
             }
         }
         // What follows most often ends in a rebuild, which reads the leaf's
@@ -430,6 +430,21 @@ impl RawTree {
                 // The leaf kept its place and bounds (only the offset of the
                 // slot holding `first` may have moved).
                 return Ok(true);
+            }
+            let gone = removed.len();
+            // SAFETY: as above; `lpath` and `r.off` are the write's walk,
+            // `pieces` replace its slots.
+            match unsafe { self.split_leaf(lpath, l.off, r.off, pieces) } {
+                Some(Ok(())) => {
+                    self.len.set(self.len.get() + added - gone);
+                    return Ok(false);
+                }
+                Some(Err(e)) => {
+                    // Nothing left the tree: the words listed are still in it.
+                    *out = Stored::default();
+                    return Err((e.into(), split_word));
+                }
+                None => {}
             }
         }
         // SAFETY: the caller's contract (only writer; RCU rules).

@@ -60,7 +60,7 @@ enum Publish {
 /// a push that leaves them nearly full is soon followed by another (the
 /// kernel's rule leaves two or three). Measured with
 /// [`PUSH_SIBLING_ROOM`] below.
-const PUSH_SLACK: usize = 4;
+pub(super) const PUSH_SLACK: usize = 4;
 
 /// Free slots a push leaves in the sibling's half of a leaf pair; the other
 /// half (the node that overflowed) takes the rest and so keeps room for the
@@ -70,7 +70,7 @@ const PUSH_SLACK: usize = 4;
 /// slot short of full, slack 4: 16,887 (+11.8 % instructions); two short,
 /// slack 4: 16,939 (+8.6 %); balanced, slack 2: 16,589 (+23 %). Session 7's
 /// figure for the kernel is about 17,500.
-const PUSH_SIBLING_ROOM: usize = 2;
+pub(super) const PUSH_SIBLING_ROOM: usize = 2;
 
 /// An old leaf that takes one part of the new content in place of a fresh
 /// node (outside RCU mode, when its parent takes the level's new nodes in
@@ -129,32 +129,39 @@ impl<'s> Fresh<'s> {
 /// fill, and appending at the end of the index space (the common pattern
 /// for ids and for stacks of mappings) then leaves full nodes behind instead
 /// of half-full ones.
-fn split_points(content: &[Item], kind: Kind, right_spine: bool) -> ArrayVec<usize, 8> {
+pub(super) fn split_points(content: &[Item], kind: Kind, right_spine: bool) -> ArrayVec<usize, 8> {
     let n = content.len();
-    let cap = kind.slots();
-    let mut k = n.div_ceil(cap);
+    let empty = |i: usize| content[i].slot.is_null();
+    let mut k = n.div_ceil(kind.slots());
     loop {
-        if let Some(ends) = try_split(content, kind, k, right_spine) {
+        if let Some(ends) = try_split(n, empty, kind, k, right_spine) {
             return ends;
         }
         k += 1;
     }
 }
 
-/// The end of the first of two parts `content` is cut into, at `want` or
+/// The end of the first of two parts `n` items are cut into, at `want` or
 /// a slot either side of it: both parts legal (within capacity and minimum
-/// fill) and the first not ending on an empty slot. `None` if none is.
-fn biased_split(content: &[Item], kind: Kind, want: usize) -> Option<usize> {
-    let n = content.len();
+/// fill) and the first not ending on an empty slot (`empty(i)`: item `i`
+/// is one). `None` if none is.
+pub(super) fn biased_split(n: usize, empty: impl Fn(usize) -> bool, kind: Kind, want: usize) -> Option<usize> {
     let cap = kind.slots();
     let min = kind.min_fill();
     [want, want + 1, want.wrapping_sub(1)]
         .into_iter()
-        .find(|&e| e >= min && e <= cap && n - e >= min && n - e <= cap && !content[e - 1].slot.is_null())
+        .find(|&e| e >= min && e <= cap && n - e >= min && n - e <= cap && !empty(e - 1))
 }
 
-fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Option<ArrayVec<usize, 8>> {
-    let n = content.len();
+/// [`split_points`] into exactly `k` parts, if that can be done, for `n`
+/// items of which `empty(i)` says which are empty slots.
+pub(super) fn try_split(
+    n: usize,
+    empty: impl Fn(usize) -> bool,
+    kind: Kind,
+    k: usize,
+    right_spine: bool,
+) -> Option<ArrayVec<usize, 8>> {
     let cap = kind.slots();
     let mut ends = ArrayVec::new();
     let mut start = 0;
@@ -165,7 +172,7 @@ fn try_split(content: &[Item], kind: Kind, k: usize, right_spine: bool) -> Optio
         } else {
             start + (n - start).div_ceil(parts_left)
         };
-        if kind.is_leaf() && content[end - 1].slot.is_null() {
+        if kind.is_leaf() && empty(end - 1) {
             // The slot after an empty one is an entry (empties never touch):
             // take it too, or leave the empty one to the next part.
             if end - start < cap && n - (end + 1) >= parts_left - 1 {
@@ -340,7 +347,8 @@ impl RawTree {
                     // the insert went to; balanced where that cannot be.
                     let sibling_part = kind.slots() - PUSH_SIBLING_ROOM;
                     let want = if pushed_left { sibling_part } else { content.len().saturating_sub(sibling_part) };
-                    ends = match biased_split(content, kind, want) {
+                    let n = content.len();
+                    ends = match biased_split(n, |i| content[i].slot.is_null(), kind, want) {
                         Some(e) if kind.is_leaf() => [e, content.len()].into_iter().collect(),
                         _ => split_points(content, kind, cmax == u64::MAX),
                     };

@@ -1,0 +1,403 @@
+//! A leaf that overflows, split or pushed into a sibling in place.
+//!
+//! The commonest write the in-leaf lane declines is one that makes its
+//! leaf overflow by a slot or two (an insert into a full leaf: one empty
+//! slot becomes an empty slot, the entry and another empty slot). The
+//! general [`rebuild`](super::rebuild) handles it, but through machinery
+//! sized for every case (two walks, lists of fresh and replaced nodes, a
+//! level loop, a plan published afterwards). Outside RCU mode, when the
+//! leaf's parent can take the result in place, the outcome is always one
+//! of two shapes, written here directly:
+//!
+//! * **push**: a sibling (same parent) with room takes some of the items,
+//!   the leaf keeps the rest; both are rewritten in place and the parent's
+//!   pivot between them moves. Nothing is allocated.
+//! * **split**: the leaf keeps the first part, one fresh leaf takes the
+//!   second, and the parent takes the fresh leaf beside the old one.
+//!
+//! The decisions are the rebuild's own (the same [`split_points`],
+//! [`biased_split`] and push rule, applied to the same content), so the
+//! tree comes out node for node as the rebuild would leave it; any case
+//! they do not cover (a full parent, a cut the biased rule cannot make, a
+//! split into three) is handed back, unchanged, to the rebuild. The one
+//! allocation comes before any write, so a failed one changes nothing.
+
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::ptr;
+
+use super::rebuild::{biased_split, try_split, PUSH_SIBLING_ROOM, PUSH_SLACK};
+use crate::{
+    error::AllocError,
+    node::{load_ptrs, load_words, FreshNode, Item, Kind, LeafRef, NodeRef},
+    raw::{Path, RawTree},
+};
+
+/// Which way an overflowing leaf's items go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// Into a fresh leaf after it.
+    Split,
+    /// Into the sibling after it (same parent).
+    PushRight,
+    /// Into the sibling before it (same parent).
+    PushLeft,
+}
+
+/// Two leaves' worth of slots in key order, bounds and words apart (so
+/// that each part is written to its node as two plain runs).
+pub(super) struct Run {
+    last: [u64; RUN],
+    slot: [*mut (); RUN],
+    len: usize,
+}
+
+/// [`Run`]'s capacity: two leaves.
+const RUN: usize = 2 * Kind::Leaf.slots();
+
+impl Run {
+    pub(super) fn new() -> Self {
+        Run { last: [0; RUN], slot: [ptr::null_mut(); RUN], len: 0 }
+    }
+
+    /// Appends slots `from..to` of `leaf`, whose maximum is `max` and
+    /// whose used slots are `count`.
+    ///
+    /// # Safety
+    ///
+    /// Nobody writes the leaf meanwhile (the caller is the tree's only
+    /// writer).
+    unsafe fn read(&mut self, leaf: LeafRef, max: u64, from: usize, to: usize, count: usize) {
+        let k = to - from;
+        if k == 0 {
+            return;
+        }
+        let at = self.len;
+        // Every slot but the leaf's last ends at its pivot; the last at
+        // `max`. (`from < to <= count`, so the pivots read are used ones.)
+        let bounded = to.min(count - 1);
+        // SAFETY: this function's contract.
+        unsafe {
+            load_words(&leaf.pivots()[from..bounded], &mut self.last[at..at + bounded - from]);
+            load_ptrs(&leaf.slots()[from..to], &mut self.slot[at..at + k]);
+        }
+        if to == count {
+            self.last[at + k - 1] = max;
+        }
+        self.len += k;
+    }
+
+    fn push(&mut self, it: &Item) {
+        self.last[self.len] = it.last;
+        self.slot[self.len] = it.slot;
+        self.len += 1;
+    }
+
+    fn empty(&self, i: usize) -> bool {
+        self.slot[i].is_null()
+    }
+}
+
+/// A split or push worked out by [`RawTree::plan_split`], not yet written
+/// (its content is in the caller's [`Run`]).
+pub(super) struct SplitPlan {
+    shape: Shape,
+    /// Where the content is cut: the first part is `run[..cut]`.
+    cut: usize,
+    /// The sibling's offset in the parent (the leaf's own for a split).
+    sib: usize,
+    /// The sibling's used slots (0 for a split).
+    sib_count: usize,
+    /// Where the pieces start in `run`.
+    at: usize,
+    /// The first slot the write replaces.
+    from: usize,
+    /// The fresh leaf of a split, allocated, not yet written.
+    fresh: Option<FreshNode>,
+}
+
+impl RawTree {
+    /// Works out how slots `from..=to` of the leaf at the end of `lpath`,
+    /// replaced by `pieces`, overflow into a sibling or a fresh leaf when
+    /// the parent can take the result in place (see the module docs), and
+    /// allocates the fresh leaf a split needs. Only the number of `pieces`,
+    /// their bounds and which of them are empty are used: the words may be
+    /// stand-ins for handles not made yet (see
+    /// [`apply_split`](Self::apply_split)). `None` if this is not such a
+    /// write (the caller rebuilds), `Some(Err)` if the allocation failed;
+    /// either way nothing changed. The content is left in `run`, for
+    /// `apply_split`.
+    ///
+    /// # Safety
+    ///
+    /// Not RCU mode, and the caller is the tree's only writer; `lpath` is a
+    /// walk of this tree made since its last change; `from <= to` are used
+    /// slots of its leaf and `pieces` cover exactly their range.
+    pub(super) unsafe fn plan_split(
+        &self,
+        lpath: &Path,
+        from: usize,
+        to: usize,
+        pieces: &[Item],
+        run: &mut Run,
+    ) -> Option<Result<SplitPlan, AllocError>> {
+        let leaf = lpath.len() - 1;
+        if self.rcu || leaf == 0 {
+            return None;
+        }
+        #[cfg(test)]
+        if tests::DECLINE.with(core::cell::Cell::get) {
+            return None;
+        }
+        let l = lpath[leaf];
+        let cap = Kind::Leaf.slots();
+        let count = l.node.count();
+        let n = count - (to - from + 1) + pieces.len();
+        if n <= cap {
+            return None;
+        }
+        let p = lpath[leaf - 1];
+        let pcount = p.node.count();
+        let right_spine = l.max == u64::MAX;
+        // The rebuild's rule: push only where the leaf alone would split
+        // in two (checked below), into the right sibling first, and only
+        // where the pair keeps `PUSH_SLACK` slots free.
+        let room = |sib: NodeRef| n + sib.count() + PUSH_SLACK <= 2 * cap;
+        let right = (!right_spine && p.off + 1 < pcount).then(|| {
+            // SAFETY: the parent is an internal node and `p.off + 1` a used
+            // slot of it (below its count).
+            unsafe { p.node.child(p.off + 1) }
+        });
+        let left = (p.off > 0).then(|| {
+            // SAFETY: as above, `p.off - 1` is a used slot.
+            unsafe { p.node.child(p.off - 1) }
+        });
+        let (shape, sib, sib_node) = match (right, left) {
+            (Some(r), _) if room(r) => (Shape::PushRight, p.off + 1, r),
+            (_, Some(s)) if room(s) => (Shape::PushLeft, p.off - 1, s),
+            _ => (Shape::Split, p.off, l.node),
+        };
+        let sib_leaf = sib_node.as_leaf().expect("a leaf's sibling is a leaf");
+        let sib_count = if shape == Shape::Split { 0 } else { sib_node.count() };
+
+        // The content, in key order: (left sibling,) the leaf with the
+        // pieces in place of the slots they replace, (right sibling).
+        run.len = 0;
+        let node = l.leaf();
+        let own;
+        // SAFETY: the caller makes us the tree's only writer.
+        unsafe {
+            if shape == Shape::PushLeft {
+                run.read(sib_leaf, p.node.slot_max(sib, p.max), 0, sib_count, sib_count);
+            }
+            own = run.len;
+            run.read(node, l.max, 0, from, count);
+            for it in pieces {
+                run.push(it);
+            }
+            run.read(node, l.max, to + 1, count, count);
+            if shape == Shape::PushRight {
+                run.read(sib_leaf, p.node.slot_max(sib, p.max), 0, sib_count, sib_count);
+            }
+        }
+
+        // The leaf alone must cut in two, as the rebuild requires of a
+        // push and does for a split.
+        let halves = try_split(n, |i| run.empty(own + i), Kind::Leaf, 2, right_spine)?;
+        let total = run.len;
+        let cut = match shape {
+            Shape::Split => {
+                // The parent takes one more child in place.
+                if pcount + 1 > self.inner_kind().slots() {
+                    return None;
+                }
+                halves[0]
+            }
+            // The sibling's half nearly full, the rest to the leaf.
+            Shape::PushRight => biased_split(total, |i| run.empty(i), Kind::Leaf, total - (cap - PUSH_SIBLING_ROOM))?,
+            Shape::PushLeft => biased_split(total, |i| run.empty(i), Kind::Leaf, cap - PUSH_SIBLING_ROOM)?,
+        };
+        let fresh = if shape == Shape::Split {
+            // SAFETY: the caller makes us the tree's only writer, hence the
+            // slab's only user.
+            match unsafe { self.slab.alloc(Kind::Leaf) } {
+                Ok(f) => Some(f),
+                Err(e) => return Some(Err(e)),
+            }
+        } else {
+            None
+        };
+        Some(Ok(SplitPlan { shape, cut, sib, sib_count, at: own + from, from, fresh }))
+    }
+
+    /// Gives back what [`plan_split`](Self::plan_split) allocated, for a
+    /// write that does not go ahead.
+    ///
+    /// # Safety
+    ///
+    /// As for `plan_split`.
+    pub(super) unsafe fn abandon_split(&self, plan: SplitPlan) {
+        if let Some(f) = plan.fresh {
+            // SAFETY: the cell is this slab's, never published; we are the
+            // slab's only user (the contract).
+            unsafe { self.slab.free_fresh(f) };
+        }
+    }
+
+    /// Writes the split or push `plan` (content in `run`, as the plan left
+    /// it) with the real `pieces` (as many as planned, with the same bounds
+    /// and the same empty ones). Cannot fail.
+    ///
+    /// # Safety
+    ///
+    /// As for [`plan_split`](Self::plan_split), with `lpath` and the tree
+    /// unchanged since the plan was made.
+    pub(super) unsafe fn apply_split(&self, lpath: &Path, plan: SplitPlan, run: &mut Run, pieces: &[Item]) {
+        let SplitPlan { shape, cut, sib, sib_count, at, from, fresh } = plan;
+        for (k, it) in pieces.iter().enumerate() {
+            debug_assert!(
+                run.last[at + k] == it.last && run.empty(at + k) == it.slot.is_null(),
+                "a piece unlike its plan"
+            );
+            run.slot[at + k] = it.slot;
+        }
+        let leaf = lpath.len() - 1;
+        let (l, p) = (lpath[leaf], lpath[leaf - 1]);
+        let node = l.leaf();
+        let total = run.len;
+        let (last, slot) = (&run.last[..total], &run.slot[..total]);
+        // The nodes the two parts go to, with the slots of each that are
+        // the node's own already (unmoved), and the parent slot they start
+        // at.
+        let (a, keep_a, b, first_slot) = match (shape, fresh) {
+            (Shape::Split, Some(f)) => (node, from, f.fill_leaf(&last[cut..], &slot[cut..]), p.off),
+            // SAFETY: the parent is internal, `sib` a used slot.
+            (Shape::PushRight, _) => (node, from, unsafe { p.node.child(sib) }, p.off),
+            // All of the sibling's slots but its last (whose bound becomes
+            // a pivot) stay.
+            // SAFETY: as above.
+            (Shape::PushLeft, _) => (
+                unsafe { p.node.child(sib) }.as_leaf().expect("a leaf's sibling is a leaf"),
+                sib_count - 1,
+                l.node,
+                sib,
+            ),
+            _ => unreachable!("a split has its fresh leaf"),
+        };
+        // SAFETY: no reader exists (this function's contract); each part's
+        // bounds are the ones the parent gives its node below; the first
+        // `keep_a` slots of the first part are its node's own, in place.
+        unsafe { a.write_run(&last[..cut], &slot[..cut], keep_a) };
+        if shape != Shape::Split {
+            let b = b.as_leaf().expect("a leaf's sibling is a leaf");
+            // SAFETY: as above, nothing kept.
+            unsafe { b.write_run(&last[cut..], &slot[cut..], 0) };
+        }
+        let mid = last[cut - 1];
+        let hi = last[total - 1];
+        let (gap_a, gap_b) = if self.gaps {
+            let lo = if shape == Shape::PushLeft { p.node.slot_min(sib, p.min) } else { l.min };
+            (NodeRef::from(a).max_gap(lo, mid), b.max_gap(mid + 1, hi))
+        } else {
+            (0, 0)
+        };
+        let up = [
+            Item { last: mid, slot: NodeRef::from(a).encode(), gap: gap_a },
+            Item { last: hi, slot: b.encode(), gap: gap_b },
+        ];
+        let to = if shape == Shape::Split { first_slot + 1 } else { first_slot + 2 };
+        // SAFETY: no reader exists (this function's contract); the parent
+        // keeps its slot count, or gains one it has room for (checked by
+        // the plan).
+        unsafe { p.node.splice_internal(first_slot, to, p.node.count(), &up) };
+        if shape == Shape::Split {
+            b.set_parent(p.node);
+        }
+        self.update_gaps(lpath, leaf - 1);
+        #[cfg(test)]
+        tests::TAKEN.with(|t| t.borrow_mut()[shape as usize] += 1);
+    }
+
+    /// [`plan_split`](Self::plan_split) and [`apply_split`](Self::apply_split)
+    /// at once, for pieces already made.
+    ///
+    /// # Safety
+    ///
+    /// As for `plan_split`.
+    pub(super) unsafe fn split_leaf(
+        &self,
+        lpath: &Path,
+        from: usize,
+        to: usize,
+        pieces: &[Item],
+    ) -> Option<Result<(), AllocError>> {
+        let mut run = Run::new();
+        // SAFETY: the caller's contract.
+        let plan = match unsafe { self.plan_split(lpath, from, to, pieces, &mut run) }? {
+            Ok(plan) => plan,
+            Err(e) => return Some(Err(e)),
+        };
+        // SAFETY: as above; nothing changed since the plan.
+        unsafe { self.apply_split(lpath, plan, &mut run, pieces) };
+        Some(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::cell::{Cell, RefCell};
+
+    use crate::{MapleTree, U63};
+
+    std::thread_local! {
+        /// Set: the direct path declines every write (the rebuild does all).
+        pub(super) static DECLINE: Cell<bool> = const { Cell::new(false) };
+        /// How often the direct path made each shape (split, push right,
+        /// push left).
+        pub(super) static TAKEN: RefCell<[usize; 3]> = const { RefCell::new([0; 3]) };
+    }
+
+    /// The direct path leaves the tree node for node as the rebuild would:
+    /// random inserts, overwrites and removals of ranges, applied to a tree
+    /// written with it and one written without it, the two pictures
+    /// (every node, its bounds, slots and gaps) compared after every write,
+    /// with and without gap tracking. Every shape is made many times.
+    #[test]
+    fn direct_splits_and_pushes_match_the_rebuild_node_for_node() {
+        let (writes, span) = if cfg!(miri) { (300, 2_000) } else { (4_000, 60_000) };
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        TAKEN.with(|t| *t.borrow_mut() = [0; 3]);
+        for gaps in [false, true] {
+            let new = || if gaps { MapleTree::<U63>::with_gaps() } else { MapleTree::new() };
+            let (mut direct, mut rebuilt) = (new(), new());
+            for i in 0..writes {
+                let lo = next() % span;
+                let len = 1 + next() % 8;
+                let v = U63::new_truncate(i);
+                let op = next() % 10;
+                let write = |t: &mut MapleTree<U63>| match op {
+                    0 | 1 => t.remove_range(lo..=lo + len).is_ok(),
+                    2 => t.store_range(lo..=lo + 2 * len, v).is_ok(),
+                    _ => t.insert_range(lo..=lo + len, v).is_ok(),
+                };
+                let a = write(&mut direct);
+                DECLINE.with(|d| d.set(true));
+                let b = write(&mut rebuilt);
+                DECLINE.with(|d| d.set(false));
+                assert_eq!(a, b, "write {i}");
+                direct.validate().unwrap_or_else(|e| panic!("write {i}: {e:?}"));
+                assert_eq!(direct.dump(), rebuilt.dump(), "gaps {gaps}, write {i}");
+            }
+            assert!(direct.stats().leaves > 20, "the trees grew several levels");
+        }
+        let taken = TAKEN.with(|t| *t.borrow());
+        assert!(taken.iter().all(|&k| k >= 5), "every shape made: {taken:?}");
+    }
+}
