@@ -85,7 +85,6 @@ impl RawTree {
     /// of this tree to `w.first` made since its last change; `w.last` lies
     /// inside its leaf; `split` returns fresh handles (see
     /// [`Store`](super::Store)).
-    #[inline(never)]
     pub(super) unsafe fn store_leaf_lane(
         &self,
         lpath: &Path,
