@@ -160,11 +160,13 @@ impl RawTree {
             let count = l.node.count();
             let new_count = count - (b - a + 1) + new_slots;
             if !self.leaf_fill_legal(lpath, new_count, only_empty) {
-                if new_count > Kind::Leaf.slots() {
+                // Overflow, or underflow (the root and the leaf that ends
+                // the tree are exempt, so this one has a parent).
+                if new_count > Kind::Leaf.slots() || new_count < Kind::Leaf.min_fill() {
                     let ends = Ends { lmin: lo_a, lval, rmin: lo_b, rmax: hi_b, rval, same_slot: a == b };
                     // SAFETY: this function's contract; `a..=b` are the
                     // slots the write replaces.
-                    return unsafe { self.overflow_from_lane(lpath, w, a, b, first, last, ends, removed) };
+                    return unsafe { self.refill_from_lane(lpath, w, a, b, first, last, ends, removed) };
                 }
                 return None;
             }
@@ -198,8 +200,8 @@ impl RawTree {
     }
 
     /// The lane's write `[first, last] = w.entry` over slots `a..=b` (the
-    /// write's `ends`), which overflows the leaf: a split or push in place
-    /// where the parent takes it ([`plan_split`](Self::plan_split), worked
+    /// write's `ends`), which overflows or underflows the leaf: a split, a
+    /// push or a sibling taken in, in place, where the parent takes it ([`plan_split`](Self::plan_split), worked
     /// out before `cut` makes any handle, from stand-ins with the pieces'
     /// bounds and emptiness), else `None` (nothing changed or made).
     ///
@@ -209,7 +211,7 @@ impl RawTree {
     /// leaf's slots the write replaces, and `ends` describes them.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    unsafe fn overflow_from_lane(
+    unsafe fn refill_from_lane(
         &self,
         lpath: &Path,
         w: LeafWrite<'_, '_>,

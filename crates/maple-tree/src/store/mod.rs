@@ -12,7 +12,8 @@
 //! | exact fit | one entry replaced by another over the same range | [`leaf`] |
 //! | in-leaf lane | the range ends in the leaf holding its start, any empty neighbour to absorb is in that leaf, the leaf keeps a legal fill, and no reader can exist | [`leaf`] |
 //! | in-leaf store | the same change reached by the general path (an empty-looking neighbour in another leaf turned out to hold an entry) | [`leaf`] |
-//! | rebuild | everything else: a full leaf, a spanning store, an underflow, RCU mode | [`rebuild`] |
+//! | split, push, take right | a leaf that overflows or underflows, outside RCU mode, where its parent takes the result in place (from the lane, or the general path) | [`split`] |
+//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, RCU mode | [`rebuild`] |
 //!
 //! The lane works on the leaf's arrays before any right path or piece list
 //! is built, and declines (changing nothing) when the write needs more than

@@ -130,8 +130,17 @@ impl<'s> Fresh<'s> {
 /// for ids and for stacks of mappings) then leaves full nodes behind instead
 /// of half-full ones.
 pub(super) fn split_points(content: &[Item], kind: Kind, right_spine: bool) -> ArrayVec<usize, 8> {
-    let n = content.len();
-    let empty = |i: usize| content[i].slot.is_null();
+    split_points_by(content.len(), |i| content[i].slot.is_null(), kind, right_spine)
+}
+
+/// [`split_points`] for `n` items of which `empty(i)` says which are empty
+/// slots.
+pub(super) fn split_points_by(
+    n: usize,
+    empty: impl Fn(usize) -> bool + Copy,
+    kind: Kind,
+    right_spine: bool,
+) -> ArrayVec<usize, 8> {
     let mut k = n.div_ceil(kind.slots());
     loop {
         if let Some(ends) = try_split(n, empty, kind, k, right_spine) {
