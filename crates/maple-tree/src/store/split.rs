@@ -425,7 +425,9 @@ mod tests {
     /// Every shape is made many times.
     #[test]
     fn direct_splits_and_pushes_match_the_rebuild_node_for_node() {
-        let (writes, span) = if cfg!(miri) { (250, 3_000) } else { (3_000, 40_000) };
+        // Under Miri (slow at formatting pictures) fewer writes, pictures
+        // compared at every eighth write and at the end.
+        let (writes, span, every) = if cfg!(miri) { (120, 1_500, 8) } else { (3_000, 40_000, 1) };
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -443,7 +445,9 @@ mod tests {
                 DECLINE.with(|x| x.set(false));
                 assert_eq!(a, b, "write {i}");
                 d.validate().unwrap_or_else(|e| panic!("write {i}: {e:?}"));
-                assert_eq!(d.dump(), r.dump(), "write {i}");
+                if i % every == 0 || d.is_empty() {
+                    assert_eq!(d.dump(), r.dump(), "write {i}");
+                }
                 d.stats().leaves
             };
         TAKEN.with(|t| *t.borrow_mut() = [0; 4]);
@@ -462,7 +466,7 @@ mod tests {
                     _ => t.insert_range(lo..=lo + len, v).is_ok(),
                 }));
             }
-            assert!(most > 20, "the trees grew several levels");
+            assert!(most > if cfg!(miri) { 6 } else { 20 }, "the trees grew to {most} leaves");
             // Then every range, in a scrambled order.
             let mut ranges: Vec<_> = direct.iter().map(|(r, _)| r).collect();
             ranges.sort_by_key(|r| r.start().wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -472,7 +476,8 @@ mod tests {
             assert!(direct.is_empty());
         }
         let taken = TAKEN.with(|t| *t.borrow());
-        assert!(taken.iter().all(|&k| k >= 5), "every shape made: {taken:?}");
+        let least = if cfg!(miri) { 1 } else { 5 };
+        assert!(taken.iter().all(|&k| k >= least), "every shape made: {taken:?}");
     }
 
     /// A leaf that takes in its only sibling under the root leaves the root
