@@ -432,10 +432,21 @@ impl RawTree {
                 // slot holding `first` may have moved).
                 return Ok(true);
             }
+        }
+        // A write inside one leaf, or from one leaf into the next under the
+        // same parent, refilled in place where the parent takes it.
+        let across = (l.node != r.node
+            && leaf > 0
+            && lpath[leaf - 1].node == rpath[leaf - 1].node
+            && rpath[leaf - 1].off == lpath[leaf - 1].off + 1)
+            .then_some(r);
+        if !self.rcu && (l.node == r.node || across.is_some()) {
             let gone = removed.len();
-            // SAFETY: as above; `lpath` and `r.off` are the write's walk,
-            // `pieces` replace its slots.
-            match unsafe { self.split_leaf(lpath, l.off, r.off, pieces) } {
+            // SAFETY: not RCU mode, so no reader exists; we are the only
+            // writer; `lpath` and `r.off` (in `across`'s leaf, the next
+            // sibling, if given) are the write's walk, `pieces` replace its
+            // slots.
+            match unsafe { self.split_leaf(lpath, l.off, across, r.off, pieces) } {
                 Some(Ok(())) => {
                     self.len.set(self.len.get() + added - gone);
                     return Ok(false);

@@ -43,7 +43,7 @@ use super::rebuild::{biased_split, split_points_by, try_split, PUSH_SIBLING_ROOM
 use crate::{
     error::AllocError,
     node::{load_ptrs, load_words, FreshNode, Item, Kind, LeafRef, NodeRef},
-    raw::{Path, RawTree},
+    raw::{Level, Path, RawTree},
 };
 
 /// Which way a leaf's items go.
@@ -145,15 +145,24 @@ impl RawTree {
     /// either way nothing changed. The content is left in `run`, for
     /// `apply_split`.
     ///
+    /// With `across`, the write runs on from the leaf into the next one
+    /// (its sibling under the same parent: an empty range beside the
+    /// written one absorbed there), and `to` is a slot of that leaf, whose
+    /// walk level `across` is: the two leaves' content is cut as the
+    /// rebuild cuts it (one part, the second leaf freed, or two).
+    ///
     /// # Safety
     ///
     /// Not RCU mode, and the caller is the tree's only writer; `lpath` is a
-    /// walk of this tree made since its last change; `from <= to` are used
-    /// slots of its leaf and `pieces` cover exactly their range.
+    /// walk of this tree made since its last change; `from` is a used slot
+    /// of its leaf and `to` of the same leaf (`from <= to`) or, with
+    /// `across`, of the leaf `across` describes, the next one under the same
+    /// parent; `pieces` cover exactly the slots' range.
     pub(super) unsafe fn plan_split(
         &self,
         lpath: &Path,
         from: usize,
+        across: Option<Level>,
         to: usize,
         pieces: &[Item],
         run: &mut Run,
@@ -169,6 +178,29 @@ impl RawTree {
         let l = lpath[leaf];
         let cap = Kind::Leaf.slots();
         let count = l.node.count();
+        let node = l.leaf();
+        if let Some(r) = across {
+            // The content: the leaf's slots before the write, the pieces,
+            // the next leaf's after it.
+            let rcount = r.node.count();
+            let n = from + pieces.len() + (rcount - to - 1);
+            if n < Kind::Leaf.min_fill() && r.max != u64::MAX || n > RUN {
+                // The rebuild takes in a third leaf, or cuts three parts.
+                return None;
+            }
+            run.len = 0;
+            // SAFETY: the caller makes us the tree's only writer.
+            unsafe {
+                run.read(node, l.max, 0, from, count);
+                for it in pieces {
+                    run.push(it);
+                }
+                run.read(r.leaf(), r.max, to + 1, rcount, rcount);
+            }
+            #[cfg(test)]
+            tests::TAKEN.with(|t| t.borrow_mut()[4] += 1);
+            return self.plan_take_right(lpath, run, r.max, from, rcount);
+        }
         let n = count - (to - from + 1) + pieces.len();
         let right_spine = l.max == u64::MAX;
         // The rebuild's rule for underflow: a leaf below minimum fill takes
@@ -206,7 +238,6 @@ impl RawTree {
         // The content, in key order: (left sibling,) the leaf with the
         // pieces in place of the slots they replace, (right sibling).
         run.len = 0;
-        let node = l.leaf();
         let own;
         // SAFETY: the caller makes us the tree's only writer.
         unsafe {
@@ -225,20 +256,7 @@ impl RawTree {
         }
         let total = run.len;
         if shape == Shape::TakeRight {
-            // As the rebuild cuts the content with the sibling taken in:
-            // one part or two, the parent keeping a legal fill (its own
-            // minimum unless it is the root or ends the tree), and a root
-            // left with one child is the rebuild's to remove.
-            let sib_max = p.node.slot_max(sib, p.max);
-            let ends = split_points_by(total, |i| run.empty(i), Kind::Leaf, sib_max == u64::MAX);
-            let parts = ends.len();
-            let inner = self.inner_kind();
-            let now = pcount - 2 + parts;
-            let exempt = leaf == 1 || p.max == u64::MAX;
-            if parts > 2 || now < inner.min_fill() && !exempt || leaf == 1 && now == 1 {
-                return None;
-            }
-            return Some(Ok(SplitPlan { shape, cut: ends[0], sib, sib_count, at: own + from, from, fresh: None }));
+            return self.plan_take_right(lpath, run, p.node.slot_max(sib, p.max), from, sib_count);
         }
 
         // The leaf alone must cut in two, as the rebuild requires of a
@@ -268,6 +286,34 @@ impl RawTree {
             None
         };
         Some(Ok(SplitPlan { shape, cut, sib, sib_count, at: own + from, from, fresh }))
+    }
+
+    /// The end of [`plan_split`](Self::plan_split) for content (in `run`,
+    /// pieces at `from`) that replaces the leaf at the end of `lpath` and
+    /// its next sibling (which ends at `sib_max` and has `sib_count`
+    /// slots): cut as the rebuild cuts it, one part or two, where the
+    /// parent keeps a legal fill (its own minimum unless it is the root or
+    /// ends the tree) and the root keeps two children (a root left with
+    /// one is the rebuild's to remove).
+    fn plan_take_right(
+        &self,
+        lpath: &Path,
+        run: &Run,
+        sib_max: u64,
+        from: usize,
+        sib_count: usize,
+    ) -> Option<Result<SplitPlan, AllocError>> {
+        let leaf = lpath.len() - 1;
+        let p = lpath[leaf - 1];
+        let ends = split_points_by(run.len, |i| run.empty(i), Kind::Leaf, sib_max == u64::MAX);
+        let parts = ends.len();
+        let now = p.node.count() - 2 + parts;
+        let exempt = leaf == 1 || p.max == u64::MAX;
+        if parts > 2 || now < self.inner_kind().min_fill() && !exempt || leaf == 1 && now == 1 {
+            return None;
+        }
+        let shape = Shape::TakeRight;
+        Some(Ok(SplitPlan { shape, cut: ends[0], sib: p.off + 1, sib_count, at: from, from, fresh: None }))
     }
 
     /// Gives back what [`plan_split`](Self::plan_split) allocated, for a
@@ -384,12 +430,13 @@ impl RawTree {
         &self,
         lpath: &Path,
         from: usize,
+        across: Option<Level>,
         to: usize,
         pieces: &[Item],
     ) -> Option<Result<(), AllocError>> {
         let mut run = Run::new();
         // SAFETY: the caller's contract.
-        let plan = match unsafe { self.plan_split(lpath, from, to, pieces, &mut run) }? {
+        let plan = match unsafe { self.plan_split(lpath, from, across, to, pieces, &mut run) }? {
             Ok(plan) => plan,
             Err(e) => return Some(Err(e)),
         };
@@ -412,8 +459,9 @@ mod tests {
         /// Set: the direct path declines every write (the rebuild does all).
         pub(super) static DECLINE: Cell<bool> = const { Cell::new(false) };
         /// How often the direct path made each shape (split, push right,
-        /// push left, sibling taken in).
-        pub(super) static TAKEN: RefCell<[usize; 4]> = const { RefCell::new([0; 4]) };
+        /// push left, sibling taken in), and planned a write across two
+        /// leaves.
+        pub(super) static TAKEN: RefCell<[usize; 5]> = const { RefCell::new([0; 5]) };
     }
 
     /// The direct path leaves the tree node for node as the rebuild would:
@@ -450,7 +498,7 @@ mod tests {
                 }
                 d.stats().leaves
             };
-        TAKEN.with(|t| *t.borrow_mut() = [0; 4]);
+        TAKEN.with(|t| *t.borrow_mut() = [0; 5]);
         for gaps in [false, true] {
             let new = || if gaps { MapleTree::<U63>::with_gaps() } else { MapleTree::new() };
             let (mut direct, mut rebuilt) = (new(), new());
