@@ -4,7 +4,7 @@
 //! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
 //! loop over `.rev()`), random erases (`erase`
-//! by range, `erase-at` by index), a fork through a cursor (`fork`), or
+//! by range, `erase-at` by index, `erase-bulk` by index from a bulk-built tree), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
 //! process (1 M ranges by default). For `asc`, `rand` and `erase`,
@@ -145,19 +145,19 @@ fn main() {
         println!("{sum}");
         return;
     }
-    let random = mode == "rand" || mode == "erase" || mode == "erase-at";
+    let random = mode == "rand" || mode == "erase" || mode == "erase-at" || mode == "erase-bulk";
     let n = env_u64("N", 100_000);
     let order: Vec<u64> = if random { random_order(n) } else { (0..n).collect() };
     let mut total = 0;
     for _ in 0..10 {
-        let mut t = build(&order, std::env::var_os("GAPS").is_some());
+        let mut t = if mode == "erase-bulk" { bulk(n) } else { build(&order, std::env::var_os("GAPS").is_some()) };
         if mode == "erase" {
             // Then empty it again in another random order.
             for &i in order.iter().rev() {
                 t.remove_range(i * 16..=i * 16 + 9).unwrap();
             }
         }
-        if mode == "erase-at" {
+        if mode == "erase-at" || mode == "erase-bulk" {
             erase_at(&mut t, &order);
         }
         total += t.len();
@@ -248,7 +248,8 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// `profile_store ab`: times the two arms of an experiment behind
 /// `maple_tree::ab::on()` in one process, alternating (`ROUNDS` rounds,
 /// 21 by default), on the workload `WORK`: `rand` (`N` random inserts,
-/// 100 K by default), `erase` (the same, then `erase` of each), `asc`
+/// 100 K by default), `erase` (the same, then `erase` of each),
+/// `erase-bulk` (`erase` of each range of a bulk-built tree), `asc`
 /// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
 /// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
 /// tree), `slot` or `node` (the kernel's loops, 1 M rounds).
@@ -274,6 +275,11 @@ fn ab() {
                 t.len() as u64
             }
             "asc" => build(&ascending, false).len() as u64,
+            "erase-bulk" => {
+                let mut t = bulk(n);
+                erase_at(&mut t, &order);
+                t.len() as u64
+            }
             "lookup" => keys.iter().filter_map(|&k| bulk_tree.load(k)).map(|v| v.get()).sum(),
             "dup" => (0..200_000).map(|_| seed.try_dup().unwrap().len() as u64).sum(),
             "slot" => slot_loop(1_000_000) as u64,
