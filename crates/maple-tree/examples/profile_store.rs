@@ -158,7 +158,11 @@ fn main() {
             }
         }
         if mode == "erase-at" || mode == "erase-bulk" {
+            let start = std::time::Instant::now();
             erase_at(&mut t, &order);
+            if std::env::var_os("TIME").is_some() {
+                eprintln!("{:.1} ns per erase", start.elapsed().as_nanos() as f64 / order.len() as f64);
+            }
         }
         total += t.len();
         if mode == "rand" && total == t.len() {

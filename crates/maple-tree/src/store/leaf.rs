@@ -238,7 +238,7 @@ impl RawTree {
         let mut run = Run::new();
         // SAFETY: the caller's contract (not RCU mode, only writer, a
         // current walk; `a..=b` replaced by pieces over the same range).
-        let plan = match unsafe { self.plan_split(lpath, a, None, b, &stand[..n], &mut run) }? {
+        let plan = match unsafe { self.plan_split(lpath, a, None, b, &stand[..n], &mut run, true) }? {
             Ok(plan) => plan,
             Err(_) => return Some(Err((StoreFail::Alloc, ptr::null_mut()))),
         };

@@ -599,7 +599,7 @@ fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
 /// Asks the CPU to start loading the siblings (same parent) of the leaf
 /// at the end of `lpath`.
 #[inline]
-fn prefetch_siblings(lpath: &Path) {
+pub(super) fn prefetch_siblings(lpath: &Path) {
     let leaf = lpath.len() - 1;
     if leaf == 0 {
         return;

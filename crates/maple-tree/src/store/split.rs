@@ -39,7 +39,10 @@ use crate::prelude::*;
 
 use core::ptr;
 
-use super::rebuild::{biased_split, split_points_by, try_split, PUSH_SIBLING_ROOM, PUSH_SLACK};
+use super::{
+    prefetch_siblings,
+    rebuild::{biased_split, split_points_by, try_split, PUSH_SIBLING_ROOM, PUSH_SLACK},
+};
 use crate::{
     error::AllocError,
     node::{load_ptrs, load_words, Content, FreshNode, Item, Kind, LeafRef, NodeRef},
@@ -172,7 +175,9 @@ impl RawTree {
     /// walk of this tree made since its last change; `from` is a used slot
     /// of its leaf and `to` of the same leaf (`from <= to`) or, with
     /// `across`, of the leaf `across` describes, the next one under the same
-    /// parent; `pieces` cover exactly the slots' range.
+    /// parent; `pieces` cover exactly the slots' range. `from_lane`: the
+    /// siblings were not asked for yet (see `prefetch_siblings`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn plan_split(
         &self,
         lpath: &Path,
@@ -181,6 +186,7 @@ impl RawTree {
         to: usize,
         pieces: &[Item],
         run: &mut Run,
+        from_lane: bool,
     ) -> Option<Result<SplitPlan, AllocError>> {
         let leaf = lpath.len() - 1;
         if self.rcu || leaf == 0 {
@@ -189,6 +195,13 @@ impl RawTree {
         #[cfg(test)]
         if tests::DECLINE.with(core::cell::Cell::get) {
             return None;
+        }
+        // The siblings are read next (their counts first): start loading
+        // all of their lines at once, rather than one miss after another
+        // (a big tree rarely has them in the cache). The general path has
+        // done this already.
+        if from_lane {
+            prefetch_siblings(lpath);
         }
         let l = lpath[leaf];
         let cap = Kind::Leaf.slots();
@@ -596,7 +609,7 @@ impl RawTree {
     ) -> Option<Result<(), AllocError>> {
         let mut run = Run::new();
         // SAFETY: the caller's contract.
-        let plan = match unsafe { self.plan_split(lpath, from, across, to, pieces, &mut run) }? {
+        let plan = match unsafe { self.plan_split(lpath, from, across, to, pieces, &mut run, false) }? {
             Ok(plan) => plan,
             Err(e) => return Some(Err(e)),
         };
