@@ -117,6 +117,22 @@ impl Run {
     }
 }
 
+/// The siblings (same parent) of the node `parent`'s slot leads to: the
+/// next one (none where that node ends the tree, `spine`: the rebuild
+/// never looks right of the right-most spine) and the previous one.
+fn siblings(parent: Level, spine: bool) -> (Option<NodeRef>, Option<NodeRef>) {
+    let right = (!spine && parent.node.has_next(parent.off)).then(|| {
+        // SAFETY: `parent` is an internal node (it has a level below) and
+        // `has_next` says slot `off + 1` is used.
+        unsafe { parent.node.child(parent.off + 1) }
+    });
+    let left = (parent.off > 0).then(|| {
+        // SAFETY: as above; slot `off - 1` is used, as `off` is.
+        unsafe { parent.node.child(parent.off - 1) }
+    });
+    (right, left)
+}
+
 /// A split or push worked out by [`RawTree::plan_split`], not yet written
 /// (its content is in the caller's [`Run`]).
 pub(super) struct SplitPlan {
@@ -239,20 +255,11 @@ impl RawTree {
             return None;
         }
         let p = lpath[leaf - 1];
-        let pcount = p.node.count();
         // The rebuild's rule for overflow: push only where the leaf alone
         // would split in two (checked below), into the right sibling first,
         // and only where the pair keeps `PUSH_SLACK` slots free.
         let room = |sib: NodeRef| n + sib.count() + PUSH_SLACK <= 2 * cap;
-        let right = (!right_spine && p.off + 1 < pcount).then(|| {
-            // SAFETY: the parent is an internal node and `p.off + 1` a used
-            // slot of it (below its count).
-            unsafe { p.node.child(p.off + 1) }
-        });
-        let left = (p.off > 0).then(|| {
-            // SAFETY: as above, `p.off - 1` is a used slot.
-            unsafe { p.node.child(p.off - 1) }
-        });
+        let (right, left) = siblings(p, right_spine);
         let (shape, sib, sib_node) = match (right, left) {
             (Some(r), _) if under => (Shape::TakeRight, p.off + 1, r),
             _ if under => return None,
@@ -299,7 +306,7 @@ impl RawTree {
         };
         // A split's parent takes one more child in place, or is full and
         // refilled in turn.
-        let upper = if shape == Shape::Split && pcount + 1 > self.inner_kind().slots() {
+        let upper = if shape == Shape::Split && p.node.count() + 1 > self.inner_kind().slots() {
             Some(self.plan_upper(lpath)?)
         } else {
             None
@@ -356,15 +363,7 @@ impl RawTree {
         let none = |_| false;
         let spine = p.max == u64::MAX;
         let room = |sib: NodeRef| m + sib.count() + PUSH_SLACK <= 2 * cap;
-        let right = (!spine && gp.off + 1 < gpcount).then(|| {
-            // SAFETY: the grandparent is internal and `gp.off + 1` a used
-            // slot of it (below its count).
-            unsafe { gp.node.child(gp.off + 1) }
-        });
-        let left = (gp.off > 0).then(|| {
-            // SAFETY: as above, `gp.off - 1` is a used slot.
-            unsafe { gp.node.child(gp.off - 1) }
-        });
+        let (right, left) = siblings(gp, spine);
         let (shape, sib, ends) = match (right, left) {
             (Some(r), _) if room(r) => {
                 let sib_max = gp.node.slot_max(gp.off + 1, gp.max);
