@@ -74,9 +74,9 @@ impl RawTree {
     /// this leaf (an empty neighbour to absorb in the next or previous
     /// leaf, a fill that would underflow it, or one that would overflow it
     /// where the parent cannot take a split or push in place); the general
-    /// path then does it. `Ok(true)`: the leaf kept its place and bounds,
-    /// so `lpath` still leads to it; `Ok(false)`: it split or pushed, and
-    /// `lpath` is stale.
+    /// path then does it. After a write that kept the leaf in its place and
+    /// bounds `lpath` still leads to it; after one that refilled it with a
+    /// sibling `lpath` is stale, and left empty.
     ///
     /// # Safety
     ///
@@ -87,10 +87,10 @@ impl RawTree {
     /// [`Store`](super::Store)).
     pub(super) unsafe fn store_leaf_lane(
         &self,
-        lpath: &Path,
+        lpath: &mut Path,
         w: LeafWrite<'_, '_>,
         removed: &mut Removed,
-    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
+    ) -> Option<Result<(), (StoreFail, *mut ())>> {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
@@ -196,7 +196,7 @@ impl RawTree {
         // was checked legal.
         unsafe { self.splice_and_regap(lpath, a..=b, count, cut.pieces(), lost) };
         self.len.set(self.len.get() + added - removed.len());
-        Some(Ok(true))
+        Some(Ok(()))
     }
 
     /// The lane's write `[first, last] = w.entry` over slots `a..=b` (the
@@ -213,7 +213,7 @@ impl RawTree {
     #[inline(never)]
     unsafe fn refill_from_lane(
         &self,
-        lpath: &Path,
+        lpath: &mut Path,
         w: LeafWrite<'_, '_>,
         a: usize,
         b: usize,
@@ -221,7 +221,7 @@ impl RawTree {
         last: u64,
         ends: Ends,
         removed: &mut Removed,
-    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
+    ) -> Option<Result<(), (StoreFail, *mut ())>> {
         // The pieces `cut` will make: the left slot's front, the write, the
         // right slot's tail; a handle made for the tail is a value as the
         // tail's own word is, so the stand-ins are empty where the pieces
@@ -264,7 +264,9 @@ impl RawTree {
         // SAFETY: as above; nothing changed since the plan.
         unsafe { self.apply_split(lpath, plan, &mut run, cut.pieces()) };
         self.len.set(self.len.get() + added - removed.len());
-        Some(Ok(false))
+        // The walk is stale now: emptied, so that the caller can tell.
+        lpath.clear();
+        Some(Ok(()))
     }
 
     /// True if a leaf at the end of `lpath` may hold `new_count` slots:

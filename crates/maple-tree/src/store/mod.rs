@@ -350,7 +350,8 @@ impl RawTree {
             // exists; we are the only writer; `lpath` leads to `first` and
             // `last` lies in its leaf.
             if let Some(done) = unsafe { self.store_leaf_lane(lpath, w, &mut out.removed) } {
-                return done;
+                // An emptied walk: the leaf was refilled with a sibling.
+                return done.map(|()| !lpath.is_empty());
             }
         }
         // What follows most often ends in a rebuild, which reads the leaf's
