@@ -171,32 +171,49 @@ pub(super) fn try_split(
     k: usize,
     right_spine: bool,
 ) -> Option<ArrayVec<usize, 8>> {
-    let cap = kind.slots();
     let mut ends = ArrayVec::new();
     let mut start = 0;
     for p in 0..k - 1 {
-        let parts_left = k - p;
-        let mut end = if right_spine {
-            start + cap.min(n - start - (parts_left - 1))
-        } else {
-            start + (n - start).div_ceil(parts_left)
-        };
-        if kind.is_leaf() && empty(end - 1) {
-            // The slot after an empty one is an entry (empties never touch):
-            // take it too, or leave the empty one to the next part.
-            if end - start < cap && n - (end + 1) >= parts_left - 1 {
-                end += 1;
-            } else if n - (end - 1) <= (parts_left - 1) * cap {
-                end -= 1;
-            } else {
-                return None;
-            }
-        }
+        let end = next_cut(n, &empty, kind, start, k - p, right_spine)?;
         ends.push(end);
         start = end;
     }
     ends.push(n);
     Some(ends)
+}
+
+/// The end of the part that starts at `start` when items `start..n` are
+/// cut into `parts_left` parts (see [`split_points`]): balanced, or full
+/// on the right spine, and for leaves not ending on an empty slot (the
+/// slot after one is then taken too, or the empty one left to the next
+/// part). `None` if no end is legal.
+#[inline]
+pub(super) fn next_cut(
+    n: usize,
+    empty: impl Fn(usize) -> bool,
+    kind: Kind,
+    start: usize,
+    parts_left: usize,
+    right_spine: bool,
+) -> Option<usize> {
+    let cap = kind.slots();
+    let mut end = if right_spine {
+        start + cap.min(n - start - (parts_left - 1))
+    } else {
+        start + (n - start).div_ceil(parts_left)
+    };
+    if kind.is_leaf() && empty(end - 1) {
+        // The slot after an empty one is an entry (empties never touch):
+        // take it too, or leave the empty one to the next part.
+        if end - start < cap && n - (end + 1) >= parts_left - 1 {
+            end += 1;
+        } else if n - (end - 1) <= (parts_left - 1) * cap {
+            end -= 1;
+        } else {
+            return None;
+        }
+    }
+    Some(end)
 }
 
 impl RawTree {

@@ -41,7 +41,7 @@ use core::ptr;
 
 use super::{
     prefetch_siblings,
-    rebuild::{biased_split, split_points_by, try_split, PUSH_SIBLING_ROOM, PUSH_SLACK},
+    rebuild::{biased_split, next_cut, split_points_by, PUSH_SIBLING_ROOM, PUSH_SLACK},
 };
 use crate::{
     error::AllocError,
@@ -296,9 +296,9 @@ impl RawTree {
 
         // The leaf alone must cut in two, as the rebuild requires of a
         // push and does for a split.
-        let halves = try_split(n, |i| run.empty(own + i), Kind::Leaf, 2, right_spine)?;
+        let half = next_cut(n, |i| run.empty(own + i), Kind::Leaf, 0, 2, right_spine)?;
         let cut = match shape {
-            Shape::Split => halves[0],
+            Shape::Split => half,
             // The sibling's half nearly full, the rest to the leaf.
             Shape::PushRight => biased_split(total, |i| run.empty(i), Kind::Leaf, total - (cap - PUSH_SIBLING_ROOM))?,
             Shape::PushLeft => biased_split(total, |i| run.empty(i), Kind::Leaf, cap - PUSH_SIBLING_ROOM)?,
@@ -372,7 +372,9 @@ impl RawTree {
             (_, Some(l)) if room(l) => {
                 (Shape::PushLeft, gp.off - 1, split_points_by(m + l.count(), none, inner, spine))
             }
-            _ if gpcount < cap => (Shape::Split, gp.off, try_split(m, none, inner, 2, spine)?),
+            _ if gpcount < cap => {
+                (Shape::Split, gp.off, [next_cut(m, none, inner, 0, 2, spine)?, m].into_iter().collect())
+            }
             _ => return None,
         };
         (ends.len() == 2).then(|| (shape, ends[0], sib))
