@@ -19,18 +19,26 @@
 //! * **take right** (underflow): the next sibling's items join the leaf's;
 //!   if they fit in one leaf the sibling is freed and the parent loses a
 //!   slot, else the two leaves share them and the pivot between them moves.
+//!   A write that runs from the leaf into the next one (an erase that
+//!   absorbs an empty range across the boundary) is cut the same way.
+//! * **split under a full parent**: the parent, one child over, is pushed
+//!   into a sibling under the grandparent or split in two in turn (its
+//!   second half in a fresh node), and children that change parent get
+//!   their parent words.
 //!
 //! The decisions are the rebuild's own (the same [`split_points`],
 //! [`biased_split`] and push rule, applied to the same content), so the
 //! tree comes out node for node as the rebuild would leave it (a unit test
 //! compares the two after every write of a random sequence); any case they
-//! do not cover (a full parent, a parent left below its fill or a root
-//! left with one child, a cousin to take in, a cut the biased rule cannot
-//! make, a split into three) is handed back, unchanged, to the rebuild.
+//! do not cover (a root or a full grandparent over a full parent, a parent
+//! left below its fill or a root left with one child, a cousin to take in,
+//! a cut the biased rule cannot make, a split into three) is handed back,
+//! unchanged, to the rebuild.
 //! The in-leaf lane plans before it makes any handle (from stand-ins with
 //! the pieces' bounds and emptiness), so a declined plan costs nothing but
-//! the planning; the one allocation (a split's leaf) comes before any
-//! write, so a failed one changes nothing.
+//! the planning; the allocations (a split's leaf, and its parent's second
+//! half when that splits too) come before any write, so a failed one
+//! changes nothing (the other is given back).
 //!
 //! [`split_points`]: super::rebuild::split_points
 
@@ -168,10 +176,14 @@ struct Upper {
 }
 
 impl RawTree {
-    /// Works out how slots `from..=to` of the leaf at the end of `lpath`,
-    /// replaced by `pieces`, overflow into a sibling or a fresh leaf when
-    /// the parent can take the result in place (see the module docs), and
-    /// allocates the fresh leaf a split needs. Only the number of `pieces`,
+    /// Works out how the leaf at the end of `lpath`, with slots
+    /// `from..=to` replaced by `pieces`, is refilled when that makes it
+    /// overflow or underflow: a push into a sibling, a split, or the next
+    /// sibling taken in, where the parent can take the result in place (or,
+    /// for a split under a full parent, where the parent can be refilled in
+    /// turn; see the module docs); and allocates the fresh nodes a split
+    /// needs (a leaf, and an internal node when the parent splits too).
+    /// Only the number of `pieces`,
     /// their bounds and which of them are empty are used: the words may be
     /// stand-ins for handles not made yet (see
     /// [`apply_split`](Self::apply_split)). `None` if this is not such a
