@@ -583,17 +583,28 @@ impl RawTree {
 /// most writes never get here.
 #[inline(never)]
 fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
-    let mut there = path.clone();
-    let stepped = if forward { RawTree::step_next(&mut there) } else { RawTree::step_prev(&mut there) };
-    if !stepped {
+    let leaf = path.len() - 1;
+    // The lowest level with a slot on that side of the path's.
+    let d = (0..leaf).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })?;
+    let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
+    // Down that slot's edge to the neighbouring leaf, without touching
+    // `path` (most often the neighbour holds an entry and nothing moves).
+    // SAFETY: `path[d]` is above the leaf level, so internal, and `off`
+    // is a used slot (`has_next`, or one before a used one).
+    let mut node = unsafe { path[d].node.child(off) };
+    for _ in d + 1..leaf {
+        let edge = if forward { 0 } else { node.count() - 1 };
+        // SAFETY: above the leaf level, so internal; a used slot.
+        node = unsafe { node.child(edge) };
+    }
+    let edge = if forward { 0 } else { node.count() - 1 };
+    if !node.as_leaf().expect("all leaves are one level").slot(edge).is_null() {
         return None;
     }
-    let l = there[there.len() - 1];
-    if !l.leaf().slot(l.off).is_null() {
-        return None;
-    }
-    *path = there;
-    let (lo, hi) = l.leaf_range();
+    path[d].off = off;
+    path.truncate(d + 1);
+    RawTree::descend_edge(path, !forward);
+    let (lo, hi) = path[leaf].leaf_range();
     Some(if forward { hi } else { lo })
 }
 
