@@ -1157,7 +1157,7 @@ pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
 /// successor, so it is below `u64::MAX`, and the unused ones after the used
 /// ones are `u64::MAX`; a binary search finds the boundary (four probes for
 /// a leaf's fifteen pivots, compiled without a branch).
-#[inline(always)]
+#[inline]
 pub(crate) fn used_pivots(piv: &[AtomicU64]) -> usize {
     piv.partition_point(|p| p.load(Ordering::Relaxed) != PIVOT_UNUSED)
 }

@@ -20,7 +20,7 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{cut, split::Run, Ends, Piece, Removed, StoreFail};
+use super::{cut, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind},
@@ -201,9 +201,10 @@ impl RawTree {
 
     /// The lane's write `[first, last] = w.entry` over slots `a..=b` (the
     /// write's `ends`), which overflows or underflows the leaf: a split, a
-    /// push or a sibling taken in, in place, where the parent takes it ([`plan_split`](Self::plan_split), worked
-    /// out before `cut` makes any handle, from stand-ins with the pieces'
-    /// bounds and emptiness), else `None` (nothing changed or made).
+    /// push or a sibling taken in, in place, where the parent takes it
+    /// ([`plan_split`](Self::plan_split), worked out before `cut` makes any
+    /// handle, from stand-ins with the pieces' bounds and emptiness), else
+    /// `None` (nothing changed or made).
     ///
     /// # Safety
     ///
@@ -222,19 +223,10 @@ impl RawTree {
         ends: Ends,
         removed: &mut Removed,
     ) -> Option<Result<(), (StoreFail, *mut ())>> {
-        // The pieces `cut` will make: the left slot's front, the write, the
-        // right slot's tail; a handle made for the tail is a value as the
-        // tail's own word is, so the stand-ins are empty where the pieces
-        // will be.
-        let front = Item { last: first.wrapping_sub(1), slot: ends.lval, gap: 0 };
-        let mid = Item { last, slot: w.entry, gap: 0 };
-        let back = Item { last: ends.rmax, slot: ends.rval, gap: 0 };
-        let (stand, n) = match (ends.lmin < first, ends.rmax > last) {
-            (true, true) => ([front, mid, back], 3),
-            (true, false) => ([front, mid, mid], 2),
-            (false, true) => ([mid, back, back], 2),
-            (false, false) => ([mid, mid, mid], 1),
-        };
+        // The pieces `cut` will make, with the tail's own word for a handle
+        // made for it (a value where that word is one): the stand-ins are
+        // empty where the pieces will be.
+        let (stand, n) = lay_out(first, last, w.entry, ends.lmin, ends.lval, ends.rmax, ends.rval);
         let mut run = Run::new();
         // SAFETY: the caller's contract (not RCU mode, only writer, a
         // current walk; `a..=b` replaced by pieces over the same range).

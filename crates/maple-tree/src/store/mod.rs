@@ -184,19 +184,37 @@ fn cut(
     } else {
         rval
     };
+    let (piece, n) = lay_out(first, last, entry, lmin, lval, rmax, right);
+    Ok(Cut { piece, n, keep_left, keep_right: has_right && !right_made, right_made })
+}
+
+/// The pieces of the write `[first, last] = entry` over a left slot that
+/// starts at `lmin` holding `lval` and a right slot that ends at `rmax`:
+/// the left slot's front (if it starts before `first`), the write, and the
+/// right slot's tail holding `right` (if it ends after `last`), in
+/// `piece[..n]`.
+#[inline(always)]
+pub(super) fn lay_out(
+    first: u64,
+    last: u64,
+    entry: *mut (),
+    lmin: u64,
+    lval: *mut (),
+    rmax: u64,
+    right: *mut (),
+) -> ([Item; 3], usize) {
     // The array is written whole, never piece by piece at a computed
     // offset: a later copy of it could then not be forwarded from those
     // scattered stores (a stall the profile showed on every write).
     let front = Item { last: first.wrapping_sub(1), slot: lval, gap: 0 };
     let mid = Item { last, slot: entry, gap: 0 };
     let back = Item { last: rmax, slot: right, gap: 0 };
-    let (piece, n) = match (keep_left, has_right) {
+    match (lmin < first, rmax > last) {
         (true, true) => ([front, mid, back], 3),
         (true, false) => ([front, mid, mid], 2),
         (false, true) => ([mid, back, back], 2),
         (false, false) => ([mid, mid, mid], 1),
-    };
-    Ok(Cut { piece, n, keep_left, keep_right: has_right && !right_made, right_made })
+    }
 }
 
 impl Cut {
@@ -546,6 +564,14 @@ impl RawTree {
         }
         // The next range is the first of the next leaf.
         empty_across(rpath, true)
+    }
+
+    /// `node`'s item in its parent, for a node over `[min, max]`: its
+    /// bound, its pointer, and (in a gap tree) its largest gap.
+    #[inline]
+    pub(super) fn item_for(&self, node: NodeRef, min: u64, max: u64) -> Item {
+        let gap = if self.gaps { node.max_gap(min, max) } else { 0 };
+        Item { last: max, slot: node.encode(), gap }
     }
 
     /// Store into an empty tree.

@@ -414,8 +414,7 @@ impl RawTree {
                     up.push(Item { last: part_max, slot: olds[i].encode(), gap: 0 });
                 } else {
                     let node = fresh.alloc(kind, part)?;
-                    let gap = if self.gaps { node.max_gap(part_min, part_max) } else { 0 };
-                    up.push(Item { last: part_max, slot: node.encode(), gap });
+                    up.push(self.item_for(node, part_min, part_max));
                 }
                 part_min = part_max.wrapping_add(1);
                 start = end;
@@ -425,9 +424,8 @@ impl RawTree {
                 let mut height = lpath.len();
                 while up.len() > 1 {
                     let node = fresh.alloc(self.inner_kind(), &up)?;
-                    let gap = if self.gaps { node.max_gap(0, u64::MAX) } else { 0 };
                     up.clear();
-                    up.push(Item { last: u64::MAX, slot: node.encode(), gap });
+                    up.push(self.item_for(node, 0, u64::MAX));
                     height += 1;
                 }
                 // SAFETY: `up[0]` encodes a fresh node.

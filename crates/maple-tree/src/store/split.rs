@@ -484,15 +484,13 @@ impl RawTree {
         if cut == total {
             // The sibling's items all went into the leaf: the parent's two
             // slots become one, and the sibling, unreachable then, is freed.
-            let gap = if self.gaps { NodeRef::from(a).max_gap(l.min, hi) } else { 0 };
-            let up = [Item { last: hi, slot: NodeRef::from(a).encode(), gap }];
+            let up = [self.item_for(a.into(), l.min, hi)];
             // SAFETY: no reader exists (this function's contract); the
             // parent keeps a legal fill (checked by the plan).
-            unsafe { p.node.splice_internal(first_slot, first_slot + 2, p.node.count(), &up) };
+            unsafe { self.splice_up(lpath, leaf - 1, first_slot, 2, &up, None) };
             // SAFETY: not RCU mode, so no reader can hold the sibling; it
             // is listed nowhere else; we are the only writer.
             unsafe { self.slab.free(b) };
-            self.update_gaps(lpath, leaf - 1);
             #[cfg(test)]
             tests::TAKEN.with(|t| t.borrow_mut()[shape as usize] += 1);
             return;
@@ -502,16 +500,8 @@ impl RawTree {
             // SAFETY: as above, nothing kept.
             unsafe { b.write_run(&last[cut..], &slot[cut..], 0) };
         }
-        let (gap_a, gap_b) = if self.gaps {
-            let lo = if shape == Shape::PushLeft { p.node.slot_min(sib, p.min) } else { l.min };
-            (NodeRef::from(a).max_gap(lo, mid), b.max_gap(mid + 1, hi))
-        } else {
-            (0, 0)
-        };
-        let up = [
-            Item { last: mid, slot: NodeRef::from(a).encode(), gap: gap_a },
-            Item { last: hi, slot: b.encode(), gap: gap_b },
-        ];
+        let lo = if shape == Shape::PushLeft { p.node.slot_min(sib, p.min) } else { l.min };
+        let up = [self.item_for(a.into(), lo, mid), self.item_for(b, mid + 1, hi)];
         if let Some(upper) = upper {
             // SAFETY: this function's contract; `b` is the split's fresh
             // leaf, `up` the parent's new items for the split leaf.
@@ -520,15 +510,11 @@ impl RawTree {
             tests::TAKEN.with(|t| t.borrow_mut()[5] += 1);
             return;
         }
-        let to = if shape == Shape::Split { first_slot + 1 } else { first_slot + 2 };
+        let (replaced, fresh) = if shape == Shape::Split { (1, Some(b)) } else { (2, None) };
         // SAFETY: no reader exists (this function's contract); the parent
         // keeps its slot count, or gains one it has room for (checked by
         // the plan).
-        unsafe { p.node.splice_internal(first_slot, to, p.node.count(), &up) };
-        if shape == Shape::Split {
-            b.set_parent(p.node);
-        }
-        self.update_gaps(lpath, leaf - 1);
+        unsafe { self.splice_up(lpath, leaf - 1, first_slot, replaced, &up, fresh) };
         #[cfg(test)]
         tests::TAKEN.with(|t| t.borrow_mut()[shape as usize] += 1);
     }
@@ -592,18 +578,43 @@ impl RawTree {
                 unsafe { NodeRef::decode(it.slot) }.set_parent(to);
             }
         }
+        // (An internal node's largest gap is its children's: no bounds
+        // needed.)
         let (hi0, hi1) = (content[cut - 1].last, content[content.len() - 1].last);
-        let (g0, g1) = if self.gaps { (x0.max_gap(0, hi0), x1.max_gap(0, hi1)) } else { (0, 0) };
-        let up2 = [Item { last: hi0, slot: x0.encode(), gap: g0 }, Item { last: hi1, slot: x1.encode(), gap: g1 }];
-        let to = if shape == Shape::Split { first_slot + 1 } else { first_slot + 2 };
+        let up2 = [self.item_for(x0, 0, hi0), self.item_for(x1, 0, hi1)];
+        let (replaced, fresh) = if shape == Shape::Split { (1, Some(x1)) } else { (2, None) };
         // SAFETY: no reader exists (this function's contract); the
         // grandparent keeps its slot count or gains one it has room for
         // (checked by the plan).
-        unsafe { gp.node.splice_internal(first_slot, to, gp.node.count(), &up2) };
-        if shape == Shape::Split {
-            x1.set_parent(gp.node);
+        unsafe { self.splice_up(lpath, leaf - 2, first_slot, replaced, &up2, fresh) };
+    }
+
+    /// Puts `up`, the items of the nodes that now hold a level's content,
+    /// in place of `replaced` slots of `lpath[level]`'s node from `first`,
+    /// makes it the parent of `fresh` (a node new to the tree), and brings
+    /// the gaps above up to date.
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the tree (not RCU mode) and the caller is its
+    /// only writer; the node keeps a legal fill; `up` covers exactly the
+    /// replaced slots' range.
+    unsafe fn splice_up(
+        &self,
+        lpath: &Path,
+        level: usize,
+        first: usize,
+        replaced: usize,
+        up: &[Item],
+        fresh: Option<NodeRef>,
+    ) {
+        let parent = lpath[level].node;
+        // SAFETY: this function's contract.
+        unsafe { parent.splice_internal(first, first + replaced, parent.count(), up) };
+        if let Some(f) = fresh {
+            f.set_parent(parent);
         }
-        self.update_gaps(lpath, leaf - 2);
+        self.update_gaps(lpath, level);
     }
 
     /// [`plan_split`](Self::plan_split) and [`apply_split`](Self::apply_split)
