@@ -80,6 +80,13 @@ pub fn case<'a, S: 'a, T: 'a>(
     }
 }
 
+/// A candidate that times itself: `run` does one run of `ops` operations
+/// and returns the time of its measured part (another process's own clock,
+/// say, which leaves that process's start-up out).
+pub fn timed<'a>(ops: u64, run: impl FnMut() -> Duration + 'a) -> Candidate<'a> {
+    Candidate { ops: ops.max(1), run: Box::new(run) }
+}
+
 /// Runs the candidates in `reps` alternating rounds (one untimed warm-up
 /// round first when `reps > 1`) and returns each one's timing per
 /// operation, in order.

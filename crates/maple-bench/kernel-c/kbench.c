@@ -1,0 +1,170 @@
+/*
+ * The kernel's maple-tree benchmark loops, run on the kernel's own C code
+ * built in userspace, for `maple report`'s kernel section.
+ *
+ * This file is ours; the tree is not. It is compiled inside a Linux source
+ * tree (Debian's `linux-source` package, unpacked by `ci/kernel-c.sh`),
+ * next to the kernel's userspace test shims (`tools/testing/shared`), and
+ * includes the kernel's `lib/maple_tree.c` as those shims do -- but without
+ * CONFIG_DEBUG_MAPLE_TREE, as a production kernel is built.
+ *
+ * Usage: kbench NAME LOOPS
+ * Builds NAME's tree, runs LOOPS iterations of its loop, and prints the
+ * loop's nanoseconds per iteration on stdout (for `for-each`, one
+ * iteration is a walk over all 500 entries).
+ * The loop bodies and data are those of the kernel's benchmarks
+ * (`BENCH_*` in lib/test_maple_tree.c) and of the report's Rust side.
+ */
+#define CONFIG_MAPLE_SEARCH
+#define MAPLE_32BIT (MAPLE_NODE_SLOTS > 31)
+#include "shared.h"
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "linux/init.h"
+
+#include "../../../lib/maple_tree.c"
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* `[i, i + 5]` for i = 0, 10, ..., up to `top`, as the report's trees. */
+static void fill(struct maple_tree *mt, unsigned long top)
+{
+	unsigned long i;
+
+	for (i = 0; i <= top; i += 10)
+		mtree_store_range(mt, i, i + 5, xa_mk_value(i), GFP_KERNEL);
+}
+
+/* Keeps a value alive so that the compiler cannot drop a loop. */
+static volatile unsigned long sink;
+
+static double slot_store(struct maple_tree *mt, long loops)
+{
+	double t;
+	long i;
+
+	fill(mt, 1030);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		mtree_store_range(mt, 105, 105, NULL, GFP_KERNEL);
+		mtree_store_range(mt, 100, 105, xa_mk_value(100), GFP_KERNEL);
+	}
+	return (now_ns() - t) / loops;
+}
+
+static double node_store(struct maple_tree *mt, long loops)
+{
+	unsigned long ow = 76;
+	double t;
+	long i;
+
+	fill(mt, 230);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		mtree_store_range(mt, ow, ow + 15, xa_mk_value(ow), GFP_KERNEL);
+		ow += 5;
+		if (ow > 135)
+			ow = 76;
+	}
+	return (now_ns() - t) / loops;
+}
+
+static double gap_walk(struct maple_tree *mt, long loops)
+{
+	MA_STATE(mas, mt, 1470, 1470);
+	unsigned long s = 0;
+	double t;
+	long i;
+
+	fill(mt, 2490);
+	mtree_store_range(mt, 1470, 1475, NULL, GFP_KERNEL);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		if (!mas_empty_area_rev(&mas, 0, 2000, 10))
+			s += mas.index;
+		mas_reset(&mas);
+	}
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+static double load(struct maple_tree *mt, long loops)
+{
+	unsigned long s = 0;
+	double t;
+	long i;
+
+	fill(mt, 2490);
+	mtree_store_range(mt, 1470, 1475, NULL, GFP_KERNEL);
+	t = now_ns();
+	for (i = 0; i < loops; i++)
+		s += xa_to_value(mtree_load(mt, 1480));
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+static double for_each(struct maple_tree *mt, long loops)
+{
+	unsigned long index, s = 0;
+	void *entry;
+	double t;
+	long i;
+
+	for (i = 0; i < 500; i++)
+		mtree_store_range(mt, i * 5, i * 5 + 4, xa_mk_value(i), GFP_KERNEL);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		index = 0;
+		mt_for_each(mt, entry, index, ULONG_MAX)
+			s += xa_to_value(entry);
+	}
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+static const struct {
+	const char *name;
+	double (*run)(struct maple_tree *mt, long loops);
+} benches[] = {
+	{ "slot-store", slot_store },
+	{ "node-store", node_store },
+	{ "gap-walk", gap_walk },
+	{ "load", load },
+	{ "for-each", for_each },
+};
+
+int main(int argc, char **argv)
+{
+	struct maple_tree tree;
+	long loops;
+	size_t b;
+
+	if (argc != 3 || (loops = atol(argv[2])) <= 0) {
+		fprintf(stderr, "usage: kbench NAME LOOPS\n");
+		return 2;
+	}
+	for (b = 0; b < sizeof(benches) / sizeof(benches[0]); b++) {
+		if (strcmp(argv[1], benches[b].name))
+			continue;
+		maple_tree_init();
+		rcu_register_thread();
+		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
+		printf("%.3f\n", benches[b].run(&tree, loops));
+		mtree_destroy(&tree);
+		rcu_unregister_thread();
+		return 0;
+	}
+	fprintf(stderr, "kbench: unknown benchmark %s\n", argv[1]);
+	return 2;
+}
