@@ -1,6 +1,7 @@
 //! A workload for profilers: builds trees by storing ranges in ascending or
 //! random order (`cargo run --release --example profile_store -- rand`), or
-//! runs one of the kernel's benchmark loops (`slot`, `node`), iteration
+//! runs one of the kernel's benchmark loops (`slot`, `node`, `awalk`,
+//! `kload`), iteration
 //! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
 //! loop over `.rev()`), random erases (`erase`
@@ -27,6 +28,10 @@ fn main() {
     }
     if mode == "node" {
         println!("{}", node_loop(reps));
+        return;
+    }
+    if mode == "awalk" || mode == "kload" {
+        println!("{}", kernel_read_loop(&mode, reps));
         return;
     }
     if mode == "ab" {
@@ -215,6 +220,27 @@ fn slot_loop(reps: u64) -> usize {
     t.len()
 }
 
+/// The kernel's gap-walk (`awalk`) or load (`kload`) loop, `reps` rounds:
+/// the highest gap of 10 below 2000, or a lookup of 1480, in the tree of
+/// `[i, i+5]`, i = 0, 10 … 2490, without `[1470, 1475]` (the report's
+/// kernel section). Returns a sum of the answers.
+fn kernel_read_loop(mode: &str, reps: u64) -> u64 {
+    let mut t: MapleTree<U63> = MapleTree::with_gaps();
+    for i in (0..=2490u64).step_by(10) {
+        t.insert_range(i..=i + 5, U63::new_truncate(i)).unwrap();
+    }
+    t.remove_range(1470..=1475).unwrap();
+    let mut sum = 0u64;
+    for _ in 0..reps {
+        sum = sum.wrapping_add(if mode == "awalk" {
+            t.empty_area_rev(0..=2000, std::hint::black_box(10)).unwrap_or(0)
+        } else {
+            t.load(std::hint::black_box(1480)).map_or(0, U63::get)
+        });
+    }
+    sum
+}
+
 /// The kernel's node-store loop (`reps` rounds); the tree's length.
 fn node_loop(reps: u64) -> usize {
     let mut t: MapleTree<U63> = MapleTree::with_gaps();
@@ -288,6 +314,8 @@ fn ab() {
             "dup" => (0..200_000).map(|_| seed.try_dup().unwrap().len() as u64).sum(),
             "slot" => slot_loop(1_000_000) as u64,
             "node" => node_loop(1_000_000) as u64,
+            "awalk" => kernel_read_loop("awalk", 1_000_000),
+            "kload" => kernel_read_loop("kload", 10_000_000),
             other => panic!("unknown WORK={other}"),
         }
     };

@@ -51,8 +51,8 @@ impl RawTree {
     fn search(&self, node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64, size: u64, rev: bool) -> Option<u64> {
         let n = node.count();
         // Only slots overlapping the window are visited.
-        let first = node.find(wmin.max(nmin));
-        let last = node.find(wmax.min(nmax));
+        let first = node.find_scan(wmin.max(nmin));
+        let last = node.find_scan(wmax.min(nmax));
         let mut i = if rev { last } else { first };
         loop {
             let lo = node.slot_min(i, nmin);
