@@ -14,8 +14,9 @@ use crate::prelude::*;
 
 use crate::{
     error::Error,
-    node::{range_len, NodeRef},
+    node::{range_len, slot_bounds, NodeRef},
     raw::RawTree,
+    sync::Ordering,
 };
 
 /// Checks the arguments shared by all gap searches.
@@ -33,7 +34,7 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(min),
-            Some(root) => self.search(root, 0, u64::MAX, min, max, size, false).ok_or(Error::Busy),
+            Some(root) => self.search::<false>(root, 0, u64::MAX, min, max, size).ok_or(Error::Busy),
         }
     }
 
@@ -43,39 +44,54 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(max - (size - 1)),
-            Some(root) => self.search(root, 0, u64::MAX, min, max, size, true).ok_or(Error::Busy),
+            Some(root) => self.search::<true>(root, 0, u64::MAX, min, max, size).ok_or(Error::Busy),
         }
     }
 
+    /// The search below `node` (over `[nmin, nmax]`): its slots that
+    /// overlap the window, from the window's near end on, each node's
+    /// arrays read directly (one look at the node's kind, not one per
+    /// slot), and the scan stopped at the slot that holds the window's far
+    /// end or the node's last slot rather than both ends found first.
     #[allow(clippy::too_many_arguments)]
-    fn search(&self, node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64, size: u64, rev: bool) -> Option<u64> {
-        let n = node.count();
-        // Only slots overlapping the window are visited.
-        let first = node.find_scan(wmin.max(nmin));
-        let last = node.find_scan(wmax.min(nmax));
-        let mut i = if rev { last } else { first };
+    fn search<const REV: bool>(
+        &self,
+        node: NodeRef,
+        nmin: u64,
+        nmax: u64,
+        wmin: u64,
+        wmax: u64,
+        size: u64,
+    ) -> Option<u64> {
+        let (piv, slots) = node.arrays();
+        let leaf = node.is_leaf();
+        let gaps = (self.gaps && !leaf).then(|| node.gap_array());
+        let mut i = if REV { node.find_scan(wmax.min(nmax)) } else { node.find_scan(wmin.max(nmin)) };
         loop {
-            let lo = node.slot_min(i, nmin);
-            let hi = node.slot_max(i, nmax);
-            let (clo, chi) = (lo.max(wmin), hi.min(wmax));
-            if node.is_leaf() {
-                if node.slot(i).is_null() && clo <= chi && range_len(clo, chi) >= size {
-                    return Some(if rev { chi - (size - 1) } else { clo });
+            let (lo, hi) = slot_bounds(piv, i, nmin, nmax);
+            if leaf {
+                let (clo, chi) = (lo.max(wmin), hi.min(wmax));
+                if slots[i].load(Ordering::Relaxed).is_null() && clo <= chi && range_len(clo, chi) >= size {
+                    return Some(if REV { chi - (size - 1) } else { clo });
                 }
-            } else if !self.gaps || node.gap(i) >= size {
+            } else if gaps.is_none_or(|g| g[i].load(Ordering::Relaxed) >= size) {
                 // SAFETY: internal node, used slot.
                 let child = unsafe { node.child(i) };
-                if let Some(found) = self.search(child, lo, hi, wmin, wmax, size, rev) {
+                if let Some(found) = self.search::<REV>(child, lo, hi, wmin, wmax, size) {
                     return Some(found);
                 }
             }
-            if rev {
-                if i == first {
+            if REV {
+                // The slot holding the window's start (or the node's
+                // first) was the last to overlap it.
+                if lo <= wmin || i == 0 {
                     return None;
                 }
                 i -= 1;
             } else {
-                if i == last || i + 1 >= n {
+                // The slot holding the window's end, or the node's last
+                // used slot (the only one reaching the node's maximum).
+                if hi >= wmax || hi >= nmax {
                     return None;
                 }
                 i += 1;

@@ -471,6 +471,13 @@ impl NodeRef {
         self.slot_array()[i].store(v, Ordering::Release)
     }
 
+    /// A gap node's largest gaps below each child, read as a whole (the
+    /// gap search scans them).
+    #[inline]
+    pub(crate) fn gap_array(&self) -> &[AtomicU64] {
+        &self.arange().gap
+    }
+
     #[inline]
     pub(crate) fn gap(self, i: usize) -> u64 {
         self.arange().gap[i].load(Ordering::Relaxed)
