@@ -133,6 +133,93 @@ static double for_each(struct maple_tree *mt, long loops)
 	return t;
 }
 
+/* The `[i, i + 4]` / `[i, i + 3]` tree of BENCH_MAS_PREV: 500 entries. */
+static void fill_prev(struct maple_tree *mt)
+{
+	unsigned long i;
+
+	for (i = 0; i < 2500; i += 5)
+		mtree_store_range(mt, i, i + (i % 30 == 0 ? 3 : 4), xa_mk_value(i), GFP_KERNEL);
+}
+
+static double prev(struct maple_tree *mt, long loops)
+{
+	MA_STATE(mas, mt, 0, 0);
+	unsigned long s = 0;
+	void *entry;
+	double t;
+	long i;
+
+	fill_prev(mt);
+	t = now_ns();
+	rcu_read_lock();
+	for (i = 0; i < loops; i++) {
+		mas_set(&mas, ULONG_MAX);
+		while ((entry = mas_prev(&mas, 0)) != NULL)
+			s += xa_to_value(entry);
+	}
+	rcu_read_unlock();
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+/* The seed's 135-entry tree, `[i * 10, i * 10 + 5]`, as BENCH_FORK builds it. */
+static void fill_seed(struct maple_tree *mt)
+{
+	unsigned long i;
+
+	for (i = 0; i <= 134; i++)
+		mtree_store_range(mt, i * 10, i * 10 + 5, xa_mk_value(i), GFP_KERNEL);
+}
+
+/*
+ * BENCH_FORK's loop: the tree duplicated (`__mt_dup`), every entry of the
+ * copy stored again through its cursor, the copy destroyed. (The kernel's
+ * loop also takes the copy's external lock, which has no cost here, and
+ * validates the copy, which is a no-op without CONFIG_DEBUG_MAPLE_TREE.)
+ */
+static double fork_cursor(struct maple_tree *mt, long loops)
+{
+	struct maple_tree newmt;
+	MA_STATE(newmas, &newmt, 0, 0);
+	void *val;
+	double t;
+	long i;
+
+	fill_seed(mt);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		mt_init_flags(&newmt, MT_FLAGS_ALLOC_RANGE);
+		if (__mt_dup(mt, &newmt, GFP_KERNEL))
+			abort();
+		mas_set(&newmas, 0);
+		mas_for_each(&newmas, val, ULONG_MAX)
+			mas_store(&newmas, val);
+		mas_destroy(&newmas);
+		__mt_destroy(&newmt);
+	}
+	return (now_ns() - t) / loops;
+}
+
+/* The duplication alone: `__mt_dup`, then `__mt_destroy`. */
+static double dup_destroy(struct maple_tree *mt, long loops)
+{
+	struct maple_tree newmt;
+	double t;
+	long i;
+
+	fill_seed(mt);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		mt_init_flags(&newmt, MT_FLAGS_ALLOC_RANGE);
+		if (__mt_dup(mt, &newmt, GFP_KERNEL))
+			abort();
+		__mt_destroy(&newmt);
+	}
+	return (now_ns() - t) / loops;
+}
+
 static const struct {
 	const char *name;
 	double (*run)(struct maple_tree *mt, long loops);
@@ -142,6 +229,9 @@ static const struct {
 	{ "gap-walk", gap_walk },
 	{ "load", load },
 	{ "for-each", for_each },
+	{ "prev", prev },
+	{ "fork", fork_cursor },
+	{ "dup", dup_destroy },
 };
 
 int main(int argc, char **argv)
