@@ -30,6 +30,17 @@ fn main() {
         println!("{}", node_loop(reps));
         return;
     }
+    if mode == "dup" {
+        // The kernel section's dup + destroy: the seed's tree built by
+        // ascending inserts, duplicated and dropped `REPS` times.
+        let mut t: MapleTree<U63> = MapleTree::with_gaps();
+        for i in 0..=134u64 {
+            t.insert_range(i * 10..=i * 10 + 5, U63::new_truncate(i)).unwrap();
+        }
+        let n: usize = (0..reps).map(|_| t.try_dup().unwrap().len()).sum();
+        println!("{n}");
+        return;
+    }
     if mode == "awalk" || mode == "kload" {
         println!("{}", kernel_read_loop(&mode, reps));
         return;

@@ -1,6 +1,6 @@
 //! O(n) duplication (the kernel's `__mt_dup`, used by fork): copy the node
-//! structure depth-first in pre-order, one 256-byte copy per node, with all
-//! children of an internal node allocated together before any is filled. No
+//! structure depth-first in pre-order, one 256-byte copy per node, an
+//! internal node's children copied together in index order. No
 //! pivot comparison, split or gap computation happens: the copy has exactly
 //! the source's shape. On allocation failure the partial copy is freed and
 //! the source is untouched.
@@ -17,7 +17,7 @@ use arrayvec::ArrayVec;
 use crate::{
     alloc::Slab,
     error::AllocError,
-    node::{FreshNode, LeafRef, NodeRef, RANGE64_SLOTS},
+    node::{LeafRef, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
     raw::RawTree,
 };
 
@@ -70,37 +70,48 @@ fn dup_from(
     // SAFETY: `&mut` makes us the slab's only user (here and below).
     let new_root = unsafe { slab.alloc(root.kind()) }?.copy_of(root);
     new_root.set_root_parent();
-    // Pre-order: a node's children are allocated and copied together, then
-    // the left-most child is expanded first (so leaves come out in order).
-    // Depth-first: at most one level's children waiting per level.
-    let mut stack: Vec<(NodeRef, NodeRef, u64, u64)> = Vec::with_capacity(height * RANGE64_SLOTS + 1);
-    stack.push((root, new_root, 0, u64::MAX));
-    while let Some((src, dst, min, max)) = stack.pop() {
-        // (`dst` is a copy of `src`, of the same kind.)
-        if let Some(leaf) = dst.as_leaf() {
-            if let Some(l) = leaves.as_deref_mut() {
-                l.push((leaf, min, max));
+    // Pre-order: a node's children are allocated and copied in index
+    // order, then the left-most child is expanded first (so leaves come out
+    // in order). Leaves go straight to the list (they have nothing to
+    // expand); internal children wait on a stack, at most one level's
+    // children per level, so it lives on the call stack (a heap vector's
+    // allocation and free were a tenth of a small tree's duplication).
+    debug_assert!(height <= MAX_HEIGHT);
+    let mut stack: ArrayVec<(NodeRef, NodeRef, u64, u64), { MAX_HEIGHT * RANGE64_SLOTS + 1 }> = ArrayVec::new();
+    match new_root.as_leaf() {
+        Some(leaf) => {
+            if let Some(l) = leaves {
+                l.push((leaf, 0, u64::MAX));
             }
-            continue;
+            return Ok(new_root);
         }
+        None => stack.push((root, new_root, 0, u64::MAX)),
+    }
+    while let Some((src, dst, min, max)) = stack.pop() {
+        // (`dst` is a copy of `src`, of the same kind, internal.)
         let n = src.count();
-        let mut cells: ArrayVec<(NodeRef, FreshNode), RANGE64_SLOTS> = ArrayVec::new();
+        let waiting = stack.len();
         for i in 0..n {
             // SAFETY: internal node, used slot; the source is borrowed.
             let child = unsafe { src.child(i) };
             // SAFETY: `&mut` makes us the slab's only user.
-            cells.push((child, unsafe { slab.alloc(child.kind()) }?));
-        }
-        // Last child first onto the stack, so the first is expanded first.
-        for (i, (child, cell)) in cells.into_iter().enumerate().rev() {
-            let copy = cell.copy_of(child);
+            let copy = unsafe { slab.alloc(child.kind()) }?.copy_of(child);
             copy.set_parent(dst);
             // SAFETY: `dst` is a copy of `src`, and `copy` of the child in
             // the same slot: a live node of the level below over that
             // slot's range.
             unsafe { dst.set_slot(i, copy.encode()) };
-            stack.push((child, copy, src.slot_min(i, min), src.slot_max(i, max)));
+            match copy.as_leaf() {
+                Some(leaf) => {
+                    if let Some(l) = leaves.as_deref_mut() {
+                        l.push((leaf, src.slot_min(i, min), src.slot_max(i, max)));
+                    }
+                }
+                None => stack.push((child, copy, src.slot_min(i, min), src.slot_max(i, max))),
+            }
         }
+        // The first child on top, to be expanded first.
+        stack[waiting..].reverse();
     }
     Ok(new_root)
 }
