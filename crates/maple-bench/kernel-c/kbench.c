@@ -220,18 +220,98 @@ static double dup_destroy(struct maple_tree *mt, long loops)
 	return (now_ns() - t) / loops;
 }
 
+/* A fixed sequence of keys, the same as the report's Rust side draws. */
+static unsigned long splitmix64(unsigned long *state)
+{
+	unsigned long z = (*state += 0x9e3779b97f4a7c15UL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL;
+	return z ^ (z >> 31);
+}
+
+/* `[i * 16, i * 16 + 9]` for i < n, stored in ascending order. */
+static void fill16(struct maple_tree *mt, unsigned long n)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++)
+		mtree_store_range(mt, i * 16, i * 16 + 9, xa_mk_value(i), GFP_KERNEL);
+}
+
+/* Lookups of keys drawn at random below n * 16, in a plain tree. */
+static double lookups(struct maple_tree *mt, long loops, unsigned long n)
+{
+	unsigned long state = 1, s = 0;
+	double t;
+	long i;
+
+	fill16(mt, n);
+	t = now_ns();
+	for (i = 0; i < loops; i++)
+		s += xa_to_value(mtree_load(mt, splitmix64(&state) % (n * 16)));
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+static double lookups_100k(struct maple_tree *mt, long loops)
+{
+	return lookups(mt, loops, 100000);
+}
+
+static double lookups_1m(struct maple_tree *mt, long loops)
+{
+	return lookups(mt, loops, 1000000);
+}
+
+/* The lowest gap of `size` in the whole index space of 100 K ranges. */
+static double lowest_gap(struct maple_tree *mt, long loops, unsigned long size)
+{
+	MA_STATE(mas, mt, 0, 0);
+	unsigned long s = 0;
+	double t;
+	long i;
+
+	fill16(mt, 100000);
+	t = now_ns();
+	for (i = 0; i < loops; i++) {
+		if (!mas_empty_area(&mas, 0, ULONG_MAX, size))
+			s += mas.index;
+		mas_reset(&mas);
+	}
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
+static double lowest_gap_4(struct maple_tree *mt, long loops)
+{
+	return lowest_gap(mt, loops, 4);
+}
+
+static double lowest_gap_10(struct maple_tree *mt, long loops)
+{
+	return lowest_gap(mt, loops, 10);
+}
+
 static const struct {
 	const char *name;
 	double (*run)(struct maple_tree *mt, long loops);
+	unsigned int flags;
 } benches[] = {
-	{ "slot-store", slot_store },
-	{ "node-store", node_store },
-	{ "gap-walk", gap_walk },
-	{ "load", load },
-	{ "for-each", for_each },
-	{ "prev", prev },
-	{ "fork", fork_cursor },
-	{ "dup", dup_destroy },
+	{ "slot-store", slot_store, MT_FLAGS_ALLOC_RANGE },
+	{ "node-store", node_store, MT_FLAGS_ALLOC_RANGE },
+	{ "gap-walk", gap_walk, MT_FLAGS_ALLOC_RANGE },
+	{ "load", load, MT_FLAGS_ALLOC_RANGE },
+	{ "for-each", for_each, MT_FLAGS_ALLOC_RANGE },
+	{ "prev", prev, MT_FLAGS_ALLOC_RANGE },
+	{ "fork", fork_cursor, MT_FLAGS_ALLOC_RANGE },
+	{ "dup", dup_destroy, MT_FLAGS_ALLOC_RANGE },
+	{ "lookup-100k", lookups_100k, 0 },
+	{ "lookup-1m", lookups_1m, 0 },
+	{ "gap-4", lowest_gap_4, MT_FLAGS_ALLOC_RANGE },
+	{ "gap-10", lowest_gap_10, MT_FLAGS_ALLOC_RANGE },
 };
 
 int main(int argc, char **argv)
@@ -249,7 +329,7 @@ int main(int argc, char **argv)
 			continue;
 		maple_tree_init();
 		rcu_register_thread();
-		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
+		mt_init_flags(&tree, benches[b].flags);
 		printf("%.3f\n", benches[b].run(&tree, loops));
 		mtree_destroy(&tree);
 		rcu_unregister_thread();

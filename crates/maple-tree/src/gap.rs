@@ -12,9 +12,11 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+use arrayvec::ArrayVec;
+
 use crate::{
     error::Error,
-    node::{range_len, slot_bounds, NodeRef},
+    node::{range_len, slot_bounds, NodeRef, MAX_HEIGHT},
     raw::RawTree,
     sync::Ordering,
 };
@@ -34,7 +36,7 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(min),
-            Some(root) => self.search::<false>(root, 0, u64::MAX, min, max, size).ok_or(Error::Busy),
+            Some(root) => self.search::<false>(root, min, max, size).ok_or(Error::Busy),
         }
     }
 
@@ -44,58 +46,93 @@ impl RawTree {
         check_window(min, max, size)?;
         match self.root_node() {
             None => Ok(max - (size - 1)),
-            Some(root) => self.search::<true>(root, 0, u64::MAX, min, max, size).ok_or(Error::Busy),
+            Some(root) => self.search::<true>(root, min, max, size).ok_or(Error::Busy),
         }
     }
 
-    /// The search below `node` (over `[nmin, nmax]`): its slots that
-    /// overlap the window, from the window's near end on, each node's
-    /// arrays read directly (one look at the node's kind, not one per
-    /// slot), and the scan stopped at the slot that holds the window's far
-    /// end or the node's last slot rather than both ends found first.
-    #[allow(clippy::too_many_arguments)]
-    fn search<const REV: bool>(
-        &self,
-        node: NodeRef,
-        nmin: u64,
-        nmax: u64,
-        wmin: u64,
-        wmax: u64,
-        size: u64,
-    ) -> Option<u64> {
-        let (piv, slots) = node.arrays();
-        let leaf = node.is_leaf();
-        let gaps = (self.gaps && !leaf).then(|| node.gap_array());
-        let mut i = if REV { node.find_scan(wmax.min(nmax)) } else { node.find_scan(wmin.max(nmin)) };
+    /// The search: from the root down, in each node the slots that overlap
+    /// the window from its near end on, into the first child whose largest
+    /// gap is big enough; back up to the next slot of the parent when a
+    /// child holds no fit inside the window (its gap lay outside it). Each
+    /// node's arrays are read directly (one look at its kind, not one per
+    /// slot), a node's scan stops at the slot holding the window's far end
+    /// or at its last slot, and the way back up is a small stack of resume
+    /// points rather than recursion (a call per level cost the kernel's
+    /// first-fit search a third of its time).
+    fn search<const REV: bool>(&self, root: NodeRef, wmin: u64, wmax: u64, size: u64) -> Option<u64> {
+        // Resume points: an internal node, its bounds, and the slot whose
+        // child is being searched.
+        let mut up: ArrayVec<(NodeRef, u64, u64, usize), MAX_HEIGHT> = ArrayVec::new();
+        let (mut node, mut nmin, mut nmax) = (root, 0, u64::MAX);
+        let mut i = first_slot::<REV>(node, nmin, nmax, wmin, wmax);
         loop {
-            let (lo, hi) = slot_bounds(piv, i, nmin, nmax);
-            if leaf {
-                let (clo, chi) = (lo.max(wmin), hi.min(wmax));
-                if slots[i].load(Ordering::Relaxed).is_null() && clo <= chi && range_len(clo, chi) >= size {
-                    return Some(if REV { chi - (size - 1) } else { clo });
+            let (piv, slots) = node.arrays();
+            let leaf = node.is_leaf();
+            let gaps = (self.gaps && !leaf).then(|| node.gap_array());
+            // Scan this node from slot `i`; `true` once a child is entered.
+            let entered = loop {
+                let (lo, hi) = slot_bounds(piv, i, nmin, nmax);
+                if leaf {
+                    let (clo, chi) = (lo.max(wmin), hi.min(wmax));
+                    if slots[i].load(Ordering::Relaxed).is_null() && clo <= chi && range_len(clo, chi) >= size {
+                        return Some(if REV { chi - (size - 1) } else { clo });
+                    }
+                } else if gaps.is_none_or(|g| g[i].load(Ordering::Relaxed) >= size) {
+                    up.push((node, nmin, nmax, i));
+                    // SAFETY: internal node, used slot.
+                    node = unsafe { node.child(i) };
+                    (nmin, nmax) = (lo, hi);
+                    break true;
                 }
-            } else if gaps.is_none_or(|g| g[i].load(Ordering::Relaxed) >= size) {
-                // SAFETY: internal node, used slot.
-                let child = unsafe { node.child(i) };
-                if let Some(found) = self.search::<REV>(child, lo, hi, wmin, wmax, size) {
-                    return Some(found);
+                if last_in_window::<REV>(i, lo, hi, nmax, wmin, wmax) {
+                    break false;
                 }
+                i = if REV { i - 1 } else { i + 1 };
+            };
+            if entered {
+                i = first_slot::<REV>(node, nmin, nmax, wmin, wmax);
+                continue;
             }
-            if REV {
-                // The slot holding the window's start (or the node's
-                // first) was the last to overlap it.
-                if lo <= wmin || i == 0 {
-                    return None;
+            // This node holds no fit: on in the nearest parent with slots
+            // left in the window (none left anywhere: no fit at all).
+            loop {
+                let (p, pmin, pmax, pi) = up.pop()?;
+                let (lo, hi) = slot_bounds(p.arrays().0, pi, pmin, pmax);
+                if !last_in_window::<REV>(pi, lo, hi, pmax, wmin, wmax) {
+                    (node, nmin, nmax) = (p, pmin, pmax);
+                    i = if REV { pi - 1 } else { pi + 1 };
+                    break;
                 }
-                i -= 1;
-            } else {
-                // The slot holding the window's end, or the node's last
-                // used slot (the only one reaching the node's maximum).
-                if hi >= wmax || hi >= nmax {
-                    return None;
-                }
-                i += 1;
             }
         }
+    }
+}
+
+/// The slot of `node` (over `[nmin, nmax]`) where a search of the window
+/// `[wmin, wmax]` starts: the one holding the window's near end. A forward
+/// search whose window covers the node's start begins at slot 0 without a
+/// scan (every node of a search from index 0). (A backward one still
+/// scans: the slot count by binary search in its place was a chain of
+/// dependent loads, slower on a hot tree.)
+#[inline(always)]
+fn first_slot<const REV: bool>(node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64) -> usize {
+    match REV {
+        true => node.find_scan(wmax.min(nmax)),
+        false if wmin <= nmin => 0,
+        false => node.find_scan(wmin),
+    }
+}
+
+/// True if slot `i` (over `[lo, hi]`, in a node whose maximum is `nmax`)
+/// is the last a search of the window `[wmin, wmax]` visits in its node:
+/// backwards, the slot holding the window's start or the node's first;
+/// forwards, the slot holding the window's end or the node's last (the
+/// only one reaching the node's maximum).
+#[inline(always)]
+fn last_in_window<const REV: bool>(i: usize, lo: u64, hi: u64, nmax: u64, wmin: u64, wmax: u64) -> bool {
+    if REV {
+        lo <= wmin || i == 0
+    } else {
+        hi >= wmax || hi >= nmax
     }
 }

@@ -105,6 +105,15 @@ fn side_by_side(
     }
 }
 
+/// splitmix64: the key sequence both sides draw for random lookups.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// A row: name, data, iterations, our ns per unit, the kernel C's in this
 /// run (or why not), the kernel C figure issue 12 quotes (if it quotes
 /// one), the unit.
@@ -291,6 +300,60 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let ours = case(loops, || (), |()| (0..loops).map(|_| seed.try_dup().expect("dup").len()).sum::<usize>());
     let (d, k) = side_by_side(opts, &c, "dup", loops, ours);
     rows.push(("dup + destroy", "the same 135 entries", loops, d.ns(), ns(k, 1.0), None, "iteration"));
+
+    // Random lookups in a plain tree of `[i*16, i*16+9]` stored in
+    // ascending order, keys from the same generator as the C driver's.
+    for (name, n, what) in
+        [("lookup-100k", 100_000u64, "lookup, random, 100 K"), ("lookup-1m", 1_000_000, "lookup, random, 1 M")]
+    {
+        progress(&format!("kernel: {what}"));
+        let mut t = MapleTree::new();
+        for i in 0..n {
+            t.store_range(i * 16..=i * 16 + 9, u(i)).expect("store");
+        }
+        let loops = opts.loops(2_000_000.0, 10);
+        let ours = case(
+            loops,
+            || (),
+            |()| {
+                let mut state = 1u64;
+                (0..loops).map(|_| t.load(splitmix64(&mut state) % (n * 16)).map_or(0, U63::get)).sum::<u64>()
+            },
+        );
+        let (d, k) = side_by_side(opts, &c, name, loops, ours);
+        rows.push((
+            what,
+            "plain tree, `[i*16, i*16+9]` stored in order; random keys",
+            loops,
+            d.ns(),
+            ns(k, 1.0),
+            None,
+            "lookup",
+        ));
+    }
+
+    // The lowest gap of 4 (the first one) or 10 (none but the end) in a
+    // gap tree of 100 K such ranges.
+    progress("kernel: lowest gap");
+    let mut gt = MapleTree::with_gaps();
+    for i in 0..100_000u64 {
+        gt.store_range(i * 16..=i * 16 + 9, u(i)).expect("store");
+    }
+    for (name, size, what) in [("gap-4", 4u64, "lowest gap ≥ 4, 100 K"), ("gap-10", 10, "lowest gap ≥ 10, 100 K")] {
+        let loops = opts.loops(2_000_000.0, 10);
+        let ours =
+            case(loops, || (), |()| (0..loops).map(|_| gt.empty_area(.., black_box(size)).unwrap_or(0)).sum::<u64>());
+        let (d, k) = side_by_side(opts, &c, name, loops, ours);
+        rows.push((
+            what,
+            "gap tree, the same ranges; the whole index space",
+            loops,
+            d.ns(),
+            ns(k, 1.0),
+            None,
+            "search",
+        ));
+    }
 
     let measured = rows.iter().all(|r| r.4.is_ok());
     let how = if measured {
