@@ -404,3 +404,35 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     ));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver's answer is its nanoseconds per iteration, turned into
+    /// the run's time; a failed run or anything but a positive number is
+    /// an error naming the loop, never a time.
+    #[test]
+    fn a_driver_run_is_read_or_refused() {
+        // `printf %s 250` prints "250": 250 ns per iteration, 250 loops.
+        let d = run_c(Path::new("printf"), "%s", 250).expect("a time");
+        assert_eq!(d, Duration::from_nanos(250 * 250));
+        let e = run_c(Path::new("echo"), "slot-store", 10).expect_err("not a time");
+        assert!(e.contains("slot-store 10"), "{e}");
+        let e = run_c(Path::new("printf"), "-1", 10).expect_err("not positive");
+        assert!(e.contains("-1"), "{e}");
+        let e = run_c(Path::new("false"), "load", 10).expect_err("failed");
+        assert!(e.contains("`kbench load` failed"), "{e}");
+        let e = run_c(Path::new("/nonexistent/kbench"), "load", 10).expect_err("missing");
+        assert!(e.contains("could not run"), "{e}");
+    }
+
+    /// Both sides draw the same keys: the first values of splitmix64
+    /// seeded with 1, as the C driver computes them.
+    #[test]
+    fn the_key_sequence_is_splitmix64() {
+        let mut s = 1u64;
+        let got: Vec<u64> = (0..3).map(|_| splitmix64(&mut s)).collect();
+        assert_eq!(got, [0x910a_2dec_8902_5cc1, 0xbeeb_8da1_658e_ec67, 0xf893_a2ee_fb32_555e]);
+    }
+}
