@@ -84,7 +84,7 @@ cflags=(-O2 -g -I../shared -I. -I../../include -I../../../lib -D_LGPL_SOURCE -w)
 ) || give_up "the build failed (see above)"
 cp "$dir/kbench" "$out/kbench"
 # A smoke run of every loop: each must print a positive time.
-for b in slot-store node-store gap-walk load for-each prev fork dup lookup-100k lookup-1m gap-4 gap-10; do
+for b in slot-store node-store gap-walk load for-each prev next fork dup lookup-100k lookup-1m gap-4 gap-10; do
     ns=$("$out/kbench" "$b" 1000) || give_up "kbench $b failed"
     awk -v ns="$ns" 'BEGIN { exit !(ns > 0) }' || give_up "kbench $b printed '$ns'"
 done

@@ -164,6 +164,29 @@ static double prev(struct maple_tree *mt, long loops)
 	return t;
 }
 
+/* BENCH_MAS_FOR_EACH's loop: a read cursor stepped forward over the same tree. */
+static double mas_each(struct maple_tree *mt, long loops)
+{
+	MA_STATE(mas, mt, 0, 0);
+	unsigned long s = 0;
+	void *entry;
+	double t;
+	long i;
+
+	fill_prev(mt);
+	t = now_ns();
+	rcu_read_lock();
+	for (i = 0; i < loops; i++) {
+		mas_for_each(&mas, entry, ULONG_MAX)
+			s += xa_to_value(entry);
+		mas_set(&mas, 0);
+	}
+	rcu_read_unlock();
+	t = (now_ns() - t) / loops;
+	sink = s;
+	return t;
+}
+
 /* The seed's 135-entry tree, `[i * 10, i * 10 + 5]`, as BENCH_FORK builds it. */
 static void fill_seed(struct maple_tree *mt)
 {
@@ -306,6 +329,7 @@ static const struct {
 	{ "load", load, MT_FLAGS_ALLOC_RANGE },
 	{ "for-each", for_each, MT_FLAGS_ALLOC_RANGE },
 	{ "prev", prev, MT_FLAGS_ALLOC_RANGE },
+	{ "next", mas_each, MT_FLAGS_ALLOC_RANGE },
 	{ "fork", fork_cursor, MT_FLAGS_ALLOC_RANGE },
 	{ "dup", dup_destroy, MT_FLAGS_ALLOC_RANGE },
 	{ "lookup-100k", lookups_100k, 0 },

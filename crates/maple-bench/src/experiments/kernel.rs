@@ -260,6 +260,28 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         "entry",
     ));
 
+    progress("kernel: next");
+    // Forward from index 0 through every entry, as `mas_for_each` steps.
+    let ours = case(
+        loops,
+        || (),
+        |()| {
+            let mut s = 0u64;
+            for _ in 0..loops {
+                let mut c = pv.cursor(black_box(0));
+                if let Some(v) = c.get() {
+                    s = s.wrapping_add(v.get());
+                }
+                while let Some((_, v)) = c.next() {
+                    s = s.wrapping_add(v.get());
+                }
+            }
+            s
+        },
+    );
+    let (d, k) = side_by_side(opts, &c, "next", loops, ours);
+    rows.push(("next", "the same 500 entries, forwards", loops, d.ns() / 500.0, ns(k, 500.0), None, "entry"));
+
     // The seed's tree, built as the kernel's fork benchmark builds it.
     let mut seed = MapleTree::with_gaps();
     for i in 0..=134u64 {
@@ -363,7 +385,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         format!("The kernel's C code was not run here ({why}), so the ratio compares ours with the figures issue 12 quotes for the kernel's C maple tree built in userspace on a machine like ours (context, not measured in this run).")
     };
     s.text(format!(
-        "Same data and loop bodies as the kernel's `lib/test_maple_tree.c` benchmarks, fewer iterations. {how} A ratio above 1 means we are faster. The for-each figures are per entry: ours steps a Rust iterator (`next`), the kernel's `mt_for_each` calls `mt_find` from the root for each entry; prev steps a read cursor back (ours `Cursor::prev`, the kernel's `mas_prev`). Fork and dup are the kernel's `BENCH_FORK` loop and its duplication alone (ours `try_dup`, the kernel's `__mt_dup`; both allocators serve nodes from free lists)."
+        "Same data and loop bodies as the kernel's `lib/test_maple_tree.c` benchmarks, fewer iterations. {how} A ratio above 1 means we are faster. The for-each figures are per entry: ours steps a Rust iterator (`next`), the kernel's `mt_for_each` calls `mt_find` from the root for each entry; prev and next step a read cursor back and forth (ours `Cursor::prev` and `Cursor::next`, the kernel's `mas_prev` and `mas_for_each`). Fork and dup are the kernel's `BENCH_FORK` loop and its duplication alone (ours `try_dup`, the kernel's `__mt_dup`; both allocators serve nodes from free lists)."
     ));
     let mut tab = Table::new(
         "kernel",
