@@ -11,7 +11,10 @@
  * Usage: kbench NAME LOOPS
  * Builds NAME's tree, runs LOOPS iterations of its loop, and prints the
  * loop's nanoseconds per iteration on stdout (for `for-each`, one
- * iteration is a walk over all 500 entries).
+ * iteration is a walk over all 500 entries). NAME is one of the table
+ * below, or `lookup:N` (random lookups among N ranges), `gap:SIZE:N` (the
+ * lowest gap of SIZE among N ranges); `nodes-random` prints instead the
+ * node count of a gap tree after LOOPS ranges stored in random order.
  * The loop bodies and data are those of the kernel's benchmarks
  * (`BENCH_*` in lib/test_maple_tree.c) and of the report's Rust side.
  */
@@ -25,6 +28,10 @@
 #include "linux/init.h"
 
 #include "../../../lib/maple_tree.c"
+
+/* The 64-bit layout, as a kernel for this machine has it (see ci/kernel-c.sh). */
+_Static_assert(sizeof(struct maple_node) == 256 && MAPLE_RANGE64_SLOTS == 16,
+	       "the kernel's maple tree was built with its 32-bit node layout");
 
 static double now_ns(void)
 {
@@ -278,25 +285,15 @@ static double lookups(struct maple_tree *mt, long loops, unsigned long n)
 	return t;
 }
 
-static double lookups_100k(struct maple_tree *mt, long loops)
-{
-	return lookups(mt, loops, 100000);
-}
-
-static double lookups_1m(struct maple_tree *mt, long loops)
-{
-	return lookups(mt, loops, 1000000);
-}
-
-/* The lowest gap of `size` in the whole index space of 100 K ranges. */
-static double lowest_gap(struct maple_tree *mt, long loops, unsigned long size)
+/* The lowest gap of `size` in the whole index space of n ranges. */
+static double lowest_gap(struct maple_tree *mt, long loops, unsigned long size, unsigned long n)
 {
 	MA_STATE(mas, mt, 0, 0);
 	unsigned long s = 0;
 	double t;
 	long i;
 
-	fill16(mt, 100000);
+	fill16(mt, n);
 	t = now_ns();
 	for (i = 0; i < loops; i++) {
 		if (!mas_empty_area(&mas, 0, ULONG_MAX, size))
@@ -308,14 +305,31 @@ static double lowest_gap(struct maple_tree *mt, long loops, unsigned long size)
 	return t;
 }
 
-static double lowest_gap_4(struct maple_tree *mt, long loops)
+/*
+ * Nodes of a gap tree after n ranges `[k * 16, k * 16 + 9]` are stored in
+ * a random order (a Fisher-Yates shuffle driven by splitmix64 seeded with
+ * 7, as the report's Rust side shuffles): the nodes the allocator handed
+ * out and the tree kept.
+ */
+static unsigned long nodes_after_random(struct maple_tree *mt, unsigned long n)
 {
-	return lowest_gap(mt, loops, 4);
-}
+	unsigned long *order = malloc(n * sizeof(*order));
+	unsigned long i, j, k, state = 7;
 
-static double lowest_gap_10(struct maple_tree *mt, long loops)
-{
-	return lowest_gap(mt, loops, 10);
+	if (!order)
+		abort();
+	for (i = 0; i < n; i++)
+		order[i] = i;
+	for (i = n - 1; i > 0; i--) {
+		j = splitmix64(&state) % (i + 1);
+		k = order[i];
+		order[i] = order[j];
+		order[j] = k;
+	}
+	for (i = 0; i < n; i++)
+		mtree_store_range(mt, order[i] * 16, order[i] * 16 + 9, xa_mk_value(order[i]), GFP_KERNEL);
+	free(order);
+	return kmem_cache_nr_allocated(maple_node_cache);
 }
 
 static const struct {
@@ -332,10 +346,6 @@ static const struct {
 	{ "next", mas_each, MT_FLAGS_ALLOC_RANGE },
 	{ "fork", fork_cursor, MT_FLAGS_ALLOC_RANGE },
 	{ "dup", dup_destroy, MT_FLAGS_ALLOC_RANGE },
-	{ "lookup-100k", lookups_100k, 0 },
-	{ "lookup-1m", lookups_1m, 0 },
-	{ "gap-4", lowest_gap_4, MT_FLAGS_ALLOC_RANGE },
-	{ "gap-10", lowest_gap_10, MT_FLAGS_ALLOC_RANGE },
 };
 
 int main(int argc, char **argv)
@@ -344,15 +354,33 @@ int main(int argc, char **argv)
 	long loops;
 	size_t b;
 
+	unsigned long n, size;
+
 	if (argc != 3 || (loops = atol(argv[2])) <= 0) {
 		fprintf(stderr, "usage: kbench NAME LOOPS\n");
 		return 2;
 	}
+	maple_tree_init();
+	rcu_register_thread();
+	/* The loops with a size in their name. */
+	if (sscanf(argv[1], "lookup:%lu", &n) == 1 && n > 0) {
+		mt_init_flags(&tree, 0);
+		printf("%.3f\n", lookups(&tree, loops, n));
+		return 0;
+	}
+	if (sscanf(argv[1], "gap:%lu:%lu", &size, &n) == 2 && size > 0 && n > 0) {
+		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
+		printf("%.3f\n", lowest_gap(&tree, loops, size, n));
+		return 0;
+	}
+	if (!strcmp(argv[1], "nodes-random")) {
+		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
+		printf("%lu\n", nodes_after_random(&tree, loops));
+		return 0;
+	}
 	for (b = 0; b < sizeof(benches) / sizeof(benches[0]); b++) {
 		if (strcmp(argv[1], benches[b].name))
 			continue;
-		maple_tree_init();
-		rcu_register_thread();
 		mt_init_flags(&tree, benches[b].flags);
 		printf("%.3f\n", benches[b].run(&tree, loops));
 		mtree_destroy(&tree);

@@ -105,6 +105,55 @@ fn side_by_side(
     }
 }
 
+/// "100 K", "1 M", or the number itself.
+fn count_label(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{} M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{} K", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// The numbers `0..n` in the order a Fisher-Yates shuffle driven by
+/// splitmix64 seeded with 7 leaves them: the order in which both sides
+/// store ranges for the node counts.
+fn shuffled(n: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    let mut state = 7u64;
+    for i in (1..v.len()).rev() {
+        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// Nodes after `n` ranges stored in random order: ours, and the kernel
+/// C's (or why not).
+fn nodes_after_random(c: &KernelC, n: u64) -> (u64, Result<u64, String>) {
+    let mut t = MapleTree::with_gaps();
+    for i in shuffled(n) {
+        t.insert_range(i * 16..=i * 16 + 9, u(i)).expect("insert");
+    }
+    let st = t.stats();
+    let ours = (st.leaves + st.internal) as u64;
+    let theirs = match c {
+        KernelC::Missing(why) => Err(why.clone()),
+        KernelC::Built(path) => Command::new(path)
+            .arg("nodes-random")
+            .arg(n.to_string())
+            .output()
+            .map_err(|e| format!("could not run {}: {e}", path.display()))
+            .and_then(|out| {
+                let said = String::from_utf8_lossy(&out.stdout);
+                match said.trim().parse::<u64>() {
+                    Ok(nodes) if out.status.success() && nodes > 0 => Ok(nodes),
+                    _ => Err(format!("`kbench nodes-random {n}` answered {:?}", said.trim())),
+                }
+            }),
+    };
+    (ours, theirs)
+}
+
 /// splitmix64: the key sequence both sides draw for random lookups.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -117,7 +166,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 /// A row: name, data, iterations, our ns per unit, the kernel C's in this
 /// run (or why not), the kernel C figure issue 12 quotes (if it quotes
 /// one), the unit.
-type Row = (&'static str, &'static str, u64, f64, Result<f64, String>, Option<f64>, &'static str);
+type Row = (String, &'static str, u64, f64, Result<f64, String>, Option<f64>, &'static str);
 
 pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new("kernel", "The kernel's maple-tree benchmarks (gap-tracking trees)");
@@ -139,7 +188,15 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         },
     );
     let (d, k) = side_by_side(opts, &c, "slot-store", loops, ours);
-    rows.push(("slot store", "`[i, i+5]`, i = 0, 10 … 1030", loops, d.ns(), ns(k, 1.0), Some(71.0), "iteration"));
+    rows.push((
+        "slot store".into(),
+        "`[i, i+5]`, i = 0, 10 … 1030",
+        loops,
+        d.ns(),
+        ns(k, 1.0),
+        Some(71.0),
+        "iteration",
+    ));
 
     progress("kernel: node store");
     let loops = opts.loops(2_000_000.0, 10);
@@ -160,7 +217,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let (d, k) = side_by_side(opts, &c, "node-store", loops, ours);
     rows.push((
-        "node store",
+        "node store".into(),
         "i = 0, 10 … 230; store `[ow, ow+15]`",
         loops,
         d.ns(),
@@ -179,14 +236,22 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         |()| (0..loops).map(|_| t.empty_area_rev(0..=2000, black_box(10)).unwrap_or(0)).sum::<u64>(),
     );
     let (d, k) = side_by_side(opts, &c, "gap-walk", loops, ours);
-    rows.push(("gap walk", "highest gap of 10 in [0, 2000]", loops, d.ns(), ns(k, 1.0), Some(63.0), "iteration"));
+    rows.push((
+        "gap walk".into(),
+        "highest gap of 10 in [0, 2000]",
+        loops,
+        d.ns(),
+        ns(k, 1.0),
+        Some(63.0),
+        "iteration",
+    ));
 
     progress("kernel: walk / load");
     let loops = opts.loops(20_000_000.0, 10);
     let ours = case(loops, || (), |()| (0..loops).map(|_| t.load(black_box(1480)).map_or(0, U63::get)).sum::<u64>());
     let (d, k) = side_by_side(opts, &c, "load", loops, ours);
     rows.push((
-        "walk / load",
+        "walk / load".into(),
         "lookup of 1480 in the gap-walk tree",
         loops,
         d.ns(),
@@ -218,7 +283,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let (d, k) = side_by_side(opts, &c, "for-each", loops, ours);
     rows.push((
-        "for-each",
+        "for-each".into(),
         "`[i, i+4]`, 500 entries, full iterations",
         loops,
         d.ns() / 500.0,
@@ -251,7 +316,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let (d, k) = side_by_side(opts, &c, "prev", loops, ours);
     rows.push((
-        "prev",
+        "prev".into(),
         "`[i, i+4]` (every sixth `[i, i+3]`), 500 entries, backwards",
         loops,
         d.ns() / 500.0,
@@ -280,7 +345,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         },
     );
     let (d, k) = side_by_side(opts, &c, "next", loops, ours);
-    rows.push(("next", "the same 500 entries, forwards", loops, d.ns() / 500.0, ns(k, 500.0), None, "entry"));
+    rows.push(("next".into(), "the same 500 entries, forwards", loops, d.ns() / 500.0, ns(k, 500.0), None, "entry"));
 
     // The seed's tree, built as the kernel's fork benchmark builds it.
     let mut seed = MapleTree::with_gaps();
@@ -308,7 +373,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let (d, k) = side_by_side(opts, &c, "fork", loops, ours);
     rows.push((
-        "fork",
+        "fork".into(),
         "135 entries: dup, every entry stored again by cursor, drop",
         loops,
         d.ns(),
@@ -321,14 +386,19 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let loops = opts.loops(200_000.0, 10);
     let ours = case(loops, || (), |()| (0..loops).map(|_| seed.try_dup().expect("dup").len()).sum::<usize>());
     let (d, k) = side_by_side(opts, &c, "dup", loops, ours);
-    rows.push(("dup + destroy", "the same 135 entries", loops, d.ns(), ns(k, 1.0), None, "iteration"));
+    rows.push(("dup + destroy".into(), "the same 135 entries", loops, d.ns(), ns(k, 1.0), None, "iteration"));
 
     // Random lookups in a plain tree of `[i*16, i*16+9]` stored in
-    // ascending order, keys from the same generator as the C driver's.
-    for (name, n, what) in
-        [("lookup-100k", 100_000u64, "lookup, random, 100 K"), ("lookup-1m", 1_000_000, "lookup, random, 1 M")]
-    {
-        progress(&format!("kernel: {what}"));
+    // ascending order, keys from the same generator as the C driver's, at
+    // the section's sizes from 100 K up (the smallest, if none is).
+    let big = |n: &&u64| **n >= 100_000;
+    let lookup_sizes: Vec<u64> = if opts.sizes.iter().any(|n| big(&n)) {
+        opts.sizes.iter().filter(big).copied().collect()
+    } else {
+        opts.sizes.iter().take(1).copied().collect()
+    };
+    for &n in &lookup_sizes {
+        progress(&format!("kernel: lookups, {n} ranges"));
         let mut t = MapleTree::new();
         for i in 0..n {
             t.store_range(i * 16..=i * 16 + 9, u(i)).expect("store");
@@ -342,9 +412,9 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 (0..loops).map(|_| t.load(splitmix64(&mut state) % (n * 16)).map_or(0, U63::get)).sum::<u64>()
             },
         );
-        let (d, k) = side_by_side(opts, &c, name, loops, ours);
+        let (d, k) = side_by_side(opts, &c, &format!("lookup:{n}"), loops, ours);
         rows.push((
-            what,
+            format!("lookup, random, {}", count_label(n)),
             "plain tree, `[i*16, i*16+9]` stored in order; random keys",
             loops,
             d.ns(),
@@ -355,19 +425,20 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     // The lowest gap of 4 (the first one) or 10 (none but the end) in a
-    // gap tree of 100 K such ranges.
+    // gap tree of such ranges (100 K, or the section's largest size below).
+    let n = opts.sizes.iter().copied().filter(|&n| n <= 100_000).max().unwrap_or(100_000);
     progress("kernel: lowest gap");
     let mut gt = MapleTree::with_gaps();
-    for i in 0..100_000u64 {
+    for i in 0..n {
         gt.store_range(i * 16..=i * 16 + 9, u(i)).expect("store");
     }
-    for (name, size, what) in [("gap-4", 4u64, "lowest gap ≥ 4, 100 K"), ("gap-10", 10, "lowest gap ≥ 10, 100 K")] {
+    for size in [4u64, 10] {
         let loops = opts.loops(2_000_000.0, 10);
         let ours =
             case(loops, || (), |()| (0..loops).map(|_| gt.empty_area(.., black_box(size)).unwrap_or(0)).sum::<u64>());
-        let (d, k) = side_by_side(opts, &c, name, loops, ours);
+        let (d, k) = side_by_side(opts, &c, &format!("gap:{size}:{n}"), loops, ours);
         rows.push((
-            what,
+            format!("lowest gap ≥ {size}, {}", count_label(n)),
             "gap tree, the same ranges; the whole index space",
             loops,
             d.ns(),
@@ -398,10 +469,10 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         // Against this run's C where it ran, else the quoted figure.
         let ratio = c.as_ref().ok().copied().or(*quoted).map(|c| div(c, *ours));
         if let Some(r) = ratio {
-            ratios.push((*name, r));
+            ratios.push((name.clone(), r));
         }
         tab.row(vec![
-            Cell::text(*name),
+            Cell::text(name.clone()),
             Cell::text(*data),
             Cell::num(*loops as f64, Unit::Count),
             Cell::num(*ours, Unit::Ns),
@@ -412,6 +483,25 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         ]);
     }
     s.table(tab);
+
+    // Density: the nodes each tree keeps after random inserts.
+    let mut dens = Table::new("kernel-nodes", 0, &["ranges", "ours", "kernel C", "C / ours"]);
+    for &n in &opts.sizes {
+        progress(&format!("kernel: nodes after {n} random inserts"));
+        let (ours, theirs) = nodes_after_random(&c, n);
+        let ratio = theirs.as_ref().ok().map(|&k| div(k as f64, ours as f64));
+        if let Some(r) = ratio {
+            ratios.push((format!("nodes after {} random inserts", count_label(n)), r));
+        }
+        dens.row(vec![
+            Cell::num(n as f64, Unit::Count),
+            Cell::num(ours as f64, Unit::Count),
+            num_or_dash(theirs.ok().map(|k| k as f64), Unit::Count),
+            num_or_dash(ratio, Unit::Times),
+        ]);
+    }
+    s.text("Nodes a gap-tracking tree keeps after ranges `[i*16, i*16+9]` are stored in a random order (the same order on both sides: a Fisher–Yates shuffle driven by splitmix64); the kernel's count is the nodes its allocator handed out and the tree kept. A ratio above 1 means we use fewer nodes.");
+    s.table(dens.caption("Nodes after random inserts"));
     let slower: Vec<String> = ratios.iter().filter(|r| r.1 < 1.0).map(|r| format!("{} {:.2}×", r.0, r.1)).collect();
     let against = if measured { "the kernel's C, this run" } else { "the quoted kernel C figures" };
     s.goal(Goal::new(
