@@ -17,7 +17,7 @@ use arrayvec::ArrayVec;
 use crate::{
     alloc::Slab,
     error::AllocError,
-    node::{LeafRef, NodeRef, MAX_HEIGHT, RANGE64_SLOTS},
+    node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
 };
 
@@ -61,11 +61,59 @@ impl RawTree {
     }
 }
 
+/// A node of the source, its copy, and the copy's bounds: an internal node
+/// whose children are still to be copied.
+type Waiting = (NodeRef, NodeRef, u64, u64);
+
+/// The stack of [`Waiting`] nodes: a vector on the call stack for trees
+/// of up to [`ON_STACK_HEIGHT`] levels, else on the heap.
+trait DupStack: core::ops::DerefMut<Target = [Waiting]> {
+    fn push_node(&mut self, w: Waiting);
+    fn pop_node(&mut self) -> Option<Waiting>;
+}
+
+/// Tree heights whose dup stack lives on the call stack (about 6 KiB):
+/// every tree of up to several million entries. A heap vector's
+/// allocation and free were a tenth of a small tree's duplication.
+const ON_STACK_HEIGHT: usize = 8;
+
+impl<const N: usize> DupStack for ArrayVec<Waiting, N> {
+    fn push_node(&mut self, w: Waiting) {
+        self.push(w);
+    }
+    fn pop_node(&mut self) -> Option<Waiting> {
+        self.pop()
+    }
+}
+
+impl DupStack for Vec<Waiting> {
+    fn push_node(&mut self, w: Waiting) {
+        self.push(w);
+    }
+    fn pop_node(&mut self) -> Option<Waiting> {
+        self.pop()
+    }
+}
+
 fn dup_from(
     slab: &mut Slab,
     root: NodeRef,
     height: usize,
+    leaves: Option<&mut LeafList>,
+) -> Result<NodeRef, AllocError> {
+    // At most one level's children wait per level, the root's level aside.
+    if height <= ON_STACK_HEIGHT {
+        dup_with(slab, root, leaves, ArrayVec::<Waiting, { ON_STACK_HEIGHT * RANGE64_SLOTS + 1 }>::new())
+    } else {
+        dup_with(slab, root, leaves, Vec::with_capacity(height * RANGE64_SLOTS + 1))
+    }
+}
+
+fn dup_with(
+    slab: &mut Slab,
+    root: NodeRef,
     mut leaves: Option<&mut LeafList>,
+    mut stack: impl DupStack,
 ) -> Result<NodeRef, AllocError> {
     // SAFETY: `&mut` makes us the slab's only user (here and below).
     let new_root = unsafe { slab.alloc(root.kind()) }?.copy_of(root);
@@ -73,11 +121,7 @@ fn dup_from(
     // Pre-order: a node's children are allocated and copied in index
     // order, then the left-most child is expanded first (so leaves come out
     // in order). Leaves go straight to the list (they have nothing to
-    // expand); internal children wait on a stack, at most one level's
-    // children per level, so it lives on the call stack (a heap vector's
-    // allocation and free were a tenth of a small tree's duplication).
-    debug_assert!(height <= MAX_HEIGHT);
-    let mut stack: ArrayVec<(NodeRef, NodeRef, u64, u64), { MAX_HEIGHT * RANGE64_SLOTS + 1 }> = ArrayVec::new();
+    // expand); internal children wait on the stack.
     match new_root.as_leaf() {
         Some(leaf) => {
             if let Some(l) = leaves {
@@ -85,9 +129,9 @@ fn dup_from(
             }
             return Ok(new_root);
         }
-        None => stack.push((root, new_root, 0, u64::MAX)),
+        None => stack.push_node((root, new_root, 0, u64::MAX)),
     }
-    while let Some((src, dst, min, max)) = stack.pop() {
+    while let Some((src, dst, min, max)) = stack.pop_node() {
         // (`dst` is a copy of `src`, of the same kind, internal.)
         let n = src.count();
         let waiting = stack.len();
@@ -107,11 +151,61 @@ fn dup_from(
                         l.push((leaf, src.slot_min(i, min), src.slot_max(i, max)));
                     }
                 }
-                None => stack.push((child, copy, src.slot_min(i, min), src.slot_max(i, max))),
+                None => stack.push_node((child, copy, src.slot_min(i, min), src.slot_max(i, max))),
             }
         }
         // The first child on top, to be expanded first.
         stack[waiting..].reverse();
     }
     Ok(new_root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{sync::Ordering, MapleTree, U63};
+
+    /// A copy's leaves, read back: bounds, pivots and slot words.
+    type Leaves = Vec<(u64, u64, Vec<u64>, Vec<usize>)>;
+
+    /// The source's nodes copied with the waiting stack on the call stack
+    /// or on the heap (trees taller than `ON_STACK_HEIGHT` levels).
+    fn copy(root: NodeRef, heap: bool) -> Leaves {
+        let mut slab = Slab::new();
+        let mut leaves = LeafList::new();
+        if heap {
+            dup_with(&mut slab, root, Some(&mut leaves), Vec::new()).unwrap();
+        } else {
+            dup_with(&mut slab, root, Some(&mut leaves), ArrayVec::<Waiting, 129>::new()).unwrap();
+        }
+        let read = leaves
+            .iter()
+            .map(|(l, lo, hi)| {
+                let piv = l.pivots().iter().map(|p| p.load(Ordering::Relaxed)).collect();
+                let words = l.slots().iter().map(|w| w.load(Ordering::Relaxed).addr()).collect();
+                (*lo, *hi, piv, words)
+            })
+            .collect();
+        // SAFETY: the copy is this test's alone and nobody reads it again.
+        unsafe { slab.free_all() };
+        read
+    }
+
+    /// Both stacks copy a tree of several levels alike: the same leaves,
+    /// in index order, with the same bounds and contents.
+    #[test]
+    fn both_dup_stacks_copy_alike() {
+        for gaps in [false, true] {
+            let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+            for i in 0..2_000u64 {
+                t.insert_range(i * 10..=i * 10 + 5, U63::new(i).unwrap()).unwrap();
+            }
+            assert!(t.raw.height.get() >= 3);
+            let root = t.raw.root_node().unwrap();
+            let (on_stack, on_heap) = (copy(root, false), copy(root, true));
+            assert_eq!(on_stack, on_heap);
+            assert_eq!(on_stack.len(), t.stats().leaves);
+            assert!(on_stack.windows(2).all(|w| w[0].1 + 1 == w[1].0), "leaves in index order, touching");
+        }
+    }
 }
