@@ -163,16 +163,51 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A row: name, data, iterations, our ns per unit, the kernel C's in this
-/// run (or why not), the kernel C figure issue 12 quotes (if it quotes
-/// one), the unit.
-type Row = (String, &'static str, u64, f64, Result<f64, String>, Option<f64>, &'static str);
+/// A row of the table.
+struct Row {
+    name: String,
+    /// The data the loop runs on.
+    data: &'static str,
+    loops: u64,
+    /// Our nanoseconds per unit.
+    ours: f64,
+    /// The kernel C's nanoseconds per unit in this run, or why there are
+    /// none.
+    c: Result<f64, String>,
+    /// The kernel C figure issue 12 quotes, if it quotes one.
+    quoted: Option<f64>,
+    unit: &'static str,
+}
+
+/// The table's rows, measured one by one.
+struct Rows<'a> {
+    opts: &'a Options,
+    c: &'a KernelC,
+    rows: Vec<Row>,
+}
+
+impl Rows<'_> {
+    /// Times `ours` beside the kernel C loop `kbench` in the same rounds
+    /// and adds the row; an iteration of either is `per` units of `unit`.
+    fn add(
+        &mut self,
+        name: impl Into<String>,
+        kbench: &str,
+        data: &'static str,
+        (loops, per, unit): (u64, f64, &'static str),
+        quoted: Option<f64>,
+        ours: Candidate<'_>,
+    ) {
+        let (d, k) = side_by_side(self.opts, self.c, kbench, loops, ours);
+        let c = k.map(|t| t.ns() / per);
+        self.rows.push(Row { name: name.into(), data, loops, ours: d.ns() / per, c, quoted, unit });
+    }
+}
 
 pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new("kernel", "The kernel's maple-tree benchmarks (gap-tracking trees)");
     let c = KernelC::find();
-    let mut rows: Vec<Row> = Vec::new();
-    let ns = |t: Result<Timing, String>, per: f64| t.map(|t| t.ns() / per);
+    let mut rows = Rows { opts, c: &c, rows: Vec::new() };
 
     progress("kernel: slot store");
     let loops = opts.loops(2_000_000.0, 10);
@@ -187,16 +222,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             t
         },
     );
-    let (d, k) = side_by_side(opts, &c, "slot-store", loops, ours);
-    rows.push((
-        "slot store".into(),
-        "`[i, i+5]`, i = 0, 10 … 1030",
-        loops,
-        d.ns(),
-        ns(k, 1.0),
-        Some(71.0),
-        "iteration",
-    ));
+    rows.add("slot store", "slot-store", "`[i, i+5]`, i = 0, 10 … 1030", (loops, 1.0, "iteration"), Some(71.0), ours);
 
     progress("kernel: node store");
     let loops = opts.loops(2_000_000.0, 10);
@@ -215,16 +241,14 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             t
         },
     );
-    let (d, k) = side_by_side(opts, &c, "node-store", loops, ours);
-    rows.push((
-        "node store".into(),
+    rows.add(
+        "node store",
+        "node-store",
         "i = 0, 10 … 230; store `[ow, ow+15]`",
-        loops,
-        d.ns(),
-        ns(k, 1.0),
+        (loops, 1.0, "iteration"),
         Some(51.0),
-        "iteration",
-    ));
+        ours,
+    );
 
     progress("kernel: gap walk");
     let mut t = kernel_tree(2490);
@@ -235,30 +259,12 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         || (),
         |()| (0..loops).map(|_| t.empty_area_rev(0..=2000, black_box(10)).unwrap_or(0)).sum::<u64>(),
     );
-    let (d, k) = side_by_side(opts, &c, "gap-walk", loops, ours);
-    rows.push((
-        "gap walk".into(),
-        "highest gap of 10 in [0, 2000]",
-        loops,
-        d.ns(),
-        ns(k, 1.0),
-        Some(63.0),
-        "iteration",
-    ));
+    rows.add("gap walk", "gap-walk", "highest gap of 10 in [0, 2000]", (loops, 1.0, "iteration"), Some(63.0), ours);
 
     progress("kernel: walk / load");
     let loops = opts.loops(20_000_000.0, 10);
     let ours = case(loops, || (), |()| (0..loops).map(|_| t.load(black_box(1480)).map_or(0, U63::get)).sum::<u64>());
-    let (d, k) = side_by_side(opts, &c, "load", loops, ours);
-    rows.push((
-        "walk / load".into(),
-        "lookup of 1480 in the gap-walk tree",
-        loops,
-        d.ns(),
-        ns(k, 1.0),
-        Some(20.0),
-        "iteration",
-    ));
+    rows.add("walk / load", "load", "lookup of 1480 in the gap-walk tree", (loops, 1.0, "iteration"), Some(20.0), ours);
 
     progress("kernel: for-each");
     let mut fe = MapleTree::with_gaps();
@@ -281,16 +287,14 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             s
         },
     );
-    let (d, k) = side_by_side(opts, &c, "for-each", loops, ours);
-    rows.push((
-        "for-each".into(),
+    rows.add(
+        "for-each",
+        "for-each",
         "`[i, i+4]`, 500 entries, full iterations",
-        loops,
-        d.ns() / 500.0,
-        ns(k, 500.0),
+        (loops, 500.0, "entry"),
         Some(20.0),
-        "entry",
-    ));
+        ours,
+    );
 
     progress("kernel: prev");
     let mut pv = MapleTree::with_gaps();
@@ -314,16 +318,14 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             s
         },
     );
-    let (d, k) = side_by_side(opts, &c, "prev", loops, ours);
-    rows.push((
-        "prev".into(),
+    rows.add(
+        "prev",
+        "prev",
         "`[i, i+4]` (every sixth `[i, i+3]`), 500 entries, backwards",
-        loops,
-        d.ns() / 500.0,
-        ns(k, 500.0),
+        (loops, 500.0, "entry"),
         None,
-        "entry",
-    ));
+        ours,
+    );
 
     progress("kernel: next");
     // Forward from index 0 through every entry, as `mas_for_each` steps.
@@ -344,8 +346,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             s
         },
     );
-    let (d, k) = side_by_side(opts, &c, "next", loops, ours);
-    rows.push(("next".into(), "the same 500 entries, forwards", loops, d.ns() / 500.0, ns(k, 500.0), None, "entry"));
+    rows.add("next", "next", "the same 500 entries, forwards", (loops, 500.0, "entry"), None, ours);
 
     // The seed's tree, built as the kernel's fork benchmark builds it.
     let mut seed = MapleTree::with_gaps();
@@ -371,22 +372,19 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             n
         },
     );
-    let (d, k) = side_by_side(opts, &c, "fork", loops, ours);
-    rows.push((
-        "fork".into(),
+    rows.add(
+        "fork",
+        "fork",
         "135 entries: dup, every entry stored again by cursor, drop",
-        loops,
-        d.ns(),
-        ns(k, 1.0),
+        (loops, 1.0, "iteration"),
         None,
-        "iteration",
-    ));
+        ours,
+    );
 
     progress("kernel: dup");
     let loops = opts.loops(200_000.0, 10);
     let ours = case(loops, || (), |()| (0..loops).map(|_| seed.try_dup().expect("dup").len()).sum::<usize>());
-    let (d, k) = side_by_side(opts, &c, "dup", loops, ours);
-    rows.push(("dup + destroy".into(), "the same 135 entries", loops, d.ns(), ns(k, 1.0), None, "iteration"));
+    rows.add("dup + destroy", "dup", "the same 135 entries", (loops, 1.0, "iteration"), None, ours);
 
     // Random lookups in a plain tree of `[i*16, i*16+9]` stored in
     // ascending order, keys from the same generator as the C driver's, at
@@ -412,16 +410,14 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 (0..loops).map(|_| t.load(splitmix64(&mut state) % (n * 16)).map_or(0, U63::get)).sum::<u64>()
             },
         );
-        let (d, k) = side_by_side(opts, &c, &format!("lookup:{n}"), loops, ours);
-        rows.push((
+        rows.add(
             format!("lookup, random, {}", count_label(n)),
+            &format!("lookup:{n}"),
             "plain tree, `[i*16, i*16+9]` stored in order; random keys",
-            loops,
-            d.ns(),
-            ns(k, 1.0),
+            (loops, 1.0, "lookup"),
             None,
-            "lookup",
-        ));
+            ours,
+        );
     }
 
     // The lowest gap of 4 (the first one) or 10 (none but the end) in a
@@ -436,23 +432,22 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         let loops = opts.loops(2_000_000.0, 10);
         let ours =
             case(loops, || (), |()| (0..loops).map(|_| gt.empty_area(.., black_box(size)).unwrap_or(0)).sum::<u64>());
-        let (d, k) = side_by_side(opts, &c, &format!("gap:{size}:{n}"), loops, ours);
-        rows.push((
+        rows.add(
             format!("lowest gap ≥ {size}, {}", count_label(n)),
+            &format!("gap:{size}:{n}"),
             "gap tree, the same ranges; the whole index space",
-            loops,
-            d.ns(),
-            ns(k, 1.0),
+            (loops, 1.0, "search"),
             None,
-            "search",
-        ));
+            ours,
+        );
     }
 
-    let measured = rows.iter().all(|r| r.4.is_ok());
+    let rows = rows.rows;
+    let measured = rows.iter().all(|r| r.c.is_ok());
     let how = if measured {
         "The kernel C column was measured in this run: the kernel's own `lib/maple_tree.c` (Debian's `linux-source` package, here Linux 6.12), built in userspace at `-O2` without its debug checks by `ci/kernel-c.sh` on the kernel's test shims, with our driver and a lean node allocator (`crates/maple-bench/kernel-c/`), each loop in a process of its own, timed by the driver, in the same alternating rounds as ours. Its writes take the tree's lock (a mutex in the shims) and its reads an RCU read lock (liburcu), as a kernel caller's do. The ratio compares the two; the quoted column is the figure issue 12 gives for the same C code on another machine, for context.".to_string()
     } else {
-        let why = rows.iter().find_map(|r| r.4.as_ref().err()).cloned().unwrap_or_default();
+        let why = rows.iter().find_map(|r| r.c.as_ref().err()).cloned().unwrap_or_default();
         format!("The kernel's C code was not run here ({why}), so the ratio compares ours with the figures issue 12 quotes for the kernel's C maple tree built in userspace on a machine like ours (context, not measured in this run).")
     };
     s.text(format!(
@@ -465,21 +460,22 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let mut ratios = Vec::new();
     let num_or_dash = |v: Option<f64>, unit| v.map_or_else(|| Cell::text("–"), |v| Cell::num(v, unit));
-    for (name, data, loops, ours, c, quoted, per) in &rows {
+    for r in &rows {
         // Against this run's C where it ran, else the quoted figure.
-        let ratio = c.as_ref().ok().copied().or(*quoted).map(|c| div(c, *ours));
-        if let Some(r) = ratio {
-            ratios.push((name.clone(), r));
+        let c = r.c.as_ref().ok().copied();
+        let ratio = c.or(r.quoted).map(|c| div(c, r.ours));
+        if let Some(x) = ratio {
+            ratios.push((r.name.clone(), x));
         }
         tab.row(vec![
-            Cell::text(name.clone()),
-            Cell::text(*data),
-            Cell::num(*loops as f64, Unit::Count),
-            Cell::num(*ours, Unit::Ns),
-            num_or_dash(c.as_ref().ok().copied(), Unit::Ns),
+            Cell::text(r.name.clone()),
+            Cell::text(r.data),
+            Cell::num(r.loops as f64, Unit::Count),
+            Cell::num(r.ours, Unit::Ns),
+            num_or_dash(c, Unit::Ns),
             num_or_dash(ratio, Unit::Times),
-            num_or_dash(*quoted, Unit::Ns),
-            Cell::text(*per),
+            num_or_dash(r.quoted, Unit::Ns),
+            Cell::text(r.unit),
         ]);
     }
     s.table(tab);
