@@ -329,6 +329,19 @@ static unsigned long nodes_after_random(struct maple_tree *mt, unsigned long n)
 	for (i = 0; i < n; i++)
 		mtree_store_range(mt, order[i] * 16, order[i] * 16 + 9, xa_mk_value(order[i]), GFP_KERNEL);
 	free(order);
+	if (getenv("KBENCH_LEAVES")) {
+		MA_STATE(mas, mt, 0, 0);
+		void *entry, *last = NULL;
+		unsigned long leaves = 0;
+
+		mas_for_each(&mas, entry, ULONG_MAX) {
+			if (mas.node != last) {
+				leaves++;
+				last = mas.node;
+			}
+		}
+		fprintf(stderr, "leaves %lu\n", leaves);
+	}
 	return kmem_cache_nr_allocated(maple_node_cache);
 }
 

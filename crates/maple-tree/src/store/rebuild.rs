@@ -55,22 +55,47 @@ enum Publish {
     Root { node: NodeRef, height: usize },
 }
 
-/// Free slots a push into a sibling must leave across the two nodes it
-/// writes. A push rewrites both nodes, costing about what a split does, so
-/// a push that leaves them nearly full is soon followed by another (the
-/// kernel's rule leaves two or three). Measured with
-/// [`PUSH_SIBLING_ROOM`] below.
-pub(super) const PUSH_SLACK: usize = 4;
+/// Free slots a push into a sibling must leave across the two leaves it
+/// writes. The kernel's slacks, as its `mas_push_data` reads (two for
+/// leaves, one for internal nodes; its sibling is left one or two short
+/// of full, ours full: [`PUSH_SIBLING_ROOM`]). A push rewrites both nodes, costing about what a split does, and
+/// the less room it leaves the sooner the next one comes: the trade is
+/// time for nodes.
+///
+/// Measured in session 16 (docs/BENCHMARKS.md) on random inserts in the
+/// kernel section's order (`GAPS=1 profile_store rand`): the rule before
+/// (slack 4 for both kinds, sibling two short of full) left 182,952 nodes
+/// after 1 M ranges; these (2 for leaves, 1 for internal nodes, the
+/// sibling filled) left 174,127,
+/// fewer than the kernel's own tree at every size measured (1 K–1 M: 175
+/// against 177, 1,739 / 1,748, 17,431 / 17,518, 174,127 / 175,105). Same
+/// process (`profile_store ab`, medians of 21): 1 M random inserts 0.99×
+/// the old rule's speed, 100 K 0.88×; erases 0.99× and 0.93×; every
+/// other loop even. Slack 0 for both kinds: 167,985 nodes for 0.87× and
+/// 0.79×. Odd slacks leave more nodes than the even one below them (3:
+/// 18,368 after 100 K, against 17,477 for 2).
+pub(super) const PUSH_SLACK: usize = 2;
 
-/// Free slots a push leaves in the sibling's half of a leaf pair; the other
-/// half (the node that overflowed) takes the rest and so keeps room for the
-/// next inserts. As the kernel does (it fills the sibling to 15 of 16).
-/// With [`PUSH_SLACK`], on 100 K random inserts (callgrind, `profile_store
-/// rand`): balanced halves at slack 5, 18,786 nodes; biased, sibling one
-/// slot short of full, slack 4: 16,887 (+11.8 % instructions); two short,
-/// slack 4: 16,939 (+8.6 %); balanced, slack 2: 16,589 (+23 %). Session 7's
-/// figure for the kernel is about 17,500.
-pub(super) const PUSH_SIBLING_ROOM: usize = 2;
+/// [`PUSH_SLACK`] for internal nodes.
+pub(super) const PUSH_SLACK_INNER: usize = 1;
+
+/// The push rule's slack for nodes of `kind`.
+#[inline]
+pub(super) fn push_slack(kind: Kind) -> usize {
+    if kind.is_leaf() {
+        PUSH_SLACK
+    } else {
+        PUSH_SLACK_INNER
+    }
+}
+
+/// Free slots a leaf push leaves in the sibling: none. The leaf that
+/// overflowed takes the rest, and with it the pair's slack for the next
+/// inserts. With the slacks above, room 1 left 174,656 nodes after 1 M
+/// random inserts but 181 after 1 K (the kernel's tree: 177); none,
+/// 174,127 and 175. Internal nodes are cut in balanced halves (a bias
+/// there changed the count by 0.1 %).
+pub(super) const PUSH_SIBLING_ROOM: usize = 0;
 
 /// An old leaf that takes one part of the new content in place of a fresh
 /// node (outside RCU mode, when its parent takes the level's new nodes in
@@ -348,7 +373,7 @@ impl RawTree {
                     // SAFETY: `p` is an internal node (above level d) and the
                     // callers pass a used slot of it.
                     let sib = unsafe { p.node.child(off) };
-                    content.len() + sib.count() + PUSH_SLACK <= 2 * kind.slots()
+                    content.len() + sib.count() + push_slack(kind) <= 2 * kind.slots()
                 };
                 let mut pushed_left = false;
                 // One node at this level: both paths share the parent slot.

@@ -49,7 +49,7 @@ use core::ptr;
 
 use super::{
     prefetch_siblings,
-    rebuild::{biased_split, next_cut, split_points_by, PUSH_SIBLING_ROOM, PUSH_SLACK},
+    rebuild::{biased_split, next_cut, push_slack, split_points_by, PUSH_SIBLING_ROOM},
 };
 use crate::{
     error::AllocError,
@@ -269,8 +269,8 @@ impl RawTree {
         let p = lpath[leaf - 1];
         // The rebuild's rule for overflow: push only where the leaf alone
         // would split in two (checked below), into the right sibling first,
-        // and only where the pair keeps `PUSH_SLACK` slots free.
-        let room = |sib: NodeRef| n + sib.count() + PUSH_SLACK <= 2 * cap;
+        // and only where the pair keeps the push slack free.
+        let room = |sib: NodeRef| n + sib.count() + push_slack(Kind::Leaf) <= 2 * cap;
         let (right, left) = siblings(p, right_spine);
         let (shape, sib, sib_node) = match (right, left) {
             (Some(r), _) if under => (Shape::TakeRight, p.off + 1, r),
@@ -374,7 +374,7 @@ impl RawTree {
         // Internal nodes have no empty slots to avoid ending a part on.
         let none = |_| false;
         let spine = p.max == u64::MAX;
-        let room = |sib: NodeRef| m + sib.count() + PUSH_SLACK <= 2 * cap;
+        let room = |sib: NodeRef| m + sib.count() + push_slack(inner) <= 2 * cap;
         let (right, left) = siblings(gp, spine);
         let (shape, sib, ends) = match (right, left) {
             (Some(r), _) if room(r) => {
