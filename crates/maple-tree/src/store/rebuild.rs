@@ -70,7 +70,8 @@ enum Publish {
 /// fewer than the kernel's own tree at every size measured (1 K–1 M: 175
 /// against 177, 1,739 / 1,748, 17,431 / 17,518, 174,127 / 175,105). Same
 /// process (`profile_store ab`, medians of 21): 1 M random inserts 0.99×
-/// the old rule's speed, 100 K 0.88×; erases 0.99× and 0.93×; every
+/// the old rule's speed, 100 K 0.88×; the same inserts then erases
+/// 0.99× and 0.93×; every
 /// other loop even. Slack 0 for both kinds: 167,985 nodes for 0.87× and
 /// 0.79×. Odd slacks leave more nodes than the even one below them (3:
 /// 18,368 after 100 K, against 17,477 for 2).
