@@ -58,23 +58,22 @@ enum Publish {
 /// Free slots a push into a sibling must leave across the two leaves it
 /// writes. The kernel's slacks, as its `mas_push_data` reads (two for
 /// leaves, one for internal nodes; its sibling is left one or two short
-/// of full, ours full: [`PUSH_SIBLING_ROOM`]). A push rewrites both nodes, costing about what a split does, and
-/// the less room it leaves the sooner the next one comes: the trade is
-/// time for nodes.
+/// of full, ours full: [`PUSH_SIBLING_ROOM`]). A push rewrites both
+/// nodes, costing about what a split does, and the less room it leaves
+/// the sooner the next one comes: the trade is time for nodes.
 ///
 /// Measured in session 16 (docs/BENCHMARKS.md) on random inserts in the
-/// kernel section's order (`GAPS=1 profile_store rand`): the rule before
-/// (slack 4 for both kinds, sibling two short of full) left 182,952 nodes
-/// after 1 M ranges; these (2 for leaves, 1 for internal nodes, the
-/// sibling filled) left 174,127,
-/// fewer than the kernel's own tree at every size measured (1 K–1 M: 175
-/// against 177, 1,739 / 1,748, 17,431 / 17,518, 174,127 / 175,105). Same
-/// process (`profile_store ab`, medians of 21): 1 M random inserts 0.99×
-/// the old rule's speed, 100 K 0.88×; the same inserts then erases
-/// 0.99× and 0.93×; every
-/// other loop even. Slack 0 for both kinds: 167,985 nodes for 0.87× and
-/// 0.79×. Odd slacks leave more nodes than the even one below them (3:
-/// 18,368 after 100 K, against 17,477 for 2).
+/// kernel section's order (`GAPS=1 profile_store rand`): the rule
+/// before (slack 4 for both kinds, sibling two short of full) left
+/// 182,952 nodes after 1 M ranges; these (2 for leaves, 1 for internal
+/// nodes, the sibling filled) left 174,127, fewer than the kernel's own
+/// tree at every size measured (1 K–1 M: 175 against 177, 1,739 /
+/// 1,748, 17,431 / 17,518, 174,127 / 175,105). Same process
+/// (`profile_store ab`, medians of 21): 1 M random inserts 0.99× the
+/// old rule's speed, 100 K 0.88×; the same inserts then erases 0.99×
+/// and 0.93×; every other loop even. Slack 0 for both kinds: 167,985
+/// nodes for 0.87× and 0.79×. Odd slacks leave more nodes than the even
+/// one below them (3: 18,368 after 100 K, against 17,477 for 2).
 pub(super) const PUSH_SLACK: usize = 2;
 
 /// [`PUSH_SLACK`] for internal nodes.
