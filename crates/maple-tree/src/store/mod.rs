@@ -315,7 +315,7 @@ impl RawTree {
     #[cfg_attr(not(all(loom, test)), allow(dead_code))]
     pub(crate) unsafe fn store(&self, op: Store<'_>) -> Result<Stored, (StoreFail, *mut ())> {
         let mut lpath = Path::new();
-        self.walk_into(op.first, &mut lpath);
+        self.walk_to_write(op.first, &mut lpath);
         let mut out = Stored::default();
         // SAFETY: the caller's contract; `lpath` was just walked to `first`.
         unsafe { self.store_walked(&mut lpath, op, &mut out) }.map(|_| out)
