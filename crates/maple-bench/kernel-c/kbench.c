@@ -13,8 +13,11 @@
  * loop's nanoseconds per iteration on stdout (for `for-each`, one
  * iteration is a walk over all 500 entries). NAME is one of the table
  * below, or `lookup:N` (random lookups among N ranges), `gap:SIZE:N` (the
- * lowest gap of SIZE among N ranges); `nodes-random` prints instead the
- * node count of a gap tree after LOOPS ranges stored in random order.
+ * lowest gap of SIZE among N ranges), `insert` or `erase` (LOOPS ranges
+ * stored in random order into an empty gap tree, or erased from it in
+ * another; per insert or erase); `nodes-random` prints instead the node
+ * count of a gap tree after LOOPS ranges stored in random order (and its
+ * leaf count on stderr with KBENCH_LEAVES set).
  * The loop bodies and data are those of the kernel's benchmarks
  * (`BENCH_*` in lib/test_maple_tree.c) and of the report's Rust side.
  */
@@ -306,15 +309,14 @@ static double lowest_gap(struct maple_tree *mt, long loops, unsigned long size, 
 }
 
 /*
- * Nodes of a gap tree after n ranges `[k * 16, k * 16 + 9]` are stored in
- * a random order (a Fisher-Yates shuffle driven by splitmix64 seeded with
- * 7, as the report's Rust side shuffles): the nodes the allocator handed
- * out and the tree kept.
+ * `0..n` in the order a Fisher-Yates shuffle driven by splitmix64 seeded
+ * with `seed` leaves them (as the report's Rust side shuffles); the
+ * caller frees the array.
  */
-static unsigned long nodes_after_random(struct maple_tree *mt, unsigned long n)
+static unsigned long *shuffled(unsigned long n, unsigned long seed)
 {
 	unsigned long *order = malloc(n * sizeof(*order));
-	unsigned long i, j, k, state = 7;
+	unsigned long i, j, k, state = seed;
 
 	if (!order)
 		abort();
@@ -326,9 +328,55 @@ static unsigned long nodes_after_random(struct maple_tree *mt, unsigned long n)
 		order[i] = order[j];
 		order[j] = k;
 	}
+	return order;
+}
+
+/*
+ * Stores ranges `[k * 16, k * 16 + 9]` for k < n in the shuffled order
+ * (seed 7) into the empty tree: nanoseconds per insert.
+ */
+static double inserts(struct maple_tree *mt, unsigned long n)
+{
+	unsigned long *order = shuffled(n, 7);
+	unsigned long i;
+	double t;
+
+	t = now_ns();
 	for (i = 0; i < n; i++)
 		mtree_store_range(mt, order[i] * 16, order[i] * 16 + 9, xa_mk_value(order[i]), GFP_KERNEL);
+	t = (now_ns() - t) / n;
 	free(order);
+	return t;
+}
+
+/*
+ * The tree of `inserts` (not timed), then each range erased by its first
+ * index in another shuffled order (seed 8): nanoseconds per erase.
+ */
+static double erases(struct maple_tree *mt, unsigned long n)
+{
+	unsigned long *order;
+	unsigned long i;
+	double t;
+
+	inserts(mt, n);
+	order = shuffled(n, 8);
+	t = now_ns();
+	for (i = 0; i < n; i++)
+		mtree_erase(mt, order[i] * 16);
+	t = (now_ns() - t) / n;
+	free(order);
+	return t;
+}
+
+/*
+ * Nodes of a gap tree after n ranges `[k * 16, k * 16 + 9]` are stored in
+ * a random order (the order of `inserts`): the nodes the allocator handed
+ * out and the tree kept.
+ */
+static unsigned long nodes_after_random(struct maple_tree *mt, unsigned long n)
+{
+	inserts(mt, n);
 	if (getenv("KBENCH_LEAVES")) {
 		MA_STATE(mas, mt, 0, 0);
 		void *entry, *last = NULL;
@@ -384,6 +432,12 @@ int main(int argc, char **argv)
 	if (sscanf(argv[1], "gap:%lu:%lu", &size, &n) == 2 && size > 0 && n > 0) {
 		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
 		printf("%.3f\n", lowest_gap(&tree, loops, size, n));
+		return 0;
+	}
+	/* Random inserts or erases of LOOPS ranges (one tree). */
+	if (!strcmp(argv[1], "insert") || !strcmp(argv[1], "erase")) {
+		mt_init_flags(&tree, MT_FLAGS_ALLOC_RANGE);
+		printf("%.3f\n", argv[1][0] == 'i' ? inserts(&tree, loops) : erases(&tree, loops));
 		return 0;
 	}
 	if (!strcmp(argv[1], "nodes-random")) {

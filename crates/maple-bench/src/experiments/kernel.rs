@@ -115,11 +115,12 @@ fn count_label(n: u64) -> String {
 }
 
 /// The numbers `0..n` in the order a Fisher-Yates shuffle driven by
-/// splitmix64 seeded with 7 leaves them: the order in which both sides
-/// store ranges for the node counts.
-fn shuffled(n: u64) -> Vec<u64> {
+/// splitmix64 seeded with `seed` leaves them: seed 7 is the order in which
+/// both sides store ranges (random inserts, node counts), 8 the order in
+/// which they erase them.
+fn shuffled(n: u64, seed: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..n).collect();
-    let mut state = 7u64;
+    let mut state = seed;
     for i in (1..v.len()).rev() {
         let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
         v.swap(i, j);
@@ -131,7 +132,7 @@ fn shuffled(n: u64) -> Vec<u64> {
 /// C's (or why not).
 fn nodes_after_random(c: &KernelC, n: u64) -> (u64, Result<u64, String>) {
     let mut t = MapleTree::with_gaps();
-    for i in shuffled(n) {
+    for i in shuffled(n, 7) {
         t.insert_range(i * 16..=i * 16 + 9, u(i)).expect("insert");
     }
     let st = t.stats();
@@ -420,6 +421,43 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
     }
 
+    // Random inserts into an empty gap tree, and random erases of them
+    // all, at the same sizes: the kernel's writes take its lock and
+    // allocate every node they write; ours work in place where no reader
+    // can be (see DESIGN, "The write path").
+    for &n in &lookup_sizes {
+        progress(&format!("kernel: random inserts and erases, {n} ranges"));
+        let order = shuffled(n, 7);
+        let build = |t: &mut MapleTree<U63>| {
+            for &i in &order {
+                t.store_range(i * 16..=i * 16 + 9, u(i)).expect("store");
+            }
+        };
+        let ours = case(n, MapleTree::with_gaps, |mut t| {
+            build(&mut t);
+            t
+        });
+        let what = "gap tree, `[i*16, i*16+9]` in a random order";
+        rows.add(format!("random inserts, {}", count_label(n)), "insert", what, (n, 1.0, "insert"), None, ours);
+        let erase_order = shuffled(n, 8);
+        let ours = case(
+            n,
+            || {
+                let mut t = MapleTree::with_gaps();
+                build(&mut t);
+                t
+            },
+            |mut t| {
+                for &i in &erase_order {
+                    black_box(t.erase(i * 16));
+                }
+                t
+            },
+        );
+        let what = "that tree; each range erased, in another random order";
+        rows.add(format!("random erases, {}", count_label(n)), "erase", what, (n, 1.0, "erase"), None, ours);
+    }
+
     // The lowest gap of 4 (the first one) or 10 (none but the end) in a
     // gap tree of such ranges (100 K, or the section's largest size below).
     let n = opts.sizes.iter().copied().filter(|&n| n <= 100_000).max().unwrap_or(100_000);
@@ -451,7 +489,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         format!("The kernel's C code was not run here ({why}), so the ratio compares ours with the figures issue 12 quotes for the kernel's C maple tree built in userspace on a machine like ours (context, not measured in this run).")
     };
     s.text(format!(
-        "Same data and loop bodies as the kernel's `lib/test_maple_tree.c` benchmarks, fewer iterations. {how} A ratio above 1 means we are faster. The for-each figures are per entry: ours steps a Rust iterator (`next`), the kernel's `mt_for_each` calls `mt_find` from the root for each entry; prev and next step a read cursor back and forth (ours `Cursor::prev` and `Cursor::next`, the kernel's `mas_prev` and `mas_for_each`). Fork and dup are the kernel's `BENCH_FORK` loop and its duplication alone (ours `try_dup`, the kernel's `__mt_dup`; both allocators serve nodes from free lists)."
+        "Same data and loop bodies as the kernel's `lib/test_maple_tree.c` benchmarks, fewer iterations. {how} A ratio above 1 means we are faster. The for-each figures are per entry: ours steps a Rust iterator (`next`), the kernel's `mt_for_each` calls `mt_find` from the root for each entry; prev and next step a read cursor back and forth (ours `Cursor::prev` and `Cursor::next`, the kernel's `mas_prev` and `mas_for_each`). Fork and dup are the kernel's `BENCH_FORK` loop and its duplication alone (ours `try_dup`, the kernel's `__mt_dup`; both allocators serve nodes from free lists). Random inserts store ranges into an empty gap tree in a random order (a Fisher–Yates shuffle driven by splitmix64, both sides the same) with `store_range` and `mtree_store_range`; random erases then erase each by its first index in another such order (`erase`, `mtree_erase`; the build is not timed)."
     ));
     let mut tab = Table::new(
         "kernel",
