@@ -18,6 +18,9 @@
 //! experiment in one process: see `ab` below and docs/BENCHMARKS.md.
 use maple_tree::{MapleTree, U63};
 
+#[path = "../tests/common/shuffle.rs"]
+mod shuffle;
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     // `REPS=` scales the kernel loops (1 M rounds by default).
@@ -194,29 +197,13 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// `0..n` in the order a Fisher-Yates shuffle driven by splitmix64 seeded
-/// with 7 leaves them: the order of the report's kernel section and of its
-/// C driver (`kbench nodes-random`), so node counts compare with the
-/// kernel's. (Until session 16 this was a multiplicative-hash order, which
-/// spreads inserts more evenly than a random one does and flattered the
-/// push rules: 17,205 nodes for 100 K ranges against 18,412 here.)
+/// `0..n` in the kernel section's random order (the C driver's too), so
+/// that node counts compare with the kernel's. (Until session 16 this was
+/// a multiplicative-hash order, which spreads inserts more evenly than a
+/// random one does and flattered the push rules: 17,205 nodes for 100 K
+/// ranges against 18,412 here.)
 fn random_order(n: u64) -> Vec<u64> {
-    let mut order: Vec<u64> = (0..n).collect();
-    let mut state = 7u64;
-    for i in (1..order.len()).rev() {
-        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
-
-/// splitmix64 (the shuffle's generator).
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    shuffle::kernel_order(n)
 }
 
 /// `count` keys scattered over the ranges of a tree of `n` (hits and

@@ -343,16 +343,6 @@ fn reserved_marker_occupies_but_is_invisible() {
     }
 }
 
-/// splitmix64, the generator the report's kernel section and its C driver
-/// (`crates/maple-bench/kernel-c/kbench.c`) shuffle with.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 #[test]
 #[cfg_attr(miri, ignore = "tens of thousands of inserts; runs natively")]
 fn random_inserts_use_no_more_nodes_than_the_kernel() {
@@ -361,14 +351,8 @@ fn random_inserts_use_no_more_nodes_than_the_kernel() {
     // `[i * 16, i * 16 + 9]`, stored in the same shuffled order into a
     // tree that tracks gaps, counted by its node cache.
     for (n, kernel) in [(1_000u64, 177usize), (5_000, 880), (20_000, 3_507), (50_000, 8_728)] {
-        let mut order: Vec<u64> = (0..n).collect();
-        let mut state = 7u64;
-        for i in (1..order.len()).rev() {
-            let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
-            order.swap(i, j);
-        }
         let mut t = MapleTree::with_gaps();
-        for &i in &order {
+        for i in shuffle::kernel_order(n) {
             t.insert_range(i * 16..=i * 16 + 9, v(i)).unwrap();
         }
         t.validate().unwrap();

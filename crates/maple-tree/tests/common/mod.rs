@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+pub mod shuffle;
+
 use maple_tree::{Error, MapleTree, U63};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
