@@ -6,9 +6,9 @@
 //! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
 //! land 512 bytes apart, twice the memory and half the nodes per cache
 //! page). Chunks come from the global allocator in 2 MiB blocks aligned
-//! to their size: the block's first eight chunks hold the 64-byte headers
+//! to their size: the block's first three chunks hold the 24-byte headers
 //! of all 512 (free cells, list links), so a node finds its chunk's header
-//! by masking its address, and the headers cost 1/63 over the nodes. (The
+//! by masking its address, and the headers cost 1/170 over the nodes. (The
 //! global allocator adds about two pages of its own per block, touching
 //! nothing else of the alignment slack: 1/256 more. Blocks of 256 KiB had
 //! the same header share and eight times the allocator's.)
@@ -49,11 +49,14 @@ use crate::prelude::*;
 
 use core::{
     cell::Cell,
-    ptr::{addr_of_mut, NonNull},
+    ptr::NonNull,
     sync::atomic::{AtomicUsize, Ordering},
 };
 
 use liballoc::alloc::{alloc, dealloc, Layout};
+
+#[cfg(not(loom))]
+use core::ptr::addr_of_mut;
 
 use crate::{
     error::AllocError,
@@ -68,8 +71,8 @@ const CELL: usize = core::mem::size_of::<Node>();
 /// Cells per chunk, the header's included.
 #[cfg_attr(loom, allow(dead_code))]
 const CELLS: usize = CHUNK / CELL;
-/// Chunks per block (see the module docs): 256 with `std`, the first four
-/// holding the headers of the others; one without, holding its own header
+/// Chunks per block (see the module docs): 512 with `std`, the first
+/// three holding the headers of the others; one without, holding its own header
 /// in its first cell.
 #[cfg(all(feature = "std", not(loom)))]
 const BLOCK_CHUNKS: usize = 512;
@@ -77,9 +80,16 @@ const BLOCK_CHUNKS: usize = 512;
 const BLOCK_CHUNKS: usize = 1;
 /// Bytes per block, and its alignment.
 const BLOCK: usize = BLOCK_CHUNKS * CHUNK;
-/// Bytes between two headers in a block's header chunk (a cache line, so
-/// chunks owned by trees on different threads share none).
-const HEADER_STRIDE: usize = 64;
+/// Bytes between two headers in a block's header chunks: a header's
+/// size, so that 512 headers fill exactly three chunks (3/512 of the
+/// block's memory). Two headers in eight straddle a cache line; chunks of
+/// one block go to one thread's pool, so trees on different threads
+/// rarely share a header's line.
+const HEADER_STRIDE: usize = core::mem::size_of::<Header>();
+/// Where a block's count of chunks out lives, from its start: with `std`
+/// the first header slot, whose chunk holds headers and so needs none;
+/// without, just after the chunk's own header in its first cell.
+const LIVE_AT: usize = if BLOCK_CHUNKS > 1 { 0 } else { HEADER_STRIDE };
 /// The first chunk of a block that holds nodes: after the header chunks
 /// (none when a chunk holds its own header).
 const FIRST_NODE_CHUNK: usize = if BLOCK_CHUNKS > 1 { (BLOCK_CHUNKS * HEADER_STRIDE).div_ceil(CHUNK) } else { 0 };
@@ -109,8 +119,14 @@ const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK, BLOCK) {
 
 #[cfg(not(loom))]
 const _: () = assert!(
-    CELL == 256 && CELLS == 16 && core::mem::size_of::<Header>() <= HEADER_STRIDE && HEADER_STRIDE <= CELL,
-    "sixteen 256-byte cells per chunk; a header fits its stride (and a chunk's first cell)"
+    CELL == 256
+        && CELLS == 16
+        && HEADER_STRIDE == 24
+        && HEADER_STRIDE % core::mem::align_of::<Header>() == 0
+        && LIVE_AT + core::mem::size_of::<AtomicUsize>() <= CELL
+        && LIVE_AT % core::mem::align_of::<AtomicUsize>() == 0,
+    "sixteen 256-byte cells per chunk; headers of 24 bytes, packed; the block's count fits in a header slot (or \
+     beside the header in a chunk's first cell)"
 );
 
 #[cfg(all(feature = "std", not(loom)))]
@@ -135,38 +151,47 @@ fn cell_of(h: *mut Header, i: usize) -> *mut Node {
     h.cast::<u8>().with_addr((a & !(BLOCK - 1)) + chunk * CHUNK + i * CELL).cast()
 }
 
-/// The header of a chunk, in its block's header chunk (or its own first
+/// The header of a chunk, in its block's header chunks (or its own first
 /// cell). Read and written field by field through raw pointers only (never
-/// a reference to a whole header): the `block_live` of a block's first
-/// header may be counted down by another thread while the slab owning a
-/// chunk of that block updates that chunk's header.
+/// a reference to a whole header): headers share cache lines, and a
+/// block's count of chunks out (see [`LIVE_AT`]) sits beside them, which
+/// another thread may count down while the slab owning a chunk of that
+/// block updates that chunk's header.
 #[repr(C)]
 struct Header {
     /// Bit `i` set: cell `i` is free.
     free: u16,
-    /// Neighbours on the slab's list of chunks with free cells (null at
-    /// the ends; both null when the chunk is full or the spare).
+    /// Neighbours on the slab's list of chunks holding nodes (null at the
+    /// ends; both null when the chunk is on no list: the spare, pooled).
     prev: *mut Header,
     next: *mut Header,
-    /// Neighbours on the slab's list of every chunk holding a node.
-    all_prev: *mut Header,
-    all_next: *mut Header,
-    /// In a block's first header: chunks of the block not yet given back
-    /// to it (any thread may give one back).
-    block_live: AtomicUsize,
+}
+
+/// A block's count of chunks out: not yet given back to it (any thread
+/// may give one back).
+fn block_live(base: *mut u8) -> *mut AtomicUsize {
+    base.wrapping_add(LIVE_AT).cast()
 }
 
 /// The node memory of one tree; see the module docs.
+///
+/// The chunks holding nodes are on one list, full ones first, then those
+/// with free cells (partial), so that a chunk filling up only moves the
+/// boundary between the two; a full chunk that gets a cell back moves to
+/// the front of the partial part, which is where cells are taken.
 pub(crate) struct Slab {
-    /// First chunk with at least one free and one used cell.
+    /// First chunk with at least one free and one used cell: where the
+    /// partial part of the list starts (null: every chunk is full).
     #[cfg_attr(loom, allow(dead_code))]
     partial: Cell<*mut Header>,
     /// An empty chunk kept for the next allocation, or null.
     spare: Cell<*mut Header>,
-    /// First of every chunk holding at least one node (full or not).
+    /// First and last of every chunk holding at least one node.
     #[cfg_attr(loom, allow(dead_code))]
     all: Cell<*mut Header>,
-    /// Chunks on the `all` list.
+    #[cfg_attr(loom, allow(dead_code))]
+    last: Cell<*mut Header>,
+    /// Chunks on the list.
     #[cfg_attr(loom, allow(dead_code))]
     listed: Cell<usize>,
     /// Loom builds take nodes from the global allocator one by one: the
@@ -193,6 +218,7 @@ impl Slab {
             partial: Cell::new(core::ptr::null_mut()),
             spare: Cell::new(core::ptr::null_mut()),
             all: Cell::new(core::ptr::null_mut()),
+            last: Cell::new(core::ptr::null_mut()),
             listed: Cell::new(0),
             #[cfg(loom)]
             handed: core::cell::RefCell::new(liballoc::vec::Vec::new()),
@@ -229,6 +255,7 @@ impl Slab {
         #[cfg(not(loom))]
         {
             let mut h = self.all.replace(core::ptr::null_mut());
+            self.last.set(core::ptr::null_mut());
             self.partial.set(core::ptr::null_mut());
             self.listed.set(0);
             while !h.is_null() {
@@ -236,7 +263,7 @@ impl Slab {
                 // chunks holding nodes); the caller gives up every node in
                 // it, so the whole chunk is ours again.
                 unsafe {
-                    let next = (*h).all_next;
+                    let next = (*h).next;
                     #[cfg(feature = "fault-injection")]
                     for _ in 0..(ALL_FREE & !(*h).free).count_ones() {
                         fault::on_free();
@@ -369,24 +396,15 @@ impl Slab {
                 return Err(AllocError);
             }
             // SAFETY: `h` is a chunk of ours that no list holds (the spare or
-            // a fresh one): its list fields are ours to (re)write (a block's
-            // count lives in another header); the first chunk of the
-            // all-list, if any, is a live chunk of this slab.
+            // a fresh one): its header is ours to (re)write, field by field
+            // through the raw pointer (never a `&mut` to a whole header: see
+            // `Header`).
             unsafe {
                 addr_of_mut!((*h).free).write(ALL_FREE);
-                addr_of_mut!((*h).prev).write(core::ptr::null_mut());
-                addr_of_mut!((*h).next).write(core::ptr::null_mut());
-                addr_of_mut!((*h).all_prev).write(core::ptr::null_mut());
-                addr_of_mut!((*h).all_next).write(self.all.get());
-                // Field by field through the raw pointer, never a `&mut` to
-                // a whole header: another thread may be counting down the
-                // `block_live` of a block's first header meanwhile.
-                let first = self.all.get();
-                if !first.is_null() {
-                    (*first).all_prev = h;
-                }
+                // Every chunk listed is full: `h` starts the partial part,
+                // at the end.
+                self.insert_before(h, core::ptr::null_mut());
             }
-            self.all.set(h);
             self.listed.set(self.listed.get() + 1);
             self.partial.set(h);
         }
@@ -398,7 +416,8 @@ impl Slab {
             let i = free.trailing_zeros() as usize;
             (*h).free = free & !(1 << i);
             if (*h).free == 0 {
-                self.unlink(h);
+                // Full: the partial part starts after it.
+                self.partial.set((*h).next);
             }
             // Cell `i` of the chunk: in its block's allocation, non-null.
             Ok(NonNull::new_unchecked(cell_of(h, i)))
@@ -426,12 +445,14 @@ impl Slab {
             debug_assert!(ALL_FREE & !was & (1 << i) != 0, "node freed twice or not from this slab");
             (*h).free = was | (1 << i);
             if was == 0 {
-                // It was full: it has room again.
-                self.push(h);
+                // It was full: it has room again, and is where the next
+                // cell is taken.
+                self.unlink(h);
+                self.insert_before(h, self.partial.get());
+                self.partial.set(h);
             }
             if (*h).free == ALL_FREE {
                 self.unlink(h);
-                unlink_from(&self.all, h, |c| (addr_of_mut!((*c).all_prev), addr_of_mut!((*c).all_next)));
                 self.listed.set(self.listed.get() - 1);
                 self.keep_empty(h);
             }
@@ -455,35 +476,58 @@ impl Slab {
         }
     }
 
-    /// Puts chunk `h` at the front of the partial list.
+    /// Puts chunk `h` on the list just before `at` (at the end if `at` is
+    /// null).
     ///
     /// # Safety
     ///
-    /// `h` is a live chunk of this slab on no list; we are the only user.
+    /// `h` is a live chunk of this slab on no list, `at` null or a chunk on
+    /// the list; we are the only user.
     #[cfg(not(loom))]
-    unsafe fn push(&self, h: *mut Header) {
-        let head = self.partial.get();
-        // SAFETY: `h` and `head` (if any) are live chunks of this slab.
+    unsafe fn insert_before(&self, h: *mut Header, at: *mut Header) {
+        // SAFETY: `h`, `at` and the chunk before `at` (or the last one)
+        // are live chunks of this slab, written field by field.
         unsafe {
-            (*h).prev = core::ptr::null_mut();
-            (*h).next = head;
-            if !head.is_null() {
-                (*head).prev = h;
+            let prev = if at.is_null() { self.last.get() } else { (*at).prev };
+            addr_of_mut!((*h).prev).write(prev);
+            addr_of_mut!((*h).next).write(at);
+            if prev.is_null() {
+                self.all.set(h);
+            } else {
+                (*prev).next = h;
+            }
+            if at.is_null() {
+                self.last.set(h);
+            } else {
+                (*at).prev = h;
             }
         }
-        self.partial.set(h);
     }
 
-    /// Takes chunk `h` off the partial list.
+    /// Takes chunk `h` off the list; if it started the partial part, the
+    /// next one does.
     ///
     /// # Safety
     ///
-    /// `h` is a live chunk on this slab's partial list; we are the only user.
+    /// `h` is a live chunk on this slab's list; we are the only user.
     #[cfg(not(loom))]
     unsafe fn unlink(&self, h: *mut Header) {
         // SAFETY: `h` and its neighbours are live chunks of this slab.
         unsafe {
-            unlink_from(&self.partial, h, |c| (addr_of_mut!((*c).prev), addr_of_mut!((*c).next)));
+            let (prev, next) = ((*h).prev, (*h).next);
+            if prev.is_null() {
+                self.all.set(next);
+            } else {
+                (*prev).next = next;
+            }
+            if next.is_null() {
+                self.last.set(prev);
+            } else {
+                (*next).prev = prev;
+            }
+            if self.partial.get() == h {
+                self.partial.set(next);
+            }
             (*h).prev = core::ptr::null_mut();
             (*h).next = core::ptr::null_mut();
         }
@@ -500,35 +544,6 @@ impl Drop for Slab {
         if !spare.is_null() {
             // SAFETY: an empty chunk of ours that no list holds.
             unsafe { pool::give(spare) }
-        }
-    }
-}
-
-/// Takes chunk `h` off the doubly-linked list that starts at `head` and
-/// whose links `links` locates in a header (previous, next).
-///
-/// # Safety
-///
-/// `h` is on that list, every chunk on it is live, and nobody else uses
-/// the list meanwhile.
-#[cfg(not(loom))]
-unsafe fn unlink_from(
-    head: &Cell<*mut Header>,
-    h: *mut Header,
-    links: impl Fn(*mut Header) -> (*mut *mut Header, *mut *mut Header),
-) {
-    // SAFETY: the caller's contract: `h` and its neighbours are live, and
-    // the links are fields of their headers, written through raw places.
-    unsafe {
-        let (hp, hn) = links(h);
-        let (prev, next) = (*hp, *hn);
-        if prev.is_null() {
-            head.set(next);
-        } else {
-            *links(prev).1 = next;
-        }
-        if !next.is_null() {
-            *links(next).0 = prev;
         }
     }
 }
@@ -552,7 +567,7 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
     // SAFETY: the block is ours; its first header and every node chunk's
     // header lie inside it (the header chunk, or each chunk's first cell).
     unsafe {
-        addr_of_mut!((*base.cast::<Header>()).block_live).write(AtomicUsize::new(NODE_CHUNKS));
+        block_live(base).write(AtomicUsize::new(NODE_CHUNKS));
         Some((FIRST_NODE_CHUNK..BLOCK_CHUNKS).map(move |k| base.add(k * HEADER_STRIDE).cast::<Header>()))
     }
 }
@@ -608,12 +623,13 @@ fn huge_page(_h: *mut Header) {}
 /// holds any more.
 #[cfg_attr(loom, allow(dead_code))]
 unsafe fn give_to_block(h: *mut Header) {
-    // The block's first header, at its start.
-    let base = h.map_addr(|a| a & !(BLOCK - 1));
-    // SAFETY: a block lives while any of its chunks is out, and `h`'s is.
+    // The block's start, with the provenance of its allocation.
+    let base = h.cast::<u8>().map_addr(|a| a & !(BLOCK - 1));
+    // SAFETY: a block lives while any of its chunks is out, and `h`'s is;
+    // its count was written by `new_block` and is only used atomically.
     // AcqRel: every use of the block's chunks happens before the free.
     unsafe {
-        if (*base).block_live.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if (*block_live(base)).fetch_sub(1, Ordering::AcqRel) == 1 {
             dealloc(base.cast(), BLOCK_LAYOUT);
         }
     }

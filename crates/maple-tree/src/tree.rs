@@ -837,7 +837,7 @@ pub struct Stats {
     /// Bytes of memory the tree holds for its nodes: the 4 KiB chunks they
     /// are carved from (16 nodes each; free cells included) and at most one
     /// empty spare chunk, each with its share of its block's header chunks
-    /// (1/63 more). The global allocator adds about two pages per 2 MiB
+    /// (1/170 more). The global allocator adds about two pages per 2 MiB
     /// block on top (1/256); a big tree's last block, backed by a huge page
     /// on Linux, is resident whole. Without the `std` feature a chunk holds 15
     /// nodes and its own header.
