@@ -5,13 +5,14 @@
 //! A slab carves nodes out of 4 KiB chunks, sixteen 256-byte cells each,
 //! packed 256 bytes apart (the global allocator's 256-byte-aligned blocks
 //! land 512 bytes apart, twice the memory and half the nodes per cache
-//! page). Chunks come from the global allocator in 2 MiB blocks aligned
-//! to their size: the block's first three chunks hold the 24-byte headers
+//! page). Chunks come in 2 MiB blocks aligned to their size, mapped from
+//! the kernel on Linux (elsewhere, and under Miri, from the global
+//! allocator): the block's first three chunks hold the 24-byte headers
 //! of all 512 (free cells, list links), so a node finds its chunk's header
-//! by masking its address, and the headers cost 1/170 over the nodes. (The
-//! global allocator adds about two pages of its own per block, touching
-//! nothing else of the alignment slack: 1/256 more. Blocks of 256 KiB had
-//! the same header share and eight times the allocator's.)
+//! by masking its address, and the headers cost 1/170 over the nodes; no
+//! other memory is spent on a block. (The global allocator adds about two
+//! pages of its own per block, 1/256 more: see [`map_block`]. Blocks of
+//! 256 KiB had the same header share and eight times the allocator's.)
 //!
 //! A block is as big, and as aligned, as an x86-64 huge page, so that the
 //! kernel can map it with one TLB entry instead of 512: a random lookup in
@@ -34,7 +35,7 @@
 //! at most one empty chunk, and its nodes sit together in memory (a
 //! duplicate's nodes come out in the order they are copied). Empty chunks
 //! wait in a per-thread pool (at most a block's) for the next tree, and a
-//! block goes back to the global allocator when all its chunks have.
+//! block goes back to the system when all its chunks have.
 //! Without `std` there are no thread-locals to keep a block's other
 //! chunks in, so each chunk is a block of its own, aligned to 4 KiB, whose
 //! first cell is its header (fifteen nodes per chunk).
@@ -53,6 +54,8 @@ use core::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
+// (Blocks come from the kernel on Linux with `std`, but for loom's nodes.)
+#[cfg_attr(all(feature = "std", not(loom), not(miri), target_os = "linux"), allow(unused_imports))]
 use liballoc::alloc::{alloc, dealloc, Layout};
 
 #[cfg(not(loom))]
@@ -111,6 +114,9 @@ fn is_big(chunks: usize) -> bool {
 #[cfg_attr(loom, allow(dead_code))]
 const ALL_FREE: u16 = if BLOCK_CHUNKS > 1 { !0 } else { !1 };
 
+/// A block's layout, where blocks come from the global allocator (see
+/// [`map_block`]).
+#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
 #[cfg_attr(loom, allow(dead_code))]
 const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK, BLOCK) {
     Ok(l) => l,
@@ -548,18 +554,12 @@ impl Drop for Slab {
     }
 }
 
-/// A new block from the global allocator, its count of chunks out set;
-/// the headers of its node chunks, or none if memory ran out. Its pages
-/// are small ones (see the module docs).
-///
-/// Blocks are aligned to their size so that a node finds its header by
-/// masking. glibc serves such a block from `mmap` (or its heap) with the
-/// alignment slack left untouched: about two resident pages of its own per
-/// block (its chunk headers), besides the header chunks.
+/// A new block, its count of chunks out set; the headers of its node
+/// chunks, or none if memory ran out. Its pages are small ones (see the
+/// module docs).
 #[cfg_attr(loom, allow(dead_code))]
 fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
-    // SAFETY: the layout has non-zero size.
-    let base = unsafe { alloc(BLOCK_LAYOUT) };
+    let base = map_block();
     if base.is_null() {
         return None;
     }
@@ -570,6 +570,84 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
         block_live(base).write(AtomicUsize::new(NODE_CHUNKS));
         Some((FIRST_NODE_CHUNK..BLOCK_CHUNKS).map(move |k| base.add(k * HEADER_STRIDE).cast::<Header>()))
     }
+}
+
+/// A block of [`BLOCK`] bytes aligned to its size, from the kernel:
+/// blocks are aligned so that a node finds its header by masking, and the
+/// global allocator serves such an allocation with pages of its own
+/// (glibc: its chunk headers, about two resident pages per block, 0.18
+/// bytes per range after a million random inserts, and, once a block has
+/// been freed, from its heap, where the alignment slack can be reused and
+/// the block is not given back to the system when freed). Mapped twice
+/// the size, the slack on both sides unmapped. Null if memory ran out.
+#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
+fn map_block() -> *mut u8 {
+    let len = 2 * BLOCK;
+    // SAFETY: a fresh private anonymous mapping, at an address the kernel
+    // chooses: it overlaps nothing of ours or anyone's.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return core::ptr::null_mut();
+    }
+    let p = p.cast::<u8>();
+    let head = p.addr().next_multiple_of(BLOCK) - p.addr();
+    let tail = len - head - BLOCK;
+    // SAFETY: both ranges are parts of the mapping just made, outside the
+    // aligned block kept, and nobody has seen any of it. A failed unmap
+    // (it cannot fail on page-aligned parts of a mapping but for lack of
+    // kernel memory to split it) leaves the slack mapped and untouched:
+    // address space, not memory.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p.cast(), head);
+        }
+        if tail > 0 {
+            libc::munmap(p.add(head + BLOCK).cast(), tail);
+        }
+        p.add(head)
+    }
+}
+
+/// Gives the block at `base` back to the system.
+///
+/// # Safety
+///
+/// `base` came from [`map_block`], and nothing in the block is used any
+/// more.
+#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
+unsafe fn unmap_block(base: *mut u8) {
+    // SAFETY: the caller's contract: the block is our mapping, unused. (A
+    // failure, for lack of kernel memory, would leak the block, not
+    // corrupt anything.)
+    unsafe { libc::munmap(base.cast(), BLOCK) };
+}
+
+/// A block from the global allocator (elsewhere than on Linux, under Miri,
+/// which has no `mmap` of this kind, and without `std`), or null.
+#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
+fn map_block() -> *mut u8 {
+    // SAFETY: the layout has non-zero size.
+    unsafe { alloc(BLOCK_LAYOUT) }
+}
+
+/// # Safety
+///
+/// `base` came from [`map_block`], and nothing in the block is used any
+/// more.
+#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
+unsafe fn unmap_block(base: *mut u8) {
+    // SAFETY: the caller's contract: allocated by `map_block` with this
+    // layout, freed once.
+    unsafe { dealloc(base, BLOCK_LAYOUT) }
 }
 
 /// `madvise` advice to collapse a range into huge pages now (Linux 6.1's
@@ -630,7 +708,7 @@ unsafe fn give_to_block(h: *mut Header) {
     // AcqRel: every use of the block's chunks happens before the free.
     unsafe {
         if (*block_live(base)).fetch_sub(1, Ordering::AcqRel) == 1 {
-            dealloc(base.cast(), BLOCK_LAYOUT);
+            unmap_block(base);
         }
     }
 }

@@ -837,10 +837,10 @@ pub struct Stats {
     /// Bytes of memory the tree holds for its nodes: the 4 KiB chunks they
     /// are carved from (16 nodes each; free cells included) and at most one
     /// empty spare chunk, each with its share of its block's header chunks
-    /// (1/170 more). The global allocator adds about two pages per 2 MiB
-    /// block on top (1/256); a big tree's last block, backed by a huge page
-    /// on Linux, is resident whole. Without the `std` feature a chunk holds 15
-    /// nodes and its own header.
+    /// (1/170 more). On Linux the 2 MiB blocks are mapped from the kernel
+    /// and nothing else is spent on them; elsewhere the global allocator
+    /// adds about two pages per block (1/256). Without the `std` feature a
+    /// chunk holds 15 nodes and its own header.
     pub held_bytes: usize,
 }
 
