@@ -1121,9 +1121,38 @@ mod tests {
         [Item { last: stamp, slot: ptr::null_mut(), gap: 0 }, Item { last: u64::MAX, slot: ptr::null_mut(), gap: 0 }]
     }
 
+    /// Checks the slab's list against its definition: every chunk holding
+    /// nodes on it once, linked both ways, `last` at its end and `listed`
+    /// its length; the full chunks first, `partial` at the first with a
+    /// free cell; no empty chunk on it; `live` cells in use in all.
+    fn check_lists(slab: &Slab, live: usize) {
+        let (mut h, mut prev) = (slab.all.get(), core::ptr::null_mut());
+        let (mut chunks, mut used, mut seen_partial) = (0, 0, false);
+        while !h.is_null() {
+            // SAFETY: chunks on the list are live chunks of the slab, which
+            // this test alone uses.
+            let (free, back, next) = unsafe { ((*h).free, (*h).prev, (*h).next) };
+            assert_eq!(back, prev, "chunk {chunks}: its back link");
+            assert_ne!(free, ALL_FREE, "chunk {chunks}: an empty chunk stays listed");
+            if free == 0 {
+                assert!(!seen_partial, "chunk {chunks}: a full chunk after one with room");
+            } else if !seen_partial {
+                assert_eq!(slab.partial.get(), h, "chunk {chunks}: `partial` is not the first with room");
+                seen_partial = true;
+            }
+            used += (ALL_FREE & !free).count_ones() as usize;
+            chunks += 1;
+            (prev, h) = (h, next);
+        }
+        assert_eq!(slab.last.get(), prev, "`last` ends the list");
+        assert!(seen_partial || slab.partial.get().is_null(), "`partial` set with every chunk full");
+        assert_eq!((chunks, used), (slab.listed.get(), live), "chunks listed, cells used");
+    }
+
     /// Random allocations and frees against a model: no cell is handed out
-    /// twice (each live node keeps a distinct stamp), and a full chunk that
-    /// gets a free cell back is used again.
+    /// twice (each live node keeps a distinct stamp), a full chunk that
+    /// gets a free cell back is used again, and the slab's list keeps its
+    /// shape after every step.
     #[test]
     fn random_alloc_free_never_overlaps() {
         let slab = Slab::new();
@@ -1144,11 +1173,17 @@ mod tests {
                 // SAFETY: allocated above, freed once.
                 unsafe { slab.free(n) };
             }
+            if !cfg!(miri) || step % 8 == 0 {
+                check_lists(&slab, live.len());
+            }
         }
+        let mut left = live.len();
         for (n, stamp) in live {
             assert_eq!(n.pivot(0), stamp);
             // SAFETY: as above.
             unsafe { slab.free(n) };
+            left -= 1;
+            check_lists(&slab, left);
         }
         assert!(slab.partial.get().is_null());
     }

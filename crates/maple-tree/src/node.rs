@@ -51,7 +51,7 @@
 use crate::prelude::*;
 
 use core::{
-    mem::ManuallyDrop,
+    mem::{ManuallyDrop, MaybeUninit},
     ptr::{self, NonNull},
 };
 
@@ -1003,18 +1003,19 @@ impl LeafRef {
 /// (readers only read, and plain reads beside their atomic reads are no
 /// race).
 #[inline]
-pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [u64]) {
+pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [MaybeUninit<u64>]) {
     assert_eq!(src.len(), dst.len());
     #[cfg(not(loom))]
-    // SAFETY: `AtomicU64` has `u64`'s size and alignment; both ranges are
-    // valid for `len` words and distinct (one is a local buffer); no
-    // concurrent write (this function's contract).
+    // SAFETY: `AtomicU64` has `u64`'s size and alignment (and
+    // `MaybeUninit<u64>` too); both ranges are valid for `len` words and
+    // distinct (one is a local buffer); no concurrent write (this
+    // function's contract).
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr().cast::<u64>(), dst.as_mut_ptr(), src.len())
+        ptr::copy_nonoverlapping(src.as_ptr().cast::<u64>(), dst.as_mut_ptr().cast::<u64>(), src.len())
     };
     #[cfg(loom)]
     for (d, s) in dst.iter_mut().zip(src) {
-        *d = s.load(Ordering::Relaxed);
+        d.write(s.load(Ordering::Relaxed));
     }
 }
 
@@ -1024,16 +1025,16 @@ pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [u64]) {
 ///
 /// As for [`load_words`].
 #[inline]
-pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [*mut ()]) {
+pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [MaybeUninit<*mut ()>]) {
     assert_eq!(src.len(), dst.len());
     #[cfg(not(loom))]
     // SAFETY: as in `load_words`: `AtomicPtr<()>` has `*mut ()`'s layout.
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr().cast::<*mut ()>(), dst.as_mut_ptr(), src.len())
+        ptr::copy_nonoverlapping(src.as_ptr().cast::<*mut ()>(), dst.as_mut_ptr().cast::<*mut ()>(), src.len())
     };
     #[cfg(loom)]
     for (d, s) in dst.iter_mut().zip(src) {
-        *d = s.load(Ordering::Acquire);
+        d.write(s.load(Ordering::Acquire));
     }
 }
 
