@@ -491,21 +491,36 @@ impl Slab {
     /// the list; we are the only user.
     #[cfg(not(loom))]
     unsafe fn insert_before(&self, h: *mut Header, at: *mut Header) {
-        // SAFETY: `h`, `at` and the chunk before `at` (or the last one)
-        // are live chunks of this slab, written field by field.
+        // SAFETY: `at` (if any) is a live chunk of this slab.
+        let prev = if at.is_null() { self.last.get() } else { unsafe { (*at).prev } };
+        // SAFETY: `prev` and `at` are neighbours on the list (or its ends),
+        // `h` a live chunk between them.
         unsafe {
-            let prev = if at.is_null() { self.last.get() } else { (*at).prev };
-            addr_of_mut!((*h).prev).write(prev);
-            addr_of_mut!((*h).next).write(at);
-            if prev.is_null() {
-                self.all.set(h);
+            self.join(prev, h);
+            self.join(h, at);
+        }
+    }
+
+    /// Makes `b` follow `a` on the list: null `a` makes `b` the first
+    /// chunk, null `b` makes `a` the last.
+    ///
+    /// # Safety
+    ///
+    /// `a` and `b` are null or live chunks of this slab; we are the only
+    /// user. (Written field by field, never through a `&mut Header`.)
+    #[cfg(not(loom))]
+    unsafe fn join(&self, a: *mut Header, b: *mut Header) {
+        // SAFETY: this function's contract.
+        unsafe {
+            if a.is_null() {
+                self.all.set(b);
             } else {
-                (*prev).next = h;
+                addr_of_mut!((*a).next).write(b);
             }
-            if at.is_null() {
-                self.last.set(h);
+            if b.is_null() {
+                self.last.set(a);
             } else {
-                (*at).prev = h;
+                addr_of_mut!((*b).prev).write(a);
             }
         }
     }
@@ -521,16 +536,7 @@ impl Slab {
         // SAFETY: `h` and its neighbours are live chunks of this slab.
         unsafe {
             let (prev, next) = ((*h).prev, (*h).next);
-            if prev.is_null() {
-                self.all.set(next);
-            } else {
-                (*prev).next = next;
-            }
-            if next.is_null() {
-                self.last.set(prev);
-            } else {
-                (*next).prev = prev;
-            }
+            self.join(prev, next);
             if self.partial.get() == h {
                 self.partial.set(next);
             }
