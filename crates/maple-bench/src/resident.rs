@@ -5,12 +5,13 @@
 //! that growth mapped with huge pages (`AnonHugePages` in
 //! `/proc/self/smaps_rollup`) is reported beside it.
 //!
-//! A fresh process matters: in a long-running one the global allocator
-//! hands back memory earlier experiments made resident, and the growth
-//! would read low. The figure includes everything the tree costs the
-//! process: node chunks with their free cells, the block header chunks,
-//! the global allocator's own pages, and the empty chunks the thread's
-//! pool keeps after splits.
+//! A fresh process matters: in a long-running one the thread's pool of
+//! empty chunks (and the global allocator, for other memory) hands back
+//! memory earlier experiments made resident, and the growth would read
+//! low. The figure includes everything the tree costs the process: node
+//! chunks with their free cells, the block header chunks, the global
+//! allocator's own pages where node blocks come from it (not on Linux),
+//! and the empty chunks the thread's pool keeps after splits.
 //!
 //! A program that wants the measurement calls [`serve_probe`] first thing
 //! in `main` (the `maple` binary does), so that [`measure`] can run it
