@@ -570,8 +570,10 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
         return None;
     }
     small_pages(base);
-    // SAFETY: the block is ours; its first header and every node chunk's
-    // header lie inside it (the header chunk, or each chunk's first cell).
+    // SAFETY: the block is ours and nobody else has seen it; its count of
+    // chunks out and every node chunk's header lie inside it (the header
+    // chunks, or the chunk's first cell), aligned (checked at compile
+    // time).
     unsafe {
         block_live(base).write(AtomicUsize::new(NODE_CHUNKS));
         Some((FIRST_NODE_CHUNK..BLOCK_CHUNKS).map(move |k| base.add(k * HEADER_STRIDE).cast::<Header>()))
