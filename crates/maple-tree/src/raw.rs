@@ -300,13 +300,17 @@ impl RawTree {
         }
     }
 
-    /// Walks `path` to the slot containing `index` (as
-    /// [`walk_into`](Self::walk_into)) and returns that slot's bounds and
-    /// word, or `None` if it is empty (or the tree is). A write of the
-    /// entry can then start from `path`: its leaf holds the entry's start.
+    /// Walks `path` to the slot containing `index` and returns that slot's
+    /// bounds and word, or `None` if it is empty (or the tree is), for an
+    /// erase of the entry, which then starts from `path` (its leaf holds
+    /// the entry's start). The walk is a write's
+    /// ([`walk_to_write`](Self::walk_to_write)): an erase often leaves its
+    /// leaf below its minimum fill and takes a sibling in, and asking for
+    /// the siblings on the way down made erases from a tree of a million
+    /// ranges about 15 % faster (session 17, `profile_store ab`).
     #[inline]
     pub(crate) fn walk_to_entry(&self, index: u64, path: &mut Path) -> Option<(u64, u64, *mut ())> {
-        self.walk_into(index, path);
+        self.walk_to_write(index, path);
         let l = path.last()?;
         let w = l.leaf().slot(l.off);
         if w.is_null() {
