@@ -49,6 +49,28 @@ impl Level {
     }
 }
 
+/// Asks the CPU to start loading the children beside slot `off` of an
+/// internal node whose slots are `slots` (the siblings, same parent, that
+/// a refill of the child at `off` reads): the one before, and the one
+/// after if `next_used`.
+///
+/// # Safety
+///
+/// `slots` are a live internal node's, `off` a used slot of it, and
+/// `next_used` true only if slot `off + 1` is used too.
+#[inline(always)]
+pub(crate) unsafe fn prefetch_beside(slots: &[AtomicPtr<()>], off: usize, next_used: bool) {
+    if off > 0 {
+        // SAFETY: slot `off - 1` is used, as `off` is (the contract); a
+        // used slot of an internal node holds an encoded live child.
+        unsafe { NodeRef::decode(slots[off - 1].load(Ordering::Acquire)) }.prefetch();
+    }
+    if next_used {
+        // SAFETY: as above; the contract says slot `off + 1` is used.
+        unsafe { NodeRef::decode(slots[off + 1].load(Ordering::Acquire)) }.prefetch();
+    }
+}
+
 /// Root-to-leaf walk; `path[0]` is the root.
 pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 
@@ -283,16 +305,9 @@ impl RawTree {
             let child = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
             child.prefetch();
             if WRITE && child.is_leaf() && path.len() >= SIBLING_PREFETCH_DEPTH {
-                if off > 0 {
-                    // SAFETY: as above; slot `off - 1` is used, as `off` is.
-                    unsafe { NodeRef::decode(slots[off - 1].load(Ordering::Acquire)) }.prefetch();
-                }
-                // The next slot is used unless `off` ends the node (its
-                // upper bound is the node's).
-                if hi != max {
-                    // SAFETY: as above; a used slot.
-                    unsafe { NodeRef::decode(slots[off + 1].load(Ordering::Acquire)) }.prefetch();
-                }
+                // SAFETY: as above; the next slot is used unless `off` ends
+                // the node (its upper bound is the node's).
+                unsafe { prefetch_beside(slots, off, hi != max) };
             }
             node = child;
             min = lo;

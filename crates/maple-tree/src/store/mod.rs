@@ -36,7 +36,7 @@ use crate::{
     error::AllocError,
     handle::is_value,
     node::{Content, Item, Kind, NodeRef},
-    raw::{Path, RawTree},
+    raw::{prefetch_beside, Path, RawTree},
     sync::Ordering,
 };
 
@@ -638,17 +638,9 @@ fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
 /// at the end of `lpath`.
 #[inline]
 pub(super) fn prefetch_siblings(lpath: &Path) {
-    let leaf = lpath.len() - 1;
-    if leaf == 0 {
-        return;
-    }
-    let p = lpath[leaf - 1];
-    if p.off > 0 {
-        // SAFETY: an internal node (the leaf's parent), used slot.
-        unsafe { p.node.child(p.off - 1) }.prefetch();
-    }
-    if p.node.has_next(p.off) {
-        // SAFETY: as above; `has_next` says the slot is used.
-        unsafe { p.node.child(p.off + 1) }.prefetch();
+    if let [.., p, _leaf] = lpath.as_slice() {
+        // SAFETY: a walk's level above the leaf: a live internal node, at a
+        // used slot; `has_next` says whether the next one is used.
+        unsafe { prefetch_beside(p.node.arrays().1, p.off, p.node.has_next(p.off)) };
     }
 }

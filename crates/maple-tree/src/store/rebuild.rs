@@ -74,10 +74,10 @@ enum Publish {
 /// and 0.93×; every other loop even. Slack 0 for both kinds: 167,985
 /// nodes for 0.87× and 0.79×. Odd slacks leave more nodes than the even
 /// one below them (3: 18,368 after 100 K, against 17,477 for 2).
-pub(super) const PUSH_SLACK: usize = 2;
+const PUSH_SLACK: usize = 2;
 
 /// [`PUSH_SLACK`] for internal nodes.
-pub(super) const PUSH_SLACK_INNER: usize = 1;
+const PUSH_SLACK_INNER: usize = 1;
 
 /// The push rule's slack for nodes of `kind`.
 #[inline]
