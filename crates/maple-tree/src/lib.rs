@@ -108,11 +108,13 @@
 //! changes may instead be rewritten in place, and replaced nodes are freed
 //! at once.
 //!
-//! Each call of the normal API walks from the root. For many writes close
-//! together (ascending ranges, a region being carved up), write through a
-//! [`CursorMut`], or hand the pairs to [`Extend::extend`]: both keep the
-//! walk of their last write and only search the leaf they stand in when
-//! the next write starts there.
+//! A tree keeps the walk of its last write (in trees of three levels or
+//! more; a kilobyte, allocated once): a write that starts in the leaf the
+//! last one ended in (ascending ranges, a region being carved up) searches
+//! that leaf only, and any other walks from the root as usual. Any other
+//! change to the tree (a cursor's write, `clear`, a spell as a concurrent
+//! tree) makes the tree forget it. A [`CursorMut`] keeps its own walk the
+//! same way, and moves it as it steps.
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -223,6 +225,7 @@ mod error;
 mod gap;
 mod gap_iter;
 mod handle;
+mod kept_walk;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod node;

@@ -14,6 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
+    kept_walk::KeptWalk,
     node::{find_narrow_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
@@ -116,6 +117,8 @@ pub(crate) struct RawTree {
     pub(crate) len: Shared,
     /// Where this tree's nodes come from and go back to.
     pub(crate) slab: Slab,
+    /// The walk of the plain tree's last write (see `kept_walk.rs`).
+    pub(crate) kept: KeptWalk,
 }
 
 /// A word that only the tree's single writer changes and anyone may read
@@ -145,10 +148,13 @@ impl Shared {
 // enforced by the typed wrapper's bounds.
 unsafe impl Send for RawTree {}
 // SAFETY: as above. Through `&RawTree` readers only read atomics and
-// nodes; the one non-atomic part, the slab, is changed only by the tree's
-// single writer (its methods are `unsafe` and ask for exactly that) and
-// read (`held_bytes`, for `stats`) only where no writer can run: through
-// `&` to a plain tree, or under the concurrent tree's writer lock.
+// nodes; the non-atomic parts are the writer's: the slab is changed only
+// by the tree's single writer (its methods are `unsafe` and ask for
+// exactly that) and read (`held_bytes`, for `stats`) only where no writer
+// can run: through `&` to a plain tree, or under the concurrent tree's
+// writer lock; the kept walk's flag is set only by writes (which the
+// same rule makes single) and read only by the plain tree's writes
+// (`&mut`).
 unsafe impl Sync for RawTree {}
 
 impl RawTree {
@@ -161,6 +167,7 @@ impl RawTree {
             rcu: false,
             cyclic_wrapped: Shared::new(0),
             slab: Slab::new(),
+            kept: KeptWalk::new(),
         }
     }
 
@@ -323,9 +330,18 @@ impl RawTree {
     /// leaf below its minimum fill and takes a sibling in, and asking for
     /// the siblings on the way down made erases from a tree of a million
     /// ranges about 15 % faster (session 17, `profile_store ab`).
+    // Used by the concurrent tree (feature `std`).
+    #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     #[inline]
     pub(crate) fn walk_to_entry(&self, index: u64, path: &mut Path) -> Option<(u64, u64, *mut ())> {
         self.walk_to_write(index, path);
+        Self::entry_at(path)
+    }
+
+    /// The bounds and word of the entry in the slot `path` (a walk) ends
+    /// at, or `None` if that slot is empty (or the path is).
+    #[inline]
+    pub(crate) fn entry_at(path: &Path) -> Option<(u64, u64, *mut ())> {
         let l = path.last()?;
         let w = l.leaf().slot(l.off);
         if w.is_null() {
@@ -362,6 +378,8 @@ impl RawTree {
 
     /// The walk a write to `first` starts from: `at` (a cursor's walk)
     /// aimed at `first`, or, without one, a fresh walk into `own`.
+    // Used by the concurrent tree (feature `std`).
+    #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     pub(crate) fn walk_for<'p>(&self, at: Option<&'p mut Path>, own: &'p mut Path, first: u64) -> &'p mut Path {
         match at {
             Some(p) => {
@@ -425,6 +443,7 @@ impl RawTree {
 
     /// Frees every node, calling `drop_value` for each value word.
     pub(crate) fn clear_with(&mut self, drop_value: Option<&mut dyn FnMut(*mut ())>) {
+        self.kept.forget();
         let raw = self.root.swap(ptr::null_mut(), Ordering::AcqRel);
         self.height.set(0);
         self.len.set(0);

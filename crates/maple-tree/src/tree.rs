@@ -201,11 +201,24 @@ impl<V: Handle> MapleTree<V> {
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (Error, *mut ())> {
-        let mut own = Path::new();
-        let path = self.raw.walk_for(at, &mut own, op.first);
+        let first = op.first;
+        // Without a walk of its own, the write starts from the tree's kept
+        // walk (see `kept_walk.rs`), or, in a short tree, walks afresh.
+        let (mut kept, mut own) = (None, Path::new());
+        let path = match at {
+            Some(p) => {
+                self.raw.aim(p, first);
+                p
+            }
+            None => self.raw.start_walk(&mut kept, &mut own, first),
+        };
         let e = op.entry;
-        // SAFETY: the caller's contract; `path` was just aimed at `first`.
+        // SAFETY: the caller's contract; `path` was just aimed at `first`
+        // (the kept walk only while it is a walk of the tree as it is).
         let res = unsafe { self.raw.store_mut_walked(path, op, out) };
+        if let Some(walk) = kept {
+            self.raw.put_kept_walk(walk, matches!(res, Ok(true)));
+        }
         res.map_err(|(fail, unused_clone)| {
             // SAFETY: a clone the engine made and did not keep.
             unsafe { write::drop_unused::<V>(unused_clone) };
@@ -439,15 +452,28 @@ impl<V: Handle> MapleTree<V> {
     /// [`erase`](Self::erase) that reports allocation failure (the tree is
     /// then unchanged).
     pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
-        // One walk: the write starts from the walk that found the entry.
-        let mut path = Path::new();
-        let Some((lo, hi, _)) = self.raw.walk_to_entry(index, &mut path) else { return Ok(None) };
+        // One walk: the write starts from the walk that found the entry
+        // (the tree's kept walk if it has one, see `kept_walk.rs`).
+        let (mut kept, mut own) = (None, Path::new());
+        let path = self.raw.start_walk(&mut kept, &mut own, index);
+        let Some((lo, hi, _)) = RawTree::entry_at(path) else {
+            if let Some(walk) = kept {
+                // No write: the walk is still one of the tree as it is.
+                self.raw.put_kept_walk(walk, true);
+            }
+            return Ok(None);
+        };
         // (A reserved range is erased too; it returns no value.)
         let mut out = Stored::default();
         // SAFETY: lo <= hi; no entry and no `split` (nothing is cut: the
         // write covers its slot exactly); `path` is a walk of this tree to
-        // `index`, made just now, whose leaf holds `lo`.
-        unsafe { self.write_raw(Some(&mut path), Store::new(lo, hi), &mut out) }.map_err(|_| AllocError)?;
+        // `index`, made just now or kept while the tree did not change,
+        // whose leaf holds `lo`.
+        let res = unsafe { self.raw.store_mut_walked(path, Store::new(lo, hi), &mut out) };
+        if let Some(walk) = kept {
+            self.raw.put_kept_walk(walk, matches!(res, Ok(true)));
+        }
+        res.map_err(|_| AllocError)?;
         debug_assert!(out.removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(out.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
@@ -1611,25 +1637,15 @@ impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> 
 /// Stores each pair with [`store_range`](MapleTree::store_range); empty or
 /// inverted ranges are skipped. Aborts on allocation failure, like `std`.
 ///
-/// Like a cursor, `extend` keeps the walk of its last write: a pair that
-/// starts in the leaf the previous one was written to (ranges in
-/// ascending order, or close together) is stored without a walk from the
-/// root.
+/// Each write starts from the walk the tree kept from the last one (see
+/// [`MapleTree::store_range`]): a pair that starts in the leaf the
+/// previous one was written to (ranges in ascending order, or close
+/// together) is stored without a walk from the root.
 impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
-        // Empty, or a walk of this tree made since its last change: the
-        // write path aims it at each pair's start (or walks afresh).
-        let mut at = Path::new();
         for (r, v) in iter {
-            // SAFETY: `at` is empty or the walk the last write kept (it is
-            // cleared whenever a write reports it stale).
-            match unsafe { write::store_range(self, Some(&mut at), r, v) } {
-                // The walk still leads to the leaf holding the range's start.
-                Ok(true) => {}
-                // Nodes were replaced: the walk is stale.
-                Ok(false) => at.clear(),
-                // Nothing changed, so the walk is still good.
-                Err(InsertError { cause: Error::InvalidRange, .. }) => {}
+            match self.store_range(r, v) {
+                Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
                 Err(_) => abort_oom(),
             }
         }

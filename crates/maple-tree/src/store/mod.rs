@@ -342,6 +342,9 @@ impl RawTree {
     ) -> Result<bool, (StoreFail, *mut ())> {
         let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
         debug_assert!(first <= last);
+        // Whatever follows may change nodes: the plain tree's kept walk is
+        // stale from here until its own write says otherwise.
+        self.kept.forget();
         if self.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
             let stored = unsafe { self.store_empty_root(first, last, entry) };
