@@ -83,7 +83,7 @@ fn run(gaps: bool, seed: u64) {
     let mut t: MapleTree<U63> = new();
     let mut m = Model::default();
     fill(&mut t, &mut m, &mut rng);
-    let (rounds, steps) = if cfg!(miri) { (6, 4) } else { (120, 40) };
+    let (rounds, steps) = if cfg!(miri) { (6, 3) } else { (120, 40) };
     for round in 0..rounds {
         let what = format!("gaps {gaps}, seed {seed}, round {round}");
         burst(&mut t, &mut m, &mut rng, steps, &what);
@@ -175,8 +175,12 @@ fn run(gaps: bool, seed: u64) {
 
 #[test]
 fn tree_writes_interleaved_with_every_other_change() {
-    let seeds = if cfg!(miri) { 1 } else { 4 };
-    for seed in 0..seeds {
+    if cfg!(miri) {
+        // Gap tracking exercises the most code per write.
+        run(true, 0);
+        return;
+    }
+    for seed in 0..4 {
         run(false, seed);
         run(true, seed);
     }
