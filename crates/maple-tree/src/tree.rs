@@ -866,7 +866,9 @@ pub struct Stats {
     /// (1/170 more). On Linux the 2 MiB blocks are mapped from the kernel
     /// and nothing else is spent on them; elsewhere the global allocator
     /// adds about two pages per block (1/256). Without the `std` feature a
-    /// chunk holds 15 nodes and its own header.
+    /// chunk holds 15 nodes and its own header. Not counted: the walk a
+    /// tree of three levels or more keeps from its last write (about a
+    /// kilobyte from the global allocator; see the crate docs, "Writes").
     pub held_bytes: usize,
 }
 
