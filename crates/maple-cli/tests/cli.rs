@@ -252,6 +252,11 @@ fn replay_errors_name_the_line() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8(out.stderr).unwrap().contains("-:2: "));
+    // A bad number names the argument and says a number was wanted.
+    let out = maple(&["replay", "-"], Some("1 munmap(0xzz, 4096) = 0\n"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("-:1: munmap: argument 1: not a number: \"0xzz\""), "{err}");
     let out = maple(&["replay", "--lenient", "-"], Some("1 mmap(NULL\n1 munmap(0x10000, 4096) = 0\n"));
     assert!(out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("skipped 1 malformed line"));

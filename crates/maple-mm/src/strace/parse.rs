@@ -366,6 +366,9 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
             v |= n as u64;
         } else if let Some((_, bits)) = names.iter().find(|(n, _)| n.as_bytes() == part) {
             v |= bits;
+        } else if names.is_empty() {
+            // A plain number was wanted (an address, a length, an fd).
+            return err(format!("not a number: {a:?}"));
         } else {
             return err(format!("unknown flag {:?}", String::from_utf8_lossy(part)));
         }
@@ -470,6 +473,10 @@ mod tests {
         assert_eq!(arg_value("3</usr/lib/libc.so.6>", &prot), Ok(3));
         assert_eq!(arg_value("-1", &prot), Ok(u64::MAX));
         assert!(arg_value("PROT_BOGUS", &prot).is_err());
+        // Where no names apply, the error says a number was wanted.
+        assert_eq!(arg_value("0xzz", &[]), Err(ParseError("not a number: \"0xzz\"".into())));
+        assert_eq!(arg_value("PROT_READ", &[]), Err(ParseError("not a number: \"PROT_READ\"".into())));
+        assert_eq!(arg_value("0x1000", &[]), Ok(0x1000));
         let args = split_args(r#"AT_FDCWD</home/a,b>, "/x,y", O_RDONLY|O_CLOEXEC"#);
         assert_eq!(*args, [r#"AT_FDCWD</home/a,b>"#, r#""/x,y""#, "O_RDONLY|O_CLOEXEC"]);
         assert_eq!(split_args("1, 2, 3, 4, 5, 6, 7, 8, 9, 10").len(), MAX_ARGS);

@@ -394,7 +394,7 @@ impl Replayer {
         let a = split_args(args);
         let num = |i: usize, table: &[(&str, u64)]| -> Result<u64, ParseError> {
             let s = a.get(i).ok_or_else(|| ParseError(format!("missing argument {}", i + 1)))?;
-            arg_value(s, table)
+            arg_value(s, table).map_err(|ParseError(e)| ParseError(format!("argument {}: {e}", i + 1)))
         };
         match name {
             _ if is_clone(name) => {
