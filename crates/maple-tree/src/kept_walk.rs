@@ -127,8 +127,15 @@ impl RawTree {
     /// Gives back the walk [`take_kept_walk`](Self::take_kept_walk) lent;
     /// `good` if the write made from it reported it still good, or no
     /// write was made.
+    ///
+    /// # Safety
+    ///
+    /// With `good`, `walk` is a walk of this tree as it is now (the next
+    /// write may start from it without checking): the storage lent by
+    /// this tree's `take_kept_walk`, and since then the tree changed only
+    /// by a write from it that answered true.
     #[inline]
-    pub(crate) fn put_kept_walk(&mut self, walk: Box<[Path; 1]>, good: bool) {
+    pub(crate) unsafe fn put_kept_walk(&mut self, walk: Box<[Path; 1]>, good: bool) {
         self.kept.walk = Some(walk);
         self.kept.good.set(good);
     }

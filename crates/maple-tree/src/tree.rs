@@ -217,7 +217,10 @@ impl<V: Handle> MapleTree<V> {
         // (the kept walk only while it is a walk of the tree as it is).
         let res = unsafe { self.raw.store_mut_walked(path, op, out) };
         if let Some(walk) = kept {
-            self.raw.put_kept_walk(walk, matches!(res, Ok(true)));
+            // SAFETY: lent by this tree; the only change since is the
+            // write just made from it, and `true` is the engine's word
+            // that the walk is still good.
+            unsafe { self.raw.put_kept_walk(walk, matches!(res, Ok(true))) };
         }
         res.map_err(|(fail, unused_clone)| {
             // SAFETY: a clone the engine made and did not keep.
@@ -458,8 +461,9 @@ impl<V: Handle> MapleTree<V> {
         let path = self.raw.start_walk(&mut kept, &mut own, index);
         let Some((lo, hi, _)) = RawTree::entry_at(path) else {
             if let Some(walk) = kept {
-                // No write: the walk is still one of the tree as it is.
-                self.raw.put_kept_walk(walk, true);
+                // SAFETY: lent by this tree, which has not changed since
+                // (no write was made), so the walk is one of it as it is.
+                unsafe { self.raw.put_kept_walk(walk, true) };
             }
             return Ok(None);
         };
@@ -471,7 +475,9 @@ impl<V: Handle> MapleTree<V> {
         // whose leaf holds `lo`.
         let res = unsafe { self.raw.store_mut_walked(path, Store::new(lo, hi), &mut out) };
         if let Some(walk) = kept {
-            self.raw.put_kept_walk(walk, matches!(res, Ok(true)));
+            // SAFETY: as in `write_raw`: the write just made from it is
+            // the only change, and `true` is the engine's word.
+            unsafe { self.raw.put_kept_walk(walk, matches!(res, Ok(true))) };
         }
         res.map_err(|_| AllocError)?;
         debug_assert!(out.removed.len() <= 1);
