@@ -809,7 +809,9 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
         // SAFETY: the lock is ours; the slab is the tree's.
         unsafe { self.state.reap(&self.tree.raw.slab) };
         let mut own = Path::new();
-        let path = self.tree.raw.walk_for(at, &mut own, op.first);
+        // SAFETY: `at`, if given, is a walk of this tree made under this
+        // lock since its last change (our contract, from `write_words`).
+        let path = unsafe { self.tree.raw.walk_for(at, &mut own, op.first) };
         let entry = op.entry;
         let mut stored = Stored::default();
         // SAFETY: the mutex makes us the only writer; `rcu` is set, so the

@@ -244,9 +244,15 @@ macro_rules! range_write_methods {
         fn settle(&mut self, was: u64, first: u64, kept: Option<bool>) {
             let (raw, pos) = self.parts();
             match kept {
-                Some(true) => raw.aim(&mut pos.walk.path, first),
+                // SAFETY: the cursor's walk was one of the tree as it was
+                // (the cursor holds the tree, or its writer lock, for its
+                // whole life, and keeps its walk current), the write made
+                // from it was the only change, and the engine answered
+                // that the walk is still good.
+                Some(true) => unsafe { raw.aim(&mut pos.walk.path, first) },
                 Some(false) => raw.walk_into(first, &mut pos.walk.path),
-                None => raw.aim(&mut pos.walk.path, was),
+                // SAFETY: as above, and a failed write changed nothing.
+                None => unsafe { raw.aim(&mut pos.walk.path, was) },
             }
         }
 

@@ -94,9 +94,10 @@ impl RawTree {
         };
         let path = &mut walk[0];
         match path.last() {
-            // `good`: a walk of the tree as it is, so `aim` may stay in
-            // its leaf.
-            Some(leaf) if good && leaf.min <= first && first <= leaf.max => self.aim(path, first),
+            // SAFETY: `good`: a walk of the tree as it is (the flag is
+            // cleared before any change to the nodes and set only with
+            // `put_kept_walk`'s promise), as `aim` asks.
+            Some(leaf) if good && leaf.min <= first && first <= leaf.max => unsafe { self.aim(path, first) },
             _ => self.walk_to_write(first, path),
         }
         Some(walk)

@@ -355,7 +355,14 @@ impl RawTree {
     /// empty) at the leaf slot containing `index`: within its leaf when
     /// `index` lies inside the leaf's bounds (no walk; the levels above
     /// stay right, as they lead to that leaf), else by a fresh walk.
-    pub(crate) fn aim(&self, path: &mut Path, index: u64) {
+    ///
+    /// # Safety
+    ///
+    /// `path` is empty or a walk of this tree as it is now: its nodes are
+    /// live and its leaf's bounds are the leaf's (a walk made since the
+    /// tree last changed, or kept through writes that answered that it is
+    /// still good). A stale walk would be read through freed nodes.
+    pub(crate) unsafe fn aim(&self, path: &mut Path, index: u64) {
         match path.last_mut() {
             Some(leaf) if leaf.min <= index && index <= leaf.max => {
                 // Most often the slot the path points at holds `index`
@@ -378,12 +385,17 @@ impl RawTree {
 
     /// The walk a write to `first` starts from: `at` (a cursor's walk)
     /// aimed at `first`, or, without one, a fresh walk into `own`.
+    ///
+    /// # Safety
+    ///
+    /// `at`, if given, is as [`aim`](Self::aim) asks.
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
-    pub(crate) fn walk_for<'p>(&self, at: Option<&'p mut Path>, own: &'p mut Path, first: u64) -> &'p mut Path {
+    pub(crate) unsafe fn walk_for<'p>(&self, at: Option<&'p mut Path>, own: &'p mut Path, first: u64) -> &'p mut Path {
         match at {
             Some(p) => {
-                self.aim(p, first);
+                // SAFETY: as our caller promises of `at`.
+                unsafe { self.aim(p, first) };
                 p
             }
             None => {

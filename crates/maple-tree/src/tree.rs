@@ -207,7 +207,9 @@ impl<V: Handle> MapleTree<V> {
         let (mut kept, mut own) = (None, Path::new());
         let path = match at {
             Some(p) => {
-                self.raw.aim(p, first);
+                // SAFETY: `at` is a walk of this tree as it is (our
+                // caller's contract, from `write_words`).
+                unsafe { self.raw.aim(p, first) };
                 p
             }
             None => self.raw.start_walk(&mut kept, &mut own, first),
