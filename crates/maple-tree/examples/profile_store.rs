@@ -71,8 +71,9 @@ fn main() {
         return;
     }
     if mode == "extend" || mode == "asc-loop" {
-        // Ascending stores through `extend` (which keeps its walk between
-        // writes) or one `store_range` call each.
+        // Ascending stores through `collect` (`extend`, a `store_range`
+        // loop since session 18) or one `store_range` call each: both
+        // start each write from the walk the tree kept from the last.
         let mut total = 0;
         for _ in 0..10 {
             let ranges = (0..100_000u64).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)));

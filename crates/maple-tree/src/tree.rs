@@ -1648,7 +1648,7 @@ impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> 
 /// inverted ranges are skipped. Aborts on allocation failure, like `std`.
 ///
 /// Each write starts from the walk the tree kept from the last one (see
-/// [`MapleTree::store_range`]): a pair that starts in the leaf the
+/// [the crate docs](crate#writes)): a pair that starts in the leaf the
 /// previous one was written to (ranges in ascending order, or close
 /// together) is stored without a walk from the root.
 impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
