@@ -6,7 +6,8 @@
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
 //! loop over `.rev()`), random erases (`erase`
 //! by range, `erase-at` by index, `erase-bulk` by index from a bulk-built tree), a fork through a cursor (`fork`), or
-//! ascending stores through `extend` (`extend`) or a loop (`asc-loop`).
+//! ascending stores through `extend` (`extend`) or a loop (`asc-loop`),
+//! or the holes of a gap-tracking tree filled by `alloc_range` (`alloc`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
 //! process (1 M ranges by default). For `asc`, `rand` and `erase`,
 //! `N=1000000` sets the number of ranges
@@ -50,6 +51,13 @@ fn main() {
     }
     if mode == "ab" {
         ab();
+        return;
+    }
+    if mode == "alloc" {
+        // `N` holes (100 K by default) filled by `alloc_range`, lowest
+        // first, ten times over copies of one tree.
+        let holes = build(&random_order(env_u64("N", 100_000)), true);
+        println!("{}", (0..10).map(|_| fill_holes(&holes)).sum::<u64>());
         return;
     }
     if mode == "fork" {
@@ -283,6 +291,18 @@ fn build(order: &[u64], gaps: bool) -> MapleTree<U63> {
     t
 }
 
+/// Fills every hole of a copy of `holes` (a gap-tracking tree of
+/// [`build`]: six free indices after each range) by `alloc_range`, lowest
+/// first, as an id allocator would.
+fn fill_holes(holes: &MapleTree<U63>) -> u64 {
+    let mut t = holes.try_dup().unwrap();
+    let n = t.len() as u64;
+    for i in 0..n {
+        t.alloc_range(.., 6, U63::new_truncate(i)).unwrap();
+    }
+    t.len() as u64
+}
+
 /// Empties a tree of [`build`] by `erase` of an index in each entry, in
 /// the reverse of `order`.
 fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
@@ -298,7 +318,8 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// `erase-bulk` (`erase` of each range of a bulk-built tree), `asc`
 /// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
 /// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
-/// tree), `slot` or `node` (the kernel's loops, 1 M rounds).
+/// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `alloc`
+/// (the `N` holes of a random-built gap tree filled by `alloc_range`).
 /// Prints each arm's fastest and median time and the median of the
 /// per-round ratios old/new (above 1: the new arm is faster) with its
 /// quartiles.
@@ -312,8 +333,10 @@ fn ab() {
     let bulk_tree = bulk(n);
     let seed = seed_tree();
     let keys = random_keys(2_000_000, n);
+    let holes = if work == "alloc" { build(&order, true) } else { MapleTree::new() };
     let run = || -> u64 {
         match work.as_str() {
+            "alloc" => fill_holes(&holes),
             "rand" => build(&order, false).len() as u64,
             "erase" => {
                 let mut t = build(&order, false);
