@@ -24,6 +24,12 @@ fn build(n: u64, gaps: bool, fresh: bool) -> MapleTree<U63> {
 }
 
 fn exercise(name: &str, setup: &dyn Fn() -> MapleTree<U63>, op: &Op) -> u64 {
+    // What the operation leaves without injection.
+    let want = {
+        let mut t = setup();
+        op(&mut t).unwrap_or_else(|e| panic!("{name}: failed without injection: {e}"));
+        entries(&t)
+    };
     let mut n = 1;
     loop {
         let mut t = setup();
@@ -44,6 +50,12 @@ fn exercise(name: &str, setup: &dyn Fn() -> MapleTree<U63>, op: &Op) -> u64 {
         assert_eq!(entries(&t), before, "{name}: alloc {n}: contents changed");
         assert_eq!(t.height(), height, "{name}: alloc {n}: height changed");
         assert_eq!(fault::live(), live, "{name}: alloc {n}: nodes leaked");
+        // The tree goes on as if nothing had been tried (the walk it keeps
+        // from its last write included): the operation now succeeds on it
+        // and leaves what it leaves on a fresh copy.
+        op(&mut t).unwrap_or_else(|e| panic!("{name}: alloc {n}: the retry failed: {e}"));
+        t.validate().unwrap_or_else(|e| panic!("{name}: alloc {n}: after the retry: {e}"));
+        assert_eq!(entries(&t), want, "{name}: alloc {n}: the retry left other contents");
         drop(t);
         n += 1;
     }
