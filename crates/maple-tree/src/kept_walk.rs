@@ -9,16 +9,18 @@
 //! begins there, and any other walks afresh into the same storage.
 //!
 //! Soundness rests on one rule: the kept walk is used only while no change
-//! to the tree's nodes has happened since the write that left it, and that
-//! write reported it still good (see
+//! to the tree's shape (its nodes, their bounds) has happened since the
+//! write that left it, and that write reported it still good (see
 //! [`store_walked`](RawTree::store_walked)'s result). Every change to a
-//! tree's nodes goes through [`store_walked`](RawTree::store_walked),
+//! tree's shape goes through [`store_walked`](RawTree::store_walked),
 //! [`build_sorted`](RawTree::build_sorted) or
 //! [`clear_with`](RawTree::clear_with) (a duplicate is a new tree, which
 //! starts with nothing kept), and each of them forgets the kept walk
-//! before it changes anything; only the tree's own write then marks it
-//! good again. So cursor writes, the concurrent tree's writers, bulk
-//! builds and clears all leave it forgotten, whichever path they take.
+//! before it changes anything; only the tree's own write (or an erase
+//! that found nothing to erase) then marks it good again. So cursor
+//! writes, the concurrent tree's writers, bulk builds and clears all leave
+//! it forgotten, whichever path they take. Values replaced in their slots
+//! (a cursor's `replace`, `get_mut`, `values_mut`) change no walk.
 //!
 //! The walk costs a kilobyte (a [`Path`] has room for the tallest tree),
 //! taken from the global allocator the first time a tree three levels or
