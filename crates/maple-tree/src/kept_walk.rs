@@ -83,9 +83,10 @@ impl RawTree {
     /// holds `first` (no walk from the root), else by a fresh write walk.
     /// `None` for a tree under [`KEEP_FROM_HEIGHT`] levels, or when no
     /// room can be had for the walk. Give it back with
-    /// [`put_kept_walk`](Self::put_kept_walk).
+    /// [`put_kept_walk`](Self::put_kept_walk). (Through
+    /// [`start_walk`](Self::start_walk).)
     #[inline(always)]
-    pub(crate) fn take_kept_walk(&mut self, first: u64) -> Option<Box<[Path; 1]>> {
+    fn take_kept_walk(&mut self, first: u64) -> Option<Box<[Path; 1]>> {
         if self.height.get() < KEEP_FROM_HEIGHT {
             return None;
         }

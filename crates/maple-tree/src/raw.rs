@@ -323,13 +323,16 @@ impl RawTree {
     }
 
     /// Walks `path` to the slot containing `index` and returns that slot's
-    /// bounds and word, or `None` if it is empty (or the tree is), for an
-    /// erase of the entry, which then starts from `path` (its leaf holds
-    /// the entry's start). The walk is a write's
+    /// bounds and word, or `None` if it is empty (or the tree is), for the
+    /// concurrent tree's erase of the entry, which then starts from `path`
+    /// (its leaf holds the entry's start; the plain tree's erase walks the
+    /// same way, from its kept walk when it can, see
+    /// [`start_walk`](Self::start_walk)). The walk is a write's
     /// ([`walk_to_write`](Self::walk_to_write)): an erase often leaves its
     /// leaf below its minimum fill and takes a sibling in, and asking for
-    /// the siblings on the way down made erases from a tree of a million
-    /// ranges about 15 % faster (session 17, `profile_store ab`).
+    /// the siblings on the way down made the plain tree's erases from a
+    /// tree of a million ranges about 15 % faster (session 17,
+    /// `profile_store ab`).
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     #[inline]
