@@ -115,9 +115,13 @@ impl RawTree {
                 first = lo_a;
             } else if lo_a == first && first != 0 {
                 if a == 0 {
-                    return None;
-                }
-                if load(a - 1).is_null() {
+                    // The neighbour is the previous leaf's last range: if
+                    // it is empty (or under another parent) the general
+                    // path absorbs it.
+                    if sibling_edge_empty(lpath, false) != Some(false) {
+                        return None;
+                    }
+                } else if load(a - 1).is_null() {
                     a -= 1;
                     lo_a = slot_bounds(piv, a, l.min, l.max).0;
                     (first, lval) = (lo_a, ptr::null_mut());
@@ -129,9 +133,22 @@ impl RawTree {
                 // Slot `b` is the leaf's last (it ends at the leaf's bound):
                 // the neighbour is in the next leaf.
                 if hi_b == l.max {
-                    return None;
-                }
-                if load(b + 1).is_null() {
+                    // The neighbour is the next leaf's first range.
+                    match sibling_edge_empty(lpath, true) {
+                        Some(false) => {}
+                        // Empty: it takes the emptied range, if the write
+                        // empties whole slots (a range cut in two needs
+                        // the general path's handles).
+                        Some(true) if first == lo_a && !w.insert_only => {
+                            // SAFETY: this function's contract; `a..=b`
+                            // are the slots the write empties, `b` the
+                            // leaf's last, and the next sibling's first
+                            // range is empty.
+                            return unsafe { self.give_tail_to_next(lpath, a, b, removed) };
+                        }
+                        _ => return None,
+                    }
+                } else if load(b + 1).is_null() {
                     b += 1;
                     hi_b = slot_bounds(piv, b, l.min, l.max).1;
                     (last, rval) = (hi_b, ptr::null_mut());
@@ -385,6 +402,33 @@ impl RawTree {
             }
         }
     }
+}
+
+/// Whether the range beside the leaf at the end of `path` (after it if
+/// `forward`, else before it) is empty, where it lies in a sibling leaf
+/// (same parent); `None` where it lies under another parent (or the leaf
+/// is the root), which the general path climbs to. An erase at that edge
+/// of the leaf stays in the leaf when the neighbour holds an entry (until
+/// session 19 every erase of a leaf's first or last range took the
+/// general path to find out).
+#[inline]
+fn sibling_edge_empty(path: &Path, forward: bool) -> Option<bool> {
+    let [.., p, _leaf] = path.as_slice() else {
+        return None;
+    };
+    let off = if forward {
+        if !p.node.has_next(p.off) {
+            return None;
+        }
+        p.off + 1
+    } else {
+        p.off.checked_sub(1)?
+    };
+    // SAFETY: a walk's level above the leaf level is a live internal node;
+    // `off` is a used slot (`has_next`, or one before a used one).
+    let sib = unsafe { p.node.child(off) };
+    let edge = if forward { 0 } else { sib.count() - 1 };
+    Some(sib.as_leaf().expect("all leaves are one level").slot(edge).is_null())
 }
 
 #[cfg(test)]
