@@ -446,8 +446,18 @@ impl NodeRef {
         self.pivot_array()[i].load(Ordering::Relaxed)
     }
 
-    #[cfg(test)]
-    pub(crate) fn set_pivot(self, i: usize, v: u64) {
+    /// Sets pivot `i` (a used one) to `v`: the bound between slot `i` and
+    /// slot `i + 1` moves.
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the node (outside RCU mode, the tree held
+    /// through `&mut`): a reader between this store and the rest of the
+    /// write could be sent to a slot whose content does not cover its
+    /// index. `v` keeps the pivots ascending, and what lies below slots
+    /// `i` and `i + 1` covers their new bounds once the write is done.
+    #[inline]
+    pub(crate) unsafe fn set_pivot(self, i: usize, v: u64) {
         self.pivot_array()[i].store(v, Ordering::Relaxed)
     }
 
@@ -1271,7 +1281,8 @@ mod tests {
             // SAFETY: `raw` encodes the live node `n`.
             let back = unsafe { NodeRef::decode(raw) };
             assert_eq!(back, n);
-            back.set_pivot(0, 42); // writes through the decoded pointer
+            // SAFETY: the node is this test's alone, and read only below.
+            unsafe { back.set_pivot(0, 42) }; // writes through the decoded pointer
             assert_eq!(n.pivot(0), 42);
             // SAFETY: allocated above, freed once.
             unsafe { slab.free(n) };

@@ -116,9 +116,8 @@ impl RawTree {
             } else if lo_a == first && first != 0 {
                 if a == 0 {
                     // The neighbour is the previous leaf's last range: if
-                    // it is empty (or under another parent) the general
-                    // path absorbs it.
-                    if sibling_edge_empty(lpath, false) != Some(false) {
+                    // it is empty the general path absorbs it.
+                    if !matches!(edge_neighbour(lpath, false), Some((_, false))) {
                         return None;
                     }
                 } else if load(a - 1).is_null() {
@@ -134,17 +133,18 @@ impl RawTree {
                 // the neighbour is in the next leaf.
                 if hi_b == l.max {
                     // The neighbour is the next leaf's first range.
-                    match sibling_edge_empty(lpath, true) {
-                        Some(false) => {}
+                    match edge_neighbour(lpath, true) {
+                        Some((_, false)) => {}
                         // Empty: it takes the emptied range, if the write
                         // empties whole slots (a range cut in two needs
                         // the general path's handles).
-                        Some(true) if first == lo_a && !w.insert_only => {
+                        Some((d, true)) if first == lo_a && !w.insert_only => {
                             // SAFETY: this function's contract; `a..=b`
                             // are the slots the write empties, `b` the
-                            // leaf's last, and the next sibling's first
-                            // range is empty.
-                            return unsafe { self.give_tail_to_next(lpath, a, b, removed) };
+                            // leaf's last; the next leaf's first range is
+                            // empty, and the bound between the two is
+                            // level `d`'s.
+                            return unsafe { self.give_tail_to_next(lpath, a, b, d, removed) };
                         }
                         _ => return None,
                     }
@@ -394,7 +394,7 @@ impl RawTree {
 
     /// Records `g` as the largest gap below `lpath[level]`'s slot in its
     /// parent, and so on upwards while the parents' largest gaps change.
-    fn propagate_gap(&self, lpath: &Path, level: usize, mut g: u64) {
+    pub(super) fn propagate_gap(&self, lpath: &Path, level: usize, mut g: u64) {
         for p in lpath[..level].iter().rev() {
             match p.node.set_child_gap(p.off, g) {
                 Some(now) => g = now,
@@ -404,31 +404,31 @@ impl RawTree {
     }
 }
 
-/// Whether the range beside the leaf at the end of `path` (after it if
-/// `forward`, else before it) is empty, where it lies in a sibling leaf
-/// (same parent); `None` where it lies under another parent (or the leaf
-/// is the root), which the general path climbs to. An erase at that edge
-/// of the leaf stays in the leaf when the neighbour holds an entry (until
-/// session 19 every erase of a leaf's first or last range took the
-/// general path to find out).
+/// The range beside the leaf at the end of `path` (after it if `forward`,
+/// else before it), which lies in the next (previous) leaf: the level of
+/// `path` whose node holds the bound between the two leaves (the parent's
+/// for a sibling), and whether that range is empty. `None` at the edge of
+/// the index space (or in a root leaf). An erase at that edge of the leaf
+/// stays in the leaf when the neighbour holds an entry (until session 19
+/// every erase of a leaf's first or last range took the general path to
+/// find out), and gives its range to the next leaf when that one starts
+/// empty.
 #[inline]
-fn sibling_edge_empty(path: &Path, forward: bool) -> Option<bool> {
-    let [.., p, _leaf] = path.as_slice() else {
-        return None;
-    };
-    let off = if forward {
-        if !p.node.has_next(p.off) {
-            return None;
-        }
-        p.off + 1
-    } else {
-        p.off.checked_sub(1)?
-    };
-    // SAFETY: a walk's level above the leaf level is a live internal node;
-    // `off` is a used slot (`has_next`, or one before a used one).
-    let sib = unsafe { p.node.child(off) };
-    let edge = if forward { 0 } else { sib.count() - 1 };
-    Some(sib.as_leaf().expect("all leaves are one level").slot(edge).is_null())
+fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
+    let leaf = path.len() - 1;
+    // The lowest level with a slot on that side of the path's.
+    let d = (0..leaf).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })?;
+    let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
+    // SAFETY: `path[d]` is above the leaf level, so a live internal node,
+    // and `off` a used slot (`has_next`, or one before a used one).
+    let mut node = unsafe { path[d].node.child(off) };
+    for _ in d + 1..leaf {
+        let edge = if forward { 0 } else { node.count() - 1 };
+        // SAFETY: above the leaf level, so internal; a used slot.
+        node = unsafe { node.child(edge) };
+    }
+    let edge = if forward { 0 } else { node.count() - 1 };
+    Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
 }
 
 #[cfg(test)]
