@@ -20,7 +20,7 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{cut, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
+use super::{cut, edge_neighbour, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind},
@@ -402,33 +402,6 @@ impl RawTree {
             }
         }
     }
-}
-
-/// The range beside the leaf at the end of `path` (after it if `forward`,
-/// else before it), which lies in the next (previous) leaf: the level of
-/// `path` whose node holds the bound between the two leaves (the parent's
-/// for a sibling), and whether that range is empty. `None` at the edge of
-/// the index space (or in a root leaf). An erase at that edge of the leaf
-/// stays in the leaf when the neighbour holds an entry (until session 19
-/// every erase of a leaf's first or last range took the general path to
-/// find out), and gives its range to the next leaf when that one starts
-/// empty.
-#[inline]
-fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
-    let leaf = path.len() - 1;
-    // The lowest level with a slot on that side of the path's.
-    let d = (0..leaf).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })?;
-    let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
-    // SAFETY: `path[d]` is above the leaf level, so a live internal node,
-    // and `off` a used slot (`has_next`, or one before a used one).
-    let mut node = unsafe { path[d].node.child(off) };
-    for _ in d + 1..leaf {
-        let edge = if forward { 0 } else { node.count() - 1 };
-        // SAFETY: above the leaf level, so internal; a used slot.
-        node = unsafe { node.child(edge) };
-    }
-    let edge = if forward { 0 } else { node.count() - 1 };
-    Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
 }
 
 #[cfg(test)]

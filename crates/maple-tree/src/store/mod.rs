@@ -613,13 +613,36 @@ impl RawTree {
 #[inline(never)]
 fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
     let leaf = path.len() - 1;
+    // Most often the neighbour holds an entry and nothing moves.
+    let (d, true) = edge_neighbour(path, forward)? else {
+        return None;
+    };
+    path[d].off = if forward { path[d].off + 1 } else { path[d].off - 1 };
+    path.truncate(d + 1);
+    RawTree::descend_edge(path, !forward);
+    let (lo, hi) = path[leaf].leaf_range();
+    Some(if forward { hi } else { lo })
+}
+
+/// The range beside the leaf at the end of `path` (after it if `forward`,
+/// else before it), which lies in the next (previous) leaf: the level of
+/// `path` whose node holds the bound between the two leaves (the parent's
+/// for a sibling), and whether that range is empty; `None` at the edge of
+/// the index space (or in a root leaf). Found by stepping up to that level
+/// and down the other side's edge, without touching `path`. The in-leaf
+/// lane asks it about an erase at either edge of its leaf (which stays in
+/// the leaf when the neighbour holds an entry, and gives its range to the
+/// next leaf when that one starts empty; until session 19 every such
+/// erase took the general path to find out), the general path through
+/// [`empty_across`].
+#[inline]
+pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
+    let leaf = path.len() - 1;
     // The lowest level with a slot on that side of the path's.
     let d = (0..leaf).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })?;
     let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
-    // Down that slot's edge to the neighbouring leaf, without touching
-    // `path` (most often the neighbour holds an entry and nothing moves).
-    // SAFETY: `path[d]` is above the leaf level, so internal, and `off`
-    // is a used slot (`has_next`, or one before a used one).
+    // SAFETY: `path[d]` is above the leaf level, so a live internal node,
+    // and `off` a used slot (`has_next`, or one before a used one).
     let mut node = unsafe { path[d].node.child(off) };
     for _ in d + 1..leaf {
         let edge = if forward { 0 } else { node.count() - 1 };
@@ -627,14 +650,7 @@ fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
         node = unsafe { node.child(edge) };
     }
     let edge = if forward { 0 } else { node.count() - 1 };
-    if !node.as_leaf().expect("all leaves are one level").slot(edge).is_null() {
-        return None;
-    }
-    path[d].off = off;
-    path.truncate(d + 1);
-    RawTree::descend_edge(path, !forward);
-    let (lo, hi) = path[leaf].leaf_range();
-    Some(if forward { hi } else { lo })
+    Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
 }
 
 /// Asks the CPU to start loading the siblings (same parent) of the leaf
