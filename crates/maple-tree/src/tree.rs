@@ -470,6 +470,18 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         };
         // (A reserved range is erased too; it returns no value.)
+        // SAFETY: `&mut self` rules out readers and other writers; `path`
+        // is a walk of this tree made just now or kept while the tree did
+        // not change, ending at an entry.
+        if let Some(word) = unsafe { self.raw.erase_in_leaf(path) } {
+            if let Some(walk) = kept {
+                // SAFETY: the erase just made from it is the only change,
+                // and it leaves the walk good (the leaf kept its bounds).
+                unsafe { self.raw.put_kept_walk(walk, true) };
+            }
+            // SAFETY: the word the erase took out, ours now.
+            return Ok(NonNull::new(word).filter(|_| is_value(word)).map(|nn| unsafe { V::from_raw(nn) }));
+        }
         let mut out = Stored::default();
         // SAFETY: lo <= hi; no entry and no `split` (nothing is cut: the
         // write covers its slot exactly); `path` is a walk of this tree to
