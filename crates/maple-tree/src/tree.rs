@@ -215,9 +215,15 @@ impl<V: Handle> MapleTree<V> {
             None => self.raw.start_walk(&mut kept, &mut own, first),
         };
         let e = op.entry;
-        // SAFETY: the caller's contract; `path` was just aimed at `first`
-        // (the kept walk only while it is a walk of the tree as it is).
-        let res = unsafe { self.raw.store_mut_walked(path, op, out) };
+        // SAFETY: as below; `&mut self` rules out readers.
+        let res = if !e.is_null() && unsafe { self.raw.store_in_empty(path, first, op.last, e) } {
+            Ok(true)
+        } else {
+            // SAFETY: the caller's contract; `path` was just aimed at
+            // `first` (the kept walk only while it is a walk of the tree
+            // as it is).
+            unsafe { self.raw.store_mut_walked(path, op, out) }
+        };
         if let Some(walk) = kept {
             // SAFETY: lent by this tree; the only change since is the
             // write just made from it, and `true` is the engine's word
