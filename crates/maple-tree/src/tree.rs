@@ -215,8 +215,19 @@ impl<V: Handle> MapleTree<V> {
             None => self.raw.start_walk(&mut kept, &mut own, first),
         };
         let e = op.entry;
-        // SAFETY: as below; `&mut self` rules out readers.
-        let res = if !e.is_null() && unsafe { self.raw.store_in_empty(path, first, op.last, e) } {
+        // The commonest writes go straight from the walk: the removal of
+        // exactly one entry, a store into an empty range with room.
+        let direct = if e.is_null() {
+            // SAFETY: `&mut self` rules out readers and other writers;
+            // `path` is a walk of this tree as it is (just aimed at
+            // `first`; the kept walk only while it is one).
+            unsafe { self.raw.erase_in_leaf(path, first, op.last) }.map(|word| out.removed.push(word)).is_some()
+        } else {
+            // SAFETY: as above; `first <= last` and `e` is a fresh handle
+            // or a marker (the caller's contract).
+            unsafe { self.raw.store_in_empty(path, first, op.last, e) }
+        };
+        let res = if direct {
             Ok(true)
         } else {
             // SAFETY: the caller's contract; `path` was just aimed at
@@ -479,7 +490,7 @@ impl<V: Handle> MapleTree<V> {
         // SAFETY: `&mut self` rules out readers and other writers; `path`
         // is a walk of this tree made just now or kept while the tree did
         // not change, ending at an entry.
-        if let Some(word) = unsafe { self.raw.erase_in_leaf(path) } {
+        if let Some(word) = unsafe { self.raw.erase_entry_in_leaf(path) } {
             if let Some(walk) = kept {
                 // SAFETY: the erase just made from it is the only change,
                 // and it leaves the walk good (the leaf kept its bounds).

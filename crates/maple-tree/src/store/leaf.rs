@@ -127,30 +127,50 @@ impl RawTree {
         true
     }
 
-    /// The erase of the entry `lpath` ends at, when it lies strictly inside
-    /// its leaf (both neighbours in the same leaf) and the leaf keeps a
-    /// legal fill: the entry's slot and its empty neighbours become one
-    /// empty slot, in place. Returns the erased word (the caller's from
-    /// now on), or `None`, with nothing changed, for any other erase (the
-    /// general write does it). The commonest erase, without the general
-    /// write's bookkeeping for ranges that cut entries or absorb empty
-    /// neighbours in other leaves. The walk stays good (the leaf keeps its
-    /// place and bounds).
+    /// The erase of the entry `lpath` ends at, when it covers exactly
+    /// `[first, last]` and lies strictly inside its leaf (both neighbours
+    /// in the same leaf), and the leaf keeps a legal fill: the entry's
+    /// slot and its empty neighbours become one empty slot, in place.
+    /// Returns the erased word (the caller's from now on), or `None`, with
+    /// nothing changed, for any other write (the general write does it):
+    /// `erase`, and `remove_range` of exactly one entry, without the
+    /// general write's bookkeeping for ranges that cut entries or absorb
+    /// empty neighbours in other leaves. The walk stays good (the leaf
+    /// keeps its place and bounds).
     ///
     /// # Safety
     ///
     /// No reader can be in the tree (not RCU mode: the tree is written
     /// through `&mut`) and the caller is its only writer; `lpath` is a
-    /// walk of this tree made since its last change, ending at a slot
-    /// that holds an entry (not null).
-    #[inline]
-    pub(crate) unsafe fn erase_in_leaf(&self, lpath: &Path) -> Option<*mut ()> {
-        if self.rcu {
+    /// walk of this tree made since its last change.
+    #[inline(always)]
+    pub(crate) unsafe fn erase_in_leaf(&self, lpath: &Path, first: u64, last: u64) -> Option<*mut ()> {
+        let l = lpath.last()?;
+        if self.rcu || l.off == 0 || !l.node.has_next(l.off) {
             return None;
         }
-        let leaf = lpath.len() - 1;
-        let l = lpath[leaf];
-        if l.off == 0 || !l.node.has_next(l.off) {
+        // (Slot `off` has neighbours on both sides, so both its bounds are
+        // pivots.)
+        let leaf = l.leaf();
+        let piv = leaf.pivots();
+        if piv[l.off - 1].load(Ordering::Relaxed).wrapping_add(1) != first || piv[l.off].load(Ordering::Relaxed) != last
+        {
+            return None;
+        }
+        // SAFETY: this function's contract; the range is the slot's.
+        unsafe { self.erase_entry_in_leaf(lpath) }
+    }
+
+    /// [`erase_in_leaf`](Self::erase_in_leaf) of the whole slot `lpath`
+    /// ends at, for `erase`, which found that slot's bounds itself.
+    ///
+    /// # Safety
+    ///
+    /// As for `erase_in_leaf`.
+    #[inline(always)]
+    pub(crate) unsafe fn erase_entry_in_leaf(&self, lpath: &Path) -> Option<*mut ()> {
+        let l = *lpath.last()?;
+        if self.rcu || l.off == 0 || !l.node.has_next(l.off) {
             return None;
         }
         let node = l.leaf();
@@ -158,7 +178,9 @@ impl RawTree {
         let slots = node.slots();
         let load = |k: usize| slots[k].load(Ordering::Relaxed);
         let word = load(l.off);
-        debug_assert!(!word.is_null());
+        if word.is_null() {
+            return None;
+        }
         let (left, right) = (load(l.off - 1).is_null(), load(l.off + 1).is_null());
         let (a, b) = (l.off - usize::from(left), l.off + usize::from(right));
         let count = if a == b {
@@ -628,8 +650,8 @@ mod tests {
         }
     }
 
-    /// `erase` of an entry inside its leaf merges it with its empty
-    /// neighbours in place, in every combination (empty on neither side,
+    /// `erase` of an entry inside its leaf (or `remove_range` of exactly
+    /// its range) merges it with its empty neighbours in place, in every combination (empty on neither side,
     /// either, both), and leaves the tree what a model says, with the
     /// gaps recorded above the leaves right. Ranges of two widths, so that
     /// some touch their next and some leave a gap, erased in a scrambled
@@ -648,7 +670,13 @@ mod tests {
                 if gaps { MapleTree::from_sorted_with_gaps(ranges) } else { MapleTree::from_sorted(ranges) }.unwrap();
             let mut model: std::collections::BTreeMap<u64, u64> = (0..n).map(|i| (i * 10, end(i))).collect();
             for k in (0..n).map(|i| i * 7 % n) {
-                assert_eq!(t.erase(k * 10 + 1), Some(u(k)), "gaps {gaps}, k {k}");
+                // `erase` of a point inside, or `remove_range` of exactly
+                // the range (both take the in-leaf erase).
+                if k % 2 == 0 {
+                    assert_eq!(t.erase(k * 10 + 1), Some(u(k)), "gaps {gaps}, k {k}");
+                } else {
+                    t.remove_range(k * 10..=end(k)).unwrap();
+                }
                 model.remove(&(k * 10));
                 if cfg!(miri) && k % 8 != 0 {
                     continue;
