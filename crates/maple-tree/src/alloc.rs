@@ -725,7 +725,7 @@ unsafe fn give_to_block(h: *mut Header) {
 /// dropped again and again: without this, every copy would fault its
 /// memory in afresh after the global allocator gave it back to the
 /// system), and the rest of the block the last new chunk came from. At
-/// most [`POOL_CHUNKS`] chunks; beyond that they go back to their blocks,
+/// most [`POOL_CHUNKS`](pool::POOL_CHUNKS) chunks; beyond that they go back to their blocks,
 /// and all of them when the thread exits.
 #[cfg(all(feature = "std", not(loom)))]
 mod pool {

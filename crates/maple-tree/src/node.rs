@@ -160,7 +160,7 @@ union Body {
 ///
 /// The node's kind never changes between allocation and free; it is known
 /// from the tagged pointer that leads to the node. A node is allocated
-/// uninitialised except for its parent word; [`NodeRef::fill`] writes every
+/// uninitialised except for its parent word; [`FreshNode::fill`] writes every
 /// other field that is ever read before the node becomes reachable.
 #[repr(C, align(256))]
 pub(crate) struct Node {

@@ -292,8 +292,9 @@ impl From<AllocError> for StoreFail {
 pub(crate) struct Stored {
     pub(crate) removed: Removed,
     /// In RCU mode: replaced nodes, already marked dead, that readers may
-    /// still be walking; the caller frees them after a grace period (with
-    /// [`free_node`]). Always empty otherwise (they were freed at once).
+    /// still be walking; the caller frees them after a grace period (the
+    /// concurrent tree defers them with the values a write took out).
+    /// Always empty otherwise (they were freed at once).
     pub(crate) retired: Retired,
 }
 
