@@ -594,13 +594,7 @@ mod tests {
     #[test]
     fn storing_into_an_empty_range_splits_it_in_place() {
         let writes = if cfg!(miri) { 60 } else { 3_000 };
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = super::super::xorshift(0x9e37_79b9_7f4a_7c15_u64);
         for gaps in [false, true] {
             let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
             // first -> (last, value or None for reserved)

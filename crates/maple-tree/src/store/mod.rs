@@ -654,6 +654,18 @@ pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)
     Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
 }
 
+/// A xorshift generator from `seed` (not zero), for the write tests'
+/// random sequences.
+#[cfg(test)]
+pub(super) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 /// Asks the CPU to start loading the siblings (same parent) of the leaf
 /// at the end of `lpath`.
 #[inline]

@@ -26,9 +26,10 @@
 //!   second half in a fresh node), and children that change parent get
 //!   their parent words.
 //! * **tail given to the next leaf** (an erase of the leaf's last range
-//!   when the next leaf starts with an empty one): the parent's pivot
-//!   between the two moves down and the next leaf's empty range grows over
-//!   the erased one; only the leaf is rewritten (it drops its last slots).
+//!   when the next leaf starts with an empty one): the pivot between the
+//!   two (the parent's, or for a cousin the lowest shared ancestor's)
+//!   moves down and the next leaf's empty range grows over the erased
+//!   one; only the leaf is rewritten (it drops its last slots).
 //!   The rebuild would merge the two leaves instead, so this is the one
 //!   shape here the rebuild does not make ([`give_tail_to_next`]).
 //!
@@ -644,8 +645,8 @@ impl RawTree {
         self.update_gaps(lpath, level);
     }
 
-    /// An erase that empties the leaf's last slots `a..=b` (whole slots:
-    /// `b` is the leaf's last, `a` not its first) when the next leaf starts
+    /// An erase that empties the leaf's last slots `a..=b` (whole slots;
+    /// `b` is the leaf's last) when the next leaf starts
     /// with an empty range. Two empty ranges must not touch, and the
     /// rebuild would rewrite both leaves to merge them; instead the
     /// boundary between the leaves moves: the leaf drops the emptied slots
@@ -868,13 +869,7 @@ mod tests {
         // writes, the trees checked and compared (by content and shape, not
         // pictures) at every tenth write and at the end.
         let (writes, span, every) = if cfg!(miri) { (70, 900, 10) } else { (3_000, 40_000, 1) };
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d_u64);
         // One write on both trees, with and without the direct path: same
         // result, same picture. Returns the number of leaves.
         let both =
