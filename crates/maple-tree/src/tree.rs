@@ -221,19 +221,21 @@ impl<V: Handle> MapleTree<V> {
             // SAFETY: `&mut self` rules out readers and other writers;
             // `path` is a walk of this tree as it is (just aimed at
             // `first`; the kept walk only while it is one).
-            unsafe { self.raw.erase_in_leaf(path, first, op.last) }.map(|word| out.removed.push(word)).is_some()
+            unsafe { self.raw.erase_in_leaf(path, first, op.last) }.map(|word| {
+                out.removed.push(word);
+                Ok(true)
+            })
         } else {
             // SAFETY: as above; `first <= last` and `e` is a fresh handle
             // or a marker (the caller's contract).
-            unsafe { self.raw.store_in_empty(path, first, op.last, e) }
+            unsafe { self.raw.store_in_empty(path, first, op.last, e, &mut out.removed) }
         };
-        let res = if direct {
-            Ok(true)
-        } else {
+        let res = match direct {
+            Some(res) => res,
             // SAFETY: the caller's contract; `path` was just aimed at
             // `first` (the kept walk only while it is a walk of the tree
             // as it is).
-            unsafe { self.raw.store_mut_walked(path, op, out) }
+            None => unsafe { self.raw.store_mut_walked(path, op, out) },
         };
         if let Some(walk) = kept {
             // SAFETY: lent by this tree; the only change since is the

@@ -83,18 +83,23 @@ impl RawTree {
     /// last`; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree if this returns true.
     #[inline]
-    pub(crate) unsafe fn store_in_empty(&self, lpath: &Path, first: u64, last: u64, entry: *mut ()) -> bool {
+    pub(crate) unsafe fn store_in_empty(
+        &self,
+        lpath: &mut Path,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        removed: &mut Removed,
+    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
         debug_assert!(!entry.is_null() && first <= last);
-        let Some(l) = lpath.last() else {
-            return false;
-        };
+        let l = *lpath.last()?;
         let node = l.leaf();
         if self.rcu || !node.slots()[l.off].load(Ordering::Relaxed).is_null() {
-            return false;
+            return None;
         }
         let (lo, hi) = slot_bounds(node.pivots(), l.off, l.min, l.max);
         if last > hi {
-            return false;
+            return None;
         }
         let gap = |last| Item { last, slot: ptr::null_mut(), gap: 0 };
         let mut pieces = [gap(0); 3];
@@ -115,7 +120,23 @@ impl RawTree {
         } else {
             let count = l.node.count();
             if count + n - 1 > Kind::Leaf.slots() {
-                return false;
+                // The leaf overflows: refilled with a sibling (a push or a
+                // split) if the parent takes it in place.
+                self.kept.forget();
+                let w = LeafWrite { first, last, entry, insert_only: false, split: &mut None, rebase: false };
+                let ends = Ends {
+                    lmin: lo,
+                    lval: ptr::null_mut(),
+                    rmin: lo,
+                    rmax: hi,
+                    rval: ptr::null_mut(),
+                    same_slot: true,
+                };
+                // SAFETY: this function's contract; the one slot replaced
+                // is the empty one, which `ends` describes; nothing is cut.
+                let done = unsafe { self.refill_from_lane(lpath, w, l.off, l.off, first, last, ends, removed) }?;
+                // (The walk is stale after a refill.)
+                return Some(done.map(|()| false));
             }
             count
         };
@@ -124,7 +145,7 @@ impl RawTree {
         // has room, and gains slots (its minimum fill holds).
         unsafe { self.splice_and_regap(lpath, l.off..=l.off, count, &pieces[..n], range_len(lo, hi)) };
         self.len.set(self.len.get() + usize::from(is_value(entry)));
-        true
+        Some(Ok(true))
     }
 
     /// The erase of the entry `lpath` ends at, when it covers exactly
