@@ -489,24 +489,21 @@ impl<V: Handle> MapleTree<V> {
             return Ok(None);
         };
         // (A reserved range is erased too; it returns no value.)
+        let mut out = Stored::default();
         // SAFETY: `&mut self` rules out readers and other writers; `path`
         // is a walk of this tree made just now or kept while the tree did
         // not change, ending at an entry.
-        if let Some(word) = unsafe { self.raw.erase_entry_in_leaf(path) } {
-            if let Some(walk) = kept {
-                // SAFETY: the erase just made from it is the only change,
-                // and it leaves the walk good (the leaf kept its bounds).
-                unsafe { self.raw.put_kept_walk(walk, true) };
-            }
-            // SAFETY: the word the erase took out, ours now.
-            return Ok(NonNull::new(word).filter(|_| is_value(word)).map(|nn| unsafe { V::from_raw(nn) }));
-        }
-        let mut out = Stored::default();
-        // SAFETY: lo <= hi; no entry and no `split` (nothing is cut: the
-        // write covers its slot exactly); `path` is a walk of this tree to
-        // `index`, made just now or kept while the tree did not change,
-        // whose leaf holds `lo`.
-        let res = unsafe { self.raw.store_mut_walked(path, Store::new(lo, hi), &mut out) };
+        let res = if let Some(word) = unsafe { self.raw.erase_entry_in_leaf(path) } {
+            out.removed.push(word);
+            // The leaf kept its bounds: the walk is still good.
+            Ok(true)
+        } else {
+            // SAFETY: lo <= hi; no entry and no `split` (nothing is cut:
+            // the write covers its slot exactly); `path` is a walk of this
+            // tree to `index`, made just now or kept while the tree did
+            // not change, whose leaf holds `lo`.
+            unsafe { self.raw.store_mut_walked(path, Store::new(lo, hi), &mut out) }
+        };
         if let Some(walk) = kept {
             // SAFETY: as in `write_raw`: the write just made from it is
             // the only change, and `true` is the engine's word.

@@ -101,19 +101,8 @@ impl RawTree {
         if last > hi {
             return None;
         }
-        let gap = |last| Item { last, slot: ptr::null_mut(), gap: 0 };
-        let mut pieces = [gap(0); 3];
-        let mut n = 0;
-        if lo < first {
-            pieces[0] = gap(first - 1);
-            n = 1;
-        }
-        pieces[n] = Item { last, slot: entry, gap: 0 };
-        n += 1;
-        if last < hi {
-            pieces[n] = gap(hi);
-            n += 1;
-        }
+        // What is left of the empty range on either side, and the entry.
+        let (pieces, n) = lay_out(first, last, entry, lo, ptr::null_mut(), hi, ptr::null_mut());
         let count = if n == 1 {
             // The empty range's slot becomes the entry's: nothing moves.
             0
@@ -166,10 +155,7 @@ impl RawTree {
     /// walk of this tree made since its last change.
     #[inline(always)]
     pub(crate) unsafe fn erase_in_leaf(&self, lpath: &Path, first: u64, last: u64) -> Option<*mut ()> {
-        let l = lpath.last()?;
-        if self.rcu || l.off == 0 || !l.node.has_next(l.off) {
-            return None;
-        }
+        let l = self.inside_slot(lpath)?;
         // (Slot `off` has neighbours on both sides, so both its bounds are
         // pivots.)
         let leaf = l.leaf();
@@ -178,8 +164,8 @@ impl RawTree {
         {
             return None;
         }
-        // SAFETY: this function's contract; the range is the slot's.
-        unsafe { self.erase_entry_in_leaf(lpath) }
+        // SAFETY: this function's contract; the slot lies inside its leaf.
+        unsafe { self.erase_inside(lpath, l) }
     }
 
     /// [`erase_in_leaf`](Self::erase_in_leaf) of the whole slot `lpath`
@@ -190,10 +176,28 @@ impl RawTree {
     /// As for `erase_in_leaf`.
     #[inline(always)]
     pub(crate) unsafe fn erase_entry_in_leaf(&self, lpath: &Path) -> Option<*mut ()> {
+        let l = self.inside_slot(lpath)?;
+        // SAFETY: this function's contract; the slot lies inside its leaf.
+        unsafe { self.erase_inside(lpath, l) }
+    }
+
+    /// The leaf level of `lpath`, if the direct erase may take its slot:
+    /// outside RCU mode, neither the leaf's first slot nor its last.
+    #[inline(always)]
+    fn inside_slot(&self, lpath: &Path) -> Option<Level> {
         let l = *lpath.last()?;
-        if self.rcu || l.off == 0 || !l.node.has_next(l.off) {
-            return None;
-        }
+        (!self.rcu && l.off != 0 && l.node.has_next(l.off)).then_some(l)
+    }
+
+    /// The body of the direct erase, for the slot `l` (`lpath`'s leaf
+    /// level, checked by [`inside_slot`](Self::inside_slot)).
+    ///
+    /// # Safety
+    ///
+    /// As for [`erase_in_leaf`](Self::erase_in_leaf); `l` is `lpath`'s
+    /// last level and passed `inside_slot`.
+    #[inline(always)]
+    unsafe fn erase_inside(&self, lpath: &Path, l: Level) -> Option<*mut ()> {
         let node = l.leaf();
         let piv = node.pivots();
         let slots = node.slots();
