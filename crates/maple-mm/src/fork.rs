@@ -5,7 +5,7 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    record::VmaRef,
+    record::{Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
     vma::{AnonVma, VmaData},
@@ -34,6 +34,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // Don't-fork ranges are noted during the copy (which reads every
         // VMA anyway) and removed from the child afterwards.
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        let mut maker = Maker::new();
         let tree = self
             .tree
             .view()
@@ -41,12 +42,13 @@ impl<T: VmaStore> AddressSpace<T> {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
                 }
-                child_record(d, copy_names)
+                child_record(d, copy_names, &mut maker)
             })
             .map_err(|e| match e {
                 DupError::Alloc(_) => Errno::ENOMEM,
                 DupError::Map { error, .. } => error,
             })?;
+        drop(maker);
         let mut child =
             AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
         for (s, e) in dontcopy {
@@ -61,11 +63,12 @@ impl<T: VmaStore> AddressSpace<T> {
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
         let parent = self.tree.view();
+        let mut maker = Maker::new();
         for (r, d) in parent.iter() {
             if d.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
-            let record = match child_record(d, false)? {
+            let record = match child_record(d, false, &mut maker)? {
                 Some(copy) => copy,
                 // Shared, as `fork` shares it (only then is the parent's
                 // reference taken: a copied VMA costs no extra count).
@@ -88,7 +91,7 @@ impl<T: VmaStore> AddressSpace<T> {
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
 /// `None` to share the parent's, which a never-written VMA's copy would
 /// equal (records are never changed in place).
-fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<VmaRef>> {
+fn child_record(d: &VmaData, copy_names: bool, maker: &mut Maker) -> Result<Option<VmaRef>> {
     fault::vma_copy()?;
     if d.anon.is_none() && !copy_names {
         return Ok(None);
@@ -98,7 +101,7 @@ fn child_record(d: &VmaData, copy_names: bool) -> Result<Option<VmaRef>> {
     if copy_names {
         copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
     }
-    Ok(Some(VmaRef::new(copy)))
+    Ok(Some(maker.make(copy)))
 }
 
 #[cfg(feature = "fault-injection")]

@@ -28,10 +28,18 @@
 //! it adds them 63 at a time, and a new record takes one over, so making a
 //! record is no atomic operation. A record freed by the thread that owns
 //! its chunk skips the stack: the cell goes on the owner's own free list
-//! and its count back into the reserve. (Both matter for fork: a child's
-//! records are made, and when the child goes, freed, by one thread. So
-//! does the free of a record whose count is one, which reads the count
-//! instead of decrementing it: no other reference exists to change it.)
+//! and its count back into the reserve. A record of another chunk freed
+//! by a thread joins that thread's pending chain instead, and the chain is
+//! pushed on its chunk's stack whole, with one decrement, when the thread
+//! frees a record of yet another chunk or lets its chunk go: a thread that
+//! frees many records of one chunk does two atomic operations for them
+//! all, not two each. (All this matters for fork: a child's records are
+//! made, and when the child goes, freed, by one thread, and a big child's
+//! records fill many chunks. So does the free of a record whose count is
+//! one, which reads the count instead of decrementing it: no other
+//! reference exists to change it. And a fork makes its records through a
+//! [`Maker`], which holds the thread's owner for the whole copy instead of
+//! looking it up once per record.)
 //! Whoever brings `live` to zero (the last free after the owner let go, or
 //! the owner letting go, with its reserve, of a chunk whose records are all
 //! gone) frees the chunk; every push happened before its own decrement
@@ -41,7 +49,8 @@
 //! last record does. That bounds what a long-lived record can keep alive
 //! to one chunk, and in practice chunks empty quickly (a chunk is let go
 //! only when full, and its records die in roughly the order they were
-//! made).
+//! made). A pending chain keeps at most one more chunk per thread alive
+//! until the thread's next free of another chunk, or its exit.
 
 #![allow(unsafe_code)]
 
@@ -164,6 +173,16 @@ pub(crate) struct Owner {
     /// this thread frees back into the chunk hands its count back, so
     /// neither touches `live`.
     reserved: usize,
+    /// Cells of one other chunk that this thread freed and has not yet
+    /// handed back: a chain linked through the cells, from `pending` to
+    /// `pending_tail`, `pending_n` long, whose records' counts are still in
+    /// that chunk's `live`. Handed back (one push of the whole chain, one
+    /// decrement) when this thread frees a cell of yet another chunk and
+    /// when the owner is let go; so at most one chunk per thread outlives
+    /// its records for a while.
+    pending: *mut Cell,
+    pending_tail: *mut Cell,
+    pending_n: usize,
 }
 
 /// Counts an owner adds to `live` at a time for records to come (one
@@ -172,91 +191,168 @@ const RESERVE: usize = CELLS;
 
 impl Owner {
     pub(crate) const fn new() -> Owner {
-        Owner { chunk: core::ptr::null_mut(), free: core::ptr::null_mut(), fresh: CELLS, reserved: 0 }
+        Owner {
+            chunk: core::ptr::null_mut(),
+            free: core::ptr::null_mut(),
+            fresh: CELLS,
+            reserved: 0,
+            pending: core::ptr::null_mut(),
+            pending_tail: core::ptr::null_mut(),
+            pending_n: 0,
+        }
     }
 
     /// A cell for a new record (counted in its chunk's `live`); its
     /// contents are uninitialised. Aborts if memory runs out, as `Arc::new`
     /// does.
+    ///
+    /// Inline, and short: a free cell or a never-used one of the chunk
+    /// held, and a count from the reserve. Everything else (the chunk full,
+    /// the reserve empty) is out of line.
+    #[inline]
     fn take(&mut self) -> NonNull<Cell> {
-        if self.free.is_null() && self.fresh == CELLS && !self.chunk.is_null() {
+        let cell = match self.next_cell() {
+            Some(c) => c,
+            None => self.take_slow(),
+        };
+        if self.reserved == 0 {
+            self.add_reserve();
+        }
+        // One of our counts becomes the new record's.
+        self.reserved -= 1;
+        cell
+    }
+
+    /// A free cell of the chunk held, else a never-used one; `None` if it
+    /// has neither (or no chunk is held: then `fresh == CELLS`).
+    #[inline]
+    fn next_cell(&mut self) -> Option<NonNull<Cell>> {
+        let c = if !self.free.is_null() {
+            let c = self.free;
+            // SAFETY: `c` is a free cell of our chunk; its link was written
+            // by this thread (`give_back_own`) or by the thread that returned
+            // it, before the release CAS that our acquire swap read.
+            self.free = unsafe { next_slot(c).read() };
+            c
+        } else if self.fresh < CELLS {
+            // SAFETY: `fresh < CELLS` only while we hold a chunk (`let_go`
+            // sets it to `CELLS`): a cell inside that chunk's allocation.
+            let c = unsafe { self.chunk.cast::<u8>().add(self.fresh * CELL) }.cast::<Cell>();
+            self.fresh += 1;
+            c
+        } else {
+            return None;
+        };
+        chunks::check(self.chunk);
+        // SAFETY: cells are inside an allocation, so never null.
+        Some(unsafe { NonNull::new_unchecked(c) })
+    }
+
+    /// [`take`](Self::take)'s cell when the chunk held has no free or
+    /// never-used cell: the cells other threads returned to it, else a
+    /// fresh chunk (the full one let go).
+    #[cold]
+    #[inline(never)]
+    fn take_slow(&mut self) -> NonNull<Cell> {
+        if !self.chunk.is_null() {
             chunks::check(self.chunk);
             // SAFETY: we hold `chunk` (its `live` counts us), so it is alive.
             // Acquire: the pushers wrote the links before their release CAS.
             self.free = unsafe { (*self.chunk).returned.swap(core::ptr::null_mut(), Ordering::Acquire) };
-            if self.free.is_null() {
-                self.let_go();
+            if let Some(c) = self.next_cell() {
+                return c;
             }
+            self.let_go();
         }
-        if self.chunk.is_null() {
-            // SAFETY: `CHUNK_LAYOUT` has non-zero size.
-            let h = unsafe { alloc(CHUNK_LAYOUT) }.cast::<Header>();
-            if h.is_null() {
-                handle_alloc_error(CHUNK_LAYOUT);
-            }
-            // SAFETY: a fresh chunk, ours alone; the header is built in place,
-            // with our own count and a reserve for records to come.
-            unsafe {
-                h.write(Header { live: AtomicUsize::new(1 + RESERVE), returned: AtomicPtr::new(core::ptr::null_mut()) })
-            };
-            chunks::made(h);
-            self.chunk = h;
-            self.fresh = 1;
-            self.reserved = RESERVE;
+        // SAFETY: `CHUNK_LAYOUT` has non-zero size.
+        let h = unsafe { alloc(CHUNK_LAYOUT) }.cast::<Header>();
+        if h.is_null() {
+            handle_alloc_error(CHUNK_LAYOUT);
         }
-        let cell = if !self.free.is_null() {
-            let c = self.free;
-            // SAFETY: `c` is a free cell of our chunk; its link was written
-            // by the thread that returned it, before the release CAS that
-            // our acquire swap read.
-            self.free = unsafe { next_slot(c).read() };
-            c
-        } else {
-            // SAFETY: `fresh < CELLS`: a cell inside our chunk's allocation.
-            let c = unsafe { self.chunk.cast::<u8>().add(self.fresh * CELL) }.cast::<Cell>();
-            self.fresh += 1;
-            c
+        // SAFETY: a fresh chunk, ours alone; the header is built in place,
+        // with our own count and a reserve for records to come.
+        unsafe {
+            h.write(Header { live: AtomicUsize::new(1 + RESERVE), returned: AtomicPtr::new(core::ptr::null_mut()) })
         };
-        chunks::check(self.chunk);
-        if self.reserved == 0 {
-            // SAFETY: we hold the chunk. Relaxed: the count only decides
-            // who frees the chunk, and that thread synchronises with every
-            // other through the release decrements.
-            unsafe { (*self.chunk).live.fetch_add(RESERVE, Ordering::Relaxed) };
-            self.reserved = RESERVE;
-        }
-        // One of our counts becomes the new record's.
-        self.reserved -= 1;
-        // SAFETY: cells are inside an allocation, so never null.
-        unsafe { NonNull::new_unchecked(cell) }
+        chunks::made(h);
+        self.chunk = h;
+        self.reserved = RESERVE;
+        // Cell 0 is the header; cell 1 is the new record's.
+        self.fresh = 2;
+        // SAFETY: cell 1 is inside the chunk (`CELLS >= 4`), and an address
+        // inside an allocation is never null.
+        unsafe { NonNull::new_unchecked(h.cast::<u8>().add(CELL).cast::<Cell>()) }
     }
 
-    /// Takes back a dead record's cell if it belongs to the chunk this
-    /// owner holds: the cell joins the owner's free cells and the record's
-    /// count of `live` becomes the owner's, with no atomic operation. False
-    /// (nothing done) for a cell of another chunk.
+    /// Adds [`RESERVE`] counts to the held chunk's `live` for records to
+    /// come (one atomic operation per that many records).
+    #[cold]
+    fn add_reserve(&mut self) {
+        chunks::check(self.chunk);
+        // SAFETY: we hold the chunk (a cell was just taken from it). Relaxed:
+        // the count only decides who frees the chunk, and that thread
+        // synchronises with every other through the release decrements.
+        unsafe { (*self.chunk).live.fetch_add(RESERVE, Ordering::Relaxed) };
+        self.reserved = RESERVE;
+    }
+
+    /// Takes back a dead record's cell: if it belongs to the chunk this
+    /// owner holds, the cell joins the owner's free cells and the record's
+    /// count of `live` becomes the owner's; else it joins the pending chain
+    /// of its chunk (the chain of another chunk handed back first). Neither
+    /// is an atomic operation: a thread that frees many records of one
+    /// chunk (a child address space dropped after a fork) hands them back
+    /// with one push and one decrement.
     ///
     /// # Safety
     ///
-    /// As for [`give_back`]: `cell` came from [`Owner::take`] (of any
-    /// owner), its record has been dropped, and nothing refers to it any
-    /// more.
-    unsafe fn give_back_own(&mut self, cell: NonNull<Cell>) -> bool {
+    /// As for [`give_back_chain`], for the chain of this one cell: it came
+    /// from [`Owner::take`] (of any owner), its record has been dropped,
+    /// and nothing refers to it any more.
+    #[inline]
+    unsafe fn give_back_own(&mut self, cell: NonNull<Cell>) {
         let c = cell.as_ptr();
-        if self.chunk.is_null() || header_of(c) != self.chunk {
-            return false;
+        let h = header_of(c);
+        if h == self.chunk {
+            // SAFETY: the cell is unused (the caller's contract) and in the
+            // chunk we hold; only its owner (us) reads the free list.
+            unsafe { next_slot(c).write(self.free) };
+            self.free = c;
+            self.reserved += 1;
+            return;
         }
-        // SAFETY: the cell is unused (the caller's contract) and in the
-        // chunk we hold; only its owner (us) reads the free list.
-        unsafe { next_slot(c).write(self.free) };
-        self.free = c;
-        self.reserved += 1;
-        true
+        if !self.pending.is_null() && header_of(self.pending) != h {
+            self.flush_pending();
+        }
+        if self.pending.is_null() {
+            self.pending_tail = c;
+        }
+        // SAFETY: the cell is unused (the caller's contract) and no other
+        // thread can reach it: its count is still in `live`, and it is on
+        // no list but ours.
+        unsafe { next_slot(c).write(self.pending) };
+        self.pending = c;
+        self.pending_n += 1;
+    }
+
+    /// Hands the pending chain back to its chunk: one push, one decrement
+    /// (which frees the chunk if they were its last records).
+    #[cold]
+    fn flush_pending(&mut self) {
+        let head = core::mem::replace(&mut self.pending, core::ptr::null_mut());
+        let n = core::mem::replace(&mut self.pending_n, 0);
+        if !head.is_null() {
+            // SAFETY: the chain's cells are unused cells of one chunk, linked
+            // from `head` to `pending_tail`, and their `n` counts are still
+            // in that chunk's `live`: we give them up here.
+            unsafe { give_back_chain(head, self.pending_tail, n) };
+        }
     }
 
     /// Stops allocating from the current chunk; frees it if no record in
     /// it is left.
     fn let_go(&mut self) {
+        self.flush_pending();
         let h = core::mem::replace(&mut self.chunk, core::ptr::null_mut());
         self.free = core::ptr::null_mut();
         self.fresh = CELLS;
@@ -299,29 +395,32 @@ unsafe fn release_chunk(h: *mut Header, n: usize) {
     }
 }
 
-/// Returns a dead record's cell to its chunk.
+/// Returns a chain of dead records' cells to their chunk: the chain is
+/// pushed on the chunk's `returned` stack whole, then their counts are
+/// dropped from `live` at once.
 ///
 /// # Safety
 ///
-/// `cell` came from [`Owner::take`], its record has been dropped, and
-/// nothing refers to it any more.
-unsafe fn give_back(cell: NonNull<Cell>) {
-    let c = cell.as_ptr();
-    let h = header_of(c);
+/// The cells, from `head` to `tail` through their links, are `n` cells of
+/// one chunk that came from [`Owner::take`], whose records have been
+/// dropped and which nothing refers to any more; their records' counts are
+/// still in the chunk's `live`, and the caller gives them up here.
+unsafe fn give_back_chain(head: *mut Cell, tail: *mut Cell, n: usize) {
+    let h = header_of(head);
     chunks::check(h);
-    // SAFETY: the record's count in `live` keeps the chunk alive until
-    // `release_chunk` below; the cell is ours to write.
+    // SAFETY: the records' counts in `live` keep the chunk alive until
+    // `release_chunk` below; the cells are ours to write.
     unsafe {
-        let mut head = (*h).returned.load(Ordering::Relaxed);
+        let mut top = (*h).returned.load(Ordering::Relaxed);
         loop {
-            next_slot(c).write(head);
-            // Release: the link is written before the cell is visible.
-            match (*h).returned.compare_exchange_weak(head, c, Ordering::Release, Ordering::Relaxed) {
+            next_slot(tail).write(top);
+            // Release: the links are written before the cells are visible.
+            match (*h).returned.compare_exchange_weak(top, head, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break,
-                Err(now) => head = now,
+                Err(now) => top = now,
             }
         }
-        release_chunk(h, 1);
+        release_chunk(h, n);
     }
 }
 
@@ -347,26 +446,92 @@ fn take_cell() -> NonNull<Cell> {
     OWNER.with(|o| o.borrow_mut().take())
 }
 
-/// Returns a dead record's cell: straight to this thread's owner if the
-/// cell is in the chunk it holds (no atomic operation), else to its
-/// chunk's `returned` stack ([`give_back`]). (During thread teardown, when
-/// the thread-local is gone, always the latter.)
+/// Makes records one after another (a fork's copies) from this thread's
+/// owner, taken out of the thread-local for as long as the maker lives, so
+/// that a record costs no thread-local access; the owner is put back when
+/// the maker is dropped. Records dropped meanwhile on this thread go to
+/// the owner standing in, which hands them back to their chunks' shared
+/// stacks when the maker is dropped. If the thread-local is in use or
+/// gone, the maker works from an owner of its own, let go when it is
+/// dropped.
+pub(crate) struct Maker {
+    owner: Owner,
+}
+
+impl Maker {
+    pub(crate) fn new() -> Maker {
+        Maker { owner: take_owner() }
+    }
+
+    /// A new record holding `data` (as [`VmaRef::new`]).
+    #[inline]
+    pub(crate) fn make(&mut self, data: VmaData) -> VmaRef {
+        // SAFETY: the cell was just taken.
+        unsafe { VmaRef::in_cell(self.owner.take(), data) }
+    }
+}
+
+impl Drop for Maker {
+    fn drop(&mut self) {
+        put_owner(core::mem::replace(&mut self.owner, Owner::new()));
+    }
+}
+
+/// This thread's owner, a fresh one left in its place; or, if the
+/// thread-local is borrowed or gone, a fresh one.
+#[cfg(not(loom_mm))]
+fn take_owner() -> Owner {
+    OWNER
+        .try_with(|o| o.try_borrow_mut().map(|mut o| core::mem::replace(&mut *o, Owner::new())).unwrap_or(Owner::new()))
+        .unwrap_or(Owner::new())
+}
+
+#[cfg(loom_mm)]
+fn take_owner() -> Owner {
+    OWNER.with(|o| core::mem::replace(&mut *o.borrow_mut(), Owner::new()))
+}
+
+/// Makes `owner` this thread's owner again; the one that stood in (which
+/// holds a chunk only if records were made meanwhile) is let go. If the
+/// thread-local is borrowed or gone, `owner` itself is let go.
+#[cfg(not(loom_mm))]
+fn put_owner(owner: Owner) {
+    let stand_in = OWNER.try_with(move |o| match o.try_borrow_mut() {
+        Ok(mut o) => core::mem::replace(&mut *o, owner),
+        Err(_) => owner,
+    });
+    // Dropped (let go) here, outside the borrow.
+    drop(stand_in);
+}
+
+#[cfg(loom_mm)]
+fn put_owner(owner: Owner) {
+    let stand_in = OWNER.with(move |o| core::mem::replace(&mut *o.borrow_mut(), owner));
+    drop(stand_in);
+}
+
+/// Returns a dead record's cell through this thread's owner
+/// ([`Owner::give_back_own`]: no atomic operation), or, when the owner is
+/// in use (a [`Maker`]'s stand-in is not) or gone (thread teardown),
+/// straight to its chunk.
 ///
 /// # Safety
 ///
-/// As for [`give_back`].
+/// As for [`give_back_chain`], for the chain of this one cell.
 unsafe fn return_cell(cell: NonNull<Cell>) {
     let own = OWNER
         .try_with(|o| {
-            // (A record dropped while the owner is borrowed, which no path
-            // does today, would just take the slow way.)
-            // SAFETY: the caller's contract.
-            o.try_borrow_mut().is_ok_and(|mut o| unsafe { o.give_back_own(cell) })
+            o.try_borrow_mut()
+                .map(|mut o| {
+                    // SAFETY: the caller's contract.
+                    unsafe { o.give_back_own(cell) }
+                })
+                .is_ok()
         })
         .unwrap_or(false);
     if !own {
         // SAFETY: the caller's contract; the owner did not take the cell.
-        unsafe { give_back(cell) };
+        unsafe { give_back_chain(cell.as_ptr(), cell.as_ptr(), 1) };
     }
 }
 
@@ -394,8 +559,20 @@ unsafe impl Sync for VmaRef {}
 impl VmaRef {
     /// A new record holding `data`.
     pub(crate) fn new(data: VmaData) -> VmaRef {
-        let cell = take_cell();
-        // SAFETY: a fresh cell, ours alone until published.
+        // SAFETY: the cell was just taken.
+        unsafe { VmaRef::in_cell(take_cell(), data) }
+    }
+
+    /// The record in `cell`.
+    ///
+    /// # Safety
+    ///
+    /// `cell` was just taken from an owner ([`Owner::take`]): unused, and
+    /// counted in its chunk's `live`.
+    #[inline]
+    unsafe fn in_cell(cell: NonNull<Cell>, data: VmaData) -> VmaRef {
+        // SAFETY: an unused cell (the caller's contract) is ours alone
+        // until published.
         unsafe { cell.as_ptr().write(Cell { refs: AtomicUsize::new(1), data: MaybeUninit::new(data) }) };
         VmaRef(cell)
     }
@@ -562,6 +739,89 @@ mod tests {
         .unwrap();
     }
 
+    /// A thread that frees records of a chunk it has let go keeps their
+    /// cells in its pending chain (no atomic operation each) and hands the
+    /// chain back whole, with one decrement of `live`, when it frees a
+    /// record of yet another chunk; a record kept alive keeps the chunk.
+    #[test]
+    fn records_of_a_let_go_chunk_are_handed_back_as_one_chain() {
+        std::thread::spawn(|| {
+            let per = CELLS - 1;
+            // Chunks X (full, let go), Y (full, let go) and Z (held).
+            let mut rs: Vec<VmaRef> = (0..2 * per as u64 + 3).map(|i| VmaRef::new(data(i))).collect();
+            let (x, y) = (header_of(rs[0].0.as_ptr()), header_of(rs[per].0.as_ptr()));
+            assert!(x != y && header_of(rs[2 * per].0.as_ptr()) != y);
+            // The chunks are read only while a record keeps them alive, and
+            // no other thread touches them.
+            // SAFETY: as just said.
+            let live = |h: *mut Header| unsafe { (*h).live.load(Ordering::Relaxed) };
+            let returned = |h: *mut Header| {
+                let mut n = 0;
+                // SAFETY: as above.
+                let mut c = unsafe { (*h).returned.load(Ordering::Relaxed) };
+                while !c.is_null() {
+                    n += 1;
+                    // SAFETY: a returned cell of a live chunk holds its link.
+                    c = unsafe { next_slot(c).read() };
+                }
+                n
+            };
+            let y_records: Vec<VmaRef> = rs.drain(per..2 * per).collect();
+            let keep = rs.remove(0);
+            // X's records but one: pending, nothing handed back yet.
+            rs.drain(..per - 1).for_each(drop);
+            assert_eq!((live(x), returned(x)), (per, 0), "X's frees were handed back one by one");
+            // Y's records: X's chain goes back whole, Y's wait.
+            let y_last = y_records.len();
+            let mut y_records = y_records;
+            let y_kept = y_records.pop();
+            drop(y_records);
+            assert_eq!((live(x), returned(x)), (1, per - 1), "X's chain was not handed back");
+            assert_eq!((live(y), returned(y)), (y_last, 0), "Y's frees were handed back one by one");
+            assert_eq!(keep.pgoff_base, 0);
+            // Letting go hands back Y's chain; Y lives on with its one
+            // record, X with its.
+            OWNER.with(|o| o.borrow_mut().let_go());
+            assert_eq!((live(y), returned(y)), (1, y_last - 1));
+            assert_eq!((live(x), returned(x)), (1, per - 1));
+            assert_eq!(y_kept.map(|r| r.pgoff_base), Some(2 * per as u64 - 1));
+            for (i, r) in rs.iter().enumerate() {
+                assert_eq!(r.pgoff_base, (2 * per + i) as u64);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A maker's records sit in a row in the thread's chunk, and the
+    /// thread's owner is back when it is dropped (the next record follows
+    /// them); a record dropped while the maker holds the owner goes back
+    /// to its chunk's shared stack and is reused all the same.
+    #[test]
+    fn a_maker_makes_records_from_the_threads_chunk() {
+        std::thread::spawn(|| {
+            let first = VmaRef::new(data(0));
+            let early = VmaRef::new(data(1));
+            let mut maker = Maker::new();
+            let made: Vec<VmaRef> = (2..6).map(|i| maker.make(data(i))).collect();
+            drop(early);
+            drop(maker);
+            let next = VmaRef::new(data(6));
+            let addr = |r: &VmaRef| r.0.as_ptr().addr();
+            for (i, r) in made.iter().enumerate() {
+                assert_eq!(addr(r), addr(&first) + (i + 2) * CELL, "record {i} not in a row");
+                assert_eq!(r.pgoff_base, i as u64 + 2);
+            }
+            assert_eq!(addr(&next), addr(&first) + 6 * CELL, "the owner did not come back");
+            // `early`'s cell went to the chunk's stack: taken once the
+            // chunk's never-used cells run out.
+            let rest: Vec<VmaRef> = (7..CELLS as u64).map(|i| VmaRef::new(data(i))).collect();
+            assert!(rest.iter().any(|r| addr(r) == addr(&first) + CELL), "the returned cell was not reused");
+        })
+        .join()
+        .unwrap();
+    }
+
     /// Records dropped on other threads come back to the owner's chunk and
     /// are reused; chunks let go are freed (Miri checks that nothing leaks
     /// and that no freed memory is touched).
@@ -600,6 +860,13 @@ mod loom_tests {
     use crate::VmFlags;
     use loom::thread;
 
+    /// What a thread's exit does to its owner (loom runs thread-local
+    /// destructors outside the model, so the models do it themselves):
+    /// lets its chunk go and hands its pending chain back.
+    fn exit_thread() {
+        OWNER.with(|o| o.borrow_mut().let_go());
+    }
+
     fn data(i: u64) -> VmaData {
         VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
     }
@@ -615,12 +882,15 @@ mod loom_tests {
             let a = VmaRef::new(data(1));
             let b = VmaRef::new(data(2));
             let c = VmaRef::new(data(3));
-            let t = thread::spawn(move || drop(b));
+            let t = thread::spawn(move || {
+                drop(b);
+                exit_thread();
+            });
             let d = VmaRef::new(data(4));
             t.join().unwrap();
             assert_eq!((a.pgoff_base, c.pgoff_base, d.pgoff_base), (1, 3, 4));
             drop((a, c, d));
-            OWNER.with(|o| o.borrow_mut().let_go());
+            exit_thread();
             assert_eq!(chunks::live(), 0, "a chunk leaked");
         });
     }
@@ -635,7 +905,10 @@ mod loom_tests {
         loom::model(|| {
             let a = VmaRef::new(data(1));
             let b = VmaRef::new(data(2));
-            let t = thread::spawn(move || drop(b));
+            let t = thread::spawn(move || {
+                drop(b);
+                exit_thread();
+            });
             drop(a);
             let c = VmaRef::new(data(3));
             let d = VmaRef::new(data(4));
@@ -643,7 +916,7 @@ mod loom_tests {
             t.join().unwrap();
             assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (3, 4, 5));
             drop((c, d, e));
-            OWNER.with(|o| o.borrow_mut().let_go());
+            exit_thread();
             assert_eq!(chunks::live(), 0, "a chunk leaked");
         });
     }
@@ -657,7 +930,10 @@ mod loom_tests {
         loom::model(|| {
             let a = VmaRef::new(data(1));
             let b = a.clone();
-            let t = thread::spawn(move || drop(b));
+            let t = thread::spawn(move || {
+                drop(b);
+                exit_thread();
+            });
             drop(a);
             t.join().unwrap();
             let c = VmaRef::new(data(2));
@@ -666,7 +942,54 @@ mod loom_tests {
             assert!(!VmaRef::ptr_eq(&c, &d) && !VmaRef::ptr_eq(&c, &e) && !VmaRef::ptr_eq(&d, &e));
             assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (2, 3, 4));
             drop((c, d, e));
-            OWNER.with(|o| o.borrow_mut().let_go());
+            exit_thread();
+            assert_eq!(chunks::live(), 0, "a chunk leaked");
+        });
+    }
+
+    /// The owner frees records of a chunk it has let go (a pending chain)
+    /// while another thread frees one of the same chunk (a push of its
+    /// own); then the owner lets go, handing the chain back. Every chunk
+    /// is freed, once, in every interleaving.
+    #[test]
+    fn loom_pending_chain_races_another_free() {
+        loom::model(|| {
+            let a = VmaRef::new(data(1));
+            let b = VmaRef::new(data(2));
+            let c = VmaRef::new(data(3));
+            let d = VmaRef::new(data(4));
+            let t = thread::spawn(move || {
+                drop(b);
+                exit_thread();
+            });
+            drop(a);
+            drop(c);
+            assert_eq!(d.pgoff_base, 4);
+            drop(d);
+            t.join().unwrap();
+            exit_thread();
+            assert_eq!(chunks::live(), 0, "a chunk leaked");
+        });
+    }
+
+    /// A maker holds the thread's owner while another thread frees one of
+    /// its records; the maker's owner is put back and let go.
+    #[test]
+    fn loom_maker_races_a_free() {
+        loom::model(|| {
+            let mut maker = Maker::new();
+            let a = maker.make(data(1));
+            let t = thread::spawn(move || {
+                drop(a);
+                exit_thread();
+            });
+            let b = maker.make(data(2));
+            let c = maker.make(data(3));
+            drop(maker);
+            t.join().unwrap();
+            assert_eq!((b.pgoff_base, c.pgoff_base), (2, 3));
+            drop((b, c));
+            exit_thread();
             assert_eq!(chunks::live(), 0, "a chunk leaked");
         });
     }
@@ -677,8 +1000,11 @@ mod loom_tests {
     fn loom_last_free_races_let_go() {
         loom::model(|| {
             let a = VmaRef::new(data(1));
-            let t = thread::spawn(move || drop(a));
-            OWNER.with(|o| o.borrow_mut().let_go());
+            let t = thread::spawn(move || {
+                drop(a);
+                exit_thread();
+            });
+            exit_thread();
             t.join().unwrap();
             assert_eq!(chunks::live(), 0, "a chunk leaked");
         });
