@@ -13,9 +13,10 @@
 //! write that left it, and that write reported it still good (see
 //! [`store_walked`](RawTree::store_walked)'s result). Every change to a
 //! tree's shape goes through [`store_walked`](RawTree::store_walked),
-//! [`erase_in_leaf`](RawTree::erase_in_leaf) and
+//! [`erase_in_leaf`](RawTree::erase_in_leaf),
+//! [`erase_entry_in_leaf`](RawTree::erase_entry_in_leaf) and
 //! [`store_in_empty`](RawTree::store_in_empty) (the plain tree's commonest
-//! erase and store), [`build_sorted`](RawTree::build_sorted) or
+//! erases and store), [`build_sorted`](RawTree::build_sorted) or
 //! [`clear_with`](RawTree::clear_with) (a duplicate is a new tree, which
 //! starts with nothing kept), and each of them forgets the kept walk
 //! before it changes anything; only the tree's own write (or an erase

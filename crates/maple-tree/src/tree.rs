@@ -493,10 +493,8 @@ impl<V: Handle> MapleTree<V> {
         // SAFETY: `&mut self` rules out readers and other writers; `path`
         // is a walk of this tree made just now or kept while the tree did
         // not change, ending at an entry.
-        let res = if let Some(word) = unsafe { self.raw.erase_entry_in_leaf(path) } {
-            out.removed.push(word);
-            // The leaf kept its bounds: the walk is still good.
-            Ok(true)
+        let res = if let Some(good) = unsafe { self.raw.erase_entry_in_leaf(path, &mut out.removed) } {
+            Ok(good)
         } else {
             // SAFETY: lo <= hi; no entry and no `split` (nothing is cut:
             // the write covers its slot exactly); `path` is a walk of this

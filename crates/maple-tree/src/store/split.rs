@@ -59,7 +59,7 @@ use core::mem::MaybeUninit;
 use super::{
     prefetch_siblings,
     rebuild::{biased_split, next_cut, push_slack, split_points_by, PUSH_SIBLING_ROOM},
-    Removed, StoreFail,
+    Removed,
 };
 use crate::{
     error::AllocError,
@@ -658,10 +658,11 @@ impl RawTree {
     /// `lpath[d]`: every node between holds it only as an implied bound
     /// (its own maximum or minimum). One leaf shortened and one pivot
     /// moved; the next leaf is not written (in a gap tree its recorded gap
-    /// grows). Nothing is allocated. `None`, with nothing changed, when the
+    /// grows). Nothing is allocated. False, with nothing changed, when the
     /// leaf would be left below its minimum fill, or with nothing (the
     /// general path then takes the next leaf in). The walk is emptied: the
-    /// leaf's bounds changed.
+    /// leaf's bounds changed. The removed words are pushed on `removed`
+    /// (empty before) and the tree's length updated.
     ///
     /// (The kernel keeps leaves from ending with an empty range the same
     /// way our cuts do, and treats such an erase as a store spanning two
@@ -684,13 +685,13 @@ impl RawTree {
         b: usize,
         d: usize,
         removed: &mut Removed,
-    ) -> Option<Result<(), (StoreFail, *mut ())>> {
+    ) -> bool {
         if a < Kind::Leaf.min_fill() {
-            return None;
+            return false;
         }
         #[cfg(test)]
         if tests::NO_GIVE.with(core::cell::Cell::get) {
-            return None;
+            return false;
         }
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
@@ -742,7 +743,7 @@ impl RawTree {
         #[cfg(test)]
         tests::TAKEN.with(|t| t.borrow_mut()[if d == leaf - 1 { 6 } else { 7 }] += 1);
         lpath.clear();
-        Some(Ok(()))
+        true
     }
 
     /// [`plan_split`](Self::plan_split) and [`apply_split`](Self::apply_split)
