@@ -5,7 +5,7 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    record::{Maker, VmaRef},
+    record::{with_maker, Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
     vma::{AnonVma, VmaData},
@@ -34,21 +34,18 @@ impl<T: VmaStore> AddressSpace<T> {
         // Don't-fork ranges are noted during the copy (which reads every
         // VMA anyway) and removed from the child afterwards.
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
-        let mut maker = Maker::new();
-        let tree = self
-            .tree
-            .view()
-            .try_dup_share_or_map(|r, d| {
+        let tree = with_maker(|maker| {
+            self.tree.view().try_dup_share_or_map(|r, d| {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
                 }
-                child_record(d, copy_names, &mut maker)
+                child_record(d, copy_names, maker)
             })
-            .map_err(|e| match e {
-                DupError::Alloc(_) => Errno::ENOMEM,
-                DupError::Map { error, .. } => error,
-            })?;
-        drop(maker);
+        })
+        .map_err(|e| match e {
+            DupError::Alloc(_) => Errno::ENOMEM,
+            DupError::Map { error, .. } => error,
+        })?;
         let mut child =
             AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
         for (s, e) in dontcopy {
@@ -63,19 +60,21 @@ impl<T: VmaStore> AddressSpace<T> {
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
         let parent = self.tree.view();
-        let mut maker = Maker::new();
-        for (r, d) in parent.iter() {
-            if d.flags.contains(VmFlags::DONTCOPY) {
-                continue;
+        with_maker(|maker| {
+            for (r, d) in parent.iter() {
+                if d.flags.contains(VmFlags::DONTCOPY) {
+                    continue;
+                }
+                let record = match child_record(d, false, maker)? {
+                    Some(copy) => copy,
+                    // Shared, as `fork` shares it (only then is the parent's
+                    // reference taken: a copied VMA costs no extra count).
+                    None => parent.get_range_cloned(*r.start()).ok_or(Errno::ENOMEM)?.1,
+                };
+                tree.insert_range(r, record).map_err(|_| Errno::ENOMEM)?;
             }
-            let record = match child_record(d, false, &mut maker)? {
-                Some(copy) => copy,
-                // Shared, as `fork` shares it (only then is the parent's
-                // reference taken: a copied VMA costs no extra count).
-                None => parent.get_range_cloned(*r.start()).ok_or(Errno::ENOMEM)?.1,
-            };
-            tree.insert_range(r, record).map_err(|_| Errno::ENOMEM)?;
-        }
+            Ok::<(), Errno>(())
+        })?;
         Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
     }
 
@@ -91,7 +90,7 @@ impl<T: VmaStore> AddressSpace<T> {
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
 /// `None` to share the parent's, which a never-written VMA's copy would
 /// equal (records are never changed in place).
-fn child_record(d: &VmaData, copy_names: bool, maker: &mut Maker) -> Result<Option<VmaRef>> {
+fn child_record(d: &VmaData, copy_names: bool, maker: &mut Maker<'_>) -> Result<Option<VmaRef>> {
     fault::vma_copy()?;
     if d.anon.is_none() && !copy_names {
         return Ok(None);

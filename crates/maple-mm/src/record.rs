@@ -447,22 +447,13 @@ fn take_cell() -> NonNull<Cell> {
 }
 
 /// Makes records one after another (a fork's copies) from this thread's
-/// owner, taken out of the thread-local for as long as the maker lives, so
-/// that a record costs no thread-local access; the owner is put back when
-/// the maker is dropped. Records dropped meanwhile on this thread go to
-/// the owner standing in, which hands them back to their chunks' shared
-/// stacks when the maker is dropped. If the thread-local is in use or
-/// gone, the maker works from an owner of its own, let go when it is
-/// dropped.
-pub(crate) struct Maker {
-    owner: Owner,
+/// owner, borrowed once for all of them (see [`with_maker`]), so that a
+/// record costs no thread-local access.
+pub(crate) struct Maker<'a> {
+    owner: &'a mut Owner,
 }
 
-impl Maker {
-    pub(crate) fn new() -> Maker {
-        Maker { owner: take_owner() }
-    }
-
+impl Maker<'_> {
     /// A new record holding `data` (as [`VmaRef::new`]).
     #[inline]
     pub(crate) fn make(&mut self, data: VmaData) -> VmaRef {
@@ -471,49 +462,52 @@ impl Maker {
     }
 }
 
-impl Drop for Maker {
-    fn drop(&mut self) {
-        put_owner(core::mem::replace(&mut self.owner, Owner::new()));
+/// Runs `f` with a [`Maker`] on this thread's owner. Records dropped on
+/// this thread meanwhile go straight back to their chunks (the owner is
+/// borrowed). If the owner is in use already or gone (thread teardown),
+/// the maker works from an owner of its own, let go afterwards.
+pub(crate) fn with_maker<R>(f: impl FnOnce(&mut Maker<'_>) -> R) -> R {
+    let mut f = Some(f);
+    let done = owner_with(|o| {
+        let f = f.take()?;
+        Some(match o {
+            Some(owner) => f(&mut Maker { owner }),
+            None => f(&mut Maker { owner: &mut Owner::new() }),
+        })
+    });
+    match (done, f) {
+        (Some(r), _) => r,
+        // The thread-local is gone: `f` was not run.
+        (None, Some(f)) => f(&mut Maker { owner: &mut Owner::new() }),
+        (None, None) => unreachable!("with_maker ran its closure and lost the result"),
     }
 }
 
-/// This thread's owner, a fresh one left in its place; or, if the
-/// thread-local is borrowed or gone, a fresh one.
+/// Runs `f` on this thread's owner (`None` if it is borrowed already);
+/// `None` without running `f` if the thread-local is gone.
 #[cfg(not(loom_mm))]
-fn take_owner() -> Owner {
+fn owner_with<R>(f: impl FnOnce(Option<&mut Owner>) -> Option<R>) -> Option<R> {
     OWNER
-        .try_with(|o| o.try_borrow_mut().map(|mut o| core::mem::replace(&mut *o, Owner::new())).unwrap_or(Owner::new()))
-        .unwrap_or(Owner::new())
+        .try_with(|o| match o.try_borrow_mut() {
+            Ok(mut o) => f(Some(&mut o)),
+            Err(_) => f(None),
+        })
+        .ok()
+        .flatten()
 }
 
 #[cfg(loom_mm)]
-fn take_owner() -> Owner {
-    OWNER.with(|o| core::mem::replace(&mut *o.borrow_mut(), Owner::new()))
-}
-
-/// Makes `owner` this thread's owner again; the one that stood in (which
-/// holds a chunk only if records were made meanwhile) is let go. If the
-/// thread-local is borrowed or gone, `owner` itself is let go.
-#[cfg(not(loom_mm))]
-fn put_owner(owner: Owner) {
-    let stand_in = OWNER.try_with(move |o| match o.try_borrow_mut() {
-        Ok(mut o) => core::mem::replace(&mut *o, owner),
-        Err(_) => owner,
-    });
-    // Dropped (let go) here, outside the borrow.
-    drop(stand_in);
-}
-
-#[cfg(loom_mm)]
-fn put_owner(owner: Owner) {
-    let stand_in = OWNER.with(move |o| core::mem::replace(&mut *o.borrow_mut(), owner));
-    drop(stand_in);
+fn owner_with<R>(f: impl FnOnce(Option<&mut Owner>) -> Option<R>) -> Option<R> {
+    OWNER.with(|o| match o.try_borrow_mut() {
+        Ok(mut o) => f(Some(&mut o)),
+        Err(_) => f(None),
+    })
 }
 
 /// Returns a dead record's cell through this thread's owner
 /// ([`Owner::give_back_own`]: no atomic operation), or, when the owner is
-/// in use (a [`Maker`]'s stand-in is not) or gone (thread teardown),
-/// straight to its chunk.
+/// in use (by a [`Maker`]) or gone (thread teardown), straight to its
+/// chunk.
 ///
 /// # Safety
 ///
@@ -794,18 +788,23 @@ mod tests {
     }
 
     /// A maker's records sit in a row in the thread's chunk, and the
-    /// thread's owner is back when it is dropped (the next record follows
-    /// them); a record dropped while the maker holds the owner goes back
-    /// to its chunk's shared stack and is reused all the same.
+    /// thread's owner goes on after them (the next record follows); a
+    /// record dropped while the maker holds the owner goes back to its
+    /// chunk's shared stack and is reused all the same. A maker made while
+    /// another holds the owner works from an owner of its own.
     #[test]
     fn a_maker_makes_records_from_the_threads_chunk() {
         std::thread::spawn(|| {
             let first = VmaRef::new(data(0));
             let early = VmaRef::new(data(1));
-            let mut maker = Maker::new();
-            let made: Vec<VmaRef> = (2..6).map(|i| maker.make(data(i))).collect();
-            drop(early);
-            drop(maker);
+            let (made, nested) = with_maker(|maker| {
+                let made: Vec<VmaRef> = (2..6).map(|i| maker.make(data(i))).collect();
+                drop(early);
+                let nested = with_maker(|inner| inner.make(data(99)));
+                (made, nested)
+            });
+            assert_eq!(nested.pgoff_base, 99);
+            assert_ne!(header_of(nested.0.as_ptr()), header_of(first.0.as_ptr()), "a nested maker shared the owner");
             let next = VmaRef::new(data(6));
             let addr = |r: &VmaRef| r.0.as_ptr().addr();
             for (i, r) in made.iter().enumerate() {
@@ -973,19 +972,18 @@ mod loom_tests {
     }
 
     /// A maker holds the thread's owner while another thread frees one of
-    /// its records; the maker's owner is put back and let go.
+    /// its records; then the owner is let go.
     #[test]
     fn loom_maker_races_a_free() {
         loom::model(|| {
-            let mut maker = Maker::new();
-            let a = maker.make(data(1));
-            let t = thread::spawn(move || {
-                drop(a);
-                exit_thread();
+            let (t, b, c) = with_maker(|maker| {
+                let a = maker.make(data(1));
+                let t = thread::spawn(move || {
+                    drop(a);
+                    exit_thread();
+                });
+                (t, maker.make(data(2)), maker.make(data(3)))
             });
-            let b = maker.make(data(2));
-            let c = maker.make(data(3));
-            drop(maker);
             t.join().unwrap();
             assert_eq!((b.pgoff_base, c.pgoff_base), (2, 3));
             drop((b, c));
