@@ -866,6 +866,20 @@ mod loom_tests {
         OWNER.with(|o| o.borrow_mut().let_go());
     }
 
+    /// Drops `r` on a thread of its own, which then exits.
+    fn drop_elsewhere(r: VmaRef) -> thread::JoinHandle<()> {
+        thread::spawn(move || {
+            drop(r);
+            exit_thread();
+        })
+    }
+
+    /// This thread exits, and by then every chunk the model made is freed.
+    fn exit_and_check() {
+        exit_thread();
+        assert_eq!(chunks::live(), 0, "a chunk leaked");
+    }
+
     fn data(i: u64) -> VmaData {
         VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
     }
@@ -881,16 +895,12 @@ mod loom_tests {
             let a = VmaRef::new(data(1));
             let b = VmaRef::new(data(2));
             let c = VmaRef::new(data(3));
-            let t = thread::spawn(move || {
-                drop(b);
-                exit_thread();
-            });
+            let t = drop_elsewhere(b);
             let d = VmaRef::new(data(4));
             t.join().unwrap();
             assert_eq!((a.pgoff_base, c.pgoff_base, d.pgoff_base), (1, 3, 4));
             drop((a, c, d));
-            exit_thread();
-            assert_eq!(chunks::live(), 0, "a chunk leaked");
+            exit_and_check();
         });
     }
 
@@ -904,10 +914,7 @@ mod loom_tests {
         loom::model(|| {
             let a = VmaRef::new(data(1));
             let b = VmaRef::new(data(2));
-            let t = thread::spawn(move || {
-                drop(b);
-                exit_thread();
-            });
+            let t = drop_elsewhere(b);
             drop(a);
             let c = VmaRef::new(data(3));
             let d = VmaRef::new(data(4));
@@ -915,8 +922,7 @@ mod loom_tests {
             t.join().unwrap();
             assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (3, 4, 5));
             drop((c, d, e));
-            exit_thread();
-            assert_eq!(chunks::live(), 0, "a chunk leaked");
+            exit_and_check();
         });
     }
 
@@ -929,10 +935,7 @@ mod loom_tests {
         loom::model(|| {
             let a = VmaRef::new(data(1));
             let b = a.clone();
-            let t = thread::spawn(move || {
-                drop(b);
-                exit_thread();
-            });
+            let t = drop_elsewhere(b);
             drop(a);
             t.join().unwrap();
             let c = VmaRef::new(data(2));
@@ -941,8 +944,7 @@ mod loom_tests {
             assert!(!VmaRef::ptr_eq(&c, &d) && !VmaRef::ptr_eq(&c, &e) && !VmaRef::ptr_eq(&d, &e));
             assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (2, 3, 4));
             drop((c, d, e));
-            exit_thread();
-            assert_eq!(chunks::live(), 0, "a chunk leaked");
+            exit_and_check();
         });
     }
 
@@ -957,17 +959,13 @@ mod loom_tests {
             let b = VmaRef::new(data(2));
             let c = VmaRef::new(data(3));
             let d = VmaRef::new(data(4));
-            let t = thread::spawn(move || {
-                drop(b);
-                exit_thread();
-            });
+            let t = drop_elsewhere(b);
             drop(a);
             drop(c);
             assert_eq!(d.pgoff_base, 4);
             drop(d);
             t.join().unwrap();
-            exit_thread();
-            assert_eq!(chunks::live(), 0, "a chunk leaked");
+            exit_and_check();
         });
     }
 
@@ -978,17 +976,13 @@ mod loom_tests {
         loom::model(|| {
             let (t, b, c) = with_maker(|maker| {
                 let a = maker.make(data(1));
-                let t = thread::spawn(move || {
-                    drop(a);
-                    exit_thread();
-                });
+                let t = drop_elsewhere(a);
                 (t, maker.make(data(2)), maker.make(data(3)))
             });
             t.join().unwrap();
             assert_eq!((b.pgoff_base, c.pgoff_base), (2, 3));
             drop((b, c));
-            exit_thread();
-            assert_eq!(chunks::live(), 0, "a chunk leaked");
+            exit_and_check();
         });
     }
 
@@ -998,10 +992,7 @@ mod loom_tests {
     fn loom_last_free_races_let_go() {
         loom::model(|| {
             let a = VmaRef::new(data(1));
-            let t = thread::spawn(move || {
-                drop(a);
-                exit_thread();
-            });
+            let t = drop_elsewhere(a);
             exit_thread();
             t.join().unwrap();
             assert_eq!(chunks::live(), 0, "a chunk leaked");
