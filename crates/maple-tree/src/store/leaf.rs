@@ -758,7 +758,7 @@ mod tests {
     /// found where the model has it.
     #[test]
     fn erasing_an_entry_merges_it_with_its_empty_neighbours() {
-        let n = if cfg!(miri) { 64u64 } else { 300 };
+        let n = if cfg!(miri) { 40u64 } else { 300 };
         END_ERASES.with(|e| *e.borrow_mut() = [0; 2]);
         // Range i: [i*10, i*10+9] (touching the next) when bit 0 of a hash
         // of i is set (or all of them, the second time), else
