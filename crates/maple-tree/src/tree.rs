@@ -221,10 +221,7 @@ impl<V: Handle> MapleTree<V> {
             // SAFETY: `&mut self` rules out readers and other writers;
             // `path` is a walk of this tree as it is (just aimed at
             // `first`; the kept walk only while it is one).
-            unsafe { self.raw.erase_in_leaf(path, first, op.last) }.map(|word| {
-                out.removed.push(word);
-                Ok(true)
-            })
+            unsafe { self.raw.erase_in_leaf(path, first, op.last, &mut out.removed) }.map(Ok)
         } else {
             // SAFETY: as above; `first <= last` and `e` is a fresh handle
             // or a marker (the caller's contract).

@@ -138,15 +138,13 @@ impl RawTree {
     }
 
     /// The erase of the entry `lpath` ends at, when it covers exactly
-    /// `[first, last]` and lies strictly inside its leaf (both neighbours
-    /// in the same leaf), and the leaf keeps a legal fill: the entry's
-    /// slot and its empty neighbours become one empty slot, in place.
-    /// Returns the erased word (the caller's from now on), or `None`, with
-    /// nothing changed, for any other write (the general write does it):
-    /// `erase`, and `remove_range` of exactly one entry, without the
-    /// general write's bookkeeping for ranges that cut entries or absorb
-    /// empty neighbours in other leaves. The walk stays good (the leaf
-    /// keeps its place and bounds).
+    /// `[first, last]`, done as [`erase_entry_in_leaf`](Self::erase_entry_in_leaf)
+    /// does it (in place, or a leaf's last entry given to the next leaf):
+    /// `remove_range` of exactly one entry, without the general write's
+    /// bookkeeping for ranges that cut entries or absorb empty neighbours
+    /// in other leaves. The erased word is pushed on `removed` (empty
+    /// before). Returns whether the walk is still good, or `None`, with
+    /// nothing changed, for any other write (the general write does it).
     ///
     /// # Safety
     ///
@@ -154,23 +152,27 @@ impl RawTree {
     /// through `&mut`) and the caller is its only writer; `lpath` is a
     /// walk of this tree made since its last change.
     #[inline(always)]
-    pub(crate) unsafe fn erase_in_leaf(&self, lpath: &Path, first: u64, last: u64) -> Option<*mut ()> {
-        let l = self.inside_slot(lpath)?;
-        // (Slot `off` has neighbours on both sides, so both its bounds are
-        // pivots.)
-        let leaf = l.leaf();
-        let piv = leaf.pivots();
-        if piv[l.off - 1].load(Ordering::Relaxed).wrapping_add(1) != first || piv[l.off].load(Ordering::Relaxed) != last
-        {
+    pub(crate) unsafe fn erase_in_leaf(
+        &self,
+        lpath: &mut Path,
+        first: u64,
+        last: u64,
+        removed: &mut Removed,
+    ) -> Option<bool> {
+        let l = *lpath.last()?;
+        if slot_bounds(l.leaf().pivots(), l.off, l.min, l.max) != (first, last) {
             return None;
         }
-        // SAFETY: this function's contract; the slot lies inside its leaf.
-        unsafe { self.erase_inside(lpath, l, false) }
+        // SAFETY: this function's contract; the write is the slot's whole
+        // range.
+        unsafe { self.erase_entry_in_leaf(lpath, removed) }
     }
 
-    /// [`erase_in_leaf`](Self::erase_in_leaf) of the whole slot `lpath`
-    /// ends at, for `erase`, which found that slot's bounds itself; and
-    /// also of a leaf's last slot (not its first), whose right neighbour is
+    /// The erase of the whole slot `lpath` ends at, for `erase` (which
+    /// found that slot's bounds itself) and [`erase_in_leaf`](Self::erase_in_leaf):
+    /// a slot strictly inside its leaf, whose entry and empty neighbours
+    /// become one empty slot in place if the leaf keeps a legal fill; and
+    /// a leaf's last slot (not its first), whose right neighbour is
     /// the next leaf's first range: when that holds an entry, the slot is
     /// emptied in place the same way; when it is empty, the leaf's tail is
     /// given to the next leaf ([`give_tail_to_next`](Self::give_tail_to_next)).
@@ -184,8 +186,7 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// As for `erase_in_leaf`; the slot holds an entry, whose range `erase`
-    /// takes out whole.
+    /// As for `erase_in_leaf`; the erase takes out the slot's whole range.
     #[inline(always)]
     pub(crate) unsafe fn erase_entry_in_leaf(&self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
         if let Some(l) = self.inside_slot(lpath) {
