@@ -108,10 +108,11 @@
 //! changes may instead be rewritten in place, and replaced nodes are freed
 //! at once.
 //!
-//! A tree keeps the walk of its last write (in trees of three levels or
-//! more; a kilobyte, allocated once): a write that starts in the leaf the
-//! last one ended in (ascending ranges, a region being carved up) searches
-//! that leaf only, and any other walks from the root as usual. Any other
+//! A tree keeps the walk of its last write (in trees of two levels or
+//! more; a kilobyte, allocated once, after the tree's first 32 writes): a
+//! write that starts in the leaf the last one ended in (ascending ranges,
+//! a region being carved up) searches that leaf only, and any other walks
+//! from the root as usual. Any other
 //! change to the tree (a cursor's write, `clear`, a spell as a concurrent
 //! tree) makes the tree forget it. A [`CursorMut`] keeps its own walk the
 //! same way, and moves it as it steps.

@@ -898,8 +898,9 @@ pub struct Stats {
     /// and nothing else is spent on them; elsewhere the global allocator
     /// adds about two pages per block (1/256). Without the `std` feature a
     /// chunk holds 15 nodes and its own header. Not counted: the walk a
-    /// tree of three levels or more keeps from its last write (about a
-    /// kilobyte from the global allocator; see the crate docs, "Writes").
+    /// tree of two levels or more keeps from its last write (about a
+    /// kilobyte from the global allocator, taken on its 33rd write; see
+    /// the crate docs, "Writes").
     pub held_bytes: usize,
 }
 

@@ -15,11 +15,31 @@ use common::*;
 use maple_tree::{MapleTree, RangeEntry, U63};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
+/// The span of the writes in a tall tree (three levels and more) and in
+/// a short one (it rises to three levels and falls to one and back).
 const SPAN: u64 = 40_000;
+const SHORT_SPAN: u64 = 900;
+
+/// The trees the runs write to: how wide their writes spread, and the
+/// height a tree is filled to before the writes start.
+#[derive(Clone, Copy)]
+struct Shape {
+    span: u64,
+    height: usize,
+}
+
+const TALL: Shape = Shape { span: SPAN, height: 3 };
+const SHORT: Shape = Shape { span: SHORT_SPAN, height: 2 };
+
+std::thread_local! {
+    /// How many steps of this thread's runs left the tree at each height.
+    static HEIGHTS: core::cell::RefCell<[usize; 8]> = const { core::cell::RefCell::new([0; 8]) };
+}
 
 /// Validates `t` and compares the model's view of `f` and `l` with the
-/// tree's.
+/// tree's (counting its height in [`HEIGHTS`]).
 fn check_step(t: &MapleTree<U63>, m: &Model, f: u64, l: u64, what: &str) {
+    HEIGHTS.with(|h| h.borrow_mut()[t.height().min(7)] += 1);
     if let Err(e) = t.validate() {
         panic!("{what}: {e}");
     }
@@ -29,12 +49,13 @@ fn check_step(t: &MapleTree<U63>, m: &Model, f: u64, l: u64, what: &str) {
     }
 }
 
-/// Fills an empty tree with ranges in ascending order until it is three
-/// levels tall (the height from which a tree keeps its walk).
-fn fill(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng) {
+/// Fills an empty tree with ranges in ascending order until it is
+/// `shape.height` levels tall (and, for a tall tree outside Miri, holds
+/// 400 ranges).
+fn fill(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, shape: Shape) {
     let mut at = rng.gen_range(0..100);
-    let least = if cfg!(miri) { 0 } else { 400 };
-    while t.height() < 3 || t.len() < least {
+    let least = if cfg!(miri) || shape.height < 3 { 0 } else { 400 };
+    while t.height() < shape.height || t.len() < least {
         let l = at + rng.gen_range(0..6);
         t.insert_range(at..=l, v(at)).unwrap();
         m.store(at, l, at);
@@ -43,12 +64,12 @@ fn fill(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng) {
 }
 
 /// `steps` writes through the tree's own methods near a point that drifts
-/// upwards, checking after each.
-fn burst(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, steps: usize, what: &str) {
-    let mut locus = rng.gen_range(0..SPAN);
+/// upwards (wrapping within `span`), checking after each.
+fn burst(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, steps: usize, span: u64, what: &str) {
+    let mut locus = rng.gen_range(0..span);
     for step in 0..steps {
         let what = format!("{what}, step {step}");
-        let f = (locus + rng.gen_range(0..48)).min(SPAN);
+        let f = (locus + rng.gen_range(0..48)).min(span);
         let l = f + rng.gen_range(0..8);
         let x = rng.gen_range(0..1 << 40);
         match rng.gen_range(0..5) {
@@ -73,20 +94,29 @@ fn burst(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, steps: usize
             }
         }
         check_step(t, m, f, l, &what);
-        locus += rng.gen_range(0..24);
+        locus = (locus + rng.gen_range(0..24)) % span;
     }
 }
 
-fn run(gaps: bool, seed: u64) {
+fn run(gaps: bool, seed: u64, shape: Shape) {
+    let span = shape.span;
     let mut rng = SmallRng::seed_from_u64(seed);
     let new = || if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
     let mut t: MapleTree<U63> = new();
     let mut m = Model::default();
-    fill(&mut t, &mut m, &mut rng);
+    fill(&mut t, &mut m, &mut rng, shape);
     let (rounds, steps) = if cfg!(miri) { (6, 3) } else { (120, 40) };
     for round in 0..rounds {
-        let what = format!("gaps {gaps}, seed {seed}, round {round}");
-        burst(&mut t, &mut m, &mut rng, steps, &what);
+        let what = format!("gaps {gaps}, seed {seed}, span {span}, round {round}");
+        if shape.height < 3 && round % 4 == 3 {
+            // A short tree cut down to a few ranges (a root leaf, often),
+            // for the next bursts to grow again.
+            let (f, l) = (span / 16, span - span / 16);
+            t.remove_range(f..=l).unwrap();
+            m.clear(f, l);
+            check_step(&t, &m, f, l, &format!("{what}, cut"));
+        }
+        burst(&mut t, &mut m, &mut rng, steps, span, &what);
         // Then one other way of changing the tree, and another burst,
         // which must not trust the walk the first one kept.
         // (Under Miri, whose strict-provenance run leaves the concurrent
@@ -96,7 +126,7 @@ fn run(gaps: bool, seed: u64) {
         match other {
             0 => {
                 // Cursor writes, in the leaf the tree last wrote to or not.
-                let at = rng.gen_range(0..SPAN);
+                let at = rng.gen_range(0..span);
                 let mut c = t.cursor_mut(at);
                 for _ in 0..rng.gen_range(1..6) {
                     let f = at + rng.gen_range(0..64);
@@ -113,7 +143,7 @@ fn run(gaps: bool, seed: u64) {
             1 => {
                 t.clear();
                 m = Model::default();
-                fill(&mut t, &mut m, &mut rng);
+                fill(&mut t, &mut m, &mut rng, shape);
             }
             2 => {
                 // Rebuilt by `extend` (which keeps a walk of its own).
@@ -123,7 +153,7 @@ fn run(gaps: bool, seed: u64) {
             }
             3 => {
                 t.set_fresh_node_writes(true);
-                burst(&mut t, &mut m, &mut rng, steps / 4, &format!("{what}, fresh nodes"));
+                burst(&mut t, &mut m, &mut rng, steps / 4, span, &format!("{what}, fresh nodes"));
                 t.set_fresh_node_writes(false);
             }
             4 => {
@@ -134,11 +164,13 @@ fn run(gaps: bool, seed: u64) {
                     m.store(100, 120, 7);
                     let mut c = c;
                     for spell in 0..3 {
-                        c.with_mut(|t| burst(t, &mut m, &mut rng, steps / 4, &format!("{what}, with_mut {spell}")));
-                        let f = rng.gen_range(0..SPAN);
+                        c.with_mut(|t| {
+                            burst(t, &mut m, &mut rng, steps / 4, span, &format!("{what}, with_mut {spell}"))
+                        });
+                        let f = rng.gen_range(0..span);
                         c.lock().store_range(f..=f + 30, v(f)).unwrap();
                         m.store(f, f + 30, f);
-                        let g = rng.gen_range(0..SPAN);
+                        let g = rng.gen_range(0..span);
                         c.lock().remove_range(g..=g + 50).unwrap();
                         m.clear(g, g + 50);
                     }
@@ -150,12 +182,12 @@ fn run(gaps: bool, seed: u64) {
                 // leaves the original's untouched, and the other way round.
                 let mut d = t.try_dup().unwrap();
                 let mut dm = m.clone();
-                burst(&mut d, &mut dm, &mut rng, steps / 2, &format!("{what}, the copy"));
-                burst(&mut t, &mut m, &mut rng, steps / 2, &format!("{what}, the original"));
+                burst(&mut d, &mut dm, &mut rng, steps / 2, span, &format!("{what}, the copy"));
+                burst(&mut t, &mut m, &mut rng, steps / 2, span, &format!("{what}, the original"));
                 check(&d, &dm, &format!("{what}, the copy"));
             }
             _ => {
-                let f = rng.gen_range(0..SPAN);
+                let f = rng.gen_range(0..span);
                 let l = f + rng.gen_range(0..4);
                 match t.entry(f..=l).unwrap() {
                     RangeEntry::Vacant(e) => {
@@ -177,11 +209,30 @@ fn run(gaps: bool, seed: u64) {
 fn tree_writes_interleaved_with_every_other_change() {
     if cfg!(miri) {
         // Gap tracking exercises the most code per write.
-        run(true, 0);
+        run(true, 0, TALL);
         return;
     }
     for seed in 0..4 {
-        run(false, seed);
-        run(true, seed);
+        run(false, seed, TALL);
+        run(true, seed, TALL);
     }
+}
+
+/// The same in a tree of about two levels (session 21: such trees keep
+/// their walk too), whose writes make it rise to three levels and fall to
+/// one and back, so that a walk kept at one height meets the tree at
+/// another.
+#[test]
+fn short_tree_writes_interleaved_with_every_other_change() {
+    if cfg!(miri) {
+        run(true, 1, SHORT);
+        return;
+    }
+    for seed in 0..4 {
+        run(false, seed, SHORT);
+        run(true, seed, SHORT);
+    }
+    let heights = HEIGHTS.with(|h| *h.borrow());
+    eprintln!("{heights:?}");
+    assert!(heights[1] > 0 && heights[2] > 0 && heights[3] > 0, "steps ended at heights {heights:?}");
 }
