@@ -118,6 +118,17 @@ pub fn open_log(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> 
 
 /// Runs `maple replay` on `trace`, printing to `out`.
 pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure> {
+    // Line numbers count from 1, and the window must hold a line.
+    for (name, n) in [("--from", args.from), ("--to", args.to)] {
+        if n == Some(0) {
+            return Err(fail(format!("{name} 0: lines are numbered from 1")));
+        }
+    }
+    if let (Some(f), Some(t)) = (args.from, args.to) {
+        if f >= t {
+            return Err(fail(format!("--from {f} is not before --to {t}: no line would be replayed")));
+        }
+    }
     let initial = match &args.maps {
         Some(m) => Some(AddressSpace::from_maps_file(m).map_err(|e| fail(e.to_string()))?),
         None => None,
@@ -163,6 +174,10 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let Some(f) = args.from.filter(|&f| f > no) {
+        let s = if no == 1 { "" } else { "s" };
+        return Err(fail(format!("{trace}: --from {f} is past the end of the log ({no} line{s})")));
     }
     let replay = replayer.finish().map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
     if let Some(svg) = &args.svg {

@@ -11,7 +11,8 @@ fn maple(args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = cmd.spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
     if let Some(s) = stdin {
-        input.write_all(s.as_bytes()).unwrap();
+        // (A child that fails before reading its input closes the pipe.)
+        let _ = input.write_all(s.as_bytes());
     }
     drop(input);
     child.wait_with_output().unwrap()
@@ -242,6 +243,32 @@ fn replay_rebuilds_the_sample_from_plain_gzip_and_xz_logs() {
     let all = String::from_utf8(out.stdout).unwrap();
     assert!(all.contains("# pid 11146\n") && all.contains("# pid 11147\n"), "{all}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A window of lines that holds none is an error, not an empty address
+/// space printed as if it were the answer.
+#[test]
+fn replay_rejects_an_empty_window() {
+    let log = "1 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000\n";
+    for (args, msg) in [
+        (&["--from", "0"][..], "--from 0: lines are numbered from 1"),
+        (&["--to", "0"][..], "--to 0: lines are numbered from 1"),
+        (&["--from", "5", "--to", "2"][..], "--from 5 is not before --to 2"),
+        (&["--from", "3", "--to", "3"][..], "--from 3 is not before --to 3"),
+        (&["--from", "5"][..], "-: --from 5 is past the end of the log (1 line)"),
+    ] {
+        let mut all = vec!["replay"];
+        all.extend_from_slice(args);
+        all.push("-");
+        let out = maple(&all, Some(log));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing printed");
+    }
+    // The last line as the window's start is fine.
+    let out = maple(&["replay", "--from", "1", "-"], Some(log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
