@@ -60,12 +60,27 @@ pub fn run(args: &Args, command: &str) -> Result<String, Failure> {
         None => None,
     };
     let docs = match &args.update_docs {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| Failure { msg: format!("cannot read {}: {e}", p.display()), code: 2 })?,
-        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Failure { msg: format!("cannot read {}: {e}", p.display()), code: 2 })?;
+            // Written at the end: it must be writable now.
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(p)
+                .map_err(|e| Failure { msg: format!("cannot write {}: {e}", p.display()), code: 2 })?;
+            Some(text)
+        }
         None => None,
     };
+    // Likewise the output directory: made (with its plots directory) and
+    // written to before the measuring starts.
+    let plots = args.out.join("plots");
+    std::fs::create_dir_all(&plots)
+        .map_err(|e| Failure { msg: format!("cannot create {}: {e}", plots.display()), code: 2 })?;
+    let probe = args.out.join(".maple-report-probe");
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| Failure { msg: format!("cannot write in {}: {e}", args.out.display()), code: 2 })?;
 
     let report = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(1);

@@ -424,6 +424,17 @@ fn report_rejects_bad_arguments_before_measuring() {
     std::fs::remove_file(&bad).unwrap();
     let out = maple(&["report", "--quick", "--full"], None);
     assert_eq!(out.status.code(), Some(2));
+    // An output directory that cannot be made fails at once, not after
+    // the measuring.
+    let file = std::env::temp_dir().join(format!("maple-not-a-dir-{}", std::process::id()));
+    std::fs::write(&file, "").unwrap();
+    let under = file.join("out");
+    let out = maple(&["report", "--tiny", "--only", "kernel", "--out", under.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot create") && err.contains(under.to_str().unwrap()), "{err}");
+    assert!(!err.contains("maple report ["), "measured before failing: {err}");
+    std::fs::remove_file(&file).unwrap();
 }
 
 /// The report's memory probe, run as the report runs it (a fresh process
