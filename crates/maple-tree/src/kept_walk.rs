@@ -214,7 +214,7 @@ mod tests {
             let (f, l) = (at, at + rand(12));
             let v = U63::from(step as u32);
             let op = rand(4);
-            let mut write = |t: &mut MapleTree<U63>| match op {
+            let write = |t: &mut MapleTree<U63>| match op {
                 0 => t.store_range(f..=l, v).map(|_| None).unwrap(),
                 1 => t.insert_range(f..=l, v).ok().map(|()| 0),
                 2 => t.remove_range(f..=l + 30).map(|_| None).unwrap(),
