@@ -104,8 +104,8 @@ impl RawTree {
     /// write that starts there: within its leaf if it is good and its leaf
     /// holds `first` (no walk from the root), else by a fresh write walk.
     /// `None` for a tree under [`KEEP_FROM_HEIGHT`] levels, before its
-    /// [`ROOM_AFTER`]th write, or when no room can be had for the walk. Give it back with
-    /// [`put_kept_walk`](Self::put_kept_walk). (Through
+    /// [`ROOM_AFTER`]th write, or when no room can be had for the walk.
+    /// Give it back with [`put_kept_walk`](Self::put_kept_walk). (Through
     /// [`start_walk`](Self::start_walk).)
     #[inline(always)]
     fn take_kept_walk(&mut self, first: u64) -> Option<Box<[Path; 1]>> {
@@ -188,7 +188,7 @@ mod tests {
     /// A tree that cannot get room for its walk walks from the root on
     /// every write and ends up exactly as one that can: the same writes
     /// (stores, inserts, removals and erases around a drifting point, in
-    /// trees of one to four levels), compared entry for entry and
+    /// trees of one to three levels), compared entry for entry and
     /// validated after each.
     // (Not under Miri: the tree walking from the root is what every
     // other test's first writes do; 300 steps took Miri 150 s.)
