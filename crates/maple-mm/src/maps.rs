@@ -173,7 +173,9 @@ impl AddressSpace {
     /// `[stack]` the stack, `[vdso]`-style labels make special mappings,
     /// `[anon:NAME]` names. Neighbours that look mergeable stay apart, as
     /// the file shows them (something the file does not show kept them
-    /// apart in Linux).
+    /// apart in Linux). A line that is not a maps line, overlaps the one
+    /// before, or ends above the layout's top of user space without being
+    /// a special mapping (`[vsyscall]`) is an error naming the line.
     pub fn from_maps(text: &str, file: &str) -> Result<AddressSpace, MapsError> {
         Self::from_maps_with(text, file, Layout::default())
     }
@@ -196,6 +198,14 @@ impl AddressSpace {
             }
             prev_end = l.end;
             let mut data = data_of(&l, &mut files).map_err(|m| err(n, m))?;
+            if l.end > mm.layout.task_size && !data.flags.contains(VmFlags::SPECIAL) {
+                let top = mm.layout.task_size;
+                let msg = format!(
+                    "{:x}-{:x} ends above the top of user space ({top:#x}): only special mappings such as [vsyscall] lie there",
+                    l.start, l.end
+                );
+                return Err(err(n, msg));
+            }
             match l.path.as_str() {
                 "[heap]" => mm.brk = Some(Brk { start: mm.brk.map_or(l.start, |b| b.start), current: l.end }),
                 "[stack]" => mm.start_stack = Some(l.end - 8),

@@ -247,6 +247,15 @@ fn maps_errors_name_the_line() {
         ("00400000-00401000 r-xp zz 08:01 12\n", "f:1: bad offset"),
         ("00400000-00401000\n", "f:1: missing permissions"),
         ("00400100-00401000 r-xp 00000000 08:01 12\n", "f:1: bad address range"),
+        // Above the top of user space only special mappings may lie (the
+        // vsyscall page); without its label the line is a plain mapping
+        // (found by tests/hostile_input.rs: it was accepted, and the space
+        // then failed its own validation).
+        (
+            "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0\n",
+            "f:1: ffffffffff600000-ffffffffff601000 ends above the top of user space",
+        ),
+        ("7ffffffff000-800000001000 rw-p 00000000 00:00 0 [stack]\n", "f:1: 7ffffffff000-800000001000 ends above"),
     ] {
         let e = AddressSpace::from_maps(text, "f").unwrap_err();
         assert!(e.to_string().starts_with(want), "{text:?}: {e}");
@@ -255,6 +264,9 @@ fn maps_errors_name_the_line() {
     assert_eq!(AddressSpace::from_maps(&overlap, "f").unwrap_err().line, 2);
     let e = AddressSpace::from_maps_file("/nonexistent/maps").unwrap_err();
     assert_eq!(e.line, 0);
+    // The vsyscall page itself, labelled, is fine.
+    let vsyscall = "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+    AddressSpace::from_maps(vsyscall, "f").unwrap().validate().unwrap();
 }
 
 #[test]

@@ -1,0 +1,220 @@
+//! Input from files is hostile until parsed: the strace parser, the
+//! replayer and the maps parser get arbitrary text and real lines damaged
+//! at random (characters changed, cut or doubled, numbers swapped for
+//! extreme ones). None may panic; whatever they accept must leave address
+//! spaces that pass `validate`, and a maps file they accept must render
+//! back to text that parses to the same address space.
+
+use maple_mm::{
+    strace::{parse::parse_line, ReplayOptions, Replayer},
+    AddressSpace,
+};
+use proptest::prelude::*;
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-sample");
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(format!("{DIR}/{name}")).unwrap()
+}
+
+/// Numbers that break careless arithmetic.
+const EXTREMES: &[&str] = &[
+    "0",
+    "-1",
+    "0x0",
+    "0xffffffffffffffff",
+    "0xfffffffffffff000",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "0x7ffffffff000",
+    "4096",
+    "",
+];
+
+/// One edit of `line`, chosen by `pick` (a few random numbers).
+fn damage(line: &str, pick: &[usize]) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.is_empty() {
+        return EXTREMES[pick[0] % EXTREMES.len()].to_string();
+    }
+    let at = pick[0] % chars.len();
+    let len = 1 + pick[1] % 12;
+    let end = (at + len).min(chars.len());
+    let cut = |a: usize, b: usize| chars[a..b].iter().collect::<String>();
+    match pick[2] % 5 {
+        // A run of characters replaced by an extreme number.
+        0 => format!("{}{}{}", cut(0, at), EXTREMES[pick[3] % EXTREMES.len()], cut(end, chars.len())),
+        // A run cut out.
+        1 => format!("{}{}", cut(0, at), cut(end, chars.len())),
+        // A run doubled.
+        2 => format!("{}{}{}", cut(0, end), cut(at, end), cut(end, chars.len())),
+        // One character replaced by a delimiter.
+        3 => {
+            let d = ['(', ')', ',', '=', '"', '<', '>', '|', ' ', '{', '}', '[', ']', '-', '\t'][pick[3] % 15];
+            format!("{}{d}{}", cut(0, at), cut(at + 1, chars.len()))
+        }
+        // The line cut short.
+        _ => cut(0, at),
+    }
+}
+
+/// Replays `lines` (numbered from 1) and checks what it accepted.
+fn replay_checked(lines: &[String], initial: Option<AddressSpace>) {
+    let opts = ReplayOptions { from: None, to: None, lenient: false };
+    let mut r = Replayer::new(opts, initial);
+    for (i, l) in lines.iter().enumerate() {
+        // An error stops a strict replay, as it stops `maple replay`.
+        if r.feed(i + 1, l).is_err() {
+            break;
+        }
+        for (pid, space) in r.processes() {
+            if let Err(e) = space.validate() {
+                panic!("pid {pid} invalid after line {} {l:?}: {e}", i + 1);
+            }
+        }
+    }
+    // (Its result may be an error too: a clone never answered.)
+    let _ = r.finish();
+}
+
+/// Parses `text` as a maps file; if it is accepted, the space must be
+/// valid and its rendering must parse back to the same rendering.
+fn maps_checked(text: &str) {
+    let Ok(space) = AddressSpace::from_maps(text, "hostile.maps") else {
+        return;
+    };
+    space.validate().unwrap();
+    let out = space.maps();
+    let again = AddressSpace::from_maps(&out, "rendered.maps").unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(again.maps(), out);
+}
+
+/// A well-formed memory call with arguments drawn from the extremes, a
+/// few page-ish numbers and the flag names strace prints, and a result
+/// that claims success, fails, or returns an address.
+fn call_line() -> impl Strategy<Value = String> {
+    // (Numbers only: a value past 64 bits is a parse error, which stops
+    // the replay at once; the damaged lines above try those.)
+    let fits = EXTREMES.iter().filter(|e| !e.is_empty() && **e != "18446744073709551616");
+    let value = prop_oneof![
+        prop::sample::select(fits.map(|e| e.to_string()).collect::<Vec<_>>()),
+        (0u64..64).prop_map(|p| format!("{:#x}", 0x7f00_0000_0000u64 + p * 4096)),
+        (0u64..64).prop_map(|p| (p * 4096).to_string()),
+    ];
+    let num = prop_oneof![value.clone(), Just("NULL".to_string())];
+    let prot =
+        prop::sample::select(vec!["PROT_NONE", "PROT_READ", "PROT_READ|PROT_WRITE", "PROT_READ|PROT_EXEC", "0x7"]);
+    let flags = prop::sample::select(vec![
+        "MAP_PRIVATE|MAP_ANONYMOUS",
+        "MAP_PRIVATE|MAP_FIXED|MAP_ANONYMOUS",
+        "MAP_SHARED|MAP_ANONYMOUS",
+        "MAP_PRIVATE|MAP_FIXED_NOREPLACE|MAP_ANONYMOUS",
+        "MAP_PRIVATE|MAP_ANONYMOUS|MAP_GROWSDOWN",
+        "MAP_PRIVATE|MAP_ANONYMOUS|MAP_STACK|MAP_NORESERVE",
+        "0xffffffff",
+    ]);
+    let mflags = prop::sample::select(vec![
+        "0",
+        "MREMAP_MAYMOVE",
+        "MREMAP_MAYMOVE|MREMAP_FIXED",
+        "MREMAP_DONTUNMAP|MREMAP_MAYMOVE",
+        "7",
+    ]);
+    let advice = prop::sample::select(vec![
+        "MADV_DONTNEED",
+        "MADV_FREE",
+        "MADV_DONTFORK",
+        "MADV_DOFORK",
+        "MADV_HUGEPAGE",
+        "MADV_WIPEONFORK",
+        "99",
+    ]);
+    let ret = prop_oneof![
+        value,
+        Just("-1 ENOMEM (Cannot allocate memory)".to_string()),
+        Just("-1 EINVAL (Invalid argument)".to_string()),
+        Just("0".to_string()),
+    ];
+    let pid = prop::sample::select(vec![100u32, 101]);
+    let args = (num.clone(), num.clone(), num.clone(), num);
+    (pid, 0..7u8, args, prot, flags, mflags, advice, ret).prop_map(
+        |(pid, call, (a, b, c, d), prot, flags, mflags, advice, ret)| {
+            let body = match call {
+                0 => format!("mmap({a}, {b}, {prot}, {flags}, -1, 0)"),
+                1 => format!("munmap({a}, {b})"),
+                2 => format!("mprotect({a}, {b}, {prot})"),
+                3 => format!("mremap({a}, {b}, {c}, {mflags}, {d})"),
+                4 => format!("madvise({a}, {b}, {advice})"),
+                5 => format!("brk({a})"),
+                _ => "clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD) = 101".to_string(),
+            };
+            if call == 6 {
+                format!("{pid} {body}")
+            } else {
+                format!("{pid} {body} = {ret}")
+            }
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 256 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Arbitrary text: the parser and the replayer answer, never panic.
+    #[test]
+    fn arbitrary_strace_lines(lines in prop::collection::vec("\\PC{0,120}", 1..20)) {
+        for l in &lines {
+            let _ = parse_line(l);
+        }
+        replay_checked(&lines, None);
+    }
+
+    /// The real sample with a few lines damaged, replayed from the maps
+    /// snapshot it starts from.
+    #[test]
+    fn damaged_strace_sample(edits in prop::collection::vec((any::<usize>(), prop::array::uniform4(any::<usize>())), 1..6)) {
+        let log = read("sample.strace");
+        let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+        for (which, pick) in &edits {
+            let k = which % lines.len();
+            lines[k] = damage(&lines[k], pick);
+            let _ = parse_line(&lines[k]);
+        }
+        let start = AddressSpace::from_maps(&read("sample.start.maps"), "sample.start.maps").unwrap();
+        replay_checked(&lines, Some(start));
+        replay_checked(&lines, None);
+    }
+
+    /// Well-formed memory calls with extreme arguments, from an empty
+    /// space and from the sample's snapshot: every space the replayer
+    /// accepts them into stays valid.
+    #[test]
+    fn extreme_memory_calls(lines in prop::collection::vec(call_line(), 1..40), snapshot: bool) {
+        let start = snapshot
+            .then(|| AddressSpace::from_maps(&read("sample.start.maps"), "sample.start.maps").unwrap());
+        replay_checked(&lines, start);
+    }
+
+    /// Arbitrary text as a maps file.
+    #[test]
+    fn arbitrary_maps(text in "\\PC{0,300}") {
+        maps_checked(&text);
+    }
+
+    /// Real maps snapshots with a few lines damaged.
+    #[test]
+    fn damaged_maps(file in 0..3usize, edits in prop::collection::vec((any::<usize>(), prop::array::uniform4(any::<usize>())), 1..4)) {
+        let text = read(["sample.start.maps", "sample.child.maps", "sample.end.maps"][file]);
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for (which, pick) in &edits {
+            let k = which % lines.len();
+            lines[k] = damage(&lines[k], pick);
+        }
+        maps_checked(&(lines.join("\n") + "\n"));
+    }
+}
