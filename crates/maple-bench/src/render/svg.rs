@@ -47,17 +47,18 @@ pub fn svg(p: &Plot) -> Result<String, String> {
     Ok(buf)
 }
 
-/// The points that can be drawn: finite, and positive on a log axis.
+/// The largest magnitude drawn: an axis padded around figures near the
+/// largest `f64` overflows to infinity (or spans more than `f64` holds),
+/// and plotters then never finishes its ticks.
+const DRAWABLE: f64 = 1e300;
+
+/// The points that can be drawn: finite and within [`DRAWABLE`], and
+/// positive on a log axis.
 fn usable(p: &Plot) -> Vec<Vec<(f64, f64)>> {
+    let fits = |v: f64, log: bool| v.abs() <= DRAWABLE && (!log || v > 0.0);
     p.series
         .iter()
-        .map(|s| {
-            s.points
-                .iter()
-                .copied()
-                .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!p.log_x || x > 0.0) && (!p.log_y || y > 0.0))
-                .collect()
-        })
+        .map(|s| s.points.iter().copied().filter(|&(x, y)| fits(x, p.log_x) && fits(y, p.log_y)).collect())
         .collect()
 }
 
@@ -193,5 +194,25 @@ mod tests {
         }
         assert_eq!(short(1500.0), "1.5K");
         assert_eq!(short(2_000_000.0), "2M");
+    }
+
+    /// Figures near the ends of `f64` are left out: an axis padded around
+    /// them overflowed, and plotters never finished its ticks (found by
+    /// feeding damaged report files to the renderers).
+    #[test]
+    fn extreme_figures_do_not_hang_the_axes() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for (lx, ly) in [(false, false), (true, false), (false, true), (true, true)] {
+                let mut p = Plot::new("t", "title", "x", "y").log(lx, ly);
+                p.series("a", vec![(1.0, 2.0), (10.0, 20.0)]);
+                p.series("huge", vec![(-f64::MAX, 1.0), (f64::MAX, 1e308), (1e308, -f64::MAX)]);
+                tx.send(svg(&p).map(|s| s.contains("</svg>"))).unwrap();
+            }
+        });
+        for _ in 0..4 {
+            let drawn = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a plot never finished");
+            assert_eq!(drawn, Ok(true));
+        }
     }
 }
