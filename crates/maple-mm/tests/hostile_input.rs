@@ -1,12 +1,15 @@
 //! Input from files is hostile until parsed: the strace parser, the
 //! replayer and the maps parser get arbitrary text and real lines damaged
 //! at random (characters changed, cut or doubled, numbers swapped for
-//! extreme ones). None may panic; whatever they accept must leave address
-//! spaces that pass `validate`, and a maps file they accept must render
-//! back to text that parses to the same address space.
+//! extreme ones), and the swap-extent builder arbitrary extent lists (as a
+//! recorded FIEMAP listing could hold). None may panic; whatever they
+//! accept must leave address spaces that pass `validate`, a maps file they
+//! accept must render back to text that parses to the same address space,
+//! and an extent map must cover its pages in order.
 
 use maple_mm::{
     strace::{parse::parse_line, ReplayOptions, Replayer},
+    swap::{swap_extents_from, FileExtent},
     AddressSpace,
 };
 use proptest::prelude::*;
@@ -159,6 +162,17 @@ fn call_line() -> impl Strategy<Value = String> {
     )
 }
 
+/// A number that is often an edge: 0, a page boundary, or near `u64::MAX`.
+fn edgy() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        (0u64..64).prop_map(|p| p * 4096),
+        (0u64..4096).prop_map(|b| b * 512),
+        (0u64..8192).prop_map(|d| u64::MAX - d),
+        any::<u64>(),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: if cfg!(miri) { 4 } else { 256 },
@@ -198,6 +212,35 @@ proptest! {
         let start = snapshot
             .then(|| AddressSpace::from_maps(&read("sample.start.maps"), "sample.start.maps").unwrap());
         replay_checked(&lines, start);
+    }
+
+    /// Arbitrary extent lists, and contiguous ones with edge values: the
+    /// builder refuses or maps whole pages in order, never panics.
+    #[test]
+    fn arbitrary_extent_lists(
+        raw in prop::collection::vec((edgy(), edgy(), edgy(), any::<u32>()), 0..12),
+        contiguous: bool,
+    ) {
+        let mut logical = 0u64;
+        let extents: Vec<FileExtent> = raw
+            .iter()
+            .map(|&(l, physical, length, flags)| {
+                // Contiguous lists get past the hole check to the arithmetic.
+                let e = FileExtent { logical: if contiguous { logical } else { l }, physical, length, flags: if contiguous { flags & 0x1 } else { flags } };
+                logical = logical.saturating_add(length);
+                e
+            })
+            .collect();
+        if let Ok(map) = swap_extents_from(&extents) {
+            let mut next = 0u64;
+            let mut pages = 0u64;
+            for (start, n, _block) in map.iter() {
+                prop_assert!(start >= next && n > 0, "extent at {start} ({n} pages) after {next}");
+                next = start + n;
+                pages += n;
+            }
+            prop_assert_eq!(pages, map.pages());
+        }
     }
 
     /// Arbitrary text as a maps file.
