@@ -198,7 +198,7 @@ impl AddressSpace {
             }
             prev_end = l.end;
             let mut data = data_of(&l, &mut files).map_err(|m| err(n, m))?;
-            if l.end > mm.layout.task_size && !data.flags.contains(VmFlags::SPECIAL) {
+            if mm.above_top(l.end, data.flags) {
                 let top = mm.layout.task_size;
                 let msg = format!(
                     "{:x}-{:x} ends above the top of user space ({top:#x}): only special mappings such as [vsyscall] lie there",

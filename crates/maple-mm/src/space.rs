@@ -333,12 +333,21 @@ impl<T: VmaStore> AddressSpace<T> {
     pub fn validate(&self) -> core::result::Result<(), String> {
         self.tree.view().validate().map_err(|e| e.to_string())?;
         for v in self.iter() {
-            let beyond = v.end > self.layout.task_size && !v.flags().contains(VmFlags::SPECIAL);
-            if !is_aligned(v.start) || !is_aligned(v.end) || beyond {
+            if !is_aligned(v.start) || !is_aligned(v.end) {
                 return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
+            }
+            if self.above_top(v.end, v.flags()) {
+                return Err(format!("VMA {:#x}-{:#x} above the top of user space", v.start, v.end));
             }
         }
         Ok(())
+    }
+
+    /// True if a VMA ending at `end` with `flags` lies above the top of
+    /// user space (the layout's `task_size`), where only special mappings
+    /// (the vsyscall page) may.
+    pub(crate) fn above_top(&self, end: u64, flags: VmFlags) -> bool {
+        end > self.layout.task_size && !flags.contains(VmFlags::SPECIAL)
     }
 
     // ---- shared write machinery ----
