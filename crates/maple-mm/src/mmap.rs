@@ -136,7 +136,7 @@ impl<T: VmaStore> AddressSpace<T> {
             None if shared && grows => return Err(Errno::EINVAL),
             None if shared => {
                 pgoff = 0;
-                Backing::File(Arc::new(MappedFile::new_shmem()))
+                Backing::File(Arc::new(MappedFile::new_shmem(len)))
             }
             None => Backing::Anon,
         };
@@ -164,9 +164,11 @@ impl<T: VmaStore> AddressSpace<T> {
             label: None,
         };
         // MAP_POPULATE and MAP_LOCKED prefault; a private writable mapping
-        // is then written.
+        // is then written, unless its first page lies past the end of its
+        // file (Linux ignores the prefault's failures).
         let populate = flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED)
-            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE;
+            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE
+            && data.past_object(start, end) != Some(start);
         self.transact(&[(start, end)], |mm| {
             mm.clear(start, end)?;
             mm.put(start, end, data)?;

@@ -19,12 +19,15 @@ enum Holes {
     Skip,
 }
 
-/// Why a range cannot be written.
+/// What stops a write running through a range.
 enum Unwritable {
-    /// Part of it is not mapped.
+    /// An address that is not mapped (`SIGSEGV`).
     Hole,
-    /// A VMA in it is not writable.
+    /// A VMA that is not writable (`SIGSEGV`).
     ReadOnly,
+    /// A page wholly past the end of the file or shmem object its VMA
+    /// maps (`SIGBUS`).
+    PastObject,
 }
 
 /// What a visit does with one VMA piece.
@@ -154,8 +157,11 @@ impl<T: VmaStore> AddressSpace<T> {
     /// were advised, as by Linux.
     ///
     /// Errors: `EINVAL` (unaligned `addr`, bad length, wipe-on-fork on a
-    /// shared or file mapping, fork advice on a special mapping), `ENOMEM`
-    /// (holes), `EFAULT` (populating a mapping that is not writable).
+    /// shared or file mapping, fork advice on a special mapping,
+    /// populating a mapping that is not writable), `ENOMEM` (holes),
+    /// `EFAULT` (populating a page past the end of its file, where Linux
+    /// would raise `SIGBUS`). `MADV_POPULATE_WRITE` stops at the first
+    /// page it cannot write, keeping what it wrote before, as Linux does.
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<()> {
         let Some(end) = Self::advice_range(addr, len)? else { return Ok(()) };
         if advice == Advice::PopulateWrite {
@@ -187,33 +193,45 @@ impl<T: VmaStore> AddressSpace<T> {
         })
     }
 
+    /// `MADV_POPULATE_WRITE`: Linux writes the pages in order and stops at
+    /// the first that cannot be written, keeping what it wrote: a hole is
+    /// `ENOMEM`, a VMA without write permission `EINVAL`, a page past the
+    /// end of its file `EFAULT` (the access would raise `SIGBUS`).
     fn populate_write(&mut self, addr: u64, end: u64) -> Result<()> {
-        match self.writable_vmas(addr, end) {
-            Ok(vmas) => self.fault_range(&vmas),
-            Err(Unwritable::Hole) => Err(Errno::ENOMEM),
-            Err(Unwritable::ReadOnly) => Err(Errno::EFAULT),
+        let (vmas, stop) = self.write_reach(addr, end);
+        self.fault_range(&vmas)?;
+        match stop {
+            None => Ok(()),
+            Some(Unwritable::Hole) => Err(Errno::ENOMEM),
+            Some(Unwritable::ReadOnly) => Err(Errno::EINVAL),
+            Some(Unwritable::PastObject) => Err(Errno::EFAULT),
         }
     }
 
-    /// The VMAs covering `[start, end)`, if they all allow writing; else
-    /// the first thing in the way, in address order.
-    fn writable_vmas(&self, start: u64, end: u64) -> core::result::Result<Vec<(u64, u64)>, Unwritable> {
+    /// How far a write running from `start` towards `end` gets: the VMAs
+    /// it writes, in address order (whole, as `(start, end)`: a write
+    /// fault gives the whole VMA its anon_vma, so one written only up to
+    /// the stop is listed too), and what stops it, if anything.
+    fn write_reach(&self, start: u64, end: u64) -> (Vec<(u64, u64)>, Option<Unwritable>) {
         let mut vmas = Vec::new();
         let mut pos = start;
         for v in self.range(start, end) {
             if v.start > pos {
-                return Err(Unwritable::Hole);
+                return (vmas, Some(Unwritable::Hole));
             }
             if !v.prot().contains(Prot::WRITE) {
-                return Err(Unwritable::ReadOnly);
+                return (vmas, Some(Unwritable::ReadOnly));
+            }
+            if let Some(at) = v.data.past_object(pos, v.end.min(end)) {
+                if at > pos {
+                    vmas.push((v.start, v.end));
+                }
+                return (vmas, Some(Unwritable::PastObject));
             }
             vmas.push((v.start, v.end));
             pos = v.end;
         }
-        if pos < end {
-            return Err(Unwritable::Hole);
-        }
-        Ok(vmas)
+        (vmas, (pos < end).then_some(Unwritable::Hole))
     }
 
     /// A first write to each of these whole VMAs.
@@ -259,15 +277,20 @@ impl<T: VmaStore> AddressSpace<T> {
     /// separately written VMAs do not merge; a written VMA inherited by
     /// fork does not merge with a new one).
     ///
-    /// Errors: `EFAULT` if any page is unmapped or not writable (nothing
-    /// changes then).
+    /// Errors: `EFAULT` if any page is unmapped or not writable (where
+    /// Linux raises `SIGSEGV`), or lies wholly past the end of the file
+    /// or shmem object it maps, where that size is known (`SIGBUS`; see
+    /// [`MappedFile::size`](crate::MappedFile::size)). Nothing changes
+    /// then.
     pub fn touch(&mut self, addr: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
         let start = addr & !(PAGE_SIZE - 1);
         let end = addr.checked_add(len).and_then(page_align).ok_or(Errno::EFAULT)?;
-        let vmas = self.writable_vmas(start, end).map_err(|_| Errno::EFAULT)?;
-        self.fault_range(&vmas)
+        match self.write_reach(start, end) {
+            (vmas, None) => self.fault_range(&vmas),
+            (_, Some(_)) => Err(Errno::EFAULT),
+        }
     }
 }

@@ -41,6 +41,17 @@ pub struct MappedFile {
     /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`): Linux backs
     /// it with a fresh shmem file shown as `/dev/zero (deleted)`.
     pub anon_shmem: bool,
+    /// The file's size in bytes, if known. A page wholly past it cannot be
+    /// accessed (Linux raises `SIGBUS`), so [`touch`] fails there and
+    /// `MADV_POPULATE_WRITE` stops there, as in Linux; a mapping may still
+    /// reach past it (`mmap` and `mremap` do not look). `None`, the
+    /// default for a regular file: unknown, every page counts as backed.
+    /// Shared anonymous memory gets the length of the `mmap` that made it
+    /// (its shmem object keeps that size when `mremap` grows a mapping
+    /// of it: the pages past it raise `SIGBUS`).
+    ///
+    /// [`touch`]: crate::AddressSpace::touch
+    pub size: Option<u64>,
 }
 
 /// Counter for the inode numbers of shared anonymous memory.
@@ -49,7 +60,27 @@ static SHMEM_INODE: AtomicU64 = AtomicU64::new(1);
 impl MappedFile {
     /// A regular file.
     pub fn new(dev_major: u32, dev_minor: u32, inode: u64, path: impl Into<String>) -> MappedFile {
-        MappedFile { dev_major, dev_minor, inode, path: path.into(), writable: true, anon_shmem: false }
+        MappedFile { dev_major, dev_minor, inode, path: path.into(), writable: true, anon_shmem: false, size: None }
+    }
+
+    /// The same file, `bytes` long (see [`size`](Self::size)).
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, MapFlags, MappedFile, Prot, PAGE_SIZE};
+    /// use std::sync::Arc;
+    ///
+    /// // Two and a bit pages of file, mapped over four pages.
+    /// let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f").with_size(2 * PAGE_SIZE + 100));
+    /// let mut mm = AddressSpace::new();
+    /// let rw = Prot::READ | Prot::WRITE;
+    /// let at = mm.mmap(0, 4 * PAGE_SIZE, rw, MapFlags::PRIVATE, Some(file), 0).unwrap();
+    /// // The page holding the file's end can be written; the one after cannot.
+    /// assert!(mm.touch(at, 3 * PAGE_SIZE).is_ok());
+    /// assert!(mm.touch(at + 3 * PAGE_SIZE, 1).is_err());
+    /// ```
+    pub fn with_size(mut self, bytes: u64) -> MappedFile {
+        self.size = Some(bytes);
+        self
     }
 
     /// The same file, opened read-only.
@@ -58,8 +89,8 @@ impl MappedFile {
         self
     }
 
-    /// A fresh shmem object for a shared anonymous mapping.
-    pub(crate) fn new_shmem() -> MappedFile {
+    /// A fresh shmem object for a shared anonymous mapping `len` bytes long.
+    pub(crate) fn new_shmem(len: u64) -> MappedFile {
         let inode = SHMEM_INODE.fetch_add(1, Ordering::Relaxed);
         MappedFile {
             dev_major: 0,
@@ -68,6 +99,7 @@ impl MappedFile {
             path: "/dev/zero (deleted)".into(),
             writable: true,
             anon_shmem: true,
+            size: Some(len),
         }
     }
 
@@ -196,6 +228,18 @@ impl VmaData {
     /// `pgoff_base` for a VMA at `start` whose first page is file page `pgoff`.
     pub(crate) fn base_for(start: u64, pgoff: u64) -> u64 {
         pgoff.wrapping_sub(start / PAGE_SIZE)
+    }
+
+    /// The first address of `[start, end)` (addresses of this VMA) on a
+    /// page wholly past the end of the file or shmem object it maps, where
+    /// that size is known: an access there raises `SIGBUS` in Linux.
+    /// `None` if every page of the range is backed, or the size unknown.
+    pub(crate) fn past_object(&self, start: u64, end: u64) -> Option<u64> {
+        let pages = self.backing.file()?.size?.div_ceil(PAGE_SIZE);
+        let first = self.pgoff_at(start);
+        let backed = pages.checked_sub(first).and_then(|n| n.checked_mul(PAGE_SIZE)).unwrap_or(0);
+        let at = start.saturating_add(backed);
+        (at < end).then_some(at)
     }
 
     /// Linux's `vma_is_anonymous`: private anonymous memory.

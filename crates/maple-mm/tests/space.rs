@@ -455,6 +455,86 @@ fn bad_input_changes_nothing() {
     assert_eq!(mm.vma_at(BASE + 6 * P).unwrap().prot(), Prot::RW);
 }
 
+/// Measured on Linux 6.18 (a C program doing the same calls): a shared
+/// anonymous mapping's shmem object keeps the length of the `mmap` that
+/// made it, so the pages `mremap` grows a mapping of it by raise `SIGBUS`
+/// (`MADV_POPULATE_WRITE` says `EFAULT`), while one shrunk and grown back
+/// stays within it; a file mapping's pages past the file's last page raise
+/// `SIGBUS` too (the page holding the end is whole). The kernel oracle
+/// found the first: the model let a write through that killed the
+/// process.
+#[test]
+fn writes_past_the_end_of_a_mapped_object_fault() {
+    let shared = MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE + 9 * P, 11 * P, Prot::RW, shared, None, 0).unwrap();
+    // Pages 16..20 (object pages 7..11) moved to 27 and grown to 11 pages:
+    // object pages 7..18, of which 11.. are past the object.
+    let to = BASE + 27 * P;
+    assert_eq!(mm.mremap(BASE + 16 * P, 4 * P, 11 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, to), Ok(to));
+    assert_eq!(mm.touch(to, 4 * P), Ok(()));
+    let before = full(&mm);
+    assert_eq!(mm.touch(to, 5 * P), Err(Errno::EFAULT));
+    assert_eq!(mm.touch(to + 10 * P, 1), Err(Errno::EFAULT));
+    assert_eq!(mm.madvise(to, 11 * P, Advice::PopulateWrite), Err(Errno::EFAULT));
+    assert_eq!(mm.madvise(to + 4 * P, P, Advice::PopulateWrite), Err(Errno::EFAULT));
+    assert_eq!(full(&mm), before, "a failed write changes nothing here (shared memory takes no anon_vma)");
+    // Shrunk and grown back in place: still inside its object.
+    mm.mmap(BASE + 40 * P, 4 * P, Prot::RW, shared, None, 0).unwrap();
+    mm.mremap(BASE + 40 * P, 4 * P, 2 * P, MremapFlags::empty(), 0).unwrap();
+    mm.mremap(BASE + 40 * P, 2 * P, 4 * P, MremapFlags::empty(), 0).unwrap();
+    assert_eq!(mm.touch(BASE + 43 * P, P), Ok(()));
+
+    // A file of two pages and 100 bytes, mapped privately over four.
+    let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f").with_size(2 * P + 100));
+    let private = MapFlags::PRIVATE | MapFlags::FIXED;
+    mm.mmap(BASE + 50 * P, 4 * P, Prot::RW, private, Some(Arc::clone(&file)), 0).unwrap();
+    let before = full(&mm);
+    assert_eq!(mm.touch(BASE + 50 * P, 4 * P), Err(Errno::EFAULT));
+    assert_eq!(full(&mm), before, "a failed touch changes nothing");
+    assert_eq!(mm.touch(BASE + 50 * P, 3 * P), Ok(()));
+    assert!(mm.vma_at(BASE + 50 * P).unwrap().anon_vma().is_some());
+    // Mapped from page 3 on, a populating mmap writes nothing (Linux
+    // ignores its prefault's failure): no anon_vma.
+    mm.mmap(BASE + 60 * P, P, Prot::RW, private | MapFlags::POPULATE, Some(Arc::clone(&file)), 3 * P).unwrap();
+    assert!(mm.vma_at(BASE + 60 * P).unwrap().anon_vma().is_none());
+    mm.mmap(BASE + 62 * P, P, Prot::RW, private | MapFlags::POPULATE, Some(Arc::clone(&file)), 2 * P).unwrap();
+    assert!(mm.vma_at(BASE + 62 * P).unwrap().anon_vma().is_some());
+    // The same file with its size unknown: every page counts as backed.
+    let unknown = Arc::new(MappedFile::new(8, 1, 42, "/data/f"));
+    mm.mmap(BASE + 70 * P, 4 * P, Prot::RW, private, Some(unknown), 0).unwrap();
+    assert_eq!(mm.touch(BASE + 70 * P, 4 * P), Ok(()));
+    mm.validate().unwrap();
+}
+
+/// `MADV_POPULATE_WRITE` as Linux 6.18 does it (measured): pages written in
+/// address order up to the first that cannot be, which stays written; a
+/// hole is `ENOMEM`, a mapping without write permission `EINVAL` (not
+/// `EFAULT`, which the model said until session 22).
+#[test]
+fn populate_write_stops_at_the_first_page_it_cannot_write() {
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 2 * P, 2 * P, Prot::READ, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 6 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.madvise(BASE + 2 * P, 2 * P, Advice::PopulateWrite), Err(Errno::EINVAL));
+    assert_eq!(mm.mprotect(BASE + 2 * P, 2 * P, Prot::NONE), Ok(()));
+    assert_eq!(mm.madvise(BASE + 2 * P, 2 * P, Advice::PopulateWrite), Err(Errno::EINVAL));
+    // Written up to the read-only mapping, which stops it.
+    assert_eq!(mm.madvise(BASE, 8 * P, Advice::PopulateWrite), Err(Errno::EINVAL));
+    assert!(mm.vma_at(BASE).unwrap().anon_vma().is_some());
+    assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_none());
+    // A hole stops it the same way, with ENOMEM.
+    mm.munmap(BASE + 2 * P, 2 * P).unwrap();
+    mm.mmap(BASE + 2 * P, 2 * P, Prot::RW, anon() | MapFlags::NORESERVE, None, 0).unwrap();
+    assert_eq!(mm.madvise(BASE + 2 * P, 6 * P, Advice::PopulateWrite), Err(Errno::ENOMEM));
+    assert!(mm.vma_at(BASE + 2 * P).unwrap().anon_vma().is_some());
+    assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_none());
+    assert_eq!(mm.madvise(BASE + 6 * P, 2 * P, Advice::PopulateWrite), Ok(()));
+    assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_some());
+    mm.validate().unwrap();
+}
+
 #[test]
 fn lookups_and_stats() {
     let mut mm = AddressSpace::new();
