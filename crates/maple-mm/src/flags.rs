@@ -115,8 +115,14 @@ pub enum Advice {
     NoHugePage,
     /// `MADV_POPULATE_WRITE`: prefault for writing (a write of every page).
     PopulateWrite,
+    /// `MADV_MERGEABLE`: offer private memory to KSM (same-page merging).
+    Mergeable,
+    /// `MADV_UNMERGEABLE`
+    Unmergeable,
     /// Any other valid advice (`MADV_DONTNEED`, `MADV_FREE`, `MADV_WILLNEED`,
-    /// …), by number: no VMA changes.
+    /// guard markers, …), by number: no VMA flag changes (see
+    /// [`AddressSpace::madvise`](crate::AddressSpace::madvise) for the
+    /// checks Linux makes and the model follows).
     Other(i32),
 }
 
@@ -136,10 +142,12 @@ impl Advice {
             18 => Advice::WipeOnFork,
             19 => Advice::KeepOnFork,
             23 => Advice::PopulateWrite,
-            // WILLNEED, DONTNEED, FREE, REMOVE, MERGEABLE, UNMERGEABLE,
-            // COLD, PAGEOUT, POPULATE_READ, COLLAPSE, GUARD_INSTALL,
+            12 => Advice::Mergeable,
+            13 => Advice::Unmergeable,
+            // WILLNEED, DONTNEED, FREE, REMOVE, COLD, PAGEOUT,
+            // POPULATE_READ, DONTNEED_LOCKED, COLLAPSE, GUARD_INSTALL,
             // GUARD_REMOVE, HWPOISON, SOFT_OFFLINE.
-            3 | 4 | 8 | 9 | 12 | 13 | 20 | 21 | 22 | 25 | 102 | 103 | 100 | 101 => Advice::Other(code),
+            3 | 4 | 8 | 9 | 20 | 21 | 22 | 24 | 25 | 102 | 103 | 100 | 101 => Advice::Other(code),
             _ => return None,
         })
     }
@@ -159,6 +167,8 @@ impl Advice {
             Advice::WipeOnFork => 18,
             Advice::KeepOnFork => 19,
             Advice::PopulateWrite => 23,
+            Advice::Mergeable => 12,
+            Advice::Unmergeable => 13,
             Advice::Other(c) => c,
         }
     }
@@ -201,6 +211,8 @@ bitflags! {
         const HUGEPAGE = 1 << 29;
         /// `MADV_NOHUGEPAGE`, `MAP_STACK`
         const NOHUGEPAGE = 1 << 30;
+        /// Offered to KSM (`MADV_MERGEABLE`).
+        const MERGEABLE = 1 << 31;
         /// A special mapping the kernel installs (`[vdso]`, `[vvar]`,
         /// `[vsyscall]`, device memory): never merges, cannot be advised
         /// to fork differently.

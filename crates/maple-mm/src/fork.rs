@@ -18,7 +18,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// per-VMA insertion), and each entry of the copy is replaced in place
     /// by a copy of its VMA — or, for a VMA never written (whose copy would
     /// be identical), shares the parent's record. Names are shared with the
-    /// parent, never copied. Don't-fork ranges are then removed from the
+    /// parent, never copied. Locks are not inherited (the child's VMAs
+    /// are unlocked). Don't-fork ranges are then removed from the
     /// child; wipe-on-fork ranges start without pages (no anon_vma); a
     /// written private VMA gets its own anon_vma linked to the parent's,
     /// so it will not merge with a new neighbour (as in Linux).
@@ -88,15 +89,16 @@ impl<T: VmaStore> AddressSpace<T> {
 }
 
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
-/// `None` to share the parent's, which a never-written VMA's copy would
-/// equal (records are never changed in place).
+/// `None` to share the parent's, which the copy of a never-written,
+/// unlocked VMA would equal (records are never changed in place). Locks
+/// are not inherited: the child's copy is unlocked, as in Linux.
 fn child_record(d: &VmaData, copy_names: bool, maker: &mut Maker<'_>) -> Result<Option<VmaRef>> {
     fault::vma_copy()?;
-    if d.anon.is_none() && !copy_names {
+    if d.anon.is_none() && !copy_names && !d.flags.contains(VmFlags::LOCKED) {
         return Ok(None);
     }
     let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
-    let mut copy = VmaData { anon, ..d.clone() };
+    let mut copy = VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d.clone() };
     if copy_names {
         copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
     }

@@ -19,15 +19,59 @@ enum Holes {
     Skip,
 }
 
-/// What stops a write running through a range.
+/// `MADV_POPULATE_READ`'s number.
+const MADV_POPULATE_READ: i32 = 22;
+/// `MADV_GUARD_INSTALL`'s number.
+const MADV_GUARD_INSTALL: i32 = 102;
+/// `MADV_GUARD_REMOVE`'s number.
+const MADV_GUARD_REMOVE: i32 = 103;
+
+/// What stops an access running through a range.
 enum Unwritable {
     /// An address that is not mapped (`SIGSEGV`).
     Hole,
-    /// A VMA that is not writable (`SIGSEGV`).
+    /// A VMA without the access's permission (`SIGSEGV`).
     ReadOnly,
     /// A page wholly past the end of the file or shmem object its VMA
     /// maps (`SIGBUS`).
     PastObject,
+}
+
+impl Unwritable {
+    /// The error `MADV_POPULATE_READ` or `MADV_POPULATE_WRITE` gives when
+    /// this stops it (Linux 6.18, measured): a hole `ENOMEM`, a permission
+    /// `EINVAL`, a page past its file `EFAULT`.
+    fn populate_error(self) -> Result<()> {
+        Err(match self {
+            Unwritable::Hole => Errno::ENOMEM,
+            Unwritable::ReadOnly => Errno::EINVAL,
+            Unwritable::PastObject => Errno::EFAULT,
+        })
+    }
+}
+
+/// Linux's checks, per VMA, of the advice that changes no VMA (6.18,
+/// checked against the kernel by the oracle test): dropping or reclaiming
+/// pages (`MADV_DONTNEED`, `MADV_FREE`, `MADV_REMOVE`, `MADV_COLD`,
+/// `MADV_PAGEOUT`) is refused on locked memory (`MADV_DONTNEED_LOCKED` is
+/// not); `MADV_FREE` takes private anonymous memory only; `MADV_REMOVE`
+/// punches a hole in a file, so it needs one (`EINVAL`) mapped shared and
+/// writable (`EACCES`).
+fn other_advice_allowed(code: i32, d: &VmaData) -> Result<()> {
+    const LOCKED_REFUSES: [i32; 5] = [4, 8, 9, 20, 21];
+    if d.flags.contains(VmFlags::LOCKED) && LOCKED_REFUSES.contains(&code) {
+        return Err(Errno::EINVAL);
+    }
+    match code {
+        8 if !d.is_anonymous() => Err(Errno::EINVAL),
+        9 => match &d.backing {
+            Backing::Anon => Err(Errno::EINVAL),
+            Backing::File(f) if !(d.flags.contains(VmFlags::SHARED) && f.writable) => Err(Errno::EACCES),
+            Backing::File(_) => Ok(()),
+        },
+        MADV_GUARD_REMOVE if d.flags.contains(VmFlags::SPECIAL) => Err(Errno::EINVAL),
+        _ => Ok(()),
+    }
 }
 
 /// What a visit does with one VMA piece.
@@ -89,7 +133,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// changes nothing. Adding write access to a private mapping charges
     /// it (`ACCOUNT`); removing it from a never-written private anonymous
     /// mapping drops the charge, so it can merge with an uncharged
-    /// neighbour again.
+    /// neighbour again. A locked private mapping made writable is written
+    /// at once (Linux populates it), so it gets an anon_vma.
     ///
     /// Errors: `EINVAL` (unaligned `addr`, unknown `prot` bits,
     /// `PROT_GROWSUP`, `PROT_GROWSDOWN` on a mapping that does not grow
@@ -116,7 +161,7 @@ impl<T: VmaStore> AddressSpace<T> {
             }
         }
         let access = VmFlags::from_prot(prot);
-        self.modify(start, end, Holes::Stop, &mut |d| {
+        let mut visit = |d: &VmaData| {
             let old = d.flags;
             let mut new = access | old.difference(VmFlags::ACCESS);
             if new.contains(VmFlags::WRITE) {
@@ -132,6 +177,32 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
             }
             Ok((new != old).then(|| VmaData { flags: new, ..d.clone() }))
+        };
+        // Linux writes every page of a locked private mapping that becomes
+        // writable (so that no write faults later): those pieces get an
+        // anon_vma, unless their first page lies past the end of their file.
+        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
+        let locked: Vec<u64> = if access.contains(VmFlags::WRITE) {
+            self.range(start, end)
+                .filter(|v| v.flags() & lock_bits == VmFlags::LOCKED)
+                .map(|v| v.start.max(start))
+                .filter(|&ps| self.vma_at(ps).is_some_and(|v| v.data.past_object(ps, ps + PAGE_SIZE) != Some(ps)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if locked.is_empty() {
+            return self.modify(start, end, Holes::Stop, &mut visit);
+        }
+        self.transact(&[(start, end)], |mm| {
+            let res = mm.modify(start, end, Holes::Stop, &mut visit);
+            for &ps in &locked {
+                // Only pieces the call reached were made writable.
+                let Some(v) = mm.vma_at(ps).filter(|v| v.prot().contains(Prot::WRITE)) else { continue };
+                let (s, e) = (v.start, v.end);
+                mm.fault_in(s, e)?;
+            }
+            Ok(res)
         })
     }
 
@@ -151,21 +222,37 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Gives advice about `[addr, addr + len)`, as `madvise(2)`. Advice
     /// that changes a mapping's flags (don't-fork, wipe-on-fork, random,
-    /// sequential, dump, hugepage) cuts and merges VMAs like `mprotect`;
-    /// `MADV_POPULATE_WRITE` writes every page; the rest change no VMA.
-    /// Holes are skipped and reported as `ENOMEM` after the mapped parts
-    /// were advised, as by Linux.
+    /// sequential, dump, hugepage, KSM's mergeable) cuts and merges VMAs
+    /// like `mprotect`; `MADV_POPULATE_WRITE` writes every page, and
+    /// `MADV_GUARD_INSTALL` gives each VMA an anon_vma as a write would
+    /// (the guard markers themselves, page-table entries, are not kept:
+    /// `touch` does not see them); the rest change no VMA but are checked
+    /// as Linux checks them. Holes are skipped and reported as `ENOMEM`
+    /// after the mapped parts were advised, as by Linux.
     ///
-    /// Errors: `EINVAL` (unaligned `addr`, bad length, wipe-on-fork on a
-    /// shared or file mapping, fork advice on a special mapping,
-    /// populating a mapping that is not writable), `ENOMEM` (holes),
-    /// `EFAULT` (populating a page past the end of its file, where Linux
-    /// would raise `SIGBUS`). `MADV_POPULATE_WRITE` stops at the first
-    /// page it cannot write, keeping what it wrote before, as Linux does.
+    /// Errors (each checked against Linux 6.18 by the kernel oracle test):
+    /// `EINVAL` (unaligned `addr`, bad length, wipe-on-fork on a shared or
+    /// file mapping, fork advice on a special mapping, populating a mapping
+    /// without the permission, `MADV_DONTNEED`, `MADV_FREE`, `MADV_REMOVE`,
+    /// `MADV_COLD`, `MADV_PAGEOUT` or guard markers on locked memory,
+    /// `MADV_FREE` on anything but private anonymous memory, `MADV_REMOVE`
+    /// on anonymous memory), `EACCES` (`MADV_REMOVE` on a file not mapped
+    /// shared and writable), `ENOMEM` (holes), `EFAULT` (populating a page
+    /// past the end of its file, where Linux would raise `SIGBUS`). The
+    /// populating advice stops at the first page it cannot reach, keeping
+    /// what it wrote before, as Linux does; the others stop at the first
+    /// VMA that refuses them, keeping what they did before.
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<()> {
         let Some(end) = Self::advice_range(addr, len)? else { return Ok(()) };
         if advice == Advice::PopulateWrite {
             return self.populate_write(addr, end);
+        }
+        if advice == Advice::Other(MADV_GUARD_INSTALL) {
+            return self.guard_install(addr, end);
+        }
+        if advice == Advice::Other(MADV_POPULATE_READ) {
+            // Read faults give no VMA an anon_vma: only the error is seen.
+            return self.access_reach(addr, end, Prot::READ).1.map_or(Ok(()), Unwritable::populate_error);
         }
         self.modify(addr, end, Holes::Skip, &mut |d| {
             let old = d.flags;
@@ -187,7 +274,15 @@ impl<T: VmaStore> AddressSpace<T> {
                 Advice::DoDump => old - VmFlags::DONTDUMP,
                 Advice::HugePage => (old - VmFlags::NOHUGEPAGE) | VmFlags::HUGEPAGE,
                 Advice::NoHugePage => (old - VmFlags::HUGEPAGE) | VmFlags::NOHUGEPAGE,
-                Advice::PopulateWrite | Advice::Other(_) => old,
+                // KSM takes private memory only, and ignores the rest.
+                Advice::Mergeable if old.intersects(VmFlags::SHARED | VmFlags::SPECIAL) => old,
+                Advice::Mergeable => old | VmFlags::MERGEABLE,
+                Advice::Unmergeable => old - VmFlags::MERGEABLE,
+                Advice::Other(code) => {
+                    other_advice_allowed(code, d)?;
+                    old
+                }
+                Advice::PopulateWrite => old,
             };
             Ok((new != old).then(|| VmaData { flags: new, ..d.clone() }))
         })
@@ -198,28 +293,48 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `ENOMEM`, a VMA without write permission `EINVAL`, a page past the
     /// end of its file `EFAULT` (the access would raise `SIGBUS`).
     fn populate_write(&mut self, addr: u64, end: u64) -> Result<()> {
-        let (vmas, stop) = self.write_reach(addr, end);
+        let (vmas, stop) = self.access_reach(addr, end, Prot::WRITE);
         self.fault_range(&vmas)?;
-        match stop {
-            None => Ok(()),
-            Some(Unwritable::Hole) => Err(Errno::ENOMEM),
-            Some(Unwritable::ReadOnly) => Err(Errno::EINVAL),
-            Some(Unwritable::PastObject) => Err(Errno::EFAULT),
-        }
+        stop.map_or(Ok(()), Unwritable::populate_error)
     }
 
-    /// How far a write running from `start` towards `end` gets: the VMAs
-    /// it writes, in address order (whole, as `(start, end)`: a write
-    /// fault gives the whole VMA its anon_vma, so one written only up to
-    /// the stop is listed too), and what stops it, if anything.
-    fn write_reach(&self, start: u64, end: u64) -> (Vec<(u64, u64)>, Option<Unwritable>) {
+    /// `MADV_GUARD_INSTALL` (Linux 6.18): refused (`EINVAL`) on a locked
+    /// or special mapping, else every VMA it reaches gets an anon_vma, as
+    /// from a write fault (the guard markers are page-table entries, which
+    /// fork must copy); holes are skipped and reported as `ENOMEM`. It
+    /// stops at the first refusal, keeping what it did before.
+    fn guard_install(&mut self, addr: u64, end: u64) -> Result<()> {
+        let refused = VmFlags::LOCKED | VmFlags::SPECIAL;
+        let mut reached = Vec::new();
+        let (mut pos, mut hole) = (addr, false);
+        let mut stop = Ok(());
+        for v in self.range(addr, end) {
+            hole |= v.start > pos;
+            if v.flags().intersects(refused) {
+                stop = Err(Errno::EINVAL);
+                break;
+            }
+            reached.push((v.start, v.end));
+            pos = v.end;
+        }
+        hole |= stop.is_ok() && pos < end;
+        self.fault_range(&reached)?;
+        stop.and(if hole { Err(Errno::ENOMEM) } else { Ok(()) })
+    }
+
+    /// How far an access (`need`: a read or a write) running from `start`
+    /// towards `end` gets: the VMAs it reaches, in address order (whole,
+    /// as `(start, end)`: a write fault gives the whole VMA its anon_vma,
+    /// so one reached only up to the stop is listed too), and what stops
+    /// it, if anything.
+    fn access_reach(&self, start: u64, end: u64, need: Prot) -> (Vec<(u64, u64)>, Option<Unwritable>) {
         let mut vmas = Vec::new();
         let mut pos = start;
         for v in self.range(start, end) {
             if v.start > pos {
                 return (vmas, Some(Unwritable::Hole));
             }
-            if !v.prot().contains(Prot::WRITE) {
+            if !v.prot().contains(need) {
                 return (vmas, Some(Unwritable::ReadOnly));
             }
             if let Some(at) = v.data.past_object(pos, v.end.min(end)) {
@@ -288,7 +403,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let start = addr & !(PAGE_SIZE - 1);
         let end = addr.checked_add(len).and_then(page_align).ok_or(Errno::EFAULT)?;
-        match self.write_reach(start, end) {
+        match self.access_reach(start, end, Prot::WRITE) {
             (vmas, None) => self.fault_range(&vmas),
             (_, Some(_)) => Err(Errno::EFAULT),
         }

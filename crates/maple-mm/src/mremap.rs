@@ -95,7 +95,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         if fixed {
-            return self.move_to(old, old_len, new_len, new_addr, dontunmap, (vstart, vend, data));
+            return self.move_to(old, old_len, new_len, new_addr, dontunmap, data);
         }
         // Grow in place if the range ends the VMA and the space after it is
         // free (Linux checks only for overlap, not for guard gaps).
@@ -121,10 +121,10 @@ impl<T: VmaStore> AddressSpace<T> {
         let pgoff = data.pgoff_at(old);
         let hint = if dontunmap { new_addr } else { 0 };
         let dest = self.unmapped_area(hint, new_len, &data.backing, pgoff)?;
-        self.move_to(old, old_len, new_len, dest, dontunmap, (vstart, vend, data))
+        self.move_to(old, old_len, new_len, dest, dontunmap, data)
     }
 
-    /// Moves `[old, old + old_len)` of the VMA `src` (start, end, record)
+    /// Moves `[old, old + old_len)` of a VMA whose record is `data`
     /// to `[dest, dest + new_len)` (replacing what is there).
     fn move_to(
         &mut self,
@@ -133,9 +133,8 @@ impl<T: VmaStore> AddressSpace<T> {
         new_len: u64,
         dest: u64,
         dontunmap: bool,
-        src: (u64, u64, VmaData),
+        data: VmaData,
     ) -> Result<u64> {
-        let (vstart, vend, data) = src;
         let old_end = old + old_len;
         let dest_end = dest + new_len;
         let moved = relocated(&data, old, dest);
@@ -149,7 +148,7 @@ impl<T: VmaStore> AddressSpace<T> {
             mm.put(dest, dest_end, moved)?;
             mm.merge_around(&[(dest, dest_end)])?;
             if dontunmap {
-                mm.leave_behind(vstart, vend, old, old + keep, &data)?;
+                mm.leave_behind(old, old + keep)?;
             } else {
                 mm.clear(old, old + keep)?;
             }
@@ -157,16 +156,23 @@ impl<T: VmaStore> AddressSpace<T> {
         })
     }
 
-    /// What `MREMAP_DONTUNMAP` does to the VMA `[s, e)` the range
-    /// `[ps, pe)` moved out of: the VMA stays whole and mapped, unlocked;
-    /// if all of it moved, its pages went with it (no anon_vma left).
-    fn leave_behind(&mut self, s: u64, e: u64, ps: u64, pe: u64, d: &VmaData) -> core::result::Result<(), AllocFail> {
-        let whole = ps == s && pe == e;
+    /// What `MREMAP_DONTUNMAP` does, after the move, to the VMA that now
+    /// holds the range `[ps, pe)` moved out of (Linux's `vma` at that
+    /// point, after the target was cleared and the copy merged): it stays
+    /// mapped and loses its lock; if it is exactly the range, its pages
+    /// went with it (no anon_vma left). It is bigger than the range when
+    /// the copy merged with it: an unwritten VMA whose copy, with the page
+    /// offset of its new place, landed beside it (found by the kernel
+    /// oracle; the model cut the merged VMA in two again).
+    fn leave_behind(&mut self, ps: u64, pe: u64) -> core::result::Result<(), AllocFail> {
+        let Some(v) = self.vma_at(ps) else { return Ok(()) };
+        let (s, e, d) = (v.start, v.end, v.data.clone());
+        let whole = (s, e) == (ps, pe);
         if !whole && !d.flags.contains(VmFlags::LOCKED) {
             return Ok(());
         }
         let anon = if whole { None } else { d.anon };
-        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d.clone() })
+        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d })
     }
 
     /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+):
@@ -187,7 +193,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.put(ns, ne, relocated(d, ps, ns))?;
                 changed.push((ns, ne));
                 if dontunmap {
-                    mm.leave_behind(*s, *e, ps, pe, d)?;
+                    mm.leave_behind(ps, pe)?;
                 } else {
                     mm.clear(ps, pe)?;
                 }

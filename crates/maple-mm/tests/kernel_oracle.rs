@@ -24,7 +24,8 @@
 //!
 //! `MAPLE_ORACLE_SEQS=N` changes the number of sequences (default 2000,
 //! plus 3 fresh seeds, plus those in `KNOWN`); `MAPLE_ORACLE_SEED=S` runs
-//! one seed.
+//! one seed, `MAPLE_ORACLE_OPS="op; op; ..."` one written-out sequence; with `MAPLE_ORACLE_TRACE=1` every operation's result and the
+//! kernel's window lines after it are printed.
 
 use std::{
     fmt,
@@ -44,6 +45,14 @@ const W: u64 = 48;
 /// Pages in the test file, the last one partly: mappings may reach past
 /// its end (where a write raises `SIGBUS`).
 const FILE_PAGES: u64 = 64;
+/// The advice `madvise` is given: every valid code, some twice, and one
+/// invalid; but the two that poison pages (`MADV_HWPOISON`,
+/// `MADV_SOFT_OFFLINE`), and `MADV_COLLAPSE`, whose checks (a huge page
+/// must fit in the VMA) the model does not make: in this window it is
+/// always `EINVAL`.
+const ADVICE: &[i32] =
+    &[0, 1, 2, 3, 4, 4, 8, 9, 10, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 23, 24, 102, 103, 99];
+
 /// The test file's size in bytes.
 const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 
@@ -57,6 +66,31 @@ const KNOWN: &[&str] = &[
     "unmap 44 2 0; map 9 11 3 fixed 1 anon 0 0; protect 2 2 1; advise 12 9 99; touch 13 3; remap 11 5 3 3 11; \
      map 35 4 3 fixed 0 file 41 256; unmap 35 8 0; remap 16 4 11 3 27; advise 37 8 16; protect 47 1 3; \
      unmap 25 3 0; touch 29 8; advise 27 11 23; advise 27 4 23",
+    // Session 22, found once the generator gave every advice and
+    // `MAP_LOCKED` (each cut down by hand to what shows it):
+    // `MADV_MERGEABLE` sets a flag (KSM is on), so it cuts and merges.
+    "map 10 6 3 fixed 0 anon 0 0; advise 12 2 12; advise 10 6 13",
+    // Locked memory refuses advice that drops or reclaims pages, and
+    // guard markers.
+    "map 10 4 3 fixed 0 anon 0 8192; advise 10 4 4; advise 10 4 24; advise 10 4 20; advise 10 4 21; \
+     advise 10 4 8; advise 10 4 102; advise 10 4 103",
+    // `MADV_FREE` takes private anonymous memory only; `MADV_REMOVE` a
+    // file mapped shared and writable.
+    "map 10 4 3 fixed 0 file 0 0; advise 10 4 8; advise 10 4 9; map 14 2 3 fixed 1 file 4 0; advise 14 2 9; \
+     map 16 2 1 fixed 1 filero 6 0; advise 16 2 9; map 20 2 3 fixed 0 anon 0 0; advise 20 2 9; advise 20 2 8",
+    // `MADV_POPULATE_READ` needs read permission.
+    "protect 10 2 3; advise 9 3 22; advise 10 2 22",
+    // `MADV_GUARD_INSTALL` gives the VMA an anon_vma: moved, it keeps its
+    // page offset and does not merge with its new neighbour.
+    "map 10 2 3 fixed 0 anon 0 0; advise 10 2 102; map 22 2 3 fixed 0 anon 0 0; remap 10 2 2 3 20",
+    // Locks are not inherited: the child's new mapping merges with them.
+    "map 10 4 0 fixed 0 anon 0 8192; forkmap 14 2 0",
+    // An unwritten VMA moved with `MREMAP_DONTUNMAP` to just before
+    // itself merges with its own copy and stays one VMA.
+    "map 10 1 1 fixed 0 anon 0 0; remap 10 1 1 7 9",
+    // A locked private mapping made writable is written at once, so it
+    // keeps its charge when made read-only again.
+    "map 5 10 1 fixed 0 anon 0 8192; protect 11 4 3; protect 7 8 1",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,6 +366,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
     let mut model = Model::new(file);
     let len = rng.gen_range(4..28);
     let mut ops = Vec::new();
+    let mut guarded = false;
     while ops.len() < len {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
@@ -340,7 +375,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
-                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100][rng.gen_range(0..7)];
+                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100, 0x2000][rng.gen_range(0..8)];
                 // Some file mappings reach past the file's end.
                 let off = if src == Src::Anon { 0 } else { rng.gen_range(0..FILE_PAGES + 8 - pages) };
                 Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }
@@ -348,7 +383,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             30..=44 => Op::Unmap { page, pages, skew: u64::from(rng.gen_ratio(1, 30)) },
             45..=64 => Op::Protect { page, pages, prot },
             65..=76 => {
-                let advice = [10, 11, 18, 19, 1, 0, 16, 17, 14, 15, 4, 2, 99, 23, 23][rng.gen_range(0..15)];
+                let advice = ADVICE[rng.gen_range(0..ADVICE.len())];
                 Op::Advise { page, pages, advice }
             }
             77..=86 => Op::Touch { page, pages },
@@ -368,6 +403,10 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         match &op {
             Op::Map { page, pages, .. } | Op::ForkMap { page, pages, .. } if page + pages > W => continue,
             Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
+            // The model keeps no guard markers (they are page-table
+            // entries, not VMAs): once some may exist, nothing reads or
+            // writes pages any more.
+            Op::Touch { .. } | Op::Advise { advice: 22 | 23, .. } if guarded => continue,
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
                 if let Op::Touch { page, pages } = op {
@@ -376,6 +415,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
                     }
                 }
             }
+            Op::Advise { advice: 102, .. } => guarded = true,
             _ => {}
         }
         model.apply(&op);
@@ -386,16 +426,27 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
 
 // --------------------------------------------------------------- parent --
 
+/// Where a sequence comes from.
+enum Source {
+    /// Generated from this seed.
+    Seed(u64),
+    /// Written out (`KNOWN`, `MAPLE_ORACLE_OPS`): ops separated by `;`.
+    Given(String),
+}
+
 fn run_parent() -> i32 {
     let n: u64 = std::env::var("MAPLE_ORACLE_SEQS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let mut seeds: Vec<Option<u64>> = (0..n).map(Some).collect();
+    let mut seeds: Vec<Source> = (0..n).map(Source::Seed).collect();
     let fresh =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
-    seeds.extend((0..3).map(|i| Some(fresh.wrapping_mul(6364136223846793005).wrapping_add(i))));
-    // `None`: the sequences in `KNOWN`, first.
-    let mut seeds: Vec<Option<u64>> = KNOWN.iter().map(|_| None).chain(seeds).collect();
+    seeds.extend((0..3).map(|i| Source::Seed(fresh.wrapping_mul(6364136223846793005).wrapping_add(i))));
+    // The sequences in `KNOWN` first.
+    let mut seeds: Vec<Source> = KNOWN.iter().map(|k| Source::Given(k.to_string())).chain(seeds).collect();
     if let Some(one) = std::env::var("MAPLE_ORACLE_SEED").ok().and_then(|s| s.parse().ok()) {
-        seeds = vec![Some(one)];
+        seeds = vec![Source::Seed(one)];
+    }
+    if let Ok(ops) = std::env::var("MAPLE_ORACLE_OPS") {
+        seeds = vec![Source::Given(ops)];
     }
     let exe = std::env::current_exe().expect("own path");
     let mut child = Command::new(exe)
@@ -418,11 +469,12 @@ fn run_parent() -> i32 {
     let file = MappedFile::new(f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), f[5])
         .with_size(f[4].parse().unwrap());
     let (mut passed, mut failed) = (0u64, 0u64);
+    let trace = std::env::var_os("MAPLE_ORACLE_TRACE").is_some();
     let mut ops_run = 0usize;
-    for (i, &seed) in seeds.iter().enumerate() {
+    for seed in &seeds {
         let ops = match seed {
-            Some(seed) => generate(seed, &file),
-            None => KNOWN[i].split(';').map(parse_op).collect(),
+            Source::Seed(seed) => generate(*seed, &file),
+            Source::Given(ops) => ops.split(';').map(parse_op).collect(),
         };
         let mut model = Model::new(&file);
         writeln!(to_child, "seq").unwrap();
@@ -482,6 +534,9 @@ fn run_parent() -> i32 {
                 }
             }
             ops_run += 1;
+            if trace {
+                println!("{op} -> {}\n    {}", got_res.trim(), got_lines.join("\n    "));
+            }
             if !why.is_empty() {
                 diverged = Some(format!("after op {} ({op}): {}", i + 1, why.join("\n")));
                 break;
@@ -493,8 +548,8 @@ fn run_parent() -> i32 {
                 failed += 1;
                 if failed <= 3 {
                     let which = match seed {
-                        Some(seed) => format!("seed {seed}"),
-                        None => format!("known sequence {i}"),
+                        Source::Seed(seed) => format!("seed {seed}"),
+                        Source::Given(_) => "a given sequence".to_string(),
                     };
                     println!("{which} diverged {why}\nsequence:");
                     for op in &ops {

@@ -535,6 +535,78 @@ fn populate_write_stops_at_the_first_page_it_cannot_write() {
     mm.validate().unwrap();
 }
 
+/// Rules the kernel oracle found once it gave every advice and mapped
+/// locked memory (session 22; each also runs on the kernel as one of the
+/// oracle's `KNOWN` sequences).
+#[test]
+fn advice_and_locks_follow_linux() {
+    let adv = |c: i32| Advice::from_code(c).unwrap();
+    let locked = anon() | MapFlags::LOCKED;
+    // KSM (on in Linux's usual configurations): a flag, so it cuts.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 6 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.madvise(BASE + 2 * P, 2 * P, adv(12)).unwrap();
+    assert_eq!(mm.vma_count(), 3);
+    mm.madvise(BASE, 6 * P, adv(13)).unwrap();
+    assert_eq!(mm.vma_count(), 1);
+    // Locked memory refuses page dropping and reclaim, and guard markers.
+    mm.mmap(BASE + 8 * P, 4 * P, Prot::RW, locked, None, 0).unwrap();
+    for (code, want) in [(4, Err(Errno::EINVAL)), (24, Ok(())), (20, Err(Errno::EINVAL)), (21, Err(Errno::EINVAL))] {
+        assert_eq!(mm.madvise(BASE + 8 * P, 4 * P, adv(code)), want, "advice {code}");
+    }
+    assert_eq!(mm.madvise(BASE + 8 * P, 4 * P, adv(102)), Err(Errno::EINVAL));
+    assert_eq!(mm.madvise(BASE + 8 * P, 4 * P, adv(103)), Ok(()));
+    // MADV_FREE: private anonymous only; MADV_REMOVE: a shared writable file.
+    let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f"));
+    let ro = Arc::new(MappedFile::new(8, 1, 42, "/data/f").read_only());
+    let (private, shared) = (MapFlags::PRIVATE | MapFlags::FIXED, MapFlags::SHARED | MapFlags::FIXED);
+    mm.mmap(BASE + 16 * P, 2 * P, Prot::RW, private, Some(Arc::clone(&file)), 0).unwrap();
+    mm.mmap(BASE + 18 * P, 2 * P, Prot::RW, shared, Some(Arc::clone(&file)), 2 * P).unwrap();
+    mm.mmap(BASE + 20 * P, 2 * P, Prot::READ, shared, Some(ro), 4 * P).unwrap();
+    assert_eq!(mm.madvise(BASE + 16 * P, 2 * P, adv(8)), Err(Errno::EINVAL));
+    assert_eq!(mm.madvise(BASE, 2 * P, adv(8)), Ok(()));
+    assert_eq!(mm.madvise(BASE + 16 * P, 2 * P, adv(9)), Err(Errno::EACCES));
+    assert_eq!(mm.madvise(BASE + 18 * P, 2 * P, adv(9)), Ok(()));
+    assert_eq!(mm.madvise(BASE + 20 * P, 2 * P, adv(9)), Err(Errno::EACCES));
+    assert_eq!(mm.madvise(BASE, 2 * P, adv(9)), Err(Errno::EINVAL));
+    // MADV_POPULATE_READ needs read permission.
+    mm.mmap(BASE + 24 * P, 2 * P, Prot::NONE, anon(), None, 0).unwrap();
+    assert_eq!(mm.madvise(BASE + 24 * P, 2 * P, adv(22)), Err(Errno::EINVAL));
+    assert_eq!(mm.madvise(BASE, 2 * P, adv(22)), Ok(()));
+    // A guard marker gives the VMA an anon_vma, as a write fault would.
+    mm.mmap(BASE + 26 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.madvise(BASE + 26 * P, P, adv(102)).unwrap();
+    assert!(mm.vma_at(BASE + 26 * P).unwrap().anon_vma().is_some());
+    mm.validate().unwrap();
+
+    // Locks are not inherited by fork: a fresh mapping merges beside them.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 4 * P, Prot::NONE, locked, None, 0).unwrap();
+    let mut child = mm.fork().unwrap();
+    assert!(!child.vma_at(BASE).unwrap().flags().contains(VmFlags::LOCKED));
+    assert!(mm.vma_at(BASE).unwrap().flags().contains(VmFlags::LOCKED));
+    child.mmap(BASE + 4 * P, 2 * P, Prot::NONE, anon(), None, 0).unwrap();
+    assert_eq!(layout(&child), [(0, 6, "---p".into())]);
+
+    // An unwritten VMA moved (DONTUNMAP) to just before itself merges with
+    // its copy, and the range it left stays part of that one VMA.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE + P, P, Prot::READ, anon(), None, 0).unwrap();
+    let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
+    assert_eq!(mm.mremap(BASE + P, P, P, flags, BASE), Ok(BASE));
+    assert_eq!(layout(&mm), [(0, 2, "r--p".into())]);
+
+    // A locked private mapping made writable is written at once: it keeps
+    // its charge when made read-only again, and stays apart.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 10 * P, Prot::READ, locked, None, 0).unwrap();
+    mm.mprotect(BASE + 6 * P, 4 * P, Prot::RW).unwrap();
+    assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_some());
+    mm.mprotect(BASE + 2 * P, 8 * P, Prot::READ).unwrap();
+    assert_eq!(layout(&mm), [(0, 6, "r--p".into()), (6, 10, "r--p".into())]);
+    mm.validate().unwrap();
+}
+
 #[test]
 fn lookups_and_stats() {
     let mut mm = AddressSpace::new();
