@@ -5,7 +5,7 @@ use crate::{
     error::{Errno, Result},
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
-    space::{is_aligned, page_align, AddressSpace, PAGE_SIZE},
+    space::{is_aligned, page_align, AddressSpace, AllocFail, PAGE_SIZE},
     store::VmaStore,
     vma::{Backing, VmaData},
 };
@@ -84,7 +84,20 @@ impl<T: VmaStore> AddressSpace<T> {
     /// from `visit` stops the walk, keeping what was changed before it, as
     /// Linux does.
     fn modify(&mut self, start: u64, end: u64, holes: Holes, visit: Visit<'_>) -> Result<()> {
-        self.transact(&[(start, end)], |mm| {
+        self.transact(&[(start, end)], |mm| mm.modify_in(start, end, holes, visit))
+    }
+
+    /// The body of [`modify`](Self::modify), for a caller that runs it
+    /// within a transaction of its own.
+    fn modify_in(
+        &mut self,
+        start: u64,
+        end: u64,
+        holes: Holes,
+        visit: Visit<'_>,
+    ) -> core::result::Result<Result<()>, AllocFail> {
+        {
+            let mm = self;
             let mut changed: Vec<(u64, u64)> = Vec::new();
             let mut pos = start;
             let mut result = Ok(());
@@ -121,7 +134,7 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             mm.merge_around(&changed)?;
             Ok(result)
-        })
+        }
     }
 
     /// Changes the protection of `[addr, addr + len)`, as `mprotect(2)`:
@@ -194,15 +207,28 @@ impl<T: VmaStore> AddressSpace<T> {
         if locked.is_empty() {
             return self.modify(start, end, Holes::Stop, &mut visit);
         }
+        // Linux changes one VMA at a time, merging it with its neighbours,
+        // then writes it: the order decides which pieces share an
+        // anon_vma and so merge (found by the kernel oracle).
         self.transact(&[(start, end)], |mm| {
-            let res = mm.modify(start, end, Holes::Stop, &mut visit);
-            for &ps in &locked {
-                // Only pieces the call reached were made writable.
-                let Some(v) = mm.vma_at(ps).filter(|v| v.prot().contains(Prot::WRITE)) else { continue };
-                let (s, e) = (v.start, v.end);
-                mm.fault_in(s, e)?;
+            let pieces: Vec<(u64, u64)> = mm.range(start, end).map(|v| (v.start.max(start), v.end.min(end))).collect();
+            let mut pos = start;
+            for (ps, pe) in pieces {
+                if ps > pos {
+                    return Ok(Err(Errno::ENOMEM));
+                }
+                if let Err(e) = mm.modify_in(ps, pe, Holes::Stop, &mut visit)? {
+                    return Ok(Err(e));
+                }
+                pos = pe;
+                if !locked.contains(&ps) {
+                    continue;
+                }
+                if let Some((s, e)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
+                    mm.fault_in(s, e)?;
+                }
             }
-            Ok(res)
+            Ok(if pos < end { Err(Errno::ENOMEM) } else { Ok(()) })
         })
     }
 

@@ -91,6 +91,10 @@ const KNOWN: &[&str] = &[
     // A locked private mapping made writable is written at once, so it
     // keeps its charge when made read-only again.
     "map 5 10 1 fixed 0 anon 0 8192; protect 11 4 3; protect 7 8 1",
+    // Session 22, seed 23,786 of a million (cut down): Linux changes and
+    // writes one VMA at a time, so a locked piece made writable gets its
+    // own anon_vma before it could merge with a written neighbour.
+    "map 40 6 1 fixed 0 anon 0 8192; protect 41 5 0; protect 42 1 3; protect 42 4 0; protect 37 7 3",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -165,6 +165,11 @@ fn failed_allocations_change_nothing() {
             mm.mmap(BASE + i * P, P, prot, anon(), None, 0).unwrap();
         }
         mm.mmap(BASE + 400 * P, 8 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0).unwrap();
+        // Locked one-page VMAs, alternating read-only and inaccessible.
+        for i in 0..40u64 {
+            let prot = [Prot::READ, Prot::NONE][(i % 2) as usize];
+            mm.mmap(BASE + (420 + i) * P, P, prot, anon() | MapFlags::LOCKED, None, 0).unwrap();
+        }
         mm
     };
     type Call = Box<dyn Fn(&mut AddressSpace) -> Result<u64, Errno>>;
@@ -191,6 +196,19 @@ fn failed_allocations_change_nothing() {
             }),
         ),
         ("brk", Box::new(|m| Ok(m.brk(BASE - 20 * P)))),
+        // Locked pieces made writable are written one by one.
+        ("mprotect locked", Box::new(|m| m.mprotect(BASE + 420 * P, 40 * P, Prot::RW).map(|()| 0))),
+        // Writes up to the first read-only page, then fails (EINVAL).
+        ("populate", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::PopulateWrite).map(|()| 0))),
+        ("guard install", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::from_code(102).unwrap()).map(|()| 0))),
+        ("mergeable", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::Mergeable).map(|()| 0))),
+        (
+            "mremap dontunmap",
+            Box::new(|m| {
+                let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
+                m.mremap(BASE + 3 * P, P, P, flags, BASE + 2 * P)
+            }),
+        ),
     ];
     let mut allocating = 0;
     for (what, call) in &calls {
@@ -604,6 +622,17 @@ fn advice_and_locks_follow_linux() {
     assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_some());
     mm.mprotect(BASE + 2 * P, 8 * P, Prot::READ).unwrap();
     assert_eq!(layout(&mm), [(0, 6, "r--p".into()), (6, 10, "r--p".into())]);
+    mm.validate().unwrap();
+    // ... one VMA at a time, as Linux does: a piece written on the way
+    // gets its own anon_vma before it could merge with a written
+    // neighbour, so the two stay apart.
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 6 * P, Prot::READ, locked, None, 0).unwrap();
+    mm.mprotect(BASE + P, 5 * P, Prot::NONE).unwrap();
+    mm.mprotect(BASE + 2 * P, P, Prot::RW).unwrap();
+    mm.mprotect(BASE + 2 * P, 4 * P, Prot::NONE).unwrap();
+    mm.mprotect(BASE, 4 * P, Prot::RW).unwrap();
+    assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into()), (4, 6, "---p".into())]);
     mm.validate().unwrap();
 }
 
