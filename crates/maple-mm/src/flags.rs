@@ -193,6 +193,10 @@ bitflags! {
         const GROWSDOWN = 1 << 8;
         /// Locked in memory (`MAP_LOCKED`, `mlock`).
         const LOCKED = 1 << 13;
+        /// Locked as pages are faulted in, not all at once
+        /// (`mlock2(MLOCK_ONFAULT)`, `mlockall(MCL_ONFAULT)`); always with
+        /// `LOCKED`.
+        const LOCKONFAULT = 1 << 19;
         /// `MADV_SEQUENTIAL`
         const SEQ_READ = 1 << 15;
         /// `MADV_RANDOM`
@@ -221,6 +225,9 @@ bitflags! {
 }
 
 impl VmFlags {
+    /// Linux's `VM_LOCKED_MASK`: the lock bits.
+    pub const LOCKED_MASK: VmFlags = VmFlags::LOCKED.union(VmFlags::LOCKONFAULT);
+
     /// The access bits.
     pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
 
@@ -240,5 +247,28 @@ impl VmFlags {
         p.set(Prot::WRITE, self.contains(VmFlags::WRITE));
         p.set(Prot::EXEC, self.contains(VmFlags::EXEC));
         p
+    }
+}
+
+bitflags! {
+    /// `mlock2` flags (`MLOCK_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MlockFlags: u32 {
+        /// `MLOCK_ONFAULT`: lock pages as they are faulted in, populating
+        /// nothing now.
+        const ONFAULT = 1;
+    }
+}
+
+bitflags! {
+    /// `mlockall` flags (`MCL_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MclFlags: u32 {
+        /// `MCL_CURRENT`: lock every mapping there is.
+        const CURRENT = 1;
+        /// `MCL_FUTURE`: lock every mapping made from now on.
+        const FUTURE = 2;
+        /// `MCL_ONFAULT`: with either, lock pages as they are faulted in.
+        const ONFAULT = 4;
     }
 }

@@ -47,8 +47,14 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        let mut child =
-            AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack };
+        // Locks are not inherited, nor `mlockall(MCL_FUTURE)`.
+        let mut child = AddressSpace {
+            tree,
+            layout: self.layout.clone(),
+            brk: self.brk,
+            start_stack: self.start_stack,
+            def_flags: VmFlags::empty(),
+        };
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }
@@ -76,7 +82,13 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok::<(), Errno>(())
         })?;
-        Ok(AddressSpace { tree, layout: self.layout.clone(), brk: self.brk, start_stack: self.start_stack })
+        Ok(AddressSpace {
+            tree,
+            layout: self.layout.clone(),
+            brk: self.brk,
+            start_stack: self.start_stack,
+            def_flags: VmFlags::empty(),
+        })
     }
 
     /// [`fork`](Self::fork) as Linux did before names were reference
@@ -94,11 +106,11 @@ impl<T: VmaStore> AddressSpace<T> {
 /// are not inherited: the child's copy is unlocked, as in Linux.
 fn child_record(d: &VmaData, copy_names: bool, maker: &mut Maker<'_>) -> Result<Option<VmaRef>> {
     fault::vma_copy()?;
-    if d.anon.is_none() && !copy_names && !d.flags.contains(VmFlags::LOCKED) {
+    if d.anon.is_none() && !copy_names && !d.flags.intersects(VmFlags::LOCKED_MASK) {
         return Ok(None);
     }
     let anon = if d.flags.contains(VmFlags::WIPEONFORK) { None } else { d.anon.map(|_| AnonVma::forked()) };
-    let mut copy = VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d.clone() };
+    let mut copy = VmaData { anon, flags: d.flags - VmFlags::LOCKED_MASK, ..d.clone() };
     if copy_names {
         copy.name = d.name.as_ref().map(|n| crate::AnonName::new(n.as_str())).transpose()?;
     }

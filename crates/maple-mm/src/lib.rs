@@ -5,10 +5,11 @@
 //! and the VMA list. This crate builds that address space in userspace: an
 //! [`AddressSpace`] keeps its VMAs in a gap-tracking
 //! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
-//! `mremap`, `brk`, `madvise`, anonymous VMA names, write faults
-//! ([`touch`](AddressSpace::touch), which decide merging as in Linux),
-//! `fork` by O(n) duplication of the tree, and `exec`; and it reads and
-//! writes `/proc/PID/maps`.
+//! `mremap`, `brk`, `madvise`, `mlock` and its family, anonymous VMA names,
+//! write faults ([`touch`](AddressSpace::touch), which decide merging as
+//! in Linux), `fork` by O(n) duplication of the tree, and `exec`; and it
+//! reads and writes `/proc/PID/maps`. Its rules are checked against the
+//! running kernel by random call sequences (`tests/kernel_oracle.rs`).
 //!
 //! It is meant for programs that model or track another program's memory:
 //! emulators, sandboxes, record/replay tools, debuggers, userspace kernels.
@@ -76,6 +77,7 @@
 mod error;
 mod flags;
 mod fork;
+mod lock;
 mod maps;
 mod mmap;
 mod modify;
@@ -90,7 +92,7 @@ pub mod swap;
 mod vma;
 
 pub use error::{Errno, Result};
-pub use flags::{Advice, MapFlags, MremapFlags, Prot, VmFlags};
+pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags};
 #[cfg(feature = "fault-injection")]
 pub use fork::fault;
 pub use maple_tree;

@@ -146,6 +146,8 @@ impl<T: VmaStore> AddressSpace<T> {
         vm.set(VmFlags::LOCKED, flags.contains(MapFlags::LOCKED));
         vm.set(VmFlags::NOHUGEPAGE, flags.contains(MapFlags::STACK));
         vm.set(VmFlags::NORESERVE, flags.contains(MapFlags::NORESERVE));
+        // `mlockall(MCL_FUTURE)` locks every new mapping.
+        vm |= self.def_flags;
         // Linux's accountable_mapping: private and writable, not NORESERVE.
         if (vm & (VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE)) == VmFlags::WRITE {
             vm |= VmFlags::ACCOUNT;
@@ -163,10 +165,14 @@ impl<T: VmaStore> AddressSpace<T> {
             anon: None,
             label: None,
         };
-        // MAP_POPULATE and MAP_LOCKED prefault; a private writable mapping
-        // is then written, unless its first page lies past the end of its
-        // file (Linux ignores the prefault's failures).
-        let populate = flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED)
+        // MAP_POPULATE (without MAP_NONBLOCK) and a lock prefault (but a
+        // lock on fault); a
+        // private writable mapping is then written, unless its first page
+        // lies past the end of its file (Linux ignores the prefault's
+        // failures).
+        let asked = flags & (MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
+        let populate = (asked || vm.contains(VmFlags::LOCKED))
+            && !vm.contains(VmFlags::LOCKONFAULT)
             && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE
             && data.past_object(start, end) != Some(start);
         self.transact(&[(start, end)], |mm| {
@@ -378,7 +384,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return b.current;
         }
         let data = VmaData {
-            flags: VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT,
+            flags: VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT | self.def_flags,
             backing: Backing::Anon,
             pgoff_base: 0,
             name: None,
@@ -388,8 +394,16 @@ impl<T: VmaStore> AddressSpace<T> {
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.
+            let locked = data.flags & VmFlags::LOCKED_MASK == VmFlags::LOCKED;
             mm.put(oldbrk, newbrk, data)?;
             mm.merge_at(oldbrk)?;
+            // A heap locked by `mlockall(MCL_FUTURE)` is populated as it
+            // grows.
+            if locked {
+                if let Some((s, e)) = mm.vma_at(oldbrk).map(|v| (v.start, v.end)) {
+                    mm.fault_in(s, e)?;
+                }
+            }
             Ok(Ok(()))
         });
         match res {

@@ -12,7 +12,7 @@ use crate::{
 
 /// How a range walk treats holes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Holes {
+pub(crate) enum Holes {
     /// `mprotect`: stop at the first hole (changes before it stay) with `ENOMEM`.
     Stop,
     /// `madvise`, naming: skip holes, then report `ENOMEM`.
@@ -75,7 +75,7 @@ fn other_advice_allowed(code: i32, d: &VmaData) -> Result<()> {
 }
 
 /// What a visit does with one VMA piece.
-type Visit<'f> = &'f mut dyn FnMut(&VmaData) -> Result<Option<VmaData>>;
+pub(crate) type Visit<'f> = &'f mut dyn FnMut(&VmaData) -> Result<Option<VmaData>>;
 
 impl<T: VmaStore> AddressSpace<T> {
     /// Applies `visit` to every VMA piece in `[start, end)`: the piece is
@@ -89,7 +89,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// The body of [`modify`](Self::modify), for a caller that runs it
     /// within a transaction of its own.
-    fn modify_in(
+    pub(crate) fn modify_in(
         &mut self,
         start: u64,
         end: u64,
@@ -194,7 +194,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // Linux writes every page of a locked private mapping that becomes
         // writable (so that no write faults later): those pieces get an
         // anon_vma, unless their first page lies past the end of their file.
-        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
+        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
         let locked: Vec<u64> = if access.contains(VmFlags::WRITE) {
             self.range(start, end)
                 .filter(|v| v.flags() & lock_bits == VmFlags::LOCKED)
@@ -250,10 +250,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// that changes a mapping's flags (don't-fork, wipe-on-fork, random,
     /// sequential, dump, hugepage, KSM's mergeable) cuts and merges VMAs
     /// like `mprotect`; `MADV_POPULATE_WRITE` writes every page, and
-    /// `MADV_GUARD_INSTALL` gives each VMA an anon_vma as a write would
-    /// (the guard markers themselves, page-table entries, are not kept:
-    /// `touch` does not see them); the rest change no VMA but are checked
-    /// as Linux checks them. Holes are skipped and reported as `ENOMEM`
+    /// `MADV_GUARD_INSTALL` gives each private anonymous VMA an anon_vma
+    /// as a write would (the guard markers themselves, page-table entries,
+    /// are not kept: `touch` does not see them); the rest change no VMA but
+    /// are checked as Linux checks them. Holes are skipped and reported as `ENOMEM`
     /// after the mapped parts were advised, as by Linux.
     ///
     /// Errors (each checked against Linux 6.18 by the kernel oracle test):
@@ -325,10 +325,11 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 
     /// `MADV_GUARD_INSTALL` (Linux 6.18): refused (`EINVAL`) on a locked
-    /// or special mapping, else every VMA it reaches gets an anon_vma, as
-    /// from a write fault (the guard markers are page-table entries, which
-    /// fork must copy); holes are skipped and reported as `ENOMEM`. It
-    /// stops at the first refusal, keeping what it did before.
+    /// or special mapping, else every private anonymous VMA it reaches gets
+    /// an anon_vma, as from a write fault (the guard markers are page-table
+    /// entries, which fork must copy; file VMAs get none, as the kernel
+    /// oracle showed); holes are skipped and reported as `ENOMEM`. It stops
+    /// at the first refusal, keeping what it did before.
     fn guard_install(&mut self, addr: u64, end: u64) -> Result<()> {
         let refused = VmFlags::LOCKED | VmFlags::SPECIAL;
         let mut reached = Vec::new();
@@ -340,7 +341,9 @@ impl<T: VmaStore> AddressSpace<T> {
                 stop = Err(Errno::EINVAL);
                 break;
             }
-            reached.push((v.start, v.end));
+            if v.is_anonymous() {
+                reached.push((v.start, v.end));
+            }
             pos = v.end;
         }
         hole |= stop.is_ok() && pos < end;

@@ -168,11 +168,11 @@ impl<T: VmaStore> AddressSpace<T> {
         let Some(v) = self.vma_at(ps) else { return Ok(()) };
         let (s, e, d) = (v.start, v.end, v.data.clone());
         let whole = (s, e) == (ps, pe);
-        if !whole && !d.flags.contains(VmFlags::LOCKED) {
+        if !whole && !d.flags.intersects(VmFlags::LOCKED_MASK) {
             return Ok(());
         }
         let anon = if whole { None } else { d.anon };
-        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED, ..d })
+        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED_MASK, ..d })
     }
 
     /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+):
@@ -185,20 +185,21 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let old_end = old + len;
         self.transact(&[(dest, dest + len), (old, old_end)], |mm| {
-            let mut changed = Vec::new();
+            // One VMA after another, each merged at its target before the
+            // next moves, as Linux moves them (a copy may merge with its
+            // own source, which DONTUNMAP then leaves whole).
             for (s, e, d) in &pieces {
                 let (ps, pe) = ((*s).max(old), (*e).min(old_end));
                 let (ns, ne) = (dest + (ps - old), dest + (pe - old));
                 mm.clear(ns, ne)?;
                 mm.put(ns, ne, relocated(d, ps, ns))?;
-                changed.push((ns, ne));
+                mm.merge_around(&[(ns, ne)])?;
                 if dontunmap {
                     mm.leave_behind(ps, pe)?;
                 } else {
                     mm.clear(ps, pe)?;
                 }
             }
-            mm.merge_around(&changed)?;
             Ok(Ok(dest))
         })
     }

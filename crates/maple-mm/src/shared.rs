@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard};
 
 use crate::{
+    flags::VmFlags,
     record::VmaRef,
     space::{AddressSpace, Brk, Layout},
     vma::{Vma, VmaData},
@@ -60,6 +61,7 @@ struct State {
     layout: Layout,
     brk: Option<Brk>,
     start_stack: Option<u64>,
+    def_flags: VmFlags,
 }
 
 impl Default for SharedAddressSpace {
@@ -76,7 +78,7 @@ impl fmt::Debug for SharedAddressSpace {
 
 impl From<AddressSpace> for SharedAddressSpace {
     fn from(mm: AddressSpace) -> SharedAddressSpace {
-        let state = State { layout: mm.layout, brk: mm.brk, start_stack: mm.start_stack };
+        let state = State { layout: mm.layout, brk: mm.brk, start_stack: mm.start_stack, def_flags: mm.def_flags };
         SharedAddressSpace { tree: ConcurrentMapleTree::from(mm.tree), state: Mutex::new(state) }
     }
 }
@@ -126,8 +128,13 @@ impl SharedAddressSpace {
     pub fn write(&self) -> SpaceWriter<'_> {
         let guard = self.tree.lock();
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let space =
-            AddressSpace { tree: guard, layout: state.layout.clone(), brk: state.brk, start_stack: state.start_stack };
+        let space = AddressSpace {
+            tree: guard,
+            layout: state.layout.clone(),
+            brk: state.brk,
+            start_stack: state.start_stack,
+            def_flags: state.def_flags,
+        };
         SpaceWriter { space, state }
     }
 
@@ -140,6 +147,7 @@ impl SharedAddressSpace {
             layout: w.space.layout.clone(),
             brk: w.space.brk,
             start_stack: w.space.start_stack,
+            def_flags: w.space.def_flags,
         }
     }
 
@@ -147,7 +155,13 @@ impl SharedAddressSpace {
     pub fn into_inner(self) -> AddressSpace {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let tree: MapleTree<VmaRef> = self.tree.into_inner();
-        AddressSpace { tree, layout: state.layout, brk: state.brk, start_stack: state.start_stack }
+        AddressSpace {
+            tree,
+            layout: state.layout,
+            brk: state.brk,
+            start_stack: state.start_stack,
+            def_flags: state.def_flags,
+        }
     }
 }
 
@@ -176,6 +190,7 @@ impl Drop for SpaceWriter<'_> {
     fn drop(&mut self) {
         self.state.brk = self.space.brk;
         self.state.start_stack = self.space.start_stack;
+        self.state.def_flags = self.space.def_flags;
     }
 }
 

@@ -98,6 +98,9 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     pub(crate) layout: Layout,
     pub(crate) brk: Option<Brk>,
     pub(crate) start_stack: Option<u64>,
+    /// Linux's `mm->def_flags`: flags every new mapping gets (the locks of
+    /// `mlockall(MCL_FUTURE)`).
+    pub(crate) def_flags: VmFlags,
 }
 
 impl Default for AddressSpace {
@@ -115,6 +118,7 @@ impl Clone for AddressSpace {
             layout: self.layout.clone(),
             brk: self.brk,
             start_stack: self.start_stack,
+            def_flags: self.def_flags,
         }
     }
 }
@@ -188,7 +192,7 @@ impl AddressSpace {
 
     /// An empty address space.
     pub fn with_layout(layout: Layout) -> AddressSpace {
-        AddressSpace { tree: MapleTree::with_gaps(), layout, brk: None, start_stack: None }
+        AddressSpace { tree: MapleTree::with_gaps(), layout, brk: None, start_stack: None, def_flags: VmFlags::empty() }
     }
 
     /// Replaces everything with an empty space of the same layout, as
@@ -413,7 +417,7 @@ impl<T: VmaStore> AddressSpace<T> {
         f: impl FnOnce(&mut Self) -> core::result::Result<Result<R>, AllocFail>,
     ) -> Result<R> {
         let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
-        let (brk, stack) = (self.brk, self.start_stack);
+        let (brk, stack, def_flags) = (self.brk, self.start_stack, self.def_flags);
         match f(self) {
             Ok(res) => res,
             Err(AllocFail) => {
@@ -422,6 +426,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
                 self.brk = brk;
                 self.start_stack = stack;
+                self.def_flags = def_flags;
                 Err(Errno::ENOMEM)
             }
         }

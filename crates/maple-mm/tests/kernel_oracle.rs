@@ -34,7 +34,7 @@ use std::{
     sync::Arc,
 };
 
-use maple_mm::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MremapFlags, Prot, PAGE_SIZE};
+use maple_mm::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, PAGE_SIZE};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 /// The window: far below where Linux places mappings and far above the
@@ -95,6 +95,29 @@ const KNOWN: &[&str] = &[
     // writes one VMA at a time, so a locked piece made writable gets its
     // own anon_vma before it could merge with a written neighbour.
     "map 40 6 1 fixed 0 anon 0 8192; protect 41 5 0; protect 42 1 3; protect 42 4 0; protect 37 7 3",
+    // Session 22, seed 89,373 of a million (cut down): guard markers give
+    // an anon_vma to anonymous VMAs only; two file VMAs that got none
+    // still merge.
+    "map 7 4 1 fixed 0 file 29 0; map 11 5 3 fixed 0 file 33 0; advise 10 6 102; protect 3 11 3",
+    // Session 22, seed 1,643 (cut down): each VMA of a multi-VMA move is
+    // merged at its target before the next moves, so an unwritten copy
+    // merges with its own source, which DONTUNMAP then leaves whole.
+    "map 38 9 0 fixed 0 anon 0 8192; remap 43 5 5 7 34",
+    // The lock calls (session 22): a lock cuts, populates (a written VMA
+    // keeps its page offset when moved, so it does not merge at its
+    // target) and fails on what it cannot fault in, keeping the lock.
+    "map 10 4 3 fixed 0 anon 0 0; lock 10 2 0; unlock 10 4; map 24 2 3 fixed 0 anon 0 0; remap 10 4 4 3 20; \
+     lockall 3; map 30 2 3 fixed 0 anon 0 0; unlockall; map 32 2 3 fixed 0 anon 0 0; remap 30 4 4 3 40",
+    "lock 10 2 0; map 20 4 3 fixed 0 anon 0 0; lock 21 2 0; unlock 20 4; lock 30 30 0",
+    "map 10 4 3 fixed 0 anon 0 0; lock 10 4 1; protect 11 1 1; protect 11 1 3; map 14 2 3 fixed 0 anon 0 0; \
+     lock 10 6 0",
+    "lockall 2; map 10 2 3 fixed 0 anon 0 0; map 12 2 3 fixed 0 anon 0 0; forkmap 14 2 3; lockall 5; \
+     map 20 2 3 fixed 0 anon 0 0; unlockall; map 22 2 3 fixed 0 anon 0 0",
+    "map 10 4 3 fixed 0 anon 0 0; lockall 1; unmap 12 1 0; lockall 4; lockall 0; map 13 1 3 fixed 0 anon 0 0",
+    // An unlock stops at a hole: the lock past it stays, and keeps a new
+    // neighbour apart.
+    "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \
+     lock 24 2 1; unlock 20 6; map 26 2 3 fixed 0 anon 0 0",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +172,21 @@ enum Op {
         flags: u32,
         to: u64,
     },
+    /// `mlock`, or `mlock2(MLOCK_ONFAULT)`.
+    Lock {
+        page: u64,
+        pages: u64,
+        onfault: bool,
+    },
+    Unlock {
+        page: u64,
+        pages: u64,
+    },
+    /// `mlockall(flags)`.
+    LockAll {
+        flags: u32,
+    },
+    UnlockAll,
     Fork,
     /// Fork, then map fresh anonymous memory in the child (next to
     /// inherited VMAs: Linux does not merge it with a written one).
@@ -180,6 +218,10 @@ impl fmt::Display for Op {
             Op::Advise { page, pages, advice } => write!(f, "advise {page} {pages} {advice}"),
             Op::Touch { page, pages } => write!(f, "touch {page} {pages}"),
             Op::Remap { page, old, new, flags, to } => write!(f, "remap {page} {old} {new} {flags} {to}"),
+            Op::Lock { page, pages, onfault } => write!(f, "lock {page} {pages} {}", u8::from(onfault)),
+            Op::Unlock { page, pages } => write!(f, "unlock {page} {pages}"),
+            Op::LockAll { flags } => write!(f, "lockall {flags}"),
+            Op::UnlockAll => write!(f, "unlockall"),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -213,6 +255,10 @@ fn parse_op(line: &str) -> Op {
         "advise" => Op::Advise { page: n(1), pages: n(2), advice: n(3) as i32 },
         "touch" => Op::Touch { page: n(1), pages: n(2) },
         "remap" => Op::Remap { page: n(1), old: n(2), new: n(3), flags: n(4) as u32, to: n(5) },
+        "lock" => Op::Lock { page: n(1), pages: n(2), onfault: w[3] == "1" },
+        "unlock" => Op::Unlock { page: n(1), pages: n(2) },
+        "lockall" => Op::LockAll { flags: n(1) as u32 },
+        "unlockall" => Op::UnlockAll,
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -263,6 +309,13 @@ struct Model {
 
 fn errno(e: Errno) -> String {
     format!("err {}", e.code())
+}
+
+fn result_of(r: Result<(), Errno>) -> String {
+    match r {
+        Ok(()) => "ok".into(),
+        Err(e) => errno(e),
+    }
 }
 
 impl Model {
@@ -342,6 +395,13 @@ impl Model {
                     Err(e) => errno(e),
                 }
             }
+            Op::Lock { page, pages, onfault } => {
+                let flags = if onfault { MlockFlags::ONFAULT } else { MlockFlags::empty() };
+                result_of(self.mm.mlock2(at(page), pages * PAGE_SIZE, flags))
+            }
+            Op::Unlock { page, pages } => result_of(self.mm.munlock(at(page), pages * PAGE_SIZE)),
+            Op::LockAll { flags } => result_of(self.mm.mlockall(MclFlags::from_bits_retain(flags))),
+            Op::UnlockAll => result_of(self.mm.munlockall()),
             Op::Fork => {
                 let child = self.mm.fork().expect("fork");
                 return ("ok".into(), Some(window_lines(&child.maps())));
@@ -375,11 +435,11 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..100) {
+        let op = match rng.gen_range(0..110) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
-                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100, 0x2000][rng.gen_range(0..8)];
+                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100, 0x2000, 0x18000][rng.gen_range(0..9)];
                 // Some file mappings reach past the file's end.
                 let off = if src == Src::Anon { 0 } else { rng.gen_range(0..FILE_PAGES + 8 - pages) };
                 Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }
@@ -401,7 +461,11 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
                 Op::Remap { page, old, new, flags, to }
             }
             97 => Op::Fork,
-            _ => Op::ForkMap { page, pages, prot },
+            98 => Op::ForkMap { page, pages, prot },
+            99..=104 => Op::Lock { page, pages, onfault: rng.gen_ratio(1, 3) },
+            105..=107 => Op::Unlock { page, pages },
+            108 => Op::LockAll { flags: [1, 2, 3, 5, 6, 7, 4, 0][rng.gen_range(0..8)] },
+            _ => Op::UnlockAll,
         };
         // Keep the window the window: mappings and growth stay inside it.
         match &op {
@@ -409,8 +473,10 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
             // The model keeps no guard markers (they are page-table
             // entries, not VMAs): once some may exist, nothing reads or
-            // writes pages any more.
-            Op::Touch { .. } | Op::Advise { advice: 22 | 23, .. } if guarded => continue,
+            // writes pages any more (`mlock` faults them in).
+            Op::Touch { .. } | Op::Advise { advice: 22 | 23, .. } | Op::Lock { onfault: false, .. } if guarded => {
+                continue
+            }
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
                 if let Op::Touch { page, pages } = op {
@@ -666,10 +732,11 @@ mod child {
             if l != "seq" {
                 continue;
             }
-            // A fresh window.
+            // A fresh window, and no lock left from the last sequence.
             // SAFETY: the window's addresses are ours alone (nothing else in
             // this process is mapped there).
             let w = unsafe {
+                libc::munlockall();
                 libc::munmap(BASE as *mut _, (W * PAGE_SIZE) as usize);
                 libc::mmap(
                     BASE as *mut _,
@@ -740,6 +807,15 @@ mod child {
                             );
                             placed(r, new)
                         }
+                        Op::Lock { page, pages, onfault } => {
+                            let flags = if onfault { libc::MLOCK_ONFAULT } else { 0 };
+                            result(libc::mlock2(at(page) as *const _, (pages * PAGE_SIZE) as usize, flags) as i64)
+                        }
+                        Op::Unlock { page, pages } => {
+                            result(libc::munlock(at(page) as *const _, (pages * PAGE_SIZE) as usize) as i64)
+                        }
+                        Op::LockAll { flags } => result(libc::mlockall(flags as i32) as i64),
+                        Op::UnlockAll => result(libc::munlockall() as i64),
                         Op::Fork | Op::ForkMap { .. } => {
                             let mut p = [0i32; 2];
                             assert_eq!(libc::pipe(p.as_mut_ptr()), 0);

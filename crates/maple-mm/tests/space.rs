@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use maple_mm::{AddressSpace, Advice, AnonName, Errno, MapFlags, MappedFile, MremapFlags, Prot, VmFlags, PAGE_SIZE};
+use maple_mm::{
+    AddressSpace, Advice, AnonName, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
+    PAGE_SIZE,
+};
 
 const P: u64 = PAGE_SIZE;
 const BASE: u64 = 0x7000_0000;
@@ -202,6 +205,9 @@ fn failed_allocations_change_nothing() {
         ("populate", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::PopulateWrite).map(|()| 0))),
         ("guard install", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::from_code(102).unwrap()).map(|()| 0))),
         ("mergeable", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::Mergeable).map(|()| 0))),
+        ("mlock", Box::new(|m| m.mlock(BASE + P, 120 * P).map(|()| 0))),
+        ("mlockall", Box::new(|m| m.mlockall(MclFlags::CURRENT | MclFlags::FUTURE).map(|()| 0))),
+        ("munlockall", Box::new(|m| m.munlockall().map(|()| 0))),
         (
             "mremap dontunmap",
             Box::new(|m| {
@@ -633,6 +639,66 @@ fn advice_and_locks_follow_linux() {
     mm.mprotect(BASE + 2 * P, 4 * P, Prot::NONE).unwrap();
     mm.mprotect(BASE, 4 * P, Prot::RW).unwrap();
     assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into()), (4, 6, "---p".into())]);
+    mm.validate().unwrap();
+}
+
+/// `mlock` and friends, as measured on Linux 6.18 (the kernel oracle runs
+/// them too).
+#[test]
+fn locks_cut_populate_and_are_not_inherited() {
+    let locked = |mm: &AddressSpace, page: u64| mm.vma_at(BASE + page * P).unwrap().flags() & VmFlags::LOCKED_MASK;
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
+    // An unaligned start is rounded down, the length grown by as much.
+    mm.mlock(BASE + P + 5, P).unwrap();
+    assert_eq!(layout(&mm).len(), 3, "cut to [1, 3)");
+    assert_eq!(locked(&mm, 1), VmFlags::LOCKED);
+    assert!(mm.vma_at(BASE + P).unwrap().anon_vma().is_some(), "populated: written");
+    assert!(mm.vma_at(BASE).unwrap().anon_vma().is_none());
+    mm.munlock(BASE, 4 * P).unwrap();
+    assert_eq!(layout(&mm), [(0, 4, "rw-p".into())]);
+    // A lock on fault populates nothing.
+    mm.mmap(BASE + 8 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mlock2(BASE + 8 * P, 2 * P, MlockFlags::ONFAULT).unwrap();
+    assert_eq!(locked(&mm, 8), VmFlags::LOCKED_MASK);
+    assert!(mm.vma_at(BASE + 8 * P).unwrap().anon_vma().is_none());
+    assert_eq!(mm.mlock2(BASE, P, MlockFlags::from_bits_retain(2)), Err(Errno::EINVAL));
+    // What cannot be faulted in fails the call, the lock staying.
+    mm.mmap(BASE + 12 * P, 2 * P, Prot::NONE, anon(), None, 0).unwrap();
+    assert_eq!(mm.mlock(BASE + 12 * P, 2 * P), Err(Errno::ENOMEM));
+    assert_eq!(locked(&mm, 12), VmFlags::LOCKED);
+    // A hole at the start changes nothing; one further on stops the call.
+    let before = full(&mm);
+    assert_eq!(mm.mlock(BASE + 6 * P, 4 * P), Err(Errno::ENOMEM));
+    assert_eq!(full(&mm), before);
+    assert_eq!(mm.munlock(BASE + 8 * P, 8 * P), Err(Errno::ENOMEM));
+    assert_eq!(locked(&mm, 8), VmFlags::empty());
+    assert_eq!(locked(&mm, 12), VmFlags::LOCKED, "past the hole: untouched");
+    assert_eq!(mm.mlock(u64::MAX - P + 1, 2 * P), Err(Errno::EINVAL));
+    assert_eq!(mm.mlock(BASE, 0), Ok(()));
+    mm.validate().unwrap();
+
+    // mlockall: the flags' rules, then every mapping and the future ones.
+    for bad in [0, 4, 8] {
+        assert_eq!(mm.mlockall(MclFlags::from_bits_retain(bad)), Err(Errno::EINVAL), "flags {bad}");
+    }
+    mm.set_brk_base(BASE - 64 * P).unwrap();
+    mm.mlockall(MclFlags::CURRENT | MclFlags::FUTURE).unwrap();
+    assert!(mm.iter().all(|v| v.flags().contains(VmFlags::LOCKED)));
+    assert_eq!(mm.def_flags(), VmFlags::LOCKED);
+    let at = mm.mmap(BASE + 20 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(locked(&mm, 20), VmFlags::LOCKED);
+    assert!(mm.vma_at(at).unwrap().anon_vma().is_some(), "a locked mapping is populated");
+    mm.brk(BASE - 60 * P);
+    let heap = mm.vma_at(BASE - 64 * P).unwrap();
+    assert!(heap.flags().contains(VmFlags::LOCKED) && heap.anon_vma().is_some());
+    // Nothing of it passes to a fork's child.
+    let child = mm.fork().unwrap();
+    assert_eq!(child.def_flags(), VmFlags::empty());
+    assert!(child.iter().all(|v| !v.flags().intersects(VmFlags::LOCKED_MASK)));
+    mm.munlockall().unwrap();
+    assert!(mm.iter().all(|v| !v.flags().intersects(VmFlags::LOCKED_MASK)));
+    assert_eq!(mm.def_flags(), VmFlags::empty());
     mm.validate().unwrap();
 }
 

@@ -35,6 +35,10 @@ pub(crate) const MAP: &[(&str, u64)] = &[
 
 pub(crate) const MREMAP: &[(&str, u64)] = &[("MREMAP_MAYMOVE", 1), ("MREMAP_FIXED", 2), ("MREMAP_DONTUNMAP", 4)];
 
+pub(crate) const MLOCK: &[(&str, u64)] = &[("MLOCK_ONFAULT", 1)];
+
+pub(crate) const MCL: &[(&str, u64)] = &[("MCL_CURRENT", 1), ("MCL_FUTURE", 2), ("MCL_ONFAULT", 4)];
+
 pub(crate) const MADV: &[(&str, u64)] = &[
     ("MADV_NORMAL", 0),
     ("MADV_RANDOM", 1),

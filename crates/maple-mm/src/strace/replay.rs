@@ -6,7 +6,7 @@ use super::{
     names,
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
-use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MremapFlags, Prot};
+use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot};
 
 /// Which lines to apply.
 #[derive(Clone, Debug, Default)]
@@ -168,7 +168,22 @@ fn is_clone(name: &str) -> bool {
 }
 
 fn is_memory_call(name: &str) -> bool {
-    matches!(name, "mmap" | "mmap2" | "munmap" | "mprotect" | "pkey_mprotect" | "mremap" | "madvise" | "prctl")
+    matches!(
+        name,
+        "mmap"
+            | "mmap2"
+            | "munmap"
+            | "mprotect"
+            | "pkey_mprotect"
+            | "mremap"
+            | "madvise"
+            | "prctl"
+            | "mlock"
+            | "mlock2"
+            | "munlock"
+            | "mlockall"
+            | "munlockall"
+    )
 }
 
 impl Replayer {
@@ -501,6 +516,18 @@ impl Replayer {
                 mm.mmap(at as u64, len, Prot::from_bits_retain(prot as u32), flags, file, off).map(drop)
             }
             "munmap" => mm.munmap(num(0, &[])?, num(1, &[])?),
+            // A failed lock is not replayed (see above): its ENOMEM may be
+            // the process's RLIMIT_MEMLOCK, which the model does not know,
+            // or a hole after a partial change, which the log cannot tell
+            // apart.
+            "mlock" => mm.mlock(num(0, &[])?, num(1, &[])?),
+            "mlock2" => {
+                let flags = MlockFlags::from_bits_retain(num(2, names::MLOCK)? as u32);
+                mm.mlock2(num(0, &[])?, num(1, &[])?, flags)
+            }
+            "munlock" => mm.munlock(num(0, &[])?, num(1, &[])?),
+            "mlockall" => mm.mlockall(MclFlags::from_bits_retain(num(0, names::MCL)? as u32)),
+            "munlockall" => mm.munlockall(),
             "mprotect" | "pkey_mprotect" => {
                 mm.mprotect(num(0, &[])?, num(1, &[])?, Prot::from_bits_retain(num(2, names::PROT)? as u32))
             }
