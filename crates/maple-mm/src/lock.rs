@@ -35,11 +35,19 @@ use crate::{
 
 impl<T: VmaStore> AddressSpace<T> {
     /// Locks `[addr, addr + len)` in memory, as `mlock(2)`: its VMAs are
-    /// cut to the range and marked locked, then every page is faulted in.
-    /// See the [module docs](self) for the rules.
+    /// cut to the range and marked locked (special mappings are left
+    /// alone), then every page is faulted in, private writable ones by a
+    /// write (so their VMAs get an anon_vma, which decides later merges).
+    /// `addr` is rounded down to a page and `len` grown by as much and
+    /// rounded up. As in Linux 6.18 (checked by the kernel oracle test), a
+    /// hole at the start changes nothing, a hole further on stops the call
+    /// keeping what it locked, and a page that cannot be faulted in (an
+    /// inaccessible mapping, a page past the end of its file) fails the
+    /// call with the locks in place. `RLIMIT_MEMLOCK` is not modelled: the
+    /// space behaves as a process with `CAP_IPC_LOCK`.
     ///
     /// Errors: `EINVAL` (the range wraps), `ENOMEM` (a hole, or a page
-    /// that cannot be faulted in: the locks stay).
+    /// that cannot be faulted in).
     ///
     /// ```
     /// use maple_mm::{AddressSpace, MapFlags, Prot, VmFlags, PAGE_SIZE};
