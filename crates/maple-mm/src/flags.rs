@@ -217,6 +217,11 @@ bitflags! {
         const NOHUGEPAGE = 1 << 30;
         /// Offered to KSM (`MADV_MERGEABLE`).
         const MERGEABLE = 1 << 31;
+        /// Guard markers may have been installed in it
+        /// (`MADV_GUARD_INSTALL`; `smaps` shows `gu`): set on the whole
+        /// VMA, never cleared, and sticky: merges ignore it and the merged
+        /// VMA keeps it (Linux 6.18's `VM_MAYBE_GUARD`, measured).
+        const MAYBE_GUARD = 1 << 41;
         /// A special mapping the kernel installs (`[vdso]`, `[vvar]`,
         /// `[vsyscall]`, device memory): never merges, cannot be advised
         /// to fork differently.
@@ -225,6 +230,10 @@ bitflags! {
 }
 
 impl VmFlags {
+    /// Linux's `VM_STICKY`: flags that do not keep neighbours apart, and
+    /// that a merged VMA keeps if either side had them.
+    pub const STICKY: VmFlags = VmFlags::MAYBE_GUARD;
+
     /// Linux's `VM_LOCKED_MASK`: the lock bits.
     pub const LOCKED_MASK: VmFlags = VmFlags::LOCKED.union(VmFlags::LOCKONFAULT);
 

@@ -250,9 +250,11 @@ impl<T: VmaStore> AddressSpace<T> {
     /// that changes a mapping's flags (don't-fork, wipe-on-fork, random,
     /// sequential, dump, hugepage, KSM's mergeable) cuts and merges VMAs
     /// like `mprotect`; `MADV_POPULATE_WRITE` writes every page, and
-    /// `MADV_GUARD_INSTALL` gives each private anonymous VMA an anon_vma
-    /// as a write would (the guard markers themselves, page-table entries,
-    /// are not kept: `touch` does not see them); the rest change no VMA but
+    /// `MADV_GUARD_INSTALL` marks every VMA it reaches
+    /// [`MAYBE_GUARD`](VmFlags::MAYBE_GUARD) and gives each private
+    /// anonymous one an anon_vma as a write would (the guard markers
+    /// themselves, page-table entries, are not kept: `touch` does not see
+    /// them); the rest change no VMA but
     /// are checked as Linux checks them. Holes are skipped and reported as `ENOMEM`
     /// after the mapped parts were advised, as by Linux.
     ///
@@ -324,31 +326,35 @@ impl<T: VmaStore> AddressSpace<T> {
         stop.map_or(Ok(()), Unwritable::populate_error)
     }
 
-    /// `MADV_GUARD_INSTALL` (Linux 6.18): refused (`EINVAL`) on a locked
-    /// or special mapping, else every private anonymous VMA it reaches gets
-    /// an anon_vma, as from a write fault (the guard markers are page-table
-    /// entries, which fork must copy; file VMAs get none, as the kernel
-    /// oracle showed); holes are skipped and reported as `ENOMEM`. It stops
-    /// at the first refusal, keeping what it did before.
+    /// `MADV_GUARD_INSTALL` (Linux 6.18, measured): refused (`EINVAL`) on
+    /// a locked or special mapping; else every VMA it reaches is marked
+    /// [`MAYBE_GUARD`](VmFlags::MAYBE_GUARD) (whole: the flag is sticky and
+    /// cuts nothing) and, if private anonymous, gets an anon_vma as from a
+    /// write fault (the guard markers are page-table entries, which fork
+    /// must copy). Holes are skipped and reported as `ENOMEM`. It stops at
+    /// the first refusal, keeping what it did before.
     fn guard_install(&mut self, addr: u64, end: u64) -> Result<()> {
         let refused = VmFlags::LOCKED | VmFlags::SPECIAL;
-        let mut reached = Vec::new();
-        let (mut pos, mut hole) = (addr, false);
-        let mut stop = Ok(());
-        for v in self.range(addr, end) {
-            hole |= v.start > pos;
-            if v.flags().intersects(refused) {
-                stop = Err(Errno::EINVAL);
-                break;
+        let vmas: Vec<(u64, u64, VmaData)> = self.range(addr, end).map(|v| (v.start, v.end, v.data.clone())).collect();
+        let window = vmas.first().map_or((addr, addr), |f| (f.0, vmas[vmas.len() - 1].1));
+        self.transact(&[window], |mm| {
+            let (mut pos, mut hole) = (addr, false);
+            for (s, e, d) in vmas {
+                hole |= s > pos;
+                if d.flags.intersects(refused) {
+                    return Ok(Err(Errno::EINVAL));
+                }
+                if !d.flags.contains(VmFlags::MAYBE_GUARD) {
+                    mm.put(s, e, VmaData { flags: d.flags | VmFlags::MAYBE_GUARD, ..d.clone() })?;
+                }
+                if d.is_anonymous() {
+                    mm.fault_in(s, e)?;
+                }
+                pos = e;
             }
-            if v.is_anonymous() {
-                reached.push((v.start, v.end));
-            }
-            pos = v.end;
-        }
-        hole |= stop.is_ok() && pos < end;
-        self.fault_range(&reached)?;
-        stop.and(if hole { Err(Errno::ENOMEM) } else { Ok(()) })
+            hole |= pos < end;
+            Ok(if hole { Err(Errno::ENOMEM) } else { Ok(()) })
+        })
     }
 
     /// How far an access (`need`: a read or a write) running from `start`

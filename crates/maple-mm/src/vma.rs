@@ -250,7 +250,7 @@ impl VmaData {
     /// Everything but the anon_vma matches (`is_mergeable_vma` plus
     /// contiguous offsets, for neighbours).
     pub(crate) fn same_kind(&self, other: &VmaData) -> bool {
-        self.flags == other.flags
+        (self.flags ^ other.flags).difference(VmFlags::STICKY).is_empty()
             && !self.flags.contains(VmFlags::SPECIAL)
             && self.backing.same(&other.backing)
             && self.pgoff_base == other.pgoff_base
@@ -273,16 +273,16 @@ impl VmaData {
 
     /// The attributes of `self` merged with `next`.
     pub(crate) fn merged(&self, next: &VmaData) -> VmaData {
-        VmaData { anon: self.anon.or(next.anon), ..self.clone() }
+        VmaData { anon: self.anon.or(next.anon), flags: self.flags | (next.flags & VmFlags::STICKY), ..self.clone() }
     }
 
     /// Linux's `anon_vma_compatible`: a neighbour whose anon_vma a first
     /// write fault may reuse (same file, contiguous offsets, flags equal
-    /// but for access bits).
+    /// but for access and sticky bits).
     pub(crate) fn anon_compatible(&self, other: &VmaData) -> bool {
         self.backing.same(&other.backing)
             && self.pgoff_base == other.pgoff_base
-            && (self.flags ^ other.flags).difference(VmFlags::ACCESS).is_empty()
+            && (self.flags ^ other.flags).difference(VmFlags::ACCESS | VmFlags::STICKY).is_empty()
     }
 }
 

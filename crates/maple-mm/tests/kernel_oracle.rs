@@ -114,6 +114,11 @@ const KNOWN: &[&str] = &[
     "lockall 2; map 10 2 3 fixed 0 anon 0 0; map 12 2 3 fixed 0 anon 0 0; forkmap 14 2 3; lockall 5; \
      map 20 2 3 fixed 0 anon 0 0; unlockall; map 22 2 3 fixed 0 anon 0 0",
     "map 10 4 3 fixed 0 anon 0 0; lockall 1; unmap 12 1 0; lockall 4; lockall 0; map 13 1 3 fixed 0 anon 0 0",
+    // Guard markers mark the whole VMA (`gu` in smaps), a sticky flag that
+    // neither keeps VMAs apart nor stops a fault reusing a neighbour's
+    // anon_vma (measured: the two written pieces merge).
+    "map 12 2 3 fixed 0 anon 0 16384; touch 12 1; map 10 2 1 fixed 0 anon 0 16384; advise 10 1 102; protect 10 2 3; \
+     map 14 2 3 fixed 0 anon 0 16384",
     // An unlock stops at a hole: the lock past it stays, and keeps a new
     // neighbour apart.
     "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \

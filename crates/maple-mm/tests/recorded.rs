@@ -17,8 +17,8 @@ use maple_mm::{
 };
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recorded");
-const SAMPLES: [&str; 9] =
-    ["churn", "churn-verbose", "churn-raw", "churn-stderr", "python", "gcc", "sqlite", "node", "java"];
+const SAMPLES: [&str; 10] =
+    ["churn", "churn-verbose", "churn-raw", "churn-stderr", "python", "gcc", "sqlite", "node", "java", "locks"];
 
 fn unxz(path: &str) -> String {
     let bytes = std::fs::read(path).unwrap();
@@ -175,6 +175,15 @@ fn recorded_programs_replay_page_for_page() {
                 r.stats.disagreements.len(),
                 r.stats.disagreements.iter().take(2).collect::<Vec<_>>()
             ));
+            // The lock sample, small and made to exercise the newer calls,
+            // must agree line for line but for what no log shows (the
+            // inode of shared anonymous memory), and the one failure the
+            // model cannot foresee (an mlock over a guard page).
+            if sample == "locks" {
+                assert!(misses.iter().all(|l| l.ends_with("/dev/zero (deleted)")), "{sample}: {misses:?}");
+                let d: Vec<String> = r.stats.disagreements.iter().map(|d| d.msg.clone()).collect();
+                assert_eq!(d, ["mlock: the kernel gave ENOMEM, the model success"], "{sample}");
+            }
             lines_same += same;
             lines_total += w.len();
             compared += 1;

@@ -597,10 +597,21 @@ fn advice_and_locks_follow_linux() {
     mm.mmap(BASE + 24 * P, 2 * P, Prot::NONE, anon(), None, 0).unwrap();
     assert_eq!(mm.madvise(BASE + 24 * P, 2 * P, adv(22)), Err(Errno::EINVAL));
     assert_eq!(mm.madvise(BASE, 2 * P, adv(22)), Ok(()));
-    // A guard marker gives the VMA an anon_vma, as a write fault would.
+    // A guard marker gives the VMA an anon_vma, as a write fault would,
+    // and marks all of it (a sticky flag: a fresh neighbour still merges).
     mm.mmap(BASE + 26 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.madvise(BASE + 26 * P, P, adv(102)).unwrap();
-    assert!(mm.vma_at(BASE + 26 * P).unwrap().anon_vma().is_some());
+    let v = mm.vma_at(BASE + 26 * P).unwrap();
+    assert!(v.anon_vma().is_some() && v.flags().contains(VmFlags::MAYBE_GUARD));
+    assert_eq!(v.len(), 2 * P, "not cut");
+    mm.mmap(BASE + 28 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.vma_at(BASE + 29 * P).unwrap().start(), BASE + 26 * P, "merged");
+    assert!(mm.vma_at(BASE + 29 * P).unwrap().flags().contains(VmFlags::MAYBE_GUARD));
+    // A file VMA is marked but gets no anon_vma.
+    mm.mmap(BASE + 40 * P, 2 * P, Prot::READ, private, Some(Arc::clone(&file)), 0).unwrap();
+    mm.madvise(BASE + 40 * P, P, adv(102)).unwrap();
+    let v = mm.vma_at(BASE + 40 * P).unwrap();
+    assert!(v.anon_vma().is_none() && v.flags().contains(VmFlags::MAYBE_GUARD));
     mm.validate().unwrap();
 
     // Locks are not inherited by fork: a fresh mapping merges beside them.

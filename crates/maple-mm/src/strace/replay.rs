@@ -6,7 +6,7 @@ use super::{
     names,
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
-use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot};
+use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags};
 
 /// Which lines to apply.
 #[derive(Clone, Debug, Default)]
@@ -493,11 +493,31 @@ impl Replayer {
             Ret::Unknown => return Ok(()),
             Ret::Value(_) => None,
         };
-        let partial = matches!(name, "mprotect" | "pkey_mprotect" | "madvise") && failed == Some("ENOMEM");
+        let space = Rc::clone(&self.procs[&pid].space);
+        // Calls whose ENOMEM may come after a partial change that Linux
+        // keeps. A lock's may also be the process's RLIMIT_MEMLOCK, which
+        // the model does not know and which changes nothing: a failed lock
+        // is replayed only if the model fails it too (a hole, or a page it
+        // cannot fault in, after which Linux keeps the locks), or if the
+        // range holds pages the model cannot tell faultable (guard markers,
+        // files of unknown size).
+        let partial = failed == Some("ENOMEM")
+            && match name {
+                "mprotect" | "pkey_mprotect" | "madvise" | "munlock" => true,
+                "mlock" | "mlock2" => {
+                    let flags = if name == "mlock2" { num(2, names::MLOCK)? as u32 } else { 0 };
+                    let (addr, len) = (num(0, &[])?, num(1, &[])?);
+                    let mut trial = space.borrow().clone();
+                    let unknown = trial.range(addr, addr.saturating_add(len)).any(|v| {
+                        v.flags().contains(VmFlags::MAYBE_GUARD) || v.file().is_some_and(|f| f.size.is_none())
+                    });
+                    unknown || trial.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).is_err()
+                }
+                _ => false,
+            };
         if failed.is_some() && !partial {
             return Ok(());
         }
-        let space = Rc::clone(&self.procs[&pid].space);
         let mut mm = space.borrow_mut();
         let result: Result<(), Errno> = match name {
             "mmap" | "mmap2" => {
@@ -516,10 +536,6 @@ impl Replayer {
                 mm.mmap(at as u64, len, Prot::from_bits_retain(prot as u32), flags, file, off).map(drop)
             }
             "munmap" => mm.munmap(num(0, &[])?, num(1, &[])?),
-            // A failed lock is not replayed (see above): its ENOMEM may be
-            // the process's RLIMIT_MEMLOCK, which the model does not know,
-            // or a hole after a partial change, which the log cannot tell
-            // apart.
             "mlock" => mm.mlock(num(0, &[])?, num(1, &[])?),
             "mlock2" => {
                 let flags = MlockFlags::from_bits_retain(num(2, names::MLOCK)? as u32);
