@@ -128,7 +128,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Ok(());
         }
         self.transact(&[(start, end)], |mm| {
-            if let Err(e) = mm.modify_in(start, end, Holes::Stop, &mut |d| Ok(relocked(d, lock)))? {
+            if let Err(e) = mm.modify_in(start, end, Holes::Stop, &mut |d| Ok(relocked(d, lock)), false)? {
                 return Ok(Err(e));
             }
             if lock != VmFlags::LOCKED {
@@ -147,7 +147,7 @@ impl<T: VmaStore> AddressSpace<T> {
             let vmas: Vec<(u64, u64)> = mm.iter().map(|v| (v.start, v.end)).collect();
             for (s, e) in vmas {
                 // One VMA at a time, as Linux: each merges with the last.
-                if let Err(e) = mm.modify_in(s, e, Holes::Skip, &mut |d| Ok(relocked(d, lock)))? {
+                if let Err(e) = mm.modify_in(s, e, Holes::Skip, &mut |d| Ok(relocked(d, lock)), false)? {
                     return Ok(Err(e));
                 }
             }

@@ -84,17 +84,24 @@ impl<T: VmaStore> AddressSpace<T> {
     /// from `visit` stops the walk, keeping what was changed before it, as
     /// Linux does.
     fn modify(&mut self, start: u64, end: u64, holes: Holes, visit: Visit<'_>) -> Result<()> {
-        self.transact(&[(start, end)], |mm| mm.modify_in(start, end, holes, visit))
+        self.transact(&[(start, end)], |mm| mm.modify_in(start, end, holes, visit, false))
     }
 
     /// The body of [`modify`](Self::modify), for a caller that runs it
-    /// within a transaction of its own.
+    /// within a transaction of its own. With `write_locked` (an `mprotect`
+    /// that grants write permission), a locked private mapping made
+    /// writable is written at once, as Linux populates it; Linux changes
+    /// one VMA at a time, merging it with its neighbours before writing
+    /// it, and that order decides which pieces share an anon_vma and so
+    /// merge (found by the kernel oracle), so such a call is done piece by
+    /// piece.
     pub(crate) fn modify_in(
         &mut self,
         start: u64,
         end: u64,
         holes: Holes,
         visit: Visit<'_>,
+        write_locked: bool,
     ) -> core::result::Result<Result<()>, AllocFail> {
         {
             let mm = self;
@@ -105,6 +112,9 @@ impl<T: VmaStore> AddressSpace<T> {
             if pieces.is_empty() {
                 return Ok(Err(Errno::ENOMEM));
             }
+            let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
+            let populates = |d: &VmaData| d.flags & lock_bits == VmFlags::LOCKED;
+            let one_by_one = write_locked && pieces.iter().any(|(_, _, d)| populates(d));
             for (s, e, data) in pieces {
                 if s > pos {
                     result = Err(Errno::ENOMEM);
@@ -126,8 +136,18 @@ impl<T: VmaStore> AddressSpace<T> {
                     result = Err(err);
                     break;
                 }
+                let written = populates(&data) && new.flags.contains(VmFlags::WRITE);
                 mm.put(ps, pe, new)?;
-                changed.push((ps, pe));
+                if !one_by_one {
+                    changed.push((ps, pe));
+                    continue;
+                }
+                mm.merge_around(&[(ps, pe)])?;
+                if written && data.past_object(ps, ps + PAGE_SIZE) != Some(ps) {
+                    if let Some((vs, ve)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
+                        mm.fault_in(vs, ve)?;
+                    }
+                }
             }
             if result.is_ok() && pos < end {
                 result = Err(Errno::ENOMEM);
@@ -191,45 +211,8 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok((new != old).then(|| VmaData { flags: new, ..d.clone() }))
         };
-        // Linux writes every page of a locked private mapping that becomes
-        // writable (so that no write faults later): those pieces get an
-        // anon_vma, unless their first page lies past the end of their file.
-        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
-        let locked: Vec<u64> = if access.contains(VmFlags::WRITE) {
-            self.range(start, end)
-                .filter(|v| v.flags() & lock_bits == VmFlags::LOCKED)
-                .map(|v| v.start.max(start))
-                .filter(|&ps| self.vma_at(ps).is_some_and(|v| v.data.past_object(ps, ps + PAGE_SIZE) != Some(ps)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if locked.is_empty() {
-            return self.modify(start, end, Holes::Stop, &mut visit);
-        }
-        // Linux changes one VMA at a time, merging it with its neighbours,
-        // then writes it: the order decides which pieces share an
-        // anon_vma and so merge (found by the kernel oracle).
-        self.transact(&[(start, end)], |mm| {
-            let pieces: Vec<(u64, u64)> = mm.range(start, end).map(|v| (v.start.max(start), v.end.min(end))).collect();
-            let mut pos = start;
-            for (ps, pe) in pieces {
-                if ps > pos {
-                    return Ok(Err(Errno::ENOMEM));
-                }
-                if let Err(e) = mm.modify_in(ps, pe, Holes::Stop, &mut visit)? {
-                    return Ok(Err(e));
-                }
-                pos = pe;
-                if !locked.contains(&ps) {
-                    continue;
-                }
-                if let Some((s, e)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
-                    mm.fault_in(s, e)?;
-                }
-            }
-            Ok(if pos < end { Err(Errno::ENOMEM) } else { Ok(()) })
-        })
+        let write = access.contains(VmFlags::WRITE);
+        self.transact(&[(start, end)], |mm| mm.modify_in(start, end, Holes::Stop, &mut visit, write))
     }
 
     /// Checks an advice-style range (`madvise`, naming) and returns its end;
