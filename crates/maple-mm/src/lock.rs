@@ -183,7 +183,9 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             let past = d.past_object(ps, pe);
             let write = d.flags & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE;
-            if write && past != Some(ps) {
+            // (A write fault past the end of a file prepares the anon_vma
+            // before it fails.)
+            if write {
                 self.fault_in(s, e)?;
             }
             if past.is_some() && !ignore_errors {

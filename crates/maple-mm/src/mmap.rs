@@ -166,15 +166,13 @@ impl<T: VmaStore> AddressSpace<T> {
             label: None,
         };
         // MAP_POPULATE (without MAP_NONBLOCK) and a lock prefault (but a
-        // lock on fault); a
-        // private writable mapping is then written, unless its first page
-        // lies past the end of its file (Linux ignores the prefault's
-        // failures).
+        // lock on fault); a private writable mapping is then written (Linux
+        // ignores the prefault's failures; a write fault past the end of
+        // the file prepares the anon_vma before it fails).
         let asked = flags & (MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
         let populate = (asked || vm.contains(VmFlags::LOCKED))
             && !vm.contains(VmFlags::LOCKONFAULT)
-            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE
-            && data.past_object(start, end) != Some(start);
+            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE;
         self.transact(&[(start, end)], |mm| {
             mm.clear(start, end)?;
             mm.put(start, end, data)?;

@@ -143,7 +143,9 @@ impl<T: VmaStore> AddressSpace<T> {
                     continue;
                 }
                 mm.merge_around(&[(ps, pe)])?;
-                if written && data.past_object(ps, ps + PAGE_SIZE) != Some(ps) {
+                // (A write fault past the end of a file prepares the
+                // anon_vma before it fails.)
+                if written {
                     if let Some((vs, ve)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
                         mm.fault_in(vs, ve)?;
                     }
@@ -355,10 +357,10 @@ impl<T: VmaStore> AddressSpace<T> {
             if !v.prot().contains(need) {
                 return (vmas, Some(Unwritable::ReadOnly));
             }
-            if let Some(at) = v.data.past_object(pos, v.end.min(end)) {
-                if at > pos {
-                    vmas.push((v.start, v.end));
-                }
+            if v.data.past_object(pos, v.end.min(end)).is_some() {
+                // Even the first page's fault gives a private file VMA its
+                // anon_vma before it fails.
+                vmas.push((v.start, v.end));
                 return (vmas, Some(Unwritable::PastObject));
             }
             vmas.push((v.start, v.end));

@@ -119,6 +119,10 @@ const KNOWN: &[&str] = &[
     // anon_vma (measured: the two written pieces merge).
     "map 12 2 3 fixed 0 anon 0 16384; touch 12 1; map 10 2 1 fixed 0 anon 0 16384; advise 10 1 102; protect 10 2 3; \
      map 14 2 3 fixed 0 anon 0 16384",
+    // Session 22, seed 597,896 of a million (cut down): a write fault past
+    // the end of a file prepares the anon_vma before it fails, so two
+    // populated private mappings past the end keep apart.
+    "map 12 2 3 fixed 0 file 72 32768; advise 12 2 1; map 10 2 3 fixed 0 file 70 32768; advise 12 2 0",
     // An unlock stops at a hole: the lock past it stays, and keeps a new
     // neighbour apart.
     "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \
