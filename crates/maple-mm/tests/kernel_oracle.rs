@@ -143,7 +143,7 @@ enum Place {
     Hint,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Op {
     Map {
         page: u64,
@@ -691,6 +691,150 @@ mod child {
         }
     }
 
+    /// The test file, opened for writing and read-only, and `/dev/zero`.
+    #[derive(Clone, Copy)]
+    struct Files {
+        fd: i32,
+        fd_ro: i32,
+        zero: i32,
+    }
+
+    /// Runs one sequence in a fresh window, reporting each operation's
+    /// result and the window's lines after it.
+    fn run_sequence(ops: &[Op], out: &mut impl Write, files: Files) {
+        let Files { fd, fd_ro, zero } = files;
+        // SAFETY: the window's addresses are ours alone (nothing else in
+        // this process is mapped there).
+        let w = unsafe {
+            libc::mmap(
+                BASE as *mut _,
+                (W * PAGE_SIZE) as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        assert_eq!(w as u64, BASE, "window");
+        for &op in ops {
+            let mut fork_lines: Option<Vec<String>> = None;
+            // SAFETY: system calls on addresses inside the window, which
+            // only this loop uses; no Rust object lives there. Writes
+            // (`touch`) are `read(2)`s into the window, which fail with
+            // EFAULT where a store would raise a signal. The forked
+            // child only reads its maps, writes to a pipe and leaves
+            // with `_exit`.
+            let res = unsafe {
+                match op {
+                    Op::Map { page, pages, prot, place, shared, src, off, extra } => {
+                        let fl = map_flags(place, shared, src, extra) as i32;
+                        let f = match src {
+                            Src::Anon => -1,
+                            Src::File => fd,
+                            Src::FileRo => fd_ro,
+                        };
+                        let r = libc::mmap(
+                            at(page) as *mut _,
+                            (pages * PAGE_SIZE) as usize,
+                            prot as i32,
+                            fl,
+                            f,
+                            (off * PAGE_SIZE) as i64,
+                        );
+                        placed(r, pages)
+                    }
+                    Op::Unmap { page, pages, skew } => {
+                        result(libc::munmap((at(page) + skew) as *mut _, (pages * PAGE_SIZE) as usize) as i64)
+                    }
+                    Op::Protect { page, pages, prot } => {
+                        result(libc::mprotect(at(page) as *mut _, (pages * PAGE_SIZE) as usize, prot as i32) as i64)
+                    }
+                    Op::Advise { page, pages, advice } => {
+                        result(libc::madvise(at(page) as *mut _, (pages * PAGE_SIZE) as usize, advice) as i64)
+                    }
+                    Op::Touch { page, pages } => {
+                        // A one-byte write into each page in turn, by the
+                        // kernel: the same write fault as a store.
+                        let failed = (page..page + pages).find(|&p| libc::read(zero, at(p) as *mut _, 1) != 1);
+                        match failed {
+                            None => "ok".into(),
+                            Some(_) => result(-1),
+                        }
+                    }
+                    Op::Remap { page, old, new, flags, to } => {
+                        let r = libc::mremap(
+                            at(page) as *mut _,
+                            (old * PAGE_SIZE) as usize,
+                            (new * PAGE_SIZE) as usize,
+                            flags as i32,
+                            at(to) as *mut libc::c_void,
+                        );
+                        placed(r, new)
+                    }
+                    Op::Lock { page, pages, onfault } => {
+                        let flags = if onfault { libc::MLOCK_ONFAULT } else { 0 };
+                        result(libc::mlock2(at(page) as *const _, (pages * PAGE_SIZE) as usize, flags) as i64)
+                    }
+                    Op::Unlock { page, pages } => {
+                        result(libc::munlock(at(page) as *const _, (pages * PAGE_SIZE) as usize) as i64)
+                    }
+                    Op::LockAll { flags } => result(libc::mlockall(flags as i32) as i64),
+                    Op::UnlockAll => result(libc::munlockall() as i64),
+                    Op::Fork | Op::ForkMap { .. } => {
+                        let mut p = [0i32; 2];
+                        assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
+                        let pid = libc::fork();
+                        if pid == 0 {
+                            // The forked child: maybe map, report its window
+                            // and leave without running any destructor.
+                            if let Op::ForkMap { page, pages, prot } = op {
+                                libc::mmap(
+                                    at(page) as *mut _,
+                                    (pages * PAGE_SIZE) as usize,
+                                    prot as i32,
+                                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                                    -1,
+                                    0,
+                                );
+                            }
+                            let text = maps_window().join("\n") + "\n";
+                            libc::write(p[1], text.as_ptr().cast(), text.len());
+                            libc::_exit(0);
+                        }
+                        libc::close(p[1]);
+                        let mut buf = Vec::new();
+                        let mut chunk = [0u8; 4096];
+                        loop {
+                            let n = libc::read(p[0], chunk.as_mut_ptr().cast(), chunk.len());
+                            if n <= 0 {
+                                break;
+                            }
+                            buf.extend_from_slice(&chunk[..n as usize]);
+                        }
+                        libc::close(p[0]);
+                        let mut status = 0;
+                        libc::waitpid(pid, &mut status, 0);
+                        let text = String::from_utf8_lossy(&buf).to_string();
+                        fork_lines = Some(text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect());
+                        "ok".into()
+                    }
+                }
+            };
+            writeln!(out, "{res}").unwrap();
+            if let Some(fl) = fork_lines {
+                for l in fl {
+                    writeln!(out, "{l}").unwrap();
+                }
+                writeln!(out, ".").unwrap();
+            }
+            for l in maps_window() {
+                writeln!(out, "{l}").unwrap();
+            }
+            writeln!(out, ".").unwrap();
+            out.flush().unwrap();
+        }
+    }
+
     pub fn run() {
         let path = std::env::temp_dir().join(format!("maple-oracle-{}.bin", std::process::id()));
         let data = vec![7u8; FILE_BYTES as usize];
@@ -741,142 +885,35 @@ mod child {
             if l != "seq" {
                 continue;
             }
-            // A fresh window, and no lock left from the last sequence.
-            // SAFETY: the window's addresses are ours alone (nothing else in
-            // this process is mapped there).
-            let w = unsafe {
-                libc::munlockall();
-                libc::munmap(BASE as *mut _, (W * PAGE_SIZE) as usize);
-                libc::mmap(
-                    BASE as *mut _,
-                    (W * PAGE_SIZE) as usize,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                    -1,
-                    0,
-                )
-            };
-            assert_eq!(w as u64, BASE, "window");
+            let mut ops = Vec::new();
             while let Some(Ok(l)) = lines.next() {
                 if l == "end" {
                     break;
                 }
-                let op = parse_op(&l);
-                let mut fork_lines: Option<Vec<String>> = None;
-                // SAFETY: system calls on addresses inside the window, which
-                // only this loop uses; no Rust object lives there. Writes
-                // (`touch`) are `read(2)`s into the window, which fail with
-                // EFAULT where a store would raise a signal. The forked
-                // child only reads its maps, writes to a pipe and leaves
-                // with `_exit`.
-                let res = unsafe {
-                    match op {
-                        Op::Map { page, pages, prot, place, shared, src, off, extra } => {
-                            let fl = map_flags(place, shared, src, extra) as i32;
-                            let f = match src {
-                                Src::Anon => -1,
-                                Src::File => fd,
-                                Src::FileRo => fd_ro,
-                            };
-                            let r = libc::mmap(
-                                at(page) as *mut _,
-                                (pages * PAGE_SIZE) as usize,
-                                prot as i32,
-                                fl,
-                                f,
-                                (off * PAGE_SIZE) as i64,
-                            );
-                            placed(r, pages)
-                        }
-                        Op::Unmap { page, pages, skew } => {
-                            result(libc::munmap((at(page) + skew) as *mut _, (pages * PAGE_SIZE) as usize) as i64)
-                        }
-                        Op::Protect { page, pages, prot } => {
-                            result(libc::mprotect(at(page) as *mut _, (pages * PAGE_SIZE) as usize, prot as i32) as i64)
-                        }
-                        Op::Advise { page, pages, advice } => {
-                            result(libc::madvise(at(page) as *mut _, (pages * PAGE_SIZE) as usize, advice) as i64)
-                        }
-                        Op::Touch { page, pages } => {
-                            // A one-byte write into each page in turn, by the
-                            // kernel: the same write fault as a store.
-                            let failed = (page..page + pages).find(|&p| libc::read(zero, at(p) as *mut _, 1) != 1);
-                            match failed {
-                                None => "ok".into(),
-                                Some(_) => result(-1),
-                            }
-                        }
-                        Op::Remap { page, old, new, flags, to } => {
-                            let r = libc::mremap(
-                                at(page) as *mut _,
-                                (old * PAGE_SIZE) as usize,
-                                (new * PAGE_SIZE) as usize,
-                                flags as i32,
-                                at(to) as *mut libc::c_void,
-                            );
-                            placed(r, new)
-                        }
-                        Op::Lock { page, pages, onfault } => {
-                            let flags = if onfault { libc::MLOCK_ONFAULT } else { 0 };
-                            result(libc::mlock2(at(page) as *const _, (pages * PAGE_SIZE) as usize, flags) as i64)
-                        }
-                        Op::Unlock { page, pages } => {
-                            result(libc::munlock(at(page) as *const _, (pages * PAGE_SIZE) as usize) as i64)
-                        }
-                        Op::LockAll { flags } => result(libc::mlockall(flags as i32) as i64),
-                        Op::UnlockAll => result(libc::munlockall() as i64),
-                        Op::Fork | Op::ForkMap { .. } => {
-                            let mut p = [0i32; 2];
-                            assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
-                            let pid = libc::fork();
-                            if pid == 0 {
-                                // The forked child: maybe map, report its window
-                                // and leave without running any destructor.
-                                if let Op::ForkMap { page, pages, prot } = op {
-                                    libc::mmap(
-                                        at(page) as *mut _,
-                                        (pages * PAGE_SIZE) as usize,
-                                        prot as i32,
-                                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                                        -1,
-                                        0,
-                                    );
-                                }
-                                let text = maps_window().join("\n") + "\n";
-                                libc::write(p[1], text.as_ptr().cast(), text.len());
-                                libc::_exit(0);
-                            }
-                            libc::close(p[1]);
-                            let mut buf = Vec::new();
-                            let mut chunk = [0u8; 4096];
-                            loop {
-                                let n = libc::read(p[0], chunk.as_mut_ptr().cast(), chunk.len());
-                                if n <= 0 {
-                                    break;
-                                }
-                                buf.extend_from_slice(&chunk[..n as usize]);
-                            }
-                            libc::close(p[0]);
-                            let mut status = 0;
-                            libc::waitpid(pid, &mut status, 0);
-                            let text = String::from_utf8_lossy(&buf).to_string();
-                            fork_lines = Some(text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect());
-                            "ok".into()
-                        }
-                    }
-                };
-                writeln!(out, "{res}").unwrap();
-                if let Some(fl) = fork_lines {
-                    for l in fl {
-                        writeln!(out, "{l}").unwrap();
-                    }
-                    writeln!(out, ".").unwrap();
-                }
-                for l in maps_window() {
-                    writeln!(out, "{l}").unwrap();
-                }
-                writeln!(out, ".").unwrap();
+                ops.push(parse_op(&l));
+            }
+            // Each sequence runs in a fresh fork of this process, which
+            // maps the window and leaves with it: a sequence may seal
+            // memory (which can never be unmapped again) or lock all of it.
+            out.flush().unwrap();
+            // SAFETY: this process has one thread; the fork only runs the
+            // sequence (system calls and writes to the inherited standard
+            // output, flushed) and leaves with `_exit`.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                run_sequence(&ops, &mut out, Files { fd, fd_ro, zero });
                 out.flush().unwrap();
+                // SAFETY: leaves the forked process without running
+                // anything of the parent's.
+                unsafe { libc::_exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the fork made just above.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+                // The sequence died (a write the model allowed, say): end
+                // here, so that the parent sees the output stop.
+                std::process::exit(1);
             }
         }
         let _ = std::fs::remove_file(&path);
