@@ -222,6 +222,10 @@ bitflags! {
         /// VMA, never cleared, and sticky: merges ignore it and the merged
         /// VMA keeps it (Linux 6.18's `VM_MAYBE_GUARD`, measured).
         const MAYBE_GUARD = 1 << 41;
+        /// Sealed (`mseal`; `smaps` shows `sl`): it cannot be unmapped,
+        /// moved, resized or re-protected, nor its data discarded where
+        /// it is read-only anonymous memory (`EPERM`).
+        const SEALED = 1 << 42;
         /// A special mapping the kernel installs (`[vdso]`, `[vvar]`,
         /// `[vsyscall]`, device memory): never merges, cannot be advised
         /// to fork differently.

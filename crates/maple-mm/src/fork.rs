@@ -54,6 +54,7 @@ impl<T: VmaStore> AddressSpace<T> {
             brk: self.brk,
             start_stack: self.start_stack,
             def_flags: VmFlags::empty(),
+            sealed: self.sealed,
         };
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
@@ -88,6 +89,7 @@ impl<T: VmaStore> AddressSpace<T> {
             brk: self.brk,
             start_stack: self.start_stack,
             def_flags: VmFlags::empty(),
+            sealed: self.sealed,
         })
     }
 

@@ -5,7 +5,7 @@
 //! and the VMA list. This crate builds that address space in userspace: an
 //! [`AddressSpace`] keeps its VMAs in a gap-tracking
 //! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
-//! `mremap`, `brk`, `madvise`, `mlock` and its family, anonymous VMA names,
+//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, anonymous VMA names,
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux), `fork` by O(n) duplication of the tree, and `exec`; and it
 //! reads and writes `/proc/PID/maps`. Its rules are checked against the
@@ -84,6 +84,7 @@ mod modify;
 mod mremap;
 mod name;
 mod record;
+mod seal;
 mod shared;
 mod space;
 mod store;

@@ -154,6 +154,10 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let end = start + len;
         self.check_splits(start, end)?;
+        // A sealed mapping cannot be mapped over.
+        if self.sealed_in(start, end) {
+            return self.refuse_unmap(start).map(|()| start);
+        }
         if matches!(backing, Backing::Anon) {
             pgoff = start / PAGE_SIZE;
         }
@@ -331,6 +335,9 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::ENOMEM);
             }
         }
+        if self.sealed_in(addr, end) {
+            return self.refuse_unmap(addr);
+        }
         self.transact(&[(addr, end)], |mm| {
             mm.clear(addr, end)?;
             Ok(Ok(()))
@@ -361,6 +368,10 @@ impl<T: VmaStore> AddressSpace<T> {
             return new;
         }
         if new <= b.current {
+            if self.sealed_in(newbrk, oldbrk) {
+                let _ = self.refuse_unmap(newbrk);
+                return b.current;
+            }
             let ok = self.transact(&[(newbrk, oldbrk)], |mm| {
                 mm.clear(newbrk, oldbrk)?;
                 Ok(Ok(()))

@@ -5,6 +5,7 @@ use crate::{
     error::{Errno, Result},
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
+    seal::madvise_sealed,
     space::{is_aligned, page_align, AddressSpace, AllocFail, PAGE_SIZE},
     store::VmaStore,
     vma::{Backing, VmaData},
@@ -211,6 +212,10 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Err(Errno::EACCES);
                 }
             }
+            // A sealed VMA refuses even a change to what it has.
+            if old.contains(VmFlags::SEALED) {
+                return Err(Errno::EPERM);
+            }
             Ok((new != old).then(|| VmaData { flags: new, ..d.clone() }))
         };
         let write = access.contains(VmFlags::WRITE);
@@ -268,6 +273,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return self.access_reach(addr, end, Prot::READ).1.map_or(Ok(()), Unwritable::populate_error);
         }
         self.modify(addr, end, Holes::Skip, &mut |d| {
+            madvise_sealed(advice.code(), d)?;
             let old = d.flags;
             let special = old.contains(VmFlags::SPECIAL);
             let new = match advice {
@@ -326,6 +332,9 @@ impl<T: VmaStore> AddressSpace<T> {
             let (mut pos, mut hole) = (addr, false);
             for (s, e, d) in vmas {
                 hole |= s > pos;
+                if let Err(e) = madvise_sealed(MADV_GUARD_INSTALL, &d) {
+                    return Ok(Err(e));
+                }
                 if d.flags.intersects(refused) {
                     return Ok(Err(Errno::EINVAL));
                 }

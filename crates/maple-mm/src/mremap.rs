@@ -70,10 +70,17 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let Some(vma) = self.vma_at(old) else { return Err(Errno::EFAULT) };
         let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
+        // A sealed mapping can be neither resized nor moved.
+        if data.flags.contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
         if !fixed && !dontunmap && new_len <= old_len {
             // Always allowed: unmap the tail (it may cut across VMAs).
             if new_len < old_len {
                 let cut = old + new_len;
+                if self.sealed_in(cut, old_end) {
+                    return self.refuse_unmap(cut).map(|()| old);
+                }
                 self.transact(&[(cut, old_end)], |mm| {
                     mm.clear(cut, old_end)?;
                     Ok(Ok(()))
@@ -138,6 +145,19 @@ impl<T: VmaStore> AddressSpace<T> {
         let old_end = old + old_len;
         let dest_end = dest + new_len;
         let moved = relocated(&data, old, dest);
+        // Nor mapped over.
+        if self.sealed_in(dest, dest_end) {
+            return self.refuse_unmap(dest).map(|()| dest);
+        }
+        // A shrinking move unmaps its target, then the old range's tail:
+        // a seal there fails the call with the target gone.
+        if new_len < old_len && self.sealed_in(old + new_len, old_end) {
+            self.transact(&[(dest, dest_end)], |mm| {
+                mm.clear(dest, dest_end)?;
+                Ok(Ok(()))
+            })?;
+            return self.refuse_unmap(old + new_len).map(|()| dest);
+        }
         self.transact(&[(dest, dest_end), (old, old_end)], |mm| {
             // MREMAP_FIXED unmaps the target first, then the tail of a shrink.
             mm.clear(dest, dest_end)?;
@@ -187,10 +207,19 @@ impl<T: VmaStore> AddressSpace<T> {
         self.transact(&[(dest, dest + len), (old, old_end)], |mm| {
             // One VMA after another, each merged at its target before the
             // next moves, as Linux moves them (a copy may merge with its
-            // own source, which DONTUNMAP then leaves whole).
+            // own source, which DONTUNMAP then leaves whole). A seal, on a
+            // piece or at its target, stops the call there, what moved
+            // before staying moved (the kernel oracle's seed 1,970).
             for (s, e, d) in &pieces {
                 let (ps, pe) = ((*s).max(old), (*e).min(old_end));
                 let (ns, ne) = (dest + (ps - old), dest + (pe - old));
+                if d.flags.contains(VmFlags::SEALED) {
+                    return Ok(Err(Errno::EPERM));
+                }
+                if mm.sealed_in(ns, ne) {
+                    mm.cut_before_refusal(ns)?;
+                    return Ok(Err(Errno::EPERM));
+                }
                 mm.clear(ns, ne)?;
                 mm.put(ns, ne, relocated(d, ps, ns))?;
                 mm.merge_around(&[(ns, ne)])?;

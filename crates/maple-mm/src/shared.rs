@@ -62,6 +62,7 @@ struct State {
     brk: Option<Brk>,
     start_stack: Option<u64>,
     def_flags: VmFlags,
+    sealed: bool,
 }
 
 impl Default for SharedAddressSpace {
@@ -78,7 +79,13 @@ impl fmt::Debug for SharedAddressSpace {
 
 impl From<AddressSpace> for SharedAddressSpace {
     fn from(mm: AddressSpace) -> SharedAddressSpace {
-        let state = State { layout: mm.layout, brk: mm.brk, start_stack: mm.start_stack, def_flags: mm.def_flags };
+        let state = State {
+            layout: mm.layout,
+            brk: mm.brk,
+            start_stack: mm.start_stack,
+            def_flags: mm.def_flags,
+            sealed: mm.sealed,
+        };
         SharedAddressSpace { tree: ConcurrentMapleTree::from(mm.tree), state: Mutex::new(state) }
     }
 }
@@ -134,6 +141,7 @@ impl SharedAddressSpace {
             brk: state.brk,
             start_stack: state.start_stack,
             def_flags: state.def_flags,
+            sealed: state.sealed,
         };
         SpaceWriter { space, state }
     }
@@ -148,6 +156,7 @@ impl SharedAddressSpace {
             brk: w.space.brk,
             start_stack: w.space.start_stack,
             def_flags: w.space.def_flags,
+            sealed: w.space.sealed,
         }
     }
 
@@ -161,6 +170,7 @@ impl SharedAddressSpace {
             brk: state.brk,
             start_stack: state.start_stack,
             def_flags: state.def_flags,
+            sealed: state.sealed,
         }
     }
 }
@@ -191,6 +201,7 @@ impl Drop for SpaceWriter<'_> {
         self.state.brk = self.space.brk;
         self.state.start_stack = self.space.start_stack;
         self.state.def_flags = self.space.def_flags;
+        self.state.sealed = self.space.sealed;
     }
 }
 

@@ -101,6 +101,9 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     /// Linux's `mm->def_flags`: flags every new mapping gets (the locks of
     /// `mlockall(MCL_FUTURE)`).
     pub(crate) def_flags: VmFlags,
+    /// Whether any VMA was ever sealed (`mseal`): until then unmapping
+    /// need not look for seals.
+    pub(crate) sealed: bool,
 }
 
 impl Default for AddressSpace {
@@ -119,6 +122,7 @@ impl Clone for AddressSpace {
             brk: self.brk,
             start_stack: self.start_stack,
             def_flags: self.def_flags,
+            sealed: self.sealed,
         }
     }
 }
@@ -192,7 +196,14 @@ impl AddressSpace {
 
     /// An empty address space.
     pub fn with_layout(layout: Layout) -> AddressSpace {
-        AddressSpace { tree: MapleTree::with_gaps(), layout, brk: None, start_stack: None, def_flags: VmFlags::empty() }
+        AddressSpace {
+            tree: MapleTree::with_gaps(),
+            layout,
+            brk: None,
+            start_stack: None,
+            def_flags: VmFlags::empty(),
+            sealed: false,
+        }
     }
 
     /// Replaces everything with an empty space of the same layout, as

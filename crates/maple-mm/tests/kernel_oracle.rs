@@ -123,6 +123,21 @@ const KNOWN: &[&str] = &[
     // the end of a file prepares the anon_vma before it fails, so two
     // populated private mappings past the end keep apart.
     "map 12 2 3 fixed 0 file 72 32768; advise 12 2 1; map 10 2 3 fixed 0 file 70 32768; advise 12 2 0",
+    // Seals (session 22): mseal's errors and cuts; munmap and mmap over a
+    // seal fail, but the first VMA stays cut where the unmap began;
+    // mprotect changes what comes before the seal.
+    "map 10 8 3 fixed 0 anon 0 0; seal 12 2 0; seal 20 1 1; seal 13 1 0; unmap 10 8 0; unmap 11 3 0; \
+     protect 10 8 1; protect 12 1 3; map 11 2 3 fixed 0 anon 0 0; map 11 2 3 noreplace 0 anon 0 0",
+    // Discarding advice is refused on sealed read-only anonymous memory.
+    "map 10 4 1 fixed 0 anon 0 0; seal 10 2 0; advise 10 1 4; advise 10 1 10; advise 10 1 18; advise 10 1 8; \
+     advise 10 1 20; advise 10 1 11; advise 10 1 102; advise 8 4 4; protect 10 4 3; advise 10 1 4",
+    // A sealed mapping is neither moved nor mapped over by mremap, nor
+    // resized; a fork's child keeps the seal.
+    "map 10 4 3 fixed 0 anon 0 0; seal 12 2 0; remap 12 2 2 3 30; remap 30 1 1 3 12; map 30 2 3 fixed 0 anon 0 0; \
+     remap 30 2 2 3 11; remap 10 4 2 3 20; remap 10 4 2 1 10; fork; forkmap 13 2 3",
+    // Seed 1,970 (cut down): a move of several VMAs stops at a sealed one,
+    // what moved before staying moved.
+    "map 20 3 3 fixed 0 anon 0 0; map 23 2 1 fixed 0 anon 0 0; seal 23 2 0; remap 20 5 5 3 6; unmap 6 3 0",
     // An unlock stops at a hole: the lock past it stays, and keeps a new
     // neighbour apart.
     "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \
@@ -196,6 +211,12 @@ enum Op {
         flags: u32,
     },
     UnlockAll,
+    /// `mseal(flags)`.
+    Seal {
+        page: u64,
+        pages: u64,
+        flags: u64,
+    },
     Fork,
     /// Fork, then map fresh anonymous memory in the child (next to
     /// inherited VMAs: Linux does not merge it with a written one).
@@ -231,6 +252,7 @@ impl fmt::Display for Op {
             Op::Unlock { page, pages } => write!(f, "unlock {page} {pages}"),
             Op::LockAll { flags } => write!(f, "lockall {flags}"),
             Op::UnlockAll => write!(f, "unlockall"),
+            Op::Seal { page, pages, flags } => write!(f, "seal {page} {pages} {flags}"),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -268,6 +290,7 @@ fn parse_op(line: &str) -> Op {
         "unlock" => Op::Unlock { page: n(1), pages: n(2) },
         "lockall" => Op::LockAll { flags: n(1) as u32 },
         "unlockall" => Op::UnlockAll,
+        "seal" => Op::Seal { page: n(1), pages: n(2), flags: n(3) },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -411,6 +434,7 @@ impl Model {
             Op::Unlock { page, pages } => result_of(self.mm.munlock(at(page), pages * PAGE_SIZE)),
             Op::LockAll { flags } => result_of(self.mm.mlockall(MclFlags::from_bits_retain(flags))),
             Op::UnlockAll => result_of(self.mm.munlockall()),
+            Op::Seal { page, pages, flags } => result_of(self.mm.mseal(at(page), pages * PAGE_SIZE, flags)),
             Op::Fork => {
                 let child = self.mm.fork().expect("fork");
                 return ("ok".into(), Some(window_lines(&child.maps())));
@@ -418,7 +442,8 @@ impl Model {
             Op::ForkMap { page, pages, prot } => {
                 let mut child = self.mm.fork().expect("fork");
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0).expect("child map");
+                // (It may fail: over a sealed mapping the child inherited.)
+                let _ = child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0);
                 return ("ok".into(), Some(window_lines(&child.maps())));
             }
         };
@@ -444,7 +469,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..110) {
+        let op = match rng.gen_range(0..113) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
@@ -474,7 +499,8 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             99..=104 => Op::Lock { page, pages, onfault: rng.gen_ratio(1, 3) },
             105..=107 => Op::Unlock { page, pages },
             108 => Op::LockAll { flags: [1, 2, 3, 5, 6, 7, 4, 0][rng.gen_range(0..8)] },
-            _ => Op::UnlockAll,
+            109 => Op::UnlockAll,
+            _ => Op::Seal { page, pages, flags: u64::from(rng.gen_ratio(1, 20)) },
         };
         // Keep the window the window: mappings and growth stay inside it.
         match &op {
@@ -780,6 +806,10 @@ mod child {
                     }
                     Op::LockAll { flags } => result(libc::mlockall(flags as i32) as i64),
                     Op::UnlockAll => result(libc::munlockall() as i64),
+                    // `mseal` is system call 462 on every 64-bit Linux.
+                    Op::Seal { page, pages, flags } => {
+                        result(libc::syscall(462, at(page), (pages * PAGE_SIZE) as usize, flags))
+                    }
                     Op::Fork | Op::ForkMap { .. } => {
                         let mut p = [0i32; 2];
                         assert_eq!(libc::pipe(p.as_mut_ptr()), 0);

@@ -208,6 +208,7 @@ fn failed_allocations_change_nothing() {
         ("mlock", Box::new(|m| m.mlock(BASE + P, 120 * P).map(|()| 0))),
         ("mlockall", Box::new(|m| m.mlockall(MclFlags::CURRENT | MclFlags::FUTURE).map(|()| 0))),
         ("munlockall", Box::new(|m| m.munlockall().map(|()| 0))),
+        ("mseal", Box::new(|m| m.mseal(BASE + P, 120 * P, 0).map(|()| 0))),
         (
             "mremap dontunmap",
             Box::new(|m| {
@@ -651,6 +652,55 @@ fn advice_and_locks_follow_linux() {
     mm.mprotect(BASE + 2 * P, 4 * P, Prot::NONE).unwrap();
     mm.mprotect(BASE, 4 * P, Prot::RW).unwrap();
     assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into()), (4, 6, "---p".into())]);
+    mm.validate().unwrap();
+}
+
+/// `mseal`, as measured on Linux 6.18 (the kernel oracle runs it too).
+#[test]
+fn seals_refuse_what_would_change_a_mapping() {
+    let sealed = |mm: &AddressSpace, page: u64| mm.vma_at(BASE + page * P).unwrap().flags().contains(VmFlags::SEALED);
+    let mut mm = AddressSpace::new();
+    mm.mmap(BASE, 8 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.mseal(BASE + 2 * P, P, 1), Err(Errno::EINVAL), "flags");
+    assert_eq!(mm.mseal(BASE + 2 * P + 1, P, 0), Err(Errno::EINVAL), "unaligned");
+    let before = full(&mm);
+    assert_eq!(mm.mseal(BASE + 6 * P, 4 * P, 0), Err(Errno::ENOMEM), "a hole");
+    assert_eq!(full(&mm), before, "nothing sealed");
+    mm.mseal(BASE + 2 * P, P + 5, 0).unwrap();
+    assert_eq!(layout(&mm).len(), 3);
+    assert!(sealed(&mm, 2) && sealed(&mm, 3) && !sealed(&mm, 1));
+    // munmap over it: refused, but the first VMA stays cut where it began.
+    assert_eq!(mm.munmap(BASE + P, 4 * P), Err(Errno::EPERM));
+    assert_eq!(layout(&mm).len(), 4, "cut at page 1");
+    assert_eq!(mm.mmap(BASE + 3 * P, 2 * P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
+    assert_eq!(
+        mm.mmap(BASE + 3 * P, 2 * P, Prot::RW, anon() - MapFlags::FIXED | MapFlags::FIXED_NOREPLACE, None, 0),
+        Err(Errno::EEXIST)
+    );
+    // mprotect changes what comes before the seal, then fails.
+    assert_eq!(mm.mprotect(BASE, 8 * P, Prot::READ), Err(Errno::EPERM));
+    assert_eq!(mm.vma_at(BASE).unwrap().prot(), Prot::READ);
+    assert_eq!(mm.vma_at(BASE + 5 * P).unwrap().prot(), Prot::RW);
+    assert_eq!(mm.mprotect(BASE + 2 * P, P, Prot::RW), Err(Errno::EPERM), "even without a change");
+    // mremap neither moves nor resizes it, nor maps over it.
+    let fixed = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+    assert_eq!(mm.mremap(BASE + 2 * P, P, P, fixed, BASE + 30 * P), Err(Errno::EPERM));
+    assert_eq!(mm.mremap(BASE + 2 * P, 2 * P, P, MremapFlags::empty(), 0), Err(Errno::EPERM));
+    assert_eq!(mm.mremap(BASE + 5 * P, P, P, fixed, BASE + 2 * P), Err(Errno::EPERM));
+    // Locking and harmless advice are allowed; discarding read-only
+    // anonymous data is not.
+    mm.mlock(BASE + 2 * P, P).unwrap();
+    mm.madvise(BASE + 2 * P, P, Advice::Random).unwrap();
+    mm.madvise(BASE + 3 * P, P, Advice::from_code(4).unwrap()).unwrap();
+    mm.mmap(BASE + 16 * P, 2 * P, Prot::READ, anon(), None, 0).unwrap();
+    mm.mseal(BASE + 16 * P, 2 * P, 0).unwrap();
+    for code in [4, 8, 10, 18, 102] {
+        assert_eq!(mm.madvise(BASE + 16 * P, P, Advice::from_code(code).unwrap()), Err(Errno::EPERM), "advice {code}");
+    }
+    assert_eq!(mm.madvise(BASE + 16 * P, P, Advice::from_code(20).unwrap()), Ok(()));
+    // A fork's child keeps the seals.
+    let mut child = mm.fork().unwrap();
+    assert_eq!(child.munmap(BASE + 16 * P, P), Err(Errno::EPERM));
     mm.validate().unwrap();
 }
 

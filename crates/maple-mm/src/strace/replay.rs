@@ -183,6 +183,7 @@ fn is_memory_call(name: &str) -> bool {
             | "munlock"
             | "mlockall"
             | "munlockall"
+            | "mseal"
     )
 }
 
@@ -544,6 +545,7 @@ impl Replayer {
             "munlock" => mm.munlock(num(0, &[])?, num(1, &[])?),
             "mlockall" => mm.mlockall(MclFlags::from_bits_retain(num(0, names::MCL)? as u32)),
             "munlockall" => mm.munlockall(),
+            "mseal" => mm.mseal(num(0, &[])?, num(1, &[])?, num(2, &[])?),
             "mprotect" | "pkey_mprotect" => {
                 mm.mprotect(num(0, &[])?, num(1, &[])?, Prot::from_bits_retain(num(2, names::PROT)? as u32))
             }
