@@ -674,7 +674,7 @@ fn seals_refuse_what_would_change_a_mapping() {
     assert_eq!(layout(&mm).len(), 4, "cut at page 1");
     assert_eq!(mm.mmap(BASE + 3 * P, 2 * P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
     assert_eq!(
-        mm.mmap(BASE + 3 * P, 2 * P, Prot::RW, anon() - MapFlags::FIXED | MapFlags::FIXED_NOREPLACE, None, 0),
+        mm.mmap(BASE + 3 * P, 2 * P, Prot::RW, (anon() - MapFlags::FIXED) | MapFlags::FIXED_NOREPLACE, None, 0),
         Err(Errno::EEXIST)
     );
     // mprotect changes what comes before the seal, then fails.
