@@ -47,15 +47,7 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        // Locks are not inherited, nor `mlockall(MCL_FUTURE)`.
-        let mut child = AddressSpace {
-            tree,
-            layout: self.layout.clone(),
-            brk: self.brk,
-            start_stack: self.start_stack,
-            def_flags: VmFlags::empty(),
-            sealed: self.sealed,
-        };
+        let mut child = self.child_with(tree);
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }
@@ -83,14 +75,20 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok::<(), Errno>(())
         })?;
-        Ok(AddressSpace {
+        Ok(self.child_with(tree))
+    }
+
+    /// A fork's child holding `tree`: the parent's layout, heap, stack and
+    /// seals, but not `mlockall(MCL_FUTURE)` (locks are not inherited).
+    fn child_with(&self, tree: MapleTree<VmaRef>) -> AddressSpace {
+        AddressSpace {
             tree,
             layout: self.layout.clone(),
             brk: self.brk,
             start_stack: self.start_stack,
             def_flags: VmFlags::empty(),
             sealed: self.sealed,
-        })
+        }
     }
 
     /// [`fork`](Self::fork) as Linux did before names were reference

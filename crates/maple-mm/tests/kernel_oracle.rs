@@ -725,12 +725,11 @@ mod child {
         zero: i32,
     }
 
-    /// Runs one sequence in a fresh window, reporting each operation's
-    /// result and the window's lines after it.
-    fn run_sequence(ops: &[Op], out: &mut impl Write, files: Files) {
-        let Files { fd, fd_ro, zero } = files;
-        // SAFETY: the window's addresses are ours alone (nothing else in
-        // this process is mapped there).
+    /// Reserves the window (inaccessible), where nothing is mapped;
+    /// returns where the kernel put it (elsewhere: the window was taken).
+    fn map_window() -> u64 {
+        // SAFETY: a fresh mapping that replaces nothing
+        // (`MAP_FIXED_NOREPLACE`), at an address no Rust object uses.
         let w = unsafe {
             libc::mmap(
                 BASE as *mut _,
@@ -741,7 +740,14 @@ mod child {
                 0,
             )
         };
-        assert_eq!(w as u64, BASE, "window");
+        w as u64
+    }
+
+    /// Runs one sequence in a fresh window, reporting each operation's
+    /// result and the window's lines after it.
+    fn run_sequence(ops: &[Op], out: &mut impl Write, files: Files) {
+        let Files { fd, fd_ro, zero } = files;
+        assert_eq!(map_window(), BASE, "window");
         for &op in ops {
             let mut fork_lines: Option<Vec<String>> = None;
             // SAFETY: system calls on addresses inside the window, which
@@ -889,24 +895,13 @@ mod child {
         }
         // The window must be free in this process (it is, unless the
         // machine's layout is very unusual: then say so and skip).
-        // SAFETY: a fresh mapping at an address nothing else uses; removed
-        // again at once.
-        let probe = unsafe {
-            libc::mmap(
-                BASE as *mut _,
-                (W * PAGE_SIZE) as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if probe as u64 != BASE {
+        let probe = map_window();
+        if probe != BASE {
             writeln!(out, "nowindow").unwrap();
             return;
         }
         // SAFETY: the probe mapping made just above.
-        unsafe { libc::munmap(probe, (W * PAGE_SIZE) as usize) };
+        unsafe { libc::munmap(probe as *mut _, (W * PAGE_SIZE) as usize) };
         writeln!(out, "file {maj} {min} {} {FILE_BYTES} {}", meta.ino(), path.display()).unwrap();
         out.flush().unwrap();
         let stdin = std::io::stdin();
