@@ -28,7 +28,7 @@ const MADV_GUARD_INSTALL: i32 = 102;
 const MADV_GUARD_REMOVE: i32 = 103;
 
 /// What stops an access running through a range.
-enum Unwritable {
+enum AccessStop {
     /// An address that is not mapped (`SIGSEGV`).
     Hole,
     /// A VMA without the access's permission (`SIGSEGV`).
@@ -38,15 +38,15 @@ enum Unwritable {
     PastObject,
 }
 
-impl Unwritable {
+impl AccessStop {
     /// The error `MADV_POPULATE_READ` or `MADV_POPULATE_WRITE` gives when
     /// this stops it (Linux 6.18, measured): a hole `ENOMEM`, a permission
     /// `EINVAL`, a page past its file `EFAULT`.
     fn populate_error(self) -> Result<()> {
         Err(match self {
-            Unwritable::Hole => Errno::ENOMEM,
-            Unwritable::ReadOnly => Errno::EINVAL,
-            Unwritable::PastObject => Errno::EFAULT,
+            AccessStop::Hole => Errno::ENOMEM,
+            AccessStop::ReadOnly => Errno::EINVAL,
+            AccessStop::PastObject => Errno::EFAULT,
         })
     }
 }
@@ -104,60 +104,58 @@ impl<T: VmaStore> AddressSpace<T> {
         visit: Visit<'_>,
         write_locked: bool,
     ) -> core::result::Result<Result<()>, AllocFail> {
-        {
-            let mm = self;
-            let mut changed: Vec<(u64, u64)> = Vec::new();
-            let mut pos = start;
-            let mut result = Ok(());
-            let pieces = mm.entries(start, end);
-            if pieces.is_empty() {
-                return Ok(Err(Errno::ENOMEM));
-            }
-            let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
-            let populates = |d: &VmaData| d.flags & lock_bits == VmFlags::LOCKED;
-            let one_by_one = write_locked && pieces.iter().any(|(_, _, d)| populates(d));
-            for (s, e, data) in pieces {
-                if s > pos {
-                    result = Err(Errno::ENOMEM);
-                    if holes == Holes::Stop {
-                        break;
-                    }
+        let mm = self;
+        let mut changed: Vec<(u64, u64)> = Vec::new();
+        let mut pos = start;
+        let mut result = Ok(());
+        let pieces = mm.entries(start, end);
+        if pieces.is_empty() {
+            return Ok(Err(Errno::ENOMEM));
+        }
+        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
+        let populates = |d: &VmaData| d.flags & lock_bits == VmFlags::LOCKED;
+        let one_by_one = write_locked && pieces.iter().any(|(_, _, d)| populates(d));
+        for (s, e, data) in pieces {
+            if s > pos {
+                result = Err(Errno::ENOMEM);
+                if holes == Holes::Stop {
+                    break;
                 }
-                let (ps, pe) = (s.max(start), e.min(end));
-                pos = pe;
-                let new = match visit(&data) {
-                    Ok(n) => n,
-                    Err(err) => {
-                        result = Err(err);
-                        break;
-                    }
-                };
-                let Some(new) = new else { continue };
-                if let Err(err) = mm.check_splits(ps, pe) {
+            }
+            let (ps, pe) = (s.max(start), e.min(end));
+            pos = pe;
+            let new = match visit(&data) {
+                Ok(n) => n,
+                Err(err) => {
                     result = Err(err);
                     break;
                 }
-                let written = populates(&data) && new.flags.contains(VmFlags::WRITE);
-                mm.put(ps, pe, new)?;
-                if !one_by_one {
-                    changed.push((ps, pe));
-                    continue;
-                }
-                mm.merge_around(&[(ps, pe)])?;
-                // (A write fault past the end of a file prepares the
-                // anon_vma before it fails.)
-                if written {
-                    if let Some((vs, ve)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
-                        mm.fault_in(vs, ve)?;
-                    }
+            };
+            let Some(new) = new else { continue };
+            if let Err(err) = mm.check_splits(ps, pe) {
+                result = Err(err);
+                break;
+            }
+            let written = populates(&data) && new.flags.contains(VmFlags::WRITE);
+            mm.put(ps, pe, new)?;
+            if !one_by_one {
+                changed.push((ps, pe));
+                continue;
+            }
+            mm.merge_around(&[(ps, pe)])?;
+            // (A write fault past the end of a file prepares the
+            // anon_vma before it fails.)
+            if written {
+                if let Some((vs, ve)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
+                    mm.fault_in(vs, ve)?;
                 }
             }
-            if result.is_ok() && pos < end {
-                result = Err(Errno::ENOMEM);
-            }
-            mm.merge_around(&changed)?;
-            Ok(result)
         }
+        if result.is_ok() && pos < end {
+            result = Err(Errno::ENOMEM);
+        }
+        mm.merge_around(&changed)?;
+        Ok(result)
     }
 
     /// Changes the protection of `[addr, addr + len)`, as `mprotect(2)`:
@@ -270,7 +268,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         if advice == Advice::Other(MADV_POPULATE_READ) {
             // Read faults give no VMA an anon_vma: only the error is seen.
-            return self.access_reach(addr, end, Prot::READ).1.map_or(Ok(()), Unwritable::populate_error);
+            return self.access_reach(addr, end, Prot::READ).1.map_or(Ok(()), AccessStop::populate_error);
         }
         self.modify(addr, end, Holes::Skip, &mut |d| {
             madvise_sealed(advice.code(), d)?;
@@ -314,7 +312,7 @@ impl<T: VmaStore> AddressSpace<T> {
     fn populate_write(&mut self, addr: u64, end: u64) -> Result<()> {
         let (vmas, stop) = self.access_reach(addr, end, Prot::WRITE);
         self.fault_range(&vmas)?;
-        stop.map_or(Ok(()), Unwritable::populate_error)
+        stop.map_or(Ok(()), AccessStop::populate_error)
     }
 
     /// `MADV_GUARD_INSTALL` (Linux 6.18, measured): refused (`EINVAL`) on
@@ -356,26 +354,26 @@ impl<T: VmaStore> AddressSpace<T> {
     /// as `(start, end)`: a write fault gives the whole VMA its anon_vma,
     /// so one reached only up to the stop is listed too), and what stops
     /// it, if anything.
-    fn access_reach(&self, start: u64, end: u64, need: Prot) -> (Vec<(u64, u64)>, Option<Unwritable>) {
+    fn access_reach(&self, start: u64, end: u64, need: Prot) -> (Vec<(u64, u64)>, Option<AccessStop>) {
         let mut vmas = Vec::new();
         let mut pos = start;
         for v in self.range(start, end) {
             if v.start > pos {
-                return (vmas, Some(Unwritable::Hole));
+                return (vmas, Some(AccessStop::Hole));
             }
             if !v.prot().contains(need) {
-                return (vmas, Some(Unwritable::ReadOnly));
+                return (vmas, Some(AccessStop::ReadOnly));
             }
             if v.data.past_object(pos, v.end.min(end)).is_some() {
                 // Even the first page's fault gives a private file VMA its
                 // anon_vma before it fails.
                 vmas.push((v.start, v.end));
-                return (vmas, Some(Unwritable::PastObject));
+                return (vmas, Some(AccessStop::PastObject));
             }
             vmas.push((v.start, v.end));
             pos = v.end;
         }
-        (vmas, (pos < end).then_some(Unwritable::Hole))
+        (vmas, (pos < end).then_some(AccessStop::Hole))
     }
 
     /// A first write to each of these whole VMAs.
