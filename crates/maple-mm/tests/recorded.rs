@@ -17,8 +17,8 @@ use maple_mm::{
 };
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recorded");
-const SAMPLES: [&str; 10] =
-    ["churn", "churn-verbose", "churn-raw", "churn-stderr", "python", "gcc", "sqlite", "node", "java", "locks"];
+const SAMPLES: [&str; 11] =
+    ["churn", "churn-verbose", "churn-raw", "churn-stderr", "python", "gcc", "sqlite", "node", "java", "locks", "seal"];
 
 fn unxz(path: &str) -> String {
     let bytes = std::fs::read(path).unwrap();
@@ -183,6 +183,12 @@ fn recorded_programs_replay_page_for_page() {
                 assert!(misses.iter().all(|l| l.ends_with("/dev/zero (deleted)")), "{sample}: {misses:?}");
                 let d: Vec<String> = r.stats.disagreements.iter().map(|d| d.msg.clone()).collect();
                 assert_eq!(d, ["mlock: the kernel gave ENOMEM, the model success"], "{sample}");
+            }
+            // The seal sample (an strace that shows `mseal` by number) must
+            // agree line for line, every refusal included.
+            if sample == "seal" {
+                assert!(misses.is_empty(), "{sample}: {misses:?}");
+                assert!(r.stats.disagreements.is_empty(), "{sample}: {:?}", r.stats.disagreements);
             }
             lines_same += same;
             lines_total += w.len();

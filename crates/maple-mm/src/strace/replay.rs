@@ -367,6 +367,9 @@ impl Replayer {
         ret: Ret<'_>,
         ret_text: &str,
     ) -> Result<(), ReplayError> {
+        // strace before 6.10 does not know `mseal` (system call 462 on
+        // every 64-bit Linux) and shows it by number.
+        let name = if name == "syscall_0x1ce" { "mseal" } else { name };
         // Most lines need nothing: calls we do not model, failed opens.
         let relevant = match name {
             _ if is_clone(name) => true,
@@ -502,20 +505,25 @@ impl Replayer {
         // cannot fault in, after which Linux keeps the locks), or if the
         // range holds pages the model cannot tell faultable (guard markers,
         // files of unknown size).
-        let partial = failed == Some("ENOMEM")
-            && match name {
-                "mprotect" | "pkey_mprotect" | "madvise" | "munlock" => true,
-                "mlock" | "mlock2" => {
-                    let flags = if name == "mlock2" { num(2, names::MLOCK)? as u32 } else { 0 };
-                    let (addr, len) = (num(0, &[])?, num(1, &[])?);
-                    let mut trial = space.borrow().clone();
-                    let unknown = trial.range(addr, addr.saturating_add(len)).any(|v| {
-                        v.flags().contains(VmFlags::MAYBE_GUARD) || v.file().is_some_and(|f| f.size.is_none())
-                    });
-                    unknown || trial.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).is_err()
-                }
-                _ => false,
-            };
+        // A seal refuses an munmap (which may leave a cut, as the model
+        // does), an mprotect or an madvise after it changed what came
+        // before the sealed VMA.
+        let sealed = failed == Some("EPERM") && matches!(name, "munmap" | "mprotect" | "pkey_mprotect" | "madvise");
+        let partial = sealed
+            || failed == Some("ENOMEM")
+                && match name {
+                    "mprotect" | "pkey_mprotect" | "madvise" | "munlock" => true,
+                    "mlock" | "mlock2" => {
+                        let flags = if name == "mlock2" { num(2, names::MLOCK)? as u32 } else { 0 };
+                        let (addr, len) = (num(0, &[])?, num(1, &[])?);
+                        let mut trial = space.borrow().clone();
+                        let unknown = trial.range(addr, addr.saturating_add(len)).any(|v| {
+                            v.flags().contains(VmFlags::MAYBE_GUARD) || v.file().is_some_and(|f| f.size.is_none())
+                        });
+                        unknown || trial.mlock2(addr, len, MlockFlags::from_bits_retain(flags)).is_err()
+                    }
+                    _ => false,
+                };
         if failed.is_some() && !partial {
             return Ok(());
         }
