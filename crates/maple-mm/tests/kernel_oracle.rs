@@ -479,7 +479,9 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
                 Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }
             }
             30..=44 => Op::Unmap { page, pages, skew: u64::from(rng.gen_ratio(1, 30)) },
-            45..=64 => Op::Protect { page, pages, prot },
+            // Now and then PROT_GROWSDOWN (which extends the change down
+            // to the start of a grows-down mapping).
+            45..=64 => Op::Protect { page, pages, prot: prot | if rng.gen_ratio(1, 15) { 0x0100_0000 } else { 0 } },
             65..=76 => {
                 let advice = ADVICE[rng.gen_range(0..ADVICE.len())];
                 Op::Advise { page, pages, advice }
