@@ -74,6 +74,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod access;
 mod error;
 mod flags;
 mod fork;
@@ -92,6 +93,7 @@ pub mod strace;
 pub mod swap;
 mod vma;
 
+pub use access::{Access, Fault};
 pub use error::{Errno, Result};
 pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags};
 #[cfg(feature = "fault-injection")]

@@ -34,7 +34,10 @@ use std::{
     sync::Arc,
 };
 
-use maple_mm::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, PAGE_SIZE};
+use maple_mm::{
+    Access, AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
+    PAGE_SIZE,
+};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 /// The window: far below where Linux places mappings and far above the
@@ -211,6 +214,12 @@ enum Op {
         flags: u32,
     },
     UnlockAll,
+    /// A load (or with `write`, a store) of one byte, in a fork of the
+    /// child: the signal it dies of, if any.
+    Probe {
+        page: u64,
+        write: bool,
+    },
     /// `mseal(flags)`.
     Seal {
         page: u64,
@@ -253,6 +262,7 @@ impl fmt::Display for Op {
             Op::LockAll { flags } => write!(f, "lockall {flags}"),
             Op::UnlockAll => write!(f, "unlockall"),
             Op::Seal { page, pages, flags } => write!(f, "seal {page} {pages} {flags}"),
+            Op::Probe { page, write } => write!(f, "probe {page} {}", u8::from(write)),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -291,6 +301,7 @@ fn parse_op(line: &str) -> Op {
         "lockall" => Op::LockAll { flags: n(1) as u32 },
         "unlockall" => Op::UnlockAll,
         "seal" => Op::Seal { page: n(1), pages: n(2), flags: n(3) },
+        "probe" => Op::Probe { page: n(1), write: w[2] == "1" },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -435,6 +446,13 @@ impl Model {
             Op::LockAll { flags } => result_of(self.mm.mlockall(MclFlags::from_bits_retain(flags))),
             Op::UnlockAll => result_of(self.mm.munlockall()),
             Op::Seal { page, pages, flags } => result_of(self.mm.mseal(at(page), pages * PAGE_SIZE, flags)),
+            Op::Probe { page, write } => {
+                let access = if write { Access::Write } else { Access::Read };
+                match self.mm.check_access(at(page), access) {
+                    Ok(()) => "ok".into(),
+                    Err(fault) => format!("sig {}", fault.signal()),
+                }
+            }
             Op::Fork => {
                 let child = self.mm.fork().expect("fork");
                 return ("ok".into(), Some(window_lines(&child.maps())));
@@ -469,7 +487,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..113) {
+        let op = match rng.gen_range(0..118) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
@@ -502,7 +520,8 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             105..=107 => Op::Unlock { page, pages },
             108 => Op::LockAll { flags: [1, 2, 3, 5, 6, 7, 4, 0][rng.gen_range(0..8)] },
             109 => Op::UnlockAll,
-            _ => Op::Seal { page, pages, flags: u64::from(rng.gen_ratio(1, 20)) },
+            110..=112 => Op::Seal { page, pages, flags: u64::from(rng.gen_ratio(1, 20)) },
+            _ => Op::Probe { page, write: rng.gen_bool(0.5) },
         };
         // Keep the window the window: mappings and growth stay inside it.
         match &op {
@@ -511,8 +530,24 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             // The model keeps no guard markers (they are page-table
             // entries, not VMAs): once some may exist, nothing reads or
             // writes pages any more (`mlock` faults them in).
-            Op::Touch { .. } | Op::Advise { advice: 22 | 23, .. } | Op::Lock { onfault: false, .. } if guarded => {
+            Op::Touch { .. }
+            | Op::Advise { advice: 22 | 23, .. }
+            | Op::Lock { onfault: false, .. }
+            | Op::Probe { .. }
+                if guarded =>
+            {
                 continue
+            }
+            // Nor is a stack's growth: no probe of a hole below a
+            // grows-down mapping. (And the probe runs in a fork, where a
+            // don't-fork mapping is not.)
+            Op::Probe { page, .. } => {
+                let addr = BASE + page * PAGE_SIZE;
+                let below_stack = |v: &maple_mm::Vma<'_>| v.start() > addr && v.flags().contains(VmFlags::GROWSDOWN);
+                let dontfork = |v: &maple_mm::Vma<'_>| v.start() <= addr && v.flags().contains(VmFlags::DONTCOPY);
+                if model.mm.find_vma(addr).is_some_and(|v| below_stack(&v) || dontfork(&v)) {
+                    continue;
+                }
             }
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
@@ -814,6 +849,27 @@ mod child {
                     }
                     Op::LockAll { flags } => result(libc::mlockall(flags as i32) as i64),
                     Op::UnlockAll => result(libc::munlockall() as i64),
+                    Op::Probe { page, write } => {
+                        // A fork makes the access (changing nothing here);
+                        // its end tells what it got.
+                        let pid = libc::fork();
+                        if pid == 0 {
+                            let p = at(page) as *mut u8;
+                            if write {
+                                std::ptr::write_volatile(p, 1);
+                            } else {
+                                std::ptr::read_volatile(p);
+                            }
+                            libc::_exit(0);
+                        }
+                        let mut status = 0;
+                        libc::waitpid(pid, &mut status, 0);
+                        if libc::WIFSIGNALED(status) {
+                            format!("sig {}", libc::WTERMSIG(status))
+                        } else {
+                            "ok".into()
+                        }
+                    }
                     // `mseal` is system call 462 on every 64-bit Linux.
                     Op::Seal { page, pages, flags } => {
                         result(libc::syscall(462, at(page), (pages * PAGE_SIZE) as usize, flags))

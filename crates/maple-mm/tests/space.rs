@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use maple_mm::{
-    AddressSpace, Advice, AnonName, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
-    PAGE_SIZE,
+    Access, AddressSpace, Advice, AnonName, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags,
+    Prot, VmFlags, PAGE_SIZE,
 };
 
 const P: u64 = PAGE_SIZE;
@@ -653,6 +653,38 @@ fn advice_and_locks_follow_linux() {
     mm.mprotect(BASE, 4 * P, Prot::RW).unwrap();
     assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into()), (4, 6, "---p".into())]);
     mm.validate().unwrap();
+}
+
+/// What an access gets, as measured on Linux 6.18 (a C program catching the
+/// signals; the kernel oracle probes loads and stores in a fork).
+#[test]
+fn check_access_names_the_signal() {
+    let mut mm = AddressSpace::new();
+    let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f").with_size(P));
+    mm.mmap(BASE, P, Prot::NONE, anon(), None, 0).unwrap();
+    mm.mmap(BASE + P, P, Prot::READ, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 2 * P, P, Prot::WRITE, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 3 * P, P, Prot::EXEC, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 4 * P, 2 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file), 0).unwrap();
+    let at = |page: u64| BASE + page * P + 123;
+    let cases = [
+        (7, Access::Read, Err(Fault::Unmapped)),
+        (0, Access::Read, Err(Fault::Denied)),
+        (1, Access::Read, Ok(())),
+        (1, Access::Write, Err(Fault::Denied)),
+        (1, Access::Exec, Err(Fault::Denied)),
+        (2, Access::Read, Ok(())),
+        (3, Access::Read, Ok(())),
+        (3, Access::Exec, Ok(())),
+        (4, Access::Read, Ok(())),
+        (5, Access::Read, Err(Fault::PastObject)),
+    ];
+    for (page, access, want) in cases {
+        assert_eq!(mm.check_access(at(page), access), want, "page {page}, {access:?}");
+    }
+    assert_eq!((Fault::Unmapped.signal(), Fault::Unmapped.code()), (11, 1));
+    assert_eq!((Fault::Denied.signal(), Fault::Denied.code()), (11, 2));
+    assert_eq!((Fault::PastObject.signal(), Fault::PastObject.code()), (7, 2));
 }
 
 /// `mseal`, as measured on Linux 6.18 (the kernel oracle runs it too).
