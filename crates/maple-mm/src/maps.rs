@@ -176,6 +176,26 @@ impl AddressSpace {
     /// apart in Linux). A line that is not a maps line, overlaps the one
     /// before, or ends above the layout's top of user space without being
     /// a special mapping (`[vsyscall]`) is an error naming the line.
+    ///
+    /// `/proc/PID/smaps` is read too: its `VmFlags:` lines give each VMA
+    /// the flags a maps file does not show (locked, sealed, don't-fork,
+    /// wipe-on-fork, charged, no-reserve, madvise hints, KSM, guard
+    /// markers), so neighbours that differ only there stay apart for the
+    /// reason Linux keeps them apart, and later calls see them (a sealed
+    /// VMA refuses to be unmapped, a locked one to be discarded). Its
+    /// other `Key: value` lines are skipped.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, VmFlags};
+    /// let smaps = "\
+    /// 7f0000000000-7f0000002000 rw-p 00000000 00:00 0
+    /// Size:                  8 kB
+    /// VmFlags: rd wr mr mw me lo ac sl
+    /// ";
+    /// let mm = AddressSpace::from_maps(smaps, "smaps").unwrap();
+    /// let flags = mm.vma_at(0x7f00_0000_0000).unwrap().flags();
+    /// assert!(flags.contains(VmFlags::LOCKED | VmFlags::SEALED | VmFlags::ACCOUNT));
+    /// ```
     pub fn from_maps(text: &str, file: &str) -> Result<AddressSpace, MapsError> {
         Self::from_maps_with(text, file, Layout::default())
     }
@@ -187,17 +207,30 @@ impl AddressSpace {
         let mut prev_end = 0;
         let mut prev: Option<(u64, u64, VmaData)> = None;
         let mut files: Vec<Arc<MappedFile>> = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
             let n = i + 1;
-            if line.trim().is_empty() {
+            if line.trim().is_empty() || smaps_field(line).is_some() {
                 continue;
             }
             let l = MapsLine::parse(line).map_err(|m| err(n, m))?;
+            // An smaps file's fields follow their mapping's line.
+            let vm_flags = lines[i + 1..]
+                .iter()
+                .map_while(|f| smaps_field(f))
+                .find_map(|(key, value)| (key == "VmFlags").then_some(value));
             if l.start < prev_end {
                 return Err(err(n, format!("{:x}-{:x} overlaps or precedes the line before", l.start, l.end)));
             }
             prev_end = l.end;
             let mut data = data_of(&l, &mut files).map_err(|m| err(n, m))?;
+            if let Some(shown) = vm_flags {
+                data.flags =
+                    (data.flags & (VmFlags::ACCESS | VmFlags::SHARED | VmFlags::SPECIAL)) | hidden_flags(shown);
+                if data.flags.contains(VmFlags::SEALED) {
+                    mm.sealed = true;
+                }
+            }
             if mm.above_top(l.end, data.flags) {
                 let top = mm.layout.task_size;
                 let msg = format!(
@@ -243,15 +276,53 @@ impl AddressSpace {
         Self::from_maps(&text, &name)
     }
 
-    /// The address space of a live process, from `/proc/PID/maps`.
+    /// The address space of a live process, from `/proc/PID/smaps` (with
+    /// the flags a maps file does not show), or `/proc/PID/maps` where
+    /// smaps cannot be read.
     pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
-        Self::from_maps_file(format!("/proc/{pid}/maps"))
+        Self::from_maps_file(format!("/proc/{pid}/smaps"))
+            .or_else(|_| Self::from_maps_file(format!("/proc/{pid}/maps")))
     }
 
-    /// This process's address space, from `/proc/self/maps`.
+    /// This process's address space; see [`from_pid`](Self::from_pid).
     pub fn from_self() -> Result<AddressSpace, MapsError> {
-        Self::from_maps_file("/proc/self/maps")
+        Self::from_maps_file("/proc/self/smaps").or_else(|_| Self::from_maps_file("/proc/self/maps"))
     }
+}
+
+/// An smaps field line (`Key:   value`): its key and value.
+fn smaps_field(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let name = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    name.then(|| (key, value.trim()))
+}
+
+/// The flags of an smaps `VmFlags:` line that a maps line does not show,
+/// by the two-letter names Linux prints (`fs/proc/task_mmu.c`); unknown
+/// ones are skipped. Access and sharing come from the maps line.
+fn hidden_flags(shown: &str) -> VmFlags {
+    shown
+        .split_whitespace()
+        .map(|name| match name {
+            "gd" => VmFlags::GROWSDOWN,
+            "lo" => VmFlags::LOCKED,
+            "lf" => VmFlags::LOCKONFAULT,
+            "sr" => VmFlags::SEQ_READ,
+            "rr" => VmFlags::RAND_READ,
+            "dc" => VmFlags::DONTCOPY,
+            "ac" => VmFlags::ACCOUNT,
+            "nr" => VmFlags::NORESERVE,
+            "wf" => VmFlags::WIPEONFORK,
+            "dd" => VmFlags::DONTDUMP,
+            "hg" => VmFlags::HUGEPAGE,
+            "nh" => VmFlags::NOHUGEPAGE,
+            "mg" => VmFlags::MERGEABLE,
+            "sl" => VmFlags::SEALED,
+            "gu" => VmFlags::MAYBE_GUARD,
+            "io" | "pf" => VmFlags::SPECIAL,
+            _ => VmFlags::empty(),
+        })
+        .fold(VmFlags::empty(), |a, b| a | b)
 }
 
 /// The attributes of a parsed line.

@@ -257,6 +257,46 @@ fn maps_round_trip_of_this_process() {
     assert!(live.find_vma(main_addr()).is_some());
 }
 
+/// `/proc/self/smaps` gives the flags a maps file hides: a region of this
+/// process locked, advised not to be copied on fork and offered to KSM
+/// comes back with those flags, cut from its neighbours as Linux cuts it.
+#[cfg(target_os = "linux")]
+#[test]
+fn smaps_of_this_process_give_the_hidden_flags() {
+    let len = 4 * P as usize;
+    let ksm;
+    // SAFETY: a fresh private mapping that no Rust object uses, advised,
+    // locked and read back, then unmapped.
+    let at = unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED);
+        let page = at.cast::<u8>().add(P as usize).cast();
+        assert_eq!(libc::mlock(page, P as usize), 0);
+        assert_eq!(libc::madvise(at.cast::<u8>().add(2 * P as usize).cast(), P as usize, libc::MADV_DONTFORK), 0);
+        // (KSM may be configured out: then the last page is plain.)
+        ksm = libc::madvise(at.cast::<u8>().add(3 * P as usize).cast(), P as usize, libc::MADV_MERGEABLE) == 0;
+        at as u64
+    };
+    let mm = AddressSpace::from_self().unwrap();
+    let flags = |page: u64| mm.vma_at(at + page * P).map(|v| v.flags()).unwrap();
+    // SAFETY: the mapping made above, which nothing else uses.
+    unsafe { libc::munmap(at as *mut _, len) };
+    assert!(!flags(0).intersects(VmFlags::LOCKED | VmFlags::DONTCOPY));
+    assert!(flags(0).contains(VmFlags::ACCOUNT));
+    assert!(flags(1).contains(VmFlags::LOCKED));
+    assert!(flags(2).contains(VmFlags::DONTCOPY) && !flags(2).contains(VmFlags::LOCKED));
+    assert_eq!(flags(3).contains(VmFlags::MERGEABLE), ksm);
+    assert_eq!(mm.vma_at(at + P).unwrap().range(), at + P..at + 2 * P);
+    mm.validate().unwrap();
+}
+
 fn main_addr() -> u64 {
     maps_round_trip_of_this_process as *const () as usize as u64
 }
