@@ -329,6 +329,53 @@ fn normalise(line: &str) -> String {
     line.trim_end().to_string()
 }
 
+/// The flags compared besides the maps lines, by the names `smaps` gives
+/// them: every flag the model keeps that a maps line does not show.
+const HIDDEN: [(&str, VmFlags); 15] = [
+    ("gd", VmFlags::GROWSDOWN),
+    ("lo", VmFlags::LOCKED),
+    ("lf", VmFlags::LOCKONFAULT),
+    ("sr", VmFlags::SEQ_READ),
+    ("rr", VmFlags::RAND_READ),
+    ("dc", VmFlags::DONTCOPY),
+    ("ac", VmFlags::ACCOUNT),
+    ("nr", VmFlags::NORESERVE),
+    ("wf", VmFlags::WIPEONFORK),
+    ("dd", VmFlags::DONTDUMP),
+    ("hg", VmFlags::HUGEPAGE),
+    ("nh", VmFlags::NOHUGEPAGE),
+    ("mg", VmFlags::MERGEABLE),
+    ("sl", VmFlags::SEALED),
+    ("gu", VmFlags::MAYBE_GUARD),
+];
+
+/// A window line with the hidden flags: `LINE | lo ac`.
+fn with_flags(line: &str, flags: VmFlags) -> String {
+    let names: Vec<&str> = HIDDEN.iter().filter(|(_, f)| flags.contains(*f)).map(|(n, _)| *n).collect();
+    format!("{} | {}", normalise(line), names.join(" ")).trim_end().to_string()
+}
+
+/// The window's lines of an smaps file, each with its hidden flags.
+fn smaps_window(smaps: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<&str> = None;
+    for l in smaps.lines() {
+        if let Some(flags) = l.strip_prefix("VmFlags:") {
+            if let Some(line) = current.take() {
+                let shown = flags.split_whitespace().collect::<Vec<_>>();
+                let hidden =
+                    HIDDEN.iter().filter(|(n, _)| shown.contains(n)).fold(VmFlags::empty(), |a, (_, f)| a | *f);
+                out.push(with_flags(line, hidden));
+            }
+        } else if !window_lines(l).is_empty() {
+            current = Some(l);
+        } else if l.split_once(' ').is_some_and(|(r, _)| r.contains('-')) {
+            current = None;
+        }
+    }
+    out
+}
+
 /// Maps lines that overlap the window.
 fn window_lines(maps: &str) -> Vec<String> {
     maps.lines()
@@ -343,6 +390,12 @@ fn window_lines(maps: &str) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------- model --
+
+/// A space's window lines with their hidden flags, as `smaps_window`
+/// gives the kernel's.
+fn space_lines(mm: &AddressSpace) -> Vec<String> {
+    mm.range(BASE, BASE + W * PAGE_SIZE).map(|v| with_flags(&mm.maps_line(&v), v.flags())).collect()
+}
 
 struct Model {
     mm: AddressSpace,
@@ -455,14 +508,14 @@ impl Model {
             }
             Op::Fork => {
                 let child = self.mm.fork().expect("fork");
-                return ("ok".into(), Some(window_lines(&child.maps())));
+                return ("ok".into(), Some(space_lines(&child)));
             }
             Op::ForkMap { page, pages, prot } => {
                 let mut child = self.mm.fork().expect("fork");
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 // (It may fail: over a sealed mapping the child inherited.)
                 let _ = child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0);
-                return ("ok".into(), Some(window_lines(&child.maps())));
+                return ("ok".into(), Some(space_lines(&child)));
             }
         };
         self.mm.validate().expect("model valid");
@@ -470,7 +523,7 @@ impl Model {
     }
 
     fn lines(&self) -> Vec<String> {
-        window_lines(&self.mm.maps())
+        space_lines(&self.mm)
     }
 }
 
@@ -728,7 +781,7 @@ mod child {
     }
 
     fn maps_window() -> Vec<String> {
-        window_lines(&std::fs::read_to_string("/proc/self/maps").expect("maps"))
+        smaps_window(&std::fs::read_to_string("/proc/self/smaps").expect("smaps"))
     }
 
     fn result(ret: i64) -> String {
