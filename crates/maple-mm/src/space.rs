@@ -503,6 +503,14 @@ impl<T: VmaStore> AddressSpace<T> {
         Ok(())
     }
 
+    /// [`fault_in`](Self::fault_in) of the whole VMA holding `addr`, if any.
+    pub(crate) fn fault_in_at(&mut self, addr: u64) -> core::result::Result<(), AllocFail> {
+        match self.vma_at(addr).map(|v| (v.start, v.end)) {
+            Some((s, e)) => self.fault_in(s, e),
+            None => Ok(()),
+        }
+    }
+
     /// A first write to every page of `[start, end)` of the VMA `v`: a
     /// private mapping gets an anon_vma (reusing a compatible neighbour's,
     /// as Linux's `find_mergeable_anon_vma` does).

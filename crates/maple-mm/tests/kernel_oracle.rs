@@ -141,6 +141,10 @@ const KNOWN: &[&str] = &[
     // Seed 1,970 (cut down): a move of several VMAs stops at a sealed one,
     // what moved before staying moved.
     "map 20 3 3 fixed 0 anon 0 0; map 23 2 1 fixed 0 anon 0 0; seal 23 2 0; remap 20 5 5 3 6; unmap 6 3 0",
+    // Session 22, seed 350,502 of a million (cut down): what a locked
+    // mapping grows by is populated, so the grown private VMA is written
+    // and keeps its charge when made inaccessible.
+    "protect 7 6 3; lock 3 9 0; remap 8 3 12 3 26; protect 18 10 0; protect 7 2 3; remap 7 1 3 0 0; protect 7 4 0",
     // An unlock stops at a hole: the lock past it stays, and keeps a new
     // neighbour apart.
     "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \
@@ -983,6 +987,11 @@ mod child {
     }
 
     pub fn run() {
+        // If the parent stops reading (it found a divergence), end quietly
+        // rather than panic on a broken pipe.
+        // SAFETY: restores the default action of one signal, before any
+        // thread or child exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
         let path = std::env::temp_dir().join(format!("maple-oracle-{}.bin", std::process::id()));
         let data = vec![7u8; FILE_BYTES as usize];
         std::fs::write(&path, &data).expect("test file");

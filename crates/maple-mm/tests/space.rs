@@ -808,6 +808,15 @@ fn locks_cut_populate_and_are_not_inherited() {
     assert_eq!(mm.munlock(BASE + 8 * P, 8 * P), Err(Errno::ENOMEM));
     assert_eq!(locked(&mm, 8), VmFlags::empty());
     assert_eq!(locked(&mm, 12), VmFlags::LOCKED, "past the hole: untouched");
+    // A locked mapping left unwritten (its lock failed before reaching it)
+    // is written when mremap grows it: Linux populates the growth.
+    mm.mmap(BASE + 30 * P, P, Prot::NONE, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 31 * P, P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.mlock(BASE + 30 * P, 2 * P), Err(Errno::ENOMEM));
+    assert!(mm.vma_at(BASE + 31 * P).unwrap().anon_vma().is_none());
+    let moved = mm.mremap(BASE + 31 * P, P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 40 * P);
+    assert_eq!(moved, Ok(BASE + 40 * P));
+    assert!(mm.vma_at(BASE + 40 * P).unwrap().anon_vma().is_some());
     assert_eq!(mm.mlock(u64::MAX - P + 1, 2 * P), Err(Errno::EINVAL));
     assert_eq!(mm.mlock(BASE, 0), Ok(()));
     mm.validate().unwrap();
