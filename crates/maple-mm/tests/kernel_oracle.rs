@@ -596,13 +596,15 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
                 continue
             }
             // Nor is a stack's growth: no probe of a hole below a
-            // grows-down mapping. (And the probe runs in a fork, where a
-            // don't-fork mapping is not.)
+            // grows-down mapping. The probe runs in a fork, where a
+            // don't-fork mapping is not: none in one, and none in a hole
+            // whose next mapping in the fork grows down (seed 500,467).
             Op::Probe { page, .. } => {
                 let addr = BASE + page * PAGE_SIZE;
-                let below_stack = |v: &maple_mm::Vma<'_>| v.start() > addr && v.flags().contains(VmFlags::GROWSDOWN);
-                let dontfork = |v: &maple_mm::Vma<'_>| v.start() <= addr && v.flags().contains(VmFlags::DONTCOPY);
-                if model.mm.find_vma(addr).is_some_and(|v| below_stack(&v) || dontfork(&v)) {
+                let forked = model.mm.range(addr, u64::MAX).find(|v| !v.flags().contains(VmFlags::DONTCOPY));
+                let dontfork = model.mm.vma_at(addr).is_some_and(|v| v.flags().contains(VmFlags::DONTCOPY));
+                let below_stack = forked.is_some_and(|v| v.start() > addr && v.flags().contains(VmFlags::GROWSDOWN));
+                if dontfork || below_stack {
                     continue;
                 }
             }
