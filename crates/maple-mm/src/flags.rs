@@ -244,6 +244,19 @@ impl VmFlags {
     /// The access bits.
     pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
 
+    /// Private and writable: a populating fault writes such a mapping
+    /// (breaking copy-on-write), which gives it an anon_vma; any other is
+    /// only read.
+    pub(crate) fn private_writable(self) -> bool {
+        self & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
+    }
+
+    /// Locked all at once (not on fault): Linux populates such a mapping
+    /// when it is locked, grows or becomes writable.
+    pub(crate) fn locked_now(self) -> bool {
+        self & VmFlags::LOCKED_MASK == VmFlags::LOCKED
+    }
+
     /// The access bits for a protection.
     pub fn from_prot(prot: Prot) -> VmFlags {
         let mut f = VmFlags::empty();

@@ -163,7 +163,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// ones by writing (an anon_vma); it stops at the first page that
     /// cannot be (`ENOMEM`), or with `ignore_errors` goes on to the next
     /// VMA.
-    pub(crate) fn populate_locked(
+    fn populate_locked(
         &mut self,
         start: u64,
         end: u64,
@@ -171,7 +171,7 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> core::result::Result<Result<()>, AllocFail> {
         let vmas: Vec<(u64, u64, VmaData)> = self.range(start, end).map(|v| (v.start, v.end, v.data.clone())).collect();
         for (s, e, d) in vmas {
-            if d.flags.contains(VmFlags::SPECIAL) || d.flags.contains(VmFlags::LOCKONFAULT) {
+            if d.flags.contains(VmFlags::SPECIAL) || !d.flags.locked_now() {
                 continue;
             }
             let (ps, pe) = (s.max(start), e.min(end));
@@ -182,10 +182,9 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Ok(Err(Errno::ENOMEM));
             }
             let past = d.past_object(ps, pe);
-            let write = d.flags & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE;
             // (A write fault past the end of a file prepares the anon_vma
             // before it fails.)
-            if write {
+            if d.flags.private_writable() {
                 self.fault_in(s, e)?;
             }
             if past.is_some() && !ignore_errors {

@@ -174,18 +174,14 @@ impl<T: VmaStore> AddressSpace<T> {
         // ignores the prefault's failures; a write fault past the end of
         // the file prepares the anon_vma before it fails).
         let asked = flags & (MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
-        let populate = (asked || vm.contains(VmFlags::LOCKED))
-            && !vm.contains(VmFlags::LOCKONFAULT)
-            && (vm & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE;
+        let populate =
+            (asked || vm.contains(VmFlags::LOCKED)) && !vm.contains(VmFlags::LOCKONFAULT) && vm.private_writable();
         self.transact(&[(start, end)], |mm| {
             mm.clear(start, end)?;
             mm.put(start, end, data)?;
             mm.merge_around(&[(start, end)])?;
             if populate {
-                let v = mm.vma_at(start).map(|v| (v.start, v.end));
-                if let Some((s, e)) = v {
-                    mm.fault_in(s, e)?;
-                }
+                mm.fault_in_at(start)?;
             }
             Ok(Ok(start))
         })
@@ -403,15 +399,13 @@ impl<T: VmaStore> AddressSpace<T> {
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.
-            let locked = data.flags & VmFlags::LOCKED_MASK == VmFlags::LOCKED;
+            let locked = data.flags.locked_now();
             mm.put(oldbrk, newbrk, data)?;
             mm.merge_at(oldbrk)?;
             // A heap locked by `mlockall(MCL_FUTURE)` is populated as it
             // grows.
             if locked {
-                if let Some((s, e)) = mm.vma_at(oldbrk).map(|v| (v.start, v.end)) {
-                    mm.fault_in(s, e)?;
-                }
+                mm.fault_in_at(oldbrk)?;
             }
             Ok(Ok(()))
         });

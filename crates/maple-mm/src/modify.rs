@@ -112,8 +112,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if pieces.is_empty() {
             return Ok(Err(Errno::ENOMEM));
         }
-        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED_MASK;
-        let populates = |d: &VmaData| d.flags & lock_bits == VmFlags::LOCKED;
+        // A locked private mapping without write permission yet.
+        let populates = |d: &VmaData| d.flags.locked_now() && !d.flags.intersects(VmFlags::WRITE | VmFlags::SHARED);
         let one_by_one = write_locked && pieces.iter().any(|(_, _, d)| populates(d));
         for (s, e, data) in pieces {
             if s > pos {
@@ -146,9 +146,7 @@ impl<T: VmaStore> AddressSpace<T> {
             // (A write fault past the end of a file prepares the
             // anon_vma before it fails.)
             if written {
-                if let Some((vs, ve)) = mm.vma_at(ps).map(|v| (v.start, v.end)) {
-                    mm.fault_in(vs, ve)?;
-                }
+                mm.fault_in_at(ps)?;
             }
         }
         if result.is_ok() && pos < end {

@@ -247,7 +247,7 @@ impl<T: VmaStore> AddressSpace<T> {
 /// private writable one is written, which gives it an anon_vma (found by
 /// the kernel oracle, seed 350,502 of a million).
 fn populates_growth(d: &VmaData) -> bool {
-    d.flags & VmFlags::LOCKED_MASK == VmFlags::LOCKED && d.flags & (VmFlags::WRITE | VmFlags::SHARED) == VmFlags::WRITE
+    d.flags.locked_now() && d.flags.private_writable()
 }
 
 /// The record of a VMA whose page at `from` moved to `to`: a file keeps its
