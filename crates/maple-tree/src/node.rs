@@ -807,11 +807,12 @@ impl NodeRef {
     pub(crate) unsafe fn splice_internal(self, from: usize, to: usize, count: usize, items: &[Item]) {
         debug_assert!(!self.is_leaf());
         let (piv, slots) = self.arrays();
-        if self.kind == Kind::Arange64 {
-            splice_words(piv, slots, Some(&self.arange_to_write().gap), from, to, count, items);
+        let gaps = (self.kind == Kind::Arange64).then(|| &self.arange_to_write().gap[..]);
+        // SAFETY: this function's contract: no reader is in the node, and
+        // the caller is the only writer.
+        unsafe { splice_words(piv, slots, gaps, from, to, count, items) };
+        if gaps.is_some() {
             self.refresh_gap_offset();
-        } else {
-            splice_words(piv, slots, None, from, to, count, items);
         }
     }
 
@@ -961,10 +962,14 @@ impl LeafRef {
     ///
     /// No reader can be in `self`: several words change one after the
     /// other, and a reader between them could pair a pivot with the wrong
-    /// slot and hand out a value the writer is about to drop. Callers hold
-    /// the tree through `&mut` with RCU mode off.
+    /// slot and hand out a value the writer is about to drop (and the
+    /// shifted words move as plain accesses, which would race with a
+    /// reader's); the caller is the tree's only writer. Callers hold the
+    /// tree through `&mut` with RCU mode off.
     pub(crate) unsafe fn splice(self, from: usize, to: usize, count: usize, items: &[Item]) {
-        splice_words(self.pivots(), self.slots(), None, from, to, count, items);
+        // SAFETY: this function's contract: no reader is in the leaf, and
+        // the caller is the only writer.
+        unsafe { splice_words(self.pivots(), self.slots(), None, from, to, count, items) };
     }
 
     /// Calls `f(first, last, word)` for every non-empty slot of a leaf
@@ -1096,8 +1101,14 @@ unsafe fn store_ptrs(src: &[*mut ()], dst: &[AtomicPtr<()>]) {
 /// [`NodeRef::splice_internal`] over a node's arrays (`gaps` for a gap
 /// node): slots `from..to` of `count` replaced by `items`, the rest shifted,
 /// unused pivots `PIVOT_UNUSED`, unused slots null, unused gaps 0.
+///
+/// # Safety
+///
+/// No other thread reads or writes the arrays while this runs (no reader
+/// can be in the node and the caller is the tree's only writer): the
+/// shifted words move as plain, not atomic, accesses ([`move_tail`]).
 #[inline(always)]
-fn splice_words(
+unsafe fn splice_words(
     piv: &[AtomicU64],
     slots: &[AtomicPtr<()>],
     gaps: Option<&[AtomicU64]>,
@@ -1129,26 +1140,9 @@ fn splice_words(
     let new_count = count - (to - from) + items.len();
     debug_assert!(new_count <= slots.len());
     let end = from + items.len(); // where the tail starts afterwards
-    #[inline(always)]
-    fn mv(piv: &[AtomicU64], slots: &[AtomicPtr<()>], gaps: Option<&[AtomicU64]>, last: usize, i: usize, j: usize) {
-        // The old last slot has no pivot: it ends at the node's max and
-        // stays last, so its (unused) pivot needs no copy.
-        if i < last {
-            piv[j].store(piv[i].load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        slots[j].store(slots[i].load(Ordering::Relaxed), Ordering::Relaxed);
-        if let Some(g) = gaps {
-            g[j].store(g[i].load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-    }
-    if end > to {
-        for i in (to..count).rev() {
-            mv(piv, slots, gaps, count - 1, i, i + (end - to));
-        }
-    } else if end < to {
-        for i in to..count {
-            mv(piv, slots, gaps, count - 1, i, i - (to - end));
-        }
+    if end != to {
+        // SAFETY: this function's contract.
+        unsafe { move_tail(piv, slots, gaps, to, count, end) };
     }
     for (k, it) in items.iter().enumerate() {
         if from + k < pivs {
@@ -1169,6 +1163,81 @@ fn splice_words(
         slots[i].store(ptr::null_mut(), Ordering::Relaxed);
         if let Some(g) = gaps {
             g[i].store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The tail move of [`splice_words`]: slots `to..count` (with their
+/// pivots and gaps) moved to start at `end`. The old last slot's pivot is
+/// not moved: that slot ends at the node's maximum, so its pivot is
+/// unused (or past the array) and the caller rewrites the new last one.
+///
+/// Outside loom the three runs move as plain block moves (`memmove`),
+/// which an element-wise loop of atomic accesses cannot become: splices
+/// happen only where no reader can be in the node (see
+/// [`LeafRef::splice`]), so no atomic access races with these plain ones.
+/// (Same process, `profile_store ab`: erases from a bulk-built tree of
+/// 100 K ranges 1.06–1.08× as fast as with the loop, random inserts
+/// 1.02–1.04×; the kernel's slot loop, whose moves are of a slot or two,
+/// even.)
+///
+/// # Safety
+///
+/// As for [`splice_words`].
+#[inline(always)]
+unsafe fn move_tail(
+    piv: &[AtomicU64],
+    slots: &[AtomicPtr<()>],
+    gaps: Option<&[AtomicU64]>,
+    to: usize,
+    count: usize,
+    end: usize,
+) {
+    let moved = count - to;
+    if moved == 0 {
+        return;
+    }
+    let moved_piv = moved - 1;
+    #[cfg(not(loom))]
+    {
+        assert!(end + moved <= slots.len() && end + moved_piv <= piv.len() && to + moved_piv <= piv.len());
+        // SAFETY: both runs of each array are in bounds (checked above);
+        // `copy` allows them to overlap; the atomics have their plain
+        // types' layout, and their `UnsafeCell` lets a shared slice's
+        // words be written; no other thread accesses them meanwhile (this
+        // function's contract), so plain accesses race with nothing.
+        unsafe {
+            ptr::copy(piv.as_ptr().add(to).cast::<u64>(), piv.as_ptr().add(end).cast::<u64>().cast_mut(), moved_piv);
+            ptr::copy(
+                slots.as_ptr().add(to).cast::<*mut ()>(),
+                slots.as_ptr().add(end).cast::<*mut ()>().cast_mut(),
+                moved,
+            );
+            if let Some(g) = gaps {
+                assert!(end + moved <= g.len());
+                ptr::copy(g.as_ptr().add(to).cast::<u64>(), g.as_ptr().add(end).cast::<u64>().cast_mut(), moved);
+            }
+        }
+    }
+    #[cfg(loom)]
+    {
+        let mv = |i: usize, j: usize| {
+            if i < to + moved_piv {
+                piv[j].store(piv[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            slots[j].store(slots[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            if let Some(g) = gaps {
+                g[j].store(g[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        };
+        if end > to {
+            for k in (0..moved).rev() {
+                mv(to + k, end + k);
+            }
+        } else {
+            for k in 0..moved {
+                mv(to + k, end + k);
+            }
         }
     }
 }
