@@ -12,13 +12,16 @@
 //!   `SEGV_ACCERR` (a read needs any of read, write or execute permission,
 //!   as x86 page tables give write and execute pages read access; a write
 //!   needs write permission, an instruction fetch execute permission);
+//! * a guard page (`MADV_GUARD_INSTALL`, see
+//!   [`guard_pages`](AddressSpace::guard_pages)) the mapping allows the
+//!   access to: `SIGSEGV` with `SEGV_MAPERR`, as if nothing were mapped
+//!   there (the permission is checked first);
 //! * a page wholly past the end of the file or shmem object the mapping
 //!   maps, where its size is known ([`MappedFile::size`]): `SIGBUS` with
 //!   `BUS_ADRERR`.
 //!
-//! Not modelled: guard markers (`MADV_GUARD_INSTALL` puts them in page
-//! tables; an access there raises `SIGSEGV`), a stack's growth into the
-//! gap below it, userfaultfd, and protection keys.
+//! Not modelled: a stack's growth into the gap below it, userfaultfd, and
+//! protection keys.
 //!
 //! [`MappedFile::size`]: crate::MappedFile::size
 
@@ -46,13 +49,16 @@ pub enum Fault {
     /// The page lies wholly past the end of the file or shmem object the
     /// mapping maps (`SIGBUS`, `BUS_ADRERR`).
     PastObject,
+    /// The page is a guard page (`SIGSEGV`, `SEGV_MAPERR`, as for
+    /// [`Unmapped`](Fault::Unmapped)).
+    Guard,
 }
 
 impl Fault {
     /// The signal number: `SIGSEGV` (11) or `SIGBUS` (7).
     pub fn signal(self) -> i32 {
         match self {
-            Fault::Unmapped | Fault::Denied => 11,
+            Fault::Unmapped | Fault::Denied | Fault::Guard => 11,
             Fault::PastObject => 7,
         }
     }
@@ -61,7 +67,7 @@ impl Fault {
     /// `BUS_ADRERR` (2).
     pub fn code(self) -> i32 {
         match self {
-            Fault::Unmapped => 1,
+            Fault::Unmapped | Fault::Guard => 1,
             Fault::Denied | Fault::PastObject => 2,
         }
     }
@@ -75,11 +81,11 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the permission is [`Fault::Denied`] (a read needs any of read,
     /// write or execute permission, as x86 page tables give write and
     /// execute pages read access; a write needs write, an instruction
-    /// fetch execute); a page wholly past the end of the file or shmem
-    /// object mapped, where its size is known
-    /// ([`MappedFile::size`](crate::MappedFile::size)), is
-    /// [`Fault::PastObject`]. Guard markers, a stack's growth into the gap
-    /// below it, userfaultfd and protection keys are not modelled.
+    /// fetch execute); then a guard page is [`Fault::Guard`]; a page
+    /// wholly past the end of the file or shmem object mapped, where its
+    /// size is known ([`MappedFile::size`](crate::MappedFile::size)), is
+    /// [`Fault::PastObject`]. A stack's growth into the gap below it,
+    /// userfaultfd and protection keys are not modelled.
     ///
     /// Changes nothing: a write that succeeds would also give a private
     /// VMA its anon_vma (use [`touch`](Self::touch) to model that).
@@ -104,9 +110,42 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Fault::Denied);
         }
         let page = addr & !(crate::PAGE_SIZE - 1);
+        if self.guards.first_in(page, page + crate::PAGE_SIZE).is_some() {
+            return Err(Fault::Guard);
+        }
         if v.data.past_object(page, page + crate::PAGE_SIZE).is_some() {
             return Err(Fault::PastObject);
         }
         Ok(())
+    }
+
+    /// The guard pages (`MADV_GUARD_INSTALL`), as runs of whole pages in
+    /// address order, adjacent runs joined. They are page-table entries,
+    /// not VMAs: `/proc/PID/maps` does not list them, `/proc/PID/pagemap`
+    /// flags them (bit 58). Any access to one faults ([`Fault::Guard`]);
+    /// unmapping or `MADV_GUARD_REMOVE` removes them, `mremap` moves them
+    /// with their pages, and a fork's child inherits them.
+    ///
+    /// ```
+    /// use maple_mm::{Access, AddressSpace, Advice, Fault, MapFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let stack = mm.mmap(0, 16 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+    /// // The lowest page fences the stack off, without a VMA of its own.
+    /// mm.madvise(stack, PAGE_SIZE, Advice::GuardInstall).unwrap();
+    /// assert_eq!(mm.vma_count(), 1);
+    /// assert_eq!(mm.guard_pages().collect::<Vec<_>>(), [stack..stack + PAGE_SIZE]);
+    /// assert_eq!(mm.check_access(stack, Access::Write), Err(Fault::Guard));
+    /// assert_eq!(mm.check_access(stack + PAGE_SIZE, Access::Write), Ok(()));
+    /// ```
+    pub fn guard_pages(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
+        self.guards.iter().map(|(s, e)| s..e)
+    }
+
+    /// True if the page holding `addr` is a guard page (see
+    /// [`guard_pages`](Self::guard_pages)).
+    pub fn is_guard_page(&self, addr: u64) -> bool {
+        let page = addr & !(crate::PAGE_SIZE - 1);
+        self.guards.first_in(page, page.saturating_add(crate::PAGE_SIZE)).is_some()
     }
 }

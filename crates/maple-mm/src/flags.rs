@@ -119,8 +119,14 @@ pub enum Advice {
     Mergeable,
     /// `MADV_UNMERGEABLE`
     Unmergeable,
+    /// `MADV_GUARD_INSTALL` (Linux 6.13+): every page of the range becomes
+    /// a guard page, which faults on any access (see
+    /// [`AddressSpace::guard_pages`](crate::AddressSpace::guard_pages)).
+    GuardInstall,
+    /// `MADV_GUARD_REMOVE`: the range's guard pages are removed.
+    GuardRemove,
     /// Any other valid advice (`MADV_DONTNEED`, `MADV_FREE`, `MADV_WILLNEED`,
-    /// guard markers, …), by number: no VMA flag changes (see
+    /// …), by number: no VMA flag changes (see
     /// [`AddressSpace::madvise`](crate::AddressSpace::madvise) for the
     /// checks Linux makes and the model follows).
     Other(i32),
@@ -144,10 +150,12 @@ impl Advice {
             23 => Advice::PopulateWrite,
             12 => Advice::Mergeable,
             13 => Advice::Unmergeable,
+            102 => Advice::GuardInstall,
+            103 => Advice::GuardRemove,
             // WILLNEED, DONTNEED, FREE, REMOVE, COLD, PAGEOUT,
-            // POPULATE_READ, DONTNEED_LOCKED, COLLAPSE, GUARD_INSTALL,
-            // GUARD_REMOVE, HWPOISON, SOFT_OFFLINE.
-            3 | 4 | 8 | 9 | 20 | 21 | 22 | 24 | 25 | 102 | 103 | 100 | 101 => Advice::Other(code),
+            // POPULATE_READ, DONTNEED_LOCKED, COLLAPSE, HWPOISON,
+            // SOFT_OFFLINE.
+            3 | 4 | 8 | 9 | 20 | 21 | 22 | 24 | 25 | 100 | 101 => Advice::Other(code),
             _ => return None,
         })
     }
@@ -169,6 +177,8 @@ impl Advice {
             Advice::PopulateWrite => 23,
             Advice::Mergeable => 12,
             Advice::Unmergeable => 13,
+            Advice::GuardInstall => 102,
+            Advice::GuardRemove => 103,
             Advice::Other(c) => c,
         }
     }

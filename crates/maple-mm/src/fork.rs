@@ -5,6 +5,7 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
+    guard::Guards,
     record::{with_maker, Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
@@ -22,7 +23,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// are unlocked). Don't-fork ranges are then removed from the
     /// child; wipe-on-fork ranges start without pages (no anon_vma); a
     /// written private VMA gets its own anon_vma linked to the parent's,
-    /// so it will not merge with a new neighbour (as in Linux).
+    /// so it will not merge with a new neighbour (as in Linux). Guard
+    /// pages are inherited with the VMAs that hold them, but for
+    /// wipe-on-fork ones, whose page tables the child does not get.
     ///
     /// If copying a VMA fails part way, the child's tree is marked at that
     /// point with the tree's reserved marker, torn down up to it, and the
@@ -35,10 +38,17 @@ impl<T: VmaStore> AddressSpace<T> {
         // Don't-fork ranges are noted during the copy (which reads every
         // VMA anyway) and removed from the child afterwards.
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        // Ranges whose page tables the child does not get, guard pages
+        // included: don't-fork and wipe-on-fork VMAs with guard pages.
+        let mut unguarded: Vec<(u64, u64)> = Vec::new();
         let tree = with_maker(|maker| {
             self.tree.view().try_dup_share_or_map(|r, d| {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
+                }
+                if d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK) && d.flags.contains(VmFlags::MAYBE_GUARD)
+                {
+                    unguarded.push((*r.start(), r.end() + 1));
                 }
                 child_record(d, copy_names, maker)
             })
@@ -47,7 +57,13 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        let mut child = self.child_with(tree);
+        // The guard pages go with the page tables the child copies: every
+        // VMA's but a wipe-on-fork one's (measured on Linux 6.18).
+        let guards = self.guards.try_dup().map_err(|_| Errno::ENOMEM)?;
+        let mut child = self.child_with(tree, guards);
+        for (s, e) in unguarded {
+            child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+        }
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }
@@ -75,12 +91,18 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok::<(), Errno>(())
         })?;
-        Ok(self.child_with(tree))
+        let mut guards = Guards::default();
+        for v in parent.iter().filter(|(_, d)| !d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK)) {
+            for (s, e) in self.guards.runs(*v.0.start(), v.0.end() + 1) {
+                guards.install(s, e).map_err(|_| Errno::ENOMEM)?;
+            }
+        }
+        Ok(self.child_with(tree, guards))
     }
 
     /// A fork's child holding `tree`: the parent's layout, heap, stack and
     /// seals, but not `mlockall(MCL_FUTURE)` (locks are not inherited).
-    fn child_with(&self, tree: MapleTree<VmaRef>) -> AddressSpace {
+    fn child_with(&self, tree: MapleTree<VmaRef>, guards: Guards) -> AddressSpace {
         AddressSpace {
             tree,
             layout: self.layout.clone(),
@@ -88,6 +110,7 @@ impl<T: VmaStore> AddressSpace<T> {
             start_stack: self.start_stack,
             def_flags: VmFlags::empty(),
             sealed: self.sealed,
+            guards,
         }
     }
 

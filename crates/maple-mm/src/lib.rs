@@ -78,6 +78,7 @@ mod access;
 mod error;
 mod flags;
 mod fork;
+mod guard;
 mod lock;
 mod maps;
 mod mmap;

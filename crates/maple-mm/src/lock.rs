@@ -14,8 +14,8 @@
 //!   on stops the call with `ENOMEM`, keeping what it did before;
 //! * special mappings (`[vdso]`, device memory) are left unlocked;
 //! * after locking, every page is faulted in, stopping at the first that
-//!   cannot be: an inaccessible (`PROT_NONE`) mapping, or a page past the
-//!   end of its file; the call then fails with `ENOMEM` (Linux's `EFAULT`
+//!   cannot be: an inaccessible (`PROT_NONE`) mapping, a page past the
+//!   end of its file, or a guard page; the call then fails with `ENOMEM` (Linux's `EFAULT`
 //!   turned into what POSIX asks of `mlock`), the locks staying in place;
 //! * `mlockall(MCL_CURRENT)` faults in what it can and ignores the rest;
 //!   `MCL_FUTURE` locks every later mapping and heap growth (which are
@@ -42,9 +42,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// rounded up. As in Linux 6.18 (checked by the kernel oracle test), a
     /// hole at the start changes nothing, a hole further on stops the call
     /// keeping what it locked, and a page that cannot be faulted in (an
-    /// inaccessible mapping, a page past the end of its file) fails the
-    /// call with the locks in place. `RLIMIT_MEMLOCK` is not modelled: the
-    /// space behaves as a process with `CAP_IPC_LOCK`.
+    /// inaccessible mapping, a page past the end of its file, a guard
+    /// page) fails the call with the locks in place. `RLIMIT_MEMLOCK` is
+    /// not modelled: the space behaves as a process with `CAP_IPC_LOCK`.
     ///
     /// Errors: `EINVAL` (the range wraps), `ENOMEM` (a hole, or a page
     /// that cannot be faulted in).
@@ -161,8 +161,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Linux's `__mm_populate` over `[start, end)` after a lock: each VMA
     /// (but special and lock-on-fault ones) is faulted in, private writable
     /// ones by writing (an anon_vma); it stops at the first page that
-    /// cannot be (`ENOMEM`), or with `ignore_errors` goes on to the next
-    /// VMA.
+    /// cannot be (past its file, or a guard page: `ENOMEM`), or with
+    /// `ignore_errors` goes on to the next VMA.
     fn populate_locked(
         &mut self,
         start: u64,
@@ -182,12 +182,13 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Ok(Err(Errno::ENOMEM));
             }
             let past = d.past_object(ps, pe);
+            let guard = self.guards.first_in(ps, past.unwrap_or(pe));
             // (A write fault past the end of a file prepares the anon_vma
-            // before it fails.)
-            if d.flags.private_writable() {
+            // before it fails; one on a guard page does not.)
+            if d.flags.private_writable() && guard != Some(ps) {
                 self.fault_in(s, e)?;
             }
-            if past.is_some() && !ignore_errors {
+            if (past.is_some() || guard.is_some()) && !ignore_errors {
                 return Ok(Err(Errno::ENOMEM));
             }
         }

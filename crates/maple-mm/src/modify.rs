@@ -36,17 +36,19 @@ enum AccessStop {
     /// A page wholly past the end of the file or shmem object its VMA
     /// maps (`SIGBUS`).
     PastObject,
+    /// A guard page (`SIGSEGV`).
+    Guard,
 }
 
 impl AccessStop {
     /// The error `MADV_POPULATE_READ` or `MADV_POPULATE_WRITE` gives when
     /// this stops it (Linux 6.18, measured): a hole `ENOMEM`, a permission
-    /// `EINVAL`, a page past its file `EFAULT`.
+    /// `EINVAL`, a page past its file or a guard page `EFAULT`.
     fn populate_error(self) -> Result<()> {
         Err(match self {
             AccessStop::Hole => Errno::ENOMEM,
             AccessStop::ReadOnly => Errno::EINVAL,
-            AccessStop::PastObject => Errno::EFAULT,
+            AccessStop::PastObject | AccessStop::Guard => Errno::EFAULT,
         })
     }
 }
@@ -144,8 +146,8 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             mm.merge_around(&[(ps, pe)])?;
             // (A write fault past the end of a file prepares the
-            // anon_vma before it fails.)
-            if written {
+            // anon_vma before it fails; one on a guard page does not.)
+            if written && mm.guards.first_in(ps, pe) != Some(ps) {
                 mm.fault_in_at(ps)?;
             }
         }
@@ -235,14 +237,14 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Gives advice about `[addr, addr + len)`, as `madvise(2)`. Advice
     /// that changes a mapping's flags (don't-fork, wipe-on-fork, random,
     /// sequential, dump, hugepage, KSM's mergeable) cuts and merges VMAs
-    /// like `mprotect`; `MADV_POPULATE_WRITE` writes every page, and
-    /// `MADV_GUARD_INSTALL` marks every VMA it reaches
+    /// like `mprotect`; `MADV_POPULATE_WRITE` writes every page;
+    /// `MADV_GUARD_INSTALL` makes every page a guard page (see
+    /// [`guard_pages`](Self::guard_pages)), marks every VMA it reaches
     /// [`MAYBE_GUARD`](VmFlags::MAYBE_GUARD) and gives each private
-    /// anonymous one an anon_vma as a write would (the guard markers
-    /// themselves, page-table entries, are not kept: `touch` does not see
-    /// them); the rest change no VMA but
-    /// are checked as Linux checks them. Holes are skipped and reported as `ENOMEM`
-    /// after the mapped parts were advised, as by Linux.
+    /// anonymous one an anon_vma as a write would, and
+    /// `MADV_GUARD_REMOVE` removes guard pages; the rest change no VMA but
+    /// are checked as Linux checks them. Holes are skipped and reported as
+    /// `ENOMEM` after the mapped parts were advised, as by Linux.
     ///
     /// Errors (each checked against Linux 6.18 by the kernel oracle test):
     /// `EINVAL` (unaligned `addr`, bad length, wipe-on-fork on a shared or
@@ -252,7 +254,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `MADV_FREE` on anything but private anonymous memory, `MADV_REMOVE`
     /// on anonymous memory), `EACCES` (`MADV_REMOVE` on a file not mapped
     /// shared and writable), `ENOMEM` (holes), `EFAULT` (populating a page
-    /// past the end of its file, where Linux would raise `SIGBUS`). The
+    /// past the end of its file, where Linux would raise `SIGBUS`, or a
+    /// guard page). The
     /// populating advice stops at the first page it cannot reach, keeping
     /// what it wrote before, as Linux does; the others stop at the first
     /// VMA that refuses them, keeping what they did before.
@@ -261,8 +264,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if advice == Advice::PopulateWrite {
             return self.populate_write(addr, end);
         }
-        if advice == Advice::Other(MADV_GUARD_INSTALL) {
+        if advice == Advice::GuardInstall {
             return self.guard_install(addr, end);
+        }
+        if advice == Advice::GuardRemove {
+            return self.guard_remove(addr, end);
         }
         if advice == Advice::Other(MADV_POPULATE_READ) {
             // Read faults give no VMA an anon_vma: only the error is seen.
@@ -297,7 +303,8 @@ impl<T: VmaStore> AddressSpace<T> {
                     other_advice_allowed(code, d)?;
                     old
                 }
-                Advice::PopulateWrite => old,
+                // (Handled above.)
+                Advice::PopulateWrite | Advice::GuardInstall | Advice::GuardRemove => old,
             };
             Ok((new != old).then(|| VmaData { flags: new, ..d.clone() }))
         })
@@ -340,6 +347,31 @@ impl<T: VmaStore> AddressSpace<T> {
                 if d.is_anonymous() {
                     mm.fault_in(s, e)?;
                 }
+                mm.guards.install(s.max(addr), e.min(end))?;
+                pos = e;
+            }
+            hole |= pos < end;
+            Ok(if hole { Err(Errno::ENOMEM) } else { Ok(()) })
+        })
+    }
+
+    /// `MADV_GUARD_REMOVE`: the guard pages of every VMA it reaches are
+    /// removed (refused, `EINVAL`, on a special mapping, stopping there
+    /// with what was removed before kept). Holes are skipped and reported
+    /// as `ENOMEM`.
+    fn guard_remove(&mut self, addr: u64, end: u64) -> Result<()> {
+        let vmas: Vec<(u64, u64, VmaData)> = self.range(addr, end).map(|v| (v.start, v.end, v.data.clone())).collect();
+        let window = vmas.first().map_or((addr, addr), |f| (f.0, vmas[vmas.len() - 1].1));
+        self.transact(&[window], |mm| {
+            let (mut pos, mut hole) = (addr, false);
+            for (s, e, d) in vmas {
+                hole |= s > pos;
+                if let Err(e) =
+                    madvise_sealed(MADV_GUARD_REMOVE, &d).and_then(|()| other_advice_allowed(MADV_GUARD_REMOVE, &d))
+                {
+                    return Ok(Err(e));
+                }
+                mm.guards.remove(s.max(addr), e.min(end))?;
                 pos = e;
             }
             hole |= pos < end;
@@ -362,11 +394,24 @@ impl<T: VmaStore> AddressSpace<T> {
             if !v.prot().contains(need) {
                 return (vmas, Some(AccessStop::ReadOnly));
             }
-            if v.data.past_object(pos, v.end.min(end)).is_some() {
-                // Even the first page's fault gives a private file VMA its
-                // anon_vma before it fails.
-                vmas.push((v.start, v.end));
-                return (vmas, Some(AccessStop::PastObject));
+            let to = v.end.min(end);
+            let past = v.data.past_object(pos, to);
+            match (self.guards.first_in(pos, past.unwrap_or(to)), past) {
+                // A guard page: its fault fails before any anon_vma is
+                // made, so the VMA is reached only if pages before it were.
+                (Some(g), _) => {
+                    if g > pos {
+                        vmas.push((v.start, v.end));
+                    }
+                    return (vmas, Some(AccessStop::Guard));
+                }
+                (None, Some(_)) => {
+                    // Even the first page's fault gives a private file VMA
+                    // its anon_vma before it fails.
+                    vmas.push((v.start, v.end));
+                    return (vmas, Some(AccessStop::PastObject));
+                }
+                (None, None) => {}
             }
             vmas.push((v.start, v.end));
             pos = v.end;
@@ -417,11 +462,11 @@ impl<T: VmaStore> AddressSpace<T> {
     /// separately written VMAs do not merge; a written VMA inherited by
     /// fork does not merge with a new one).
     ///
-    /// Errors: `EFAULT` if any page is unmapped or not writable (where
-    /// Linux raises `SIGSEGV`), or lies wholly past the end of the file
-    /// or shmem object it maps, where that size is known (`SIGBUS`; see
-    /// [`MappedFile::size`](crate::MappedFile::size)). Nothing changes
-    /// then.
+    /// Errors: `EFAULT` if any page is unmapped, not writable or a guard
+    /// page (where Linux raises `SIGSEGV`), or lies wholly past the end of
+    /// the file or shmem object it maps, where that size is known
+    /// (`SIGBUS`; see [`MappedFile::size`](crate::MappedFile::size)).
+    /// Nothing changes then.
     pub fn touch(&mut self, addr: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Ok(());

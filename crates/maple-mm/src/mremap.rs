@@ -169,6 +169,8 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.clear(old + new_len, old_end)?;
             }
             let keep = old_len.min(new_len);
+            // Guard pages move with the page tables.
+            mm.guards.relocate(old, old + keep, dest)?;
             let populate = new_len > old_len && populates_growth(&moved);
             mm.put(dest, dest_end, moved)?;
             mm.merge_around(&[(dest, dest_end)])?;
@@ -229,6 +231,7 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Ok(Err(Errno::EPERM));
                 }
                 mm.clear(ns, ne)?;
+                mm.guards.relocate(ps, pe, ns)?;
                 mm.put(ns, ne, relocated(d, ps, ns))?;
                 mm.merge_around(&[(ns, ne)])?;
                 if dontunmap {

@@ -16,6 +16,7 @@ use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard};
 
 use crate::{
     flags::VmFlags,
+    guard::Guards,
     record::VmaRef,
     space::{AddressSpace, Brk, Layout},
     vma::{Vma, VmaData},
@@ -56,13 +57,14 @@ pub struct SharedAddressSpace {
     state: Mutex<State>,
 }
 
-#[derive(Clone, Debug)]
 struct State {
     layout: Layout,
     brk: Option<Brk>,
     start_stack: Option<u64>,
     def_flags: VmFlags,
     sealed: bool,
+    /// Lent to the writer's address space while it lives.
+    guards: Guards,
 }
 
 impl Default for SharedAddressSpace {
@@ -85,6 +87,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             start_stack: mm.start_stack,
             def_flags: mm.def_flags,
             sealed: mm.sealed,
+            guards: mm.guards,
         };
         SharedAddressSpace { tree: ConcurrentMapleTree::from(mm.tree), state: Mutex::new(state) }
     }
@@ -134,7 +137,7 @@ impl SharedAddressSpace {
     /// shared tree. Waits for another writer, never for readers.
     pub fn write(&self) -> SpaceWriter<'_> {
         let guard = self.tree.lock();
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let space = AddressSpace {
             tree: guard,
             layout: state.layout.clone(),
@@ -142,6 +145,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
+            guards: core::mem::take(&mut state.guards),
         };
         SpaceWriter { space, state }
     }
@@ -157,6 +161,7 @@ impl SharedAddressSpace {
             start_stack: w.space.start_stack,
             def_flags: w.space.def_flags,
             sealed: w.space.sealed,
+            guards: w.space.guards.clone(),
         }
     }
 
@@ -171,6 +176,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
+            guards: state.guards,
         }
     }
 }
@@ -202,6 +208,7 @@ impl Drop for SpaceWriter<'_> {
         self.state.start_stack = self.space.start_stack;
         self.state.def_flags = self.space.def_flags;
         self.state.sealed = self.space.sealed;
+        self.state.guards = core::mem::take(&mut self.space.guards);
     }
 }
 

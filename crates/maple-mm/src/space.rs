@@ -9,6 +9,7 @@ use maple_tree::MapleTree;
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
+    guard::Guards,
     record::VmaRef,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
@@ -104,6 +105,9 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     /// Whether any VMA was ever sealed (`mseal`): until then unmapping
     /// need not look for seals.
     pub(crate) sealed: bool,
+    /// The guard pages (`MADV_GUARD_INSTALL`): page-table entries, kept
+    /// apart from the VMAs.
+    pub(crate) guards: Guards,
 }
 
 impl Default for AddressSpace {
@@ -123,6 +127,7 @@ impl Clone for AddressSpace {
             start_stack: self.start_stack,
             def_flags: self.def_flags,
             sealed: self.sealed,
+            guards: self.guards.clone(),
         }
     }
 }
@@ -182,6 +187,8 @@ pub(crate) struct Undo {
     lo: u64,
     hi: u64,
     old: Saved,
+    /// The guard runs of `[lo, hi)`.
+    guards: smallvec::SmallVec<[(u64, u64); 2]>,
 }
 
 /// VMAs saved for an undo: a call's window and its neighbours are most
@@ -203,6 +210,7 @@ impl AddressSpace {
             start_stack: None,
             def_flags: VmFlags::empty(),
             sealed: false,
+            guards: Guards::default(),
         }
     }
 
@@ -342,11 +350,24 @@ impl<T: VmaStore> AddressSpace<T> {
         self.tree.view().stats()
     }
 
-    /// Checks the tree's invariants and that every VMA is page-aligned and
-    /// below `task_size`. (Neighbours that could merge are not an error:
-    /// Linux itself leaves some apart.)
+    /// Checks the tree's invariants, that every VMA is page-aligned and
+    /// below `task_size`, and that every guard page is a whole page inside
+    /// a VMA. (Neighbours that could merge are not an error: Linux itself
+    /// leaves some apart.)
     pub fn validate(&self) -> core::result::Result<(), String> {
         self.tree.view().validate().map_err(|e| e.to_string())?;
+        for (s, e) in self.guards.iter() {
+            let mut pos = s;
+            for v in self.range(s, e) {
+                if v.start > pos {
+                    break;
+                }
+                pos = v.end;
+            }
+            if !is_aligned(s) || !is_aligned(e) || pos < e {
+                return Err(format!("guard pages {s:#x}-{e:#x} not whole pages inside VMAs"));
+            }
+        }
         for v in self.iter() {
             if !is_aligned(v.start) || !is_aligned(v.end) {
                 return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
@@ -396,13 +417,14 @@ impl<T: VmaStore> AddressSpace<T> {
         let old = self.cloned(start.saturating_sub(1)..=end);
         let lo = old.first().map_or(start, |e| e.0.min(start));
         let hi = old.last().map_or(end, |e| e.1.max(end));
-        Undo { lo, hi, old }
+        Undo { lo, hi, old, guards: self.guards.runs(lo, hi) }
     }
 
     /// Puts a saved window back after a failed allocation. Each write is
     /// retried a few times; the allocation that failed is usually not the
     /// next one to be tried.
     pub(crate) fn restore(&mut self, undo: Undo) {
+        self.guards.restore(undo.lo, undo.hi, &undo.guards);
         for _ in 0..8 {
             if self.tree.remove(undo.lo..undo.hi).is_ok() {
                 break;
@@ -448,11 +470,13 @@ impl<T: VmaStore> AddressSpace<T> {
         self.tree.store(start..end, VmaRef::new(data)).map_err(|_| AllocFail)
     }
 
-    /// Unmaps `[start, end)` (neighbours are cut, keeping their attributes).
+    /// Unmaps `[start, end)` (neighbours are cut, keeping their
+    /// attributes), with its guard pages.
     pub(crate) fn clear(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
         if start >= end {
             return Ok(());
         }
+        self.guards.remove(start, end)?;
         self.tree.remove(start..end).map_err(|_| AllocFail)
     }
 

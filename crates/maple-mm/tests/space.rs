@@ -24,7 +24,8 @@ fn layout(mm: &AddressSpace) -> Vec<(u64, u64, String)> {
 
 /// Everything about every VMA, hidden state included.
 fn full(mm: &AddressSpace) -> String {
-    mm.iter().map(|v| format!("{v:?}\n")).collect()
+    let vmas: String = mm.iter().map(|v| format!("{v:?}\n")).collect();
+    vmas + &format!("guards {:?}\n", mm.guard_pages().collect::<Vec<_>>())
 }
 
 #[test]
@@ -173,6 +174,11 @@ fn failed_allocations_change_nothing() {
             let prot = [Prot::READ, Prot::NONE][(i % 2) as usize];
             mm.mmap(BASE + (420 + i) * P, P, prot, anon() | MapFlags::LOCKED, None, 0).unwrap();
         }
+        // Guard pages, every third page of a stretch: unmapping, moving
+        // and removing them must be undone too.
+        for i in (60..90u64).step_by(3) {
+            mm.madvise(BASE + i * P, P, Advice::GuardInstall).unwrap();
+        }
         mm
     };
     type Call = Box<dyn Fn(&mut AddressSpace) -> Result<u64, Errno>>;
@@ -203,7 +209,12 @@ fn failed_allocations_change_nothing() {
         ("mprotect locked", Box::new(|m| m.mprotect(BASE + 420 * P, 40 * P, Prot::RW).map(|()| 0))),
         // Writes up to the first read-only page, then fails (EINVAL).
         ("populate", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::PopulateWrite).map(|()| 0))),
-        ("guard install", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::from_code(102).unwrap()).map(|()| 0))),
+        ("guard install", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::GuardInstall).map(|()| 0))),
+        ("guard remove", Box::new(|m| m.madvise(BASE + 61 * P, 20 * P, Advice::GuardRemove).map(|()| 0))),
+        (
+            "mremap guards",
+            Box::new(|m| m.mremap(BASE + 60 * P, P, P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 200 * P)),
+        ),
         ("mergeable", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::Mergeable).map(|()| 0))),
         ("mlock", Box::new(|m| m.mlock(BASE + P, 120 * P).map(|()| 0))),
         ("mlockall", Box::new(|m| m.mlockall(MclFlags::CURRENT | MclFlags::FUTURE).map(|()| 0))),

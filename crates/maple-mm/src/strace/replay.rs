@@ -503,8 +503,9 @@ impl Replayer {
         // the model does not know and which changes nothing: a failed lock
         // is replayed only if the model fails it too (a hole, or a page it
         // cannot fault in, after which Linux keeps the locks), or if the
-        // range holds pages the model cannot tell faultable (guard markers,
-        // files of unknown size).
+        // range holds pages the model cannot tell faultable (files of
+        // unknown size; VMAs that may hold guard pages, which a space read
+        // from a maps snapshot does not know).
         // A seal refuses an munmap (which may leave a cut, as the model
         // does), an mprotect or an madvise after it changed what came
         // before the sealed VMA.
