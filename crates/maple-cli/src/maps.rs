@@ -34,6 +34,11 @@ pub fn summary(mm: &AddressSpace) -> String {
     let _ = writeln!(out, "  shared        {}", mib(s.shared));
     let _ = writeln!(out, "  heap          {}", mib(heap));
     let _ = writeln!(out, "  stack         {}", mib(stack));
+    let runs: Vec<_> = mm.guard_pages().collect();
+    if !runs.is_empty() {
+        let pages: u64 = runs.iter().map(|r| (r.end - r.start) / PAGE_SIZE).sum();
+        let _ = writeln!(out, "  guard pages   {pages} in {} runs (MADV_GUARD_INSTALL)", runs.len());
+    }
     let _ = writeln!(out, "by protection:");
     for (i, b) in s.by_prot.iter().enumerate() {
         if *b > 0 {
@@ -69,6 +74,9 @@ pub fn summary(mm: &AddressSpace) -> String {
 /// The VMA containing `addr` or the next one above it.
 pub fn find(mm: &AddressSpace, addr: u64) -> String {
     match mm.find_vma(addr) {
+        Some(v) if v.contains(addr) && mm.is_guard_page(addr) => {
+            format!("{addr:#x} is a guard page (any access faults) in\n{}\n", mm.maps_line(&v))
+        }
         Some(v) if v.contains(addr) => format!("{addr:#x} is in\n{}\n", mm.maps_line(&v)),
         Some(v) => format!(
             "{addr:#x} is not mapped; the next mapping is {:#x} bytes above:\n{}\n",
@@ -113,4 +121,24 @@ pub fn diff(a: &AddressSpace, b: &AddressSpace) -> String {
         mapped(b)
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use maple_mm::{Advice, MapFlags, Prot};
+
+    use super::*;
+
+    #[test]
+    fn guard_pages_are_counted_and_found() {
+        let mut mm = AddressSpace::new();
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let at = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        assert!(!summary(&mm).contains("guard pages"));
+        mm.madvise(at, 2 * PAGE_SIZE, Advice::GuardInstall).unwrap();
+        mm.madvise(at + 4 * PAGE_SIZE, PAGE_SIZE, Advice::GuardInstall).unwrap();
+        assert!(summary(&mm).contains("guard pages   3 in 2 runs"), "{}", summary(&mm));
+        assert!(find(&mm, at + PAGE_SIZE + 8).contains("is a guard page"));
+        assert!(find(&mm, at + 2 * PAGE_SIZE).starts_with(&format!("{:#x} is in\n", at + 2 * PAGE_SIZE)));
+    }
 }

@@ -5,7 +5,8 @@
 //! and the VMA list. This crate builds that address space in userspace: an
 //! [`AddressSpace`] keeps its VMAs in a gap-tracking
 //! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
-//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, anonymous VMA names,
+//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, anonymous
+//! VMA names, guard pages ([`guard_pages`](AddressSpace::guard_pages)),
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux), `fork` by O(n) duplication of the tree, and `exec`; and it
 //! reads and writes `/proc/PID/maps`. Its rules are checked against the

@@ -278,15 +278,68 @@ impl AddressSpace {
 
     /// The address space of a live process, from `/proc/PID/smaps` (with
     /// the flags a maps file does not show), or `/proc/PID/maps` where
-    /// smaps cannot be read.
+    /// smaps cannot be read; and its guard pages
+    /// ([`guard_pages`](Self::guard_pages)), from `/proc/PID/pagemap`
+    /// (bit 58, Linux 6.15+) for the VMAs smaps marks as possibly holding
+    /// some (`gu`), where pagemap can be read (else none are known).
     pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
-        Self::from_maps_file(format!("/proc/{pid}/smaps"))
-            .or_else(|_| Self::from_maps_file(format!("/proc/{pid}/maps")))
+        Self::from_proc(&format!("/proc/{pid}"))
     }
 
     /// This process's address space; see [`from_pid`](Self::from_pid).
     pub fn from_self() -> Result<AddressSpace, MapsError> {
-        Self::from_maps_file("/proc/self/smaps").or_else(|_| Self::from_maps_file("/proc/self/maps"))
+        Self::from_proc("/proc/self")
+    }
+
+    /// [`from_pid`](Self::from_pid) from a process's `/proc` directory.
+    fn from_proc(dir: &str) -> Result<AddressSpace, MapsError> {
+        let mut mm =
+            Self::from_maps_file(format!("{dir}/smaps")).or_else(|_| Self::from_maps_file(format!("{dir}/maps")))?;
+        #[cfg(unix)]
+        mm.read_guard_pages(&format!("{dir}/pagemap"))?;
+        Ok(mm)
+    }
+
+    /// Adds the guard pages `pagemap` (a `/proc/PID/pagemap`) shows in
+    /// the VMAs that may hold some. An unreadable pagemap adds none.
+    #[cfg(unix)]
+    fn read_guard_pages(&mut self, pagemap: &str) -> Result<(), MapsError> {
+        use std::os::unix::fs::FileExt;
+        /// Pagemap's guard-region bit.
+        const PM_GUARD_REGION: u64 = 1 << 58;
+        let maybe: Vec<(u64, u64)> =
+            self.iter().filter(|v| v.flags().contains(VmFlags::MAYBE_GUARD)).map(|v| (v.start, v.end)).collect();
+        if maybe.is_empty() {
+            return Ok(());
+        }
+        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
+        for (s, e) in maybe {
+            let pages = ((e - s) / PAGE_SIZE) as usize;
+            let mut words = vec![0u8; pages * 8];
+            if f.read_exact_at(&mut words, s / PAGE_SIZE * 8).is_err() {
+                continue;
+            }
+            let guard =
+                |i: usize| u64::from_le_bytes(words[i * 8..i * 8 + 8].try_into().unwrap()) & PM_GUARD_REGION != 0;
+            let mut i = 0;
+            while i < pages {
+                if !guard(i) {
+                    i += 1;
+                    continue;
+                }
+                let run = i;
+                while i < pages && guard(i) {
+                    i += 1;
+                }
+                let at = |k: usize| s + k as u64 * PAGE_SIZE;
+                self.guards.install(at(run), at(i)).map_err(|_| MapsError {
+                    file: pagemap.to_string(),
+                    line: 0,
+                    msg: "out of memory".into(),
+                })?;
+            }
+        }
+        Ok(())
     }
 }
 

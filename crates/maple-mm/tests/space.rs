@@ -268,6 +268,42 @@ fn maps_round_trip_of_this_process() {
     assert!(live.find_vma(main_addr()).is_some());
 }
 
+/// A live process's guard pages come from pagemap: two pages of a fresh
+/// mapping fenced off here are guard pages in the space read back, the
+/// others not, and an access there faults as the kernel's does.
+#[cfg(target_os = "linux")]
+#[test]
+fn guard_pages_of_this_process_come_from_pagemap() {
+    let len = 6 * P as usize;
+    // SAFETY: a fresh private mapping that no Rust object uses; two of
+    // its pages fenced off, read back, then it is unmapped.
+    let (at, installed) = unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED);
+        let guard = at.cast::<u8>().add(2 * P as usize).cast();
+        (at as u64, libc::madvise(guard, 2 * P as usize, 102) == 0)
+    };
+    let mm = AddressSpace::from_self().unwrap();
+    // SAFETY: the mapping made above, which nothing else uses.
+    unsafe { libc::munmap(at as *mut _, len) };
+    if !installed {
+        // A kernel before 6.13: no guard pages to read.
+        return;
+    }
+    let guards: Vec<u64> = (0..6).filter(|&p| mm.is_guard_page(at + p * P)).collect();
+    assert_eq!(guards, [2, 3]);
+    assert_eq!(mm.check_access(at + 2 * P, Access::Read), Err(Fault::Guard));
+    assert_eq!(mm.check_access(at + P, Access::Write), Ok(()));
+    mm.validate().unwrap();
+}
+
 /// `/proc/self/smaps` gives the flags a maps file hides: a region of this
 /// process locked, advised not to be copied on fork and offered to KSM
 /// comes back with those flags, cut from its neighbours as Linux cuts it.
