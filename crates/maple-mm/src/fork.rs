@@ -39,15 +39,16 @@ impl<T: VmaStore> AddressSpace<T> {
         // VMA anyway) and removed from the child afterwards.
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
         // Ranges whose page tables the child does not get, guard pages
-        // included: don't-fork and wipe-on-fork VMAs with guard pages.
+        // included: don't-fork and wipe-on-fork VMAs (looked for only
+        // where the space has guard pages at all).
         let mut unguarded: Vec<(u64, u64)> = Vec::new();
+        let any_guards = self.guards.first_in(0, u64::MAX).is_some();
         let tree = with_maker(|maker| {
             self.tree.view().try_dup_share_or_map(|r, d| {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
                 }
-                if d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK) && d.flags.contains(VmFlags::MAYBE_GUARD)
-                {
+                if any_guards && d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK) {
                     unguarded.push((*r.start(), r.end() + 1));
                 }
                 child_record(d, copy_names, maker)
