@@ -38,18 +38,10 @@ impl<T: VmaStore> AddressSpace<T> {
         // Don't-fork ranges are noted during the copy (which reads every
         // VMA anyway) and removed from the child afterwards.
         let mut dontcopy: Vec<(u64, u64)> = Vec::new();
-        // Ranges whose page tables the child does not get, guard pages
-        // included: don't-fork and wipe-on-fork VMAs (looked for only
-        // where the space has guard pages at all).
-        let mut unguarded: Vec<(u64, u64)> = Vec::new();
-        let any_guards = self.guards.first_in(0, u64::MAX).is_some();
         let tree = with_maker(|maker| {
             self.tree.view().try_dup_share_or_map(|r, d| {
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     dontcopy.push((*r.start(), r.end() + 1));
-                }
-                if any_guards && d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK) {
-                    unguarded.push((*r.start(), r.end() + 1));
                 }
                 child_record(d, copy_names, maker)
             })
@@ -59,11 +51,19 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Map { error, .. } => error,
         })?;
         // The guard pages go with the page tables the child copies: every
-        // VMA's but a wipe-on-fork one's (measured on Linux 6.18).
+        // VMA's but a don't-fork or wipe-on-fork one's (measured on Linux
+        // 6.18). (Looked for only where there are guard pages at all.)
         let guards = self.guards.try_dup().map_err(|_| Errno::ENOMEM)?;
         let mut child = self.child_with(tree, guards);
-        for (s, e) in unguarded {
-            child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+        if child.guards.first_in(0, u64::MAX).is_some() {
+            let uncopied: Vec<(u64, u64)> = child
+                .iter()
+                .filter(|v| v.flags().intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK))
+                .map(|v| (v.start, v.end))
+                .collect();
+            for (s, e) in uncopied {
+                child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+            }
         }
         for (s, e) in dontcopy {
             child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;

@@ -188,7 +188,7 @@ pub(crate) struct Undo {
     hi: u64,
     old: Saved,
     /// The guard runs of `[lo, hi)`.
-    guards: smallvec::SmallVec<[(u64, u64); 2]>,
+    guards: Vec<(u64, u64)>,
 }
 
 /// VMAs saved for an undo: a call's window and its neighbours are most
