@@ -257,7 +257,8 @@ proptest! {
         mm.mmap(0, 64 << 12, Prot::READ | Prot::WRITE, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
         mm.mmap(0x1000_0000, 16 << 12, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0).unwrap();
         for (i, &(call, a, b, c, f, g)) in calls.iter().enumerate() {
-            let before = mm.maps();
+            let state = |mm: &AddressSpace| (mm.maps(), mm.guard_pages().collect::<Vec<_>>());
+            let before = state(&mm);
             let prot = Prot::from_bits_retain(f);
             let res = match call {
                 0 => mm.mmap(a, b, prot, MapFlags::from_bits_retain(g), None, c).map(|_| ()),
@@ -283,7 +284,7 @@ proptest! {
             // applying themselves to what is mapped before it, as Linux
             // does; every other failure changes nothing.)
             if res.is_err() && !matches!(call, 3 | 5 | 7) {
-                prop_assert_eq!(mm.maps(), before, "call {} ({}) failed but changed the space", i, call);
+                prop_assert_eq!(state(&mm), before, "call {} ({}) failed but changed the space", i, call);
             }
         }
         let child = mm.fork().unwrap();
