@@ -72,7 +72,6 @@ fn other_advice_allowed(code: i32, d: &VmaData) -> Result<()> {
             Backing::File(f) if !(d.flags.contains(VmFlags::SHARED) && f.writable) => Err(Errno::EACCES),
             Backing::File(_) => Ok(()),
         },
-        MADV_GUARD_REMOVE if d.flags.contains(VmFlags::SPECIAL) => Err(Errno::EINVAL),
         _ => Ok(()),
     }
 }
@@ -264,11 +263,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if advice == Advice::PopulateWrite {
             return self.populate_write(addr, end);
         }
-        if advice == Advice::GuardInstall {
-            return self.guard_install(addr, end);
-        }
-        if advice == Advice::GuardRemove {
-            return self.guard_remove(addr, end);
+        if matches!(advice, Advice::GuardInstall | Advice::GuardRemove) {
+            return self.guard_advice(addr, end, advice == Advice::GuardInstall);
         }
         if advice == Advice::Other(MADV_POPULATE_READ) {
             // Read faults give no VMA an anon_vma: only the error is seen.
@@ -320,58 +316,43 @@ impl<T: VmaStore> AddressSpace<T> {
         stop.map_or(Ok(()), AccessStop::populate_error)
     }
 
-    /// `MADV_GUARD_INSTALL` (Linux 6.18, measured): refused (`EINVAL`) on
-    /// a locked or special mapping; else every VMA it reaches is marked
+    /// `MADV_GUARD_INSTALL` (`install`) or `MADV_GUARD_REMOVE` (Linux
+    /// 6.18, measured): the guard pages of every VMA reached are put in or
+    /// taken out. Installing is refused (`EINVAL`) on a locked or special
+    /// mapping, and marks every VMA it reaches
     /// [`MAYBE_GUARD`](VmFlags::MAYBE_GUARD) (whole: the flag is sticky and
-    /// cuts nothing) and, if private anonymous, gets an anon_vma as from a
-    /// write fault (the guard markers are page-table entries, which fork
-    /// must copy). Holes are skipped and reported as `ENOMEM`. It stops at
-    /// the first refusal, keeping what it did before.
-    fn guard_install(&mut self, addr: u64, end: u64) -> Result<()> {
-        let refused = VmFlags::LOCKED | VmFlags::SPECIAL;
+    /// cuts nothing) and gives a private anonymous one an anon_vma as a
+    /// write fault would (the markers are page-table entries, which fork
+    /// must copy); removing is refused on a special mapping. Holes are
+    /// skipped and reported as `ENOMEM`. Either stops at the first
+    /// refusal, keeping what it did before.
+    fn guard_advice(&mut self, addr: u64, end: u64, install: bool) -> Result<()> {
+        let code = if install { MADV_GUARD_INSTALL } else { MADV_GUARD_REMOVE };
         let vmas: Vec<(u64, u64, VmaData)> = self.range(addr, end).map(|v| (v.start, v.end, v.data.clone())).collect();
         let window = vmas.first().map_or((addr, addr), |f| (f.0, vmas[vmas.len() - 1].1));
         self.transact(&[window], |mm| {
             let (mut pos, mut hole) = (addr, false);
             for (s, e, d) in vmas {
                 hole |= s > pos;
-                if let Err(e) = madvise_sealed(MADV_GUARD_INSTALL, &d) {
+                let refused = if install { VmFlags::LOCKED | VmFlags::SPECIAL } else { VmFlags::SPECIAL };
+                if let Err(e) = madvise_sealed(code, &d) {
                     return Ok(Err(e));
                 }
                 if d.flags.intersects(refused) {
                     return Ok(Err(Errno::EINVAL));
                 }
-                if !d.flags.contains(VmFlags::MAYBE_GUARD) {
-                    mm.put(s, e, VmaData { flags: d.flags | VmFlags::MAYBE_GUARD, ..d.clone() })?;
+                let (ps, pe) = (s.max(addr), e.min(end));
+                if install {
+                    if !d.flags.contains(VmFlags::MAYBE_GUARD) {
+                        mm.put(s, e, VmaData { flags: d.flags | VmFlags::MAYBE_GUARD, ..d.clone() })?;
+                    }
+                    if d.is_anonymous() {
+                        mm.fault_in(s, e)?;
+                    }
+                    mm.guards.install(ps, pe)?;
+                } else {
+                    mm.guards.remove(ps, pe)?;
                 }
-                if d.is_anonymous() {
-                    mm.fault_in(s, e)?;
-                }
-                mm.guards.install(s.max(addr), e.min(end))?;
-                pos = e;
-            }
-            hole |= pos < end;
-            Ok(if hole { Err(Errno::ENOMEM) } else { Ok(()) })
-        })
-    }
-
-    /// `MADV_GUARD_REMOVE`: the guard pages of every VMA it reaches are
-    /// removed (refused, `EINVAL`, on a special mapping, stopping there
-    /// with what was removed before kept). Holes are skipped and reported
-    /// as `ENOMEM`.
-    fn guard_remove(&mut self, addr: u64, end: u64) -> Result<()> {
-        let vmas: Vec<(u64, u64, VmaData)> = self.range(addr, end).map(|v| (v.start, v.end, v.data.clone())).collect();
-        let window = vmas.first().map_or((addr, addr), |f| (f.0, vmas[vmas.len() - 1].1));
-        self.transact(&[window], |mm| {
-            let (mut pos, mut hole) = (addr, false);
-            for (s, e, d) in vmas {
-                hole |= s > pos;
-                if let Err(e) =
-                    madvise_sealed(MADV_GUARD_REMOVE, &d).and_then(|()| other_advice_allowed(MADV_GUARD_REMOVE, &d))
-                {
-                    return Ok(Err(e));
-                }
-                mm.guards.remove(s.max(addr), e.min(end))?;
                 pos = e;
             }
             hole |= pos < end;
