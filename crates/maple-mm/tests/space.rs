@@ -268,6 +268,26 @@ fn maps_round_trip_of_this_process() {
     assert!(live.find_vma(main_addr()).is_some());
 }
 
+/// A fresh private read-write mapping of `len` bytes in this process, for
+/// a test to advise, read back through `/proc` and unmap.
+#[cfg(target_os = "linux")]
+fn scratch_mapping(len: usize) -> u64 {
+    // SAFETY: a new anonymous mapping placed by the kernel, replacing
+    // nothing; no Rust object lives there.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(at, libc::MAP_FAILED);
+    at as u64
+}
+
 /// A live process's guard pages come from pagemap: two pages of a fresh
 /// mapping fenced off here are guard pages in the space read back, the
 /// others not, and an access there faults as the kernel's does.
@@ -275,21 +295,10 @@ fn maps_round_trip_of_this_process() {
 #[test]
 fn guard_pages_of_this_process_come_from_pagemap() {
     let len = 6 * P as usize;
-    // SAFETY: a fresh private mapping that no Rust object uses; two of
-    // its pages fenced off, read back, then it is unmapped.
-    let (at, installed) = unsafe {
-        let at = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(at, libc::MAP_FAILED);
-        let guard = at.cast::<u8>().add(2 * P as usize).cast();
-        (at as u64, libc::madvise(guard, 2 * P as usize, 102) == 0)
-    };
+    let at = scratch_mapping(len);
+    // SAFETY: advice on two pages of the scratch mapping, which no Rust
+    // object uses.
+    let installed = unsafe { libc::madvise((at + 2 * P) as *mut _, 2 * P as usize, 102) == 0 };
     let mm = AddressSpace::from_self().unwrap();
     // SAFETY: the mapping made above, which nothing else uses.
     unsafe { libc::munmap(at as *mut _, len) };
@@ -312,18 +321,10 @@ fn guard_pages_of_this_process_come_from_pagemap() {
 fn smaps_of_this_process_give_the_hidden_flags() {
     let len = 4 * P as usize;
     let ksm;
-    // SAFETY: a fresh private mapping that no Rust object uses, advised,
-    // locked and read back, then unmapped.
+    let at = scratch_mapping(len) as *mut libc::c_void;
+    // SAFETY: advice and a lock on pages of the scratch mapping, which no
+    // Rust object uses; it is read back, then unmapped.
     let at = unsafe {
-        let at = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(at, libc::MAP_FAILED);
         let page = at.cast::<u8>().add(P as usize).cast();
         assert_eq!(libc::mlock(page, P as usize), 0);
         assert_eq!(libc::madvise(at.cast::<u8>().add(2 * P as usize).cast(), P as usize, libc::MADV_DONTFORK), 0);
