@@ -41,6 +41,7 @@ pub enum Access {
 /// Why an access faults; [`signal`](Fault::signal) and
 /// [`code`](Fault::code) give what Linux delivers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Fault {
     /// No mapping at the address (`SIGSEGV`, `SEGV_MAPERR`).
     Unmapped,
