@@ -55,7 +55,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // 6.18). (Looked for only where there are guard pages at all.)
         let guards = self.guards.try_dup().map_err(|_| Errno::ENOMEM)?;
         let mut child = self.child_with(tree, guards);
-        if child.guards.first_in(0, u64::MAX).is_some() {
+        if !child.guards.is_empty() {
             let uncopied: Vec<(u64, u64)> = child
                 .iter()
                 .filter(|v| v.flags().intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK))

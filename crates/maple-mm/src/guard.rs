@@ -47,6 +47,11 @@ impl Clone for Guards {
 }
 
 impl Guards {
+    /// True if there are none (nearly always: then no call needs to look).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
     /// Marks `[start, end)`.
     pub(crate) fn install(&mut self, start: u64, end: u64) -> Result<(), AllocFail> {
         if start >= end {
@@ -100,7 +105,7 @@ impl Guards {
         Ok(())
     }
 
-    /// A copy for a fork's child; `None` if a node allocation failed.
+    /// A copy for a fork's child; fails if a node allocation does.
     pub(crate) fn try_dup(&self) -> Result<Guards, AllocFail> {
         self.tree.try_dup().map(|tree| Guards { tree }).map_err(|_| AllocFail)
     }

@@ -15,8 +15,9 @@
 //! * special mappings (`[vdso]`, device memory) are left unlocked;
 //! * after locking, every page is faulted in, stopping at the first that
 //!   cannot be: an inaccessible (`PROT_NONE`) mapping, a page past the
-//!   end of its file, or a guard page; the call then fails with `ENOMEM` (Linux's `EFAULT`
-//!   turned into what POSIX asks of `mlock`), the locks staying in place;
+//!   end of its file, or a guard page; the call then fails with `ENOMEM`
+//!   (Linux's `EFAULT` turned into what POSIX asks of `mlock`), the locks
+//!   staying in place;
 //! * `mlockall(MCL_CURRENT)` faults in what it can and ignores the rest;
 //!   `MCL_FUTURE` locks every later mapping and heap growth (which are
 //!   then populated); neither a fork's child nor `exec` keeps any of it.
