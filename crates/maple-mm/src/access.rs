@@ -125,7 +125,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// not VMAs: `/proc/PID/maps` does not list them, `/proc/PID/pagemap`
     /// flags them (bit 58). Any access to one faults ([`Fault::Guard`]);
     /// unmapping or `MADV_GUARD_REMOVE` removes them, `mremap` moves them
-    /// with their pages, and a fork's child inherits them.
+    /// with their pages, and a fork's child inherits them (but in
+    /// wipe-on-fork VMAs).
     ///
     /// ```
     /// use maple_mm::{Access, AddressSpace, Advice, Fault, MapFlags, Prot, PAGE_SIZE};
