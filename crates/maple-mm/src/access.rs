@@ -110,10 +110,10 @@ impl<T: VmaStore> AddressSpace<T> {
         if !v.flags().intersects(need) {
             return Err(Fault::Denied);
         }
-        let page = addr & !(crate::PAGE_SIZE - 1);
-        if self.guards.first_in(page, page + crate::PAGE_SIZE).is_some() {
+        if self.is_guard_page(addr) {
             return Err(Fault::Guard);
         }
+        let page = addr & !(crate::PAGE_SIZE - 1);
         if v.data.past_object(page, page + crate::PAGE_SIZE).is_some() {
             return Err(Fault::PastObject);
         }

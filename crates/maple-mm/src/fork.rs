@@ -35,13 +35,14 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 
     fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace> {
-        // Don't-fork ranges are noted during the copy (which reads every
-        // VMA anyway) and removed from the child afterwards.
-        let mut dontcopy: Vec<(u64, u64)> = Vec::new();
+        // VMAs whose page tables the child does not get (don't-fork ones,
+        // removed from the child afterwards, and wipe-on-fork ones), noted
+        // during the copy, which reads every VMA anyway.
+        let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();
         let tree = with_maker(|maker| {
             self.tree.view().try_dup_share_or_map(|r, d| {
-                if d.flags.contains(VmFlags::DONTCOPY) {
-                    dontcopy.push((*r.start(), r.end() + 1));
+                if d.flags.intersects(PAGES_NOT_COPIED) {
+                    uncopied.push((*r.start(), r.end() + 1, d.flags.contains(VmFlags::DONTCOPY)));
                 }
                 child_record(d, copy_names, maker)
             })
@@ -50,23 +51,15 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        // The guard pages go with the page tables the child copies: every
-        // VMA's but a don't-fork or wipe-on-fork one's (measured on Linux
-        // 6.18). (Looked for only where there are guard pages at all.)
+        // The guard pages go with the page tables the child copies
+        // (measured on Linux 6.18).
         let guards = self.guards.try_dup().map_err(|_| Errno::ENOMEM)?;
         let mut child = self.child_with(tree, guards);
-        if !child.guards.is_empty() {
-            let uncopied: Vec<(u64, u64)> = child
-                .iter()
-                .filter(|v| v.flags().intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK))
-                .map(|v| (v.start, v.end))
-                .collect();
-            for (s, e) in uncopied {
-                child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+        for (s, e, dontcopy) in uncopied {
+            child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+            if dontcopy {
+                child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
             }
-        }
-        for (s, e) in dontcopy {
-            child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
         }
         Ok(child)
     }
@@ -93,7 +86,7 @@ impl<T: VmaStore> AddressSpace<T> {
             Ok::<(), Errno>(())
         })?;
         let mut guards = Guards::default();
-        for v in parent.iter().filter(|(_, d)| !d.flags.intersects(VmFlags::DONTCOPY | VmFlags::WIPEONFORK)) {
+        for v in parent.iter().filter(|(_, d)| !d.flags.intersects(PAGES_NOT_COPIED)) {
             for (s, e) in self.guards.runs(*v.0.start(), v.0.end() + 1) {
                 guards.install(s, e).map_err(|_| Errno::ENOMEM)?;
             }
@@ -123,6 +116,10 @@ impl<T: VmaStore> AddressSpace<T> {
         self.fork_impl(true)
     }
 }
+
+/// The flags of a VMA whose page tables (guard pages included) a fork's
+/// child does not get: don't-fork (no VMA either) and wipe-on-fork.
+const PAGES_NOT_COPIED: VmFlags = VmFlags::DONTCOPY.union(VmFlags::WIPEONFORK);
 
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
 /// `None` to share the parent's, which the copy of a never-written,

@@ -47,11 +47,6 @@ impl Clone for Guards {
 }
 
 impl Guards {
-    /// True if there are none (nearly always: then no call needs to look).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.tree.is_empty()
-    }
-
     /// Marks `[start, end)`.
     pub(crate) fn install(&mut self, start: u64, end: u64) -> Result<(), AllocFail> {
         if start >= end {

@@ -330,11 +330,11 @@ impl<T: VmaStore> AddressSpace<T> {
         let code = if install { MADV_GUARD_INSTALL } else { MADV_GUARD_REMOVE };
         let vmas: Vec<(u64, u64, VmaData)> = self.range(addr, end).map(|v| (v.start, v.end, v.data.clone())).collect();
         let window = vmas.first().map_or((addr, addr), |f| (f.0, vmas[vmas.len() - 1].1));
+        let refused = if install { VmFlags::LOCKED | VmFlags::SPECIAL } else { VmFlags::SPECIAL };
         self.transact(&[window], |mm| {
             let (mut pos, mut hole) = (addr, false);
             for (s, e, d) in vmas {
                 hole |= s > pos;
-                let refused = if install { VmFlags::LOCKED | VmFlags::SPECIAL } else { VmFlags::SPECIAL };
                 if let Err(e) = madvise_sealed(code, &d) {
                     return Ok(Err(e));
                 }
