@@ -25,7 +25,7 @@
 //!
 //! [`MappedFile::size`]: crate::MappedFile::size
 
-use crate::{flags::VmFlags, space::AddressSpace, store::VmaStore};
+use crate::{flags::VmFlags, space::AddressSpace, store::VmaStore, vma::Vma};
 
 /// A kind of memory access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +74,35 @@ impl Fault {
     }
 }
 
+/// What an `access` at `addr` does, given the VMA holding it (if any) and
+/// whether a page is a guard page: the rules of
+/// [`AddressSpace::check_access`], for it and for the lock-free
+/// [`SharedAddressSpace::check_access`](crate::SharedAddressSpace::check_access).
+pub(crate) fn decide(
+    v: Option<Vma<'_>>,
+    addr: u64,
+    access: Access,
+    guard: impl FnOnce(u64) -> bool,
+) -> Result<(), Fault> {
+    let Some(v) = v else { return Err(Fault::Unmapped) };
+    let need = match access {
+        Access::Read => VmFlags::ACCESS,
+        Access::Write => VmFlags::WRITE,
+        Access::Exec => VmFlags::EXEC,
+    };
+    if !v.flags().intersects(need) {
+        return Err(Fault::Denied);
+    }
+    let page = addr & !(crate::PAGE_SIZE - 1);
+    if guard(page) {
+        return Err(Fault::Guard);
+    }
+    if v.data.past_object(page, page + crate::PAGE_SIZE).is_some() {
+        return Err(Fault::PastObject);
+    }
+    Ok(())
+}
+
 impl<T: VmaStore> AddressSpace<T> {
     /// Whether an `access` at `addr` would succeed, and if not, why, as
     /// Linux 6.18's page-fault handler decides from the VMAs (measured on
@@ -101,23 +130,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.check_access(a + PAGE_SIZE, Access::Read).map_err(|f| f.signal()), Err(11));
     /// ```
     pub fn check_access(&self, addr: u64, access: Access) -> Result<(), Fault> {
-        let Some(v) = self.vma_at(addr) else { return Err(Fault::Unmapped) };
-        let need = match access {
-            Access::Read => VmFlags::ACCESS,
-            Access::Write => VmFlags::WRITE,
-            Access::Exec => VmFlags::EXEC,
-        };
-        if !v.flags().intersects(need) {
-            return Err(Fault::Denied);
-        }
-        if self.is_guard_page(addr) {
-            return Err(Fault::Guard);
-        }
-        let page = addr & !(crate::PAGE_SIZE - 1);
-        if v.data.past_object(page, page + crate::PAGE_SIZE).is_some() {
-            return Err(Fault::PastObject);
-        }
-        Ok(())
+        decide(self.vma_at(addr), addr, access, |page| self.is_guard_page(page))
     }
 
     /// The guard pages (`MADV_GUARD_INSTALL`), as runs of whole pages in

@@ -28,31 +28,38 @@
 
 use maple_tree::{MapleTree, U63};
 
-use crate::space::AllocFail;
+use crate::{space::AllocFail, store::TreeStore};
 
 /// The value every guard run holds: the tree is a set of ranges.
 const MARK: U63 = U63::new_truncate(1);
 
-/// The guard pages of an address space, as runs `[start, end)`.
+/// The guard pages of an address space, as runs `[start, end)`, in a tree
+/// of the kind its VMAs are in (`G`: a plain tree, or the writer's guard of
+/// the concurrent tree a [`SharedAddressSpace`](crate::SharedAddressSpace)'s
+/// readers look them up in).
 #[derive(Default)]
-pub(crate) struct Guards {
-    tree: MapleTree<U63>,
+pub(crate) struct Guards<G = MapleTree<U63>> {
+    pub(crate) tree: G,
 }
 
 impl Clone for Guards {
     /// A copy. Aborts on allocation failure, like `MapleTree::clone`.
     fn clone(&self) -> Guards {
-        Guards { tree: self.tree.clone() }
+        self.copy()
     }
 }
 
-impl Guards {
-    /// Marks `[start, end)`.
+impl<G: TreeStore<U63>> Guards<G> {
+    /// Marks `[start, end)`, joined with the runs it touches (one write:
+    /// a lock-free reader sees the run before or after, whole).
     pub(crate) fn install(&mut self, start: u64, end: u64) -> Result<(), AllocFail> {
         if start >= end {
             return Ok(());
         }
-        self.tree.store_range_merging(start..end, MARK).map(drop).map_err(|_| AllocFail)
+        let t = self.tree.view();
+        let first = start.checked_sub(1).and_then(|p| t.get_range(p)).map_or(start, |(r, _)| *r.start());
+        let past = t.get_range(end).map_or(end, |(r, _)| r.end() + 1);
+        self.tree.store(first..past, MARK).map_err(|_| AllocFail)
     }
 
     /// Unmarks `[start, end)`.
@@ -60,30 +67,32 @@ impl Guards {
         if start >= end || self.first_in(start, end).is_none() {
             return Ok(());
         }
-        self.tree.remove_range(start..end).map_err(|_| AllocFail)
+        self.tree.remove(start..end).map_err(|_| AllocFail)
     }
 
     /// The first guard page at or after `start` and before `end`.
     pub(crate) fn first_in(&self, start: u64, end: u64) -> Option<u64> {
-        if start >= end || self.tree.is_empty() {
+        let t = self.tree.view();
+        if start >= end || t.is_empty() {
             return None;
         }
-        self.tree.range(start..end).next().map(|(r, _)| (*r.start()).max(start))
+        t.range(start..end).next().map(|(r, _)| (*r.start()).max(start))
     }
 
     /// The runs overlapping `[start, end)`, cut to it. (A `Vec`: empty, as
     /// it nearly always is, it costs no allocation and three words in
     /// every undo record.)
     pub(crate) fn runs(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        if start >= end || self.tree.is_empty() {
+        let t = self.tree.view();
+        if start >= end || t.is_empty() {
             return Vec::new();
         }
-        self.tree.range(start..end).map(|(r, _)| ((*r.start()).max(start), (r.end() + 1).min(end))).collect()
+        t.range(start..end).map(|(r, _)| ((*r.start()).max(start), (r.end() + 1).min(end))).collect()
     }
 
     /// Every run, in address order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.tree.iter().map(|(r, _)| (*r.start(), r.end() + 1))
+        self.tree.view().iter().map(|(r, _)| (*r.start(), r.end() + 1))
     }
 
     /// Moves the marks of `[start, end)` to start at `to` (an `mremap`
@@ -102,7 +111,12 @@ impl Guards {
 
     /// A copy for a fork's child; fails if a node allocation does.
     pub(crate) fn try_dup(&self) -> Result<Guards, AllocFail> {
-        self.tree.try_dup().map(|tree| Guards { tree }).map_err(|_| AllocFail)
+        self.tree.view().try_dup().map(|tree| Guards { tree }).map_err(|_| AllocFail)
+    }
+
+    /// A plain copy. Aborts on allocation failure, like `MapleTree::clone`.
+    pub(crate) fn copy(&self) -> Guards {
+        Guards { tree: self.tree.view().clone() }
     }
 
     /// Puts back the runs of `[start, end)` saved by [`runs`](Self::runs)

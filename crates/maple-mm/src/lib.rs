@@ -106,7 +106,7 @@ pub use name::{AnonName, MAX_NAME_LEN};
 pub use record::VmaRef;
 pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
-pub use store::VmaStore;
+pub use store::{TreeStore, VmaStore};
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
 
 /// The README's examples (tree and address space), compiled and run as

@@ -4,17 +4,21 @@
 //! of [`AddressSpace`].
 //!
 //! This is what the maple tree was built for in Linux: page faults look up
-//! their VMA without taking `mmap_lock` while `mmap`/`munmap` go on.
+//! their VMA without taking `mmap_lock` while `mmap`/`munmap` go on. The
+//! guard pages live in a second concurrent tree, so a reader's
+//! [`check_access`](SharedAddressSpace::check_access) decides a fault as
+//! the plain space's does, guard pages included.
 
 use core::{
     fmt,
-    ops::{Deref, DerefMut},
+    ops::{Deref, DerefMut, Range},
 };
 use std::sync::Mutex;
 
-use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard};
+use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard, U63};
 
 use crate::{
+    access::{decide, Access, Fault},
     flags::VmFlags,
     guard::Guards,
     record::VmaRef,
@@ -52,6 +56,8 @@ use crate::{
 /// ```
 pub struct SharedAddressSpace {
     tree: ConcurrentMapleTree<VmaRef>,
+    /// The guard pages, as runs (see [`Guards`]); locked after `tree`.
+    guards: ConcurrentMapleTree<U63>,
     /// Writer-side state that is not in the tree (taken after the tree's
     /// writer lock, always).
     state: Mutex<State>,
@@ -63,8 +69,6 @@ struct State {
     start_stack: Option<u64>,
     def_flags: VmFlags,
     sealed: bool,
-    /// Lent to the writer's address space while it lives.
-    guards: Guards,
 }
 
 impl Default for SharedAddressSpace {
@@ -87,9 +91,12 @@ impl From<AddressSpace> for SharedAddressSpace {
             start_stack: mm.start_stack,
             def_flags: mm.def_flags,
             sealed: mm.sealed,
-            guards: mm.guards,
         };
-        SharedAddressSpace { tree: ConcurrentMapleTree::from(mm.tree), state: Mutex::new(state) }
+        SharedAddressSpace {
+            tree: ConcurrentMapleTree::from(mm.tree),
+            guards: ConcurrentMapleTree::from(mm.guards.tree),
+            state: Mutex::new(state),
+        }
     }
 }
 
@@ -128,6 +135,44 @@ impl SharedAddressSpace {
         self.tree.range(start..end, guard).next().map(|(r, d)| Self::vma(r, d))
     }
 
+    /// Whether an `access` at `addr` would succeed, and if not, why,
+    /// without a lock: the rules of [`AddressSpace::check_access`] (a page
+    /// fault under Linux's per-VMA lock decides the same way). The VMA and
+    /// the guard page are looked up one after the other, each as it stands
+    /// before or after any concurrent write.
+    ///
+    /// ```
+    /// use maple_mm::{Access, Advice, Fault, MapFlags, Prot, SharedAddressSpace, PAGE_SIZE};
+    /// let mm = SharedAddressSpace::new();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let stack = {
+    ///     let mut w = mm.write();
+    ///     let stack = w.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+    ///     w.madvise(stack, PAGE_SIZE, Advice::GuardInstall).unwrap();
+    ///     stack
+    /// };
+    /// let g = mm.pin();
+    /// assert_eq!(mm.check_access(stack, Access::Write, &g), Err(Fault::Guard));
+    /// assert_eq!(mm.check_access(stack + PAGE_SIZE, Access::Write, &g), Ok(()));
+    /// assert_eq!(mm.check_access(stack, Access::Exec, &g), Err(Fault::Denied));
+    /// ```
+    pub fn check_access(&self, addr: u64, access: Access, guard: &ReadGuard) -> Result<(), Fault> {
+        decide(self.vma_at(addr, guard), addr, access, |page| self.is_guard_page(page, guard))
+    }
+
+    /// True if the page holding `addr` is a guard page (see
+    /// [`AddressSpace::guard_pages`]), without a lock.
+    pub fn is_guard_page(&self, addr: u64, guard: &ReadGuard) -> bool {
+        self.guards.get_range(addr, guard).is_some()
+    }
+
+    /// The guard pages, as runs of whole pages in address order (see
+    /// [`AddressSpace::guard_pages`]), without a lock; a run as it stands
+    /// before or after any concurrent write.
+    pub fn guard_pages<'g>(&'g self, guard: &'g ReadGuard) -> impl Iterator<Item = Range<u64>> + 'g {
+        self.guards.iter(guard).map(|(r, _)| *r.start()..r.end() + 1)
+    }
+
     /// VMAs (a snapshot that may be stale by the time it is read).
     pub fn vma_count(&self) -> usize {
         self.tree.len()
@@ -137,7 +182,8 @@ impl SharedAddressSpace {
     /// shared tree. Waits for another writer, never for readers.
     pub fn write(&self) -> SpaceWriter<'_> {
         let guard = self.tree.lock();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let guards = Guards { tree: self.guards.lock() };
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let space = AddressSpace {
             tree: guard,
             layout: state.layout.clone(),
@@ -145,7 +191,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
-            guards: core::mem::take(&mut state.guards),
+            guards,
         };
         SpaceWriter { space, state }
     }
@@ -161,7 +207,7 @@ impl SharedAddressSpace {
             start_stack: w.space.start_stack,
             def_flags: w.space.def_flags,
             sealed: w.space.sealed,
-            guards: w.space.guards.clone(),
+            guards: w.space.guards.copy(),
         }
     }
 
@@ -169,6 +215,7 @@ impl SharedAddressSpace {
     pub fn into_inner(self) -> AddressSpace {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let tree: MapleTree<VmaRef> = self.tree.into_inner();
+        let guards = Guards { tree: self.guards.into_inner() };
         AddressSpace {
             tree,
             layout: state.layout,
@@ -176,7 +223,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
-            guards: state.guards,
+            guards,
         }
     }
 }
@@ -208,7 +255,6 @@ impl Drop for SpaceWriter<'_> {
         self.state.start_stack = self.space.start_stack;
         self.state.def_flags = self.space.def_flags;
         self.state.sealed = self.space.sealed;
-        self.state.guards = core::mem::take(&mut self.space.guards);
     }
 }
 

@@ -106,8 +106,8 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     /// need not look for seals.
     pub(crate) sealed: bool,
     /// The guard pages (`MADV_GUARD_INSTALL`): page-table entries, kept
-    /// apart from the VMAs.
-    pub(crate) guards: Guards,
+    /// apart from the VMAs, in a tree of the VMAs' kind.
+    pub(crate) guards: Guards<T::GuardTree>,
 }
 
 impl Default for AddressSpace {
@@ -476,8 +476,10 @@ impl<T: VmaStore> AddressSpace<T> {
         if start >= end {
             return Ok(());
         }
-        self.guards.remove(start, end)?;
-        self.tree.remove(start..end).map_err(|_| AllocFail)
+        // The VMAs first: a lock-free reader never sees a page of theirs
+        // mapped but no longer guarded.
+        self.tree.remove(start..end).map_err(|_| AllocFail)?;
+        self.guards.remove(start, end)
     }
 
     /// Merges compatible neighbours across every boundary of the changed

@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use maple_tree::{InsertError, MapleTree, WriteGuard};
+use maple_tree::{Handle, InsertError, MapleTree, WriteGuard, U63};
 
 use crate::record::VmaRef;
 
@@ -14,29 +14,41 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The tree an address space writes to. Implemented for
-/// `MapleTree<VmaRef>` and for the concurrent tree's `WriteGuard`;
-/// sealed.
-pub trait VmaStore: sealed::Sealed {
+/// A tree an address space writes to: a plain [`MapleTree`] or the
+/// writer's guard of a [`ConcurrentMapleTree`](maple_tree::ConcurrentMapleTree).
+/// Sealed; its methods are the crate's own.
+pub trait TreeStore<V: Handle + Clone + Send + Sync + 'static>: sealed::Sealed {
     /// The tree as it stands, for reading.
     #[doc(hidden)]
-    fn view(&self) -> &MapleTree<VmaRef>;
+    fn view(&self) -> &MapleTree<V>;
     /// Stores `v` over `r`, cutting what is there.
     #[doc(hidden)]
-    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>>;
+    fn store(&mut self, r: Range<u64>, v: V) -> Result<(), InsertError<V>>;
     /// Empties `r`.
     #[doc(hidden)]
     fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error>;
 }
 
-impl sealed::Sealed for MapleTree<VmaRef> {}
+/// The tree an address space keeps its VMAs in. Implemented for
+/// `MapleTree<VmaRef>` and for the concurrent tree's `WriteGuard`;
+/// sealed. Its guard pages go in a tree of the same kind
+/// ([`GuardTree`](VmaStore::GuardTree)), so that a
+/// [`SharedAddressSpace`](crate::SharedAddressSpace)'s lock-free readers
+/// see them too.
+pub trait VmaStore: TreeStore<VmaRef> {
+    /// Where the guard pages are kept.
+    #[doc(hidden)]
+    type GuardTree: TreeStore<U63>;
+}
 
-impl VmaStore for MapleTree<VmaRef> {
-    fn view(&self) -> &MapleTree<VmaRef> {
+impl<V: Handle + Clone + Send + Sync + 'static> sealed::Sealed for MapleTree<V> {}
+
+impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for MapleTree<V> {
+    fn view(&self) -> &MapleTree<V> {
         self
     }
 
-    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
+    fn store(&mut self, r: Range<u64>, v: V) -> Result<(), InsertError<V>> {
         self.store_range(r, v)
     }
 
@@ -45,18 +57,26 @@ impl VmaStore for MapleTree<VmaRef> {
     }
 }
 
-impl sealed::Sealed for WriteGuard<'_, VmaRef> {}
+impl VmaStore for MapleTree<VmaRef> {
+    type GuardTree = MapleTree<U63>;
+}
 
-impl VmaStore for WriteGuard<'_, VmaRef> {
-    fn view(&self) -> &MapleTree<VmaRef> {
+impl<V: Handle + Clone + Send + Sync + 'static> sealed::Sealed for WriteGuard<'_, V> {}
+
+impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for WriteGuard<'_, V> {
+    fn view(&self) -> &MapleTree<V> {
         self.tree()
     }
 
-    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
+    fn store(&mut self, r: Range<u64>, v: V) -> Result<(), InsertError<V>> {
         self.store_range(r, v)
     }
 
     fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
         self.remove_range(r)
     }
+}
+
+impl<'a> VmaStore for WriteGuard<'a, VmaRef> {
+    type GuardTree = WriteGuard<'a, U63>;
 }

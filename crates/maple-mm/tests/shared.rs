@@ -16,7 +16,10 @@ use std::{
     thread,
 };
 
-use maple_mm::{MapFlags, MappedFile, MremapFlags, Prot, SharedAddressSpace, PAGE_SIZE};
+use maple_mm::{
+    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MremapFlags, Prot, SharedAddressSpace, VmaStore,
+    PAGE_SIZE,
+};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const BASE: u64 = 0x1000_0000;
@@ -136,4 +139,147 @@ fn writer_state_persists_between_writers() {
     drop(g);
     assert!(mm.snapshot().maps().contains("[heap]"));
     assert_eq!(mm.write().brk(0), 0x5556_0000);
+}
+
+/// One of the calls `lock_free_access_checks_agree_with_a_plain_space`
+/// makes on both spaces.
+#[derive(Debug)]
+struct Call {
+    what: u32,
+    at: u64,
+    len: u64,
+    prot: Prot,
+}
+
+impl Call {
+    fn on<T: VmaStore>(&self, m: &mut AddressSpace<T>) -> Result<(), Errno> {
+        let (at, len) = (self.at, self.len);
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        match self.what {
+            0 => m.mmap(at, len, self.prot, anon, None, 0).map(drop),
+            1 => m.munmap(at, len),
+            2 => m.mprotect(at, len, self.prot),
+            3 | 4 => m.madvise(at, len, Advice::GuardInstall),
+            5 => m.madvise(at, len, Advice::GuardRemove),
+            6 => m.mremap(at, len, len, MremapFlags::MAYMOVE | MremapFlags::FIXED, at + 16 * PAGE_SIZE).map(drop),
+            _ => m.madvise(at, len, Advice::WipeOnFork),
+        }
+    }
+}
+
+/// The lock-free readers' guard pages and access checks are the plain
+/// space's: the same calls made on a `SharedAddressSpace` and on an
+/// `AddressSpace`, compared after each (guard pages, and `check_access`
+/// of three kinds at pages in and around the window), forks included.
+#[test]
+fn lock_free_access_checks_agree_with_a_plain_space() {
+    let mm = SharedAddressSpace::new();
+    let mut plain = AddressSpace::new();
+    let pages = 64u64;
+    let mut rng = SmallRng::seed_from_u64(31);
+    let mut guarded = 0;
+    for step in 0..if cfg!(miri) { 40 } else { 4_000 } {
+        let at = BASE + rng.gen_range(0..pages - 8) * PAGE_SIZE;
+        let len = rng.gen_range(1..8u64) * PAGE_SIZE;
+        let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
+        let call = Call { what: rng.gen_range(0..8), at, len, prot };
+        let mut w = mm.write();
+        assert_eq!(call.on(&mut w), call.on(&mut plain), "step {step}: {call:?}");
+        if step % 50 == 49 {
+            // A fork of the writer's space is a plain fork.
+            assert_eq!(
+                w.fork().unwrap().guard_pages().collect::<Vec<_>>(),
+                plain.fork().unwrap().guard_pages().collect::<Vec<_>>()
+            );
+        }
+        drop(w);
+        let g = mm.pin();
+        let ours: Vec<_> = mm.guard_pages(&g).collect();
+        assert_eq!(ours, plain.guard_pages().collect::<Vec<_>>(), "step {step}");
+        guarded += ours.len();
+        for p in 0..pages + 24 {
+            let addr = BASE + p * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
+            assert_eq!(mm.is_guard_page(addr, &g), plain.is_guard_page(addr));
+            for a in [Access::Read, Access::Write, Access::Exec] {
+                assert_eq!(
+                    mm.check_access(addr, a, &g),
+                    plain.check_access(addr, a),
+                    "step {step}: {a:?} at {addr:#x}"
+                );
+            }
+        }
+    }
+    assert!(guarded > 0, "the calls never left a guard page");
+    let plain_again = mm.into_inner();
+    plain_again.validate().unwrap();
+    assert_eq!(plain_again.guard_pages().collect::<Vec<_>>(), plain.guard_pages().collect::<Vec<_>>());
+}
+
+/// Readers checking accesses while the writer installs and removes guard
+/// pages and protects pages around them: every eighth page is guarded
+/// once, before the readers start, and the page after it never is; both
+/// stay writable. A reader must always see the first fault as a guard page
+/// and the second not fault, however the writer's changes reshape the
+/// trees around them; no page is ever unmapped.
+#[test]
+fn readers_see_fixed_guard_pages_while_a_writer_changes_others() {
+    let (pages, calls, readers) = if cfg!(miri) { (64, 40, 1) } else { (4_096, 20_000, 2) };
+    let mm = Arc::new(SharedAddressSpace::new());
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    {
+        let mut w = mm.write();
+        w.mmap(BASE, pages * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        for p in (0..pages).step_by(8) {
+            w.madvise(BASE + p * PAGE_SIZE, PAGE_SIZE, Advice::GuardInstall).unwrap();
+        }
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..readers)
+        .map(|r| {
+            let (mm, done) = (Arc::clone(&mm), Arc::clone(&done));
+            thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + r as u64);
+                let (mut bad, mut n) = (0u64, 0u64);
+                while !done.load(Ordering::Relaxed) || n == 0 {
+                    let g = mm.pin();
+                    for _ in 0..64 {
+                        let p = rng.gen_range(0..pages);
+                        let addr = BASE + p * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
+                        let got = mm.check_access(addr, Access::Write, &g);
+                        let ok = match p % 8 {
+                            0 => got == Err(Fault::Guard) && mm.is_guard_page(addr, &g),
+                            1 => got == Ok(()) && !mm.is_guard_page(addr, &g),
+                            _ => matches!(got, Ok(()) | Err(Fault::Guard | Fault::Denied)),
+                        };
+                        bad += u64::from(!ok);
+                        n += 1;
+                    }
+                }
+                (bad, n)
+            })
+        })
+        .collect();
+    let mut rng = SmallRng::seed_from_u64(7);
+    for _ in 0..calls {
+        // Pages 2..=7 of an eight-page group, in one call.
+        let group = rng.gen_range(0..pages / 8) * 8;
+        let first = group + rng.gen_range(2..8);
+        let n = rng.gen_range(1..=group + 8 - first);
+        let (at, len) = (BASE + first * PAGE_SIZE, n * PAGE_SIZE);
+        let mut w = mm.write();
+        match rng.gen_range(0..3) {
+            0 => w.madvise(at, len, Advice::GuardInstall).unwrap(),
+            1 => w.madvise(at, len, Advice::GuardRemove).unwrap(),
+            _ => w.mprotect(at, len, [Prot::READ, Prot::RW][rng.gen_range(0..2)]).unwrap(),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for h in handles {
+        let (bad, n) = h.join().unwrap();
+        assert!(n > 0);
+        assert_eq!(bad, 0, "a reader saw a fixed guard page unguarded, or the reverse, in {n} checks");
+    }
+    let mm = Arc::into_inner(mm).expect("readers are gone").into_inner();
+    mm.validate().unwrap();
+    assert!(mm.vma_count() > 0);
 }
