@@ -5,7 +5,7 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    guard::Guards,
+    pages::PageSet,
     record::{with_maker, Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
@@ -51,12 +51,18 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        // The guard pages go with the page tables the child copies
-        // (measured on Linux 6.18).
-        let guards = self.guards.try_dup().map_err(|_| Errno::ENOMEM)?;
-        let mut child = self.child_with(tree, guards);
+        // The guard pages and the anonymous pages go with the page tables
+        // the child copies (measured on Linux 6.18).
+        let nomem = |_| Errno::ENOMEM;
+        let (guards, anon, lazy) = (
+            self.guards.try_dup().map_err(nomem)?,
+            self.anon.try_dup().map_err(nomem)?,
+            self.lazy.try_dup().map_err(nomem)?,
+        );
+        let mut child = self.child_with(tree, guards, anon, lazy);
         for (s, e, dontcopy) in uncopied {
-            child.guards.remove(s, e).map_err(|_| Errno::ENOMEM)?;
+            child.guards.remove(s, e).map_err(nomem)?;
+            child.zap(s, e).map_err(nomem)?;
             if dontcopy {
                 child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
             }
@@ -85,18 +91,19 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok::<(), Errno>(())
         })?;
-        let mut guards = Guards::default();
+        let (mut guards, mut anon, mut lazy) = (PageSet::default(), PageSet::default(), PageSet::default());
         for v in parent.iter().filter(|(_, d)| !d.flags.intersects(PAGES_NOT_COPIED)) {
-            for (s, e) in self.guards.runs(*v.0.start(), v.0.end() + 1) {
-                guards.install(s, e).map_err(|_| Errno::ENOMEM)?;
-            }
+            let (s, e) = (*v.0.start(), v.0.end() + 1);
+            self.guards.copy_into(&mut guards, s, e).map_err(|_| Errno::ENOMEM)?;
+            self.anon.copy_into(&mut anon, s, e).map_err(|_| Errno::ENOMEM)?;
+            self.lazy.copy_into(&mut lazy, s, e).map_err(|_| Errno::ENOMEM)?;
         }
-        Ok(self.child_with(tree, guards))
+        Ok(self.child_with(tree, guards, anon, lazy))
     }
 
     /// A fork's child holding `tree`: the parent's layout, heap, stack and
     /// seals, but not `mlockall(MCL_FUTURE)` (locks are not inherited).
-    fn child_with(&self, tree: MapleTree<VmaRef>, guards: Guards) -> AddressSpace {
+    fn child_with(&self, tree: MapleTree<VmaRef>, guards: PageSet, anon: PageSet, lazy: PageSet) -> AddressSpace {
         AddressSpace {
             tree,
             layout: self.layout.clone(),
@@ -105,6 +112,8 @@ impl<T: VmaStore> AddressSpace<T> {
             def_flags: VmFlags::empty(),
             sealed: self.sealed,
             guards,
+            anon,
+            lazy,
         }
     }
 

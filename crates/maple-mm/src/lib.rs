@@ -47,20 +47,23 @@
 //! Where this crate claims Linux semantics, a test runs the same random
 //! operations on this machine's kernel (in a child process, inside a
 //! reserved window, reading `/proc/self/maps`) and on an `AddressSpace`,
-//! and compares the VMA lists line for line and the error numbers. What
+//! and compares the VMA lists line for line, the error numbers and the
+//! guard pages (from `/proc/self/pagemap`). What
 //! Linux keeps but maps files do not show — don't-fork, accounting,
 //! no-reserve, hugepage advice, whether anonymous memory was written — is
 //! modelled because it decides where VMA boundaries fall.
 //!
-//! Not modelled: memory locking limits, hugetlbfs, `mremap` of a zero
-//! length (Linux duplicates a shared mapping), userfaultfd, memory sealing,
-//! mempolicy.
+//! Not modelled: which pages are populated (page residency; only the guard
+//! markers of the page tables are kept), memory locking limits, hugetlbfs,
+//! `mremap` of a zero length (Linux duplicates a shared mapping),
+//! userfaultfd, mempolicy.
 //!
 //! # Also here
 //!
 //! * [`SharedAddressSpace`]: the same address space with lookups that take
-//!   no lock (an epoch guard on a `ConcurrentMapleTree`) while one writer at
-//!   a time makes any of the calls above.
+//!   no lock (an epoch guard on a `ConcurrentMapleTree`), access checks
+//!   with guard pages included, while one writer at a time makes any of
+//!   the calls above.
 //! * [`strace`]: rebuild every process's address space from an `strace -f`
 //!   log (the `maple replay` command).
 //! * [`swap`]: swap extents (page offset → disk block) on the tree, built
@@ -79,13 +82,13 @@ mod access;
 mod error;
 mod flags;
 mod fork;
-mod guard;
 mod lock;
 mod maps;
 mod mmap;
 mod modify;
 mod mremap;
 mod name;
+mod pages;
 mod record;
 mod seal;
 mod shared;

@@ -188,6 +188,7 @@ impl<T: VmaStore> AddressSpace<T> {
             // before it fails; one on a guard page does not.)
             if d.flags.private_writable() && guard != Some(ps) {
                 self.fault_in(s, e)?;
+                self.written(ps, guard.or(past).unwrap_or(pe))?;
             }
             if (past.is_some() || guard.is_some()) && !ignore_errors {
                 return Ok(Err(Errno::ENOMEM));

@@ -293,8 +293,15 @@ impl AddressSpace {
 
     /// [`from_pid`](Self::from_pid) from a process's `/proc` directory.
     fn from_proc(dir: &str) -> Result<AddressSpace, MapsError> {
-        let mut mm =
-            Self::from_maps_file(format!("{dir}/smaps")).or_else(|_| Self::from_maps_file(format!("{dir}/maps")))?;
+        // smaps is read in pieces, each from the VMAs as they are then: a
+        // thread of the process changing its mappings meanwhile can leave
+        // two pieces that do not fit (a VMA listed twice, cut differently).
+        // Such a read is tried again before settling for maps, which has
+        // no hidden flags (and so no guard pages either).
+        let smaps = format!("{dir}/smaps");
+        let mut mm = (0..4)
+            .find_map(|_| Self::from_maps_file(&smaps).ok())
+            .map_or_else(|| Self::from_maps_file(format!("{dir}/maps")), Ok)?;
         #[cfg(unix)]
         mm.read_guard_pages(&format!("{dir}/pagemap"))?;
         Ok(mm)

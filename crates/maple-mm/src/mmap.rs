@@ -181,7 +181,7 @@ impl<T: VmaStore> AddressSpace<T> {
             mm.put(start, end, data)?;
             mm.merge_around(&[(start, end)])?;
             if populate {
-                mm.fault_in_at(start)?;
+                mm.populate_writes(start, end)?;
             }
             Ok(Ok(start))
         })
@@ -405,7 +405,7 @@ impl<T: VmaStore> AddressSpace<T> {
             // A heap locked by `mlockall(MCL_FUTURE)` is populated as it
             // grows.
             if locked {
-                mm.fault_in_at(oldbrk)?;
+                mm.populate_writes(oldbrk, newbrk)?;
             }
             Ok(Ok(()))
         });

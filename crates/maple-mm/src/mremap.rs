@@ -117,7 +117,7 @@ impl<T: VmaStore> AddressSpace<T> {
                     mm.put(s, e, data)?;
                     mm.merge_around(&[(vend, e)])?;
                     if populate {
-                        mm.fault_in_at(vend)?;
+                        mm.populate_writes(vend, e)?;
                     }
                     Ok(Ok(old))
                 });
@@ -169,13 +169,13 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.clear(old + new_len, old_end)?;
             }
             let keep = old_len.min(new_len);
-            // Guard pages move with the page tables.
-            mm.guards.relocate(old, old + keep, dest)?;
+            // Guard pages and anonymous pages move with the page tables.
+            mm.move_pages(old, old + keep, dest)?;
             let populate = new_len > old_len && populates_growth(&moved);
             mm.put(dest, dest_end, moved)?;
             mm.merge_around(&[(dest, dest_end)])?;
             if populate {
-                mm.fault_in_at(dest + old_len)?;
+                mm.populate_writes(dest + old_len, dest_end)?;
             }
             if dontunmap {
                 mm.leave_behind(old, old + keep)?;
@@ -231,7 +231,7 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Ok(Err(Errno::EPERM));
                 }
                 mm.clear(ns, ne)?;
-                mm.guards.relocate(ps, pe, ns)?;
+                mm.move_pages(ps, pe, ns)?;
                 mm.put(ns, ne, relocated(d, ps, ns))?;
                 mm.merge_around(&[(ns, ne)])?;
                 if dontunmap {

@@ -20,7 +20,7 @@ use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard, U63};
 use crate::{
     access::{decide, Access, Fault},
     flags::VmFlags,
-    guard::Guards,
+    pages::PageSet,
     record::VmaRef,
     space::{AddressSpace, Brk, Layout},
     vma::{Vma, VmaData},
@@ -56,7 +56,7 @@ use crate::{
 /// ```
 pub struct SharedAddressSpace {
     tree: ConcurrentMapleTree<VmaRef>,
-    /// The guard pages, as runs (see [`Guards`]); locked after `tree`.
+    /// The guard pages, as runs (see [`PageSet`]); locked after `tree`.
     guards: ConcurrentMapleTree<U63>,
     /// Writer-side state that is not in the tree (taken after the tree's
     /// writer lock, always).
@@ -69,6 +69,9 @@ struct State {
     start_stack: Option<u64>,
     def_flags: VmFlags,
     sealed: bool,
+    /// Lent to the writer's address space while it lives.
+    anon: PageSet,
+    lazy: PageSet,
 }
 
 impl Default for SharedAddressSpace {
@@ -91,6 +94,8 @@ impl From<AddressSpace> for SharedAddressSpace {
             start_stack: mm.start_stack,
             def_flags: mm.def_flags,
             sealed: mm.sealed,
+            anon: mm.anon,
+            lazy: mm.lazy,
         };
         SharedAddressSpace {
             tree: ConcurrentMapleTree::from(mm.tree),
@@ -182,8 +187,8 @@ impl SharedAddressSpace {
     /// shared tree. Waits for another writer, never for readers.
     pub fn write(&self) -> SpaceWriter<'_> {
         let guard = self.tree.lock();
-        let guards = Guards { tree: self.guards.lock() };
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let guards = PageSet { tree: self.guards.lock() };
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let space = AddressSpace {
             tree: guard,
             layout: state.layout.clone(),
@@ -192,6 +197,8 @@ impl SharedAddressSpace {
             def_flags: state.def_flags,
             sealed: state.sealed,
             guards,
+            anon: core::mem::take(&mut state.anon),
+            lazy: core::mem::take(&mut state.lazy),
         };
         SpaceWriter { space, state }
     }
@@ -208,6 +215,8 @@ impl SharedAddressSpace {
             def_flags: w.space.def_flags,
             sealed: w.space.sealed,
             guards: w.space.guards.copy(),
+            anon: w.space.anon.clone(),
+            lazy: w.space.lazy.clone(),
         }
     }
 
@@ -215,7 +224,7 @@ impl SharedAddressSpace {
     pub fn into_inner(self) -> AddressSpace {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let tree: MapleTree<VmaRef> = self.tree.into_inner();
-        let guards = Guards { tree: self.guards.into_inner() };
+        let guards = PageSet { tree: self.guards.into_inner() };
         AddressSpace {
             tree,
             layout: state.layout,
@@ -224,6 +233,8 @@ impl SharedAddressSpace {
             def_flags: state.def_flags,
             sealed: state.sealed,
             guards,
+            anon: state.anon,
+            lazy: state.lazy,
         }
     }
 }
@@ -255,6 +266,8 @@ impl Drop for SpaceWriter<'_> {
         self.state.start_stack = self.space.start_stack;
         self.state.def_flags = self.space.def_flags;
         self.state.sealed = self.space.sealed;
+        self.state.anon = core::mem::take(&mut self.space.anon);
+        self.state.lazy = core::mem::take(&mut self.space.lazy);
     }
 }
 

@@ -9,7 +9,7 @@ use maple_tree::MapleTree;
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    guard::Guards,
+    pages::PageSet,
     record::VmaRef,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
@@ -107,7 +107,11 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     pub(crate) sealed: bool,
     /// The guard pages (`MADV_GUARD_INSTALL`): page-table entries, kept
     /// apart from the VMAs, in a tree of the VMAs' kind.
-    pub(crate) guards: Guards<T::GuardTree>,
+    pub(crate) guards: PageSet<T::GuardTree>,
+    /// The anonymous pages (written in private mappings).
+    pub(crate) anon: PageSet,
+    /// The anonymous pages `MADV_FREE` made lazily freeable (a subset).
+    pub(crate) lazy: PageSet,
 }
 
 impl Default for AddressSpace {
@@ -128,6 +132,8 @@ impl Clone for AddressSpace {
             def_flags: self.def_flags,
             sealed: self.sealed,
             guards: self.guards.clone(),
+            anon: self.anon.clone(),
+            lazy: self.lazy.clone(),
         }
     }
 }
@@ -187,8 +193,8 @@ pub(crate) struct Undo {
     lo: u64,
     hi: u64,
     old: Saved,
-    /// The guard runs of `[lo, hi)`.
-    guards: Vec<(u64, u64)>,
+    /// The guard, anonymous and lazily freeable runs of `[lo, hi)`.
+    pages: [Vec<(u64, u64)>; 3],
 }
 
 /// VMAs saved for an undo: a call's window and its neighbours are most
@@ -210,7 +216,9 @@ impl AddressSpace {
             start_stack: None,
             def_flags: VmFlags::empty(),
             sealed: false,
-            guards: Guards::default(),
+            guards: PageSet::default(),
+            anon: PageSet::default(),
+            lazy: PageSet::default(),
         }
     }
 
@@ -356,16 +364,35 @@ impl<T: VmaStore> AddressSpace<T> {
     /// leaves some apart.)
     pub fn validate(&self) -> core::result::Result<(), String> {
         self.tree.view().validate().map_err(|e| e.to_string())?;
-        for (s, e) in self.guards.iter() {
+        // Whole pages, inside VMAs that all pass `fits`.
+        let inside = |s: u64, e: u64, fits: &dyn Fn(&Vma<'_>) -> bool| {
             let mut pos = s;
             for v in self.range(s, e) {
-                if v.start > pos {
+                if v.start > pos || !fits(&v) {
                     break;
                 }
                 pos = v.end;
             }
-            if !is_aligned(s) || !is_aligned(e) || pos < e {
+            is_aligned(s) && is_aligned(e) && pos >= e
+        };
+        for (s, e) in self.guards.iter() {
+            if !inside(s, e, &|_| true) {
                 return Err(format!("guard pages {s:#x}-{e:#x} not whole pages inside VMAs"));
+            }
+        }
+        for (s, e) in self.anon.iter() {
+            if !inside(s, e, &|v| !v.flags().contains(VmFlags::SHARED)) {
+                return Err(format!("anonymous pages {s:#x}-{e:#x} not whole pages inside private VMAs"));
+            }
+            if let Some(g) = self.guards.first_in(s, e) {
+                return Err(format!("anonymous page {g:#x} is a guard page"));
+            }
+        }
+        for (s, e) in self.lazy.iter() {
+            if self.anon.runs(s, e) != [(s, e)] || !inside(s, e, &|v| v.data.is_anonymous()) {
+                return Err(format!(
+                    "lazily freeable pages {s:#x}-{e:#x} not anonymous pages of private anonymous VMAs"
+                ));
             }
         }
         for v in self.iter() {
@@ -417,14 +444,18 @@ impl<T: VmaStore> AddressSpace<T> {
         let old = self.cloned(start.saturating_sub(1)..=end);
         let lo = old.first().map_or(start, |e| e.0.min(start));
         let hi = old.last().map_or(end, |e| e.1.max(end));
-        Undo { lo, hi, old, guards: self.guards.runs(lo, hi) }
+        let pages = [self.guards.runs(lo, hi), self.anon.runs(lo, hi), self.lazy.runs(lo, hi)];
+        Undo { lo, hi, old, pages }
     }
 
     /// Puts a saved window back after a failed allocation. Each write is
     /// retried a few times; the allocation that failed is usually not the
     /// next one to be tried.
     pub(crate) fn restore(&mut self, undo: Undo) {
-        self.guards.restore(undo.lo, undo.hi, &undo.guards);
+        let [guards, anon, lazy] = &undo.pages;
+        self.guards.restore(undo.lo, undo.hi, guards);
+        self.anon.restore(undo.lo, undo.hi, anon);
+        self.lazy.restore(undo.lo, undo.hi, lazy);
         for _ in 0..8 {
             if self.tree.remove(undo.lo..undo.hi).is_ok() {
                 break;
@@ -479,7 +510,56 @@ impl<T: VmaStore> AddressSpace<T> {
         // The VMAs first: a lock-free reader never sees a page of theirs
         // mapped but no longer guarded.
         self.tree.remove(start..end).map_err(|_| AllocFail)?;
-        self.guards.remove(start, end)
+        self.guards.remove(start, end)?;
+        self.zap(start, end)
+    }
+
+    /// Throws away the anonymous pages of `[start, end)` (`MADV_DONTNEED`,
+    /// a guard install, an unmap).
+    pub(crate) fn zap(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
+        self.anon.remove(start, end)?;
+        self.lazy.remove(start, end)
+    }
+
+    /// Every page of `[start, end)` written (all mapped and writable, as
+    /// the caller checked): the pages in private VMAs become anonymous
+    /// pages of their own, and no longer lazily freeable.
+    pub(crate) fn written(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
+        let private: smallvec::SmallVec<[(u64, u64); 4]> = self
+            .range(start, end)
+            .filter(|v| !v.flags().contains(VmFlags::SHARED))
+            .map(|v| (v.start.max(start), v.end.min(end)))
+            .collect();
+        for (s, e) in private {
+            self.anon.install(s, e)?;
+            self.lazy.remove(s, e)?;
+        }
+        Ok(())
+    }
+
+    /// A populate writing `[start, end)` of the private writable VMA
+    /// holding `start`: the VMA gets its anon_vma (even if the first write
+    /// fails, past the end of its file), and its pages up to the first
+    /// that cannot be written (a guard page, or one past the object)
+    /// become anonymous pages.
+    pub(crate) fn populate_writes(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
+        let Some(v) = self.vma_at(start) else { return Ok(()) };
+        let end = end.min(v.end);
+        let past = v.data.past_object(start, end).unwrap_or(end);
+        let stop = self.guards.first_in(start, past).unwrap_or(past);
+        // (A write fault on a guard page fails before it makes an anon_vma.)
+        if !self.is_guard_page(start) {
+            self.fault_in_at(start)?;
+        }
+        self.written(start, stop)
+    }
+
+    /// Moves the pages' state (guard markers, anonymous pages) of
+    /// `[start, end)` to start at `to`: an `mremap` moving page tables.
+    pub(crate) fn move_pages(&mut self, start: u64, end: u64, to: u64) -> core::result::Result<(), AllocFail> {
+        self.guards.relocate(start, end, to)?;
+        self.anon.relocate(start, end, to)?;
+        self.lazy.relocate(start, end, to)
     }
 
     /// Merges compatible neighbours across every boundary of the changed

@@ -66,6 +66,24 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// Sequences that once diverged, run every time before the random ones
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
+    // Anonymous pages (session 24), compared with smaps's `Anonymous`:
+    // writes make them, `MADV_DONTNEED` throws them away, `MADV_FREE`
+    // makes them lazily freeable until written again, `MADV_PAGEOUT` then
+    // throws those away, a guard install too; a fork's child gets them.
+    "map 10 8 3 fixed 0 anon 0 0; touch 10 5; advise 11 1 4; advise 12 2 8; touch 13 1; advise 10 8 21; \
+     advise 10 1 102; fork; advise 14 1 8; advise 14 1 20; advise 14 1 21",
+    // A written page of a private file mapping is anonymous (a copy), a
+    // populating read makes none, a populating write one per page; writes
+    // to shared memory make none.
+    "map 20 6 3 fixed 0 file 0 0; touch 21 2; advise 20 6 22; advise 20 6 23; map 30 4 3 fixed 1 anon 0 0; \
+     touch 30 2; map 36 4 3 fixed 1 file 0 0; touch 36 1",
+    // Populating writes: `MAP_POPULATE`, `MAP_LOCKED` (but read-only:
+    // reads), a locked mapping's growth, a locked mapping made writable.
+    "map 10 4 3 fixed 0 anon 0 32768; map 20 4 1 fixed 0 anon 0 8192; map 30 4 3 fixed 0 anon 0 8192; \
+     remap 30 4 6 0 0; protect 21 2 3; lock 10 2 0; map 40 2 3 fixed 0 file 63 8192",
+    // `mremap` moves them (`MREMAP_DONTUNMAP` too); a fork's child gets
+    // none in a wipe-on-fork VMA.
+    "map 10 4 3 fixed 0 anon 0 0; touch 10 4; advise 12 2 18; fork; remap 10 2 2 3 30; remap 12 2 2 7 40; fork",
     // Guard pages (session 23), compared with pagemap: a load or store
     // there raises SIGSEGV; populating stops there with EFAULT, `mlock`
     // with ENOMEM (the lock kept); `MADV_GUARD_REMOVE` removes them.
@@ -372,23 +390,28 @@ const HIDDEN: [(&str, VmFlags); 15] = [
     ("gu", VmFlags::MAYBE_GUARD),
 ];
 
-/// A window line with the hidden flags: `LINE | lo ac`.
-fn with_flags(line: &str, flags: VmFlags) -> String {
+/// A window line with the hidden flags and the VMA's anonymous pages
+/// (smaps's `Anonymous`): `LINE | lo ac | anon 3`.
+fn with_flags(line: &str, flags: VmFlags, anon: u64) -> String {
     let names: Vec<&str> = HIDDEN.iter().filter(|(_, f)| flags.contains(*f)).map(|(n, _)| *n).collect();
-    format!("{} | {}", normalise(line), names.join(" ")).trim_end().to_string()
+    format!("{} | {} | anon {anon}", normalise(line), names.join(" "))
 }
 
-/// The window's lines of an smaps file, each with its hidden flags.
+/// The window's lines of an smaps file, each with its hidden flags and
+/// anonymous pages.
 fn smaps_window(smaps: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current: Option<&str> = None;
+    let mut anon_kb = 0;
     for l in smaps.lines() {
-        if let Some(flags) = l.strip_prefix("VmFlags:") {
+        if let Some(kb) = l.strip_prefix("Anonymous:") {
+            anon_kb = kb.trim().trim_end_matches("kB").trim().parse().expect("Anonymous: N kB");
+        } else if let Some(flags) = l.strip_prefix("VmFlags:") {
             if let Some(line) = current.take() {
                 let shown = flags.split_whitespace().collect::<Vec<_>>();
                 let hidden =
                     HIDDEN.iter().filter(|(n, _)| shown.contains(n)).fold(VmFlags::empty(), |a, (_, f)| a | *f);
-                out.push(with_flags(line, hidden));
+                out.push(with_flags(line, hidden, anon_kb * 1024 / PAGE_SIZE));
             }
         } else if !window_lines(l).is_empty() {
             current = Some(l);
@@ -417,8 +440,10 @@ fn window_lines(maps: &str) -> Vec<String> {
 /// A space's window lines with their hidden flags, as `smaps_window`
 /// gives the kernel's.
 fn space_lines(mm: &AddressSpace) -> Vec<String> {
-    let mut lines: Vec<String> =
-        mm.range(BASE, BASE + W * PAGE_SIZE).map(|v| with_flags(&mm.maps_line(&v), v.flags())).collect();
+    let mut lines: Vec<String> = mm
+        .range(BASE, BASE + W * PAGE_SIZE)
+        .map(|v| with_flags(&mm.maps_line(&v), v.flags(), mm.anon_page_count(v.start(), v.end())))
+        .collect();
     let guards = (0..W).filter(|p| mm.is_guard_page(BASE + p * PAGE_SIZE));
     lines.push(guard_line(guards));
     lines
@@ -1027,6 +1052,22 @@ mod child {
         // SAFETY: restores the default action of one signal, before any
         // thread or child exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        // One CPU for the whole run: `MADV_FREE` parks the pages it frees
+        // in a per-CPU batch until that CPU's batches drain (as
+        // `MADV_PAGEOUT` drains them, on its own CPU), so whether a page
+        // out finds them lazily freeable must not depend on a migration.
+        // SAFETY: a `cpu_set_t` is plain data, zeroed and filled by the
+        // libc macros; the calls only read or set this process's mask.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+                if let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) {
+                    let mut one: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut one);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
+                }
+            }
+        }
         let path = std::env::temp_dir().join(format!("maple-oracle-{}.bin", std::process::id()));
         let data = vec![7u8; FILE_BYTES as usize];
         std::fs::write(&path, &data).expect("test file");
