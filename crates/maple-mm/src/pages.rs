@@ -44,6 +44,10 @@ use maple_tree::{MapleTree, U63};
 
 use crate::{space::AllocFail, store::TreeStore};
 
+/// Runs `[start, end)` of pages. (A `Vec`: empty, as it nearly always
+/// is, it costs no allocation and three words in every undo record.)
+pub(crate) type Runs = Vec<(u64, u64)>;
+
 /// The value every guard run holds: the tree is a set of ranges.
 const MARK: U63 = U63::new_truncate(1);
 
@@ -91,18 +95,31 @@ impl<G: TreeStore<U63>> PageSet<G> {
         if start >= end || t.is_empty() {
             return None;
         }
-        t.range(start..end).next().map(|(r, _)| (*r.start()).max(start))
+        // (One walk: cheaper than setting up a range iterator, which most
+        // calls would not step.)
+        t.next_after(start).map(|(r, _)| (*r.start()).max(start)).filter(|&p| p < end)
     }
 
-    /// The runs overlapping `[start, end)`, cut to it. (A `Vec`: empty, as
-    /// it nearly always is, it costs no allocation and three words in
-    /// every undo record.)
-    pub(crate) fn runs(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+    /// The runs overlapping `[start, end)`, cut to it.
+    pub(crate) fn runs(&self, start: u64, end: u64) -> Runs {
         let t = self.tree.view();
-        if start >= end || t.is_empty() {
-            return Vec::new();
+        let mut out = Runs::new();
+        if t.is_empty() {
+            return out;
         }
-        t.range(start..end).map(|(r, _)| ((*r.start()).max(start), (r.end() + 1).min(end))).collect()
+        // Entry by entry (a walk each, most often one or two in all: no
+        // iterator to set up).
+        let mut pos = start;
+        while pos < end {
+            let Some((r, _)) = t.next_after(pos) else { break };
+            if *r.start() >= end {
+                break;
+            }
+            let past = r.end().saturating_add(1);
+            out.push(((*r.start()).max(start), past.min(end)));
+            pos = past;
+        }
+        out
     }
 
     /// Every run, in address order.

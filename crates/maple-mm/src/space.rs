@@ -9,7 +9,7 @@ use maple_tree::MapleTree;
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    pages::PageSet,
+    pages::{PageSet, Runs},
     record::VmaRef,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
@@ -194,7 +194,7 @@ pub(crate) struct Undo {
     hi: u64,
     old: Saved,
     /// The guard, anonymous and lazily freeable runs of `[lo, hi)`.
-    pages: [Vec<(u64, u64)>; 3],
+    pages: [Runs; 3],
 }
 
 /// VMAs saved for an undo: a call's window and its neighbours are most

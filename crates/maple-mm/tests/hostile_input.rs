@@ -257,7 +257,9 @@ proptest! {
         mm.mmap(0, 64 << 12, Prot::READ | Prot::WRITE, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
         mm.mmap(0x1000_0000, 16 << 12, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0).unwrap();
         for (i, &(call, a, b, c, f, g)) in calls.iter().enumerate() {
-            let state = |mm: &AddressSpace| (mm.maps(), mm.guard_pages().collect::<Vec<_>>());
+            let state = |mm: &AddressSpace| {
+                (mm.maps(), mm.guard_pages().collect::<Vec<_>>(), mm.anon_pages().collect::<Vec<_>>())
+            };
             let before = state(&mm);
             let prot = Prot::from_bits_retain(f);
             let res = match call {

@@ -162,7 +162,8 @@ impl Call {
             3 | 4 => m.madvise(at, len, Advice::GuardInstall),
             5 => m.madvise(at, len, Advice::GuardRemove),
             6 => m.mremap(at, len, len, MremapFlags::MAYMOVE | MremapFlags::FIXED, at + 16 * PAGE_SIZE).map(drop),
-            _ => m.madvise(at, len, Advice::WipeOnFork),
+            7 => m.madvise(at, len, Advice::WipeOnFork),
+            _ => m.touch(at, len),
         }
     }
 }
@@ -182,7 +183,7 @@ fn lock_free_access_checks_agree_with_a_plain_space() {
         let at = BASE + rng.gen_range(0..pages - 8) * PAGE_SIZE;
         let len = rng.gen_range(1..8u64) * PAGE_SIZE;
         let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
-        let call = Call { what: rng.gen_range(0..8), at, len, prot };
+        let call = Call { what: rng.gen_range(0..9), at, len, prot };
         let mut w = mm.write();
         assert_eq!(call.on(&mut w), call.on(&mut plain), "step {step}: {call:?}");
         if step % 50 == 49 {
@@ -192,6 +193,8 @@ fn lock_free_access_checks_agree_with_a_plain_space() {
                 plain.fork().unwrap().guard_pages().collect::<Vec<_>>()
             );
         }
+        // The writer's pages are the plain space's.
+        assert_eq!(w.anon_pages().collect::<Vec<_>>(), plain.anon_pages().collect::<Vec<_>>(), "step {step}");
         drop(w);
         let g = mm.pin();
         let ours: Vec<_> = mm.guard_pages(&g).collect();

@@ -22,10 +22,20 @@ fn layout(mm: &AddressSpace) -> Vec<(u64, u64, String)> {
         .collect()
 }
 
+/// `MADV_FREE`.
+fn free() -> Advice {
+    Advice::from_code(8).unwrap()
+}
+
 /// Everything about every VMA, hidden state included.
 fn full(mm: &AddressSpace) -> String {
     let vmas: String = mm.iter().map(|v| format!("{v:?}\n")).collect();
-    vmas + &format!("guards {:?}\n", mm.guard_pages().collect::<Vec<_>>())
+    vmas + &format!(
+        "guards {:?}\nanon {:?}\nlazy {:?}\n",
+        mm.guard_pages().collect::<Vec<_>>(),
+        mm.anon_pages().collect::<Vec<_>>(),
+        mm.lazy_free_pages().collect::<Vec<_>>()
+    )
 }
 
 #[test]
@@ -179,6 +189,14 @@ fn failed_allocations_change_nothing() {
         for i in (60..90u64).step_by(3) {
             mm.madvise(BASE + i * P, P, Advice::GuardInstall).unwrap();
         }
+        // Anonymous pages, written one by one in the writable VMAs, the
+        // later ones made lazily freeable.
+        for i in (101..141u64).step_by(2) {
+            mm.touch(BASE + i * P, P).unwrap();
+        }
+        for i in (121..141u64).step_by(4) {
+            mm.madvise(BASE + i * P, P, free()).unwrap();
+        }
         mm
     };
     type Call = Box<dyn Fn(&mut AddressSpace) -> Result<u64, Errno>>;
@@ -210,6 +228,9 @@ fn failed_allocations_change_nothing() {
         // Writes up to the first read-only page, then fails (EINVAL).
         ("populate", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::PopulateWrite).map(|()| 0))),
         ("guard install", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::GuardInstall).map(|()| 0))),
+        ("dontneed", Box::new(|m| m.madvise(BASE + 99 * P, 30 * P, Advice::from_code(4).unwrap()).map(|()| 0))),
+        ("free", Box::new(|m| m.madvise(BASE + 99 * P, 30 * P, free()).map(|()| 0))),
+        ("pageout", Box::new(|m| m.madvise(BASE + 99 * P, 60 * P, Advice::from_code(21).unwrap()).map(|()| 0))),
         ("guard remove", Box::new(|m| m.madvise(BASE + 61 * P, 20 * P, Advice::GuardRemove).map(|()| 0))),
         (
             "mremap guards",
@@ -307,7 +328,9 @@ fn guard_pages_of_this_process_come_from_pagemap() {
         return;
     }
     let guards: Vec<u64> = (0..6).filter(|&p| mm.is_guard_page(at + p * P)).collect();
-    assert_eq!(guards, [2, 3]);
+    // (Should this ever fail, say what was read: the VMA's flags tell
+    // whether smaps was read at all, or maps instead.)
+    assert_eq!(guards, [2, 3], "{:?}", mm.vma_at(at + 2 * P));
     assert_eq!(mm.check_access(at + 2 * P, Access::Read), Err(Fault::Guard));
     assert_eq!(mm.check_access(at + P, Access::Write), Ok(()));
     mm.validate().unwrap();

@@ -517,8 +517,20 @@ impl<V: Handle> MapleTree<V> {
 
     /// First entry whose range ends at or after `index` (kernel `mt_find`).
     pub fn next_after(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        let mut c = self.cursor(index);
-        c.get_entry().or_else(|| c.next())
+        // Most often the entry holding `index`, or the one just past the
+        // empty range holding it: two plain walks, cheaper than a cursor's
+        // set-up; a cursor steps on from there (past reserved ranges).
+        let (lo, hi, w) = self.raw.lookup(index);
+        if let Some(b) = self.borrow(w) {
+            return Some((lo..=hi, b));
+        }
+        let next = hi.checked_add(1)?;
+        let (lo, hi, w) = self.raw.lookup(next);
+        if let Some(b) = self.borrow(w) {
+            return Some((lo..=hi, b));
+        }
+        let mut c = self.cursor(next);
+        c.next()
     }
 
     /// Last entry that starts at or before `index` (kernel `mt_prev` from

@@ -317,6 +317,8 @@ fn reserved_marker_occupies_but_is_invisible() {
         assert_eq!(t.empty_area(996..=3100, 4), Ok(996));
         assert_eq!(t.empty_area(997..=3100, 4), Ok(3006), "the reserved range is not free");
         assert_eq!(t.next_after(1000).map(|(r, _)| r), Some(3000..=3005));
+        // An empty range, then the reserved one: stepped over too.
+        assert_eq!(t.next_after(997).map(|(r, _)| r), Some(3000..=3005));
         assert_eq!(t.prev_before(2999).map(|(r, _)| r), Some(990..=995));
         // The cursor sees it.
         let mut c = t.cursor(995);
