@@ -8,7 +8,8 @@
 //! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, anonymous
 //! VMA names, guard pages ([`guard_pages`](AddressSpace::guard_pages)),
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
-//! in Linux), `fork` by O(n) duplication of the tree, and `exec`; and it
+//! in Linux) and the anonymous pages they make
+//! ([`anon_pages`](AddressSpace::anon_pages)), `fork` by O(n) duplication of the tree, and `exec`; and it
 //! reads and writes `/proc/PID/maps`. Its rules are checked against the
 //! running kernel by random call sequences (`tests/kernel_oracle.rs`).
 //!
@@ -47,14 +48,16 @@
 //! Where this crate claims Linux semantics, a test runs the same random
 //! operations on this machine's kernel (in a child process, inside a
 //! reserved window, reading `/proc/self/maps`) and on an `AddressSpace`,
-//! and compares the VMA lists line for line, the error numbers and the
-//! guard pages (from `/proc/self/pagemap`). What
+//! and compares the VMA lists line for line, the error numbers, the
+//! guard pages (from `/proc/self/pagemap`) and each VMA's anonymous pages
+//! (smaps's `Anonymous`). What
 //! Linux keeps but maps files do not show — don't-fork, accounting,
 //! no-reserve, hugepage advice, whether anonymous memory was written — is
 //! modelled because it decides where VMA boundaries fall.
 //!
-//! Not modelled: which pages are populated (page residency; only the guard
-//! markers of the page tables are kept), memory locking limits, hugetlbfs,
+//! Not modelled: which pages of files and shared memory are mapped (the
+//! page cache; the model keeps the anonymous pages and the guard markers of
+//! the page tables), swap, memory locking limits, hugetlbfs,
 //! `mremap` of a zero length (Linux duplicates a shared mapping),
 //! userfaultfd, mempolicy.
 //!

@@ -95,9 +95,9 @@ impl<G: TreeStore<U63>> PageSet<G> {
         if start >= end || t.is_empty() {
             return None;
         }
-        // (One walk: cheaper than setting up a range iterator, which most
-        // calls would not step.)
-        t.next_after(start).map(|(r, _)| (*r.start()).max(start)).filter(|&p| p < end)
+        // (A walk or two: cheaper than setting up a range iterator, which
+        // most calls would not step.)
+        t.first_in(start..end).map(|(r, _)| (*r.start()).max(start))
     }
 
     /// The runs overlapping `[start, end)`, cut to it.
@@ -111,10 +111,7 @@ impl<G: TreeStore<U63>> PageSet<G> {
         // iterator to set up).
         let mut pos = start;
         while pos < end {
-            let Some((r, _)) = t.next_after(pos) else { break };
-            if *r.start() >= end {
-                break;
-            }
+            let Some((r, _)) = t.first_in(pos..end) else { break };
             let past = r.end().saturating_add(1);
             out.push(((*r.start()).max(start), past.min(end)));
             pos = past;

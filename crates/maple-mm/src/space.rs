@@ -525,6 +525,17 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the caller checked): the pages in private VMAs become anonymous
     /// pages of their own, and no longer lazily freeable.
     pub(crate) fn written(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
+        if start >= end {
+            return Ok(());
+        }
+        // Most often one VMA holds it all: one walk.
+        if let Some(v) = self.vma_at(start).filter(|v| v.end >= end) {
+            if v.flags().contains(VmFlags::SHARED) {
+                return Ok(());
+            }
+            self.anon.install(start, end)?;
+            return self.lazy.remove(start, end);
+        }
         let private: smallvec::SmallVec<[(u64, u64); 4]> = self
             .range(start, end)
             .filter(|v| !v.flags().contains(VmFlags::SHARED))

@@ -517,20 +517,38 @@ impl<V: Handle> MapleTree<V> {
 
     /// First entry whose range ends at or after `index` (kernel `mt_find`).
     pub fn next_after(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        // Most often the entry holding `index`, or the one just past the
+        self.first_in(index..)
+    }
+
+    /// The first entry overlapping `range` (kernel `mt_find` with a
+    /// maximum), or `None` (also for an empty or inverted range).
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let mut t = MapleTree::new();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// t.insert_range(40..=49, U63::new(2).unwrap()).unwrap();
+    /// assert_eq!(t.first_in(15..30).map(|(r, v)| (r, v.get())), Some((10..=19, 1)));
+    /// assert_eq!(t.first_in(20..40).map(|(r, _)| r), None);
+    /// assert_eq!(t.first_in(20..).map(|(r, _)| r), Some(40..=49));
+    /// ```
+    pub fn first_in(&self, range: impl RangeBounds<u64>) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        let (first, last) = to_inclusive(&range).ok()?;
+        // Most often the entry holding `first`, or the one just past the
         // empty range holding it: two plain walks, cheaper than a cursor's
         // set-up; a cursor steps on from there (past reserved ranges).
-        let (lo, hi, w) = self.raw.lookup(index);
+        let (lo, hi, w) = self.raw.lookup(first);
         if let Some(b) = self.borrow(w) {
             return Some((lo..=hi, b));
         }
-        let next = hi.checked_add(1)?;
+        let next = hi.checked_add(1).filter(|&n| n <= last)?;
         let (lo, hi, w) = self.raw.lookup(next);
         if let Some(b) = self.borrow(w) {
             return Some((lo..=hi, b));
         }
         let mut c = self.cursor(next);
-        c.next()
+        c.next().filter(|(r, _)| *r.start() <= last)
     }
 
     /// Last entry that starts at or before `index` (kernel `mt_prev` from

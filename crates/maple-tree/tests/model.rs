@@ -67,6 +67,11 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
         Op::Next(i) => {
             let got = t.next_after(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
             assert_eq!(got, m.next(i), "{what}");
+            // Bounded: the same entry if it starts within the bound.
+            for len in [1, 16, 300] {
+                let got = t.first_in(i..=i.saturating_add(len)).map(|(r, x)| (*r.start(), *r.end(), x.get()));
+                assert_eq!(got, m.next(i).filter(|e| e.0 <= i.saturating_add(len)), "{what}, bound {len}");
+            }
         }
         Op::Prev(i) => {
             let got = t.prev_before(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
