@@ -199,6 +199,10 @@ impl<T: crate::VmaStore> crate::AddressSpace<T> {
     /// * a fork's child gets them in every VMA it inherits but
     ///   wipe-on-fork ones.
     ///
+    /// A space read from `/proc` ([`from_pid`](Self::from_pid),
+    /// [`from_maps`](Self::from_maps)) has none: maps files do not say which
+    /// pages were written.
+    ///
     /// ```
     /// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
     /// let mut mm = AddressSpace::new();
