@@ -7,8 +7,12 @@
 //! starts itself again as a child process (`MAPLE_ORACLE_CHILD=1`) that
 //! makes the real system calls inside a window at a fixed address, far from
 //! anything else in the process, and reports `/proc/self/maps` (with the
-//! hidden flags smaps shows) and the guard pages (from
-//! `/proc/self/pagemap`) after every operation. A divergence prints the
+//! hidden flags smaps shows and each VMA's count of anonymous pages), the
+//! guard pages and the anonymous pages (from `/proc/self/pagemap`: pages
+//! in swap, or present and neither a file's page nor the zero page, which
+//! takes page frame numbers, shown to `CAP_SYS_ADMIN` only; without them
+//! only the counts are compared) after every operation. The child pins
+//! itself to one CPU (see `run`). A divergence prints the
 //! whole sequence, ready to paste into a unit test. A kernel without
 //! guard regions in pagemap (before 6.15) skips the test, saying so.
 //!
@@ -439,14 +443,25 @@ fn window_lines(maps: &str) -> Vec<String> {
 
 /// A space's window lines with their hidden flags, as `smaps_window`
 /// gives the kernel's.
-fn space_lines(mm: &AddressSpace) -> Vec<String> {
+fn space_lines(mm: &AddressSpace, per_page: bool) -> Vec<String> {
     let mut lines: Vec<String> = mm
         .range(BASE, BASE + W * PAGE_SIZE)
         .map(|v| with_flags(&mm.maps_line(&v), v.flags(), mm.anon_page_count(v.start(), v.end())))
         .collect();
     let guards = (0..W).filter(|p| mm.is_guard_page(BASE + p * PAGE_SIZE));
     lines.push(guard_line(guards));
+    if per_page {
+        let at = |p: u64| BASE + p * PAGE_SIZE;
+        lines.push(anon_line((0..W).filter(|&p| mm.anon_page_count(at(p), at(p + 1)) == 1)));
+    }
     lines
+}
+
+/// The window's anonymous pages, by page number, as one line (the
+/// model's [`AddressSpace::anon_pages`], the kernel's pagemap: present or
+/// swapped, not a file's page, not the zero page).
+fn anon_line(pages: impl Iterator<Item = u64>) -> String {
+    pages.fold("anon:".to_string(), |l, p| format!("{l} {p}"))
 }
 
 /// The window's guard pages, by page number, as one line (the model's
@@ -459,6 +474,8 @@ struct Model {
     mm: AddressSpace,
     file: Arc<MappedFile>,
     file_ro: Arc<MappedFile>,
+    /// Whether the anonymous pages are compared page by page.
+    per_page: bool,
 }
 
 fn errno(e: Errno) -> String {
@@ -473,7 +490,7 @@ fn result_of(r: Result<(), Errno>) -> String {
 }
 
 impl Model {
-    fn new(file: &MappedFile) -> Model {
+    fn new(file: &MappedFile, per_page: bool) -> Model {
         let mut mm = AddressSpace::new();
         mm.mmap(
             BASE,
@@ -484,7 +501,7 @@ impl Model {
             0,
         )
         .expect("window");
-        Model { mm, file: Arc::new(file.clone()), file_ro: Arc::new(file.clone().read_only()) }
+        Model { mm, file: Arc::new(file.clone()), file_ro: Arc::new(file.clone().read_only()), per_page }
     }
 
     /// Applies `op`; returns the result line and, for `fork`, the child's
@@ -566,14 +583,14 @@ impl Model {
             }
             Op::Fork => {
                 let child = self.mm.fork().expect("fork");
-                return ("ok".into(), Some(space_lines(&child)));
+                return ("ok".into(), Some(space_lines(&child, self.per_page)));
             }
             Op::ForkMap { page, pages, prot } => {
                 let mut child = self.mm.fork().expect("fork");
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 // (It may fail: over a sealed mapping the child inherited.)
                 let _ = child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0);
-                return ("ok".into(), Some(space_lines(&child)));
+                return ("ok".into(), Some(space_lines(&child, self.per_page)));
             }
         };
         self.mm.validate().expect("model valid");
@@ -581,7 +598,7 @@ impl Model {
     }
 
     fn lines(&self) -> Vec<String> {
-        space_lines(&self.mm)
+        space_lines(&self.mm, self.per_page)
     }
 }
 
@@ -590,7 +607,7 @@ impl Model {
 /// which then reports the divergence).
 fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut model = Model::new(file);
+    let mut model = Model::new(file, false);
     let len = rng.gen_range(4..28);
     let mut ops = Vec::new();
     while ops.len() < len {
@@ -708,8 +725,14 @@ fn run_parent() -> i32 {
         let _ = child.wait();
         return 0;
     }
-    let file = MappedFile::new(f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), f[5])
+    let file = MappedFile::new(f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), f[6])
         .with_size(f[4].parse().unwrap());
+    // Anonymous pages are compared page by page where the child can tell
+    // them from the zero page (it sees page frame numbers), else by count.
+    let per_page = f[5] != "none";
+    if !per_page {
+        println!("kernel oracle: page frames hidden (no CAP_SYS_ADMIN): anonymous pages compared by count only");
+    }
     let (mut passed, mut failed) = (0u64, 0u64);
     let trace = std::env::var_os("MAPLE_ORACLE_TRACE").is_some();
     let mut ops_run = 0usize;
@@ -718,7 +741,7 @@ fn run_parent() -> i32 {
             Source::Seed(seed) => generate(*seed, &file),
             Source::Given(ops) => ops.split(';').map(parse_op).collect(),
         };
-        let mut model = Model::new(&file);
+        let mut model = Model::new(&file, per_page);
         writeln!(to_child, "seq").unwrap();
         for op in &ops {
             writeln!(to_child, "{op}").unwrap();
@@ -827,25 +850,65 @@ mod child {
         BASE + p * PAGE_SIZE
     }
 
-    /// The window's smaps lines and its guard pages.
+    /// The window's smaps lines, its guard pages and (where page frame
+    /// numbers can be read) its anonymous pages.
     fn maps_window() -> Vec<String> {
         let mut lines = smaps_window(&std::fs::read_to_string("/proc/self/smaps").expect("smaps"));
-        lines.push(guard_line(guard_pages()));
+        let words = pagemap(BASE, W);
+        lines.push(guard_line((0..W).filter(|&p| words[p as usize] >> 58 & 1 == 1)));
+        if let Some(zero) = ZERO_PFN.get().copied().flatten() {
+            lines.push(anon_line((0..W).filter(|&p| is_anon(words[p as usize], zero))));
+        }
         lines
     }
 
-    /// The window's guard pages: `/proc/self/pagemap` holds a word per
-    /// page, bit 58 set on a guard page (Linux 6.15+).
-    fn guard_pages() -> impl Iterator<Item = u64> {
+    /// `/proc/self/pagemap`'s words for `pages` pages from `start`: bit 63
+    /// present, 62 swapped, 61 a file's page (or shared memory's), 58 a
+    /// guard marker (Linux 6.15+), 0–54 the page frame number (shown to
+    /// `CAP_SYS_ADMIN` only, else 0).
+    fn pagemap(start: u64, pages: u64) -> Vec<u64> {
         use std::os::unix::fs::FileExt;
-        let mut words = vec![0u8; (W * 8) as usize];
+        let mut bytes = vec![0u8; (pages * 8) as usize];
         let f = std::fs::File::open("/proc/self/pagemap").expect("pagemap");
-        f.read_exact_at(&mut words, BASE / PAGE_SIZE * 8).expect("pagemap words");
-        (0..W).filter(move |&p| {
-            let i = (p * 8) as usize;
-            let w = u64::from_le_bytes(words[i..i + 8].try_into().unwrap());
-            w >> 58 & 1 == 1
-        })
+        f.read_exact_at(&mut bytes, start / PAGE_SIZE * 8).expect("pagemap words");
+        bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    /// An anonymous page: in swap (a guard marker is a swap-type entry
+    /// too, flagged apart), or present and neither a file's page nor the
+    /// shared zero page (page frame `zero`), which a read maps.
+    fn is_anon(word: u64, zero: u64) -> bool {
+        let bit = |b: u32| word >> b & 1 == 1;
+        let pfn = word & ((1 << 55) - 1);
+        bit(62) && !bit(58) || bit(63) && !bit(61) && pfn != zero
+    }
+
+    /// The zero page's frame, found once: a fresh private page, read, maps
+    /// it. `None` where frames are hidden (no `CAP_SYS_ADMIN`).
+    static ZERO_PFN: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+
+    fn find_zero_pfn() -> Option<u64> {
+        // SAFETY: a fresh anonymous page, read and unmapped here; no Rust
+        // object lives there.
+        let word = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_SIZE as usize,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            std::ptr::read_volatile(p.cast::<u8>());
+            let word = pagemap(p as u64, 1)[0];
+            libc::munmap(p, PAGE_SIZE as usize);
+            word
+        };
+        let pfn = word & ((1 << 55) - 1);
+        (word >> 63 & 1 == 1 && pfn != 0).then_some(pfn)
     }
 
     fn result(ret: i64) -> String {
@@ -1102,14 +1165,15 @@ mod child {
         // SAFETY: advice on the probe mapping made just above, which no
         // Rust object uses.
         let installed = unsafe { libc::madvise(probe as *mut _, PAGE_SIZE as usize, 102) } == 0;
-        let shown = installed && guard_pages().next() == Some(0);
+        let shown = installed && pagemap(BASE, 1)[0] >> 58 & 1 == 1;
         // SAFETY: the probe mapping made just above.
         unsafe { libc::munmap(probe as *mut _, (W * PAGE_SIZE) as usize) };
         if !shown {
             writeln!(out, "noguardregions").unwrap();
             return;
         }
-        writeln!(out, "file {maj} {min} {} {FILE_BYTES} {}", meta.ino(), path.display()).unwrap();
+        let zero_pfn = ZERO_PFN.get_or_init(find_zero_pfn).map_or("none".to_string(), |z| z.to_string());
+        writeln!(out, "file {maj} {min} {} {FILE_BYTES} {zero_pfn} {}", meta.ino(), path.display()).unwrap();
         out.flush().unwrap();
         let stdin = std::io::stdin();
         let mut lines = stdin.lock().lines();
