@@ -279,7 +279,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// [`guard_pages`](Self::guard_pages)), marks every VMA it reaches
     /// [`MAYBE_GUARD`](VmFlags::MAYBE_GUARD) and gives each private
     /// anonymous one an anon_vma as a write would, and
-    /// `MADV_GUARD_REMOVE` removes guard pages; the rest change no VMA but
+    /// `MADV_GUARD_REMOVE` removes guard pages; `MADV_DONTNEED` (and
+    /// `_LOCKED`) throws the anonymous pages away, `MADV_FREE` makes them
+    /// lazily freeable and `MADV_PAGEOUT` throws those away (see
+    /// [`anon_pages`](Self::anon_pages)); the rest change no VMA but
     /// are checked as Linux checks them. Holes are skipped and reported as
     /// `ENOMEM` after the mapped parts were advised, as by Linux.
     ///
@@ -497,7 +500,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// when a program first stores to memory): each private VMA touched
     /// gets an anon_vma, which decides later merges as in Linux (two
     /// separately written VMAs do not merge; a written VMA inherited by
-    /// fork does not merge with a new one).
+    /// fork does not merge with a new one), and its pages become
+    /// anonymous pages ([`anon_pages`](Self::anon_pages)).
     ///
     /// Errors: `EFAULT` if any page is unmapped, not writable or a guard
     /// page (where Linux raises `SIGSEGV`), or lies wholly past the end of
