@@ -19,7 +19,9 @@
 //! Where Linux and the model must differ, the test says so: shared
 //! anonymous memory gets a fresh inode number in each (compared without
 //! it); anonymous names are not tried (`CONFIG_ANON_VMA_NAME` is off on
-//! these machines); `brk` and the stack are not in the window.
+//! these machines); `brk` and the stack are not in the window; the
+//! machine is assumed to have memory to spare (under pressure Linux may
+//! drop lazily freeable pages, or swap, between two calls).
 //!
 //! The child writes (`touch`) through `read(2)` from `/dev/zero`, so that a
 //! write the model wrongly allows comes back as `EFAULT` rather than as a
