@@ -48,7 +48,7 @@ use crate::{space::AllocFail, store::TreeStore};
 /// is, it costs no allocation and three words in every undo record.)
 pub(crate) type Runs = Vec<(u64, u64)>;
 
-/// The value every guard run holds: the tree is a set of ranges.
+/// The value every run holds: the tree is a set of ranges.
 const MARK: U63 = U63::new_truncate(1);
 
 /// A set of pages of an address space, as runs `[start, end)`, in a tree
@@ -69,19 +69,19 @@ impl Clone for PageSet {
 }
 
 impl<G: TreeStore<U63>> PageSet<G> {
-    /// Marks `[start, end)`, joined with the runs it touches (one write:
-    /// a lock-free reader sees the run before or after, whole).
+    /// Adds the pages of `[start, end)`, joined with the runs they touch
+    /// (one write: a lock-free reader sees the run before or after, whole).
     pub(crate) fn install(&mut self, start: u64, end: u64) -> Result<(), AllocFail> {
         if start >= end {
             return Ok(());
         }
         let t = self.tree.view();
         let first = start.checked_sub(1).and_then(|p| t.get_range(p)).map_or(start, |(r, _)| *r.start());
-        let past = t.get_range(end).map_or(end, |(r, _)| r.end() + 1);
+        let past = t.get_range(end).map_or(end, |(r, _)| r.end().saturating_add(1));
         self.tree.store(first..past, MARK).map_err(|_| AllocFail)
     }
 
-    /// Unmarks `[start, end)`.
+    /// Removes the pages of `[start, end)`.
     pub(crate) fn remove(&mut self, start: u64, end: u64) -> Result<(), AllocFail> {
         if start >= end || self.first_in(start, end).is_none() {
             return Ok(());
@@ -89,7 +89,7 @@ impl<G: TreeStore<U63>> PageSet<G> {
         self.tree.remove(start..end).map_err(|_| AllocFail)
     }
 
-    /// The first guard page at or after `start` and before `end`.
+    /// The first page of the set at or after `start` and before `end`.
     pub(crate) fn first_in(&self, start: u64, end: u64) -> Option<u64> {
         let t = self.tree.view();
         if start >= end || t.is_empty() {
