@@ -85,8 +85,8 @@ enum PageEffect {
     Zap,
     /// `MADV_FREE`: kept, lazily freeable until written again.
     Free,
-    /// `MADV_PAGEOUT`: the lazily freeable ones thrown away (there is no
-    /// swap to write the others to, or they stay until it is written).
+    /// `MADV_PAGEOUT`: the lazily freeable ones thrown away; the others
+    /// stay (the model has no swap to write them to).
     PageOut,
 }
 
