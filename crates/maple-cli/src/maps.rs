@@ -39,6 +39,10 @@ pub fn summary(mm: &AddressSpace) -> String {
         let pages: u64 = runs.iter().map(|r| (r.end - r.start) / PAGE_SIZE).sum();
         let _ = writeln!(out, "  guard pages   {pages} in {} runs (MADV_GUARD_INSTALL)", runs.len());
     }
+    let written: u64 = mm.anon_pages().map(|r| r.end - r.start).sum();
+    if written > 0 {
+        let _ = writeln!(out, "  written       {} (anonymous pages: in private mappings)", mib(written));
+    }
     let _ = writeln!(out, "by protection:");
     for (i, b) in s.by_prot.iter().enumerate() {
         if *b > 0 {
@@ -76,6 +80,11 @@ pub fn find(mm: &AddressSpace, addr: u64) -> String {
     match mm.find_vma(addr) {
         Some(v) if v.contains(addr) && mm.is_guard_page(addr) => {
             format!("{addr:#x} is a guard page (any access faults) in\n{}\n", mm.maps_line(&v))
+        }
+        Some(v)
+            if v.contains(addr) && mm.anon_page_count(addr & !(PAGE_SIZE - 1), (addr | (PAGE_SIZE - 1)) + 1) == 1 =>
+        {
+            format!("{addr:#x} is in a written page (an anonymous page) of\n{}\n", mm.maps_line(&v))
         }
         Some(v) if v.contains(addr) => format!("{addr:#x} is in\n{}\n", mm.maps_line(&v)),
         Some(v) => format!(
@@ -140,5 +149,17 @@ mod tests {
         assert!(summary(&mm).contains("guard pages   3 in 2 runs"), "{}", summary(&mm));
         assert!(find(&mm, at + PAGE_SIZE + 8).contains("is a guard page"));
         assert!(find(&mm, at + 2 * PAGE_SIZE).starts_with(&format!("{:#x} is in\n", at + 2 * PAGE_SIZE)));
+    }
+
+    #[test]
+    fn written_pages_are_counted_and_found() {
+        let mut mm = AddressSpace::new();
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let at = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        assert!(!summary(&mm).contains("written"));
+        mm.touch(at + PAGE_SIZE, 3 * PAGE_SIZE).unwrap();
+        assert!(summary(&mm).contains("written       12 KiB"), "{}", summary(&mm));
+        assert!(find(&mm, at + 2 * PAGE_SIZE + 8).contains("is in a written page"));
+        assert!(find(&mm, at).starts_with(&format!("{at:#x} is in\n")));
     }
 }

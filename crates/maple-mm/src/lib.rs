@@ -72,11 +72,13 @@
 //! * [`swap`]: swap extents (page offset → disk block) on the tree, built
 //!   from a real file's extents (`FIEMAP`) as `swapon` builds them.
 //!
-//! The crate's unsafe code is in two places, each argued in its module: the
-//! VMA records ([`VmaRef`]: counted references into 4 KiB chunks of 64-byte
-//! records, so that a space's records sit together in memory whatever else
-//! the program allocates; model-checked with loom, run under Miri), and one
-//! `ioctl` call (`swap::read_extents`).
+//! The crate's unsafe code is in three places, each argued where it is:
+//! the VMA records ([`VmaRef`]: counted references into 4 KiB chunks of
+//! 64-byte records, so that a space's records sit together in memory
+//! whatever else the program allocates; model-checked with loom, run under
+//! Miri), one `ioctl` call (`swap::read_extents`), and the page
+//! [`from_pid`](AddressSpace::from_pid) maps and reads once to learn the
+//! zero page's frame.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

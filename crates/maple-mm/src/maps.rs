@@ -202,6 +202,18 @@ impl AddressSpace {
 
     /// [`from_maps`](Self::from_maps) with a layout.
     pub fn from_maps_with(text: &str, file: &str, layout: Layout) -> Result<AddressSpace, MapsError> {
+        Self::parse_maps(text, file, layout, None)
+    }
+
+    /// [`from_maps_with`](Self::from_maps_with), noting in `written` the
+    /// private VMAs an smaps file says hold anonymous pages (in memory or
+    /// in swap).
+    fn parse_maps(
+        text: &str,
+        file: &str,
+        layout: Layout,
+        mut written: Option<&mut Vec<(u64, u64)>>,
+    ) -> Result<AddressSpace, MapsError> {
         let err = |line: usize, msg: String| MapsError { file: file.to_string(), line, msg };
         let mut mm = AddressSpace::with_layout(layout);
         let mut prev_end = 0;
@@ -215,10 +227,16 @@ impl AddressSpace {
             }
             let l = MapsLine::parse(line).map_err(|m| err(n, m))?;
             // An smaps file's fields follow their mapping's line.
-            let vm_flags = lines[i + 1..]
-                .iter()
-                .map_while(|f| smaps_field(f))
-                .find_map(|(key, value)| (key == "VmFlags").then_some(value));
+            let fields = || lines[i + 1..].iter().map_while(|f| smaps_field(f));
+            let vm_flags = fields().find_map(|(key, value)| (key == "VmFlags").then_some(value));
+            if let Some(w) = written.as_deref_mut() {
+                let kb = |v: &str| v.trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0);
+                let anon =
+                    fields().filter(|(k, _)| matches!(*k, "Anonymous" | "Swap")).map(|(_, v)| kb(v)).sum::<u64>();
+                if anon > 0 && l.perms[3] == b'p' {
+                    w.push((l.start, l.end));
+                }
+            }
             if l.start < prev_end {
                 return Err(err(n, format!("{:x}-{:x} overlaps or precedes the line before", l.start, l.end)));
             }
@@ -263,16 +281,7 @@ impl AddressSpace {
 
     /// Reads a maps file from disk; see [`from_maps`](Self::from_maps).
     pub fn from_maps_file(path: impl AsRef<Path>) -> Result<AddressSpace, MapsError> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| MapsError { file: name.clone(), line: 0, msg: e.to_string() })?;
-        let text = match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let line = e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-                return Err(MapsError { file: name, line, msg: "not valid UTF-8".into() });
-            }
-        };
+        let (text, name) = read_text(path.as_ref())?;
         Self::from_maps(&text, &name)
     }
 
@@ -281,7 +290,11 @@ impl AddressSpace {
     /// smaps cannot be read; and its guard pages
     /// ([`guard_pages`](Self::guard_pages)), from `/proc/PID/pagemap`
     /// (bit 58, Linux 6.15+) for the VMAs smaps marks as possibly holding
-    /// some (`gu`), where pagemap can be read (else none are known).
+    /// some (`gu`), where pagemap can be read (else none are known); and
+    /// its anonymous pages ([`anon_pages`](Self::anon_pages)), from
+    /// pagemap for the private VMAs smaps counts some in, where pagemap
+    /// shows page frames (to `CAP_SYS_ADMIN`: they tell the shared zero
+    /// page, which a read maps, from a written page; else none are known).
     pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
         Self::from_proc(&format!("/proc/{pid}"))
     }
@@ -299,11 +312,17 @@ impl AddressSpace {
         // Such a read is tried again before settling for maps, which has
         // no hidden flags (and so no guard pages either).
         let smaps = format!("{dir}/smaps");
-        let mut mm = (0..4)
-            .find_map(|_| Self::from_maps_file(&smaps).ok())
-            .map_or_else(|| Self::from_maps_file(format!("{dir}/maps")), Ok)?;
+        let mut written = Vec::new();
+        let parsed = (0..4).find_map(|_| {
+            written.clear();
+            let (text, name) = read_text(Path::new(&smaps)).ok()?;
+            Self::parse_maps(&text, &name, Layout::default(), Some(&mut written)).ok()
+        });
+        let mut mm = parsed.map_or_else(|| Self::from_maps_file(format!("{dir}/maps")), Ok)?;
         #[cfg(unix)]
         mm.read_guard_pages(&format!("{dir}/pagemap"))?;
+        #[cfg(target_os = "linux")]
+        mm.read_anon_pages(&format!("{dir}/pagemap"), &written)?;
         Ok(mm)
     }
 
@@ -347,6 +366,111 @@ impl AddressSpace {
             }
         }
         Ok(())
+    }
+}
+
+impl AddressSpace {
+    /// Adds the anonymous pages `pagemap` (a `/proc/PID/pagemap`) shows in
+    /// the VMAs `written` (those smaps counts anonymous pages in): pages in
+    /// swap, and present pages that are neither a file's nor the shared
+    /// zero page. Telling the zero page apart takes page frame numbers,
+    /// which pagemap shows to `CAP_SYS_ADMIN` only: without them (or
+    /// without pagemap) none are added.
+    #[cfg(target_os = "linux")]
+    fn read_anon_pages(&mut self, pagemap: &str, written: &[(u64, u64)]) -> Result<(), MapsError> {
+        use std::os::unix::fs::FileExt;
+        /// Pages read at a time (32 KiB of words).
+        const CHUNK: u64 = 4096;
+        if written.is_empty() {
+            return Ok(());
+        }
+        let Some(zero) = zero_page_frame() else { return Ok(()) };
+        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
+        let oom = || MapsError { file: pagemap.to_string(), line: 0, msg: "out of memory".into() };
+        let mut bytes = vec![0u8; (CHUNK * 8) as usize];
+        for &(s, e) in written {
+            let mut run: Option<u64> = None;
+            let mut at = s;
+            while at < e {
+                let n = ((e - at) / PAGE_SIZE).min(CHUNK);
+                let buf = &mut bytes[..(n * 8) as usize];
+                if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
+                    break;
+                }
+                for (k, word) in buf.chunks_exact(8).enumerate() {
+                    let page = at + k as u64 * PAGE_SIZE;
+                    let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+                    match (is_anon_word(w, zero), run) {
+                        (true, None) => run = Some(page),
+                        (false, Some(r)) => {
+                            self.anon.install(r, page).map_err(|_| oom())?;
+                            run = None;
+                        }
+                        _ => {}
+                    }
+                }
+                at += n * PAGE_SIZE;
+            }
+            if let Some(r) = run {
+                self.anon.install(r, at).map_err(|_| oom())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a pagemap word is an anonymous page: in swap (a guard marker is
+/// a swap-type entry too, flagged apart: bit 58), or present (bit 63) and
+/// neither a file's page (bit 61) nor the zero page (frame `zero`).
+#[cfg(target_os = "linux")]
+fn is_anon_word(w: u64, zero: u64) -> bool {
+    let bit = |b: u32| w >> b & 1 == 1;
+    bit(62) && !bit(58) || bit(63) && !bit(61) && w & ((1 << 55) - 1) != zero
+}
+
+/// The shared zero page's frame number: a fresh private page, read, maps
+/// it, and this process's pagemap says where. `None` where frames are
+/// hidden (without `CAP_SYS_ADMIN` pagemap shows 0) or anything fails.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn zero_page_frame() -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let len = PAGE_SIZE as usize;
+    // SAFETY: a new private anonymous mapping placed by the kernel: it
+    // replaces nothing, and no Rust object lives there.
+    let p = unsafe {
+        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: `p` is the start of the readable page mapped just above,
+    // which stays mapped until the `munmap` below; a byte is read through
+    // a raw pointer, creating no reference.
+    unsafe { core::ptr::read_volatile(p.cast::<u8>()) };
+    let mut word = [0u8; 8];
+    let read = std::fs::File::open("/proc/self/pagemap")
+        .and_then(|f| f.read_exact_at(&mut word, p as u64 / PAGE_SIZE * 8))
+        .is_ok();
+    // SAFETY: unmaps exactly the mapping made above, which nothing refers
+    // to any more.
+    unsafe { libc::munmap(p, len) };
+    let w = u64::from_le_bytes(word);
+    let frame = w & ((1 << 55) - 1);
+    (read && w >> 63 & 1 == 1 && frame != 0).then_some(frame)
+}
+
+/// A text file's contents and its name, or an error naming it (and the
+/// line where it stops being UTF-8).
+fn read_text(path: &Path) -> Result<(String, String), MapsError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| MapsError { file: name.clone(), line: 0, msg: e.to_string() })?;
+    match String::from_utf8(bytes) {
+        Ok(t) => Ok((t, name)),
+        Err(e) => {
+            let line = e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+            Err(MapsError { file: name, line, msg: "not valid UTF-8".into() })
+        }
     }
 }
 

@@ -199,9 +199,11 @@ impl<T: crate::VmaStore> crate::AddressSpace<T> {
     /// * a fork's child gets them in every VMA it inherits but
     ///   wipe-on-fork ones.
     ///
-    /// A space read from `/proc` ([`from_pid`](Self::from_pid),
-    /// [`from_maps`](Self::from_maps)) has none: maps files do not say which
-    /// pages were written.
+    /// A live process read with [`from_pid`](Self::from_pid) comes with its
+    /// anonymous pages where pagemap shows page frames (to
+    /// `CAP_SYS_ADMIN`); a space read from a maps file
+    /// ([`from_maps`](Self::from_maps)) has none, as the file does not say
+    /// which pages were written.
     ///
     /// ```
     /// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};

@@ -336,6 +336,40 @@ fn guard_pages_of_this_process_come_from_pagemap() {
     mm.validate().unwrap();
 }
 
+/// A live process's anonymous pages come from pagemap: of a fresh
+/// mapping, the two pages written here are anonymous pages in the space
+/// read back, the page only read (the zero page) and the others are not.
+/// Where page frames are hidden (no `CAP_SYS_ADMIN`), none are read.
+#[cfg(target_os = "linux")]
+#[test]
+fn anonymous_pages_of_this_process_come_from_pagemap() {
+    use std::os::unix::fs::FileExt;
+    let len = 6 * P as usize;
+    let at = scratch_mapping(len);
+    // SAFETY: pages of the scratch mapping, which no Rust object uses:
+    // two written, one read, through raw pointers.
+    unsafe {
+        std::ptr::write_volatile((at + P) as *mut u8, 1);
+        std::ptr::write_volatile((at + 2 * P) as *mut u8, 1);
+        std::ptr::read_volatile((at + 4 * P) as *const u8);
+    }
+    let mm = AddressSpace::from_self().unwrap();
+    // Frames shown: a written page's word has one.
+    let mut word = [0u8; 8];
+    let f = std::fs::File::open("/proc/self/pagemap").unwrap();
+    f.read_exact_at(&mut word, (at + P) / P * 8).unwrap();
+    let frames = u64::from_le_bytes(word) & ((1 << 55) - 1) != 0;
+    // SAFETY: the mapping made above, which nothing else uses.
+    unsafe { libc::munmap(at as *mut _, len) };
+    let anon: Vec<u64> = (0..6).filter(|&p| mm.anon_page_count(at + p * P, at + (p + 1) * P) == 1).collect();
+    if frames {
+        assert_eq!(anon, [1, 2], "{:?}", mm.vma_at(at + P));
+    } else {
+        assert!(mm.anon_pages().next().is_none());
+    }
+    mm.validate().unwrap();
+}
+
 /// `/proc/self/smaps` gives the flags a maps file hides: a region of this
 /// process locked, advised not to be copied on fork and offered to KSM
 /// comes back with those flags, cut from its neighbours as Linux cuts it.
