@@ -415,6 +415,12 @@ impl AddressSpace {
                 self.anon.install(r, at).map_err(|_| oom())?;
             }
         }
+        // The process may have changed between the reads: a page read as
+        // a guard page before is not also an anonymous page.
+        let guards: Vec<(u64, u64)> = self.guards.iter().collect();
+        for (s, e) in guards {
+            self.anon.remove(s, e).map_err(|_| oom())?;
+        }
         Ok(())
     }
 }
