@@ -138,11 +138,18 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn guard_pages_are_counted_and_found() {
+    /// A space with one private anonymous mapping of eight pages, and its
+    /// start.
+    fn eight_pages() -> (AddressSpace, u64) {
         let mut mm = AddressSpace::new();
         let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
         let at = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        (mm, at)
+    }
+
+    #[test]
+    fn guard_pages_are_counted_and_found() {
+        let (mut mm, at) = eight_pages();
         assert!(!summary(&mm).contains("guard pages"));
         mm.madvise(at, 2 * PAGE_SIZE, Advice::GuardInstall).unwrap();
         mm.madvise(at + 4 * PAGE_SIZE, PAGE_SIZE, Advice::GuardInstall).unwrap();
@@ -153,9 +160,7 @@ mod tests {
 
     #[test]
     fn written_pages_are_counted_and_found() {
-        let mut mm = AddressSpace::new();
-        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-        let at = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        let (mut mm, at) = eight_pages();
         assert!(!summary(&mm).contains("written"));
         mm.touch(at + PAGE_SIZE, 3 * PAGE_SIZE).unwrap();
         assert!(summary(&mm).contains("written       12 KiB"), "{}", summary(&mm));

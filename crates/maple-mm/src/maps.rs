@@ -330,46 +330,14 @@ impl AddressSpace {
     /// the VMAs that may hold some. An unreadable pagemap adds none.
     #[cfg(unix)]
     fn read_guard_pages(&mut self, pagemap: &str) -> Result<(), MapsError> {
-        use std::os::unix::fs::FileExt;
         /// Pagemap's guard-region bit.
         const PM_GUARD_REGION: u64 = 1 << 58;
         let maybe: Vec<(u64, u64)> =
             self.iter().filter(|v| v.flags().contains(VmFlags::MAYBE_GUARD)).map(|v| (v.start, v.end)).collect();
-        if maybe.is_empty() {
-            return Ok(());
-        }
-        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
-        for (s, e) in maybe {
-            let pages = ((e - s) / PAGE_SIZE) as usize;
-            let mut words = vec![0u8; pages * 8];
-            if f.read_exact_at(&mut words, s / PAGE_SIZE * 8).is_err() {
-                continue;
-            }
-            let guard =
-                |i: usize| u64::from_le_bytes(words[i * 8..i * 8 + 8].try_into().unwrap()) & PM_GUARD_REGION != 0;
-            let mut i = 0;
-            while i < pages {
-                if !guard(i) {
-                    i += 1;
-                    continue;
-                }
-                let run = i;
-                while i < pages && guard(i) {
-                    i += 1;
-                }
-                let at = |k: usize| s + k as u64 * PAGE_SIZE;
-                self.guards.install(at(run), at(i)).map_err(|_| MapsError {
-                    file: pagemap.to_string(),
-                    line: 0,
-                    msg: "out of memory".into(),
-                })?;
-            }
-        }
-        Ok(())
+        let guards = &mut self.guards;
+        pagemap_runs(pagemap, &maybe, |w| w & PM_GUARD_REGION != 0, |s, e| guards.install(s, e))
     }
-}
 
-impl AddressSpace {
     /// Adds the anonymous pages `pagemap` (a `/proc/PID/pagemap`) shows in
     /// the VMAs `written` (those smaps counts anonymous pages in): pages in
     /// swap, and present pages that are neither a file's nor the shared
@@ -378,51 +346,76 @@ impl AddressSpace {
     /// without pagemap) none are added.
     #[cfg(target_os = "linux")]
     fn read_anon_pages(&mut self, pagemap: &str, written: &[(u64, u64)]) -> Result<(), MapsError> {
-        use std::os::unix::fs::FileExt;
-        /// Pages read at a time (32 KiB of words).
-        const CHUNK: u64 = 4096;
         if written.is_empty() {
             return Ok(());
         }
         let Some(zero) = zero_page_frame() else { return Ok(()) };
-        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
-        let oom = || MapsError { file: pagemap.to_string(), line: 0, msg: "out of memory".into() };
-        let mut bytes = vec![0u8; (CHUNK * 8) as usize];
-        for &(s, e) in written {
-            let mut run: Option<u64> = None;
-            let mut at = s;
-            while at < e {
-                let n = ((e - at) / PAGE_SIZE).min(CHUNK);
-                let buf = &mut bytes[..(n * 8) as usize];
-                if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
-                    break;
-                }
-                for (k, word) in buf.chunks_exact(8).enumerate() {
-                    let page = at + k as u64 * PAGE_SIZE;
-                    let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-                    match (is_anon_word(w, zero), run) {
-                        (true, None) => run = Some(page),
-                        (false, Some(r)) => {
-                            self.anon.install(r, page).map_err(|_| oom())?;
-                            run = None;
-                        }
-                        _ => {}
-                    }
-                }
-                at += n * PAGE_SIZE;
-            }
-            if let Some(r) = run {
-                self.anon.install(r, at).map_err(|_| oom())?;
-            }
-        }
+        let anon = &mut self.anon;
+        pagemap_runs(pagemap, written, |w| is_anon_word(w, zero), |s, e| anon.install(s, e))?;
         // The process may have changed between the reads: a page read as
         // a guard page before is not also an anonymous page.
         let guards: Vec<(u64, u64)> = self.guards.iter().collect();
         for (s, e) in guards {
-            self.anon.remove(s, e).map_err(|_| oom())?;
+            self.anon.remove(s, e).map_err(|_| out_of_memory(pagemap))?;
         }
         Ok(())
     }
+}
+
+/// The error of a page set that could not grow while `file` was read.
+#[cfg(unix)]
+fn out_of_memory(file: &str) -> MapsError {
+    MapsError { file: file.to_string(), line: 0, msg: "out of memory".into() }
+}
+
+/// Calls `add(start, end)` for every run of pages in `ranges` whose word
+/// in `pagemap` (a `/proc/PID/pagemap`) passes `keep`, reading 4,096
+/// pages' words at a time (a process's huge reservations cost no more
+/// memory than that). A range stops where pagemap cannot be read; an
+/// unreadable pagemap adds nothing.
+#[cfg(unix)]
+fn pagemap_runs(
+    pagemap: &str,
+    ranges: &[(u64, u64)],
+    keep: impl Fn(u64) -> bool,
+    mut add: impl FnMut(u64, u64) -> Result<(), crate::space::AllocFail>,
+) -> Result<(), MapsError> {
+    use std::os::unix::fs::FileExt;
+    /// Pages read at a time (32 KiB of words).
+    const CHUNK: u64 = 4096;
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
+    let mut add = |s, e| add(s, e).map_err(|_| out_of_memory(pagemap));
+    let mut bytes = vec![0u8; (CHUNK * 8) as usize];
+    for &(s, e) in ranges {
+        let mut run: Option<u64> = None;
+        let mut at = s;
+        while at < e {
+            let n = ((e - at) / PAGE_SIZE).min(CHUNK);
+            let buf = &mut bytes[..(n * 8) as usize];
+            if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
+                break;
+            }
+            for (k, word) in buf.chunks_exact(8).enumerate() {
+                let page = at + k as u64 * PAGE_SIZE;
+                match (keep(u64::from_le_bytes(word.try_into().expect("eight bytes"))), run) {
+                    (true, None) => run = Some(page),
+                    (false, Some(r)) => {
+                        add(r, page)?;
+                        run = None;
+                    }
+                    _ => {}
+                }
+            }
+            at += n * PAGE_SIZE;
+        }
+        if let Some(r) = run {
+            add(r, at)?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether a pagemap word is an anonymous page: in swap (a guard marker is
