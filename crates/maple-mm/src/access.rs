@@ -20,8 +20,12 @@
 //!   maps, where its size is known ([`MappedFile::size`]): `SIGBUS` with
 //!   `BUS_ADRERR`.
 //!
-//! Not modelled: a stack's growth into the gap below it, userfaultfd, and
-//! protection keys.
+//! An address in the hole below a grows-down mapping (a stack) is first
+//! given to that mapping if it may grow down to it (see
+//! [`fault`](AddressSpace::fault) and the growth rules there); the access
+//! is then checked against the grown mapping.
+//!
+//! Not modelled: userfaultfd and protection keys.
 //!
 //! [`MappedFile::size`]: crate::MappedFile::size
 
@@ -53,23 +57,30 @@ pub enum Fault {
     /// The page is a guard page (`SIGSEGV`, `SEGV_MAPERR`, as for
     /// [`Unmapped`](Fault::Unmapped)).
     Guard,
+    /// [`AddressSpace::fault`] could not allocate what the fault records
+    /// (a stack's growth, an anonymous page), and changed nothing. Linux
+    /// would run the OOM killer; [`signal`](Fault::signal) says `SIGKILL`.
+    OutOfMemory,
 }
 
 impl Fault {
-    /// The signal number: `SIGSEGV` (11) or `SIGBUS` (7).
+    /// The signal number: `SIGSEGV` (11), `SIGBUS` (7), or `SIGKILL` (9)
+    /// for [`OutOfMemory`](Fault::OutOfMemory).
     pub fn signal(self) -> i32 {
         match self {
             Fault::Unmapped | Fault::Denied | Fault::Guard => 11,
             Fault::PastObject => 7,
+            Fault::OutOfMemory => 9,
         }
     }
 
     /// The signal's `si_code`: `SEGV_MAPERR` (1), `SEGV_ACCERR` (2) or
-    /// `BUS_ADRERR` (2).
+    /// `BUS_ADRERR` (2); 0 for [`OutOfMemory`](Fault::OutOfMemory).
     pub fn code(self) -> i32 {
         match self {
             Fault::Unmapped | Fault::Guard => 1,
             Fault::Denied | Fault::PastObject => 2,
+            Fault::OutOfMemory => 0,
         }
     }
 }
@@ -114,11 +125,14 @@ impl<T: VmaStore> AddressSpace<T> {
     /// fetch execute); then a guard page is [`Fault::Guard`]; a page
     /// wholly past the end of the file or shmem object mapped, where its
     /// size is known ([`MappedFile::size`](crate::MappedFile::size)), is
-    /// [`Fault::PastObject`]. A stack's growth into the gap below it,
-    /// userfaultfd and protection keys are not modelled.
+    /// [`Fault::PastObject`]. An address in the hole below a stack (a
+    /// grows-down mapping) that may grow down to it is checked against the
+    /// stack as it would grow (see [`fault`](Self::fault)). Userfaultfd
+    /// and protection keys are not modelled.
     ///
-    /// Changes nothing: a write that succeeds would also give a private
-    /// VMA its anon_vma (use [`touch`](Self::touch) to model that).
+    /// Changes nothing: a fault would also grow the stack, and a write
+    /// give a private VMA its anon_vma and an anonymous page (use
+    /// [`fault`](Self::fault) or [`touch`](Self::touch) to model that).
     ///
     /// ```
     /// use maple_mm::{Access, AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
@@ -130,7 +144,78 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.check_access(a + PAGE_SIZE, Access::Read).map_err(|f| f.signal()), Err(11));
     /// ```
     pub fn check_access(&self, addr: u64, access: Access) -> Result<(), Fault> {
-        decide(self.vma_at(addr), addr, access, |page| self.is_guard_page(page))
+        decide(self.faulting_vma(addr), addr, access, |page| self.is_guard_page(page))
+    }
+
+    /// One access at `addr` as Linux's page-fault handler carries it out:
+    /// [`check_access`](Self::check_access)'s verdict, after the same
+    /// changes the kernel makes.
+    ///
+    /// * **A stack grows.** An address that no VMA holds, below a
+    ///   grows-down mapping (`MAP_GROWSDOWN`; the main thread's
+    ///   `[stack]`), extends that mapping down to its page, unless the
+    ///   growth is refused: the page is below
+    ///   [`mmap_min_addr`](crate::Layout::mmap_min_addr); the VMA below,
+    ///   accessible and not growing down itself, ends less than
+    ///   [`stack_guard_gap`](crate::Layout::stack_guard_gap) below it; the
+    ///   stack would outgrow [`stack_limit`](crate::Layout::stack_limit)
+    ///   (`RLIMIT_STACK`); or its page offset would fall below zero. A
+    ///   refused growth is [`Fault::Unmapped`]. A grown
+    ///   stack keeps its growth even if the access then faults (a write
+    ///   to a read-only stack), as in Linux.
+    /// * **A write** gives a private VMA its anon_vma (as the first write
+    ///   fault does; also when the page lies past the end of its file) and
+    ///   makes its page an anonymous page, as [`touch`](Self::touch) does.
+    ///
+    /// Reads and instruction fetches change nothing else (a private page
+    /// read before it is written maps the shared zero page). The growth
+    /// rules were measured on Linux 6.18: the kernel oracle test touches
+    /// and probes the holes below grows-down mappings. Not modelled:
+    /// `RLIMIT_AS`, `RLIMIT_MEMLOCK` and the overcommit check, which may
+    /// refuse a growth on a process short of them.
+    ///
+    /// If an allocation fails, nothing changes and the result is
+    /// [`Fault::OutOfMemory`].
+    ///
+    /// ```
+    /// use maple_mm::{Access, AddressSpace, Fault, MapFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let stack = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::GROWSDOWN;
+    /// let top = mm.mmap(0, 4 * PAGE_SIZE, Prot::RW, stack, None, 0)?;
+    /// // A push two pages below the stack grows it.
+    /// assert_eq!(mm.fault(top - 2 * PAGE_SIZE + 8, Access::Write), Ok(()));
+    /// assert_eq!(mm.vma_at(top).unwrap().start(), top - 2 * PAGE_SIZE);
+    /// assert_eq!(mm.anon_page_count(0, u64::MAX), 1);
+    /// // Not below the lowest address a mapping may use.
+    /// let low = mm.mmap(0x20000, PAGE_SIZE, Prot::RW, stack | MapFlags::FIXED, None, 0)?;
+    /// assert_eq!(mm.fault(low - 0x11000, Access::Read), Err(Fault::Unmapped));
+    /// # Ok::<(), maple_mm::Errno>(())
+    /// ```
+    pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
+        let page = addr & !(crate::PAGE_SIZE - 1);
+        let growth = self.stack_growth(addr).map(|(to, stack)| (to, stack.start));
+        let verdict = self.check_access(addr, access);
+        // A write fault prepares the anon_vma before it finds the page
+        // past the end of the file.
+        let anon_vma = access == Access::Write && matches!(verdict, Ok(()) | Err(Fault::PastObject));
+        if growth.is_none() && !anon_vma {
+            return verdict;
+        }
+        let window = growth.map_or((page, page + crate::PAGE_SIZE), |(to, stack)| (to, stack));
+        self.transact(&[window], |mm| {
+            if let Some((to, _)) = growth {
+                mm.grow_stack(to)?;
+            }
+            if anon_vma {
+                mm.fault_in_at(page)?;
+            }
+            if access == Access::Write && verdict.is_ok() {
+                mm.written(page, page + crate::PAGE_SIZE)?;
+            }
+            Ok(Ok(()))
+        })
+        .map_err(|_| Fault::OutOfMemory)?;
+        verdict
     }
 
     /// The guard pages (`MADV_GUARD_INSTALL`), as runs of whole pages in

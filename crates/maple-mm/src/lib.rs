@@ -98,6 +98,7 @@ mod record;
 mod seal;
 mod shared;
 mod space;
+mod stack;
 mod store;
 pub mod strace;
 pub mod swap;

@@ -503,11 +503,17 @@ impl<T: VmaStore> AddressSpace<T> {
     /// fork does not merge with a new one), and its pages become
     /// anonymous pages ([`anon_pages`](Self::anon_pages)).
     ///
-    /// Errors: `EFAULT` if any page is unmapped, not writable or a guard
-    /// page (where Linux raises `SIGSEGV`), or lies wholly past the end of
-    /// the file or shmem object it maps, where that size is known
-    /// (`SIGBUS`; see [`MappedFile::size`](crate::MappedFile::size)).
-    /// Nothing changes then.
+    /// A hole below a stack (a grows-down mapping) that may grow down to
+    /// it is written after the stack grows, as the faults would grow it
+    /// (lowest page first; see [`fault`](Self::fault) for the rules).
+    ///
+    /// Errors: `EFAULT` if any page is unmapped (and no stack grows to
+    /// it), not writable or a guard page (where Linux raises `SIGSEGV`),
+    /// or lies wholly past the end of the file or shmem object it maps,
+    /// where that size is known (`SIGBUS`; see
+    /// [`MappedFile::size`](crate::MappedFile::size)). Nothing changes
+    /// then (Linux keeps the pages written, and the stacks grown, before
+    /// the faulting page).
     pub fn touch(&mut self, addr: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Ok(());
@@ -516,7 +522,59 @@ impl<T: VmaStore> AddressSpace<T> {
         let end = addr.checked_add(len).and_then(page_align).ok_or(Errno::EFAULT)?;
         match self.access_reach(start, end, Prot::WRITE) {
             (vmas, _, None) => self.fault_range(&vmas, start, end),
+            (_, pos, Some(AccessStop::Hole)) if self.stack_growth(pos).is_some() => self.touch_growing(start, end),
             (_, _, Some(_)) => Err(Errno::EFAULT),
+        }
+    }
+
+    /// [`touch`](Self::touch) of a range with holes, each below a stack
+    /// that may grow down to it.
+    fn touch_growing(&mut self, start: u64, end: u64) -> Result<()> {
+        // Each hole's stack, as the space stands: a stack's growth changes
+        // neither another hole's stack nor the VMA below that hole.
+        let mut growths: smallvec::SmallVec<[u64; 2]> = smallvec::SmallVec::new();
+        let (mut pos, mut reach) = (start, end);
+        let grow = |pos: u64, growths: &mut smallvec::SmallVec<[u64; 2]>| match self.stack_growth(pos) {
+            Some((to, stack)) => {
+                growths.push(to);
+                Ok(stack.start)
+            }
+            None => Err(Errno::EFAULT),
+        };
+        for v in self.range(start, end) {
+            if v.start > pos {
+                grow(pos, &mut growths)?;
+            }
+            pos = v.end;
+        }
+        if pos < end {
+            reach = grow(pos, &mut growths)?.max(end);
+        }
+        // The checks are made on the grown space; a failed one undoes the
+        // growth as a failed allocation would.
+        let mut denied = false;
+        let done = self.transact(&[(start, reach)], |mm| {
+            for &to in &growths {
+                mm.grow_stack(to)?;
+            }
+            match mm.access_reach(start, end, Prot::WRITE) {
+                (vmas, _, None) => {
+                    for (s, e) in vmas {
+                        mm.fault_in(s, e)?;
+                    }
+                    mm.written(start, end)?;
+                    Ok(Ok(()))
+                }
+                (_, _, Some(_)) => {
+                    denied = true;
+                    Err(AllocFail)
+                }
+            }
+        });
+        if denied {
+            Err(Errno::EFAULT)
+        } else {
+            done
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::{
     pages::PageSet,
     record::VmaRef,
     space::{AddressSpace, Brk, Layout},
+    stack::{grown, grows_to},
     vma::{Vma, VmaData},
 };
 
@@ -61,10 +62,11 @@ pub struct SharedAddressSpace {
     /// Writer-side state that is not in the tree (taken after the tree's
     /// writer lock, always).
     state: Mutex<State>,
+    /// Fixed for the space's life; readers need it for a stack's growth.
+    layout: Layout,
 }
 
 struct State {
-    layout: Layout,
     brk: Option<Brk>,
     start_stack: Option<u64>,
     def_flags: VmFlags,
@@ -89,7 +91,6 @@ impl fmt::Debug for SharedAddressSpace {
 impl From<AddressSpace> for SharedAddressSpace {
     fn from(mm: AddressSpace) -> SharedAddressSpace {
         let state = State {
-            layout: mm.layout,
             brk: mm.brk,
             start_stack: mm.start_stack,
             def_flags: mm.def_flags,
@@ -101,6 +102,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             tree: ConcurrentMapleTree::from(mm.tree),
             guards: ConcurrentMapleTree::from(mm.guards.tree),
             state: Mutex::new(state),
+            layout: mm.layout,
         }
     }
 }
@@ -144,7 +146,11 @@ impl SharedAddressSpace {
     /// without a lock: the rules of [`AddressSpace::check_access`] (a page
     /// fault under Linux's per-VMA lock decides the same way). The VMA and
     /// the guard page are looked up one after the other, each as it stands
-    /// before or after any concurrent write.
+    /// before or after any concurrent write. Below a stack (a grows-down
+    /// mapping), the stack and the VMA below the address are looked up the
+    /// same way, one after the other (Linux takes `mmap_lock` for that
+    /// case; take [`write`](Self::write) and call
+    /// [`fault`](AddressSpace::fault) to grow the stack).
     ///
     /// ```
     /// use maple_mm::{Access, Advice, Fault, MapFlags, Prot, SharedAddressSpace, PAGE_SIZE};
@@ -162,7 +168,22 @@ impl SharedAddressSpace {
     /// assert_eq!(mm.check_access(stack, Access::Exec, &g), Err(Fault::Denied));
     /// ```
     pub fn check_access(&self, addr: u64, access: Access, guard: &ReadGuard) -> Result<(), Fault> {
-        decide(self.vma_at(addr, guard), addr, access, |page| self.is_guard_page(page, guard))
+        let vma = self.vma_at(addr, guard).or_else(|| self.growing_stack(addr, guard));
+        decide(vma, addr, access, |page| self.is_guard_page(page, guard))
+    }
+
+    /// The stack above `addr` (which no VMA holds), grown down to it, if a
+    /// fault there would grow it (see [`AddressSpace::fault`]).
+    fn growing_stack<'g>(&'g self, addr: u64, guard: &'g ReadGuard) -> Option<Vma<'g>> {
+        let next = self.tree.range(addr.., guard).next().map(|(r, d)| Self::vma(r, d))?;
+        if !next.flags().contains(VmFlags::GROWSDOWN) {
+            return None;
+        }
+        // Only the last VMA within the guard gap below can refuse it.
+        let page = addr & !(crate::PAGE_SIZE - 1);
+        let fence = page.saturating_sub(self.layout.stack_guard_gap)..page;
+        let prev = self.tree.range(fence, guard).last().map(|(r, d)| Self::vma(r, d));
+        grows_to(prev, Some(next), addr, &self.layout).map(|to| grown(next, to))
     }
 
     /// True if the page holding `addr` is a guard page (see
@@ -191,7 +212,7 @@ impl SharedAddressSpace {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let space = AddressSpace {
             tree: guard,
-            layout: state.layout.clone(),
+            layout: self.layout.clone(),
             brk: state.brk,
             start_stack: state.start_stack,
             def_flags: state.def_flags,
@@ -227,7 +248,7 @@ impl SharedAddressSpace {
         let guards = PageSet { tree: self.guards.into_inner() };
         AddressSpace {
             tree,
-            layout: state.layout,
+            layout: self.layout,
             brk: state.brk,
             start_stack: state.start_stack,
             def_flags: state.def_flags,

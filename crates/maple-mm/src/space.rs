@@ -45,6 +45,9 @@ pub struct Layout {
     /// Gap kept free below a grows-down mapping (`stack_guard_gap`, 256
     /// pages).
     pub stack_guard_gap: u64,
+    /// Largest size a stack may grow to (`RLIMIT_STACK`, 8 MiB;
+    /// `u64::MAX` for no limit): see [`AddressSpace::fault`].
+    pub stack_limit: u64,
     /// Most VMAs allowed (`vm.max_map_count`).
     pub max_map_count: usize,
     /// Place large anonymous (a multiple of 2 MiB) and file (covering a
@@ -62,6 +65,7 @@ impl Default for Layout {
             mmap_min_addr: 0x1_0000,
             bottom_up: false,
             stack_guard_gap: 256 * PAGE_SIZE,
+            stack_limit: 8 << 20,
             max_map_count: 65_530,
             thp_align: true,
         }

@@ -43,7 +43,7 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
+    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
     PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -72,6 +72,34 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// Sequences that once diverged, run every time before the random ones
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
+    // Stacks grow (session 25): a write (`touch`), a read and a probe in
+    // the hole below a grows-down mapping grow it down to the page; the
+    // window's reservation below is inaccessible and fences nothing.
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; touch 16 2; probe 13 1; fault 14 0; probe 11 0; fault 11 1",
+    // A readable mapping within the guard gap refuses it, an inaccessible
+    // one or a grows-down one does not; a don't-fork one is not in the
+    // probe's fork.
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; map 5 1 1 fixed 0 anon 0 0; probe 12 0; fault 12 1; \
+     advise 5 1 10; probe 13 1; fault 13 0; protect 5 1 0; fault 12 1; map 3 2 3 fixed 0 anon 0 256; fault 9 1; \
+     map 6 1 3 fixed 0 anon 0 0; fault 8 1",
+    // A read-only stack grows for a write that then faults; a locked
+    // stack grows by the faulting page alone; `PROT_GROWSDOWN` reaches the
+    // grown start.
+    "map 20 4 1 fixed 0 anon 0 256; unmap 12 8 0; fault 14 1; probe 13 1; probe 13 0; fault 12 1",
+    "map 20 4 3 fixed 0 anon 0 8448; unmap 10 10 0; fault 15 1; fault 12 0; touch 11 2",
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; fault 16 1; protect 18 1 16777217; fault 13 0",
+    // Two stacks grown by one write across both holes (the lower one, a
+    // stack, fences nothing); a stack cut by an unmap grows again.
+    "map 30 2 3 fixed 0 anon 0 256; map 24 2 3 fixed 0 anon 0 256; unmap 14 10 0; unmap 26 4 0; touch 20 12; \
+     unmap 20 2 0; fault 21 1; probe 20 0",
+    // A read that grows a stack prepares its anon_vma: it keeps apart
+    // from a separately written stack it grows against.
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; fault 18 0; map 12 2 3 fixed 0 anon 0 256; touch 12 1; \
+     fault 14 0; protect 12 8 1",
+    // The anon_vma comes from the stack's neighbours before it grows, not
+    // from the written stack it grows against.
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; map 12 2 3 fixed 0 anon 0 256; touch 12 1; fault 14 0; \
+     protect 12 8 1",
     // Anonymous pages (session 24), compared with smaps's `Anonymous`:
     // writes make them, `MADV_DONTNEED` throws them away, `MADV_FREE`
     // makes them lazily freeable until written again, `MADV_PAGEOUT` then
@@ -239,6 +267,14 @@ enum Op {
         page: u64,
         pages: u64,
     },
+    /// One access at the page by the kernel for this process (a read into
+    /// it from `/dev/zero`, or a write from it into a pipe): a fault that
+    /// fails comes back as `EFAULT`, keeping what the fault changed (a
+    /// stack's growth).
+    Fault {
+        page: u64,
+        write: bool,
+    },
     Remap {
         page: u64,
         old: u64,
@@ -310,6 +346,7 @@ impl fmt::Display for Op {
             Op::UnlockAll => write!(f, "unlockall"),
             Op::Seal { page, pages, flags } => write!(f, "seal {page} {pages} {flags}"),
             Op::Probe { page, write } => write!(f, "probe {page} {}", u8::from(write)),
+            Op::Fault { page, write } => write!(f, "fault {page} {}", u8::from(write)),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -349,6 +386,7 @@ fn parse_op(line: &str) -> Op {
         "unlockall" => Op::UnlockAll,
         "seal" => Op::Seal { page: n(1), pages: n(2), flags: n(3) },
         "probe" => Op::Probe { page: n(1), write: w[2] == "1" },
+        "fault" => Op::Fault { page: n(1), write: w[2] == "1" },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -552,6 +590,14 @@ impl Model {
                 Ok(()) => "ok".into(),
                 Err(e) => errno(e),
             },
+            Op::Fault { page, write } => {
+                let access = if write { Access::Write } else { Access::Read };
+                match self.mm.fault(at(page), access) {
+                    Ok(()) => "ok".into(),
+                    Err(Fault::OutOfMemory) => panic!("out of memory"),
+                    Err(_) => errno(Errno::EFAULT),
+                }
+            }
             Op::Remap { page, old, new, flags, to } => {
                 match self.mm.mremap(
                     at(page),
@@ -577,8 +623,9 @@ impl Model {
             Op::UnlockAll => result_of(self.mm.munlockall()),
             Op::Seal { page, pages, flags } => result_of(self.mm.mseal(at(page), pages * PAGE_SIZE, flags)),
             Op::Probe { page, write } => {
+                // In a fork, where the don't-fork mappings are not.
                 let access = if write { Access::Write } else { Access::Read };
-                match self.mm.check_access(at(page), access) {
+                match self.mm.fork().expect("fork").check_access(at(page), access) {
                     Ok(()) => "ok".into(),
                     Err(fault) => format!("sig {}", fault.signal()),
                 }
@@ -616,7 +663,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..118) {
+        let op = match rng.gen_range(0..121) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
@@ -650,25 +697,14 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             108 => Op::LockAll { flags: [1, 2, 3, 5, 6, 7, 4, 0][rng.gen_range(0..8)] },
             109 => Op::UnlockAll,
             110..=112 => Op::Seal { page, pages, flags: u64::from(rng.gen_ratio(1, 20)) },
+            113..=115 => Op::Fault { page, write: rng.gen_bool(0.5) },
             _ => Op::Probe { page, write: rng.gen_bool(0.5) },
         };
-        // Keep the window the window: mappings and growth stay inside it.
+        // Keep the window the window: mappings and growth stay inside it
+        // (a stack grows only down to the page accessed, in the window).
         match &op {
             Op::Map { page, pages, .. } | Op::ForkMap { page, pages, .. } if page + pages > W => continue,
             Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
-            // Nor is a stack's growth: no probe of a hole below a
-            // grows-down mapping. The probe runs in a fork, where a
-            // don't-fork mapping is not: none in one, and none in a hole
-            // whose next mapping in the fork grows down (seed 500,467).
-            Op::Probe { page, .. } => {
-                let addr = BASE + page * PAGE_SIZE;
-                let forked = model.mm.range(addr, u64::MAX).find(|v| !v.flags().contains(VmFlags::DONTCOPY));
-                let dontfork = model.mm.vma_at(addr).is_some_and(|v| v.flags().contains(VmFlags::DONTCOPY));
-                let below_stack = forked.is_some_and(|v| v.start() > addr && v.flags().contains(VmFlags::GROWSDOWN));
-                if dontfork || below_stack {
-                    continue;
-                }
-            }
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
                 if let Op::Touch { page, pages } = op {
@@ -1011,6 +1047,24 @@ mod child {
                             None => "ok".into(),
                             Some(_) => result(-1),
                         }
+                    }
+                    Op::Fault { page, write } => {
+                        let ok = if write {
+                            libc::read(zero, at(page) as *mut _, 1) == 1
+                        } else {
+                            // Into a pipe, and out of it again.
+                            let mut p = [0i32; 2];
+                            assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
+                            let ok = libc::write(p[1], at(page) as *const _, 1) == 1;
+                            let mut byte = 0u8;
+                            if ok {
+                                libc::read(p[0], (&raw mut byte).cast(), 1);
+                            }
+                            libc::close(p[0]);
+                            libc::close(p[1]);
+                            ok
+                        };
+                        result(if ok { 0 } else { -1 })
                     }
                     Op::Remap { page, old, new, flags, to } => {
                         let r = libc::mremap(

@@ -17,7 +17,7 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MremapFlags, Prot, SharedAddressSpace, VmaStore,
+    Access, AddressSpace, Advice, Fault, MapFlags, MappedFile, MremapFlags, Prot, SharedAddressSpace, VmaStore,
     PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -149,14 +149,21 @@ struct Call {
     at: u64,
     len: u64,
     prot: Prot,
+    /// A map makes a stack (grows down); a fault writes, else reads.
+    flag: bool,
 }
 
 impl Call {
-    fn on<T: VmaStore>(&self, m: &mut AddressSpace<T>) -> Result<(), Errno> {
+    fn on<T: VmaStore>(&self, m: &mut AddressSpace<T>) -> Result<(), String> {
         let (at, len) = (self.at, self.len);
-        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        let mut anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        if self.flag {
+            anon |= MapFlags::GROWSDOWN;
+        }
+        let access = if self.flag { Access::Write } else { Access::Read };
         match self.what {
             0 => m.mmap(at, len, self.prot, anon, None, 0).map(drop),
+            9 => return m.fault(at, access).map_err(|f| format!("{f:?}")),
             1 => m.munmap(at, len),
             2 => m.mprotect(at, len, self.prot),
             3 | 4 => m.madvise(at, len, Advice::GuardInstall),
@@ -165,25 +172,27 @@ impl Call {
             7 => m.madvise(at, len, Advice::WipeOnFork),
             _ => m.touch(at, len),
         }
+        .map_err(|e| format!("{e:?}"))
     }
 }
 
 /// The lock-free readers' guard pages and access checks are the plain
 /// space's: the same calls made on a `SharedAddressSpace` and on an
 /// `AddressSpace`, compared after each (guard pages, and `check_access`
-/// of three kinds at pages in and around the window), forks included.
+/// of three kinds at pages in and around the window, the holes below
+/// stacks included), forks included.
 #[test]
 fn lock_free_access_checks_agree_with_a_plain_space() {
     let mm = SharedAddressSpace::new();
     let mut plain = AddressSpace::new();
     let pages = 64u64;
     let mut rng = SmallRng::seed_from_u64(31);
-    let mut guarded = 0;
+    let (mut guarded, mut grown) = (0, 0);
     for step in 0..if cfg!(miri) { 40 } else { 4_000 } {
         let at = BASE + rng.gen_range(0..pages - 8) * PAGE_SIZE;
         let len = rng.gen_range(1..8u64) * PAGE_SIZE;
         let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
-        let call = Call { what: rng.gen_range(0..9), at, len, prot };
+        let call = Call { what: rng.gen_range(0..11), at, len, prot, flag: rng.gen_ratio(1, 3) };
         let mut w = mm.write();
         assert_eq!(call.on(&mut w), call.on(&mut plain), "step {step}: {call:?}");
         if step % 50 == 49 {
@@ -210,9 +219,13 @@ fn lock_free_access_checks_agree_with_a_plain_space() {
                     "step {step}: {a:?} at {addr:#x}"
                 );
             }
+            if plain.vma_at(addr).is_none() && plain.check_access(addr, Access::Read).is_ok() {
+                grown += 1;
+            }
         }
     }
     assert!(guarded > 0, "the calls never left a guard page");
+    assert!(grown > 0, "no access would ever grow a stack");
     let plain_again = mm.into_inner();
     plain_again.validate().unwrap();
     assert_eq!(plain_again.guard_pages().collect::<Vec<_>>(), plain.guard_pages().collect::<Vec<_>>());

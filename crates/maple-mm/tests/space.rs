@@ -197,7 +197,18 @@ fn failed_allocations_change_nothing() {
         for i in (121..141u64).step_by(4) {
             mm.madvise(BASE + i * P, P, free()).unwrap();
         }
+        // Two stacks, far above everything else, with holes below them.
+        let stack = anon() | MapFlags::GROWSDOWN;
+        mm.mmap(BASE + 995 * P, 2 * P, Prot::RW, stack, None, 0).unwrap();
+        mm.mmap(BASE + 1000 * P, 64 * P, Prot::RW, stack, None, 0).unwrap();
+        // Anonymous pages apart, so that a new one needs room.
+        for i in (1001..1064u64).step_by(2) {
+            mm.touch(BASE + i * P, P).unwrap();
+        }
         mm
+    };
+    let fault = |m: &mut AddressSpace, at: u64, access: Access| {
+        m.fault(at, access).map(|()| 0).map_err(|f| if f == Fault::OutOfMemory { Errno::ENOMEM } else { Errno::EFAULT })
     };
     type Call = Box<dyn Fn(&mut AddressSpace) -> Result<u64, Errno>>;
     let calls: Vec<(&str, Call)> = vec![
@@ -209,6 +220,11 @@ fn failed_allocations_change_nothing() {
         ("madvise", Box::new(|m| m.madvise(BASE + P, 120 * P, Advice::DontFork).map(|()| 0))),
         ("name", Box::new(|m| m.set_anon_name(BASE + P, 120 * P, Some("x")).map(|()| 0))),
         ("touch", Box::new(|m| m.touch(BASE + 3 * P, 2 * P).map(|()| 0))),
+        // Both stacks grow, then the pages are written.
+        ("touch growing", Box::new(|m| m.touch(BASE + 990 * P, 12 * P).map(|()| 0))),
+        ("write fault growing", Box::new(move |m| fault(m, BASE + 985 * P, Access::Write))),
+        ("read fault, a growth in place", Box::new(move |m| fault(m, BASE + 985 * P, Access::Read))),
+        ("write fault", Box::new(move |m| fault(m, BASE + 1002 * P, Access::Write))),
         ("mremap move", Box::new(|m| m.mremap(BASE + 3 * P, 2 * P, 9 * P, MremapFlags::MAYMOVE, 0))),
         (
             "mremap fixed",
@@ -275,6 +291,7 @@ fn failed_allocations_change_nothing() {
             n += 1;
         }
         allocating += usize::from(n > 1);
+        assert!(n > 1 || !what.contains("growing"), "{what} never allocated: the sweep tests nothing");
     }
     assert!(allocating >= 4, "only {allocating} calls allocated: the sweep tests little");
 }
