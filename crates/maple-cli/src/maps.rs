@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use maple_mm::{AddressSpace, PAGE_SIZE};
+use maple_mm::{Access, AddressSpace, Fault, VmFlags, PAGE_SIZE};
 
 fn mib(b: u64) -> String {
     let units = [("TiB", 40), ("GiB", 30), ("MiB", 20)];
@@ -87,11 +87,20 @@ pub fn find(mm: &AddressSpace, addr: u64) -> String {
             format!("{addr:#x} is in a written page (an anonymous page) of\n{}\n", mm.maps_line(&v))
         }
         Some(v) if v.contains(addr) => format!("{addr:#x} is in\n{}\n", mm.maps_line(&v)),
-        Some(v) => format!(
-            "{addr:#x} is not mapped; the next mapping is {:#x} bytes above:\n{}\n",
-            v.start() - addr,
-            mm.maps_line(&v)
-        ),
+        Some(v) => {
+            let stack = if !v.flags().contains(VmFlags::GROWSDOWN) {
+                ""
+            } else if mm.check_access(addr, Access::Read) == Err(Fault::Unmapped) {
+                ", a stack that may not grow down to it (a mapping too close below, or the stack limit)"
+            } else {
+                ", a stack: an access here grows it down to this page"
+            };
+            format!(
+                "{addr:#x} is not mapped; the next mapping is {:#x} bytes above{stack}:\n{}\n",
+                v.start() - addr,
+                mm.maps_line(&v)
+            )
+        }
         None => format!("{addr:#x} is not mapped, and nothing is mapped above it\n"),
     }
 }
@@ -166,5 +175,20 @@ mod tests {
         assert!(summary(&mm).contains("written       12 KiB"), "{}", summary(&mm));
         assert!(find(&mm, at + 2 * PAGE_SIZE + 8).contains("is in a written page"));
         assert!(find(&mm, at).starts_with(&format!("{at:#x} is in\n")));
+    }
+
+    #[test]
+    fn the_hole_below_a_stack_says_whether_it_grows() {
+        let (mut mm, at) = eight_pages();
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        let stack = fixed | MapFlags::GROWSDOWN;
+        let (far, near) = (at - (1 << 30), at - 64 * PAGE_SIZE);
+        mm.mmap(far, PAGE_SIZE, Prot::RW, stack, None, 0).unwrap();
+        mm.mmap(near, PAGE_SIZE, Prot::RW, stack, None, 0).unwrap();
+        mm.mmap(near - 32 * PAGE_SIZE, PAGE_SIZE, Prot::RW, fixed, None, 0).unwrap();
+        assert!(find(&mm, far - 3 * PAGE_SIZE).contains("an access here grows it down"), "{}", find(&mm, far - 8));
+        // Within the guard gap above an accessible mapping: refused.
+        assert!(find(&mm, near - 3 * PAGE_SIZE).contains("may not grow down"));
+        assert!(!find(&mm, near - 40 * PAGE_SIZE).contains("stack"));
     }
 }

@@ -9,8 +9,10 @@
 //! VMA names, guard pages ([`guard_pages`](AddressSpace::guard_pages)),
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux) and the anonymous pages they make
-//! ([`anon_pages`](AddressSpace::anon_pages)), `fork` by O(n) duplication of the tree, and `exec`; and it
-//! reads and writes `/proc/PID/maps`. Its rules are checked against the
+//! ([`anon_pages`](AddressSpace::anon_pages)), faults that grow a stack
+//! into the hole below it ([`fault`](AddressSpace::fault)), `fork` by
+//! O(n) duplication of the tree, and `exec`; and it reads and writes
+//! `/proc/PID/maps`. Its rules are checked against the
 //! running kernel by random call sequences (`tests/kernel_oracle.rs`).
 //!
 //! It is meant for programs that model or track another program's memory:

@@ -319,6 +319,7 @@ impl AddressSpace {
             Self::parse_maps(&text, &name, Layout::default(), Some(&mut written)).ok()
         });
         let mut mm = parsed.map_or_else(|| Self::from_maps_file(format!("{dir}/maps")), Ok)?;
+        mm.layout = live_layout(dir);
         #[cfg(unix)]
         mm.read_guard_pages(&format!("{dir}/pagemap"))?;
         #[cfg(target_os = "linux")]
@@ -459,6 +460,32 @@ fn zero_page_frame() -> Option<u64> {
     (read && w >> 63 & 1 == 1 && frame != 0).then_some(frame)
 }
 
+/// The layout of the live process whose `/proc` directory is `dir`: its
+/// stack limit (`RLIMIT_STACK`'s soft limit, from `limits`) and the
+/// system's `vm.mmap_min_addr`, where they can be read; the rest Linux's
+/// defaults (the stack guard gap is a boot parameter no file shows).
+fn live_layout(dir: &str) -> Layout {
+    let mut layout = Layout::default();
+    if let Some(limit) = std::fs::read_to_string(format!("{dir}/limits")).ok().as_deref().and_then(stack_limit) {
+        layout.stack_limit = limit;
+    }
+    let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").ok().and_then(|s| s.trim().parse().ok());
+    if let Some(min) = min {
+        layout.mmap_min_addr = min;
+    }
+    layout
+}
+
+/// The soft stack limit in a `/proc/PID/limits` text (`u64::MAX` for
+/// "unlimited").
+fn stack_limit(limits: &str) -> Option<u64> {
+    let line = limits.lines().find_map(|l| l.strip_prefix("Max stack size"))?;
+    match line.split_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        soft => soft.parse().ok(),
+    }
+}
+
 /// A text file's contents and its name, or an error naming it (and the
 /// line where it stops being UTF-8).
 fn read_text(path: &Path) -> Result<(String, String), MapsError> {
@@ -578,4 +605,20 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
     let f = Arc::new(want);
     files.push(Arc::clone(&f));
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stack_limit;
+
+    #[test]
+    fn the_stack_limit_is_read_from_limits() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max cpu time              unlimited            unlimited            seconds   \n\
+                    Max stack size            8388608              unlimited            bytes     \n";
+        assert_eq!(stack_limit(text), Some(8 << 20));
+        assert_eq!(stack_limit(&text.replace("8388608 ", "unlimited")), Some(u64::MAX));
+        assert_eq!(stack_limit("Max cpu time  unlimited  unlimited  seconds\n"), None);
+        assert_eq!(stack_limit("Max stack size  lots  unlimited  bytes\n"), None);
+    }
 }

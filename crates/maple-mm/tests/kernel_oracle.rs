@@ -96,6 +96,9 @@ const KNOWN: &[&str] = &[
     // from a separately written stack it grows against.
     "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; fault 18 0; map 12 2 3 fixed 0 anon 0 256; touch 12 1; \
      fault 14 0; protect 12 8 1",
+    // Populating and locking calls over the hole do not grow the stack.
+    "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; advise 15 6 23; advise 15 6 22; lock 15 6 0; lock 15 6 1; \
+     fault 19 0; lock 18 6 0",
     // The anon_vma comes from the stack's neighbours before it grows, not
     // from the written stack it grows against.
     "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; map 12 2 3 fixed 0 anon 0 256; touch 12 1; fault 14 0; \

@@ -329,6 +329,31 @@ fn scratch_mapping(len: usize) -> u64 {
 /// A live process's guard pages come from pagemap: two pages of a fresh
 /// mapping fenced off here are guard pages in the space read back, the
 /// others not, and an access there faults as the kernel's does.
+/// A live process's layout has its own stack limit (a shell that lowers
+/// it, then sleeps), which decides how far its stack may grow.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_live_process_has_its_own_stack_limit() {
+    let mut child = std::process::Command::new("sh").args(["-c", "ulimit -s 1234 && exec sleep 30"]).spawn().unwrap();
+    let pid = child.id();
+    // Until the shell has lowered its limit and become `sleep`.
+    let mut limit = 0;
+    for _ in 0..500 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "sleep" {
+            limit = AddressSpace::from_pid(pid).unwrap().layout().stack_limit;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(limit, 1234 * 1024);
+    let stack = AddressSpace::from_self().unwrap();
+    let stack = stack.iter().find(|v| v.flags().contains(VmFlags::GROWSDOWN)).map(|v| (v.start(), v.end()));
+    assert!(stack.is_some(), "this process's [stack] grows down");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn guard_pages_of_this_process_come_from_pagemap() {
