@@ -65,17 +65,33 @@ impl<T: VmaStore> AddressSpace<T> {
     /// stack (as it stands now); `None` if `addr` is mapped or nothing
     /// would grow. See [`grows_to`].
     pub(crate) fn stack_growth(&self, addr: u64) -> Option<(u64, Vma<'_>)> {
-        if self.vma_at(addr).is_some() {
+        match self.tree.view().range_at(addr) {
+            (_, Some(_)) => None,
+            (hole, None) => self.growth_into_hole(addr, *hole.end()),
+        }
+    }
+
+    /// [`stack_growth`](Self::stack_growth) of an `addr` in the hole
+    /// ending at `last`.
+    fn growth_into_hole(&self, addr: u64, last: u64) -> Option<(u64, Vma<'_>)> {
+        let view = self.tree.view();
+        // What follows a hole is a VMA (or the end): one walk, and most
+        // holes lie below something else than a stack.
+        let next = view.get_range(last.checked_add(1)?).map(|(r, d)| Self::vma_of(r, d));
+        if !next?.flags().contains(VmFlags::GROWSDOWN) {
             return None;
         }
-        let (prev, next) = self.find_vma_prev(addr);
+        let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
         grows_to(prev, next, addr, &self.layout).zip(next)
     }
 
     /// The VMA a fault at `addr` meets: the one holding it, or the stack
     /// the fault would grow down to it (with its grown range).
     pub(crate) fn faulting_vma(&self, addr: u64) -> Option<Vma<'_>> {
-        self.vma_at(addr).or_else(|| self.stack_growth(addr).map(|(page, next)| grown(next, page)))
+        match self.tree.view().range_at(addr) {
+            (r, Some(d)) => Some(Self::vma_of(r, d)),
+            (hole, None) => self.growth_into_hole(addr, *hole.end()).map(|(page, next)| grown(next, page)),
+        }
     }
 
     /// Grows the stack above `addr` down to `page` (checked by

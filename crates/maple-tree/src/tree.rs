@@ -131,6 +131,28 @@ impl<V: Handle> MapleTree<V> {
         self.borrow(v).map(|b| (lo..=hi, b))
     }
 
+    /// The range holding `index`, with its value: an entry, or the empty
+    /// (or reserved) range around `index` with `None` (kernel `mas_walk`).
+    /// One walk tells both what is at `index` and where the next entry
+    /// can start: an empty range never borders another, so the index past
+    /// it holds an entry, if anything.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    /// let mut t: MapleTree<U63> = MapleTree::new();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// t.insert_range(40..=49, U63::new(2).unwrap()).unwrap();
+    /// assert_eq!(t.range_at(15).0, 10..=19);
+    /// let (hole, v) = t.range_at(25);
+    /// assert_eq!((hole.clone(), v), (20..=39, None));
+    /// assert_eq!(t.get_range(hole.end() + 1).map(|(r, _)| r), Some(40..=49));
+    /// assert_eq!(t.range_at(50), (50..=u64::MAX, None));
+    /// ```
+    pub fn range_at(&self, index: u64) -> (RangeInclusive<u64>, Option<V::Borrowed<'_>>) {
+        let (lo, hi, v) = self.raw.lookup(index);
+        (lo..=hi, self.borrow(v))
+    }
+
     /// True if anything is stored at `index`.
     pub fn contains(&self, index: u64) -> bool {
         is_value(self.raw.load(index))

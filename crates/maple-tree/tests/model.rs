@@ -63,6 +63,17 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
             assert_eq!(t.load(i).map(|x| x.get()), m.get(i).map(|e| e.2), "{what}");
             let got = t.get_range(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
             assert_eq!(got, m.get(i), "{what}");
+            // The range holding `i`: an entry (a reserved range without its
+            // value), or the free run around it.
+            let (r, x) = t.range_at(i);
+            let want = m.get_any(i).map_or_else(
+                || {
+                    let run = m.free_runs().into_iter().find(|&(a, b)| a <= i && i <= b).expect("a free run");
+                    (run.0, run.1, None)
+                },
+                |e| (e.0, e.1, (e.2 != RESERVED).then_some(e.2)),
+            );
+            assert_eq!((*r.start(), *r.end(), x.map(|x| x.get())), want, "{what}: range_at");
         }
         Op::Next(i) => {
             let got = t.next_after(i).map(|(r, x)| (*r.start(), *r.end(), x.get()));
