@@ -86,6 +86,22 @@ bitflags! {
     }
 }
 
+bitflags! {
+    /// `shmat` flags (`SHM_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct ShmFlags: u32 {
+        /// `SHM_RDONLY`: attach read-only (the mapping can never be made
+        /// writable).
+        const RDONLY = 0o10000;
+        /// `SHM_RND`: round an unaligned address down to a page.
+        const RND = 0o20000;
+        /// `SHM_REMAP`: replace whatever is mapped at the address.
+        const REMAP = 0o40000;
+        /// `SHM_EXEC`: attach executable too.
+        const EXEC = 0o100000;
+    }
+}
+
 /// `madvise` advice (`MADV_*`). Those that change a mapping's flags split
 /// and merge VMAs like `mprotect`; the rest are accepted and change no VMA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,8 @@
 //! and the VMA list. This crate builds that address space in userspace: an
 //! [`AddressSpace`] keeps its VMAs in a gap-tracking
 //! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
-//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, anonymous
+//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, System V
+//! shared memory (`shmat`, `shmdt`), anonymous
 //! VMA names, guard pages ([`guard_pages`](AddressSpace::guard_pages)),
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux) and the anonymous pages they make
@@ -99,6 +100,7 @@ mod pages;
 mod record;
 mod seal;
 mod shared;
+mod shm;
 mod space;
 mod stack;
 mod store;
@@ -108,7 +110,7 @@ mod vma;
 
 pub use access::{Access, Fault};
 pub use error::{Errno, Result};
-pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags};
+pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, VmFlags};
 #[cfg(feature = "fault-injection")]
 pub use fork::fault;
 pub use maple_tree;
@@ -116,6 +118,7 @@ pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
 pub use record::VmaRef;
 pub use shared::{SharedAddressSpace, SpaceWriter};
+pub use shm::ShmSegment;
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
 pub use store::{TreeStore, VmaStore};
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};

@@ -563,8 +563,15 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         Backing::Anon
     } else if path == "/dev/zero (deleted)" || (path.is_empty() && shared) {
         Backing::File(shmem(l, files))
+    } else if shared && path.starts_with("/SYSV") && path.ends_with(" (deleted)") {
+        // A System V segment (one file per segment: which attach a piece
+        // belongs to is not in the file).
+        Backing::File(opened(
+            MappedFile { sysv_shm: true, ..MappedFile::new(l.dev_major, l.dev_minor, l.inode, path) },
+            files,
+        ))
     } else {
-        Backing::File(file(l, files))
+        Backing::File(opened(MappedFile::new(l.dev_major, l.dev_minor, l.inode, path), files))
     };
     let anonymous = matches!(backing, Backing::Anon);
     let pgoff = if anonymous { l.start / PAGE_SIZE } else { l.offset / PAGE_SIZE };
@@ -582,10 +589,9 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
     })
 }
 
-/// One `MappedFile` per (device, inode), shared by its VMAs.
-fn file(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
-    let want = MappedFile::new(l.dev_major, l.dev_minor, l.inode, l.path.clone());
-    if let Some(f) = files.iter().find(|f| f.same_file(&want)) {
+/// One `MappedFile` per (device, inode) and kind, shared by its VMAs.
+fn opened(want: MappedFile, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
+    if let Some(f) = files.iter().find(|f| f.same_file(&want) && f.sysv_shm == want.sysv_shm) {
         return Arc::clone(f);
     }
     let f = Arc::new(want);
@@ -599,12 +605,7 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
         path: "/dev/zero (deleted)".into(),
         ..MappedFile::new(l.dev_major, l.dev_minor, l.inode, "")
     };
-    if let Some(f) = files.iter().find(|f| f.same_file(&want)) {
-        return Arc::clone(f);
-    }
-    let f = Arc::new(want);
-    files.push(Arc::clone(&f));
-    f
+    opened(want, files)
 }
 
 #[cfg(test)]

@@ -145,6 +145,8 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> core::result::Result<Result<()>, AllocFail> {
         let mm = self;
         let mut changed: Vec<(u64, u64)> = Vec::new();
+        // Changed VMAs that no merge may delete (see `merge_around_keeping`).
+        let mut kept: smallvec::SmallVec<[(u64, u64); 2]> = smallvec::SmallVec::new();
         let mut pos = start;
         let mut result = Ok(());
         let pieces = mm.entries(start, end);
@@ -176,12 +178,16 @@ impl<T: VmaStore> AddressSpace<T> {
                 break;
             }
             let written = populates(&data) && new.flags.contains(VmFlags::WRITE);
+            let keep = (ps, pe) == (s, e) && data.closes();
             mm.put(ps, pe, new)?;
+            if keep {
+                kept.push((ps, pe));
+            }
             if !one_by_one {
                 changed.push((ps, pe));
                 continue;
             }
-            mm.merge_around(&[(ps, pe)])?;
+            mm.merge_around_keeping(&[(ps, pe)], &kept)?;
             // (A write fault past the end of a file prepares the
             // anon_vma before it fails; one on a guard page does not.)
             if written {
@@ -191,7 +197,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if result.is_ok() && pos < end {
             result = Err(Errno::ENOMEM);
         }
-        mm.merge_around(&changed)?;
+        mm.merge_around_keeping(&changed, &kept)?;
         Ok(result)
     }
 

@@ -70,6 +70,12 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let Some(vma) = self.vma_at(old) else { return Err(Errno::EFAULT) };
         let (vstart, vend, data) = (vma.start, vma.end, vma.data.clone());
+        // A move of several VMAs starting with a System V segment fails
+        // before the seal is looked at (see `move_many`; measured).
+        let spans = old_end > vend;
+        if spans && fixed && new_len == old_len && data.backing.file().is_some_and(|f| f.sysv_shm) {
+            return Err(Errno::EFAULT);
+        }
         // A sealed mapping can be neither resized nor moved.
         if data.flags.contains(VmFlags::SEALED) {
             return Err(Errno::EPERM);
@@ -223,6 +229,12 @@ impl<T: VmaStore> AddressSpace<T> {
             for (s, e, d) in &pieces {
                 let (ps, pe) = ((*s).max(old), (*e).min(old_end));
                 let (ns, ne) = (dest + (ps - old), dest + (pe - old));
+                // A System V segment's file places its own mappings: Linux
+                // moves it only alone, and stops at it, what moved before
+                // staying moved (measured).
+                if d.backing.file().is_some_and(|f| f.sysv_shm) {
+                    return Ok(Err(Errno::EFAULT));
+                }
                 if d.flags.contains(VmFlags::SEALED) {
                     return Ok(Err(Errno::EPERM));
                 }

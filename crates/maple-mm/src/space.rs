@@ -582,28 +582,56 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the VMAs a call modified. Boundaries between two untouched VMAs are
     /// left alone.
     pub(crate) fn merge_around(&mut self, changed: &[(u64, u64)]) -> core::result::Result<(), AllocFail> {
+        self.merge_around_keeping(changed, &[])
+    }
+
+    /// [`merge_around`](Self::merge_around), where Linux may not delete a
+    /// VMA whose mapping has a `close` hook (a System V segment's pieces):
+    /// `kept` are changed ranges that were whole such VMAs before the call,
+    /// which no neighbour absorbs (one changed after them may still merge
+    /// into them), and a changed range that merged with the VMA before it
+    /// does not also absorb such a VMA after it.
+    pub(crate) fn merge_around_keeping(
+        &mut self,
+        changed: &[(u64, u64)],
+        kept: &[(u64, u64)],
+    ) -> core::result::Result<(), AllocFail> {
         let mut bounds: smallvec::SmallVec<[u64; 8]> = changed.iter().flat_map(|&(s, e)| [s, e]).collect();
         bounds.sort_unstable();
         bounds.dedup();
+        let mut merged_left: smallvec::SmallVec<[u64; 8]> = smallvec::SmallVec::new();
         for b in bounds {
-            self.merge_at(b)?;
+            // The VMA a merge at `b` would absorb: the changed range after
+            // `b`, else the one before it (into an untouched VMA after).
+            let starts_here = changed.iter().any(|c| c.0 == b);
+            if kept.iter().any(|k| k.0 == b) || (!starts_here && kept.iter().any(|k| k.1 == b)) {
+                continue;
+            }
+            let joined_left = changed.iter().any(|c| c.1 == b && merged_left.contains(&c.0));
+            if joined_left && self.vma_at(b).is_some_and(|v| v.data.closes()) {
+                continue;
+            }
+            if self.merge_at(b)? && starts_here {
+                merged_left.push(b);
+            }
         }
         Ok(())
     }
 
     /// Merges the VMA ending at `b` with the one starting there, if they
-    /// are compatible.
-    pub(crate) fn merge_at(&mut self, b: u64) -> core::result::Result<(), AllocFail> {
-        let Some(lb) = b.checked_sub(1) else { return Ok(()) };
+    /// are compatible; true if they merged.
+    pub(crate) fn merge_at(&mut self, b: u64) -> core::result::Result<bool, AllocFail> {
+        let Some(lb) = b.checked_sub(1) else { return Ok(false) };
         let (Some(left), Some(right)) = (self.tree.view().get_range(lb), self.tree.view().get_range(b)) else {
-            return Ok(());
+            return Ok(false);
         };
         if *left.0.end() != lb || *right.0.start() != b || !left.1.merges_with(right.1) {
-            return Ok(());
+            return Ok(false);
         }
         let (start, end) = (*left.0.start(), right.0.end() + 1);
         let merged = left.1.merged(right.1);
-        self.put(start, end, merged)
+        self.put(start, end, merged)?;
+        Ok(true)
     }
 
     /// Checks that splitting the VMAs at `start` and `end` would not make

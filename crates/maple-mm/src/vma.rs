@@ -52,6 +52,10 @@ pub struct MappedFile {
     ///
     /// [`touch`]: crate::AddressSpace::touch
     pub size: Option<u64>,
+    /// A System V shared memory segment (mapped by
+    /// [`shmat`](crate::AddressSpace::shmat)): what
+    /// [`shmdt`](crate::AddressSpace::shmdt) detaches.
+    pub sysv_shm: bool,
 }
 
 /// Counter for the inode numbers of shared anonymous memory.
@@ -60,7 +64,16 @@ static SHMEM_INODE: AtomicU64 = AtomicU64::new(1);
 impl MappedFile {
     /// A regular file.
     pub fn new(dev_major: u32, dev_minor: u32, inode: u64, path: impl Into<String>) -> MappedFile {
-        MappedFile { dev_major, dev_minor, inode, path: path.into(), writable: true, anon_shmem: false, size: None }
+        MappedFile {
+            dev_major,
+            dev_minor,
+            inode,
+            path: path.into(),
+            writable: true,
+            anon_shmem: false,
+            size: None,
+            sysv_shm: false,
+        }
     }
 
     /// The same file, `bytes` long (see [`size`](Self::size)).
@@ -100,6 +113,7 @@ impl MappedFile {
             writable: true,
             anon_shmem: true,
             size: Some(len),
+            sysv_shm: false,
         }
     }
 
@@ -245,6 +259,12 @@ impl VmaData {
     /// Linux's `vma_is_anonymous`: private anonymous memory.
     pub(crate) fn is_anonymous(&self) -> bool {
         matches!(self.backing, Backing::Anon)
+    }
+
+    /// A mapping whose `vm_ops` has a `close` hook (a System V segment's):
+    /// a merge may grow or shrink it, never delete it.
+    pub(crate) fn closes(&self) -> bool {
+        self.backing.file().is_some_and(|f| f.sysv_shm)
     }
 
     /// Everything but the anon_vma matches (`is_mergeable_vma` plus

@@ -43,8 +43,8 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags,
-    PAGE_SIZE,
+    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot,
+    ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -72,6 +72,23 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// Sequences that once diverged, run every time before the random ones
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
+    // System V segments (session 25). Their pieces merge only where no
+    // whole piece is deleted: a lock's split stays split; an mprotect's
+    // partial piece joins its neighbour; a piece moved back between two
+    // others joins the one before it only.
+    "shmat 10 4 16384 0; lock 11 2 0; lockall 1",
+    "shmat 21 7 16384 0; protect 24 4 7; protect 17 10 5",
+    "shmat 10 6 16384 0; remap 12 2 2 3 30; remap 30 2 2 3 12; protect 10 6 1; protect 10 6 3",
+    // A move of several VMAs stops at a segment (what moved before stays
+    // moved), before its seal is looked at.
+    "map 10 2 3 fixed 0 anon 0 0; shmat 12 2 16384 0; remap 10 4 4 3 30",
+    "shmat 12 2 16384 0; map 14 2 3 fixed 0 anon 0 0; seal 12 1 0; remap 12 4 4 3 30",
+    // A detach finds the attach's pieces at their offsets; attaches check
+    // their address (rounded with SHM_RND), and a read-only one never
+    // becomes writable.
+    "shmat 10 6 16384 0; protect 12 2 1; unmap 10 1 0; shmdt 10; shmdt 11",
+    "unmap 0 48 0; shmat 10 3 0 5; shmat 10 3 8192 5; shmat 20 2 4096 0; protect 20 2 3; shmdt 20; \
+     shmat 30 2 32768 0; shmat 40 2 0 0; shmat 40 2 16384 0; remap 40 2 4 1 0; fork; shmdt 40",
     // Stacks grow (session 25): a write (`touch`), a read and a probe in
     // the hole below a grows-down mapping grow it down to the page; the
     // window's reservation below is inaccessible and fences nothing.
@@ -270,6 +287,19 @@ enum Op {
         page: u64,
         pages: u64,
     },
+    /// `shmat` of a fresh System V segment of `pages` pages less 100
+    /// bytes (removed at once: it lives while attached) at the page, plus
+    /// `skew` bytes.
+    Shmat {
+        page: u64,
+        pages: u64,
+        flags: u32,
+        skew: u64,
+    },
+    /// `shmdt` at the page.
+    Shmdt {
+        page: u64,
+    },
     /// One access at the page by the kernel for this process (a read into
     /// it from `/dev/zero`, or a write from it into a pipe): a fault that
     /// fails comes back as `EFAULT`, keeping what the fault changed (a
@@ -350,6 +380,8 @@ impl fmt::Display for Op {
             Op::Seal { page, pages, flags } => write!(f, "seal {page} {pages} {flags}"),
             Op::Probe { page, write } => write!(f, "probe {page} {}", u8::from(write)),
             Op::Fault { page, write } => write!(f, "fault {page} {}", u8::from(write)),
+            Op::Shmat { page, pages, flags, skew } => write!(f, "shmat {page} {pages} {flags} {skew}"),
+            Op::Shmdt { page } => write!(f, "shmdt {page}"),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -390,6 +422,8 @@ fn parse_op(line: &str) -> Op {
         "seal" => Op::Seal { page: n(1), pages: n(2), flags: n(3) },
         "probe" => Op::Probe { page: n(1), write: w[2] == "1" },
         "fault" => Op::Fault { page: n(1), write: w[2] == "1" },
+        "shmat" => Op::Shmat { page: n(1), pages: n(2), flags: n(3) as u32, skew: n(4) },
+        "shmdt" => Op::Shmdt { page: n(1) },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -413,6 +447,11 @@ fn normalise(line: &str) -> String {
     if line.ends_with("/dev/zero (deleted)") {
         let f: Vec<&str> = line.split_whitespace().collect();
         return format!("{} {} {} {} SHM /dev/zero (deleted)", f[0], f[1], f[2], f[3]);
+    }
+    // A System V segment's inode is its id (the kernel's to choose).
+    if line.ends_with("/SYSV00000000 (deleted)") {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        return format!("{} {} {} {} SHM /SYSV00000000 (deleted)", f[0], f[1], f[2], f[3]);
     }
     line.trim_end().to_string()
 }
@@ -593,6 +632,14 @@ impl Model {
                 Ok(()) => "ok".into(),
                 Err(e) => errno(e),
             },
+            Op::Shmat { page, pages, flags, skew } => {
+                let segment = ShmSegment { key: 0, id: 1, size: pages * PAGE_SIZE - 100 };
+                match self.mm.shmat(&segment, at(page) + skew, ShmFlags::from_bits_retain(flags)) {
+                    Ok(a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                    Err(e) => errno(e),
+                }
+            }
+            Op::Shmdt { page } => result_of(self.mm.shmdt(at(page))),
             Op::Fault { page, write } => {
                 let access = if write { Access::Write } else { Access::Read };
                 match self.mm.fault(at(page), access) {
@@ -666,7 +713,7 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..121) {
+        let op = match rng.gen_range(0..126) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
@@ -701,12 +748,23 @@ fn generate(seed: u64, file: &MappedFile) -> Vec<Op> {
             109 => Op::UnlockAll,
             110..=112 => Op::Seal { page, pages, flags: u64::from(rng.gen_ratio(1, 20)) },
             113..=115 => Op::Fault { page, write: rng.gen_bool(0.5) },
+            116..=118 => {
+                // SHM_RDONLY, SHM_RND, SHM_REMAP, SHM_EXEC, some together.
+                let flags =
+                    [0, 0, 0o10000, 0o20000, 0o40000, 0o40000, 0o100000, 0o150000, 0o60000][rng.gen_range(0..9)];
+                Op::Shmat { page, pages, flags, skew: if rng.gen_ratio(1, 4) { 5 } else { 0 } }
+            }
+            119..=120 => Op::Shmdt { page },
             _ => Op::Probe { page, write: rng.gen_bool(0.5) },
         };
         // Keep the window the window: mappings and growth stay inside it
         // (a stack grows only down to the page accessed, in the window).
         match &op {
-            Op::Map { page, pages, .. } | Op::ForkMap { page, pages, .. } if page + pages > W => continue,
+            Op::Map { page, pages, .. } | Op::ForkMap { page, pages, .. } | Op::Shmat { page, pages, .. }
+                if page + pages > W =>
+            {
+                continue
+            }
             Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
@@ -1051,6 +1109,16 @@ mod child {
                             Some(_) => result(-1),
                         }
                     }
+                    Op::Shmat { page, pages, flags, skew } => {
+                        let size = (pages * PAGE_SIZE - 100) as usize;
+                        let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o600);
+                        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+                        let r = libc::shmat(id, (at(page) + skew) as *const _, flags as i32);
+                        let res = placed(r, pages);
+                        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+                        res
+                    }
+                    Op::Shmdt { page } => result(libc::shmdt(at(page) as *const _) as i64),
                     Op::Fault { page, write } => {
                         let ok = if write {
                             libc::read(zero, at(page) as *mut _, 1) == 1

@@ -126,3 +126,31 @@ fn mapped_files_get_the_kernels_path_and_identity() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A recorded program's System V shared memory (see
+/// `tests/data/strace-sysv/README.md`): attaches where the kernel chose,
+/// read-only, over a reservation, cut and detached, replayed on the first
+/// snapshot, give the second line for line, segment ids and all.
+#[test]
+fn system_v_shared_memory_replays_line_for_line() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-sysv");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+    let log = read("sysv.strace");
+    let lines: Vec<&str> = log.lines().collect();
+    let maps_read_before = |name: &str| {
+        let at = lines.iter().position(|l| l.contains(&format!("\"{name}\""))).expect("snapshot open");
+        (0..at).rev().find(|&i| lines[i].contains("\"/proc/self/maps\"")).expect("maps read") + 1
+    };
+    let (from, to) = (maps_read_before("sysv.start.maps"), maps_read_before("sysv.end.maps"));
+    let initial = AddressSpace::from_maps(&read("sysv.start.maps"), "sysv.start.maps").unwrap();
+    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false };
+    let r = replay(log.lines(), opts, Some(initial)).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    let got = r.space(pid_of(&log, to)).unwrap().maps();
+    let want = read("sysv.end.maps");
+    let diff = page_diff(&want, &got);
+    assert!(diff.is_empty(), "pages differ:\n{}\n--- got:\n{got}", diff.join("\n"));
+    let segments = |maps: &str| maps.lines().filter(|l| l.contains("/SYSV")).map(String::from).collect::<Vec<_>>();
+    assert_eq!(segments(&got), segments(&want));
+    assert_eq!(segments(&want).len(), 1, "one attach is left at the second snapshot");
+}

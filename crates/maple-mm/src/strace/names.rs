@@ -37,6 +37,12 @@ pub(crate) const MREMAP: &[(&str, u64)] = &[("MREMAP_MAYMOVE", 1), ("MREMAP_FIXE
 
 pub(crate) const MLOCK: &[(&str, u64)] = &[("MLOCK_ONFAULT", 1)];
 
+pub(crate) const SHM: &[(&str, u64)] =
+    &[("SHM_RDONLY", 0o10000), ("SHM_RND", 0o20000), ("SHM_REMAP", 0o40000), ("SHM_EXEC", 0o100000)];
+
+/// `shmget` keys (and its flags, which the replay does not need).
+pub(crate) const IPC: &[(&str, u64)] = &[("IPC_PRIVATE", 0)];
+
 pub(crate) const MCL: &[(&str, u64)] = &[("MCL_CURRENT", 1), ("MCL_FUTURE", 2), ("MCL_ONFAULT", 4)];
 
 pub(crate) const MADV: &[(&str, u64)] = &[

@@ -6,7 +6,10 @@ use super::{
     names,
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
-use crate::{AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, VmFlags};
+use crate::{
+    AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment,
+    VmFlags,
+};
 
 /// Which lines to apply.
 #[derive(Clone, Debug, Default)]
@@ -134,6 +137,9 @@ pub struct Replayer {
     lookups: HashMap<String, (String, Option<FileId>)>,
     /// Processes that have exited (or were killed).
     exited: std::collections::HashSet<u32>,
+    /// System V segments made in the log (`shmget`), by id: what `shmat`
+    /// maps (segments are the system's, not a process's).
+    segments: HashMap<u64, ShmSegment>,
     stats: ReplayStats,
 }
 
@@ -184,6 +190,8 @@ fn is_memory_call(name: &str) -> bool {
             | "mlockall"
             | "munlockall"
             | "mseal"
+            | "shmat"
+            | "shmdt"
     )
 }
 
@@ -215,6 +223,7 @@ impl Replayer {
             unknown: std::collections::HashSet::new(),
             lookups: HashMap::new(),
             exited: std::collections::HashSet::new(),
+            segments: HashMap::new(),
             stats: ReplayStats::default(),
         }
     }
@@ -374,7 +383,7 @@ impl Replayer {
         let relevant = match name {
             _ if is_clone(name) => true,
             "execve" | "execveat" | "brk" | "exit_group" => true,
-            "openat" | "open" | "creat" | "close" => matches!(ret, Ret::Value(_)),
+            "openat" | "open" | "creat" | "close" | "shmget" => matches!(ret, Ret::Value(_)),
             _ => is_memory_call(name) && self.applying(no),
         };
         if !relevant {
@@ -478,6 +487,13 @@ impl Replayer {
                 }
                 return Ok(());
             }
+            "shmget" => {
+                if let Ret::Value(id) = ret {
+                    let key = num(0, names::IPC)? as i32;
+                    self.segments.insert(id as u64, ShmSegment { key, id: id as i32, size: num(1, &[])? });
+                }
+                return Ok(());
+            }
             "close" => {
                 if ret == Ret::Value(0) {
                     let fd = num(0, &[])? as i64;
@@ -528,6 +544,22 @@ impl Replayer {
         if failed.is_some() && !partial {
             return Ok(());
         }
+        // A segment made before the log began: its size is unknown.
+        let segment = match name {
+            "shmat" => match self.segments.get(&num(0, &[])?) {
+                Some(&s) => Some(s),
+                None if failed.is_some() => return Ok(()),
+                None => {
+                    let id = num(0, &[])?;
+                    self.disagree(
+                        no,
+                        format!("shmat: segment {id} was made before the log began (its size is unknown)"),
+                    );
+                    return Ok(());
+                }
+            },
+            _ => None,
+        };
         let mut mm = space.borrow_mut();
         let result: Result<(), Errno> = match name {
             "mmap" | "mmap2" => {
@@ -546,6 +578,20 @@ impl Replayer {
                 mm.mmap(at as u64, len, Prot::from_bits_retain(prot as u32), flags, file, off).map(drop)
             }
             "munmap" => mm.munmap(num(0, &[])?, num(1, &[])?),
+            "shmat" => {
+                let (Ret::Value(at), Some(segment)) = (ret, segment) else { return Ok(()) };
+                let mut flags = ShmFlags::from_bits_retain(num(2, names::SHM)? as u32);
+                // Where the kernel placed it, if it chose.
+                let addr = match num(1, &[])? {
+                    0 => {
+                        flags |= ShmFlags::REMAP;
+                        at as u64
+                    }
+                    addr => addr,
+                };
+                mm.shmat(&segment, addr, flags).map(drop)
+            }
+            "shmdt" => mm.shmdt(num(0, &[])?),
             "mlock" => mm.mlock(num(0, &[])?, num(1, &[])?),
             "mlock2" => {
                 let flags = MlockFlags::from_bits_retain(num(2, names::MLOCK)? as u32);
