@@ -61,7 +61,6 @@
 //! Not modelled: which pages of files and shared memory are mapped (the
 //! page cache; the model keeps the anonymous pages and the guard markers of
 //! the page tables), swap, memory locking limits, hugetlbfs,
-//! `mremap` of a zero length (Linux duplicates a shared mapping),
 //! userfaultfd, mempolicy.
 //!
 //! # Also here

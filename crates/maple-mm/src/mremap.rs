@@ -24,10 +24,15 @@ impl<T: VmaStore> AddressSpace<T> {
     /// * Since Linux 6.17 a pure move (`MREMAP_FIXED`, same length) may span
     ///   several VMAs and the gaps between them; each VMA moves by the same
     ///   distance.
+    /// * A zero `old_len` duplicates a shared mapping: `new_len` bytes of
+    ///   what it maps, from the offset of `old` on (past the VMA's end if
+    ///   need be), are mapped again at the new place (it needs
+    ///   `MREMAP_MAYMOVE`), and the old mapping stays.
     ///
     /// Errors: `EINVAL` (unknown flags, `FIXED` or `DONTUNMAP` without
     /// `MAYMOVE`, `DONTUNMAP` with a size change, unaligned addresses, zero
-    /// new length, overlapping old and new ranges, a zero old length),
+    /// new length, overlapping old and new ranges, a zero old length on a
+    /// private mapping),
     /// `EFAULT` (old range not mapped, or spanning VMAs where that is not
     /// allowed), `ENOMEM` (no room to grow and no `MAYMOVE`, no free range,
     /// too many VMAs).
@@ -50,10 +55,6 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         let task = self.layout.task_size;
-        if old_len == 0 {
-            // Linux duplicates a shared mapping here; not modelled.
-            return Err(Errno::EINVAL);
-        }
         if old > task || old_len > task - old {
             return Err(Errno::EFAULT);
         }
@@ -79,6 +80,12 @@ impl<T: VmaStore> AddressSpace<T> {
         // A sealed mapping can be neither resized nor moved.
         if data.flags.contains(VmFlags::SEALED) {
             return Err(Errno::EPERM);
+        }
+        // A zero old length duplicates a shared mapping (its pages from the
+        // offset of `old` on) at the new place, leaving the old one; a
+        // private mapping has nothing to share.
+        if old_len == 0 && !data.flags.contains(VmFlags::SHARED) {
+            return Err(Errno::EINVAL);
         }
         if !fixed && !dontunmap && new_len <= old_len {
             // Always allowed: unmap the tail (it may cut across VMAs).

@@ -72,6 +72,16 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// Sequences that once diverged, run every time before the random ones
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
+    // A zero old length duplicates a shared mapping from the offset of
+    // the old address on, past the VMA's end if asked (session 25): not a
+    // private one, not without MREMAP_MAYMOVE, not with DONTUNMAP, not a
+    // sealed one; over the old mapping itself too.
+    "map 10 4 3 fixed 1 anon 0 0; remap 12 0 6 3 30; touch 30 2; remap 10 0 2 0 30; remap 10 0 2 7 30; \
+     remap 11 0 2 1 0",
+    "map 10 4 3 fixed 0 anon 0 0; remap 10 0 2 3 30; map 20 4 3 fixed 1 anon 0 8192; remap 20 0 2 3 30; \
+     remap 20 0 4 3 22; seal 20 1 0; remap 20 0 1 3 40",
+    "map 10 4 1 fixed 1 filero 0 0; remap 11 0 2 3 30; protect 30 2 3; shmat 20 4 16384 0; remap 21 0 2 3 40; \
+     shmdt 20; shmdt 39",
     // System V segments (session 25). Their pieces merge only where no
     // whole piece is deleted: a lock's split stays split; an mprotect's
     // partial piece joins its neighbour; a piece moved back between two
@@ -732,7 +742,9 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
             }
             77..=86 => Op::Touch { page, pages },
             87..=96 => {
-                let old = pages;
+                // Now and then a zero old length (a shared mapping
+                // duplicated).
+                let old = if rng.gen_ratio(1, 12) { 0 } else { pages };
                 let new = rng.gen_range(1..=12);
                 let flags = [0, 1, 1, 3, 3, 5, 7, 8][rng.gen_range(0..8)];
                 let to = rng.gen_range(0..W - new.min(W - 1));
