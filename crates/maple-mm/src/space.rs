@@ -599,15 +599,18 @@ impl<T: VmaStore> AddressSpace<T> {
         let mut bounds: smallvec::SmallVec<[u64; 8]> = changed.iter().flat_map(|&(s, e)| [s, e]).collect();
         bounds.sort_unstable();
         bounds.dedup();
+        // (Both lists are in address order, as the calls make them.)
+        let starts = |list: &[(u64, u64)], b: u64| list.binary_search_by_key(&b, |r| r.0).is_ok();
+        let ends = |list: &[(u64, u64)], b: u64| list.binary_search_by_key(&b, |r| r.1).ok();
         let mut merged_left: smallvec::SmallVec<[u64; 8]> = smallvec::SmallVec::new();
         for b in bounds {
             // The VMA a merge at `b` would absorb: the changed range after
             // `b`, else the one before it (into an untouched VMA after).
-            let starts_here = changed.iter().any(|c| c.0 == b);
-            if kept.iter().any(|k| k.0 == b) || (!starts_here && kept.iter().any(|k| k.1 == b)) {
+            let starts_here = starts(changed, b);
+            if starts(kept, b) || (!starts_here && ends(kept, b).is_some()) {
                 continue;
             }
-            let joined_left = changed.iter().any(|c| c.1 == b && merged_left.contains(&c.0));
+            let joined_left = ends(changed, b).is_some_and(|i| merged_left.binary_search(&changed[i].0).is_ok());
             if joined_left && self.vma_at(b).is_some_and(|v| v.data.closes()) {
                 continue;
             }
