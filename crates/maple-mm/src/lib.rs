@@ -17,7 +17,8 @@
 //! running kernel by random call sequences (`tests/kernel_oracle.rs`).
 //!
 //! It is meant for programs that model or track another program's memory:
-//! emulators, sandboxes, record/replay tools, debuggers, userspace kernels.
+//! emulators, sandboxes, record/replay tools, debuggers, userspace kernels
+//! (`examples/guest_memory.rs` is an emulator's fault path on it).
 //!
 //! ```
 //! use maple_mm::{AddressSpace, Advice, Errno, MapFlags, Prot, PAGE_SIZE};
