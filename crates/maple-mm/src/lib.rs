@@ -5,8 +5,8 @@
 //! and the VMA list. This crate builds that address space in userspace: an
 //! [`AddressSpace`] keeps its VMAs in a gap-tracking
 //! [`maple_tree::MapleTree`] and implements `mmap`, `munmap`, `mprotect`,
-//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, System V
-//! shared memory (`shmat`, `shmdt`), anonymous
+//! `mremap`, `brk`, `madvise`, `mlock` and its family, `mseal`, `mbind`,
+//! System V shared memory (`shmat`, `shmdt`), anonymous
 //! VMA names, guard pages ([`guard_pages`](AddressSpace::guard_pages)),
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux) and the anonymous pages they make
@@ -62,7 +62,8 @@
 //! Not modelled: which pages of files and shared memory are mapped (the
 //! page cache; the model keeps the anonymous pages and the guard markers of
 //! the page tables), swap, memory locking limits, hugetlbfs,
-//! userfaultfd, mempolicy.
+//! userfaultfd, the task's memory policy (`set_mempolicy`; a VMA's,
+//! `mbind`, is modelled).
 //!
 //! # Also here
 //!
@@ -97,6 +98,7 @@ mod modify;
 mod mremap;
 mod name;
 mod pages;
+mod policy;
 mod record;
 mod seal;
 mod shared;
@@ -116,6 +118,7 @@ pub use fork::fault;
 pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
+pub use policy::{MbindFlags, MemPolicy, MempolicyFlags, MempolicyMode};
 pub use record::VmaRef;
 pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use shm::ShmSegment;

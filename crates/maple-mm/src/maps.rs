@@ -586,6 +586,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         name,
         anon: (writable_private && !flags.contains(VmFlags::SPECIAL)).then(AnonVma::new),
         label,
+        policy: None,
     })
 }
 

@@ -168,6 +168,7 @@ impl<T: VmaStore> AddressSpace<T> {
             name: None,
             anon: None,
             label: None,
+            policy: None,
         };
         // MAP_POPULATE (without MAP_NONBLOCK) and a lock prefault (but a
         // lock on fault); a private writable mapping is then written (Linux
@@ -395,6 +396,7 @@ impl<T: VmaStore> AddressSpace<T> {
             name: None,
             anon: None,
             label: None,
+            policy: None,
         };
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break

@@ -18,6 +18,8 @@ pub(crate) enum Holes {
     Stop,
     /// `madvise`, naming: skip holes, then report `ENOMEM`.
     Skip,
+    /// `mbind` (which checked them first): skip holes.
+    Ignore,
 }
 
 /// `MADV_POPULATE_READ`'s number.
@@ -123,7 +125,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// (`None`); then neighbours merge around every changed piece. An error
     /// from `visit` stops the walk, keeping what was changed before it, as
     /// Linux does.
-    fn modify(&mut self, start: u64, end: u64, holes: Holes, visit: Visit<'_>) -> Result<()> {
+    pub(crate) fn modify(&mut self, start: u64, end: u64, holes: Holes, visit: Visit<'_>) -> Result<()> {
         self.transact(&[(start, end)], |mm| mm.modify_in(start, end, holes, visit, false))
     }
 
@@ -157,7 +159,7 @@ impl<T: VmaStore> AddressSpace<T> {
         let populates = |d: &VmaData| d.flags.locked_now() && !d.flags.intersects(VmFlags::WRITE | VmFlags::SHARED);
         let one_by_one = write_locked && pieces.iter().any(|(_, _, d)| populates(d));
         for (s, e, data) in pieces {
-            if s > pos {
+            if s > pos && holes != Holes::Ignore {
                 result = Err(Errno::ENOMEM);
                 if holes == Holes::Stop {
                     break;
@@ -194,7 +196,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.populate_writes(ps, pe)?;
             }
         }
-        if result.is_ok() && pos < end {
+        if result.is_ok() && pos < end && holes != Holes::Ignore {
             result = Err(Errno::ENOMEM);
         }
         mm.merge_around_keeping(&changed, &kept)?;

@@ -115,6 +115,19 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         if fixed {
+            if old_len == 0 && new_addr == old {
+                // The target is unmapped first, and with it the mapping to
+                // duplicate, which is then not found (measured).
+                let end = old + new_len;
+                if self.sealed_in(old, end) {
+                    return self.refuse_unmap(old).map(|()| old);
+                }
+                self.transact(&[(old, end)], |mm| {
+                    mm.clear(old, end)?;
+                    Ok(Ok(()))
+                })?;
+                return Err(Errno::EFAULT);
+            }
             return self.move_to(old, old_len, new_len, new_addr, dontunmap, data);
         }
         // Grow in place if the range ends the VMA and the space after it is

@@ -670,7 +670,15 @@ mod tests {
     use crate::VmFlags;
 
     fn data(i: u64) -> VmaData {
-        VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
+        VmaData {
+            flags: VmFlags::READ,
+            backing: Backing::Anon,
+            pgoff_base: i,
+            name: None,
+            anon: None,
+            label: None,
+            policy: None,
+        }
     }
 
     #[test]
@@ -881,7 +889,15 @@ mod loom_tests {
     }
 
     fn data(i: u64) -> VmaData {
-        VmaData { flags: VmFlags::READ, backing: Backing::Anon, pgoff_base: i, name: None, anon: None, label: None }
+        VmaData {
+            flags: VmFlags::READ,
+            backing: Backing::Anon,
+            pgoff_base: i,
+            name: None,
+            anon: None,
+            label: None,
+            policy: None,
+        }
     }
 
     /// The owner fills a chunk (three records), another thread drops one of

@@ -50,6 +50,10 @@ pub struct Layout {
     pub stack_limit: u64,
     /// Most VMAs allowed (`vm.max_map_count`).
     pub max_map_count: usize,
+    /// The NUMA nodes with memory, bit `n` for node `n` (node 0 only by
+    /// default), which memory policies may use (see
+    /// [`AddressSpace::mbind`]).
+    pub numa_nodes: u64,
     /// Place large anonymous (a multiple of 2 MiB) and file (covering a
     /// 2 MiB-aligned file range) mappings on 2 MiB boundaries when no
     /// address is given, as Linux does with transparent huge pages.
@@ -67,6 +71,7 @@ impl Default for Layout {
             stack_guard_gap: 256 * PAGE_SIZE,
             stack_limit: 8 << 20,
             max_map_count: 65_530,
+            numa_nodes: 1,
             thp_align: true,
         }
     }

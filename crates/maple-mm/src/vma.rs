@@ -232,6 +232,8 @@ pub struct VmaData {
     pub(crate) anon: Option<AnonVma>,
     /// What the maps file shows for a special mapping (`[vdso]`, …).
     pub(crate) label: Option<Arc<String>>,
+    /// The memory policy (`mbind`); `None` for the default.
+    pub(crate) policy: Option<Arc<crate::MemPolicy>>,
 }
 
 impl VmaData {
@@ -276,6 +278,7 @@ impl VmaData {
             && self.pgoff_base == other.pgoff_base
             && self.name == other.name
             && self.label == other.label
+            && self.policy == other.policy
     }
 
     /// Whether `self` (ending where `next` starts) and `next` merge into one
@@ -302,6 +305,7 @@ impl VmaData {
     pub(crate) fn anon_compatible(&self, other: &VmaData) -> bool {
         self.backing.same(&other.backing)
             && self.pgoff_base == other.pgoff_base
+            && self.policy == other.policy
             && (self.flags ^ other.flags).difference(VmFlags::ACCESS | VmFlags::STICKY).is_empty()
     }
 }
@@ -450,4 +454,4 @@ impl fmt::Display for Vma<'_> {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<VmaData>() == 48, "a VMA record is six words");
+const _: () = assert!(core::mem::size_of::<VmaData>() == 56, "a VMA record is seven words (a cell holds eight)");

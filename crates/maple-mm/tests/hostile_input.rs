@@ -12,7 +12,7 @@ use std::sync::Arc;
 use maple_mm::{
     strace::{parse::parse_line, ReplayOptions, Replayer},
     swap::{swap_extents_from, FileExtent},
-    Access, AddressSpace, Advice, Errno, MapFlags, MappedFile, MremapFlags, Prot,
+    Access, AddressSpace, Advice, Errno, MapFlags, MappedFile, MbindFlags, MremapFlags, Prot,
 };
 use proptest::prelude::*;
 
@@ -250,7 +250,7 @@ proptest! {
     /// each answers, the space stays valid, and a failed call changes
     /// nothing.
     #[test]
-    fn calls_with_edge_arguments(calls in prop::collection::vec((0..10u8, edgy(), edgy(), edgy(), any::<u32>(), any::<u32>()), 1..30)) {
+    fn calls_with_edge_arguments(calls in prop::collection::vec((0..11u8, edgy(), edgy(), edgy(), any::<u32>(), any::<u32>()), 1..30)) {
         let mut mm = AddressSpace::new();
         let file = Arc::new(MappedFile::new(8, 1, 42, "/tmp/f"));
         // Something to work on near the top and in the middle.
@@ -278,6 +278,7 @@ proptest! {
                     let access = [Access::Read, Access::Write, Access::Exec][f as usize % 3];
                     mm.fault(a, access).map_err(|_| Errno::EFAULT)
                 }
+                9 => mm.mbind(a, b, f, c, MbindFlags::from_bits_retain(g)),
                 _ => {
                     let _ = mm.brk(a);
                     Ok(())

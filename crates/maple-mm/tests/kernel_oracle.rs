@@ -43,8 +43,8 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot,
-    ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
+    Access, AddressSpace, Advice, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
+    MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -82,6 +82,21 @@ const KNOWN: &[&str] = &[
      remap 20 0 4 3 22; seal 20 1 0; remap 20 0 1 3 40",
     "map 10 4 1 fixed 1 filero 0 0; remap 11 0 2 3 30; protect 30 2 3; shmat 20 4 16384 0; remap 21 0 2 3 40; \
      shmdt 20; shmdt 39",
+    // A duplicate onto the old address unmaps the target, the mapping to
+    // duplicate with it, and fails (seed 8,038).
+    "map 10 4 3 fixed 1 anon 0 0; remap 11 0 5 3 11; map 20 2 3 fixed 1 anon 0 0; seal 22 1 0; remap 20 0 4 3 20",
+    // Memory policies (session 25): mbind cuts VMAs and a policy equal to
+    // a neighbour's merges back; nodes without memory are dropped, but
+    // the nodes as given still tell policies apart with static or
+    // relative nodes and under NUMA balancing (seed 12,198); relative
+    // nodes fold onto those with memory; holes fail it but for the
+    // default policy, unless the range is wholly one.
+    "map 10 4 3 fixed 0 anon 0 0; mbind 11 2 2 1 0; mbind 10 4 0 0 0; mbind 11 2 1 3 0; mbind 12 2 1 1 0; \
+     mbind 10 1 4 0 0; mbind 9 1 4 0 0; touch 9 2",
+    "mbind 9 10 8194 1 0; mbind 10 10 8194 3 2; mbind 20 4 2 1 0; mbind 21 4 2 3 0; mbind 30 2 32770 2 0; \
+     mbind 31 2 16387 2 0; mbind 32 2 3 1 0; mbind 30 4 8195 1 0",
+    "map 10 4 3 fixed 0 anon 0 0; unmap 12 1 0; mbind 10 4 2 1 0; mbind 10 4 0 0 0; unmap 20 4 0; \
+     mbind 20 4 0 0 0; mbind 10 0 2 0 0; mbind 11 1 7 1 0; mbind 11 1 2 1 8",
     // System V segments (session 25). Their pieces merge only where no
     // whole piece is deleted: a lock's split stays split; an mprotect's
     // partial piece joins its neighbour; a piece moved back between two
@@ -310,6 +325,14 @@ enum Op {
     Shmdt {
         page: u64,
     },
+    /// `mbind` with a node mask of 64 nodes.
+    Mbind {
+        page: u64,
+        pages: u64,
+        mode: u32,
+        nodes: u64,
+        flags: u32,
+    },
     /// One access at the page by the kernel for this process (a read into
     /// it from `/dev/zero`, or a write from it into a pipe): a fault that
     /// fails comes back as `EFAULT`, keeping what the fault changed (a
@@ -392,6 +415,7 @@ impl fmt::Display for Op {
             Op::Fault { page, write } => write!(f, "fault {page} {}", u8::from(write)),
             Op::Shmat { page, pages, flags, skew } => write!(f, "shmat {page} {pages} {flags} {skew}"),
             Op::Shmdt { page } => write!(f, "shmdt {page}"),
+            Op::Mbind { page, pages, mode, nodes, flags } => write!(f, "mbind {page} {pages} {mode} {nodes} {flags}"),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
         }
@@ -434,6 +458,7 @@ fn parse_op(line: &str) -> Op {
         "fault" => Op::Fault { page: n(1), write: w[2] == "1" },
         "shmat" => Op::Shmat { page: n(1), pages: n(2), flags: n(3) as u32, skew: n(4) },
         "shmdt" => Op::Shmdt { page: n(1) },
+        "mbind" => Op::Mbind { page: n(1), pages: n(2), mode: n(3) as u32, nodes: n(4), flags: n(5) as u32 },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
         other => panic!("unknown op {other}"),
@@ -583,7 +608,7 @@ fn result_of(r: Result<(), Errno>) -> String {
 
 impl Model {
     fn new(file: &MappedFile, per_page: bool) -> Model {
-        let mut mm = AddressSpace::new();
+        let mut mm = AddressSpace::with_layout(Layout { numa_nodes: numa_nodes().unwrap_or(1), ..Layout::default() });
         mm.mmap(
             BASE,
             W * PAGE_SIZE,
@@ -650,6 +675,9 @@ impl Model {
                 }
             }
             Op::Shmdt { page } => result_of(self.mm.shmdt(at(page))),
+            Op::Mbind { page, pages, mode, nodes, flags } => {
+                result_of(self.mm.mbind(at(page), pages * PAGE_SIZE, mode, nodes, MbindFlags::from_bits_retain(flags)))
+            }
             Op::Fault { page, write } => {
                 let access = if write { Access::Write } else { Access::Read };
                 match self.mm.fault(at(page), access) {
@@ -723,7 +751,7 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..126) {
+        let op = match rng.gen_range(0..127) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
@@ -767,6 +795,14 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
                 Op::Shmat { page, pages, flags, skew: if rng.gen_ratio(1, 4) { 5 } else { 0 } }
             }
             119..=120 => Op::Shmdt { page },
+            121..=126 => {
+                // Every mode, with and without nodes (node 1 has no memory
+                // here), some with flags, some invalid.
+                let mode = [0, 1, 2, 2, 3, 4, 5, 6, 0x8002, 0x4003, 0x2002, 0x2003, 0xc002, 7][rng.gen_range(0..14)];
+                let nodes = [0, 1, 1, 1, 2, 3][rng.gen_range(0..6)];
+                let flags = [0, 0, 0, 2, 4, 8][rng.gen_range(0..6)];
+                Op::Mbind { page, pages, mode, nodes, flags }
+            }
             _ => Op::Probe { page, write: rng.gen_bool(0.5) },
         };
         // Keep the window the window: mappings and growth stay inside it
@@ -778,6 +814,7 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
                 continue
             }
             Op::Shmat { .. } | Op::Shmdt { .. } if !sysv => continue,
+            Op::Mbind { .. } if numa_nodes().is_none() => continue,
             Op::Remap { page, new, to, flags, .. } if (flags & 2 != 0 && to + new > W) || page + new > W => continue,
             Op::Touch { .. } => {
                 let mut probe = model.mm.clone();
@@ -803,6 +840,21 @@ enum Source {
     Seed(u64),
     /// Written out (`KNOWN`, `MAPLE_ORACLE_OPS`): ops separated by `;`.
     Given(String),
+}
+
+/// The NUMA nodes with memory (bit `n` for node `n`, up to 64), from
+/// sysfs; `None` on a kernel without NUMA (no `mbind`).
+fn numa_nodes() -> Option<u64> {
+    let text = std::fs::read_to_string("/sys/devices/system/node/has_memory").ok()?;
+    let mut mask = 0u64;
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+        for n in a..=b.min(63) {
+            mask |= 1 << n;
+        }
+    }
+    Some(mask)
 }
 
 /// Whether this machine lets a process make System V shared memory (a
@@ -869,6 +921,9 @@ fn run_parent() -> i32 {
             Source::Given(ops) => ops.split(';').map(parse_op).collect(),
         };
         if !sysv && ops.iter().any(|op| matches!(op, Op::Shmat { .. } | Op::Shmdt { .. })) {
+            continue;
+        }
+        if numa_nodes().is_none() && ops.iter().any(|op| matches!(op, Op::Mbind { .. })) {
             continue;
         }
         let mut model = Model::new(&file, per_page);
@@ -1150,6 +1205,19 @@ mod child {
                         res
                     }
                     Op::Shmdt { page } => result(libc::shmdt(at(page) as *const _) as i64),
+                    Op::Mbind { page, pages, mode, nodes, flags } => {
+                        // A 64-node mask (`maxnode` counts one more).
+                        let mask = nodes;
+                        result(libc::syscall(
+                            libc::SYS_mbind,
+                            at(page),
+                            (pages * PAGE_SIZE) as usize,
+                            mode as usize,
+                            &raw const mask,
+                            65usize,
+                            flags as usize,
+                        ))
+                    }
                     Op::Fault { page, write } => {
                         let ok = if write {
                             libc::read(zero, at(page) as *mut _, 1) == 1

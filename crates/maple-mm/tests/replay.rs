@@ -154,3 +154,26 @@ fn system_v_shared_memory_replays_line_for_line() {
     assert_eq!(segments(&got), segments(&want));
     assert_eq!(segments(&want).len(), 1, "one attach is left at the second snapshot");
 }
+
+/// `mbind` lines as strace prints them cut a VMA and merge it back; a
+/// node on the log's machine counts as having memory there; a mask with
+/// nodes past 63 is an error naming the line.
+#[test]
+fn memory_policies_replay() {
+    let log = "\
+7 mmap(NULL, 16384, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f5fc8b4a000
+7 mbind(0x7f5fc8b4b000, 8192, MPOL_BIND, [0x00000000000001], 65, MPOL_MF_MOVE) = 0
+7 mbind(0x7f5fc8b4b000, 4096, MPOL_INTERLEAVE|MPOL_F_STATIC_NODES, [0x00000000000006], 65, 0) = 0
+7 mbind(0x7f5fc8b4a000, 4096, MPOL_BIND, [0x00000000000002], 65, 0) = -1 EINVAL (Invalid argument)
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(r.space(7).unwrap().vma_count(), 4, "{}", r.space(7).unwrap().maps());
+    let back = format!("{log}7 mbind(0x7f5fc8b4a000, 16384, MPOL_DEFAULT, NULL, 0, 0) = 0\n");
+    let r = replay(back.lines(), ReplayOptions::default(), None).unwrap();
+    assert_eq!(r.space(7).unwrap().vma_count(), 1);
+    let wide = "7 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f5fc8b4a000\n\
+                7 mbind(0x7f5fc8b4a000, 4096, MPOL_BIND, [0x1, 0x1], 129, 0) = 0\n";
+    let e = replay(wide.lines(), ReplayOptions::default(), None).unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+}

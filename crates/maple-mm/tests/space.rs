@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use maple_mm::{
-    Access, AddressSpace, Advice, AnonName, Errno, Fault, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags,
-    Prot, VmFlags, PAGE_SIZE,
+    Access, AddressSpace, Advice, AnonName, Errno, Fault, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
+    MremapFlags, Prot, VmFlags, PAGE_SIZE,
 };
 
 const P: u64 = PAGE_SIZE;
@@ -197,6 +197,8 @@ fn failed_allocations_change_nothing() {
         for i in (121..141u64).step_by(4) {
             mm.madvise(BASE + i * P, P, free()).unwrap();
         }
+        // Pages interleaved (a memory policy), cut from their neighbours.
+        mm.mbind(BASE + 200 * P, 20 * P, 3, 1, MbindFlags::empty()).unwrap();
         // Two stacks, far above everything else, with holes below them.
         let stack = anon() | MapFlags::GROWSDOWN;
         mm.mmap(BASE + 995 * P, 2 * P, Prot::RW, stack, None, 0).unwrap();
@@ -257,6 +259,8 @@ fn failed_allocations_change_nothing() {
         ("mlockall", Box::new(|m| m.mlockall(MclFlags::CURRENT | MclFlags::FUTURE).map(|()| 0))),
         ("munlockall", Box::new(|m| m.munlockall().map(|()| 0))),
         ("mseal", Box::new(|m| m.mseal(BASE + P, 120 * P, 0).map(|()| 0))),
+        ("mbind", Box::new(|m| m.mbind(BASE + P, 120 * P, 2, 1, MbindFlags::empty()).map(|()| 0))),
+        ("mbind back", Box::new(|m| m.mbind(BASE + 190 * P, 40 * P, 0, 0, MbindFlags::empty()).map(|()| 0))),
         (
             "mremap dontunmap",
             Box::new(|m| {

@@ -37,6 +37,21 @@ pub(crate) const MREMAP: &[(&str, u64)] = &[("MREMAP_MAYMOVE", 1), ("MREMAP_FIXE
 
 pub(crate) const MLOCK: &[(&str, u64)] = &[("MLOCK_ONFAULT", 1)];
 
+pub(crate) const MPOL: &[(&str, u64)] = &[
+    ("MPOL_DEFAULT", 0),
+    ("MPOL_PREFERRED", 1),
+    ("MPOL_BIND", 2),
+    ("MPOL_INTERLEAVE", 3),
+    ("MPOL_LOCAL", 4),
+    ("MPOL_PREFERRED_MANY", 5),
+    ("MPOL_WEIGHTED_INTERLEAVE", 6),
+    ("MPOL_F_STATIC_NODES", 0x8000),
+    ("MPOL_F_RELATIVE_NODES", 0x4000),
+    ("MPOL_F_NUMA_BALANCING", 0x2000),
+];
+
+pub(crate) const MPOL_MF: &[(&str, u64)] = &[("MPOL_MF_STRICT", 1), ("MPOL_MF_MOVE", 2), ("MPOL_MF_MOVE_ALL", 4)];
+
 pub(crate) const SHM: &[(&str, u64)] =
     &[("SHM_RDONLY", 0o10000), ("SHM_RND", 0o20000), ("SHM_REMAP", 0o40000), ("SHM_EXEC", 0o100000)];
 

@@ -7,8 +7,8 @@ use super::{
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
 use crate::{
-    AddressSpace, Advice, Errno, MapFlags, MappedFile, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment,
-    VmFlags,
+    AddressSpace, Advice, Errno, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags,
+    ShmSegment, VmFlags,
 };
 
 /// Which lines to apply.
@@ -192,6 +192,7 @@ fn is_memory_call(name: &str) -> bool {
             | "mseal"
             | "shmat"
             | "shmdt"
+            | "mbind"
     )
 }
 
@@ -592,6 +593,16 @@ impl Replayer {
                 mm.shmat(&segment, addr, flags).map(drop)
             }
             "shmdt" => mm.shmdt(num(0, &[])?),
+            "mbind" => {
+                let nodes = node_mask(a.get(3).copied().unwrap_or("NULL"))?;
+                // The nodes the log's machine had memory on include those
+                // a call it accepted used.
+                if failed.is_none() {
+                    mm.layout.numa_nodes |= nodes;
+                }
+                let (addr, len, mode) = (num(0, &[])?, num(1, &[])?, num(2, names::MPOL)? as u32);
+                mm.mbind(addr, len, mode, nodes, MbindFlags::from_bits_retain(num(5, names::MPOL_MF)? as u32))
+            }
             "mlock" => mm.mlock(num(0, &[])?, num(1, &[])?),
             "mlock2" => {
                 let flags = MlockFlags::from_bits_retain(num(2, names::MLOCK)? as u32);
@@ -847,4 +858,26 @@ pub fn replay<'a>(
         r.feed(i + 1, l)?;
     }
     r.finish()
+}
+
+/// An `mbind` node mask as strace shows it: `NULL`, or the mask's words in
+/// hex (`[0x00000000000003]`); nodes past 63 are not modelled.
+fn node_mask(arg: &str) -> Result<u64, ParseError> {
+    let arg = arg.trim();
+    if arg == "NULL" {
+        return Ok(0);
+    }
+    let words = arg
+        .strip_prefix('[')
+        .and_then(|a| a.strip_suffix(']'))
+        .ok_or_else(|| ParseError(format!("not a node mask: {arg:?}")))?;
+    if words.trim().is_empty() {
+        return Ok(0);
+    }
+    let mut words = words.split(',').map(|w| arg_value(w, &[]));
+    let first = words.next().transpose()?.unwrap_or(0);
+    if words.any(|w| !matches!(w, Ok(0))) {
+        return Err(ParseError(format!("nodes past 63 in {arg:?}")));
+    }
+    Ok(first)
 }

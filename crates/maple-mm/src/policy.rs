@@ -1,0 +1,256 @@
+//! Memory policies: `mbind`.
+//!
+//! A VMA may carry a NUMA memory policy (which nodes its pages come from).
+//! `/proc/PID/maps` does not show it (`numa_maps` does), but it decides
+//! where VMAs split and whether they merge: `mbind` over part of a VMA cuts
+//! it, and two neighbours merge only with equal policies (and a first write
+//! reuses a neighbour's anon_vma only then). A new mapping has the default
+//! policy; `fork`, `mremap` and every cut keep a VMA's.
+//!
+//! Measured on Linux 6.18 with one memory node (the kernel oracle test
+//! binds, interleaves and resets ranges in its window): the mode and its
+//! flags are checked as `sanitize_mpol_flags` and `mpol_new` check them,
+//! the nodes against the nodes with memory ([`Layout::numa_nodes`]), a
+//! range with a hole fails with `EFAULT` before anything changes (for the
+//! default policy only a range wholly in a hole does), and each VMA whose
+//! policy differs is cut and given it. Not modelled: page placement, so
+//! `MPOL_MF_STRICT` never fails with `EIO` and `MPOL_MF_MOVE` moves
+//! nothing; the task's own policy (`set_mempolicy`); a node mask wider than
+//! 64 nodes; a space read from a maps file knows no policies.
+//!
+//! [`Layout::numa_nodes`]: crate::Layout::numa_nodes
+
+use bitflags::bitflags;
+
+use crate::{
+    error::{Errno, Result},
+    modify::Holes,
+    space::{page_align, AddressSpace, PAGE_SIZE},
+    store::VmaStore,
+    vma::VmaData,
+};
+
+bitflags! {
+    /// The flags `mbind` takes with the mode (`MPOL_F_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MempolicyFlags: u32 {
+        /// `MPOL_F_STATIC_NODES`: the nodes as given, not remapped.
+        const STATIC_NODES = 1 << 15;
+        /// `MPOL_F_RELATIVE_NODES`: the nodes relative to the allowed ones.
+        const RELATIVE_NODES = 1 << 14;
+        /// `MPOL_F_NUMA_BALANCING` (`MPOL_BIND` and `MPOL_PREFERRED_MANY`
+        /// only).
+        const NUMA_BALANCING = 1 << 13;
+    }
+}
+
+bitflags! {
+    /// `mbind` flags (`MPOL_MF_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MbindFlags: u32 {
+        /// `MPOL_MF_STRICT`: fail (`EIO`) if pages are misplaced (page
+        /// placement is not modelled: never).
+        const STRICT = 1;
+        /// `MPOL_MF_MOVE`: move this process's misplaced pages.
+        const MOVE = 2;
+        /// `MPOL_MF_MOVE_ALL`: move every process's (the model acts as a
+        /// process with `CAP_SYS_NICE`).
+        const MOVE_ALL = 4;
+    }
+}
+
+/// A memory policy mode (`MPOL_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MempolicyMode {
+    /// `MPOL_DEFAULT`: the task's policy (a VMA then has none).
+    Default,
+    /// `MPOL_PREFERRED`: the first given node, others if it is full.
+    Preferred,
+    /// `MPOL_BIND`: only the given nodes.
+    Bind,
+    /// `MPOL_INTERLEAVE`: page by page over the given nodes.
+    Interleave,
+    /// `MPOL_LOCAL`: the node of the CPU that faults.
+    Local,
+    /// `MPOL_PREFERRED_MANY`: the given nodes first.
+    PreferredMany,
+    /// `MPOL_WEIGHTED_INTERLEAVE`: interleaved by weights.
+    WeightedInterleave,
+}
+
+impl MempolicyMode {
+    /// The mode of a code (`MPOL_DEFAULT` is 0, …); `None` past the last.
+    pub fn from_code(code: u32) -> Option<MempolicyMode> {
+        use MempolicyMode::*;
+        [Default, Preferred, Bind, Interleave, Local, PreferredMany, WeightedInterleave].get(code as usize).copied()
+    }
+}
+
+/// A VMA's memory policy, as the kernel keeps it: the mode, its flags, the
+/// nodes it uses (bit `n` for node `n`) and, with static or relative
+/// nodes, the nodes as given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemPolicy {
+    /// The mode (never [`MempolicyMode::Default`]).
+    pub mode: MempolicyMode,
+    /// Its flags.
+    pub flags: MempolicyFlags,
+    /// The nodes it uses (none for [`MempolicyMode::Local`]).
+    pub nodes: u64,
+    /// The nodes as given, kept with static or relative nodes or NUMA
+    /// balancing (0 else): policies that differ in them differ.
+    pub user_nodes: u64,
+}
+
+impl MemPolicy {
+    /// The policy `mbind` makes of its `mode` argument (the mode with its
+    /// flags) and node mask, on a machine whose nodes with memory are
+    /// `online`: `None` for the default policy.
+    ///
+    /// Errors (`EINVAL`): an unknown mode or flag, static and relative
+    /// nodes together, NUMA balancing but with `MPOL_BIND` or
+    /// `MPOL_PREFERRED_MANY`; nodes with the default policy or with
+    /// `MPOL_LOCAL`; no nodes (or none with memory) where the mode needs
+    /// some (an empty `MPOL_PREFERRED` is `MPOL_LOCAL`, but not with static
+    /// or relative nodes).
+    ///
+    /// ```
+    /// use maple_mm::{MemPolicy, MempolicyMode, Errno};
+    /// let bind = MemPolicy::from_mbind(2, 0b1, 0b1)?.unwrap();
+    /// assert_eq!((bind.mode, bind.nodes), (MempolicyMode::Bind, 0b1));
+    /// assert_eq!(MemPolicy::from_mbind(2, 0b10, 0b1), Err(Errno::EINVAL), "no memory on node 1");
+    /// assert_eq!(MemPolicy::from_mbind(1, 0, 0b1)?.map(|p| p.mode), Some(MempolicyMode::Local));
+    /// assert_eq!(MemPolicy::from_mbind(0, 0, 0b1)?, None);
+    /// # Ok::<(), Errno>(())
+    /// ```
+    pub fn from_mbind(mode: u32, nodes: u64, online: u64) -> Result<Option<MemPolicy>> {
+        let (mode, flags) = sanitize(mode)?;
+        MemPolicy::make(mode, flags, nodes, online)
+    }
+
+    /// The policy of a checked mode (`mpol_new`, then the nodes with
+    /// memory, `mpol_set_nodemask`).
+    fn make(mode: MempolicyMode, flags: MempolicyFlags, nodes: u64, online: u64) -> Result<Option<MemPolicy>> {
+        use MempolicyMode::*;
+        let static_or_relative = MempolicyFlags::STATIC_NODES | MempolicyFlags::RELATIVE_NODES;
+        let mode = match mode {
+            Default if nodes != 0 => return Err(Errno::EINVAL),
+            Default => return Ok(None),
+            Preferred if nodes == 0 && flags.intersects(static_or_relative) => return Err(Errno::EINVAL),
+            Preferred if nodes == 0 => Local,
+            Local if nodes != 0 || flags.intersects(static_or_relative) => return Err(Errno::EINVAL),
+            _ if nodes == 0 && mode != Local => return Err(Errno::EINVAL),
+            m => m,
+        };
+        // The nodes used: those given that have memory (relative nodes
+        // are folded onto those), of which a preferred policy keeps the
+        // first.
+        let used = if mode == Local {
+            0
+        } else if flags.contains(MempolicyFlags::RELATIVE_NODES) {
+            relative(nodes, online)
+        } else {
+            nodes & online
+        };
+        if mode != Local && used == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let used = if mode == Preferred { used & used.wrapping_neg() } else { used };
+        // The nodes as given tell policies apart with static or relative
+        // nodes, and (measured) with NUMA balancing.
+        let user_nodes = if flags.intersects(static_or_relative | MempolicyFlags::NUMA_BALANCING) { nodes } else { 0 };
+        Ok(Some(MemPolicy { mode, flags, nodes: used, user_nodes }))
+    }
+}
+
+/// The mode and its flags of `mbind`'s `mode` argument
+/// (`sanitize_mpol_flags`): `EINVAL` for an unknown mode, static and
+/// relative nodes together, or NUMA balancing but with `MPOL_BIND` or
+/// `MPOL_PREFERRED_MANY`.
+fn sanitize(mode: u32) -> Result<(MempolicyMode, MempolicyFlags)> {
+    let flags = MempolicyFlags::from_bits_truncate(mode);
+    let mode = MempolicyMode::from_code(mode & !MempolicyFlags::all().bits()).ok_or(Errno::EINVAL)?;
+    if flags.contains(MempolicyFlags::STATIC_NODES | MempolicyFlags::RELATIVE_NODES) {
+        return Err(Errno::EINVAL);
+    }
+    if flags.contains(MempolicyFlags::NUMA_BALANCING)
+        && !matches!(mode, MempolicyMode::Bind | MempolicyMode::PreferredMany)
+    {
+        return Err(Errno::EINVAL);
+    }
+    Ok((mode, flags))
+}
+
+/// Relative node `i` is the `(i mod n)`-th of the `n` allowed nodes
+/// (`mpol_relative_nodemask`).
+fn relative(nodes: u64, allowed: u64) -> u64 {
+    let n = allowed.count_ones();
+    if n == 0 {
+        return 0;
+    }
+    let nth = |k: u32| (0..64).filter(|b| allowed >> b & 1 == 1).nth(k as usize).map_or(0, |b| 1u64 << b);
+    (0..64).filter(|i| nodes >> i & 1 == 1).fold(0, |m, i| m | nth(i % n))
+}
+
+impl<T: VmaStore> AddressSpace<T> {
+    /// Sets the memory policy of `[addr, addr + len)`, as `mbind(2)` with a
+    /// node mask of 64 nodes: `mode` is the mode with its flags
+    /// ([`MempolicyMode`] codes, [`MempolicyFlags`] bits), `nodes` bit `n`
+    /// for node `n`. Each VMA whose policy differs is cut to the range and
+    /// given the policy, then merges with neighbours whose policy (and all
+    /// else) is equal. See the module docs of [`MemPolicy`] for what is
+    /// measured and what is not modelled.
+    ///
+    /// Errors: `EINVAL` (unknown `flags`, unaligned `addr`, overflow, a
+    /// bad mode or node mask: see [`MemPolicy::from_mbind`]), `EFAULT` (a
+    /// hole in the range; for the default policy, a range wholly in a
+    /// hole), `ENOMEM` (too many VMAs).
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, MapFlags, MbindFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let a = mm.mmap(0, 4 * PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)?;
+    /// // Interleave the middle two pages over node 0: the VMA is cut.
+    /// mm.mbind(a + PAGE_SIZE, 2 * PAGE_SIZE, 3, 0b1, MbindFlags::empty())?;
+    /// assert_eq!(mm.vma_count(), 3);
+    /// // Back to the default: one VMA again.
+    /// mm.mbind(a, 4 * PAGE_SIZE, 0, 0, MbindFlags::empty())?;
+    /// assert_eq!(mm.vma_count(), 1);
+    /// # Ok::<(), maple_mm::Errno>(())
+    /// ```
+    pub fn mbind(&mut self, addr: u64, len: u64, mode: u32, nodes: u64, flags: MbindFlags) -> Result<()> {
+        // In Linux's order: the mode, the flags, the range (an empty one
+        // is done), then the policy itself.
+        let (mode, mode_flags) = sanitize(mode)?;
+        if flags.bits() & !MbindFlags::all().bits() != 0 || addr % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = page_align(len).ok_or(Errno::EINVAL)?;
+        let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let policy = MemPolicy::make(mode, mode_flags, nodes, self.layout.numa_nodes)?;
+        // Holes are checked before anything changes: any hole for a
+        // policy, only a range wholly in one for the default.
+        let mut pos = addr;
+        let mut any = false;
+        for v in self.range(addr, end) {
+            if v.start > pos && policy.is_some() {
+                return Err(Errno::EFAULT);
+            }
+            any = true;
+            pos = v.end;
+        }
+        if !any || (pos < end && policy.is_some()) {
+            return Err(Errno::EFAULT);
+        }
+        let policy = policy.map(std::sync::Arc::new);
+        self.modify(addr, end, Holes::Ignore, &mut |d| {
+            if d.policy.as_deref() == policy.as_deref() {
+                return Ok(None);
+            }
+            Ok(Some(VmaData { policy: policy.clone(), ..d.clone() }))
+        })
+    }
+}
