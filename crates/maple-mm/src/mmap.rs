@@ -332,13 +332,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::ENOMEM);
             }
         }
-        if self.sealed_in(addr, end) {
-            return self.refuse_unmap(addr);
-        }
-        self.transact(&[(addr, end)], |mm| {
-            mm.clear(addr, end)?;
-            Ok(Ok(()))
-        })
+        self.unmap_unless_sealed(addr, end)
     }
 
     /// Moves the program break, as `brk(2)`: returns the new break, or the

@@ -90,14 +90,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if !fixed && !dontunmap && new_len <= old_len {
             // Always allowed: unmap the tail (it may cut across VMAs).
             if new_len < old_len {
-                let cut = old + new_len;
-                if self.sealed_in(cut, old_end) {
-                    return self.refuse_unmap(cut).map(|()| old);
-                }
-                self.transact(&[(cut, old_end)], |mm| {
-                    mm.clear(cut, old_end)?;
-                    Ok(Ok(()))
-                })?;
+                self.unmap_unless_sealed(old + new_len, old_end)?;
             }
             return Ok(old);
         }
@@ -118,14 +111,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if old_len == 0 && new_addr == old {
                 // The target is unmapped first, and with it the mapping to
                 // duplicate, which is then not found (measured).
-                let end = old + new_len;
-                if self.sealed_in(old, end) {
-                    return self.refuse_unmap(old).map(|()| old);
-                }
-                self.transact(&[(old, end)], |mm| {
-                    mm.clear(old, end)?;
-                    Ok(Ok(()))
-                })?;
+                self.unmap_unless_sealed(old, old + new_len)?;
                 return Err(Errno::EFAULT);
             }
             return self.move_to(old, old_len, new_len, new_addr, dontunmap, data);

@@ -663,22 +663,29 @@ unsafe impl maple_tree::Handle for VmaRef {
     }
 }
 
+/// A record's attributes for the tests: private anonymous, read-only,
+/// told apart by `pgoff_base`.
+#[cfg(test)]
+fn test_data(i: u64) -> VmaData {
+    use crate::{vma::Backing, VmFlags};
+    VmaData {
+        flags: VmFlags::READ,
+        backing: Backing::Anon,
+        pgoff_base: i,
+        name: None,
+        anon: None,
+        label: None,
+        policy: None,
+    }
+}
+
 #[cfg(all(test, not(loom_mm)))]
 mod tests {
     use super::*;
-    use crate::vma::{Backing, VmaData};
-    use crate::VmFlags;
+    use crate::vma::VmaData;
 
     fn data(i: u64) -> VmaData {
-        VmaData {
-            flags: VmFlags::READ,
-            backing: Backing::Anon,
-            pgoff_base: i,
-            name: None,
-            anon: None,
-            label: None,
-            policy: None,
-        }
+        test_data(i)
     }
 
     #[test]
@@ -863,8 +870,7 @@ mod tests {
 #[cfg(all(test, loom_mm))]
 mod loom_tests {
     use super::*;
-    use crate::vma::{Backing, VmaData};
-    use crate::VmFlags;
+    use crate::vma::VmaData;
     use loom::thread;
 
     /// What a thread's exit does to its owner (loom runs thread-local
@@ -889,15 +895,7 @@ mod loom_tests {
     }
 
     fn data(i: u64) -> VmaData {
-        VmaData {
-            flags: VmFlags::READ,
-            backing: Backing::Anon,
-            pgoff_base: i,
-            name: None,
-            anon: None,
-            label: None,
-            policy: None,
-        }
+        test_data(i)
     }
 
     /// The owner fills a chunk (three records), another thread drops one of

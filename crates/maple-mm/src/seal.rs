@@ -97,6 +97,18 @@ impl<T: VmaStore> AddressSpace<T> {
         })
     }
 
+    /// Unmaps `[start, end)`, or, where a seal is in it, refuses as
+    /// [`refuse_unmap`](Self::refuse_unmap) does.
+    pub(crate) fn unmap_unless_sealed(&mut self, start: u64, end: u64) -> Result<()> {
+        if self.sealed_in(start, end) {
+            return self.refuse_unmap(start);
+        }
+        self.transact(&[(start, end)], |mm| {
+            mm.clear(start, end)?;
+            Ok(Ok(()))
+        })
+    }
+
     /// The cut of [`refuse_unmap`](Self::refuse_unmap), within a caller's
     /// transaction.
     pub(crate) fn cut_before_refusal(&mut self, start: u64) -> core::result::Result<(), AllocFail> {
