@@ -163,6 +163,63 @@ impl MemPolicy {
     }
 }
 
+/// As `/proc/PID/numa_maps` shows it: the mode, its flags after `=`, the
+/// nodes used after `:` as a list of ranges (`bind=static:0-1,3`).
+///
+/// ```
+/// use maple_mm::MemPolicy;
+/// let p = MemPolicy::from_mbind(0x8002, 0b1, 0b1).unwrap().unwrap();
+/// assert_eq!(p.to_string(), "bind=static:0");
+/// assert_eq!(MemPolicy::from_mbind(4, 0, 0b1).unwrap().unwrap().to_string(), "local");
+/// ```
+impl core::fmt::Display for MemPolicy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use MempolicyMode::*;
+        f.write_str(match self.mode {
+            Default => "default",
+            Preferred => "prefer",
+            Bind => "bind",
+            Interleave => "interleave",
+            Local => "local",
+            PreferredMany => "prefer (many)",
+            WeightedInterleave => "weighted interleave",
+        })?;
+        let placement = if self.flags.contains(MempolicyFlags::STATIC_NODES) {
+            Some("static")
+        } else if self.flags.contains(MempolicyFlags::RELATIVE_NODES) {
+            Some("relative")
+        } else {
+            None
+        };
+        let balancing = self.flags.contains(MempolicyFlags::NUMA_BALANCING);
+        match (placement, balancing) {
+            (Some(p), true) => write!(f, "={p}|balancing")?,
+            (Some(p), false) => write!(f, "={p}")?,
+            (None, true) => f.write_str("=balancing")?,
+            (None, false) => {}
+        }
+        // The nodes as runs: `0-2,5`.
+        let mut sep = ':';
+        let mut n = 0;
+        while n < 64 {
+            if self.nodes >> n & 1 == 0 {
+                n += 1;
+                continue;
+            }
+            let first = n;
+            while n < 64 && self.nodes >> n & 1 == 1 {
+                n += 1;
+            }
+            match n - 1 - first {
+                0 => write!(f, "{sep}{first}")?,
+                _ => write!(f, "{sep}{first}-{}", n - 1)?,
+            }
+            sep = ',';
+        }
+        Ok(())
+    }
+}
+
 /// The mode and its flags of `mbind`'s `mode` argument
 /// (`sanitize_mpol_flags`): `EINVAL` for an unknown mode, static and
 /// relative nodes together, or NUMA balancing but with `MPOL_BIND` or
@@ -252,5 +309,33 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok(Some(VmaData { policy: policy.clone(), ..d.clone() }))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemPolicy, MempolicyMode};
+    use crate::Errno;
+
+    /// What one memory node cannot show (the oracle's machine has one):
+    /// a preferred policy keeps its first node, relative nodes fold onto
+    /// the nodes with memory, and the node list prints as runs.
+    #[test]
+    fn policies_on_several_nodes() {
+        let online = 0b1111_0111;
+        let p = MemPolicy::from_mbind(1, 0b1_0100, online).unwrap().unwrap();
+        assert_eq!((p.mode, p.nodes), (MempolicyMode::Preferred, 0b0100));
+        // Relative node 5 is the (5 mod 7)-th node with memory: node 6.
+        let r = MemPolicy::from_mbind(0x4002, 1 << 5, online).unwrap().unwrap();
+        assert_eq!(r.nodes, 1 << 6);
+        assert_eq!(r.to_string(), "bind=relative:6");
+        let b = MemPolicy::from_mbind(0x2003, 0b1011, online);
+        assert_eq!(b, Err(Errno::EINVAL), "balancing only with bind and preferred-many");
+        let m = MemPolicy::from_mbind(0x2005, 0b1011_0011, online).unwrap().unwrap();
+        assert_eq!(m.to_string(), "prefer (many)=balancing:0-1,4-5,7");
+        let s = MemPolicy::from_mbind(0xa002, 0b1_0000, online).unwrap().unwrap();
+        assert_eq!(s.to_string(), "bind=static|balancing:4");
+        assert_eq!(MemPolicy::from_mbind(0xc002, 1, online), Err(Errno::EINVAL), "static and relative");
+        assert_eq!(MemPolicy::from_mbind(2, 0b1000, 0b0111), Err(Errno::EINVAL), "no memory on node 3");
     }
 }

@@ -419,6 +419,11 @@ impl<'a> Vma<'a> {
         self.data.anon
     }
 
+    /// The memory policy (`mbind`); `None` for the default.
+    pub fn policy(&self) -> Option<&'a crate::MemPolicy> {
+        self.data.policy.as_deref()
+    }
+
     /// `rwxp` / `rw-s` as in the maps file.
     pub fn perms(&self) -> [u8; 4] {
         let f = self.data.flags;

@@ -571,7 +571,36 @@ fn space_lines(mm: &AddressSpace, per_page: bool) -> Vec<String> {
         let at = |p: u64| BASE + p * PAGE_SIZE;
         lines.push(anon_line((0..W).filter(|&p| mm.anon_page_count(at(p), at(p + 1)) == 1)));
     }
+    if numa_nodes().is_some() {
+        let policies = mm
+            .range(BASE, BASE + W * PAGE_SIZE)
+            .filter(|v| v.is_anonymous())
+            .filter_map(|v| v.policy().map(|p| ((v.start() - BASE) / PAGE_SIZE, p.to_string())));
+        lines.push(policies.fold("numa:".to_string(), |l, (page, p)| format!("{l} {page}={p}")));
+    }
     lines
+}
+
+/// The memory policies of the window's private anonymous VMAs that have
+/// one, as one line, from a `numa_maps` file (shared memory and files
+/// show their object's policy there, which other mappings may have set).
+fn numa_line(numa_maps: &str) -> String {
+    const MODES: [&str; 7] =
+        ["weighted interleave", "prefer (many)", "interleave", "prefer", "bind", "local", "default"];
+    let mut line = "numa:".to_string();
+    for l in numa_maps.lines() {
+        let Some((addr, rest)) = l.split_once(' ') else { continue };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+        if !(BASE..BASE + W * PAGE_SIZE).contains(&addr) || rest.contains("file=") {
+            continue;
+        }
+        let Some(mode) = MODES.iter().find(|m| rest.starts_with(*m)) else { continue };
+        let policy = format!("{mode}{}", rest[mode.len()..].split(' ').next().unwrap_or(""));
+        if policy != "default" {
+            line = format!("{line} {}={policy}", (addr - BASE) / PAGE_SIZE);
+        }
+    }
+    line
 }
 
 /// The window's anonymous pages, by page number, as one line (the
@@ -1043,6 +1072,9 @@ mod child {
         lines.push(guard_line((0..W).filter(|&p| words[p as usize] >> 58 & 1 == 1)));
         if let Some(zero) = ZERO_PFN.get().copied().flatten() {
             lines.push(anon_line((0..W).filter(|&p| is_anon(words[p as usize], zero))));
+        }
+        if numa_nodes().is_some() {
+            lines.push(numa_line(&std::fs::read_to_string("/proc/self/numa_maps").unwrap_or_default()));
         }
         lines
     }
