@@ -7,6 +7,7 @@ use std::{path::Path, sync::Arc};
 use crate::{
     flags::VmFlags,
     name::AnonName,
+    policy::MemPolicy,
     record::VmaRef,
     space::{AddressSpace, Brk, Layout, PAGE_SIZE},
     store::VmaStore,
@@ -294,7 +295,10 @@ impl AddressSpace {
     /// its anonymous pages ([`anon_pages`](Self::anon_pages)), from
     /// pagemap for the private VMAs smaps counts some in, where pagemap
     /// shows page frames (to `CAP_SYS_ADMIN`: they tell the shared zero
-    /// page, which a read maps, from a written page; else none are known).
+    /// page, which a read maps, from a written page; else none are known);
+    /// the memory policies of its private anonymous VMAs, from
+    /// `/proc/PID/numa_maps`; and its layout's stack limit
+    /// (`/proc/PID/limits`) and `mmap_min_addr`.
     pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
         Self::from_proc(&format!("/proc/{pid}"))
     }
@@ -324,7 +328,34 @@ impl AddressSpace {
         mm.read_guard_pages(&format!("{dir}/pagemap"))?;
         #[cfg(target_os = "linux")]
         mm.read_anon_pages(&format!("{dir}/pagemap"), &written)?;
+        mm.read_policies(&format!("{dir}/numa_maps"))?;
         Ok(mm)
+    }
+
+    /// Gives the private anonymous VMAs the memory policies `numa_maps`
+    /// (a `/proc/PID/numa_maps`) shows them with (see
+    /// [`MemPolicy::from_numa_maps`]); shared memory and files show their
+    /// object's policy there, not necessarily the VMA's, and keep none. An
+    /// unreadable file (a kernel without NUMA) gives none.
+    fn read_policies(&mut self, numa_maps: &str) -> Result<(), MapsError> {
+        let Ok((text, _)) = read_text(Path::new(numa_maps)) else { return Ok(()) };
+        let mut set = Vec::new();
+        for l in text.lines() {
+            let Some((addr, rest)) = l.split_once(' ') else { continue };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            let Some(Some(policy)) = MemPolicy::from_numa_maps(rest) else { continue };
+            if let Some(v) = self.vma_at(addr).filter(|v| v.start == addr && v.is_anonymous()) {
+                set.push((v.start, v.end, VmaData { policy: Some(Arc::new(policy)), ..v.data.clone() }));
+            }
+        }
+        for (s, e, d) in set {
+            self.put(s, e, d).map_err(|_| MapsError {
+                file: numa_maps.to_string(),
+                line: 0,
+                msg: "out of memory".into(),
+            })?;
+        }
+        Ok(())
     }
 
     /// Adds the guard pages `pagemap` (a `/proc/PID/pagemap`) shows in

@@ -16,7 +16,9 @@
 //! policy differs is cut and given it. Not modelled: page placement, so
 //! `MPOL_MF_STRICT` never fails with `EIO` and `MPOL_MF_MOVE` moves
 //! nothing; the task's own policy (`set_mempolicy`); a node mask wider than
-//! 64 nodes; a space read from a maps file knows no policies.
+//! 64 nodes; a space read from a maps file knows no policies (one read
+//! from a live process has its private anonymous VMAs', from
+//! `numa_maps`).
 //!
 //! [`Layout::numa_nodes`]: crate::Layout::numa_nodes
 
@@ -217,6 +219,66 @@ impl core::fmt::Display for MemPolicy {
             sep = ',';
         }
         Ok(())
+    }
+}
+
+impl MemPolicy {
+    /// The policy a `/proc/PID/numa_maps` line shows after its address,
+    /// as [`Display`](core::fmt::Display) writes it (what follows the
+    /// policy on the line is ignored): `Some(None)` for `default`, `None`
+    /// if it cannot be read. The nodes as given are not shown; they are
+    /// taken to be the nodes used.
+    ///
+    /// ```
+    /// use maple_mm::{MemPolicy, MempolicyMode};
+    /// let p = MemPolicy::from_numa_maps("interleave=static:0-2 anon=3 dirty=3 N0=3").unwrap().unwrap();
+    /// assert_eq!((p.mode, p.nodes), (MempolicyMode::Interleave, 0b111));
+    /// assert_eq!(p.to_string(), "interleave=static:0-2");
+    /// assert_eq!(MemPolicy::from_numa_maps("default file=/usr/bin/true"), Some(None));
+    /// ```
+    pub fn from_numa_maps(text: &str) -> Option<Option<MemPolicy>> {
+        use MempolicyMode::*;
+        const NAMES: [(&str, MempolicyMode); 7] = [
+            ("weighted interleave", WeightedInterleave),
+            ("prefer (many)", PreferredMany),
+            ("interleave", Interleave),
+            ("prefer", Preferred),
+            ("bind", Bind),
+            ("local", Local),
+            ("default", Default),
+        ];
+        let &(name, mode) = NAMES.iter().find(|(n, _)| text.starts_with(n))?;
+        let rest = text[name.len()..].split(' ').next()?;
+        let (flags_text, nodes_text) = match rest.split_once(':') {
+            Some((f, n)) => (f, n),
+            None => (rest, ""),
+        };
+        let mut flags = MempolicyFlags::empty();
+        for f in flags_text.strip_prefix('=').map(|f| f.split('|')).into_iter().flatten() {
+            flags |= match f {
+                "static" => MempolicyFlags::STATIC_NODES,
+                "relative" => MempolicyFlags::RELATIVE_NODES,
+                "balancing" => MempolicyFlags::NUMA_BALANCING,
+                _ => return None,
+            };
+        }
+        if !flags_text.is_empty() && !flags_text.starts_with('=') {
+            return None;
+        }
+        let mut nodes = 0u64;
+        for run in nodes_text.split(',').filter(|r| !r.is_empty()) {
+            let (a, b) = run.split_once('-').unwrap_or((run, run));
+            let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+            if a > b || b > 63 {
+                return None;
+            }
+            nodes |= (u64::MAX >> (63 - b)) & (u64::MAX << a);
+        }
+        if mode == Default {
+            return Some(None);
+        }
+        let user_nodes = if flags.is_empty() { 0 } else { nodes };
+        Some(Some(MemPolicy { mode, flags, nodes, user_nodes }))
     }
 }
 

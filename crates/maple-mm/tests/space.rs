@@ -333,6 +333,38 @@ fn scratch_mapping(len: usize) -> u64 {
 /// A live process's guard pages come from pagemap: two pages of a fresh
 /// mapping fenced off here are guard pages in the space read back, the
 /// others not, and an access there faults as the kernel's does.
+/// A live process's memory policies come from numa_maps: a scratch
+/// mapping's middle page interleaved is cut out with its policy, its
+/// neighbours keep none.
+#[cfg(target_os = "linux")]
+#[test]
+fn memory_policies_of_this_process_come_from_numa_maps() {
+    if !std::path::Path::new("/proc/self/numa_maps").exists() {
+        println!("no NUMA in this kernel: no policies to read");
+        return;
+    }
+    let at = scratch_mapping(3 * PAGE_SIZE as usize);
+    let mask: u64 = 1;
+    // SAFETY: `mbind` on a mapping this test owns, with a one-word mask
+    // that lives through the call; it changes no memory.
+    let r = unsafe {
+        libc::syscall(libc::SYS_mbind, at + PAGE_SIZE, PAGE_SIZE as usize, 3usize, &raw const mask, 65usize, 0usize)
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    // (Other test threads map and unmap meanwhile: a read of the proc
+    // files may be torn, and is tried again.)
+    let read = || {
+        let mm = AddressSpace::from_self().unwrap();
+        let policy = |a: u64| mm.vma_at(a).and_then(|v| v.policy().map(|p| p.to_string()));
+        [policy(at), policy(at + PAGE_SIZE), policy(at + 2 * PAGE_SIZE)]
+    };
+    let want = [None, Some("interleave:0".to_string()), None];
+    let got = (0..3).map(|_| read()).find(|g| *g == want).unwrap_or_else(read);
+    assert_eq!(got, want);
+    // SAFETY: the scratch mapping, which nothing else uses.
+    unsafe { libc::munmap(at as *mut _, 3 * PAGE_SIZE as usize) };
+}
+
 /// A live process's layout has its own stack limit (a shell that lowers
 /// it, then sleeps), which decides how far its stack may grow.
 #[cfg(target_os = "linux")]
