@@ -41,7 +41,7 @@
 //! # How VMAs are stored
 //!
 //! A VMA `[start, end)` is stored under `[start, end - 1]`; its attributes
-//! (flags, backing, file offset, name, anon_vma) live in one
+//! (flags, backing, file offset, name, anon_vma, memory policy) live in one
 //! reference-counted object that does not depend on where the VMA starts
 //! (the file offset is kept relative to address 0). So when a call cuts a
 //! VMA, the tree's own split shares that object between the pieces, and
@@ -53,10 +53,12 @@
 //! operations on this machine's kernel (in a child process, inside a
 //! reserved window, reading `/proc/self/maps`) and on an `AddressSpace`,
 //! and compares the VMA lists line for line, the error numbers, the
-//! guard pages (from `/proc/self/pagemap`) and each VMA's anonymous pages
-//! (smaps's `Anonymous`). What
+//! guard pages (from `/proc/self/pagemap`), each VMA's anonymous pages
+//! (smaps's `Anonymous`) and the private anonymous VMAs' memory policies
+//! (`numa_maps`). What
 //! Linux keeps but maps files do not show — don't-fork, accounting,
-//! no-reserve, hugepage advice, whether anonymous memory was written — is
+//! no-reserve, hugepage advice, whether anonymous memory was written,
+//! memory policies — is
 //! modelled because it decides where VMA boundaries fall.
 //!
 //! Not modelled: which pages of files and shared memory are mapped (the

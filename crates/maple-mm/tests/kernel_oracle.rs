@@ -8,6 +8,7 @@
 //! makes the real system calls inside a window at a fixed address, far from
 //! anything else in the process, and reports `/proc/self/maps` (with the
 //! hidden flags smaps shows and each VMA's count of anonymous pages), the
+//! private anonymous VMAs' memory policies (`/proc/self/numa_maps`), the
 //! guard pages and the anonymous pages (from `/proc/self/pagemap`: pages
 //! in swap, or present and neither a file's page nor the zero page, which
 //! takes page frame numbers, shown to `CAP_SYS_ADMIN` only; without them
@@ -112,6 +113,7 @@ const KNOWN: &[&str] = &[
     // their address (rounded with SHM_RND), and a read-only one never
     // becomes writable.
     "shmat 10 6 16384 0; protect 12 2 1; unmap 10 1 0; shmdt 10; shmdt 11",
+    "shmat 10 4 16384 0; seal 11 1 0; shmdt 10; shmdt 11",
     "unmap 0 48 0; shmat 10 3 0 5; shmat 10 3 8192 5; shmat 20 2 4096 0; protect 20 2 3; shmdt 20; \
      shmat 30 2 32768 0; shmat 40 2 0 0; shmat 40 2 16384 0; remap 40 2 4 1 0; fork; shmdt 40",
     // Stacks grow (session 25): a write (`touch`), a read and a probe in
