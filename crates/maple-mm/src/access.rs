@@ -193,15 +193,18 @@ impl<T: VmaStore> AddressSpace<T> {
     /// ```
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
         let page = addr & !(crate::PAGE_SIZE - 1);
-        let growth = self.stack_growth(addr).map(|(to, stack)| (to, stack.start));
-        let verdict = self.check_access(addr, access);
+        // The VMA met gives the verdict and, where no VMA holds `addr`, the
+        // growth (the stack's grown range); the growth is worked out once.
+        let target = self.faulting_vma(addr);
+        let growth = target.filter(|_| self.vma_at(addr).is_none()).map(|v| (v.start, v.end));
+        let verdict = decide(target, addr, access, |page| self.is_guard_page(page));
         // A write fault prepares the anon_vma before it finds the page
         // past the end of the file.
         let anon_vma = access == Access::Write && matches!(verdict, Ok(()) | Err(Fault::PastObject));
         if growth.is_none() && !anon_vma {
             return verdict;
         }
-        let window = growth.map_or((page, page + crate::PAGE_SIZE), |(to, stack)| (to, stack));
+        let window = growth.unwrap_or((page, page + crate::PAGE_SIZE));
         self.transact(&[window], |mm| {
             if let Some((to, _)) = growth {
                 mm.grow_stack(to)?;

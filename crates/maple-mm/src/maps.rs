@@ -349,11 +349,7 @@ impl AddressSpace {
             }
         }
         for (s, e, d) in set {
-            self.put(s, e, d).map_err(|_| MapsError {
-                file: numa_maps.to_string(),
-                line: 0,
-                msg: "out of memory".into(),
-            })?;
+            self.put(s, e, d).map_err(|_| out_of_memory(numa_maps))?;
         }
         Ok(())
     }
@@ -394,8 +390,8 @@ impl AddressSpace {
     }
 }
 
-/// The error of a page set that could not grow while `file` was read.
-#[cfg(unix)]
+/// The error of a page set or a record that could not be made while
+/// `file` was read.
 fn out_of_memory(file: &str) -> MapsError {
     MapsError { file: file.to_string(), line: 0, msg: "out of memory".into() }
 }

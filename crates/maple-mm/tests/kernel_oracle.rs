@@ -44,8 +44,8 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
-    MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
+    Access, AddressSpace, Advice, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags, MemPolicy,
+    MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -586,9 +586,11 @@ fn space_lines(mm: &AddressSpace, per_page: bool) -> Vec<String> {
 /// The memory policies of the window's private anonymous VMAs that have
 /// one, as one line, from a `numa_maps` file (shared memory and files
 /// show their object's policy there, which other mappings may have set).
+///
+/// Read with the library's parser and written back as it writes policies:
+/// a policy it misreads (or cannot read, marked `?`) differs from the
+/// model's.
 fn numa_line(numa_maps: &str) -> String {
-    const MODES: [&str; 7] =
-        ["weighted interleave", "prefer (many)", "interleave", "prefer", "bind", "local", "default"];
     let mut line = "numa:".to_string();
     for l in numa_maps.lines() {
         let Some((addr, rest)) = l.split_once(' ') else { continue };
@@ -596,11 +598,12 @@ fn numa_line(numa_maps: &str) -> String {
         if !(BASE..BASE + W * PAGE_SIZE).contains(&addr) || rest.contains("file=") {
             continue;
         }
-        let Some(mode) = MODES.iter().find(|m| rest.starts_with(*m)) else { continue };
-        let policy = format!("{mode}{}", rest[mode.len()..].split(' ').next().unwrap_or(""));
-        if policy != "default" {
-            line = format!("{line} {}={policy}", (addr - BASE) / PAGE_SIZE);
-        }
+        let policy = match MemPolicy::from_numa_maps(rest) {
+            Some(None) => continue,
+            Some(Some(p)) => p.to_string(),
+            None => format!("?{rest}"),
+        };
+        line = format!("{line} {}={policy}", (addr - BASE) / PAGE_SIZE);
     }
     line
 }
@@ -875,17 +878,21 @@ enum Source {
 
 /// The NUMA nodes with memory (bit `n` for node `n`, up to 64), from
 /// sysfs; `None` on a kernel without NUMA (no `mbind`).
+/// (Read once: the model and the child ask after every operation.)
 fn numa_nodes() -> Option<u64> {
-    let text = std::fs::read_to_string("/sys/devices/system/node/has_memory").ok()?;
-    let mut mask = 0u64;
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-        for n in a..=b.min(63) {
-            mask |= 1 << n;
+    static NODES: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *NODES.get_or_init(|| {
+        let text = std::fs::read_to_string("/sys/devices/system/node/has_memory").ok()?;
+        let mut mask = 0u64;
+        for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+            for n in a..=b.min(63) {
+                mask |= 1 << n;
+            }
         }
-    }
-    Some(mask)
+        Some(mask)
+    })
 }
 
 /// Whether this machine lets a process make System V shared memory (a
