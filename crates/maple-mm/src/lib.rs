@@ -14,7 +14,8 @@
 //! into the hole below it ([`fault`](AddressSpace::fault)), `fork` by
 //! O(n) duplication of the tree, and `exec`; and it reads and writes
 //! `/proc/PID/maps`. Its rules are checked against the
-//! running kernel by random call sequences (`tests/kernel_oracle.rs`).
+//! running kernel by random call sequences (`tests/kernel_oracle.rs`;
+//! `tests/brk_oracle.rs` for the program break).
 //!
 //! It is meant for programs that model or track another program's memory:
 //! emulators, sandboxes, record/replay tools, debuggers, userspace kernels

@@ -329,6 +329,15 @@ impl AddressSpace {
         #[cfg(target_os = "linux")]
         mm.read_anon_pages(&format!("{dir}/pagemap"), &written)?;
         mm.read_policies(&format!("{dir}/numa_maps"))?;
+        // The heap's start as the kernel keeps it: a process whose heap is
+        // empty (or was never used, as a Go program's) shows no `[heap]`
+        // line but still has a break, and a heap merged with the
+        // mapping below it (no address randomization) starts below it.
+        let stat = std::fs::read_to_string(format!("{dir}/stat")).ok();
+        if let Some(start) = stat.as_deref().and_then(start_brk) {
+            let current = mm.brk.map_or(start, |b| b.current.max(start));
+            let _ = mm.set_brk(Brk { start, current });
+        }
         Ok(mm)
     }
 
@@ -503,6 +512,13 @@ fn live_layout(dir: &str) -> Layout {
     layout
 }
 
+/// `mm->start_brk` in a `/proc/PID/stat` text (its 47th field; the
+/// command name, the second, may hold spaces and parentheses).
+fn start_brk(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(44)?.parse().ok()
+}
+
 /// The soft stack limit in a `/proc/PID/limits` text (`u64::MAX` for
 /// "unlimited").
 fn stack_limit(limits: &str) -> Option<u64> {
@@ -638,7 +654,27 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
 
 #[cfg(test)]
 mod tests {
-    use super::stack_limit;
+    use super::{stack_limit, start_brk};
+
+    #[test]
+    fn the_heap_start_is_read_from_stat() {
+        // A command name with spaces and a parenthesis; fields 3 to 52.
+        let fields: Vec<String> =
+            (3..=52).map(|i| if i == 47 { "93824992235520".into() } else { i.to_string() }).collect();
+        let stat = format!("4242 (a b) c) {}\n", fields.join(" "));
+        assert_eq!(start_brk(&stat), Some(0x5555_5555_5000));
+        assert_eq!(start_brk("4242 (cut short) S 1 2"), None);
+        assert_eq!(start_brk("no name at all"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_live_process_has_its_break() {
+        let mm = crate::AddressSpace::from_self().unwrap();
+        let b = mm.brk_state().expect("a Linux process has a break");
+        assert_eq!(b.start % crate::PAGE_SIZE, 0);
+        assert!(b.start <= b.current, "{b:?}");
+    }
 
     #[test]
     fn the_stack_limit_is_read_from_limits() {

@@ -359,6 +359,12 @@ impl<T: VmaStore> AddressSpace<T> {
             return new;
         }
         if new <= b.current {
+            // Linux shrinks only where something is mapped between the
+            // two breaks (whatever it is): with the heap's top unmapped
+            // already, the break stays where it was.
+            if self.find_vma(newbrk).is_none_or(|v| v.start >= oldbrk) {
+                return b.current;
+            }
             if self.sealed_in(newbrk, oldbrk) {
                 let _ = self.refuse_unmap(newbrk);
                 return b.current;

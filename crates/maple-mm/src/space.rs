@@ -257,6 +257,32 @@ impl<T: VmaStore> AddressSpace<T> {
         Ok(())
     }
 
+    /// Sets the program break as a running process has it: where the heap
+    /// starts (`mm->start_brk`) and the break itself (`mm->brk`, not
+    /// necessarily page-aligned), as a debugger that attaches to a process
+    /// reads them (`/proc/PID/stat` shows the start; `brk(0)` in the
+    /// process gives the break). The mappings are left as they are: the
+    /// `[heap]` VMA, if any, is whatever is mapped there.
+    ///
+    /// Errors: `EINVAL` if the start is not page-aligned, the break lies
+    /// below it, or either lies above the top of user space.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Brk};
+    /// let mut mm = AddressSpace::new();
+    /// mm.set_brk(Brk { start: 0x5555_0000, current: 0x5555_0000 }).unwrap();
+    /// assert_eq!(mm.brk(0x5555_1234), 0x5555_1234); // one page of heap
+    /// assert_eq!(mm.brk_state().unwrap().current, 0x5555_1234);
+    /// ```
+    pub fn set_brk(&mut self, brk: Brk) -> Result<()> {
+        let top = self.layout.task_size;
+        if !is_aligned(brk.start) || brk.current < brk.start || brk.current > top {
+            return Err(Errno::EINVAL);
+        }
+        self.brk = Some(brk);
+        Ok(())
+    }
+
     /// The initial stack pointer's address (`mm->start_stack`): the VMA
     /// containing it is shown as `[stack]`.
     pub fn start_stack(&self) -> Option<u64> {
@@ -344,8 +370,10 @@ impl<T: VmaStore> AddressSpace<T> {
         if vma.file().is_some() || vma.data.label.is_some() {
             return None;
         }
+        // Linux's vma_is_initial_heap: a VMA that merely touches the heap's
+        // ends (a mapping made at the break) is not the heap.
         if let Some(b) = self.brk {
-            if vma.start <= b.current && vma.end >= b.start {
+            if vma.start < b.current && vma.end > b.start {
                 return Some("[heap]");
             }
         }

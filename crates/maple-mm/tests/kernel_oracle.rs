@@ -20,7 +20,8 @@
 //! Where Linux and the model must differ, the test says so: shared
 //! anonymous memory gets a fresh inode number in each (compared without
 //! it); anonymous names are not tried (`CONFIG_ANON_VMA_NAME` is off on
-//! these machines); `brk` and the stack are not in the window; the
+//! these machines); `brk` is not in the window (`brk_oracle.rs` compares it
+//! around the process's own heap), nor is the process's stack; the
 //! machine is assumed to have memory to spare (under pressure Linux may
 //! drop lazily freeable pages, or swap, between two calls).
 //!
@@ -48,6 +49,10 @@ use maple_mm::{
     MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+mod common;
+
+use common::{can_lock_all, hidden_flags, hidden_names, is_root, normalise};
 
 /// The window: far below where Linux places mappings and far above the
 /// program, so nothing else ever lands next to it.
@@ -479,45 +484,10 @@ fn map_flags(place: Place, shared: bool, src: Src, extra: u32) -> u32 {
     }
 }
 
-/// Normalises a maps line: the inode of shared anonymous memory differs.
-fn normalise(line: &str) -> String {
-    if line.ends_with("/dev/zero (deleted)") {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        return format!("{} {} {} {} SHM /dev/zero (deleted)", f[0], f[1], f[2], f[3]);
-    }
-    // A System V segment's inode is its id (the kernel's to choose).
-    if line.ends_with("/SYSV00000000 (deleted)") {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        return format!("{} {} {} {} SHM /SYSV00000000 (deleted)", f[0], f[1], f[2], f[3]);
-    }
-    line.trim_end().to_string()
-}
-
-/// The flags compared besides the maps lines, by the names `smaps` gives
-/// them: every flag the model keeps that a maps line does not show.
-const HIDDEN: [(&str, VmFlags); 15] = [
-    ("gd", VmFlags::GROWSDOWN),
-    ("lo", VmFlags::LOCKED),
-    ("lf", VmFlags::LOCKONFAULT),
-    ("sr", VmFlags::SEQ_READ),
-    ("rr", VmFlags::RAND_READ),
-    ("dc", VmFlags::DONTCOPY),
-    ("ac", VmFlags::ACCOUNT),
-    ("nr", VmFlags::NORESERVE),
-    ("wf", VmFlags::WIPEONFORK),
-    ("dd", VmFlags::DONTDUMP),
-    ("hg", VmFlags::HUGEPAGE),
-    ("nh", VmFlags::NOHUGEPAGE),
-    ("mg", VmFlags::MERGEABLE),
-    ("sl", VmFlags::SEALED),
-    ("gu", VmFlags::MAYBE_GUARD),
-];
-
 /// A window line with the hidden flags and the VMA's anonymous pages
 /// (smaps's `Anonymous`): `LINE | lo ac | anon 3`.
 fn with_flags(line: &str, flags: VmFlags, anon: u64) -> String {
-    let names: Vec<&str> = HIDDEN.iter().filter(|(_, f)| flags.contains(*f)).map(|(n, _)| *n).collect();
-    format!("{} | {} | anon {anon}", normalise(line), names.join(" "))
+    format!("{} | {} | anon {anon}", normalise(line), hidden_names(flags))
 }
 
 /// The window's lines of an smaps file, each with its hidden flags and
@@ -531,10 +501,7 @@ fn smaps_window(smaps: &str) -> Vec<String> {
             anon_kb = kb.trim().trim_end_matches("kB").trim().parse().expect("Anonymous: N kB");
         } else if let Some(flags) = l.strip_prefix("VmFlags:") {
             if let Some(line) = current.take() {
-                let shown = flags.split_whitespace().collect::<Vec<_>>();
-                let hidden =
-                    HIDDEN.iter().filter(|(n, _)| shown.contains(n)).fold(VmFlags::empty(), |a, (_, f)| a | *f);
-                out.push(with_flags(line, hidden, anon_kb * 1024 / PAGE_SIZE));
+                out.push(with_flags(line, hidden_flags(flags), anon_kb * 1024 / PAGE_SIZE));
             }
         } else if !window_lines(l).is_empty() {
             current = Some(l);
@@ -950,6 +917,14 @@ fn run_parent() -> i32 {
     if !sysv {
         println!("kernel oracle: no System V shared memory here: its calls left out of every sequence");
     }
+    let lock_all = can_lock_all();
+    if !lock_all {
+        println!("kernel oracle: a locked-memory limit here: sequences with mlockall(MCL_CURRENT) left out");
+    }
+    let root = is_root();
+    if !root {
+        println!("kernel oracle: not root: sequences with mbind(MPOL_MF_MOVE_ALL) left out (CAP_SYS_NICE)");
+    }
     let (mut passed, mut failed) = (0u64, 0u64);
     let trace = std::env::var_os("MAPLE_ORACLE_TRACE").is_some();
     let mut ops_run = 0usize;
@@ -962,6 +937,12 @@ fn run_parent() -> i32 {
             continue;
         }
         if numa_nodes().is_none() && ops.iter().any(|op| matches!(op, Op::Mbind { .. })) {
+            continue;
+        }
+        if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
+            continue;
+        }
+        if !root && ops.iter().any(|op| matches!(op, Op::Mbind { flags, .. } if flags & 4 != 0)) {
             continue;
         }
         let mut model = Model::new(&file, per_page);
@@ -1238,7 +1219,7 @@ mod child {
                     }
                     Op::Shmat { page, pages, flags, skew } => {
                         let size = (pages * PAGE_SIZE - 100) as usize;
-                        let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o600);
+                        let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o700);
                         assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
                         let r = libc::shmat(id, (at(page) + skew) as *const _, flags as i32);
                         let res = placed(r, pages);

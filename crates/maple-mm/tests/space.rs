@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use maple_mm::{
-    Access, AddressSpace, Advice, AnonName, Errno, Fault, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
+    Access, AddressSpace, Advice, AnonName, Brk, Errno, Fault, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
     MremapFlags, Prot, VmFlags, PAGE_SIZE,
 };
 
@@ -539,6 +539,30 @@ fn parsed_neighbours_stay_apart_and_heap_grows() {
     assert!(heap.starts_with("55560000-55590000 rw-p 00000000 00:00 0 "), "{heap}");
     assert_eq!(mm.vma_count(), 5);
     assert!(mm.maps().contains("[stack]"));
+}
+
+/// Two rules of the break the brk oracle found on the kernel (Linux 6.18):
+/// a shrink needs something mapped between the two breaks, and a mapping
+/// that only touches the heap's ends is not labelled `[heap]`.
+#[test]
+fn brk_shrinks_only_over_a_mapping_and_labels_only_the_heap() {
+    let mut mm = AddressSpace::new();
+    mm.set_brk(Brk { start: BASE, current: BASE }).unwrap();
+    assert_eq!(mm.brk(BASE + 64 * P), BASE + 64 * P);
+    mm.munmap(BASE + 37 * P, 55 * P).unwrap();
+    // Nothing between the breaks: the break stays.
+    assert_eq!(mm.brk(BASE + 62 * P), BASE + 64 * P);
+    // Something there (any mapping, not only the heap): it goes.
+    mm.mmap(BASE + 63 * P, P, Prot::READ, anon(), None, 0).unwrap();
+    assert_eq!(mm.brk(BASE + 62 * P), BASE + 62 * P);
+    assert_eq!(mm.vma_count(), 1);
+    // A mapping at the break, or ending at the heap's start, is no heap.
+    mm.mmap(BASE + 62 * P, 3 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mmap(BASE - 4 * P, 4 * P, Prot::READ, anon(), None, 0).unwrap();
+    let maps = mm.maps();
+    let heap: Vec<&str> = maps.lines().filter(|l| l.ends_with("[heap]")).collect();
+    assert_eq!(heap.len(), 1, "{maps}");
+    assert!(heap[0].starts_with(&format!("{:x}-{:x} ", BASE, BASE + 37 * P)), "{maps}");
 }
 
 // ---- cases from Linux's tools/testing/vma and selftests/mm ----

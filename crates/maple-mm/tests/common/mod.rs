@@ -1,5 +1,8 @@
-//! Comparing maps files page by page, shared by the replay tests.
+//! Comparing maps files page by page (the replay tests), and the flags
+//! smaps shows that maps lines do not (the kernel oracles).
 #![allow(dead_code)] // each test uses part of it
+
+use maple_mm::VmFlags;
 
 /// Mappings the kernel makes without system calls: left out of every
 /// comparison.
@@ -40,4 +43,71 @@ pub fn matching_lines(want: &str, got: &str) -> (usize, usize) {
     let w: Vec<&str> = want.lines().filter(|l| !kernel_made(l)).collect();
     let g: Vec<&str> = got.lines().collect();
     (w.iter().filter(|l| g.contains(l)).count(), w.len())
+}
+
+/// The flags compared besides the maps lines, by the names `smaps` gives
+/// them: every flag the model keeps that a maps line does not show.
+pub const HIDDEN: [(&str, VmFlags); 15] = [
+    ("gd", VmFlags::GROWSDOWN),
+    ("lo", VmFlags::LOCKED),
+    ("lf", VmFlags::LOCKONFAULT),
+    ("sr", VmFlags::SEQ_READ),
+    ("rr", VmFlags::RAND_READ),
+    ("dc", VmFlags::DONTCOPY),
+    ("ac", VmFlags::ACCOUNT),
+    ("nr", VmFlags::NORESERVE),
+    ("wf", VmFlags::WIPEONFORK),
+    ("dd", VmFlags::DONTDUMP),
+    ("hg", VmFlags::HUGEPAGE),
+    ("nh", VmFlags::NOHUGEPAGE),
+    ("mg", VmFlags::MERGEABLE),
+    ("sl", VmFlags::SEALED),
+    ("gu", VmFlags::MAYBE_GUARD),
+];
+
+/// The hidden flags among an smaps `VmFlags:` value's names.
+pub fn hidden_flags(shown: &str) -> VmFlags {
+    let shown: Vec<&str> = shown.split_whitespace().collect();
+    HIDDEN.iter().filter(|(n, _)| shown.contains(n)).fold(VmFlags::empty(), |a, (_, f)| a | *f)
+}
+
+/// The names of the hidden flags in `flags`, in one order for both sides.
+pub fn hidden_names(flags: VmFlags) -> String {
+    let names: Vec<&str> = HIDDEN.iter().filter(|(_, f)| flags.contains(*f)).map(|(n, _)| *n).collect();
+    names.join(" ")
+}
+
+/// Normalises a maps line: the inode of shared anonymous memory differs.
+pub fn normalise(line: &str) -> String {
+    if line.ends_with("/dev/zero (deleted)") {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        return format!("{} {} {} {} SHM /dev/zero (deleted)", f[0], f[1], f[2], f[3]);
+    }
+    // A System V segment's inode is its id (the kernel's to choose).
+    if line.ends_with("/SYSV00000000 (deleted)") {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        return format!("{} {} {} {} SHM /SYSV00000000 (deleted)", f[0], f[1], f[2], f[3]);
+    }
+    line.trim_end().to_string()
+}
+
+/// Whether `mlockall(MCL_CURRENT)` can lock the whole of a test process:
+/// as root (taken to hold `CAP_IPC_LOCK`) or without a locked-memory
+/// limit. Elsewhere Linux says `ENOMEM` past the limit (8 MiB by default),
+/// which the model, having no such limit, does not.
+#[cfg(target_os = "linux")]
+pub fn can_lock_all() -> bool {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes the limit into the struct we pass, which
+    // we own.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
+    is_root() || read && lim.rlim_cur == libc::RLIM_INFINITY
+}
+
+/// Whether the tests run as root, taken to hold every capability the
+/// model assumes (`CAP_SYS_NICE` for `MPOL_MF_MOVE_ALL`, `CAP_IPC_LOCK`).
+#[cfg(target_os = "linux")]
+pub fn is_root() -> bool {
+    // SAFETY: `geteuid` only reads the process's credentials.
+    unsafe { libc::geteuid() == 0 }
 }

@@ -1,0 +1,582 @@
+//! Linux is the oracle for the program break: random sequences of `brk`
+//! calls, mixed with `mmap`, `munmap`, `mprotect`, `mseal` and `mlockall`
+//! around the heap, run on this machine's kernel and on an
+//! `AddressSpace`, which must agree on every call's result and, after
+//! every call, on the VMAs around the heap (maps lines with the flags
+//! smaps adds).
+//!
+//! The heap cannot be put in a window of our choosing as the main
+//! oracle's mappings are (`kernel_oracle.rs`): it is the process's own, at
+//! `mm->start_brk`, and the process's allocator lives in it. So each
+//! sequence runs in a fresh child process (this file's own `main`,
+//! started again with `MAPLE_BRK_CHILD=1`) that reads its sequence and
+//! then stops using the allocator: the operations and the report live in
+//! memory it maps itself, its calls are raw system calls (the allocator
+//! caches the break, which the sequence makes stale, and may have its
+//! data in pages the sequence unmaps), and it writes its report and exits
+//! without returning to it. The model starts from the child's smaps lines
+//! around the heap, `mm->start_brk` from `/proc/self/stat` and the break
+//! that `brk(0)` gives.
+//!
+//! Addresses are written in pages from `start_brk` (so a sequence means
+//! the same in every child, whatever the address randomization), break
+//! values in bytes from it. Anonymous page counts are not compared: the
+//! model does not know which of the allocator's heap pages are written.
+//!
+//! `MAPLE_BRK_SEQS=N` changes the number of sequences (default 300, plus
+//! 2 fresh seeds, plus those in `KNOWN`); `MAPLE_BRK_SEED=S` runs one
+//! seed, `MAPLE_BRK_OPS="op; op; ..."` one written-out sequence;
+//! `MAPLE_BRK_TRACE=1` prints every operation's result and lines.
+
+use std::{
+    fmt,
+    io::{Read, Write},
+    process::{Command, Stdio},
+};
+
+use maple_mm::{AddressSpace, Brk, Errno, Layout, MapFlags, MclFlags, Prot, PAGE_SIZE};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+mod common;
+
+use common::{can_lock_all, hidden_flags, hidden_names, normalise};
+
+/// Pages compared below `start_brk`.
+const BELOW: i64 = 64;
+/// Pages compared from `start_brk` up: past the last page an operation
+/// touches (`PAGES`) by more than a stack guard gap.
+const ABOVE: i64 = 1600;
+/// Operations place mappings and breaks in the first `PAGES` pages from
+/// `start_brk`.
+const PAGES: i64 = 1200;
+
+/// Sequences that once found a difference (or pin a rule), run first.
+const KNOWN: &[&str] = &[
+    // Seed 170: a shrink with nothing mapped between the two breaks (the
+    // heap's top unmapped) leaves the break where it was.
+    "brk +262144; unmap 37 55; brk +253952",
+    // Any mapping between the breaks lets the shrink go, and goes with it.
+    "brk +262144; unmap 37 55; map 63 1 r-- p; brk +253952",
+    // Seed 2198: a mapping that starts at the break is not the heap.
+    "brk +565248; map 138 29 rwx p noreplace",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    /// `brk(start_brk + to)`, or `brk(0)` for `None`.
+    Brk {
+        to: Option<i64>,
+    },
+    /// A fixed mapping (`MAP_FIXED`, or `MAP_FIXED_NOREPLACE`).
+    Map {
+        page: i64,
+        pages: i64,
+        prot: u8,
+        shared: bool,
+        growsdown: bool,
+        noreplace: bool,
+    },
+    Unmap {
+        page: i64,
+        pages: i64,
+    },
+    Protect {
+        page: i64,
+        pages: i64,
+        prot: u8,
+    },
+    Seal {
+        page: i64,
+        pages: i64,
+    },
+    LockAll {
+        flags: i32,
+    },
+    UnlockAll,
+}
+
+fn prot_str(p: u8) -> String {
+    let c = |bit: u8, ch: char| if p & bit != 0 { ch } else { '-' };
+    format!("{}{}{}", c(1, 'r'), c(2, 'w'), c(4, 'x'))
+}
+
+fn parse_prot(s: &str) -> u8 {
+    s.bytes().zip([1u8, 2, 4]).filter(|(b, _)| *b != b'-').map(|(_, bit)| bit).sum()
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Op::Brk { to: None } => write!(f, "brk 0"),
+            Op::Brk { to: Some(to) } => write!(f, "brk {to:+}"),
+            Op::Map { page, pages, prot, shared, growsdown, noreplace } => write!(
+                f,
+                "map {page} {pages} {} {}{}{}",
+                prot_str(prot),
+                if shared { 's' } else { 'p' },
+                if noreplace { " noreplace" } else { "" },
+                if growsdown { " gd" } else { "" }
+            ),
+            Op::Unmap { page, pages } => write!(f, "unmap {page} {pages}"),
+            Op::Protect { page, pages, prot } => write!(f, "protect {page} {pages} {}", prot_str(prot)),
+            Op::Seal { page, pages } => write!(f, "seal {page} {pages}"),
+            Op::LockAll { flags } => write!(f, "lockall {flags}"),
+            Op::UnlockAll => write!(f, "unlockall"),
+        }
+    }
+}
+
+fn parse_op(line: &str) -> Op {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let n = |i: usize| -> i64 { w[i].parse().unwrap_or_else(|_| panic!("a number in {line:?}")) };
+    match w[0] {
+        "brk" if w[1] == "0" => Op::Brk { to: None },
+        "brk" => Op::Brk { to: Some(n(1)) },
+        "map" => Op::Map {
+            page: n(1),
+            pages: n(2),
+            prot: parse_prot(w[3]),
+            shared: w[4] == "s",
+            noreplace: w.contains(&"noreplace"),
+            growsdown: w.contains(&"gd"),
+        },
+        "unmap" => Op::Unmap { page: n(1), pages: n(2) },
+        "protect" => Op::Protect { page: n(1), pages: n(2), prot: parse_prot(w[3]) },
+        "seal" => Op::Seal { page: n(1), pages: n(2) },
+        "lockall" => Op::LockAll { flags: n(1) as i32 },
+        "unlockall" => Op::UnlockAll,
+        other => panic!("unknown operation {other:?} in {line:?}"),
+    }
+}
+
+/// A sequence of 24 operations, from a seed.
+fn generate(seed: u64) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let page = |rng: &mut SmallRng| rng.gen_range(0..PAGES - 64);
+    let prots = [0u8, 1, 3, 3, 3, 5, 7];
+    (0..24)
+        .map(|_| match rng.gen_range(0..100) {
+            0..=44 => {
+                let to = match rng.gen_range(0..10) {
+                    0 => None,
+                    // Below the heap's start: always refused.
+                    1 => Some(-rng.gen_range(1..4 * PAGE_SIZE as i64)),
+                    // Somewhere up to 700 pages, on a page or not.
+                    _ => {
+                        let p = rng.gen_range(0..700i64) * PAGE_SIZE as i64;
+                        Some(if rng.gen_bool(0.5) { p } else { p + rng.gen_range(1..PAGE_SIZE as i64) })
+                    }
+                };
+                Op::Brk { to }
+            }
+            45..=62 => {
+                let growsdown = rng.gen_range(0..5) == 0;
+                Op::Map {
+                    page: page(&mut rng),
+                    pages: rng.gen_range(1..40),
+                    prot: prots[rng.gen_range(0..prots.len())],
+                    shared: !growsdown && rng.gen_range(0..5) == 0,
+                    growsdown,
+                    noreplace: rng.gen_range(0..4) == 0,
+                }
+            }
+            63..=76 => Op::Unmap { page: page(&mut rng), pages: rng.gen_range(1..60) },
+            77..=88 => {
+                Op::Protect { page: page(&mut rng), pages: rng.gen_range(1..60), prot: prots[rng.gen_range(0..7)] }
+            }
+            89..=91 => Op::Seal { page: page(&mut rng), pages: rng.gen_range(1..20) },
+            92..=96 => Op::LockAll { flags: [2, 6, 3, 1, 0][rng.gen_range(0..5)] },
+            _ => Op::UnlockAll,
+        })
+        .collect()
+}
+
+/// One compared line: the maps line and the hidden flags.
+fn line(maps: &str, flags: maple_mm::VmFlags) -> String {
+    format!("{} | {}", normalise(maps), hidden_names(flags))
+}
+
+// ---------------------------------------------------------------- model --
+
+struct Model {
+    mm: AddressSpace,
+    start: u64,
+}
+
+impl Model {
+    /// The model of the child's first report: `start_brk`, the break and
+    /// the smaps lines around the heap (each `HEADER | VmFlags`).
+    fn new(start: u64, brk: u64, lines: &[String]) -> Model {
+        let smaps: String = lines
+            .iter()
+            .map(|l| {
+                let (header, flags) = l.split_once(" | ").expect("HEADER | FLAGS");
+                format!("{header}\nVmFlags: {flags}\n")
+            })
+            .collect();
+        let mut mm = AddressSpace::from_maps_with(&smaps, "the child's smaps", Layout::default())
+            .unwrap_or_else(|e| panic!("the child's lines parse: {e}"));
+        mm.set_brk(Brk { start, current: brk }).expect("the child's break");
+        Model { mm, start }
+    }
+
+    fn at(&self, page: i64) -> u64 {
+        self.start.wrapping_add_signed(page * PAGE_SIZE as i64)
+    }
+
+    fn apply(&mut self, op: &Op) -> String {
+        let len = |pages: i64| pages as u64 * PAGE_SIZE;
+        let done = |r: Result<(), Errno>| match r {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("err {}", e.code()),
+        };
+        match *op {
+            Op::Brk { to } => {
+                let to = to.map_or(0, |to| self.start.wrapping_add_signed(to));
+                format!("brk {:+}", self.mm.brk(to) as i64 - self.start as i64)
+            }
+            Op::Map { page, pages, prot, shared, growsdown, noreplace } => {
+                let mut flags = MapFlags::ANONYMOUS | if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
+                flags |= if noreplace { MapFlags::FIXED_NOREPLACE } else { MapFlags::FIXED };
+                if growsdown {
+                    flags |= MapFlags::GROWSDOWN;
+                }
+                let prot = Prot::from_bits_truncate(u32::from(prot));
+                done(self.mm.mmap(self.at(page), len(pages), prot, flags, None, 0).map(|_| ()))
+            }
+            Op::Unmap { page, pages } => done(self.mm.munmap(self.at(page), len(pages))),
+            Op::Protect { page, pages, prot } => {
+                done(self.mm.mprotect(self.at(page), len(pages), Prot::from_bits_truncate(u32::from(prot))))
+            }
+            Op::Seal { page, pages } => done(self.mm.mseal(self.at(page), len(pages), 0)),
+            Op::LockAll { flags } => done(self.mm.mlockall(MclFlags::from_bits_retain(flags as u32))),
+            Op::UnlockAll => done(self.mm.munlockall()),
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.mm.range(self.at(-BELOW), self.at(ABOVE)).map(|v| line(&self.mm.maps_line(&v), v.flags())).collect()
+    }
+}
+
+// --------------------------------------------------------------- parent --
+
+/// Runs one sequence in a fresh child: `Ok(operations)` or the
+/// divergence, described.
+fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, String> {
+    let mut child = Command::new(exe)
+        .env("MAPLE_BRK_CHILD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the child");
+    let text: String = ops.iter().map(|op| format!("{op}\n")).collect();
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("the sequence");
+    let mut out = String::new();
+    child.stdout.take().expect("stdout").read_to_string(&mut out).expect("the report");
+    let status = child.wait().expect("the child's end");
+    let mut report = out.lines();
+    let head = report.next().unwrap_or_default();
+    if head.starts_with("skip") {
+        return Err(head.to_string());
+    }
+    let f: Vec<&str> = head.split_whitespace().collect();
+    let (Some(start), Some(brk)) = (f.get(1).and_then(|s| s.parse().ok()), f.get(3).and_then(|s| s.parse().ok()))
+    else {
+        return Err(format!("the child reported {head:?} ({status})"));
+    };
+    // The lines up to the next `.`.
+    let block = |report: &mut std::str::Lines<'_>| -> Option<Vec<String>> {
+        let mut v = Vec::new();
+        loop {
+            let l = report.next()?;
+            if l == "." {
+                return Some(v);
+            }
+            v.push(l.to_string());
+        }
+    };
+    let kernel_lines = |b: Vec<String>| -> Vec<String> {
+        b.iter()
+            .map(|l| {
+                let (header, flags) = l.split_once(" | ").expect("HEADER | FLAGS");
+                line(header, hidden_flags(flags))
+            })
+            .collect()
+    };
+    let first = block(&mut report).ok_or("no first report")?;
+    let mut model = Model::new(start, brk, &first);
+    let (want, got) = (model.lines(), kernel_lines(first));
+    if want != got {
+        return Err(format!("the model does not start as the child: {want:#?} against {got:#?}"));
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let want_res = model.apply(op);
+        let (Some(got_res), Some(got)) = (report.next(), block(&mut report)) else {
+            return Err(format!("the child stopped at op {} ({op}), {status}", i + 1));
+        };
+        let (want, got) = (model.lines(), kernel_lines(got));
+        if trace {
+            println!("{op}: {got_res}");
+            for l in &got {
+                println!("    {l}");
+            }
+        }
+        if want_res != got_res || want != got {
+            let mut msg = format!("op {} ({op}): model {want_res}, kernel {got_res}\n", i + 1);
+            for l in &want {
+                if !got.contains(l) {
+                    msg += &format!("  model only:  {l}\n");
+                }
+            }
+            for l in &got {
+                if !want.contains(l) {
+                    msg += &format!("  kernel only: {l}\n");
+                }
+            }
+            return Err(msg);
+        }
+    }
+    Ok(ops.len())
+}
+
+fn run_parent() -> i32 {
+    let n: u64 = std::env::var("MAPLE_BRK_SEQS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let fresh =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let mut seqs: Vec<(String, Vec<Op>)> =
+        KNOWN.iter().map(|k| (format!("known {k:?}"), k.split(';').map(parse_op).collect())).collect();
+    let seeds = (0..n).chain((0..2).map(|i| fresh.wrapping_mul(6364136223846793005).wrapping_add(i)));
+    seqs.extend(seeds.map(|s| (format!("seed {s}"), generate(s))));
+    if let Some(one) = std::env::var("MAPLE_BRK_SEED").ok().and_then(|s| s.parse().ok()) {
+        seqs = vec![(format!("seed {one}"), generate(one))];
+    }
+    if let Ok(ops) = std::env::var("MAPLE_BRK_OPS") {
+        seqs = vec![("given".into(), ops.split(';').map(parse_op).collect())];
+    }
+    let exe = std::env::current_exe().expect("own path");
+    let trace = std::env::var_os("MAPLE_BRK_TRACE").is_some();
+    let lock_all = can_lock_all();
+    if !lock_all {
+        println!("brk oracle: a locked-memory limit here: sequences with mlockall(MCL_CURRENT) left out");
+    }
+    let (mut passed, mut failed, mut ops_run) = (0, 0, 0);
+    for (name, ops) in &seqs {
+        if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
+            continue;
+        }
+        match run_one(&exe, ops, trace) {
+            Ok(n) => {
+                passed += 1;
+                ops_run += n;
+            }
+            Err(e) if e.starts_with("skip") => {
+                println!("brk oracle: {e}");
+                return 0;
+            }
+            Err(e) => {
+                failed += 1;
+                let text: Vec<String> = ops.iter().map(Op::to_string).collect();
+                println!("brk oracle: {name} differs at {e}  sequence: MAPLE_BRK_OPS=\"{}\"", text.join("; "));
+                if failed >= 5 {
+                    break;
+                }
+            }
+        }
+    }
+    println!("brk oracle: {ops_run} operations in {passed} sequences");
+    println!("{passed} passed, {failed} failed");
+    i32::from(failed > 0)
+}
+
+// ---------------------------------------------------------------- child --
+
+#[cfg(target_os = "linux")]
+mod child {
+    use std::io::{BufRead, Write};
+
+    use super::*;
+
+    /// Memory of our own, away from the heap (the kernel places it near
+    /// the top of the address space), that the allocator knows nothing of.
+    fn own_buffer(len: usize) -> &'static mut [u8] {
+        // SAFETY: a fresh private anonymous mapping, never unmapped, that
+        // nothing else refers to: the slice is its only user.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED, "a buffer of our own");
+            std::slice::from_raw_parts_mut(p.cast::<u8>(), len)
+        }
+    }
+
+    /// `mm->start_brk`: field 47 of `/proc/self/stat`.
+    fn start_brk() -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let after_comm = &stat[stat.rfind(')')? + 1..];
+        after_comm.split_whitespace().nth(44)?.parse().ok()
+    }
+
+    /// The last call's error number.
+    fn errno() -> i32 {
+        // SAFETY: libc's thread-local error number, read on this thread.
+        unsafe { *libc::__errno_location() }
+    }
+
+    /// Reads `/proc/self/smaps` into `buf` with raw calls (no allocation);
+    /// the length read.
+    fn read_smaps(buf: &mut [u8]) -> usize {
+        // SAFETY: a NUL-terminated path; reads into `buf`, ours, within
+        // its length; the descriptor is closed here.
+        unsafe {
+            let fd = libc::open(c"/proc/self/smaps".as_ptr(), libc::O_RDONLY);
+            assert!(fd >= 0, "smaps");
+            let mut len = 0;
+            loop {
+                let n = libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len);
+                assert!(n >= 0, "reading smaps");
+                if n == 0 {
+                    break;
+                }
+                len += n as usize;
+                assert!(len < buf.len(), "smaps fits the buffer");
+            }
+            libc::close(fd);
+            len
+        }
+    }
+
+    /// Writes the smaps entries that overlap `lo..hi` as `HEADER |
+    /// VMFLAGS` lines, then `.`.
+    fn report_window(smaps: &[u8], lo: u64, hi: u64, out: &mut &mut [u8]) {
+        let mut inside = None;
+        for l in smaps.split(|&b| b == b'\n') {
+            if let Some(flags) = l.strip_prefix(b"VmFlags:") {
+                if let Some(header) = inside.take() {
+                    out.write_all(header).unwrap();
+                    out.write_all(b" | ").unwrap();
+                    out.write_all(flags.trim_ascii()).unwrap();
+                    out.write_all(b"\n").unwrap();
+                }
+                continue;
+            }
+            let Some(dash) = l.iter().position(|&b| b == b'-') else { continue };
+            let Some(space) = l.iter().position(|&b| b == b' ') else { continue };
+            if dash > space {
+                continue;
+            }
+            let hex = |s: &[u8]| s.iter().try_fold(0u64, |a, &b| Some(a << 4 | (b as char).to_digit(16)? as u64));
+            if let (Some(s), Some(e)) = (hex(&l[..dash]), hex(&l[dash + 1..space])) {
+                inside = (s < hi && e > lo).then_some(l);
+            }
+        }
+        out.write_all(b".\n").unwrap();
+    }
+
+    pub fn run() {
+        let Some(start) = start_brk() else {
+            println!("skip: no start_brk in /proc/self/stat");
+            return;
+        };
+        // The sequence, read with the allocator's help, then copied to
+        // memory of our own.
+        let ops_heap: Vec<Op> = std::io::stdin().lock().lines().map(|l| parse_op(&l.expect("a line"))).collect();
+        let ops_mem = own_buffer(ops_heap.len().max(1) * std::mem::size_of::<Op>());
+        // SAFETY: the buffer is fresh, page-aligned (so aligned for `Op`)
+        // and holds `ops_heap.len()` of them; `Op` is `Copy`.
+        let ops: &mut [Op] = unsafe {
+            let p = ops_mem.as_mut_ptr().cast::<Op>();
+            std::ptr::copy_nonoverlapping(ops_heap.as_ptr(), p, ops_heap.len());
+            std::slice::from_raw_parts_mut(p, ops_heap.len())
+        };
+        std::mem::forget(ops_heap);
+        let smaps = own_buffer(1 << 20);
+        let report = own_buffer(1 << 20);
+        let total = report.len();
+        let mut out: &mut [u8] = &mut report[..];
+        let at = |page: i64| start.wrapping_add_signed(page * PAGE_SIZE as i64);
+        let (lo, hi) = (at(-BELOW), at(ABOVE));
+        // From here on, nothing allocates.
+        // SAFETY: `brk(0)` changes nothing.
+        let brk = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
+        writeln!(out, "start {start} brk {brk}").unwrap();
+        let n = read_smaps(smaps);
+        report_window(&smaps[..n], lo, hi, &mut out);
+        for op in ops.iter() {
+            let len = |pages: i64| (pages as u64 * PAGE_SIZE) as usize;
+            let done = |ret: i64| if ret == -1 { (false, errno()) } else { (true, 0) };
+            // SAFETY: every call is on pages from `start_brk` up, where
+            // only the allocator's heap and this loop's mappings lie: the
+            // allocator is not used again in this process, and no Rust
+            // object of ours lives there (ours are in `own_buffer`s and on
+            // the stack).
+            let (ok, err) = unsafe {
+                match *op {
+                    Op::Brk { to } => {
+                        let to = to.map_or(0, |to| start.wrapping_add_signed(to));
+                        let ret = libc::syscall(libc::SYS_brk, to as usize) as u64;
+                        writeln!(out, "brk {:+}", ret as i64 - start as i64).unwrap();
+                        let n = read_smaps(smaps);
+                        report_window(&smaps[..n], lo, hi, &mut out);
+                        continue;
+                    }
+                    Op::Map { page, pages, prot, shared, growsdown, noreplace } => {
+                        let mut flags = libc::MAP_ANONYMOUS | if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+                        flags |= if noreplace { libc::MAP_FIXED_NOREPLACE } else { libc::MAP_FIXED };
+                        if growsdown {
+                            flags |= libc::MAP_GROWSDOWN;
+                        }
+                        let p = libc::mmap(at(page) as *mut _, len(pages), i32::from(prot), flags, -1, 0);
+                        done(if p == libc::MAP_FAILED { -1 } else { 0 })
+                    }
+                    Op::Unmap { page, pages } => done(i64::from(libc::munmap(at(page) as *mut _, len(pages)))),
+                    Op::Protect { page, pages, prot } => {
+                        done(i64::from(libc::mprotect(at(page) as *mut _, len(pages), i32::from(prot))))
+                    }
+                    Op::Seal { page, pages } => done(libc::syscall(462, at(page) as usize, len(pages), 0usize)),
+                    Op::LockAll { flags } => done(i64::from(libc::mlockall(flags))),
+                    Op::UnlockAll => done(i64::from(libc::munlockall())),
+                }
+            };
+            if ok {
+                writeln!(out, "ok").unwrap();
+            } else {
+                writeln!(out, "err {err}").unwrap();
+            }
+            let n = read_smaps(smaps);
+            report_window(&smaps[..n], lo, hi, &mut out);
+        }
+        let used = total - out.len();
+        let mut left = &report[..used];
+        while !left.is_empty() {
+            // SAFETY: writes from our own buffer, within its length.
+            let n = unsafe { libc::write(1, left.as_ptr().cast(), left.len()) };
+            if n <= 0 {
+                break;
+            }
+            left = &left[n as usize..];
+        }
+        // SAFETY: leaves at once, running nothing that might use the
+        // allocator (whose heap the sequence has changed under it).
+        unsafe { libc::_exit(0) }
+    }
+}
+
+fn main() {
+    if std::env::var_os("MAPLE_BRK_CHILD").is_some() {
+        #[cfg(target_os = "linux")]
+        child::run();
+        return;
+    }
+    if !cfg!(target_os = "linux") {
+        println!("brk oracle: not Linux, skipped");
+        return;
+    }
+    std::process::exit(run_parent());
+}
