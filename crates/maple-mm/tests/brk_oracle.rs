@@ -14,9 +14,10 @@
 //! memory it maps itself, its calls are raw system calls (the allocator
 //! caches the break, which the sequence makes stale, and may have its
 //! data in pages the sequence unmaps), and it writes its report and exits
-//! without returning to it. The model starts from the child's smaps lines
-//! around the heap, `mm->start_brk` from `/proc/self/stat` and the break
-//! that `brk(0)` gives.
+//! without returning to it. The model starts from the child's smaps (the
+//! whole process, so that it knows what lies above the heap),
+//! `mm->start_brk` from `/proc/self/stat` and the break that `brk(0)`
+//! gives.
 //!
 //! Addresses are written in pages from `start_brk` (so a sequence means
 //! the same in every child, whatever the address randomization), break
@@ -67,6 +68,10 @@ enum Op {
     Brk {
         to: Option<i64>,
     },
+    /// `brk(addr)`, wherever the heap is: the top of user space and past it.
+    BrkAt {
+        addr: u64,
+    },
     /// A fixed mapping (`MAP_FIXED`, or `MAP_FIXED_NOREPLACE`).
     Map {
         page: i64,
@@ -109,6 +114,7 @@ impl fmt::Display for Op {
         match *self {
             Op::Brk { to: None } => write!(f, "brk 0"),
             Op::Brk { to: Some(to) } => write!(f, "brk {to:+}"),
+            Op::BrkAt { addr } => write!(f, "brk ={addr:#x}"),
             Op::Map { page, pages, prot, shared, growsdown, noreplace } => write!(
                 f,
                 "map {page} {pages} {} {}{}{}",
@@ -131,6 +137,9 @@ fn parse_op(line: &str) -> Op {
     let n = |i: usize| -> i64 { w[i].parse().unwrap_or_else(|_| panic!("a number in {line:?}")) };
     match w[0] {
         "brk" if w[1] == "0" => Op::Brk { to: None },
+        "brk" if w[1].starts_with('=') => {
+            Op::BrkAt { addr: u64::from_str_radix(w[1].trim_start_matches("=0x"), 16).expect("brk =0xADDR") }
+        }
         "brk" => Op::Brk { to: Some(n(1)) },
         "map" => Op::Map {
             page: n(1),
@@ -157,8 +166,14 @@ fn generate(seed: u64) -> Vec<Op> {
     (0..24)
         .map(|_| match rng.gen_range(0..100) {
             0..=44 => {
-                let to = match rng.gen_range(0..10) {
+                let to = match rng.gen_range(0..12) {
                     0 => None,
+                    // Past the top of user space, at it, or where the
+                    // page rounding overflows: always refused.
+                    10 => {
+                        let top = [0x7fff_ffff_f000u64, 1 << 47, (1 << 47) + 1, u64::MAX - 100, u64::MAX];
+                        return Op::BrkAt { addr: top[rng.gen_range(0..top.len())] };
+                    }
                     // Below the heap's start: always refused.
                     1 => Some(-rng.gen_range(1..4 * PAGE_SIZE as i64)),
                     // Somewhere up to 700 pages, on a page or not.
@@ -189,6 +204,15 @@ fn generate(seed: u64) -> Vec<Op> {
             _ => Op::UnlockAll,
         })
         .collect()
+}
+
+/// The address a `brk` operation asks for, with the heap at `start`.
+fn brk_target(op: &Op, start: u64) -> u64 {
+    match *op {
+        Op::Brk { to } => to.map_or(0, |to| start.wrapping_add_signed(to)),
+        Op::BrkAt { addr } => addr,
+        _ => unreachable!("not a brk"),
+    }
 }
 
 /// One compared line: the maps line and the hidden flags.
@@ -231,8 +255,8 @@ impl Model {
             Err(e) => format!("err {}", e.code()),
         };
         match *op {
-            Op::Brk { to } => {
-                let to = to.map_or(0, |to| self.start.wrapping_add_signed(to));
+            Op::Brk { .. } | Op::BrkAt { .. } => {
+                let to = brk_target(op, self.start);
                 format!("brk {:+}", self.mm.brk(to) as i64 - self.start as i64)
             }
             Op::Map { page, pages, prot, shared, growsdown, noreplace } => {
@@ -304,9 +328,20 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
             })
             .collect()
     };
+    // The whole process first (the model knows what lies above the heap,
+    // as the kernel's checks do), then the lines around the heap.
     let first = block(&mut report).ok_or("no first report")?;
     let mut model = Model::new(start, brk, &first);
-    let (want, got) = (model.lines(), kernel_lines(first));
+    let (lo, hi) = (model.at(-BELOW), model.at(ABOVE));
+    let around: Vec<String> = first
+        .into_iter()
+        .filter(|l| {
+            let range = l.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+            let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+            range.and_then(|(s, e)| Some((hex(s)?, hex(e)?))).is_some_and(|(s, e)| s < hi && e > lo)
+        })
+        .collect();
+    let (want, got) = (model.lines(), kernel_lines(around));
     if want != got {
         return Err(format!("the model does not start as the child: {want:#?} against {got:#?}"));
     }
@@ -507,7 +542,7 @@ mod child {
         let brk = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
         writeln!(out, "start {start} brk {brk}").unwrap();
         let n = read_smaps(smaps);
-        report_window(&smaps[..n], lo, hi, &mut out);
+        report_window(&smaps[..n], 0, u64::MAX, &mut out);
         for op in ops.iter() {
             let len = |pages: i64| (pages as u64 * PAGE_SIZE) as usize;
             let done = |ret: i64| if ret == -1 { (false, errno()) } else { (true, 0) };
@@ -518,8 +553,8 @@ mod child {
             // the stack).
             let (ok, err) = unsafe {
                 match *op {
-                    Op::Brk { to } => {
-                        let to = to.map_or(0, |to| start.wrapping_add_signed(to));
+                    Op::Brk { .. } | Op::BrkAt { .. } => {
+                        let to = brk_target(op, start);
                         let ret = libc::syscall(libc::SYS_brk, to as usize) as u64;
                         writeln!(out, "brk {:+}", ret as i64 - start as i64).unwrap();
                         let n = read_smaps(smaps);
