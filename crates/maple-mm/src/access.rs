@@ -159,7 +159,8 @@ impl<T: VmaStore> AddressSpace<T> {
     ///   accessible and not growing down itself, ends less than
     ///   [`stack_guard_gap`](crate::Layout::stack_guard_gap) below it; the
     ///   stack would outgrow [`stack_limit`](crate::Layout::stack_limit)
-    ///   (`RLIMIT_STACK`); or its page offset would fall below zero. A
+    ///   (`RLIMIT_STACK`), or the VMAs [`as_limit`](crate::Layout::as_limit)
+    ///   (`RLIMIT_AS`); or its page offset would fall below zero. A
     ///   refused growth is [`Fault::Unmapped`]. A grown
     ///   stack keeps its growth even if the access then faults (a write
     ///   to a read-only stack), as in Linux.
@@ -170,9 +171,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Reads and instruction fetches change nothing else (a private page
     /// read before it is written maps the shared zero page). The growth
     /// rules were measured on Linux 6.18: the kernel oracle test touches
-    /// and probes the holes below grows-down mappings. Not modelled:
-    /// `RLIMIT_AS`, `RLIMIT_MEMLOCK` and the overcommit check, which may
-    /// refuse a growth on a process short of them.
+    /// and probes the holes below grows-down mappings, the brk oracle
+    /// under `RLIMIT_AS`. Not modelled: `RLIMIT_MEMLOCK` and the overcommit
+    /// check, which may refuse a growth on a process short of them.
     ///
     /// If an allocation fails, nothing changes and the result is
     /// [`Fault::OutOfMemory`].

@@ -502,8 +502,13 @@ fn zero_page_frame() -> Option<u64> {
 /// defaults (the stack guard gap is a boot parameter no file shows).
 fn live_layout(dir: &str) -> Layout {
     let mut layout = Layout::default();
-    if let Some(limit) = std::fs::read_to_string(format!("{dir}/limits")).ok().as_deref().and_then(stack_limit) {
-        layout.stack_limit = limit;
+    if let Ok(limits) = std::fs::read_to_string(format!("{dir}/limits")) {
+        if let Some(limit) = soft_limit(&limits, "Max stack size") {
+            layout.stack_limit = limit;
+        }
+        if let Some(limit) = soft_limit(&limits, "Max address space") {
+            layout.as_limit = limit;
+        }
     }
     let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").ok().and_then(|s| s.trim().parse().ok());
     if let Some(min) = min {
@@ -519,10 +524,10 @@ fn start_brk(stat: &str) -> Option<u64> {
     after_name.split_whitespace().nth(44)?.parse().ok()
 }
 
-/// The soft stack limit in a `/proc/PID/limits` text (`u64::MAX` for
-/// "unlimited").
-fn stack_limit(limits: &str) -> Option<u64> {
-    let line = limits.lines().find_map(|l| l.strip_prefix("Max stack size"))?;
+/// The soft limit of the resource named `what` in a `/proc/PID/limits`
+/// text (`u64::MAX` for "unlimited").
+fn soft_limit(limits: &str, what: &str) -> Option<u64> {
+    let line = limits.lines().find_map(|l| l.strip_prefix(what))?;
     match line.split_whitespace().next()? {
         "unlimited" => Some(u64::MAX),
         soft => soft.parse().ok(),
@@ -654,7 +659,11 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
 
 #[cfg(test)]
 mod tests {
-    use super::{stack_limit, start_brk};
+    use super::{soft_limit, start_brk};
+
+    fn stack_limit(limits: &str) -> Option<u64> {
+        soft_limit(limits, "Max stack size")
+    }
 
     #[test]
     fn the_heap_start_is_read_from_stat() {
@@ -685,5 +694,8 @@ mod tests {
         assert_eq!(stack_limit(&text.replace("8388608 ", "unlimited")), Some(u64::MAX));
         assert_eq!(stack_limit("Max cpu time  unlimited  unlimited  seconds\n"), None);
         assert_eq!(stack_limit("Max stack size  lots  unlimited  bytes\n"), None);
+        let text =
+            text.to_string() + "Max address space         104857600            unlimited            bytes     \n";
+        assert_eq!(soft_limit(&text, "Max address space"), Some(100 << 20));
     }
 }

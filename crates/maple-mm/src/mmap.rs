@@ -158,6 +158,16 @@ impl<T: VmaStore> AddressSpace<T> {
         if self.sealed_in(start, end) {
             return self.refuse_unmap(start).map(|()| start);
         }
+        // RLIMIT_AS, counting what the mapping replaces as freed. Linux
+        // has cut the VMAs it would replace at both ends by then, and the
+        // cuts stay (found by the brk oracle).
+        if !self.may_expand_vm(len, if fixed { self.mapped_in(start, end) } else { 0 }) {
+            return self.transact(&[(start, end)], |mm| {
+                mm.cut_at(start)?;
+                mm.cut_at(end)?;
+                Ok(Err(Errno::ENOMEM))
+            });
+        }
         if matches!(backing, Backing::Anon) {
             pgoff = start / PAGE_SIZE;
         }
@@ -386,7 +396,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 return b.current;
             }
         }
-        if self.vma_count() > self.layout.max_map_count {
+        if self.vma_count() > self.layout.max_map_count || !self.may_expand_vm(newbrk - oldbrk, 0) {
             return b.current;
         }
         let data = VmaData {

@@ -107,6 +107,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if dontunmap && data.flags.contains(VmFlags::SPECIAL) {
             return Err(Errno::EINVAL);
         }
+        // RLIMIT_AS: what a resize adds, before anything moves or is
+        // unmapped (a fixed move's target is counted as still there).
+        if new_len > old_len && !self.may_expand_vm(new_len - old_len, 0) {
+            return Err(Errno::ENOMEM);
+        }
         if fixed {
             if old_len == 0 && new_addr == old {
                 // The target is unmapped first, and with it the mapping to
@@ -177,6 +182,11 @@ impl<T: VmaStore> AddressSpace<T> {
         self.transact(&[(dest, dest_end), (old, old_end)], |mm| {
             // MREMAP_FIXED unmaps the target first, then the tail of a shrink.
             mm.clear(dest, dest_end)?;
+            // What DONTUNMAP leaves behind still counts against RLIMIT_AS:
+            // the copy must fit, the target staying unmapped if not.
+            if dontunmap && !mm.may_expand_vm(old_len, 0) {
+                return Ok(Err(Errno::ENOMEM));
+            }
             if new_len < old_len {
                 mm.clear(old + new_len, old_end)?;
             }

@@ -109,17 +109,22 @@ impl<T: VmaStore> AddressSpace<T> {
         })
     }
 
+    /// Cuts the VMA holding `at` in two there (if `at` lies inside it),
+    /// both pieces keeping its record, within a caller's transaction.
+    pub(crate) fn cut_at(&mut self, at: u64) -> core::result::Result<(), AllocFail> {
+        match self.vma_at(at).filter(|v| v.start < at).map(|v| (v.end, v.data.clone())) {
+            Some((e, data)) => self.put(at, e, data),
+            None => Ok(()),
+        }
+    }
+
     /// The cut of [`refuse_unmap`](Self::refuse_unmap), within a caller's
     /// transaction.
     pub(crate) fn cut_before_refusal(&mut self, start: u64) -> core::result::Result<(), AllocFail> {
-        let cut = self
-            .vma_at(start)
-            .filter(|v| v.start < start && !v.flags().contains(VmFlags::SEALED))
-            .map(|v| (v.end, v.data.clone()));
-        match cut {
-            Some((e, data)) => self.put(start, e, data),
-            None => Ok(()),
+        if self.vma_at(start).is_some_and(|v| v.flags().contains(VmFlags::SEALED)) {
+            return Ok(());
         }
+        self.cut_at(start)
     }
 }
 

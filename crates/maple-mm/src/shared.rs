@@ -22,7 +22,7 @@ use crate::{
     flags::VmFlags,
     pages::PageSet,
     record::VmaRef,
-    space::{AddressSpace, Brk, Layout},
+    space::{fits_as_limit, AddressSpace, Brk, Layout},
     stack::{grown, grows_to},
     vma::{Vma, VmaData},
 };
@@ -183,7 +183,22 @@ impl SharedAddressSpace {
         let page = addr & !(crate::PAGE_SIZE - 1);
         let fence = page.saturating_sub(self.layout.stack_guard_gap)..page;
         let prev = self.tree.range(fence, guard).last().map(|(r, d)| Self::vma(r, d));
-        grows_to(prev, Some(next), addr, &self.layout).map(|to| grown(next, to))
+        let to = grows_to(prev, Some(next), addr, &self.layout)?;
+        // RLIMIT_AS counts the growth too (a walk over every VMA, taken only
+        // where a limit is set).
+        let limited = self.layout.as_limit != u64::MAX;
+        if limited && !fits_as_limit(self.total_vm(guard) + (next.start() - to), &self.layout) {
+            return None;
+        }
+        Some(grown(next, to))
+    }
+
+    /// [`AddressSpace::total_vm`] without a lock: the VMAs' bytes as the
+    /// walk meets them (each as it stands before or after any concurrent
+    /// write).
+    pub fn total_vm(&self, guard: &ReadGuard) -> u64 {
+        let top = self.layout.task_size;
+        self.tree.iter(guard).filter(|(r, _)| *r.end() < top).map(|(r, _)| r.end() + 1 - r.start()).sum()
     }
 
     /// True if the page holding `addr` is a guard page (see

@@ -50,6 +50,11 @@ pub struct Layout {
     pub stack_limit: u64,
     /// Most VMAs allowed (`vm.max_map_count`).
     pub max_map_count: usize,
+    /// Most address space the VMAs may take, in bytes (`RLIMIT_AS`, as
+    /// `ulimit -v` sets it; `u64::MAX` for no limit): `mmap`, `shmat`, a
+    /// growing `brk` or `mremap` that would take more fail (`ENOMEM`; `brk`
+    /// keeps its break). See [`AddressSpace::total_vm`].
+    pub as_limit: u64,
     /// The NUMA nodes with memory, bit `n` for node `n` (node 0 only by
     /// default), which memory policies may use (see
     /// [`AddressSpace::mbind`]).
@@ -71,10 +76,17 @@ impl Default for Layout {
             stack_guard_gap: 256 * PAGE_SIZE,
             stack_limit: 8 << 20,
             max_map_count: 65_530,
+            as_limit: u64::MAX,
             numa_nodes: 1,
             thp_align: true,
         }
     }
+}
+
+/// Whether VMAs taking `total` bytes keep within `RLIMIT_AS` (counted in
+/// whole pages, as Linux counts).
+pub(crate) fn fits_as_limit(total: u64, layout: &Layout) -> bool {
+    total / PAGE_SIZE <= layout.as_limit / PAGE_SIZE
 }
 
 /// The program break: `[heap]` runs from `start` up to `current`.
@@ -211,6 +223,22 @@ pub(crate) struct Undo {
 pub(crate) type Saved = smallvec::SmallVec<[(u64, u64, VmaRef); 4]>;
 
 impl AddressSpace {
+    /// Sets the address-space limit ([`Layout::as_limit`], in bytes;
+    /// `u64::MAX` for none), as `setrlimit(RLIMIT_AS)` does: mappings
+    /// already made stay, and a limit below what they take refuses every
+    /// growth, even by nothing (Linux's check is `total + grow > limit`).
+    /// (A [`SharedAddressSpace`](crate::SharedAddressSpace) keeps the
+    /// limits it was made with: its lock-free readers use them.)
+    pub fn set_as_limit(&mut self, bytes: u64) {
+        self.layout.as_limit = bytes;
+    }
+
+    /// Sets the stack limit ([`Layout::stack_limit`], in bytes; `u64::MAX`
+    /// for none), as `setrlimit(RLIMIT_STACK)` does.
+    pub fn set_stack_limit(&mut self, bytes: u64) {
+        self.layout.stack_limit = bytes;
+    }
+
     /// An empty address space with the default [`Layout`].
     pub fn new() -> AddressSpace {
         AddressSpace::with_layout(Layout::default())
@@ -362,6 +390,40 @@ impl<T: VmaStore> AddressSpace<T> {
             s.by_prot[(v.prot().bits() & 7) as usize] += len;
         }
         s
+    }
+
+    /// Bytes of address space the VMAs take, as Linux counts them against
+    /// `RLIMIT_AS` ([`Layout::as_limit`]): `mm->total_vm`, the `VmSize` of
+    /// `/proc/PID/status`. Every VMA counts, inaccessible ones too, but the
+    /// vsyscall page (above user space, not a VMA in Linux). It walks every
+    /// VMA: O(n).
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Errno, Layout, MapFlags, Prot, PAGE_SIZE};
+    /// let layout = Layout { as_limit: 16 * PAGE_SIZE, ..Layout::default() };
+    /// let mut mm = AddressSpace::with_layout(layout);
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = mm.mmap(0, 12 * PAGE_SIZE, Prot::NONE, anon, None, 0).unwrap();
+    /// assert_eq!(mm.total_vm(), 12 * PAGE_SIZE);
+    /// assert_eq!(mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0), Err(Errno::ENOMEM));
+    /// // Mapping over pages already counted takes nothing more.
+    /// mm.mmap(a, 8 * PAGE_SIZE, Prot::RW, anon | MapFlags::FIXED, None, 0).unwrap();
+    /// ```
+    pub fn total_vm(&self) -> u64 {
+        let top = self.layout.task_size;
+        self.iter().filter(|v| v.end <= top).map(|v| v.len()).sum()
+    }
+
+    /// Linux's `may_expand_vm` for `RLIMIT_AS`: whether the VMAs may take
+    /// `grow` more bytes, `replaced` of them over pages they take already
+    /// (a fixed mapping's target). Only a set limit costs the count.
+    pub(crate) fn may_expand_vm(&self, grow: u64, replaced: u64) -> bool {
+        self.layout.as_limit == u64::MAX || fits_as_limit(self.total_vm() + grow - replaced, &self.layout)
+    }
+
+    /// Bytes of `[start, end)` that VMAs take.
+    pub(crate) fn mapped_in(&self, start: u64, end: u64) -> u64 {
+        self.tree.view().range(start..end).map(|(r, _)| (r.end() + 1).min(end) - (*r.start()).max(start)).sum()
     }
 
     /// The label `/proc/PID/maps` shows for `vma` when it has no file or

@@ -16,14 +16,15 @@
 //!   private anonymous memory can grow down, whose offset is its first
 //!   page's number, kept through `mremap`);
 //! * the grown VMA would be larger than `RLIMIT_STACK`
-//!   ([`Layout::stack_limit`]).
+//!   ([`Layout::stack_limit`]), or the VMAs would take more address space
+//!   than `RLIMIT_AS` allows ([`Layout::as_limit`]).
 //!
 //! The grown VMA keeps its attributes (it does not merge with its
 //! neighbour) and, as Linux prepares it for the fault, gets an anon_vma.
 //! Only faults grow stacks: `mlock`, `MADV_POPULATE_*` and the other calls
 //! that take a range fail on the hole as before. Not modelled:
-//! `RLIMIT_AS`/`RLIMIT_DATA`, `RLIMIT_MEMLOCK` for a locked stack and the
-//! overcommit check, which refuse a growth on a process short of them.
+//! `RLIMIT_DATA`, `RLIMIT_MEMLOCK` for a locked stack and the overcommit
+//! check, which refuse a growth on a process short of them.
 
 use crate::{
     flags::VmFlags,
@@ -82,7 +83,9 @@ impl<T: VmaStore> AddressSpace<T> {
             return None;
         }
         let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
-        grows_to(prev, next, addr, &self.layout).zip(next)
+        let page = grows_to(prev, next, addr, &self.layout)?;
+        // RLIMIT_AS counts the growth too.
+        self.may_expand_vm(next?.start - page, 0).then_some((page, next?))
     }
 
     /// The VMA a fault at `addr` meets: the one holding it, or the stack

@@ -35,7 +35,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use maple_mm::{AddressSpace, Brk, Errno, Layout, MapFlags, MclFlags, Prot, PAGE_SIZE};
+use maple_mm::{Access, AddressSpace, Brk, Errno, Layout, MapFlags, MclFlags, MremapFlags, Prot, PAGE_SIZE};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 mod common;
@@ -60,6 +60,19 @@ const KNOWN: &[&str] = &[
     "brk +262144; unmap 37 55; map 63 1 r-- p; brk +253952",
     // Seed 2198: a mapping that starts at the break is not the heap.
     "brk +565248; map 138 29 rwx p noreplace",
+    // RLIMIT_AS: a mapping that does not fit fails with the VMAs it would
+    // replace cut at its start (seed 12 of the first run) or at its end.
+    "brk +262144; aslimit +10; map 50 30 r-- p",
+    "brk +262144; unmap 10 10; aslimit +4; map 15 10 r-- p",
+    // What it replaces counts as freed.
+    "brk +262144; aslimit +16; map 50 30 r-- p",
+    // A stack grows only within it (seed 506 with the check left out).
+    "map 562 10 rw- p noreplace gd; aslimit +5; fault 556",
+    "map 562 10 rw- p noreplace gd; aslimit +6; fault 556",
+    // brk and mremap grow only within it; DONTUNMAP's copy counts.
+    "brk +262144; aslimit +3; brk +278528; brk +270336",
+    "brk +262144; aslimit +3; remap 60 4 8; remap 60 4 7",
+    "brk +262144; aslimit +3; remap 60 4 4 maymove to 300 dontunmap; remap 60 3 3 maymove to 300 dontunmap",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +111,29 @@ enum Op {
         flags: i32,
     },
     UnlockAll,
+    /// A write to the page by the kernel for the process (`read(2)` from
+    /// `/dev/zero` into it): `EFAULT` where the page fault fails, a stack
+    /// growing down to it where one may.
+    Fault {
+        page: i64,
+    },
+    /// `setrlimit(RLIMIT_AS)` to what the process takes now (`VmSize`)
+    /// and `pages` more (or fewer).
+    AsLimit {
+        pages: i64,
+    },
+    /// `mremap` of pages from `page`: in place, free to move (`maymove`),
+    /// or to page `to`, fixed (`MREMAP_FIXED`) or as a hint, leaving the
+    /// old pages mapped (`MREMAP_DONTUNMAP`) or not.
+    Remap {
+        page: i64,
+        pages: i64,
+        new_pages: i64,
+        maymove: bool,
+        to: Option<i64>,
+        fixed: bool,
+        dontunmap: bool,
+    },
 }
 
 fn prot_str(p: u8) -> String {
@@ -128,6 +164,24 @@ impl fmt::Display for Op {
             Op::Seal { page, pages } => write!(f, "seal {page} {pages}"),
             Op::LockAll { flags } => write!(f, "lockall {flags}"),
             Op::UnlockAll => write!(f, "unlockall"),
+            Op::AsLimit { pages } => write!(f, "aslimit {pages:+}"),
+            Op::Fault { page } => write!(f, "fault {page}"),
+            Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
+                write!(f, "remap {page} {pages} {new_pages}")?;
+                if maymove {
+                    write!(f, " maymove")?;
+                }
+                if let Some(to) = to {
+                    write!(f, " to {to}")?;
+                }
+                if fixed {
+                    write!(f, " fixed")?;
+                }
+                if dontunmap {
+                    write!(f, " dontunmap")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -154,6 +208,17 @@ fn parse_op(line: &str) -> Op {
         "seal" => Op::Seal { page: n(1), pages: n(2) },
         "lockall" => Op::LockAll { flags: n(1) as i32 },
         "unlockall" => Op::UnlockAll,
+        "aslimit" => Op::AsLimit { pages: n(1) },
+        "fault" => Op::Fault { page: n(1) },
+        "remap" => Op::Remap {
+            page: n(1),
+            pages: n(2),
+            new_pages: n(3),
+            maymove: w.contains(&"maymove"),
+            to: w.iter().position(|&x| x == "to").map(|i| n(i + 1)),
+            fixed: w.contains(&"fixed"),
+            dontunmap: w.contains(&"dontunmap"),
+        },
         other => panic!("unknown operation {other:?} in {line:?}"),
     }
 }
@@ -163,8 +228,10 @@ fn generate(seed: u64) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let page = |rng: &mut SmallRng| rng.gen_range(0..PAGES - 64);
     let prots = [0u8, 1, 3, 3, 3, 5, 7];
+    // Where grows-down mappings were asked for: faults go below them.
+    let mut stacks: Vec<i64> = Vec::new();
     (0..24)
-        .map(|_| match rng.gen_range(0..100) {
+        .map(|_| match rng.gen_range(0..118) {
             0..=44 => {
                 let to = match rng.gen_range(0..12) {
                     0 => None,
@@ -186,8 +253,12 @@ fn generate(seed: u64) -> Vec<Op> {
             }
             45..=62 => {
                 let growsdown = rng.gen_range(0..5) == 0;
+                let at = page(&mut rng);
+                if growsdown {
+                    stacks.push(at);
+                }
                 Op::Map {
-                    page: page(&mut rng),
+                    page: at,
                     pages: rng.gen_range(1..40),
                     prot: prots[rng.gen_range(0..prots.len())],
                     shared: !growsdown && rng.gen_range(0..5) == 0,
@@ -200,8 +271,25 @@ fn generate(seed: u64) -> Vec<Op> {
                 Op::Protect { page: page(&mut rng), pages: rng.gen_range(1..60), prot: prots[rng.gen_range(0..7)] }
             }
             89..=91 => Op::Seal { page: page(&mut rng), pages: rng.gen_range(1..20) },
-            92..=96 => Op::LockAll { flags: [2, 6, 3, 1, 0][rng.gen_range(0..5)] },
-            _ => Op::UnlockAll,
+            92..=95 => Op::LockAll { flags: [2, 6, 3, 1, 0][rng.gen_range(0..5)] },
+            96 => Op::UnlockAll,
+            97..=98 => Op::AsLimit { pages: rng.gen_range(-20..400) },
+            99..=106 => {
+                let below = stacks.get(rng.gen_range(0..stacks.len().max(1))).map(|s| s - rng.gen_range(1..12));
+                Op::Fault { page: below.unwrap_or_else(|| page(&mut rng)) }
+            }
+            _ => {
+                let pages = rng.gen_range(1..30);
+                let (maymove, to, fixed, dontunmap, new_pages) = match rng.gen_range(0..10) {
+                    0..=3 => (false, None, false, false, rng.gen_range(1..60)),
+                    4..=6 => (true, None, false, false, rng.gen_range(1..60)),
+                    7..=8 => (true, Some(page(&mut rng)), true, false, rng.gen_range(1..60)),
+                    _ => (true, Some(page(&mut rng)), rng.gen_bool(0.5), true, pages),
+                };
+                // Half from the heap's first pages, mapped more often than not.
+                let from = if rng.gen_bool(0.5) { rng.gen_range(0..100) } else { page(&mut rng) };
+                Op::Remap { page: from, pages, new_pages, maymove, to, fixed, dontunmap }
+            }
         })
         .collect()
 }
@@ -275,6 +363,26 @@ impl Model {
             Op::Seal { page, pages } => done(self.mm.mseal(self.at(page), len(pages), 0)),
             Op::LockAll { flags } => done(self.mm.mlockall(MclFlags::from_bits_retain(flags as u32))),
             Op::UnlockAll => done(self.mm.munlockall()),
+            Op::Fault { page } => match self.mm.fault(self.at(page), Access::Write) {
+                Ok(()) => "ok".into(),
+                Err(_) => format!("err {}", Errno::EFAULT.code()),
+            },
+            Op::AsLimit { pages } => {
+                let total = self.mm.total_vm();
+                self.mm.set_as_limit(total.saturating_add_signed(pages * PAGE_SIZE as i64));
+                format!("vm {}", total / 1024)
+            }
+            Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
+                let mut flags = if maymove { MremapFlags::MAYMOVE } else { MremapFlags::empty() };
+                if fixed {
+                    flags |= MremapFlags::FIXED;
+                }
+                if dontunmap {
+                    flags |= MremapFlags::DONTUNMAP;
+                }
+                let to = to.map_or(0, |p| self.at(p));
+                done(self.mm.mremap(self.at(page), len(pages), len(new_pages), flags, to).map(|_| ()))
+            }
         }
     }
 
@@ -467,20 +575,32 @@ mod child {
     /// Reads `/proc/self/smaps` into `buf` with raw calls (no allocation);
     /// the length read.
     fn read_smaps(buf: &mut [u8]) -> usize {
+        read_file(c"/proc/self/smaps", buf)
+    }
+
+    /// `VmSize` in a `/proc/self/status` text, in KiB.
+    fn vm_size_kb(status: &[u8]) -> u64 {
+        let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"VmSize:")).expect("VmSize");
+        line.iter().filter(|b| b.is_ascii_digit()).fold(0, |a, &b| a * 10 + u64::from(b - b'0'))
+    }
+
+    /// Reads the file at `path` into `buf` with raw calls (no
+    /// allocation); the length read.
+    fn read_file(path: &std::ffi::CStr, buf: &mut [u8]) -> usize {
         // SAFETY: a NUL-terminated path; reads into `buf`, ours, within
         // its length; the descriptor is closed here.
         unsafe {
-            let fd = libc::open(c"/proc/self/smaps".as_ptr(), libc::O_RDONLY);
-            assert!(fd >= 0, "smaps");
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+            assert!(fd >= 0, "open {path:?}");
             let mut len = 0;
             loop {
                 let n = libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len);
-                assert!(n >= 0, "reading smaps");
+                assert!(n >= 0, "read {path:?}");
                 if n == 0 {
                     break;
                 }
                 len += n as usize;
-                assert!(len < buf.len(), "smaps fits the buffer");
+                assert!(len < buf.len(), "{path:?} fits the buffer");
             }
             libc::close(fd);
             len
@@ -537,6 +657,9 @@ mod child {
         let mut out: &mut [u8] = &mut report[..];
         let at = |page: i64| start.wrapping_add_signed(page * PAGE_SIZE as i64);
         let (lo, hi) = (at(-BELOW), at(ABOVE));
+        // SAFETY: a NUL-terminated path.
+        let zero = unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) };
+        assert!(zero >= 0, "/dev/zero");
         // From here on, nothing allocates.
         // SAFETY: `brk(0)` changes nothing.
         let brk = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
@@ -577,6 +700,32 @@ mod child {
                     Op::Seal { page, pages } => done(libc::syscall(462, at(page) as usize, len(pages), 0usize)),
                     Op::LockAll { flags } => done(i64::from(libc::mlockall(flags))),
                     Op::UnlockAll => done(i64::from(libc::munlockall())),
+                    Op::Fault { page } => done(libc::read(zero, at(page) as *mut _, 1) as i64),
+                    Op::AsLimit { pages } => {
+                        let n = read_file(c"/proc/self/status", smaps);
+                        let kb = vm_size_kb(&smaps[..n]);
+                        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                        libc::getrlimit(libc::RLIMIT_AS, &mut lim);
+                        let want = (kb * 1024).saturating_add_signed(pages * PAGE_SIZE as i64);
+                        lim.rlim_cur = want.min(lim.rlim_max);
+                        libc::setrlimit(libc::RLIMIT_AS, &lim);
+                        writeln!(out, "vm {kb}").unwrap();
+                        let n = read_smaps(smaps);
+                        report_window(&smaps[..n], lo, hi, &mut out);
+                        continue;
+                    }
+                    Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
+                        let mut flags = if maymove { libc::MREMAP_MAYMOVE } else { 0 };
+                        if fixed {
+                            flags |= libc::MREMAP_FIXED;
+                        }
+                        if dontunmap {
+                            flags |= libc::MREMAP_DONTUNMAP;
+                        }
+                        let to = to.map_or(0, at) as *mut libc::c_void;
+                        let p = libc::mremap(at(page) as *mut _, len(pages), len(new_pages), flags, to);
+                        done(if p == libc::MAP_FAILED { -1 } else { 0 })
+                    }
                 }
             };
             if ok {

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use maple_mm::{
-    Access, AddressSpace, Advice, AnonName, Brk, Errno, Fault, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags,
-    MremapFlags, Prot, VmFlags, PAGE_SIZE,
+    Access, AddressSpace, Advice, AnonName, Brk, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags,
+    MlockFlags, MremapFlags, Prot, VmFlags, PAGE_SIZE,
 };
 
 const P: u64 = PAGE_SIZE;
@@ -241,6 +241,14 @@ fn failed_allocations_change_nothing() {
             }),
         ),
         ("brk", Box::new(|m| Ok(m.brk(BASE - 20 * P)))),
+        // Refused by RLIMIT_AS, the file VMA cut where the mapping starts.
+        (
+            "mmap over the limit",
+            Box::new(|m| {
+                m.set_as_limit(m.total_vm() + P);
+                m.mmap(BASE + 403 * P, 10 * P, Prot::READ, anon(), None, 0)
+            }),
+        ),
         // Locked pieces made writable are written one by one.
         ("mprotect locked", Box::new(|m| m.mprotect(BASE + 420 * P, 40 * P, Prot::RW).map(|()| 0))),
         // Writes up to the first read-only page, then fails (EINVAL).
@@ -563,6 +571,64 @@ fn brk_shrinks_only_over_a_mapping_and_labels_only_the_heap() {
     let heap: Vec<&str> = maps.lines().filter(|l| l.ends_with("[heap]")).collect();
     assert_eq!(heap.len(), 1, "{maps}");
     assert!(heap[0].starts_with(&format!("{:x}-{:x} ", BASE, BASE + 37 * P)), "{maps}");
+}
+
+/// RLIMIT_AS as the brk oracle measured it on Linux 6.18: every call that
+/// would take more address space fails, a fixed mapping counting what it
+/// replaces as freed and leaving the VMAs it would replace cut at both
+/// ends; a limit below what is mapped refuses even growth by nothing.
+#[test]
+fn the_address_space_limit_refuses_growth() {
+    let mut mm = AddressSpace::with_layout(Layout { as_limit: 20 * P, ..Layout::default() });
+    mm.mmap(BASE, 16 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.total_vm(), 16 * P);
+    // Five more pages do not fit; the 16-page VMA is cut where the call
+    // would have replaced it (pages 12 and 17 are the ends).
+    assert_eq!(mm.mmap(BASE + 12 * P, 9 * P, Prot::READ, anon(), None, 0), Err(Errno::ENOMEM));
+    assert_eq!(layout(&mm), [(0, 12, "rw-p".into()), (12, 16, "rw-p".into())]);
+    // Over the mapped pages, only the new ones count: 4 + 4 fit.
+    mm.mmap(BASE + 12 * P, 8 * P, Prot::READ, anon(), None, 0).unwrap();
+    assert_eq!(mm.total_vm(), 20 * P);
+    // brk keeps its break; mremap does not grow, in place or moving.
+    mm.set_brk(Brk { start: BASE + 64 * P, current: BASE + 64 * P }).unwrap();
+    assert_eq!(mm.brk(BASE + 65 * P), BASE + 64 * P);
+    let grow = MremapFlags::MAYMOVE;
+    assert_eq!(mm.mremap(BASE, 2 * P, 3 * P, grow, 0), Err(Errno::ENOMEM));
+    // A move of the same size takes nothing more; one that leaves its
+    // source mapped (DONTUNMAP) does, and fails with its target unmapped.
+    let fixed = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+    assert_eq!(mm.mremap(BASE, 2 * P, 2 * P, fixed, BASE + 40 * P), Ok(BASE + 40 * P));
+    let keep = MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP;
+    assert_eq!(mm.mremap(BASE + 2 * P, 2 * P, 2 * P, keep, BASE + 13 * P), Err(Errno::ENOMEM));
+    assert_eq!(mm.total_vm(), 20 * P, "a hint is not unmapped");
+    // A fixed target is unmapped first (one mapped page here, freeing
+    // one of the two the copy needs): the call fails with it gone.
+    assert_eq!(mm.mremap(BASE + 2 * P, 2 * P, 2 * P, keep | fixed, BASE + 19 * P), Err(Errno::ENOMEM));
+    assert!(mm.vma_at(BASE + 19 * P).is_none());
+    assert_eq!(mm.total_vm(), 19 * P);
+    mm.munmap(BASE + 13 * P, 2 * P).unwrap();
+    assert_eq!(mm.total_vm(), 17 * P);
+    // A stack does not grow past it either, with or without a lock.
+    mm.mmap(BASE + 300 * P, P, Prot::RW, anon() | MapFlags::GROWSDOWN, None, 0).unwrap();
+    mm.mmap(BASE + 13 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
+    assert_eq!(mm.total_vm(), 20 * P);
+    assert_eq!(mm.fault(BASE + 299 * P, Access::Write), Err(Fault::Unmapped));
+    let shared = maple_mm::SharedAddressSpace::from(mm.clone());
+    let g = shared.pin();
+    assert_eq!(shared.total_vm(&g), 20 * P);
+    assert_eq!(shared.check_access(BASE + 299 * P, Access::Write, &g), Err(Fault::Unmapped));
+    // Room for it: it grows; and both agree.
+    mm.munmap(BASE + 13 * P, P).unwrap();
+    let shared = maple_mm::SharedAddressSpace::from(mm.clone());
+    let g = shared.pin();
+    assert_eq!(shared.check_access(BASE + 299 * P, Access::Write, &g), Ok(()));
+    assert_eq!(mm.fault(BASE + 299 * P, Access::Write), Ok(()));
+    // A limit set below what is mapped refuses a fixed mapping over
+    // mapped pages, which takes nothing more.
+    mm.set_as_limit(10 * P);
+    assert_eq!(mm.mmap(BASE, P, Prot::READ, anon(), None, 0), Err(Errno::ENOMEM));
+    mm.set_as_limit(u64::MAX);
+    mm.mmap(BASE, P, Prot::READ, anon(), None, 0).unwrap();
 }
 
 // ---- cases from Linux's tools/testing/vma and selftests/mm ----
