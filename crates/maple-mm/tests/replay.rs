@@ -155,6 +155,54 @@ fn system_v_shared_memory_replays_line_for_line() {
     assert_eq!(segments(&want).len(), 1, "one attach is left at the second snapshot");
 }
 
+/// A recorded program under an address-space limit it set itself (see
+/// `tests/data/strace-aslimit/README.md`): the replayer follows the limit,
+/// so the calls the kernel refused the model refuses too, and the failed
+/// fixed mapping's cut is in the second snapshot, line for line.
+#[test]
+fn an_address_space_limit_replays_line_for_line() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-aslimit");
+    let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+    let log = read("aslimit.strace");
+    let lines: Vec<&str> = log.lines().collect();
+    let maps_read_before = |name: &str| {
+        let at = lines.iter().position(|l| l.contains(&format!("\"{name}\""))).expect("snapshot open");
+        (0..at).rev().find(|&i| lines[i].contains("\"/proc/self/maps\"")).expect("maps read") + 1
+    };
+    let (from, to) = (maps_read_before("aslimit.start.maps"), maps_read_before("aslimit.end.maps"));
+    let initial = AddressSpace::from_maps(&read("aslimit.start.maps"), "aslimit.start.maps").unwrap();
+    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false };
+    let r = replay(log.lines(), opts, Some(initial)).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    let pid = pid_of(&log, to);
+    let space = r.space(pid).unwrap();
+    assert_ne!(space.layout().as_limit, u64::MAX, "the limit was followed");
+    let (got, want) = (space.maps(), read("aslimit.end.maps"));
+    let (matching, total) = matching_lines(&want, &got);
+    assert_eq!(matching, total, "lines differ:\n--- want:\n{want}\n--- got:\n{got}");
+    assert_eq!(got.lines().count(), want.lines().count(), "{got}");
+}
+
+/// Resource limits as strace prints them: set by `setrlimit` or
+/// `prlimit64` (not by a query, nor by a failed call); a malformed one is an
+/// error naming its line.
+#[test]
+fn resource_limits_are_followed() {
+    let log = "\
+7 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f5fc8b4a000
+7 prlimit64(0, RLIMIT_STACK, NULL, {rlim_cur=8192*1024, rlim_max=RLIM64_INFINITY}) = 0
+7 prlimit64(0, RLIMIT_AS, {rlim_cur=100*1024*1024, rlim_max=RLIM64_INFINITY}, NULL) = 0
+7 setrlimit(RLIMIT_STACK, {rlim_cur=RLIM_INFINITY, rlim_max=RLIM_INFINITY}) = 0
+7 setrlimit(RLIMIT_AS, {rlim_cur=4096, rlim_max=4096}) = -1 EPERM (Operation not permitted)
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    let layout = r.space(7).unwrap().layout();
+    assert_eq!((layout.as_limit, layout.stack_limit), (100 << 20, u64::MAX));
+    let bad = format!("{log}7 setrlimit(RLIMIT_AS, {{rlim_cur=lots, rlim_max=0}}) = 0\n");
+    let e = replay(bad.lines(), ReplayOptions::default(), None).unwrap_err();
+    assert_eq!(e.line, 6, "{e}");
+}
+
 /// `mbind` lines as strace prints them cut a VMA and merge it back; a
 /// node on the log's machine counts as having memory there; a mask with
 /// nodes past 63 is an error naming the line.

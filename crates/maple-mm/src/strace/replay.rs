@@ -68,6 +68,22 @@ pub struct ReplayStats {
 
 type Space = Rc<RefCell<AddressSpace>>;
 
+/// The soft limit in a `struct rlimit` as strace prints it
+/// (`{rlim_cur=8192*1024, rlim_max=RLIM64_INFINITY}`); `None` for `NULL`.
+fn rlim_cur(arg: &str) -> Result<Option<u64>, ParseError> {
+    let arg = arg.trim();
+    if arg == "NULL" {
+        return Ok(None);
+    }
+    let bad = || ParseError(format!("not a resource limit: {arg}"));
+    let cur = arg.strip_prefix("{rlim_cur=").and_then(|r| r.split([',', '}']).next()).ok_or_else(bad)?;
+    if cur.starts_with("RLIM") && cur.ends_with("_INFINITY") {
+        return Ok(Some(u64::MAX));
+    }
+    let product = cur.split('*').try_fold(1u64, |p, f| p.checked_mul(f.trim().parse().ok()?));
+    product.map(Some).ok_or_else(bad)
+}
+
 /// A multiplicative hash for pids: the replayer looks pids up several times
 /// per line, and SipHash's protection against chosen keys buys nothing for
 /// a log read from a file.
@@ -384,7 +400,9 @@ impl Replayer {
         let relevant = match name {
             _ if is_clone(name) => true,
             "execve" | "execveat" | "brk" | "exit_group" => true,
-            "openat" | "open" | "creat" | "close" | "shmget" => matches!(ret, Ret::Value(_)),
+            "openat" | "open" | "creat" | "close" | "shmget" | "setrlimit" | "prlimit64" => {
+                matches!(ret, Ret::Value(_))
+            }
             _ => is_memory_call(name) && self.applying(no),
         };
         if !relevant {
@@ -502,6 +520,23 @@ impl Replayer {
                 }
                 return Ok(());
             }
+            // Resource limits the model follows: RLIMIT_AS and RLIMIT_STACK
+            // (a process's own, or with prlimit64 another's it knows).
+            "setrlimit" | "prlimit64" => {
+                if ret == Ret::Value(0) {
+                    let (target, at) = if name == "prlimit64" { (num(0, &[])? as u32, 1) } else { (0, 0) };
+                    let target = if target == 0 { pid } else { target };
+                    let new = a.get(at + 1).ok_or_else(|| ParseError(format!("missing argument {}", at + 2)))?;
+                    if let (Some(p), Some(limit)) = (self.procs.get(&target), rlim_cur(new)?) {
+                        match a.get(at).map(|r| r.trim()) {
+                            Some("RLIMIT_AS") => p.space.borrow_mut().set_as_limit(limit),
+                            Some("RLIMIT_STACK") => p.space.borrow_mut().set_stack_limit(limit),
+                            _ => {}
+                        }
+                    }
+                }
+                return Ok(());
+            }
             _ => {}
         }
         if !is_memory_call(name) || !self.applying(no) {
@@ -531,6 +566,18 @@ impl Replayer {
             || failed == Some("ENOMEM")
                 && match name {
                     "mprotect" | "pkey_mprotect" | "madvise" | "munlock" => true,
+                    // A fixed mapping refused by RLIMIT_AS leaves the VMAs
+                    // it would replace cut: replayed where the model, which
+                    // then knows the limit, refuses it too.
+                    "mmap" | "mmap2" if num(3, names::MAP)? & u64::from(MapFlags::FIXED.bits()) != 0 => {
+                        let (addr, len, prot) = (num(0, &[])?, num(1, &[])?, num(2, names::PROT)?);
+                        let flags = MapFlags::from_bits_retain(num(3, names::MAP)? as u32);
+                        let anon = flags.contains(MapFlags::ANONYMOUS);
+                        let mut trial = space.borrow().clone();
+                        anon && trial.layout().as_limit != u64::MAX
+                            && trial.mmap(addr, len, Prot::from_bits_retain(prot as u32), flags, None, 0)
+                                == Err(Errno::ENOMEM)
+                    }
                     "mlock" | "mlock2" => {
                         let flags = if name == "mlock2" { num(2, names::MLOCK)? as u32 } else { 0 };
                         let (addr, len) = (num(0, &[])?, num(1, &[])?);
@@ -564,7 +611,11 @@ impl Replayer {
         let mut mm = space.borrow_mut();
         let result: Result<(), Errno> = match name {
             "mmap" | "mmap2" => {
-                let Ret::Value(at) = ret else { return Ok(()) };
+                let at = match ret {
+                    Ret::Value(at) => at,
+                    // A failed fixed mapping (above), at its address.
+                    _ => num(0, &[])? as i64,
+                };
                 let (len, prot, flags) = (num(1, &[])?, num(2, names::PROT)?, num(3, names::MAP)?);
                 let off = num(5, &[])?.wrapping_mul(if name == "mmap2" { 4096 } else { 1 });
                 let flags = MapFlags::from_bits_retain(flags as u32);
