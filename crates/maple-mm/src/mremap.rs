@@ -259,6 +259,11 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Ok(Err(Errno::EPERM));
                 }
                 mm.clear(ns, ne)?;
+                // Each piece's copy must fit RLIMIT_AS, after its target
+                // is unmapped (the brk oracle's seed 16,381).
+                if dontunmap && !mm.may_expand_vm(pe - ps, 0) {
+                    return Ok(Err(Errno::ENOMEM));
+                }
                 mm.move_pages(ps, pe, ns)?;
                 mm.put(ns, ne, relocated(d, ps, ns))?;
                 mm.merge_around(&[(ns, ne)])?;

@@ -73,6 +73,11 @@ const KNOWN: &[&str] = &[
     "brk +262144; aslimit +3; brk +278528; brk +270336",
     "brk +262144; aslimit +3; remap 60 4 8; remap 60 4 7",
     "brk +262144; aslimit +3; remap 60 4 4 maymove to 300 dontunmap; remap 60 3 3 maymove to 300 dontunmap",
+    // A DONTUNMAP move of several VMAs checks each piece's copy as it
+    // goes: the first (10 pages) moves, the second fails (seed 16,381 of
+    // the first 20,000); with room for 9, nothing moves.
+    "brk +262144; unmap 20 4; aslimit +10; remap 10 20 20 maymove to 300 fixed dontunmap",
+    "brk +262144; unmap 20 4; aslimit +9; remap 10 20 20 maymove to 300 fixed dontunmap",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
