@@ -161,7 +161,8 @@ impl<T: VmaStore> AddressSpace<T> {
         // RLIMIT_AS, counting what the mapping replaces as freed. Linux
         // has cut the VMAs it would replace at both ends by then, and the
         // cuts stay (found by the brk oracle).
-        if !self.may_expand_vm(len, if fixed { self.mapped_in(start, end) } else { 0 }) {
+        let limited = self.layout.as_limit != u64::MAX;
+        if limited && !self.may_expand_vm(len, if fixed { self.mapped_in(start, end) } else { 0 }) {
             return self.transact(&[(start, end)], |mm| {
                 mm.cut_at(start)?;
                 mm.cut_at(end)?;
