@@ -334,9 +334,13 @@ impl AddressSpace {
         // line but still has a break, and a heap merged with the
         // mapping below it (no address randomization) starts below it.
         let stat = std::fs::read_to_string(format!("{dir}/stat")).ok();
-        if let Some(start) = stat.as_deref().and_then(start_brk) {
+        if let Some(start) = stat.as_deref().and_then(|s| stat_field(s, 47)) {
             let current = mm.brk.map_or(start, |b| b.current.max(start));
             let _ = mm.set_brk(Brk { start, current });
+        }
+        // The initialised data, which brk counts against RLIMIT_DATA.
+        if let Some((start, end)) = stat.as_deref().and_then(|s| Some((stat_field(s, 45)?, stat_field(s, 46)?))) {
+            mm.layout.data_segment = end.saturating_sub(start);
         }
         Ok(mm)
     }
@@ -509,6 +513,9 @@ fn live_layout(dir: &str) -> Layout {
         if let Some(limit) = soft_limit(&limits, "Max address space") {
             layout.as_limit = limit;
         }
+        if let Some(limit) = soft_limit(&limits, "Max data size") {
+            layout.data_limit = limit;
+        }
     }
     let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").ok().and_then(|s| s.trim().parse().ok());
     if let Some(min) = min {
@@ -517,11 +524,13 @@ fn live_layout(dir: &str) -> Layout {
     layout
 }
 
-/// `mm->start_brk` in a `/proc/PID/stat` text (its 47th field; the
-/// command name, the second, may hold spaces and parentheses).
-fn start_brk(stat: &str) -> Option<u64> {
+/// Field `n` (1-based, numeric, from the third) of a `/proc/PID/stat`
+/// text: 45 and 46 are `mm->start_data` and `end_data`, 47
+/// `mm->start_brk`. The command name, the second, may hold spaces and
+/// parentheses.
+fn stat_field(stat: &str, n: usize) -> Option<u64> {
     let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(44)?.parse().ok()
+    after_name.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 /// The soft limit of the resource named `what` in a `/proc/PID/limits`
@@ -659,7 +668,11 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
 
 #[cfg(test)]
 mod tests {
-    use super::{soft_limit, start_brk};
+    use super::{soft_limit, stat_field};
+
+    fn start_brk(stat: &str) -> Option<u64> {
+        stat_field(stat, 47)
+    }
 
     fn stack_limit(limits: &str) -> Option<u64> {
         soft_limit(limits, "Max stack size")
@@ -674,6 +687,7 @@ mod tests {
         assert_eq!(start_brk(&stat), Some(0x5555_5555_5000));
         assert_eq!(start_brk("4242 (cut short) S 1 2"), None);
         assert_eq!(start_brk("no name at all"), None);
+        assert_eq!((stat_field(&stat, 45), stat_field(&stat, 46), stat_field(&stat, 2)), (Some(45), Some(46), None));
     }
 
     #[cfg(target_os = "linux")]

@@ -161,8 +161,8 @@ impl<T: VmaStore> AddressSpace<T> {
         // RLIMIT_AS, counting what the mapping replaces as freed. Linux
         // has cut the VMAs it would replace at both ends by then, and the
         // cuts stay (found by the brk oracle).
-        let limited = self.layout.as_limit != u64::MAX;
-        if limited && !self.may_expand_vm(len, if fixed { self.mapped_in(start, end) } else { 0 }) {
+        let limited = self.layout.as_limit != u64::MAX || self.layout.data_limit != u64::MAX;
+        if limited && !self.may_expand_vm(vm, len, if fixed { self.mapped_in(start, end) } else { 0 }) {
             return self.transact(&[(start, end)], |mm| {
                 mm.cut_at(start)?;
                 mm.cut_at(end)?;
@@ -359,6 +359,12 @@ impl<T: VmaStore> AddressSpace<T> {
         if new < b.start {
             return b.current;
         }
+        // RLIMIT_DATA counts the heap with the program's data (Linux's
+        // check_data_rlimit), before anything else, shrinks too.
+        let data_limit = self.layout.data_limit;
+        if data_limit != u64::MAX && (new - b.start).saturating_add(self.layout.data_segment) > data_limit {
+            return b.current;
+        }
         let (Some(newbrk), Some(oldbrk)) = (page_align(new), page_align(b.current)) else {
             return b.current;
         };
@@ -397,18 +403,12 @@ impl<T: VmaStore> AddressSpace<T> {
                 return b.current;
             }
         }
-        if self.vma_count() > self.layout.max_map_count || !self.may_expand_vm(newbrk - oldbrk, 0) {
+        let flags = VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT | self.def_flags;
+        if self.vma_count() > self.layout.max_map_count || !self.may_expand_vm(flags, newbrk - oldbrk, 0) {
             return b.current;
         }
-        let data = VmaData {
-            flags: VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT | self.def_flags,
-            backing: Backing::Anon,
-            pgoff_base: 0,
-            name: None,
-            anon: None,
-            label: None,
-            policy: None,
-        };
+        let data =
+            VmaData { flags, backing: Backing::Anon, pgoff_base: 0, name: None, anon: None, label: None, policy: None };
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.

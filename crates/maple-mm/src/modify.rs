@@ -175,6 +175,18 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
             };
             let Some(new) = new else { continue };
+            // Pages made private and writable count against RLIMIT_DATA
+            // (only mprotect makes them so), before any cut: Linux refuses
+            // where the new flags do not fit and the old ones would.
+            let n = pe - ps;
+            if mm.layout.data_limit != u64::MAX
+                && new.flags.contains(VmFlags::WRITE)
+                && !mm.may_expand_vm(new.flags, n, 0)
+                && mm.may_expand_vm(data.flags, n, 0)
+            {
+                result = Err(Errno::ENOMEM);
+                break;
+            }
             if let Err(err) = mm.check_splits(ps, pe) {
                 result = Err(err);
                 break;

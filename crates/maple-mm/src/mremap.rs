@@ -109,7 +109,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         // RLIMIT_AS: what a resize adds, before anything moves or is
         // unmapped (a fixed move's target is counted as still there).
-        if new_len > old_len && !self.may_expand_vm(new_len - old_len, 0) {
+        if new_len > old_len && !self.may_expand_vm(data.flags, new_len - old_len, 0) {
             return Err(Errno::ENOMEM);
         }
         if fixed {
@@ -184,7 +184,7 @@ impl<T: VmaStore> AddressSpace<T> {
             mm.clear(dest, dest_end)?;
             // What DONTUNMAP leaves behind still counts against RLIMIT_AS:
             // the copy must fit, the target staying unmapped if not.
-            if dontunmap && !mm.may_expand_vm(old_len, 0) {
+            if dontunmap && !mm.may_expand_vm(data.flags, old_len, 0) {
                 return Ok(Err(Errno::ENOMEM));
             }
             if new_len < old_len {
@@ -261,7 +261,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.clear(ns, ne)?;
                 // Each piece's copy must fit RLIMIT_AS, after its target
                 // is unmapped (the brk oracle's seed 16,381).
-                if dontunmap && !mm.may_expand_vm(pe - ps, 0) {
+                if dontunmap && !mm.may_expand_vm(d.flags, pe - ps, 0) {
                     return Ok(Err(Errno::ENOMEM));
                 }
                 mm.move_pages(ps, pe, ns)?;

@@ -55,6 +55,17 @@ pub struct Layout {
     /// growing `brk` or `mremap` that would take more fail (`ENOMEM`; `brk`
     /// keeps its break). See [`AddressSpace::total_vm`].
     pub as_limit: u64,
+    /// Most private writable memory the VMAs may take, in bytes
+    /// (`RLIMIT_DATA`, as `ulimit -d` sets it; `u64::MAX` for no limit):
+    /// `mmap`, `brk`, `mremap` and an `mprotect` that makes pages writable
+    /// fail past it (`ENOMEM`; `brk` keeps its break). See
+    /// [`AddressSpace::data_vm`]. (Linux reads a soft limit of 0 as the
+    /// hard one, for Valgrind; the model takes it as given.)
+    pub data_limit: u64,
+    /// Bytes of the program's initialised data (`end_data - start_data` in
+    /// `/proc/PID/stat`), which `brk` counts with the heap against
+    /// `RLIMIT_DATA`.
+    pub data_segment: u64,
     /// The NUMA nodes with memory, bit `n` for node `n` (node 0 only by
     /// default), which memory policies may use (see
     /// [`AddressSpace::mbind`]).
@@ -77,10 +88,18 @@ impl Default for Layout {
             stack_limit: 8 << 20,
             max_map_count: 65_530,
             as_limit: u64::MAX,
+            data_limit: u64::MAX,
+            data_segment: 0,
             numa_nodes: 1,
             thp_align: true,
         }
     }
+}
+
+/// Linux's `is_data_mapping`: private writable memory that does not grow
+/// down, which `RLIMIT_DATA` limits.
+pub(crate) fn is_data(flags: VmFlags) -> bool {
+    flags & (VmFlags::WRITE | VmFlags::SHARED | VmFlags::GROWSDOWN) == VmFlags::WRITE
 }
 
 /// Whether VMAs taking `total` bytes keep within `RLIMIT_AS` (counted in
@@ -231,6 +250,19 @@ impl AddressSpace {
     /// limits it was made with: its lock-free readers use them.)
     pub fn set_as_limit(&mut self, bytes: u64) {
         self.layout.as_limit = bytes;
+    }
+
+    /// Sets the private writable memory limit ([`Layout::data_limit`], in
+    /// bytes; `u64::MAX` for none), as `setrlimit(RLIMIT_DATA)` does.
+    pub fn set_data_limit(&mut self, bytes: u64) {
+        self.layout.data_limit = bytes;
+    }
+
+    /// Sets the size of the program's initialised data
+    /// ([`Layout::data_segment`], `end_data - start_data`), which `brk`
+    /// counts against `RLIMIT_DATA`, as `execve` sets it.
+    pub fn set_data_segment(&mut self, bytes: u64) {
+        self.layout.data_segment = bytes;
     }
 
     /// Sets the stack limit ([`Layout::stack_limit`], in bytes; `u64::MAX`
@@ -414,11 +446,26 @@ impl<T: VmaStore> AddressSpace<T> {
         self.iter().filter(|v| v.end <= top).map(|v| v.len()).sum()
     }
 
-    /// Linux's `may_expand_vm` for `RLIMIT_AS`: whether the VMAs may take
-    /// `grow` more bytes, `replaced` of them over pages they take already
-    /// (a fixed mapping's target). Only a set limit costs the count.
-    pub(crate) fn may_expand_vm(&self, grow: u64, replaced: u64) -> bool {
-        self.layout.as_limit == u64::MAX || fits_as_limit(self.total_vm() + grow - replaced, &self.layout)
+    /// Bytes of private writable memory, as Linux counts them against
+    /// `RLIMIT_DATA` ([`Layout::data_limit`]): `mm->data_vm`, the `VmData`
+    /// of `/proc/PID/status`, the VMAs that are writable, private and do
+    /// not grow down (stacks count apart). O(n).
+    pub fn data_vm(&self) -> u64 {
+        self.iter().filter(|v| is_data(v.flags())).map(|v| v.len()).sum()
+    }
+
+    /// Linux's `may_expand_vm`: whether VMAs with `flags` may take `grow`
+    /// more bytes, `replaced` of them over pages VMAs take already (a fixed
+    /// mapping's target), within `RLIMIT_AS` and, for private writable
+    /// memory, `RLIMIT_DATA`. Only a set limit costs a count.
+    pub(crate) fn may_expand_vm(&self, flags: VmFlags, grow: u64, replaced: u64) -> bool {
+        let l = &self.layout;
+        if l.as_limit != u64::MAX && !fits_as_limit(self.total_vm() + grow - replaced, l) {
+            return false;
+        }
+        l.data_limit == u64::MAX
+            || !is_data(flags)
+            || (self.data_vm() + grow - replaced) / PAGE_SIZE <= l.data_limit / PAGE_SIZE
     }
 
     /// Bytes of `[start, end)` that VMAs take.

@@ -85,7 +85,7 @@ impl<T: VmaStore> AddressSpace<T> {
         let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
         let page = grows_to(prev, next, addr, &self.layout)?;
         // RLIMIT_AS counts the growth too.
-        self.may_expand_vm(next?.start - page, 0).then_some((page, next?))
+        self.may_expand_vm(next?.flags(), next?.start - page, 0).then_some((page, next?))
     }
 
     /// The VMA a fault at `addr` meets: the one holding it, or the stack

@@ -78,6 +78,12 @@ const KNOWN: &[&str] = &[
     // the first 20,000); with room for 9, nothing moves.
     "brk +262144; unmap 20 4; aslimit +10; remap 10 20 20 maymove to 300 fixed dontunmap",
     "brk +262144; unmap 20 4; aslimit +9; remap 10 20 20 maymove to 300 fixed dontunmap",
+    // RLIMIT_DATA counts private writable memory only (not read-only,
+    // shared or grows-down mappings), an mprotect that makes it so too,
+    // and a brk counts the heap with the program's data, shrinks too.
+    "datalimit +10; map 300 20 rw- p; map 300 20 r-- p; map 340 20 rw- s; map 380 20 rw- p gd",
+    "datalimit +10; map 300 20 r-- p; protect 300 20 rw-; protect 300 8 rw-",
+    "brk +262144; datalimit =8; brk +131072; brk +270336; datalimit =400; brk +131072",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +133,17 @@ enum Op {
     AsLimit {
         pages: i64,
     },
+    /// `setrlimit(RLIMIT_DATA)` to the private writable memory the process
+    /// takes now (`VmData`) and `pages` more (or fewer).
+    DataLimit {
+        pages: i64,
+    },
+    /// `setrlimit(RLIMIT_DATA)` to `pages` (less than a process takes:
+    /// every growth fails, and a `brk` whose heap and data would not fit,
+    /// shrinks too).
+    DataLimitAt {
+        pages: i64,
+    },
     /// `mremap` of pages from `page`: in place, free to move (`maymove`),
     /// or to page `to`, fixed (`MREMAP_FIXED`) or as a hint, leaving the
     /// old pages mapped (`MREMAP_DONTUNMAP`) or not.
@@ -170,6 +187,8 @@ impl fmt::Display for Op {
             Op::LockAll { flags } => write!(f, "lockall {flags}"),
             Op::UnlockAll => write!(f, "unlockall"),
             Op::AsLimit { pages } => write!(f, "aslimit {pages:+}"),
+            Op::DataLimit { pages } => write!(f, "datalimit {pages:+}"),
+            Op::DataLimitAt { pages } => write!(f, "datalimit ={pages}"),
             Op::Fault { page } => write!(f, "fault {page}"),
             Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
                 write!(f, "remap {page} {pages} {new_pages}")?;
@@ -214,6 +233,10 @@ fn parse_op(line: &str) -> Op {
         "lockall" => Op::LockAll { flags: n(1) as i32 },
         "unlockall" => Op::UnlockAll,
         "aslimit" => Op::AsLimit { pages: n(1) },
+        "datalimit" if w[1].starts_with('=') => {
+            Op::DataLimitAt { pages: w[1][1..].parse().unwrap_or_else(|_| panic!("datalimit =PAGES in {line:?}")) }
+        }
+        "datalimit" => Op::DataLimit { pages: n(1) },
         "fault" => Op::Fault { page: n(1) },
         "remap" => Op::Remap {
             page: n(1),
@@ -236,7 +259,7 @@ fn generate(seed: u64) -> Vec<Op> {
     // Where grows-down mappings were asked for: faults go below them.
     let mut stacks: Vec<i64> = Vec::new();
     (0..24)
-        .map(|_| match rng.gen_range(0..118) {
+        .map(|_| match rng.gen_range(0..122) {
             0..=44 => {
                 let to = match rng.gen_range(0..12) {
                     0 => None,
@@ -279,6 +302,8 @@ fn generate(seed: u64) -> Vec<Op> {
             92..=95 => Op::LockAll { flags: [2, 6, 3, 1, 0][rng.gen_range(0..5)] },
             96 => Op::UnlockAll,
             97..=98 => Op::AsLimit { pages: rng.gen_range(-20..400) },
+            118..=120 => Op::DataLimit { pages: rng.gen_range(-20..400) },
+            121 => Op::DataLimitAt { pages: rng.gen_range(1..400) },
             99..=106 => {
                 let below = stacks.get(rng.gen_range(0..stacks.len().max(1))).map(|s| s - rng.gen_range(1..12));
                 Op::Fault { page: below.unwrap_or_else(|| page(&mut rng)) }
@@ -372,6 +397,15 @@ impl Model {
                 Ok(()) => "ok".into(),
                 Err(_) => format!("err {}", Errno::EFAULT.code()),
             },
+            Op::DataLimitAt { pages } => {
+                self.mm.set_data_limit(pages as u64 * PAGE_SIZE);
+                "ok".into()
+            }
+            Op::DataLimit { pages } => {
+                let data = self.mm.data_vm();
+                self.mm.set_data_limit(data.saturating_add_signed(pages * PAGE_SIZE as i64));
+                format!("vm {}", data / 1024)
+            }
             Op::AsLimit { pages } => {
                 let total = self.mm.total_vm();
                 self.mm.set_as_limit(total.saturating_add_signed(pages * PAGE_SIZE as i64));
@@ -418,8 +452,8 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
         return Err(head.to_string());
     }
     let f: Vec<&str> = head.split_whitespace().collect();
-    let (Some(start), Some(brk)) = (f.get(1).and_then(|s| s.parse().ok()), f.get(3).and_then(|s| s.parse().ok()))
-    else {
+    let field = |i: usize| f.get(i).and_then(|s| s.parse().ok());
+    let (Some(start), Some(brk), Some(data)) = (field(1), field(3), field(5)) else {
         return Err(format!("the child reported {head:?} ({status})"));
     };
     // The lines up to the next `.`.
@@ -445,6 +479,7 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
     // as the kernel's checks do), then the lines around the heap.
     let first = block(&mut report).ok_or("no first report")?;
     let mut model = Model::new(start, brk, &first);
+    model.mm.set_data_segment(data);
     let (lo, hi) = (model.at(-BELOW), model.at(ABOVE));
     let around: Vec<String> = first
         .into_iter()
@@ -564,11 +599,13 @@ mod child {
         }
     }
 
-    /// `mm->start_brk`: field 47 of `/proc/self/stat`.
-    fn start_brk() -> Option<u64> {
+    /// Fields 45 to 47 of `/proc/self/stat`: `mm->start_data`,
+    /// `end_data` and `start_brk`.
+    fn data_and_brk() -> Option<[u64; 3]> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let after_comm = &stat[stat.rfind(')')? + 1..];
-        after_comm.split_whitespace().nth(44)?.parse().ok()
+        let mut f = after_comm.split_whitespace().skip(42).map(|x| x.parse().ok());
+        Some([f.next()??, f.next()??, f.next()??])
     }
 
     /// The last call's error number.
@@ -583,9 +620,9 @@ mod child {
         read_file(c"/proc/self/smaps", buf)
     }
 
-    /// `VmSize` in a `/proc/self/status` text, in KiB.
-    fn vm_size_kb(status: &[u8]) -> u64 {
-        let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"VmSize:")).expect("VmSize");
+    /// A `/proc/self/status` field (`VmSize:`, `VmData:`), in KiB.
+    fn status_kb(status: &[u8], field: &[u8]) -> u64 {
+        let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(field)).expect("a status field");
         line.iter().filter(|b| b.is_ascii_digit()).fold(0, |a, &b| a * 10 + u64::from(b - b'0'))
     }
 
@@ -640,7 +677,7 @@ mod child {
     }
 
     pub fn run() {
-        let Some(start) = start_brk() else {
+        let Some([start_data, end_data, start]) = data_and_brk() else {
             println!("skip: no start_brk in /proc/self/stat");
             return;
         };
@@ -668,7 +705,7 @@ mod child {
         // From here on, nothing allocates.
         // SAFETY: `brk(0)` changes nothing.
         let brk = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
-        writeln!(out, "start {start} brk {brk}").unwrap();
+        writeln!(out, "start {start} brk {brk} data {}", end_data - start_data).unwrap();
         let n = read_smaps(smaps);
         report_window(&smaps[..n], 0, u64::MAX, &mut out);
         for op in ops.iter() {
@@ -706,14 +743,24 @@ mod child {
                     Op::LockAll { flags } => done(i64::from(libc::mlockall(flags))),
                     Op::UnlockAll => done(i64::from(libc::munlockall())),
                     Op::Fault { page } => done(libc::read(zero, at(page) as *mut _, 1) as i64),
-                    Op::AsLimit { pages } => {
-                        let n = read_file(c"/proc/self/status", smaps);
-                        let kb = vm_size_kb(&smaps[..n]);
+                    Op::DataLimitAt { pages } => {
                         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-                        libc::getrlimit(libc::RLIMIT_AS, &mut lim);
+                        libc::getrlimit(libc::RLIMIT_DATA, &mut lim);
+                        lim.rlim_cur = (pages as u64 * PAGE_SIZE).min(lim.rlim_max);
+                        done(i64::from(libc::setrlimit(libc::RLIMIT_DATA, &lim)))
+                    }
+                    Op::AsLimit { pages } | Op::DataLimit { pages } => {
+                        let (field, resource) = match *op {
+                            Op::AsLimit { .. } => (&b"VmSize:"[..], libc::RLIMIT_AS),
+                            _ => (&b"VmData:"[..], libc::RLIMIT_DATA),
+                        };
+                        let n = read_file(c"/proc/self/status", smaps);
+                        let kb = status_kb(&smaps[..n], field);
+                        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                        libc::getrlimit(resource, &mut lim);
                         let want = (kb * 1024).saturating_add_signed(pages * PAGE_SIZE as i64);
                         lim.rlim_cur = want.min(lim.rlim_max);
-                        libc::setrlimit(libc::RLIMIT_AS, &lim);
+                        libc::setrlimit(resource, &lim);
                         writeln!(out, "vm {kb}").unwrap();
                         let n = read_smaps(smaps);
                         report_window(&smaps[..n], lo, hi, &mut out);

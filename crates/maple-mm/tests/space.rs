@@ -631,6 +631,32 @@ fn the_address_space_limit_refuses_growth() {
     mm.mmap(BASE, P, Prot::READ, anon(), None, 0).unwrap();
 }
 
+/// RLIMIT_DATA as the brk oracle measured it: private writable memory
+/// only, counted by mmap, mprotect (what it makes writable), mremap and
+/// brk, which also counts the heap with the program's data, shrinks too.
+#[test]
+fn the_data_limit_refuses_private_writable_growth() {
+    let mut mm = AddressSpace::with_layout(Layout { data_limit: 10 * P, data_segment: 2 * P, ..Layout::default() });
+    assert_eq!(mm.mmap(BASE, 20 * P, Prot::RW, anon(), None, 0), Err(Errno::ENOMEM));
+    mm.mmap(BASE, 20 * P, Prot::READ, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 40 * P, 20 * P, Prot::RW, MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED, None, 0)
+        .unwrap();
+    mm.mmap(BASE + 80 * P, 20 * P, Prot::RW, anon() | MapFlags::GROWSDOWN, None, 0).unwrap();
+    assert_eq!(mm.data_vm(), 0);
+    assert_eq!(mm.mprotect(BASE, 20 * P, Prot::RW), Err(Errno::ENOMEM));
+    mm.mprotect(BASE, 8 * P, Prot::RW).unwrap();
+    assert_eq!(mm.data_vm(), 8 * P);
+    assert_eq!(mm.mremap(BASE, 8 * P, 11 * P, MremapFlags::MAYMOVE, 0), Err(Errno::ENOMEM));
+    mm.mremap(BASE, 8 * P, 10 * P, MremapFlags::MAYMOVE, 0).unwrap();
+    // The heap: its pages and the program's data (2 pages) within 10.
+    mm.set_data_limit(u64::MAX);
+    mm.set_brk(Brk { start: BASE + 200 * P, current: BASE + 200 * P }).unwrap();
+    assert_eq!(mm.brk(BASE + 208 * P), BASE + 208 * P);
+    mm.set_data_limit(9 * P);
+    assert_eq!(mm.brk(BASE + 208 * P - 1), BASE + 208 * P, "8 + 2 pages do not fit: even a shrink fails");
+    assert_eq!(mm.brk(BASE + 207 * P), BASE + 207 * P);
+}
+
 // ---- cases from Linux's tools/testing/vma and selftests/mm ----
 
 /// merge.c: mprotect of a middle page splits; restoring merges; a written

@@ -531,6 +531,7 @@ impl Replayer {
                         match a.get(at).map(|r| r.trim()) {
                             Some("RLIMIT_AS") => p.space.borrow_mut().set_as_limit(limit),
                             Some("RLIMIT_STACK") => p.space.borrow_mut().set_stack_limit(limit),
+                            Some("RLIMIT_DATA") => p.space.borrow_mut().set_data_limit(limit),
                             _ => {}
                         }
                     }
