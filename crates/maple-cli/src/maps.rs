@@ -43,6 +43,13 @@ pub fn summary(mm: &AddressSpace) -> String {
     if written > 0 {
         let _ = writeln!(out, "  written       {} (anonymous pages: in private mappings)", mib(written));
     }
+    // What Linux counts against the process's limits.
+    let l = mm.layout();
+    let limit = |b: u64| if b == u64::MAX { "unlimited".to_string() } else { mib(b) };
+    let _ = writeln!(out, "limits:");
+    let _ = writeln!(out, "  address space {} of {} (RLIMIT_AS)", mib(mm.total_vm()), limit(l.as_limit));
+    let _ = writeln!(out, "  data          {} of {} (RLIMIT_DATA)", mib(mm.data_vm()), limit(l.data_limit));
+    let _ = writeln!(out, "  stack         {} at most (RLIMIT_STACK)", limit(l.stack_limit));
     let _ = writeln!(out, "by protection:");
     for (i, b) in s.by_prot.iter().enumerate() {
         if *b > 0 {
@@ -165,6 +172,19 @@ mod tests {
         assert!(summary(&mm).contains("guard pages   3 in 2 runs"), "{}", summary(&mm));
         assert!(find(&mm, at + PAGE_SIZE + 8).contains("is a guard page"));
         assert!(find(&mm, at + 2 * PAGE_SIZE).starts_with(&format!("{:#x} is in\n", at + 2 * PAGE_SIZE)));
+    }
+
+    #[test]
+    fn the_limits_are_shown_with_what_counts_against_them() {
+        let (mut mm, _) = eight_pages();
+        let text = summary(&mm);
+        assert!(text.contains("address space 32 KiB of unlimited (RLIMIT_AS)"), "{text}");
+        mm.set_as_limit(1 << 30);
+        mm.set_data_limit(4 * PAGE_SIZE);
+        let text = summary(&mm);
+        assert!(text.contains("address space 32 KiB of 1.0 GiB (RLIMIT_AS)"), "{text}");
+        assert!(text.contains("data          32 KiB of 16 KiB (RLIMIT_DATA)"), "{text}");
+        assert!(text.contains("stack         8.0 MiB at most (RLIMIT_STACK)"), "{text}");
     }
 
     #[test]

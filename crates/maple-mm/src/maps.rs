@@ -690,6 +690,31 @@ mod tests {
         assert_eq!((stat_field(&stat, 45), stat_field(&stat, 46), stat_field(&stat, 2)), (Some(45), Some(46), None));
     }
 
+    /// The space's counts are the kernel's (`VmSize`, `VmData`) as they
+    /// stood before or after the space was read; other test threads map
+    /// memory meanwhile, so a few tries.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_live_process_counts_as_the_kernel_does() {
+        let kb = |status: &str, field: &str| -> u64 {
+            let line = status.lines().find_map(|l| l.strip_prefix(field)).expect(field);
+            line.trim().trim_end_matches("kB").trim().parse().expect("kB")
+        };
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let before = std::fs::read_to_string("/proc/self/status").unwrap();
+            let mm = crate::AddressSpace::from_self().unwrap();
+            let after = std::fs::read_to_string("/proc/self/status").unwrap();
+            let counts = |status: &str| (kb(status, "VmSize:"), kb(status, "VmData:"));
+            let got = (mm.total_vm() / 1024, mm.data_vm() / 1024);
+            if got == counts(&before) || got == counts(&after) {
+                return;
+            }
+            seen.push((got, counts(&before)));
+        }
+        panic!("(total_vm, data_vm) against (VmSize, VmData), in KiB: {seen:?}");
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_live_process_has_its_break() {
