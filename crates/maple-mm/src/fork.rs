@@ -111,6 +111,7 @@ impl<T: VmaStore> AddressSpace<T> {
             start_stack: self.start_stack,
             def_flags: VmFlags::empty(),
             sealed: self.sealed,
+            lock_leak: 0,
             guards,
             anon,
             lazy,

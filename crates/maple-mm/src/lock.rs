@@ -22,8 +22,13 @@
 //!   `MCL_FUTURE` locks every later mapping and heap growth (which are
 //!   then populated); neither a fork's child nor `exec` keeps any of it.
 //!
-//! Not modelled: `RLIMIT_MEMLOCK` (the model behaves as a process with
-//! `CAP_IPC_LOCK`: no limit, no `EPERM`).
+//! * `RLIMIT_MEMLOCK` ([`Layout::memlock_limit`](crate::Layout::memlock_limit);
+//!   by default none, as for a process with `CAP_IPC_LOCK`): a limit of 0
+//!   refuses every lock (`EPERM`); `mlock` fails (`ENOMEM`, nothing
+//!   changed) where the locked memory, counting the range's pages not
+//!   locked yet, would pass it; `mlockall(MCL_CURRENT)` where all the
+//!   mapped memory would; locked mappings and growths (`EAGAIN`, or no
+//!   growth) where the locked memory would.
 
 use crate::{
     error::{Errno, Result},
@@ -44,11 +49,12 @@ impl<T: VmaStore> AddressSpace<T> {
     /// hole at the start changes nothing, a hole further on stops the call
     /// keeping what it locked, and a page that cannot be faulted in (an
     /// inaccessible mapping, a page past the end of its file, a guard
-    /// page) fails the call with the locks in place. `RLIMIT_MEMLOCK` is
-    /// not modelled: the space behaves as a process with `CAP_IPC_LOCK`.
+    /// page) fails the call with the locks in place.
     ///
-    /// Errors: `EINVAL` (the range wraps), `ENOMEM` (a hole, or a page
-    /// that cannot be faulted in).
+    /// Errors: `EINVAL` (the range wraps), `ENOMEM` (a hole, a page that
+    /// cannot be faulted in, or past `RLIMIT_MEMLOCK`:
+    /// [`Layout::memlock_limit`](crate::Layout::memlock_limit)), `EPERM` (a
+    /// locked-memory limit of 0).
     ///
     /// ```
     /// use maple_mm::{AddressSpace, MapFlags, Prot, VmFlags, PAGE_SIZE};
@@ -93,10 +99,19 @@ impl<T: VmaStore> AddressSpace<T> {
     /// grows; [`MclFlags::ONFAULT`] makes either lock as pages fault in.
     /// Each call replaces what an earlier `MCL_FUTURE` asked for.
     ///
-    /// Errors: `EINVAL` (no flags, unknown ones, or `MCL_ONFAULT` alone).
+    /// Errors: `EINVAL` (no flags, unknown ones, or `MCL_ONFAULT` alone),
+    /// `EPERM` (a locked-memory limit of 0), `ENOMEM` (with `MCL_CURRENT`,
+    /// all the mapped memory past the limit).
     pub fn mlockall(&mut self, flags: MclFlags) -> Result<()> {
         if flags.is_empty() || flags.bits() & !MclFlags::all().bits() != 0 || flags == MclFlags::ONFAULT {
             return Err(Errno::EINVAL);
+        }
+        let limit = self.layout.memlock_limit;
+        if limit == 0 {
+            return Err(Errno::EPERM);
+        }
+        if limit != u64::MAX && flags.contains(MclFlags::CURRENT) && self.total_vm() / PAGE_SIZE > limit / PAGE_SIZE {
+            return Err(Errno::ENOMEM);
         }
         let lock = if flags.contains(MclFlags::ONFAULT) { VmFlags::LOCKED_MASK } else { VmFlags::LOCKED };
         let future = if flags.contains(MclFlags::FUTURE) { lock } else { VmFlags::empty() };
@@ -122,6 +137,29 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `mlock`, `mlock2` and `munlock`: the range's VMAs get the lock bits
     /// `lock` (none to unlock), then are populated if locked now.
     fn lock_range(&mut self, addr: u64, len: u64, lock: VmFlags) -> Result<()> {
+        let limit = self.layout.memlock_limit;
+        if lock.contains(VmFlags::LOCKED) && limit != u64::MAX {
+            if limit == 0 {
+                return Err(Errno::EPERM);
+            }
+            // Linux's do_mlock: the pages asked for and those locked
+            // already, less those of the range already locked, if over.
+            let start = addr & !(PAGE_SIZE - 1);
+            let len = len.wrapping_add(addr - start).wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+            let mut locked = len / PAGE_SIZE + self.locked_vm() / PAGE_SIZE;
+            if locked > limit / PAGE_SIZE {
+                let end = start.saturating_add(len);
+                let again: u64 = self
+                    .range(start, end)
+                    .filter(|v| v.flags().contains(VmFlags::LOCKED))
+                    .map(|v| v.end.min(end) - v.start.max(start))
+                    .sum();
+                locked -= again / PAGE_SIZE;
+            }
+            if locked > limit / PAGE_SIZE {
+                return Err(Errno::ENOMEM);
+            }
+        }
         let start = addr & !(PAGE_SIZE - 1);
         let len = len.checked_add(addr - start).and_then(page_align).ok_or(Errno::EINVAL)?;
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;

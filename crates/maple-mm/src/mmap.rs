@@ -148,6 +148,13 @@ impl<T: VmaStore> AddressSpace<T> {
         vm.set(VmFlags::NORESERVE, flags.contains(MapFlags::NORESERVE));
         // `mlockall(MCL_FUTURE)` locks every new mapping.
         vm |= self.def_flags;
+        // RLIMIT_MEMLOCK, for a locked mapping.
+        if flags.contains(MapFlags::LOCKED) && self.layout.memlock_limit == 0 {
+            return Err(Errno::EPERM);
+        }
+        if !self.mlock_future_ok(vm, len) {
+            return Err(Errno::EAGAIN);
+        }
         // Linux's accountable_mapping: private and writable, not NORESERVE.
         if (vm & (VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE)) == VmFlags::WRITE {
             vm |= VmFlags::ACCOUNT;
@@ -404,7 +411,8 @@ impl<T: VmaStore> AddressSpace<T> {
             }
         }
         let flags = VmFlags::READ | VmFlags::WRITE | VmFlags::ACCOUNT | self.def_flags;
-        if self.vma_count() > self.layout.max_map_count || !self.may_expand_vm(flags, newbrk - oldbrk, 0) {
+        let fits = self.may_expand_vm(flags, newbrk - oldbrk, 0) && self.mlock_future_ok(flags, newbrk - oldbrk);
+        if self.vma_count() > self.layout.max_map_count || !fits {
             return b.current;
         }
         let data =

@@ -107,8 +107,12 @@ impl<T: VmaStore> AddressSpace<T> {
         if dontunmap && data.flags.contains(VmFlags::SPECIAL) {
             return Err(Errno::EINVAL);
         }
-        // RLIMIT_AS: what a resize adds, before anything moves or is
-        // unmapped (a fixed move's target is counted as still there).
+        // RLIMIT_MEMLOCK (a locked mapping) and RLIMIT_AS: what a resize
+        // adds, before anything moves or is unmapped (a fixed move's
+        // target is counted as still there).
+        if new_len > old_len && !self.mlock_future_ok(data.flags, new_len - old_len) {
+            return Err(Errno::EAGAIN);
+        }
         if new_len > old_len && !self.may_expand_vm(data.flags, new_len - old_len, 0) {
             return Err(Errno::ENOMEM);
         }
@@ -224,7 +228,13 @@ impl<T: VmaStore> AddressSpace<T> {
             return Ok(());
         }
         let anon = if whole { None } else { d.anon };
-        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED_MASK, ..d })
+        let was_locked = d.flags.contains(VmFlags::LOCKED);
+        self.put(s, e, VmaData { anon, flags: d.flags - VmFlags::LOCKED_MASK, ..d })?;
+        // Linux goes on counting the pages it unlocked here as locked.
+        if was_locked {
+            self.lock_leak += e - s;
+        }
+        Ok(())
     }
 
     /// A pure move of a range spanning several VMAs and gaps (Linux 6.17+):

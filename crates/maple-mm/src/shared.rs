@@ -71,6 +71,7 @@ struct State {
     start_stack: Option<u64>,
     def_flags: VmFlags,
     sealed: bool,
+    lock_leak: u64,
     /// Lent to the writer's address space while it lives.
     anon: PageSet,
     lazy: PageSet,
@@ -95,6 +96,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             start_stack: mm.start_stack,
             def_flags: mm.def_flags,
             sealed: mm.sealed,
+            lock_leak: mm.lock_leak,
             anon: mm.anon,
             lazy: mm.lazy,
         };
@@ -232,6 +234,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
+            lock_leak: state.lock_leak,
             guards,
             anon: core::mem::take(&mut state.anon),
             lazy: core::mem::take(&mut state.lazy),
@@ -250,6 +253,7 @@ impl SharedAddressSpace {
             start_stack: w.space.start_stack,
             def_flags: w.space.def_flags,
             sealed: w.space.sealed,
+            lock_leak: w.space.lock_leak,
             guards: w.space.guards.copy(),
             anon: w.space.anon.clone(),
             lazy: w.space.lazy.clone(),
@@ -268,6 +272,7 @@ impl SharedAddressSpace {
             start_stack: state.start_stack,
             def_flags: state.def_flags,
             sealed: state.sealed,
+            lock_leak: state.lock_leak,
             guards,
             anon: state.anon,
             lazy: state.lazy,
@@ -302,6 +307,7 @@ impl Drop for SpaceWriter<'_> {
         self.state.start_stack = self.space.start_stack;
         self.state.def_flags = self.space.def_flags;
         self.state.sealed = self.space.sealed;
+        self.state.lock_leak = self.space.lock_leak;
         self.state.anon = core::mem::take(&mut self.space.anon);
         self.state.lazy = core::mem::take(&mut self.space.lazy);
     }

@@ -66,6 +66,13 @@ pub struct Layout {
     /// `/proc/PID/stat`), which `brk` counts with the heap against
     /// `RLIMIT_DATA`.
     pub data_segment: u64,
+    /// Most memory the VMAs may lock, in bytes (`RLIMIT_MEMLOCK`;
+    /// `u64::MAX` for no limit, or a process with `CAP_IPC_LOCK`, which
+    /// the limit does not bind: the default). Locks past it fail: `mlock`
+    /// and `mlockall(MCL_CURRENT)` with `ENOMEM` (`EPERM` where the limit
+    /// is 0), a locked `mmap` or `mremap` growth with `EAGAIN`, and a
+    /// locked heap or stack does not grow. See [`AddressSpace::locked_vm`].
+    pub memlock_limit: u64,
     /// The NUMA nodes with memory, bit `n` for node `n` (node 0 only by
     /// default), which memory policies may use (see
     /// [`AddressSpace::mbind`]).
@@ -90,6 +97,7 @@ impl Default for Layout {
             as_limit: u64::MAX,
             data_limit: u64::MAX,
             data_segment: 0,
+            memlock_limit: u64::MAX,
             numa_nodes: 1,
             thp_align: true,
         }
@@ -152,6 +160,10 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     pub(crate) anon: PageSet,
     /// The anonymous pages `MADV_FREE` made lazily freeable (a subset).
     pub(crate) lazy: PageSet,
+    /// Bytes Linux still counts as locked (`mm->locked_vm`) that no VMA
+    /// holds locked: `MREMAP_DONTUNMAP` clears the old VMA's lock without
+    /// taking its pages off the count (measured by the brk oracle).
+    pub(crate) lock_leak: u64,
 }
 
 impl Default for AddressSpace {
@@ -174,6 +186,7 @@ impl Clone for AddressSpace {
             guards: self.guards.clone(),
             anon: self.anon.clone(),
             lazy: self.lazy.clone(),
+            lock_leak: self.lock_leak,
         }
     }
 }
@@ -265,6 +278,13 @@ impl AddressSpace {
         self.layout.data_segment = bytes;
     }
 
+    /// Sets the locked-memory limit ([`Layout::memlock_limit`], in bytes;
+    /// `u64::MAX` for none, or for a process with `CAP_IPC_LOCK`), as
+    /// `setrlimit(RLIMIT_MEMLOCK)` does for a process without it.
+    pub fn set_memlock_limit(&mut self, bytes: u64) {
+        self.layout.memlock_limit = bytes;
+    }
+
     /// Sets the stack limit ([`Layout::stack_limit`], in bytes; `u64::MAX`
     /// for none), as `setrlimit(RLIMIT_STACK)` does.
     pub fn set_stack_limit(&mut self, bytes: u64) {
@@ -288,6 +308,7 @@ impl AddressSpace {
             guards: PageSet::default(),
             anon: PageSet::default(),
             lazy: PageSet::default(),
+            lock_leak: 0,
         }
     }
 
@@ -452,6 +473,25 @@ impl<T: VmaStore> AddressSpace<T> {
     /// not grow down (stacks count apart). O(n).
     pub fn data_vm(&self) -> u64 {
         self.iter().filter(|v| is_data(v.flags())).map(|v| v.len()).sum()
+    }
+
+    /// Bytes of locked memory, as Linux counts them against
+    /// `RLIMIT_MEMLOCK` ([`Layout::memlock_limit`]): `mm->locked_vm`, the
+    /// `VmLck` of `/proc/PID/status`: the VMAs locked (`VM_LOCKED`, with
+    /// or without lock-on-fault), and what `MREMAP_DONTUNMAP` unlocked,
+    /// which Linux goes on counting (measured). O(n).
+    pub fn locked_vm(&self) -> u64 {
+        let locked: u64 = self.iter().filter(|v| v.flags().contains(VmFlags::LOCKED)).map(|v| v.len()).sum();
+        locked + self.lock_leak
+    }
+
+    /// Linux's `mlock_future_ok`: whether a mapping with `flags` may take
+    /// `bytes` more, if locked, within `RLIMIT_MEMLOCK`.
+    pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
+        let limit = self.layout.memlock_limit;
+        limit == u64::MAX
+            || !flags.contains(VmFlags::LOCKED)
+            || (self.locked_vm() / PAGE_SIZE).saturating_add(bytes / PAGE_SIZE) <= limit / PAGE_SIZE
     }
 
     /// Linux's `may_expand_vm`: whether VMAs with `flags` may take `grow`
@@ -627,7 +667,7 @@ impl<T: VmaStore> AddressSpace<T> {
         f: impl FnOnce(&mut Self) -> core::result::Result<Result<R>, AllocFail>,
     ) -> Result<R> {
         let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
-        let (brk, stack, def_flags) = (self.brk, self.start_stack, self.def_flags);
+        let (brk, stack, def_flags, lock_leak) = (self.brk, self.start_stack, self.def_flags, self.lock_leak);
         match f(self) {
             Ok(res) => res,
             Err(AllocFail) => {
@@ -637,6 +677,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 self.brk = brk;
                 self.start_stack = stack;
                 self.def_flags = def_flags;
+                self.lock_leak = lock_leak;
                 Err(Errno::ENOMEM)
             }
         }

@@ -17,14 +17,14 @@
 //!   page's number, kept through `mremap`);
 //! * the grown VMA would be larger than `RLIMIT_STACK`
 //!   ([`Layout::stack_limit`]), or the VMAs would take more address space
-//!   than `RLIMIT_AS` allows ([`Layout::as_limit`]).
+//!   than `RLIMIT_AS` allows ([`Layout::as_limit`]), or a locked stack
+//!   more locked memory than `RLIMIT_MEMLOCK` ([`Layout::memlock_limit`]).
 //!
 //! The grown VMA keeps its attributes (it does not merge with its
 //! neighbour) and, as Linux prepares it for the fault, gets an anon_vma.
 //! Only faults grow stacks: `mlock`, `MADV_POPULATE_*` and the other calls
-//! that take a range fail on the hole as before. Not modelled:
-//! `RLIMIT_DATA`, `RLIMIT_MEMLOCK` for a locked stack and the overcommit
-//! check, which refuse a growth on a process short of them.
+//! that take a range fail on the hole as before. Not modelled: the
+//! overcommit check, which refuses a growth on a machine short of memory.
 
 use crate::{
     flags::VmFlags,
@@ -85,7 +85,8 @@ impl<T: VmaStore> AddressSpace<T> {
         let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
         let page = grows_to(prev, next, addr, &self.layout)?;
         // RLIMIT_AS counts the growth too.
-        self.may_expand_vm(next?.flags(), next?.start - page, 0).then_some((page, next?))
+        let (flags, grow) = (next?.flags(), next?.start - page);
+        (self.may_expand_vm(flags, grow, 0) && self.mlock_future_ok(flags, grow)).then_some((page, next?))
     }
 
     /// The VMA a fault at `addr` meets: the one holding it, or the stack

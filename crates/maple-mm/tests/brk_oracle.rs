@@ -35,12 +35,14 @@ use std::{
     process::{Command, Stdio},
 };
 
-use maple_mm::{Access, AddressSpace, Brk, Errno, Layout, MapFlags, MclFlags, MremapFlags, Prot, PAGE_SIZE};
+use maple_mm::{
+    Access, AddressSpace, Brk, Errno, Layout, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, PAGE_SIZE,
+};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 mod common;
 
-use common::{can_lock_all, hidden_flags, hidden_names, normalise};
+use common::{can_lock_all, hidden_flags, hidden_names, is_root, normalise};
 
 /// Pages compared below `start_brk`.
 const BELOW: i64 = 64;
@@ -84,6 +86,21 @@ const KNOWN: &[&str] = &[
     "datalimit +10; map 300 20 rw- p; map 300 20 r-- p; map 340 20 rw- s; map 380 20 rw- p gd",
     "datalimit +10; map 300 20 r-- p; protect 300 20 rw-; protect 300 8 rw-",
     "brk +262144; datalimit =8; brk +131072; brk +270336; datalimit =400; brk +131072",
+    // RLIMIT_MEMLOCK (the child gives up CAP_IPC_LOCK): mlock counts the
+    // range's pages not locked yet; a limit of 0 refuses every lock; a
+    // locked mapping or growth fails with EAGAIN, a locked stack does not
+    // grow; mlockall(MCL_CURRENT) counts everything mapped.
+    "map 300 20 rw- p; memlock +10; lock 300 20; lock 300 10; lock 300 12; lock 305 10 onfault",
+    "map 300 20 rw- p; lock 300 10; memlock +5; lock 300 12; lock 300 16",
+    "memlock =0; lock 300 1; map 300 4 rw- p locked; lockall 2; unlockall",
+    "memlock +4; map 300 8 rw- p locked; map 300 4 rw- p locked",
+    "memlock +100; lockall 1",
+    "map 562 10 rw- p noreplace gd locked; memlock +5; fault 556; memlock +6; fault 556",
+    "map 300 4 rw- p locked; memlock +3; remap 300 4 8; remap 300 4 7",
+    // MREMAP_DONTUNMAP unlocks the old VMA (all of it) but Linux goes on
+    // counting its pages as locked, even once it is unmapped (VmLck 92 KiB
+    // with 12 locked).
+    "map 300 20 rw- p locked; remap 303 3 3 maymove to 500 fixed dontunmap; memlock +0; unmap 300 20; memlock +0",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +121,7 @@ enum Op {
         shared: bool,
         growsdown: bool,
         noreplace: bool,
+        locked: bool,
     },
     Unmap {
         page: i64,
@@ -136,6 +154,26 @@ enum Op {
     /// `setrlimit(RLIMIT_DATA)` to the private writable memory the process
     /// takes now (`VmData`) and `pages` more (or fewer).
     DataLimit {
+        pages: i64,
+    },
+    /// `mlock` (or `mlock2(MLOCK_ONFAULT)`) of pages from `page`.
+    Lock {
+        page: i64,
+        pages: i64,
+        onfault: bool,
+    },
+    Unlock {
+        page: i64,
+        pages: i64,
+    },
+    /// `setrlimit(RLIMIT_MEMLOCK)` to the memory the process has locked
+    /// (`VmLck`) and `pages` more (or fewer), the child having given up
+    /// `CAP_IPC_LOCK` (which the limit does not bind).
+    MemLock {
+        pages: i64,
+    },
+    /// `setrlimit(RLIMIT_MEMLOCK)` to `pages` (0 refuses every lock).
+    MemLockAt {
         pages: i64,
     },
     /// `setrlimit(RLIMIT_DATA)` to `pages` (less than a process takes:
@@ -173,14 +211,21 @@ impl fmt::Display for Op {
             Op::Brk { to: None } => write!(f, "brk 0"),
             Op::Brk { to: Some(to) } => write!(f, "brk {to:+}"),
             Op::BrkAt { addr } => write!(f, "brk ={addr:#x}"),
-            Op::Map { page, pages, prot, shared, growsdown, noreplace } => write!(
+            Op::Map { page, pages, prot, shared, growsdown, noreplace, locked } => write!(
                 f,
-                "map {page} {pages} {} {}{}{}",
+                "map {page} {pages} {} {}{}{}{}",
                 prot_str(prot),
                 if shared { 's' } else { 'p' },
                 if noreplace { " noreplace" } else { "" },
-                if growsdown { " gd" } else { "" }
+                if growsdown { " gd" } else { "" },
+                if locked { " locked" } else { "" }
             ),
+            Op::Lock { page, pages, onfault } => {
+                write!(f, "lock {page} {pages}{}", if onfault { " onfault" } else { "" })
+            }
+            Op::Unlock { page, pages } => write!(f, "unlock {page} {pages}"),
+            Op::MemLock { pages } => write!(f, "memlock {pages:+}"),
+            Op::MemLockAt { pages } => write!(f, "memlock ={pages}"),
             Op::Unmap { page, pages } => write!(f, "unmap {page} {pages}"),
             Op::Protect { page, pages, prot } => write!(f, "protect {page} {pages} {}", prot_str(prot)),
             Op::Seal { page, pages } => write!(f, "seal {page} {pages}"),
@@ -225,6 +270,7 @@ fn parse_op(line: &str) -> Op {
             prot: parse_prot(w[3]),
             shared: w[4] == "s",
             noreplace: w.contains(&"noreplace"),
+            locked: w.contains(&"locked"),
             growsdown: w.contains(&"gd"),
         },
         "unmap" => Op::Unmap { page: n(1), pages: n(2) },
@@ -237,6 +283,12 @@ fn parse_op(line: &str) -> Op {
             Op::DataLimitAt { pages: w[1][1..].parse().unwrap_or_else(|_| panic!("datalimit =PAGES in {line:?}")) }
         }
         "datalimit" => Op::DataLimit { pages: n(1) },
+        "lock" => Op::Lock { page: n(1), pages: n(2), onfault: w.contains(&"onfault") },
+        "unlock" => Op::Unlock { page: n(1), pages: n(2) },
+        "memlock" if w[1].starts_with('=') => {
+            Op::MemLockAt { pages: w[1][1..].parse().unwrap_or_else(|_| panic!("memlock =PAGES in {line:?}")) }
+        }
+        "memlock" => Op::MemLock { pages: n(1) },
         "fault" => Op::Fault { page: n(1) },
         "remap" => Op::Remap {
             page: n(1),
@@ -259,7 +311,7 @@ fn generate(seed: u64) -> Vec<Op> {
     // Where grows-down mappings were asked for: faults go below them.
     let mut stacks: Vec<i64> = Vec::new();
     (0..24)
-        .map(|_| match rng.gen_range(0..122) {
+        .map(|_| match rng.gen_range(0..130) {
             0..=44 => {
                 let to = match rng.gen_range(0..12) {
                     0 => None,
@@ -292,6 +344,7 @@ fn generate(seed: u64) -> Vec<Op> {
                     shared: !growsdown && rng.gen_range(0..5) == 0,
                     growsdown,
                     noreplace: rng.gen_range(0..4) == 0,
+                    locked: rng.gen_range(0..8) == 0,
                 }
             }
             63..=76 => Op::Unmap { page: page(&mut rng), pages: rng.gen_range(1..60) },
@@ -304,6 +357,10 @@ fn generate(seed: u64) -> Vec<Op> {
             97..=98 => Op::AsLimit { pages: rng.gen_range(-20..400) },
             118..=120 => Op::DataLimit { pages: rng.gen_range(-20..400) },
             121 => Op::DataLimitAt { pages: rng.gen_range(1..400) },
+            122..=125 => Op::Lock { page: page(&mut rng), pages: rng.gen_range(1..60), onfault: rng.gen_bool(0.3) },
+            126 => Op::Unlock { page: page(&mut rng), pages: rng.gen_range(1..60) },
+            127..=128 => Op::MemLock { pages: rng.gen_range(-20..200) },
+            129 => Op::MemLockAt { pages: rng.gen_range(0..40) },
             99..=106 => {
                 let below = stacks.get(rng.gen_range(0..stacks.len().max(1))).map(|s| s - rng.gen_range(1..12));
                 Op::Fault { page: below.unwrap_or_else(|| page(&mut rng)) }
@@ -377,9 +434,12 @@ impl Model {
                 let to = brk_target(op, self.start);
                 format!("brk {:+}", self.mm.brk(to) as i64 - self.start as i64)
             }
-            Op::Map { page, pages, prot, shared, growsdown, noreplace } => {
+            Op::Map { page, pages, prot, shared, growsdown, noreplace, locked } => {
                 let mut flags = MapFlags::ANONYMOUS | if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
                 flags |= if noreplace { MapFlags::FIXED_NOREPLACE } else { MapFlags::FIXED };
+                if locked {
+                    flags |= MapFlags::LOCKED;
+                }
                 if growsdown {
                     flags |= MapFlags::GROWSDOWN;
                 }
@@ -399,6 +459,20 @@ impl Model {
             },
             Op::DataLimitAt { pages } => {
                 self.mm.set_data_limit(pages as u64 * PAGE_SIZE);
+                "ok".into()
+            }
+            Op::Lock { page, pages, onfault } => {
+                let flags = if onfault { MlockFlags::ONFAULT } else { MlockFlags::empty() };
+                done(self.mm.mlock2(self.at(page), len(pages), flags))
+            }
+            Op::Unlock { page, pages } => done(self.mm.munlock(self.at(page), len(pages))),
+            Op::MemLock { pages } => {
+                let locked = self.mm.locked_vm();
+                self.mm.set_memlock_limit(locked.saturating_add_signed(pages * PAGE_SIZE as i64));
+                format!("vm {}", locked / 1024)
+            }
+            Op::MemLockAt { pages } => {
+                self.mm.set_memlock_limit(pages as u64 * PAGE_SIZE);
                 "ok".into()
             }
             Op::DataLimit { pages } => {
@@ -540,12 +614,19 @@ fn run_parent() -> i32 {
     let exe = std::env::current_exe().expect("own path");
     let trace = std::env::var_os("MAPLE_BRK_TRACE").is_some();
     let lock_all = can_lock_all();
+    let root = is_root();
+    if !root {
+        println!("brk oracle: not root: sequences that set RLIMIT_MEMLOCK left out (they give up CAP_IPC_LOCK)");
+    }
     if !lock_all {
         println!("brk oracle: a locked-memory limit here: sequences with mlockall(MCL_CURRENT) left out");
     }
     let (mut passed, mut failed, mut ops_run) = (0, 0, 0);
     for (name, ops) in &seqs {
         if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
+            continue;
+        }
+        if !root && ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. })) {
             continue;
         }
         match run_one(&exe, ops, trace) {
@@ -606,6 +687,36 @@ mod child {
         let after_comm = &stat[stat.rfind(')')? + 1..];
         let mut f = after_comm.split_whitespace().skip(42).map(|x| x.parse().ok());
         Some([f.next()??, f.next()??, f.next()??])
+    }
+
+    /// Gives up `CAP_IPC_LOCK` (effective and permitted), so that
+    /// `RLIMIT_MEMLOCK` binds this process as it binds an unprivileged one.
+    fn drop_ipc_lock() {
+        /// `struct __user_cap_header_struct`.
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        /// `struct __user_cap_data_struct`.
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const CAP_IPC_LOCK: u32 = 14;
+        let mut header = Header { version: 0x2008_0522, pid: 0 };
+        let mut data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+        // SAFETY: capget and capset read and write the structs we pass,
+        // laid out as the kernel's (version 3: two data structs).
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()), 0, "capget");
+            data[0].effective &= !(1 << CAP_IPC_LOCK);
+            data[0].permitted &= !(1 << CAP_IPC_LOCK);
+            assert_eq!(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()), 0, "capset");
+        }
     }
 
     /// The last call's error number.
@@ -699,6 +810,9 @@ mod child {
         let mut out: &mut [u8] = &mut report[..];
         let at = |page: i64| start.wrapping_add_signed(page * PAGE_SIZE as i64);
         let (lo, hi) = (at(-BELOW), at(ABOVE));
+        if ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. })) {
+            drop_ipc_lock();
+        }
         // SAFETY: a NUL-terminated path.
         let zero = unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) };
         assert!(zero >= 0, "/dev/zero");
@@ -726,9 +840,12 @@ mod child {
                         report_window(&smaps[..n], lo, hi, &mut out);
                         continue;
                     }
-                    Op::Map { page, pages, prot, shared, growsdown, noreplace } => {
+                    Op::Map { page, pages, prot, shared, growsdown, noreplace, locked } => {
                         let mut flags = libc::MAP_ANONYMOUS | if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
                         flags |= if noreplace { libc::MAP_FIXED_NOREPLACE } else { libc::MAP_FIXED };
+                        if locked {
+                            flags |= libc::MAP_LOCKED;
+                        }
                         if growsdown {
                             flags |= libc::MAP_GROWSDOWN;
                         }
@@ -743,16 +860,28 @@ mod child {
                     Op::LockAll { flags } => done(i64::from(libc::mlockall(flags))),
                     Op::UnlockAll => done(i64::from(libc::munlockall())),
                     Op::Fault { page } => done(libc::read(zero, at(page) as *mut _, 1) as i64),
+                    Op::Lock { page, pages, onfault } => {
+                        let flags = if onfault { libc::MLOCK_ONFAULT } else { 0 };
+                        done(libc::syscall(libc::SYS_mlock2, at(page) as usize, len(pages), flags as usize))
+                    }
+                    Op::Unlock { page, pages } => done(i64::from(libc::munlock(at(page) as *const _, len(pages)))),
+                    Op::MemLockAt { pages } => {
+                        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                        libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+                        lim.rlim_cur = (pages as u64 * PAGE_SIZE).min(lim.rlim_max);
+                        done(i64::from(libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim)))
+                    }
                     Op::DataLimitAt { pages } => {
                         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                         libc::getrlimit(libc::RLIMIT_DATA, &mut lim);
                         lim.rlim_cur = (pages as u64 * PAGE_SIZE).min(lim.rlim_max);
                         done(i64::from(libc::setrlimit(libc::RLIMIT_DATA, &lim)))
                     }
-                    Op::AsLimit { pages } | Op::DataLimit { pages } => {
+                    Op::AsLimit { pages } | Op::DataLimit { pages } | Op::MemLock { pages } => {
                         let (field, resource) = match *op {
                             Op::AsLimit { .. } => (&b"VmSize:"[..], libc::RLIMIT_AS),
-                            _ => (&b"VmData:"[..], libc::RLIMIT_DATA),
+                            Op::DataLimit { .. } => (&b"VmData:"[..], libc::RLIMIT_DATA),
+                            _ => (&b"VmLck:"[..], libc::RLIMIT_MEMLOCK),
                         };
                         let n = read_file(c"/proc/self/status", smaps);
                         let kb = status_kb(&smaps[..n], field);

@@ -657,6 +657,38 @@ fn the_data_limit_refuses_private_writable_growth() {
     assert_eq!(mm.brk(BASE + 207 * P), BASE + 207 * P);
 }
 
+/// RLIMIT_MEMLOCK as the brk oracle measured it (a process without
+/// CAP_IPC_LOCK): mlock counts the pages not locked yet, locked mappings
+/// and growths fail with EAGAIN, a limit of 0 refuses every lock, and
+/// MREMAP_DONTUNMAP leaves the pages it unlocks counted.
+#[test]
+fn the_locked_memory_limit_refuses_locks() {
+    let mut mm = AddressSpace::with_layout(Layout { memlock_limit: 15 * P, ..Layout::default() });
+    mm.mmap(BASE, 20 * P, Prot::RW, anon(), None, 0).unwrap();
+    mm.mlock(BASE, 10 * P).unwrap();
+    assert_eq!(mm.locked_vm(), 10 * P);
+    mm.mlock(BASE, 12 * P).unwrap();
+    assert_eq!(mm.mlock(BASE, 16 * P), Err(Errno::ENOMEM));
+    assert_eq!(mm.locked_vm(), 12 * P);
+    let locked = anon() | MapFlags::LOCKED;
+    assert_eq!(mm.mmap(BASE + 100 * P, 4 * P, Prot::RW, locked, None, 0), Err(Errno::EAGAIN));
+    mm.mmap(BASE + 100 * P, 3 * P, Prot::RW, locked, None, 0).unwrap();
+    assert_eq!(mm.mremap(BASE + 100 * P, 3 * P, 4 * P, MremapFlags::empty(), 0), Err(Errno::EAGAIN));
+    assert_eq!(mm.mlockall(MclFlags::CURRENT), Err(Errno::ENOMEM), "23 pages mapped, 15 allowed");
+    // The pages DONTUNMAP unlocks stay counted, also once unmapped.
+    mm.set_memlock_limit(u64::MAX);
+    let keep = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
+    mm.mremap(BASE + 100 * P, P, P, keep, BASE + 200 * P).unwrap();
+    assert_eq!(mm.locked_vm(), 12 * P + P + 3 * P);
+    mm.munmap(BASE + 100 * P, 3 * P).unwrap();
+    assert_eq!(mm.locked_vm(), 12 * P + P + 3 * P);
+    assert_eq!(mm.fork().unwrap().locked_vm(), 0, "a child locks nothing");
+    mm.set_memlock_limit(0);
+    assert_eq!(mm.mlock(BASE, P), Err(Errno::EPERM));
+    assert_eq!(mm.mlockall(MclFlags::FUTURE), Err(Errno::EPERM));
+    mm.munlock(BASE, 20 * P).unwrap();
+}
+
 // ---- cases from Linux's tools/testing/vma and selftests/mm ----
 
 /// merge.c: mprotect of a middle page splits; restoring merges; a written
