@@ -49,6 +49,7 @@ pub fn summary(mm: &AddressSpace) -> String {
     let _ = writeln!(out, "limits:");
     let _ = writeln!(out, "  address space {} of {} (RLIMIT_AS)", mib(mm.total_vm()), limit(l.as_limit));
     let _ = writeln!(out, "  data          {} of {} (RLIMIT_DATA)", mib(mm.data_vm()), limit(l.data_limit));
+    let _ = writeln!(out, "  locked        {} of {} (RLIMIT_MEMLOCK)", mib(mm.locked_vm()), limit(l.memlock_limit));
     let _ = writeln!(out, "  stack         {} at most (RLIMIT_STACK)", limit(l.stack_limit));
     let _ = writeln!(out, "by protection:");
     for (i, b) in s.by_prot.iter().enumerate() {
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn the_limits_are_shown_with_what_counts_against_them() {
-        let (mut mm, _) = eight_pages();
+        let (mut mm, at) = eight_pages();
         let text = summary(&mm);
         assert!(text.contains("address space 32 KiB of unlimited (RLIMIT_AS)"), "{text}");
         mm.set_as_limit(1 << 30);
@@ -185,6 +186,9 @@ mod tests {
         assert!(text.contains("address space 32 KiB of 1.0 GiB (RLIMIT_AS)"), "{text}");
         assert!(text.contains("data          32 KiB of 16 KiB (RLIMIT_DATA)"), "{text}");
         assert!(text.contains("stack         8.0 MiB at most (RLIMIT_STACK)"), "{text}");
+        mm.set_memlock_limit(1 << 20);
+        mm.mlock(at, PAGE_SIZE).unwrap();
+        assert!(summary(&mm).contains("locked        4 KiB of 1.0 MiB (RLIMIT_MEMLOCK)"), "{}", summary(&mm));
     }
 
     #[test]

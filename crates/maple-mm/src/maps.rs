@@ -297,8 +297,11 @@ impl AddressSpace {
     /// shows page frames (to `CAP_SYS_ADMIN`: they tell the shared zero
     /// page, which a read maps, from a written page; else none are known);
     /// the memory policies of its private anonymous VMAs, from
-    /// `/proc/PID/numa_maps`; and its layout's stack limit
-    /// (`/proc/PID/limits`) and `mmap_min_addr`.
+    /// `/proc/PID/numa_maps`; its program break's start and the size of
+    /// its initialised data (`/proc/PID/stat`); and its layout's resource
+    /// limits (`/proc/PID/limits`: `RLIMIT_STACK`, `RLIMIT_AS`,
+    /// `RLIMIT_DATA`, and `RLIMIT_MEMLOCK` unless `/proc/PID/status` shows
+    /// `CAP_IPC_LOCK`) and `mmap_min_addr`.
     pub fn from_pid(pid: u32) -> Result<AddressSpace, MapsError> {
         Self::from_proc(&format!("/proc/{pid}"))
     }
@@ -501,7 +504,8 @@ fn zero_page_frame() -> Option<u64> {
 }
 
 /// The layout of the live process whose `/proc` directory is `dir`: its
-/// stack limit (`RLIMIT_STACK`'s soft limit, from `limits`) and the
+/// resource limits (the soft ones, from `limits`: stack, address space,
+/// data, and locked memory where `status` shows no `CAP_IPC_LOCK`) and the
 /// system's `vm.mmap_min_addr`, where they can be read; the rest Linux's
 /// defaults (the stack guard gap is a boot parameter no file shows).
 fn live_layout(dir: &str) -> Layout {
@@ -515,6 +519,16 @@ fn live_layout(dir: &str) -> Layout {
         }
         if let Some(limit) = soft_limit(&limits, "Max data size") {
             layout.data_limit = limit;
+        }
+        // The locked-memory limit binds only a process without
+        // CAP_IPC_LOCK (bit 14 of its effective capabilities).
+        let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
+        let caps =
+            status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|c| u64::from_str_radix(c.trim(), 16).ok());
+        if caps.is_some_and(|c| c & 1 << 14 == 0) {
+            if let Some(limit) = soft_limit(&limits, "Max locked memory") {
+                layout.memlock_limit = limit;
+            }
         }
     }
     let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").ok().and_then(|s| s.trim().parse().ok());
