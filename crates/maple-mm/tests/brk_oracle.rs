@@ -381,6 +381,27 @@ fn generate(seed: u64) -> Vec<Op> {
         .collect()
 }
 
+/// The flags of a `map` operation (the model's are Linux's numbers, which
+/// the child passes on).
+fn map_flags(op: &Op) -> MapFlags {
+    let Op::Map { shared, growsdown, noreplace, locked, .. } = *op else { unreachable!("not a map") };
+    let mut flags = MapFlags::ANONYMOUS | if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
+    flags |= if noreplace { MapFlags::FIXED_NOREPLACE } else { MapFlags::FIXED };
+    flags.set(MapFlags::LOCKED, locked);
+    flags.set(MapFlags::GROWSDOWN, growsdown);
+    flags
+}
+
+/// The flags of a `remap` operation.
+fn remap_flags(op: &Op) -> MremapFlags {
+    let Op::Remap { maymove, fixed, dontunmap, .. } = *op else { unreachable!("not a remap") };
+    let mut flags = MremapFlags::empty();
+    flags.set(MremapFlags::MAYMOVE, maymove);
+    flags.set(MremapFlags::FIXED, fixed);
+    flags.set(MremapFlags::DONTUNMAP, dontunmap);
+    flags
+}
+
 /// The address a `brk` operation asks for, with the heap at `start`.
 fn brk_target(op: &Op, start: u64) -> u64 {
     match *op {
@@ -434,15 +455,8 @@ impl Model {
                 let to = brk_target(op, self.start);
                 format!("brk {:+}", self.mm.brk(to) as i64 - self.start as i64)
             }
-            Op::Map { page, pages, prot, shared, growsdown, noreplace, locked } => {
-                let mut flags = MapFlags::ANONYMOUS | if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
-                flags |= if noreplace { MapFlags::FIXED_NOREPLACE } else { MapFlags::FIXED };
-                if locked {
-                    flags |= MapFlags::LOCKED;
-                }
-                if growsdown {
-                    flags |= MapFlags::GROWSDOWN;
-                }
+            Op::Map { page, pages, prot, .. } => {
+                let flags = map_flags(op);
                 let prot = Prot::from_bits_truncate(u32::from(prot));
                 done(self.mm.mmap(self.at(page), len(pages), prot, flags, None, 0).map(|_| ()))
             }
@@ -485,14 +499,8 @@ impl Model {
                 self.mm.set_as_limit(total.saturating_add_signed(pages * PAGE_SIZE as i64));
                 format!("vm {}", total / 1024)
             }
-            Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
-                let mut flags = if maymove { MremapFlags::MAYMOVE } else { MremapFlags::empty() };
-                if fixed {
-                    flags |= MremapFlags::FIXED;
-                }
-                if dontunmap {
-                    flags |= MremapFlags::DONTUNMAP;
-                }
+            Op::Remap { page, pages, new_pages, to, .. } => {
+                let flags = remap_flags(op);
                 let to = to.map_or(0, |p| self.at(p));
                 done(self.mm.mremap(self.at(page), len(pages), len(new_pages), flags, to).map(|_| ()))
             }
@@ -840,15 +848,9 @@ mod child {
                         report_window(&smaps[..n], lo, hi, &mut out);
                         continue;
                     }
-                    Op::Map { page, pages, prot, shared, growsdown, noreplace, locked } => {
-                        let mut flags = libc::MAP_ANONYMOUS | if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
-                        flags |= if noreplace { libc::MAP_FIXED_NOREPLACE } else { libc::MAP_FIXED };
-                        if locked {
-                            flags |= libc::MAP_LOCKED;
-                        }
-                        if growsdown {
-                            flags |= libc::MAP_GROWSDOWN;
-                        }
+                    Op::Map { page, pages, prot, .. } => {
+                        // The model's flags are Linux's numbers.
+                        let flags = map_flags(op).bits() as i32;
                         let p = libc::mmap(at(page) as *mut _, len(pages), i32::from(prot), flags, -1, 0);
                         done(if p == libc::MAP_FAILED { -1 } else { 0 })
                     }
@@ -895,14 +897,8 @@ mod child {
                         report_window(&smaps[..n], lo, hi, &mut out);
                         continue;
                     }
-                    Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
-                        let mut flags = if maymove { libc::MREMAP_MAYMOVE } else { 0 };
-                        if fixed {
-                            flags |= libc::MREMAP_FIXED;
-                        }
-                        if dontunmap {
-                            flags |= libc::MREMAP_DONTUNMAP;
-                        }
+                    Op::Remap { page, pages, new_pages, to, .. } => {
+                        let flags = remap_flags(op).bits() as i32;
                         let to = to.map_or(0, at) as *mut libc::c_void;
                         let p = libc::mremap(at(page) as *mut _, len(pages), len(new_pages), flags, to);
                         done(if p == libc::MAP_FAILED { -1 } else { 0 })

@@ -127,27 +127,33 @@ fn mapped_files_get_the_kernels_path_and_identity() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A recorded program (`tests/data/strace-NAME`, see its README) replayed
+/// from the maps read before its first snapshot (`NAME.start.maps`), on top
+/// of it, up to the read before its second: the space of the process that
+/// took them, and the second snapshot. No line may disagree.
+fn replay_recorded(name: &str) -> (AddressSpace, String) {
+    let dir = format!("{}/tests/data/strace-{name}", env!("CARGO_MANIFEST_DIR"));
+    let read = |file: &str| std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+    let log = read(&format!("{name}.strace"));
+    let (start, end) = (format!("{name}.start.maps"), format!("{name}.end.maps"));
+    let (from, to) = (snapshot_line(&log, &start), snapshot_line(&log, &end));
+    let initial = AddressSpace::from_maps(&read(&start), &start).unwrap();
+    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false };
+    let mut r = replay(log.lines(), opts, Some(initial)).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    let pid = pid_of(&log, to);
+    let space = r.processes.iter().position(|(p, _)| *p == pid).map(|i| r.processes.swap_remove(i).1);
+    (space.expect("the snapshots' process"), read(&end))
+}
+
 /// A recorded program's System V shared memory (see
 /// `tests/data/strace-sysv/README.md`): attaches where the kernel chose,
 /// read-only, over a reservation, cut and detached, replayed on the first
 /// snapshot, give the second line for line, segment ids and all.
 #[test]
 fn system_v_shared_memory_replays_line_for_line() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-sysv");
-    let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
-    let log = read("sysv.strace");
-    let lines: Vec<&str> = log.lines().collect();
-    let maps_read_before = |name: &str| {
-        let at = lines.iter().position(|l| l.contains(&format!("\"{name}\""))).expect("snapshot open");
-        (0..at).rev().find(|&i| lines[i].contains("\"/proc/self/maps\"")).expect("maps read") + 1
-    };
-    let (from, to) = (maps_read_before("sysv.start.maps"), maps_read_before("sysv.end.maps"));
-    let initial = AddressSpace::from_maps(&read("sysv.start.maps"), "sysv.start.maps").unwrap();
-    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false };
-    let r = replay(log.lines(), opts, Some(initial)).unwrap();
-    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
-    let got = r.space(pid_of(&log, to)).unwrap().maps();
-    let want = read("sysv.end.maps");
+    let (space, want) = replay_recorded("sysv");
+    let got = space.maps();
     let diff = page_diff(&want, &got);
     assert!(diff.is_empty(), "pages differ:\n{}\n--- got:\n{got}", diff.join("\n"));
     let segments = |maps: &str| maps.lines().filter(|l| l.contains("/SYSV")).map(String::from).collect::<Vec<_>>();
@@ -161,23 +167,9 @@ fn system_v_shared_memory_replays_line_for_line() {
 /// fixed mapping's cut is in the second snapshot, line for line.
 #[test]
 fn an_address_space_limit_replays_line_for_line() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace-aslimit");
-    let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
-    let log = read("aslimit.strace");
-    let lines: Vec<&str> = log.lines().collect();
-    let maps_read_before = |name: &str| {
-        let at = lines.iter().position(|l| l.contains(&format!("\"{name}\""))).expect("snapshot open");
-        (0..at).rev().find(|&i| lines[i].contains("\"/proc/self/maps\"")).expect("maps read") + 1
-    };
-    let (from, to) = (maps_read_before("aslimit.start.maps"), maps_read_before("aslimit.end.maps"));
-    let initial = AddressSpace::from_maps(&read("aslimit.start.maps"), "aslimit.start.maps").unwrap();
-    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false };
-    let r = replay(log.lines(), opts, Some(initial)).unwrap();
-    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
-    let pid = pid_of(&log, to);
-    let space = r.space(pid).unwrap();
+    let (space, want) = replay_recorded("aslimit");
     assert_ne!(space.layout().as_limit, u64::MAX, "the limit was followed");
-    let (got, want) = (space.maps(), read("aslimit.end.maps"));
+    let got = space.maps();
     let (matching, total) = matching_lines(&want, &got);
     assert_eq!(matching, total, "lines differ:\n--- want:\n{want}\n--- got:\n{got}");
     assert_eq!(got.lines().count(), want.lines().count(), "{got}");
