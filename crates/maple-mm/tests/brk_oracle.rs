@@ -421,6 +421,8 @@ fn line(maps: &str, flags: maple_mm::VmFlags) -> String {
 struct Model {
     mm: AddressSpace,
     start: u64,
+    /// The child's hard limits: `RLIMIT_AS`, `_DATA`, `_MEMLOCK`.
+    hard: [u64; 3],
 }
 
 impl Model {
@@ -437,7 +439,7 @@ impl Model {
         let mut mm = AddressSpace::from_maps_with(&smaps, "the child's smaps", Layout::default())
             .unwrap_or_else(|e| panic!("the child's lines parse: {e}"));
         mm.set_brk(Brk { start, current: brk }).expect("the child's break");
-        Model { mm, start }
+        Model { mm, start, hard: [u64::MAX; 3] }
     }
 
     fn at(&self, page: i64) -> u64 {
@@ -472,7 +474,7 @@ impl Model {
                 Err(_) => format!("err {}", Errno::EFAULT.code()),
             },
             Op::DataLimitAt { pages } => {
-                self.mm.set_data_limit(pages as u64 * PAGE_SIZE);
+                self.mm.set_data_limit((pages as u64 * PAGE_SIZE).min(self.hard[1]));
                 "ok".into()
             }
             Op::Lock { page, pages, onfault } => {
@@ -482,21 +484,21 @@ impl Model {
             Op::Unlock { page, pages } => done(self.mm.munlock(self.at(page), len(pages))),
             Op::MemLock { pages } => {
                 let locked = self.mm.locked_vm();
-                self.mm.set_memlock_limit(locked.saturating_add_signed(pages * PAGE_SIZE as i64));
+                self.mm.set_memlock_limit(locked.saturating_add_signed(pages * PAGE_SIZE as i64).min(self.hard[2]));
                 format!("vm {}", locked / 1024)
             }
             Op::MemLockAt { pages } => {
-                self.mm.set_memlock_limit(pages as u64 * PAGE_SIZE);
+                self.mm.set_memlock_limit((pages as u64 * PAGE_SIZE).min(self.hard[2]));
                 "ok".into()
             }
             Op::DataLimit { pages } => {
                 let data = self.mm.data_vm();
-                self.mm.set_data_limit(data.saturating_add_signed(pages * PAGE_SIZE as i64));
+                self.mm.set_data_limit(data.saturating_add_signed(pages * PAGE_SIZE as i64).min(self.hard[1]));
                 format!("vm {}", data / 1024)
             }
             Op::AsLimit { pages } => {
                 let total = self.mm.total_vm();
-                self.mm.set_as_limit(total.saturating_add_signed(pages * PAGE_SIZE as i64));
+                self.mm.set_as_limit(total.saturating_add_signed(pages * PAGE_SIZE as i64).min(self.hard[0]));
                 format!("vm {}", total / 1024)
             }
             Op::Remap { page, pages, new_pages, to, .. } => {
@@ -535,8 +537,16 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
     }
     let f: Vec<&str> = head.split_whitespace().collect();
     let field = |i: usize| f.get(i).and_then(|s| s.parse().ok());
-    let (Some(start), Some(brk), Some(data)) = (field(1), field(3), field(5)) else {
+    let (Some(start), Some(brk), Some(data), Some(memlock)) = (field(1), field(3), field(5), field(7)) else {
         return Err(format!("the child reported {head:?} ({status})"));
+    };
+    // The hard limits (`RLIMIT_AS`, `_DATA`, `_MEMLOCK`), which the child
+    // cannot raise (it may lack CAP_SYS_RESOURCE): the limits it sets are
+    // cut to them.
+    let hard: Vec<u64> =
+        report.next().unwrap_or_default().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let [as_max, data_max, memlock_max] = hard[..] else {
+        return Err(format!("the child reported no hard limits ({status})"));
     };
     // The lines up to the next `.`.
     let block = |report: &mut std::str::Lines<'_>| -> Option<Vec<String>> {
@@ -561,7 +571,9 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
     // as the kernel's checks do), then the lines around the heap.
     let first = block(&mut report).ok_or("no first report")?;
     let mut model = Model::new(start, brk, &first);
+    model.hard = [as_max, data_max, memlock_max];
     model.mm.set_data_segment(data);
+    model.mm.set_memlock_limit(memlock);
     let (lo, hi) = (model.at(-BELOW), model.at(ABOVE));
     let around: Vec<String> = first
         .into_iter()
@@ -818,8 +830,15 @@ mod child {
         let mut out: &mut [u8] = &mut report[..];
         let at = |page: i64| start.wrapping_add_signed(page * PAGE_SIZE as i64);
         let (lo, hi) = (at(-BELOW), at(ABOVE));
+        // Without CAP_IPC_LOCK the process's RLIMIT_MEMLOCK binds from
+        // the start: the model is told it.
+        let mut memlock = u64::MAX;
         if ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. })) {
             drop_ipc_lock();
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes into the struct we own.
+            unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+            memlock = lim.rlim_cur;
         }
         // SAFETY: a NUL-terminated path.
         let zero = unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) };
@@ -827,7 +846,15 @@ mod child {
         // From here on, nothing allocates.
         // SAFETY: `brk(0)` changes nothing.
         let brk = unsafe { libc::syscall(libc::SYS_brk, 0usize) } as u64;
-        writeln!(out, "start {start} brk {brk} data {}", end_data - start_data).unwrap();
+        let hard = |resource| {
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes into the struct we own.
+            unsafe { libc::getrlimit(resource, &mut lim) };
+            lim.rlim_max
+        };
+        let hard = [hard(libc::RLIMIT_AS), hard(libc::RLIMIT_DATA), hard(libc::RLIMIT_MEMLOCK)];
+        writeln!(out, "start {start} brk {brk} data {} memlock {memlock}", end_data - start_data).unwrap();
+        writeln!(out, "hard {} {} {}", hard[0], hard[1], hard[2]).unwrap();
         let n = read_smaps(smaps);
         report_window(&smaps[..n], 0, u64::MAX, &mut out);
         for op in ops.iter() {
@@ -890,9 +917,13 @@ mod child {
                         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                         libc::getrlimit(resource, &mut lim);
                         let want = (kb * 1024).saturating_add_signed(pages * PAGE_SIZE as i64);
+                        // Clamped to the hard limit (which the parent knows).
                         lim.rlim_cur = want.min(lim.rlim_max);
-                        libc::setrlimit(resource, &lim);
-                        writeln!(out, "vm {kb}").unwrap();
+                        if libc::setrlimit(resource, &lim) == 0 {
+                            writeln!(out, "vm {kb}").unwrap();
+                        } else {
+                            writeln!(out, "vm {kb}, setrlimit err {}", errno()).unwrap();
+                        }
                         let n = read_smaps(smaps);
                         report_window(&smaps[..n], lo, hi, &mut out);
                         continue;
