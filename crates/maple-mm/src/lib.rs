@@ -11,11 +11,15 @@
 //! write faults ([`touch`](AddressSpace::touch), which decide merging as
 //! in Linux) and the anonymous pages they make
 //! ([`anon_pages`](AddressSpace::anon_pages)), faults that grow a stack
-//! into the hole below it ([`fault`](AddressSpace::fault)), `fork` by
-//! O(n) duplication of the tree, and `exec`; and it reads and writes
-//! `/proc/PID/maps`. Its rules are checked against the
-//! running kernel by random call sequences (`tests/kernel_oracle.rs`;
-//! `tests/brk_oracle.rs` for the program break).
+//! into the hole below it ([`fault`](AddressSpace::fault)), the resource
+//! limits those calls check (`RLIMIT_AS`, `RLIMIT_DATA`, `RLIMIT_STACK`,
+//! `RLIMIT_MEMLOCK`: see [`Layout`], [`total_vm`](AddressSpace::total_vm),
+//! [`data_vm`](AddressSpace::data_vm),
+//! [`locked_vm`](AddressSpace::locked_vm)), `fork` by O(n) duplication of
+//! the tree, and `exec`; and it reads and writes `/proc/PID/maps`. Its
+//! rules are checked against the running kernel by random call sequences
+//! (`tests/kernel_oracle.rs`; `tests/brk_oracle.rs` for the program break
+//! and the limits, around the process's own heap).
 //!
 //! It is meant for programs that model or track another program's memory:
 //! emulators, sandboxes, record/replay tools, debuggers, userspace kernels
