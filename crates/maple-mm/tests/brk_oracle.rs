@@ -19,6 +19,15 @@
 //! `mm->start_brk` from `/proc/self/stat` and the break that `brk(0)`
 //! gives.
 //!
+//! The sequences also set resource limits (`RLIMIT_AS`, `RLIMIT_DATA`
+//! relative to `VmSize` and `VmData`, `RLIMIT_MEMLOCK` relative to `VmLck`
+//! or absolute; the model's `total_vm`, `data_vm` and `locked_vm` must
+//! equal them), remap, lock, and fault below grows-down mappings. A child
+//! whose sequence sets `RLIMIT_MEMLOCK` gives up `CAP_IPC_LOCK`, which the
+//! limit does not bind; a child without it (given up, or a user who is not
+//! root) tells the model its limit. Limits are cut to the hard ones, which
+//! the child reports (raising them takes `CAP_SYS_RESOURCE`).
+//!
 //! Addresses are written in pages from `start_brk` (so a sequence means
 //! the same in every child, whatever the address randomization), break
 //! values in bytes from it. Anonymous page counts are not compared: the
@@ -42,7 +51,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 mod common;
 
-use common::{can_lock_all, hidden_flags, hidden_names, is_root, normalise};
+use common::{hidden_flags, hidden_names, normalise};
 
 /// Pages compared below `start_brk`.
 const BELOW: i64 = 64;
@@ -633,22 +642,8 @@ fn run_parent() -> i32 {
     }
     let exe = std::env::current_exe().expect("own path");
     let trace = std::env::var_os("MAPLE_BRK_TRACE").is_some();
-    let lock_all = can_lock_all();
-    let root = is_root();
-    if !root {
-        println!("brk oracle: not root: sequences that set RLIMIT_MEMLOCK left out (they give up CAP_IPC_LOCK)");
-    }
-    if !lock_all {
-        println!("brk oracle: a locked-memory limit here: sequences with mlockall(MCL_CURRENT) left out");
-    }
     let (mut passed, mut failed, mut ops_run) = (0, 0, 0);
     for (name, ops) in &seqs {
-        if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
-            continue;
-        }
-        if !root && ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. })) {
-            continue;
-        }
         match run_one(&exe, ops, trace) {
             Ok(n) => {
                 passed += 1;
@@ -709,9 +704,10 @@ mod child {
         Some([f.next()??, f.next()??, f.next()??])
     }
 
-    /// Gives up `CAP_IPC_LOCK` (effective and permitted), so that
-    /// `RLIMIT_MEMLOCK` binds this process as it binds an unprivileged one.
-    fn drop_ipc_lock() {
+    /// Whether this process holds `CAP_IPC_LOCK`, after giving it up
+    /// (effective and permitted) if `drop`, so that `RLIMIT_MEMLOCK` binds
+    /// it as it binds an unprivileged process.
+    fn ipc_lock(drop: bool) -> bool {
         /// `struct __user_cap_header_struct`.
         #[repr(C)]
         struct Header {
@@ -733,10 +729,13 @@ mod child {
         // laid out as the kernel's (version 3: two data structs).
         unsafe {
             assert_eq!(libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()), 0, "capget");
-            data[0].effective &= !(1 << CAP_IPC_LOCK);
-            data[0].permitted &= !(1 << CAP_IPC_LOCK);
-            assert_eq!(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()), 0, "capset");
+            if drop {
+                data[0].effective &= !(1 << CAP_IPC_LOCK);
+                data[0].permitted &= !(1 << CAP_IPC_LOCK);
+                assert_eq!(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()), 0, "capset");
+            }
         }
+        data[0].effective >> CAP_IPC_LOCK & 1 == 1
     }
 
     /// The last call's error number.
@@ -830,11 +829,12 @@ mod child {
         let mut out: &mut [u8] = &mut report[..];
         let at = |page: i64| start.wrapping_add_signed(page * PAGE_SIZE as i64);
         let (lo, hi) = (at(-BELOW), at(ABOVE));
-        // Without CAP_IPC_LOCK the process's RLIMIT_MEMLOCK binds from
-        // the start: the model is told it.
+        // Without CAP_IPC_LOCK (given up for the sequences that set the
+        // limit, or never held, as by a user who is not root) the
+        // process's RLIMIT_MEMLOCK binds from the start: the model is told.
+        let drop = ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. }));
         let mut memlock = u64::MAX;
-        if ops.iter().any(|op| matches!(op, Op::MemLock { .. } | Op::MemLockAt { .. })) {
-            drop_ipc_lock();
+        if !ipc_lock(drop) {
             let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: getrlimit writes into the struct we own.
             unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };

@@ -52,7 +52,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 mod common;
 
-use common::{can_lock_all, hidden_flags, hidden_names, is_root, normalise};
+use common::{can_lock_all, has_capability, hidden_flags, hidden_names, normalise, CAP_SYS_NICE};
 
 /// The window: far below where Linux places mappings and far above the
 /// program, so nothing else ever lands next to it.
@@ -919,11 +919,11 @@ fn run_parent() -> i32 {
     }
     let lock_all = can_lock_all();
     if !lock_all {
-        println!("kernel oracle: a locked-memory limit here: sequences with mlockall(MCL_CURRENT) left out");
+        println!("kernel oracle: a locked-memory limit binds here: sequences with mlockall(MCL_CURRENT) left out");
     }
-    let root = is_root();
-    if !root {
-        println!("kernel oracle: not root: sequences with mbind(MPOL_MF_MOVE_ALL) left out (CAP_SYS_NICE)");
+    let nice = has_capability(CAP_SYS_NICE);
+    if !nice {
+        println!("kernel oracle: no CAP_SYS_NICE: sequences with mbind(MPOL_MF_MOVE_ALL) left out");
     }
     let (mut passed, mut failed) = (0u64, 0u64);
     let trace = std::env::var_os("MAPLE_ORACLE_TRACE").is_some();
@@ -942,7 +942,7 @@ fn run_parent() -> i32 {
         if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
             continue;
         }
-        if !root && ops.iter().any(|op| matches!(op, Op::Mbind { flags, .. } if flags & 4 != 0)) {
+        if !nice && ops.iter().any(|op| matches!(op, Op::Mbind { flags, .. } if flags & 4 != 0)) {
             continue;
         }
         let mut model = Model::new(&file, per_page);

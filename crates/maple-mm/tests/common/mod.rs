@@ -92,22 +92,29 @@ pub fn normalise(line: &str) -> String {
 }
 
 /// Whether `mlockall(MCL_CURRENT)` can lock the whole of a test process:
-/// as root (taken to hold `CAP_IPC_LOCK`) or without a locked-memory
-/// limit. Elsewhere Linux says `ENOMEM` past the limit (8 MiB by default),
-/// which the model, having no such limit, does not.
+/// with `CAP_IPC_LOCK`, or without a locked-memory limit. Elsewhere Linux
+/// says `ENOMEM` past the limit (8 MiB by default), which a model that
+/// knows only part of the process cannot tell.
 #[cfg(target_os = "linux")]
 pub fn can_lock_all() -> bool {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `getrlimit` writes the limit into the struct we pass, which
     // we own.
     let read = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
-    is_root() || read && lim.rlim_cur == libc::RLIM_INFINITY
+    has_capability(CAP_IPC_LOCK) || read && lim.rlim_cur == libc::RLIM_INFINITY
 }
 
-/// Whether the tests run as root, taken to hold every capability the
-/// model assumes (`CAP_SYS_NICE` for `MPOL_MF_MOVE_ALL`, `CAP_IPC_LOCK`).
-#[cfg(target_os = "linux")]
-pub fn is_root() -> bool {
-    // SAFETY: `geteuid` only reads the process's credentials.
-    unsafe { libc::geteuid() == 0 }
+/// `CAP_IPC_LOCK`: locks past `RLIMIT_MEMLOCK`.
+pub const CAP_IPC_LOCK: u32 = 14;
+/// `CAP_SYS_NICE`: `MPOL_MF_MOVE_ALL`.
+pub const CAP_SYS_NICE: u32 = 23;
+
+/// Whether this process holds the capability numbered `bit` (its
+/// `CapEff` in `/proc/self/status`), which the model assumes of the
+/// process it models.
+pub fn has_capability(bit: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps =
+        status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|c| u64::from_str_radix(c.trim(), 16).ok());
+    caps.is_some_and(|c| c >> bit & 1 == 1)
 }
