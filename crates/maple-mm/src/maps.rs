@@ -345,6 +345,13 @@ impl AddressSpace {
         if let Some((start, end)) = stat.as_deref().and_then(|s| Some((stat_field(s, 45)?, stat_field(s, 46)?))) {
             mm.layout.data_segment = end.saturating_sub(start);
         }
+        // Locked memory Linux counts beyond the locked VMAs (what
+        // MREMAP_DONTUNMAP unlocked: see `locked_vm`), from `VmLck`.
+        let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
+        let vm_lck = status.lines().find_map(|l| l.strip_prefix("VmLck:"));
+        if let Some(kb) = vm_lck.and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
+            mm.lock_leak = (kb * 1024).saturating_sub(mm.locked_vm());
+        }
         Ok(mm)
     }
 
@@ -702,6 +709,38 @@ mod tests {
         assert_eq!(start_brk("4242 (cut short) S 1 2"), None);
         assert_eq!(start_brk("no name at all"), None);
         assert_eq!((stat_field(&stat, 45), stat_field(&stat, 46), stat_field(&stat, 2)), (Some(45), Some(46), None));
+    }
+
+    /// Locked memory that no VMA holds locked (pages `MREMAP_DONTUNMAP`
+    /// unlocked, which Linux goes on counting) is read back from `VmLck`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_live_process_keeps_the_locked_count() {
+        let p = crate::PAGE_SIZE as usize;
+        // SAFETY: a fresh locked mapping of our own, one page of it moved
+        // elsewhere (leaving the rest mapped), both unmapped at the end;
+        // no Rust object lives in them.
+        let (a, b) = unsafe {
+            let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_LOCKED;
+            let a = libc::mmap(std::ptr::null_mut(), 4 * p, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
+            assert_ne!(a, libc::MAP_FAILED, "a locked mapping");
+            let keep = libc::MREMAP_MAYMOVE | libc::MREMAP_DONTUNMAP;
+            let b = libc::mremap(a, p, p, keep, std::ptr::null_mut::<libc::c_void>());
+            assert_ne!(b, libc::MAP_FAILED, "a DONTUNMAP move");
+            (a, b)
+        };
+        let mm = crate::AddressSpace::from_self().unwrap();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        // SAFETY: the two mappings made above, which nothing else uses.
+        unsafe {
+            libc::munmap(a, 4 * p);
+            libc::munmap(b, p);
+        }
+        let kb = status.lines().find_map(|l| l.strip_prefix("VmLck:")).unwrap();
+        let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap();
+        assert!(kb >= 5 * 4, "4 pages unlocked but counted, 1 locked: {kb} KiB");
+        assert_eq!(mm.locked_vm(), kb * 1024);
     }
 
     /// The space's counts are the kernel's (`VmSize`, `VmData`) as they
