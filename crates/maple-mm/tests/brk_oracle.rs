@@ -21,7 +21,7 @@
 //!
 //! The sequences also set resource limits (`RLIMIT_AS`, `RLIMIT_DATA`
 //! relative to `VmSize` and `VmData`, `RLIMIT_MEMLOCK` relative to `VmLck`
-//! or absolute; the model's `total_vm`, `data_vm` and `locked_vm` must
+//! or absolute, `RLIMIT_STACK`; the model's `total_vm`, `data_vm` and `locked_vm` must
 //! equal them), remap, lock, and fault below grows-down mappings. A child
 //! whose sequence sets `RLIMIT_MEMLOCK` gives up `CAP_IPC_LOCK`, which the
 //! limit does not bind; a child without it (given up, or a user who is not
@@ -106,6 +106,8 @@ const KNOWN: &[&str] = &[
     "memlock +100; lockall 1",
     "map 562 10 rw- p noreplace gd locked; memlock +5; fault 556; memlock +6; fault 556",
     "map 300 4 rw- p locked; memlock +3; remap 300 4 8; remap 300 4 7",
+    // RLIMIT_STACK: a stack grows to it, not past it (16 pages here).
+    "map 562 10 rw- p noreplace gd; stacklimit =15; fault 556; stacklimit =16; fault 556",
     // MREMAP_DONTUNMAP unlocks the old VMA (all of it) but Linux goes on
     // counting its pages as locked, even once it is unmapped (VmLck 92 KiB
     // with 12 locked).
@@ -185,6 +187,10 @@ enum Op {
     MemLockAt {
         pages: i64,
     },
+    /// `setrlimit(RLIMIT_STACK)` to `pages`: how far a stack may grow.
+    StackLimitAt {
+        pages: i64,
+    },
     /// `setrlimit(RLIMIT_DATA)` to `pages` (less than a process takes:
     /// every growth fails, and a `brk` whose heap and data would not fit,
     /// shrinks too).
@@ -243,6 +249,7 @@ impl fmt::Display for Op {
             Op::AsLimit { pages } => write!(f, "aslimit {pages:+}"),
             Op::DataLimit { pages } => write!(f, "datalimit {pages:+}"),
             Op::DataLimitAt { pages } => write!(f, "datalimit ={pages}"),
+            Op::StackLimitAt { pages } => write!(f, "stacklimit ={pages}"),
             Op::Fault { page } => write!(f, "fault {page}"),
             Op::Remap { page, pages, new_pages, maymove, to, fixed, dontunmap } => {
                 write!(f, "remap {page} {pages} {new_pages}")?;
@@ -298,6 +305,9 @@ fn parse_op(line: &str) -> Op {
             Op::MemLockAt { pages: w[1][1..].parse().unwrap_or_else(|_| panic!("memlock =PAGES in {line:?}")) }
         }
         "memlock" => Op::MemLock { pages: n(1) },
+        "stacklimit" => Op::StackLimitAt {
+            pages: w[1].trim_start_matches('=').parse().unwrap_or_else(|_| panic!("stacklimit =PAGES in {line:?}")),
+        },
         "fault" => Op::Fault { page: n(1) },
         "remap" => Op::Remap {
             page: n(1),
@@ -320,7 +330,7 @@ fn generate(seed: u64) -> Vec<Op> {
     // Where grows-down mappings were asked for: faults go below them.
     let mut stacks: Vec<i64> = Vec::new();
     (0..24)
-        .map(|_| match rng.gen_range(0..130) {
+        .map(|_| match rng.gen_range(0..132) {
             0..=44 => {
                 let to = match rng.gen_range(0..12) {
                     0 => None,
@@ -370,6 +380,7 @@ fn generate(seed: u64) -> Vec<Op> {
             126 => Op::Unlock { page: page(&mut rng), pages: rng.gen_range(1..60) },
             127..=128 => Op::MemLock { pages: rng.gen_range(-20..200) },
             129 => Op::MemLockAt { pages: rng.gen_range(0..40) },
+            130..=131 => Op::StackLimitAt { pages: rng.gen_range(1..60) },
             99..=106 => {
                 let below = stacks.get(rng.gen_range(0..stacks.len().max(1))).map(|s| s - rng.gen_range(1..12));
                 Op::Fault { page: below.unwrap_or_else(|| page(&mut rng)) }
@@ -430,8 +441,8 @@ fn line(maps: &str, flags: maple_mm::VmFlags) -> String {
 struct Model {
     mm: AddressSpace,
     start: u64,
-    /// The child's hard limits: `RLIMIT_AS`, `_DATA`, `_MEMLOCK`.
-    hard: [u64; 3],
+    /// The child's hard limits: `RLIMIT_AS`, `_DATA`, `_MEMLOCK`, `_STACK`.
+    hard: [u64; 4],
 }
 
 impl Model {
@@ -448,7 +459,7 @@ impl Model {
         let mut mm = AddressSpace::from_maps_with(&smaps, "the child's smaps", Layout::default())
             .unwrap_or_else(|e| panic!("the child's lines parse: {e}"));
         mm.set_brk(Brk { start, current: brk }).expect("the child's break");
-        Model { mm, start, hard: [u64::MAX; 3] }
+        Model { mm, start, hard: [u64::MAX; 4] }
     }
 
     fn at(&self, page: i64) -> u64 {
@@ -484,6 +495,10 @@ impl Model {
             },
             Op::DataLimitAt { pages } => {
                 self.mm.set_data_limit((pages as u64 * PAGE_SIZE).min(self.hard[1]));
+                "ok".into()
+            }
+            Op::StackLimitAt { pages } => {
+                self.mm.set_stack_limit((pages as u64 * PAGE_SIZE).min(self.hard[3]));
                 "ok".into()
             }
             Op::Lock { page, pages, onfault } => {
@@ -549,12 +564,12 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
     let (Some(start), Some(brk), Some(data), Some(memlock)) = (field(1), field(3), field(5), field(7)) else {
         return Err(format!("the child reported {head:?} ({status})"));
     };
-    // The hard limits (`RLIMIT_AS`, `_DATA`, `_MEMLOCK`), which the child
+    // The hard limits (`RLIMIT_AS`, `_DATA`, `_MEMLOCK`, `_STACK`), which the child
     // cannot raise (it may lack CAP_SYS_RESOURCE): the limits it sets are
     // cut to them.
     let hard: Vec<u64> =
         report.next().unwrap_or_default().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    let [as_max, data_max, memlock_max] = hard[..] else {
+    let [as_max, data_max, memlock_max, stack_max] = hard[..] else {
         return Err(format!("the child reported no hard limits ({status})"));
     };
     // The lines up to the next `.`.
@@ -580,7 +595,7 @@ fn run_one(exe: &std::path::Path, ops: &[Op], trace: bool) -> Result<usize, Stri
     // as the kernel's checks do), then the lines around the heap.
     let first = block(&mut report).ok_or("no first report")?;
     let mut model = Model::new(start, brk, &first);
-    model.hard = [as_max, data_max, memlock_max];
+    model.hard = [as_max, data_max, memlock_max, stack_max];
     model.mm.set_data_segment(data);
     model.mm.set_memlock_limit(memlock);
     let (lo, hi) = (model.at(-BELOW), model.at(ABOVE));
@@ -852,9 +867,10 @@ mod child {
             unsafe { libc::getrlimit(resource, &mut lim) };
             lim.rlim_max
         };
-        let hard = [hard(libc::RLIMIT_AS), hard(libc::RLIMIT_DATA), hard(libc::RLIMIT_MEMLOCK)];
+        let hard =
+            [hard(libc::RLIMIT_AS), hard(libc::RLIMIT_DATA), hard(libc::RLIMIT_MEMLOCK), hard(libc::RLIMIT_STACK)];
         writeln!(out, "start {start} brk {brk} data {} memlock {memlock}", end_data - start_data).unwrap();
-        writeln!(out, "hard {} {} {}", hard[0], hard[1], hard[2]).unwrap();
+        writeln!(out, "hard {} {} {} {}", hard[0], hard[1], hard[2], hard[3]).unwrap();
         let n = read_smaps(smaps);
         report_window(&smaps[..n], 0, u64::MAX, &mut out);
         for op in ops.iter() {
@@ -899,6 +915,12 @@ mod child {
                         libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
                         lim.rlim_cur = (pages as u64 * PAGE_SIZE).min(lim.rlim_max);
                         done(i64::from(libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim)))
+                    }
+                    Op::StackLimitAt { pages } => {
+                        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                        libc::getrlimit(libc::RLIMIT_STACK, &mut lim);
+                        lim.rlim_cur = (pages as u64 * PAGE_SIZE).min(lim.rlim_max);
+                        done(i64::from(libc::setrlimit(libc::RLIMIT_STACK, &lim)))
                     }
                     Op::DataLimitAt { pages } => {
                         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
