@@ -15,6 +15,8 @@ use core::{
 };
 use std::sync::Mutex;
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard, U63};
 
 use crate::{
@@ -22,7 +24,7 @@ use crate::{
     flags::VmFlags,
     pages::PageSet,
     record::VmaRef,
-    space::{fits_as_limit, AddressSpace, Brk, Layout},
+    space::{fits_as_limit, AddressSpace, Brk, Layout, PAGE_SIZE},
     stack::{grown, grows_to},
     vma::{Vma, VmaData},
 };
@@ -64,6 +66,10 @@ pub struct SharedAddressSpace {
     state: Mutex<State>,
     /// Fixed for the space's life; readers need it for a stack's growth.
     layout: Layout,
+    /// The writer's count of locked memory no VMA holds locked (see
+    /// [`AddressSpace::locked_vm`]), published as each writer finishes:
+    /// readers need it for a locked stack's growth.
+    lock_leak: AtomicU64,
 }
 
 struct State {
@@ -104,6 +110,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             tree: ConcurrentMapleTree::from(mm.tree),
             guards: ConcurrentMapleTree::from(mm.guards.tree),
             state: Mutex::new(state),
+            lock_leak: AtomicU64::new(mm.lock_leak),
             layout: mm.layout,
         }
     }
@@ -188,9 +195,24 @@ impl SharedAddressSpace {
         let to = grows_to(prev, Some(next), addr, &self.layout)?;
         // RLIMIT_AS counts the growth too (a walk over every VMA, taken only
         // where a limit is set).
+        let grow = next.start() - to;
         let limited = self.layout.as_limit != u64::MAX;
-        if limited && !fits_as_limit(self.total_vm(guard) + (next.start() - to), &self.layout) {
+        if limited && !fits_as_limit(self.total_vm(guard) + grow, &self.layout) {
             return None;
+        }
+        // RLIMIT_MEMLOCK counts a locked stack's growth (a walk too).
+        let limit = self.layout.memlock_limit;
+        if limit != u64::MAX && next.flags().contains(VmFlags::LOCKED) {
+            let locked: u64 = self
+                .tree
+                .iter(guard)
+                .filter(|(_, d)| d.flags.contains(VmFlags::LOCKED))
+                .map(|(r, _)| r.end() + 1 - r.start())
+                .sum();
+            let locked = locked + self.lock_leak.load(Ordering::Relaxed);
+            if (locked / PAGE_SIZE).saturating_add(grow / PAGE_SIZE) > limit / PAGE_SIZE {
+                return None;
+            }
         }
         Some(grown(next, to))
     }
@@ -239,7 +261,7 @@ impl SharedAddressSpace {
             anon: core::mem::take(&mut state.anon),
             lazy: core::mem::take(&mut state.lazy),
         };
-        SpaceWriter { space, state }
+        SpaceWriter { space, state, leak: &self.lock_leak }
     }
 
     /// A plain copy of the address space as it stands (under the writer
@@ -286,6 +308,7 @@ impl SharedAddressSpace {
 pub struct SpaceWriter<'a> {
     space: AddressSpace<WriteGuard<'a, VmaRef>>,
     state: std::sync::MutexGuard<'a, State>,
+    leak: &'a AtomicU64,
 }
 
 impl<'a> Deref for SpaceWriter<'a> {
@@ -308,6 +331,7 @@ impl Drop for SpaceWriter<'_> {
         self.state.def_flags = self.space.def_flags;
         self.state.sealed = self.space.sealed;
         self.state.lock_leak = self.space.lock_leak;
+        self.leak.store(self.space.lock_leak, Ordering::Relaxed);
         self.state.anon = core::mem::take(&mut self.space.anon);
         self.state.lazy = core::mem::take(&mut self.space.lazy);
     }

@@ -84,7 +84,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
         let page = grows_to(prev, next, addr, &self.layout)?;
-        // RLIMIT_AS counts the growth too.
+        // RLIMIT_AS counts the growth too, and RLIMIT_MEMLOCK a locked one.
         let (flags, grow) = (next?.flags(), next?.start - page);
         (self.may_expand_vm(flags, grow, 0) && self.mlock_future_ok(flags, grow)).then_some((page, next?))
     }

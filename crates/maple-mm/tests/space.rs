@@ -683,6 +683,16 @@ fn the_locked_memory_limit_refuses_locks() {
     mm.munmap(BASE + 100 * P, 3 * P).unwrap();
     assert_eq!(mm.locked_vm(), 12 * P + P + 3 * P);
     assert_eq!(mm.fork().unwrap().locked_vm(), 0, "a child locks nothing");
+    // A locked stack grows only within the limit: the lock-free check
+    // agrees, the pages DONTUNMAP left counted included (16 locked now).
+    mm.mmap(BASE + 700 * P, P, Prot::RW, locked | MapFlags::GROWSDOWN, None, 0).unwrap();
+    mm.set_memlock_limit(18 * P);
+    let shared = maple_mm::SharedAddressSpace::from(mm.clone());
+    let g = shared.pin();
+    assert_eq!(shared.check_access(BASE + 698 * P, Access::Write, &g), Err(Fault::Unmapped));
+    assert_eq!(mm.fault(BASE + 698 * P, Access::Write), Err(Fault::Unmapped));
+    assert_eq!(shared.check_access(BASE + 699 * P, Access::Write, &g), Ok(()));
+    assert_eq!(mm.fault(BASE + 699 * P, Access::Write), Ok(()));
     mm.set_memlock_limit(0);
     assert_eq!(mm.mlock(BASE, P), Err(Errno::EPERM));
     assert_eq!(mm.mlockall(MclFlags::FUTURE), Err(Errno::EPERM));
