@@ -34,7 +34,7 @@ use crate::{
     error::{Errno, Result},
     flags::{MclFlags, MlockFlags, VmFlags},
     modify::Holes,
-    space::{page_align, AddressSpace, AllocFail, PAGE_SIZE},
+    space::{page_align, within, AddressSpace, AllocFail, PAGE_SIZE},
     store::VmaStore,
     vma::VmaData,
 };
@@ -106,11 +106,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if flags.is_empty() || flags.bits() & !MclFlags::all().bits() != 0 || flags == MclFlags::ONFAULT {
             return Err(Errno::EINVAL);
         }
-        let limit = self.layout.memlock_limit;
-        if limit == 0 {
+        if !self.can_do_mlock() {
             return Err(Errno::EPERM);
         }
-        if limit != u64::MAX && flags.contains(MclFlags::CURRENT) && self.total_vm() / PAGE_SIZE > limit / PAGE_SIZE {
+        let limit = self.layout.memlock_limit;
+        if limit != u64::MAX && flags.contains(MclFlags::CURRENT) && !within(self.total_vm(), 0, limit) {
             return Err(Errno::ENOMEM);
         }
         let lock = if flags.contains(MclFlags::ONFAULT) { VmFlags::LOCKED_MASK } else { VmFlags::LOCKED };
@@ -137,30 +137,29 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `mlock`, `mlock2` and `munlock`: the range's VMAs get the lock bits
     /// `lock` (none to unlock), then are populated if locked now.
     fn lock_range(&mut self, addr: u64, len: u64, lock: VmFlags) -> Result<()> {
+        let start = addr & !(PAGE_SIZE - 1);
         let limit = self.layout.memlock_limit;
         if lock.contains(VmFlags::LOCKED) && limit != u64::MAX {
-            if limit == 0 {
+            if !self.can_do_mlock() {
                 return Err(Errno::EPERM);
             }
-            // Linux's do_mlock: the pages asked for and those locked
-            // already, less those of the range already locked, if over.
-            let start = addr & !(PAGE_SIZE - 1);
-            let len = len.wrapping_add(addr - start).wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-            let mut locked = len / PAGE_SIZE + self.locked_vm() / PAGE_SIZE;
-            if locked > limit / PAGE_SIZE {
-                let end = start.saturating_add(len);
+            // Linux's do_mlock: the pages asked for (its page rounding may
+            // wrap) with those locked already, less those of the range
+            // locked already where that is over.
+            let asked = len.wrapping_add(addr - start).wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+            let locked = self.locked_vm();
+            if !within(locked, asked, limit) {
+                let end = start.saturating_add(asked);
                 let again: u64 = self
                     .range(start, end)
                     .filter(|v| v.flags().contains(VmFlags::LOCKED))
                     .map(|v| v.end.min(end) - v.start.max(start))
                     .sum();
-                locked -= again / PAGE_SIZE;
-            }
-            if locked > limit / PAGE_SIZE {
-                return Err(Errno::ENOMEM);
+                if !within(locked, asked - again, limit) {
+                    return Err(Errno::ENOMEM);
+                }
             }
         }
-        let start = addr & !(PAGE_SIZE - 1);
         let len = len.checked_add(addr - start).and_then(page_align).ok_or(Errno::EINVAL)?;
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
         if end == start {

@@ -326,7 +326,8 @@ impl AddressSpace {
             Self::parse_maps(&text, &name, Layout::default(), Some(&mut written)).ok()
         });
         let mut mm = parsed.map_or_else(|| Self::from_maps_file(format!("{dir}/maps")), Ok)?;
-        mm.layout = live_layout(dir);
+        let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
+        mm.layout = live_layout(dir, &status);
         #[cfg(unix)]
         mm.read_guard_pages(&format!("{dir}/pagemap"))?;
         #[cfg(target_os = "linux")]
@@ -347,7 +348,6 @@ impl AddressSpace {
         }
         // Locked memory Linux counts beyond the locked VMAs (what
         // MREMAP_DONTUNMAP unlocked: see `locked_vm`), from `VmLck`.
-        let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
         let vm_lck = status.lines().find_map(|l| l.strip_prefix("VmLck:"));
         if let Some(kb) = vm_lck.and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
             mm.lock_leak = (kb * 1024).saturating_sub(mm.locked_vm());
@@ -512,10 +512,11 @@ fn zero_page_frame() -> Option<u64> {
 
 /// The layout of the live process whose `/proc` directory is `dir`: its
 /// resource limits (the soft ones, from `limits`: stack, address space,
-/// data, and locked memory where `status` shows no `CAP_IPC_LOCK`) and the
+/// data, and locked memory where `status`, the text of its
+/// `/proc/PID/status`, shows no `CAP_IPC_LOCK`) and the
 /// system's `vm.mmap_min_addr`, where they can be read; the rest Linux's
 /// defaults (the stack guard gap is a boot parameter no file shows).
-fn live_layout(dir: &str) -> Layout {
+fn live_layout(dir: &str, status: &str) -> Layout {
     let mut layout = Layout::default();
     if let Ok(limits) = std::fs::read_to_string(format!("{dir}/limits")) {
         if let Some(limit) = soft_limit(&limits, "Max stack size") {
@@ -529,7 +530,6 @@ fn live_layout(dir: &str) -> Layout {
         }
         // The locked-memory limit binds only a process without
         // CAP_IPC_LOCK (bit 14 of its effective capabilities).
-        let status = std::fs::read_to_string(format!("{dir}/status")).unwrap_or_default();
         let caps =
             status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|c| u64::from_str_radix(c.trim(), 16).ok());
         if caps.is_some_and(|c| c & 1 << 14 == 0) {

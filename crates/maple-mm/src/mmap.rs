@@ -149,7 +149,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // `mlockall(MCL_FUTURE)` locks every new mapping.
         vm |= self.def_flags;
         // RLIMIT_MEMLOCK, for a locked mapping.
-        if flags.contains(MapFlags::LOCKED) && self.layout.memlock_limit == 0 {
+        if flags.contains(MapFlags::LOCKED) && !self.can_do_mlock() {
             return Err(Errno::EPERM);
         }
         if !self.mlock_future_ok(vm, len) {

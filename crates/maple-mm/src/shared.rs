@@ -24,8 +24,8 @@ use crate::{
     flags::VmFlags,
     pages::PageSet,
     record::VmaRef,
-    space::{fits_as_limit, AddressSpace, Brk, Layout, PAGE_SIZE},
-    stack::{grown, grows_to},
+    space::{vm_counts, AddressSpace, Brk, Layout},
+    stack::{grown, grows_to, growth_fits},
     vma::{Vma, VmaData},
 };
 
@@ -193,36 +193,21 @@ impl SharedAddressSpace {
         let fence = page.saturating_sub(self.layout.stack_guard_gap)..page;
         let prev = self.tree.range(fence, guard).last().map(|(r, d)| Self::vma(r, d));
         let to = grows_to(prev, Some(next), addr, &self.layout)?;
-        // RLIMIT_AS counts the growth too (a walk over every VMA, taken only
-        // where a limit is set).
-        let grow = next.start() - to;
-        let limited = self.layout.as_limit != u64::MAX;
-        if limited && !fits_as_limit(self.total_vm(guard) + grow, &self.layout) {
-            return None;
-        }
-        // RLIMIT_MEMLOCK counts a locked stack's growth (a walk too).
-        let limit = self.layout.memlock_limit;
-        if limit != u64::MAX && next.flags().contains(VmFlags::LOCKED) {
-            let locked: u64 = self
-                .tree
-                .iter(guard)
-                .filter(|(_, d)| d.flags.contains(VmFlags::LOCKED))
-                .map(|(r, _)| r.end() + 1 - r.start())
-                .sum();
-            let locked = locked + self.lock_leak.load(Ordering::Relaxed);
-            if (locked / PAGE_SIZE).saturating_add(grow / PAGE_SIZE) > limit / PAGE_SIZE {
-                return None;
-            }
-        }
-        Some(grown(next, to))
+        // The limits, as the writer's fault checks them, from a lock-free
+        // walk (each VMA as it stands before or after any concurrent write).
+        let counts = |locked| {
+            let (total, lck) =
+                vm_counts(self.tree.iter(guard).map(|(r, d)| Self::vma(r, d)), self.layout.task_size, locked);
+            (total, lck + self.lock_leak.load(Ordering::Relaxed))
+        };
+        growth_fits(&self.layout, next, to, counts).then(|| grown(next, to))
     }
 
     /// [`AddressSpace::total_vm`] without a lock: the VMAs' bytes as the
     /// walk meets them (each as it stands before or after any concurrent
     /// write).
     pub fn total_vm(&self, guard: &ReadGuard) -> u64 {
-        let top = self.layout.task_size;
-        self.tree.iter(guard).filter(|(r, _)| *r.end() < top).map(|(r, _)| r.end() + 1 - r.start()).sum()
+        vm_counts(self.tree.iter(guard).map(|(r, d)| Self::vma(r, d)), self.layout.task_size, false).0
     }
 
     /// True if the page holding `addr` is a guard page (see

@@ -110,10 +110,22 @@ pub(crate) fn is_data(flags: VmFlags) -> bool {
     flags & (VmFlags::WRITE | VmFlags::SHARED | VmFlags::GROWSDOWN) == VmFlags::WRITE
 }
 
-/// Whether VMAs taking `total` bytes keep within `RLIMIT_AS` (counted in
-/// whole pages, as Linux counts).
-pub(crate) fn fits_as_limit(total: u64, layout: &Layout) -> bool {
-    total / PAGE_SIZE <= layout.as_limit / PAGE_SIZE
+/// Whether `used` bytes and `grow` more keep within a resource limit of
+/// `limit` bytes (`u64::MAX` for none), counted in whole pages as Linux
+/// counts (`used + grow > limit` refuses).
+pub(crate) fn within(used: u64, grow: u64, limit: u64) -> bool {
+    limit == u64::MAX || (used / PAGE_SIZE).saturating_add(grow / PAGE_SIZE) <= limit / PAGE_SIZE
+}
+
+/// What Linux's counters count of `vmas`: bytes of address space
+/// (`total_vm`: all but the vsyscall page, above `top`) and bytes locked
+/// (`locked_vm`, without what it goes on counting after `MREMAP_DONTUNMAP`).
+/// `locked` is counted only if asked.
+pub(crate) fn vm_counts<'a>(vmas: impl Iterator<Item = Vma<'a>>, top: u64, locked: bool) -> (u64, u64) {
+    vmas.filter(|v| v.end <= top).fold((0, 0), |(total, lck), v| {
+        let is_locked = locked && v.flags().contains(VmFlags::LOCKED);
+        (total + v.len(), lck + if is_locked { v.len() } else { 0 })
+    })
 }
 
 /// The program break: `[heap]` runs from `start` up to `current`.
@@ -463,8 +475,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// mm.mmap(a, 8 * PAGE_SIZE, Prot::RW, anon | MapFlags::FIXED, None, 0).unwrap();
     /// ```
     pub fn total_vm(&self) -> u64 {
-        let top = self.layout.task_size;
-        self.iter().filter(|v| v.end <= top).map(|v| v.len()).sum()
+        vm_counts(self.iter(), self.layout.task_size, false).0
     }
 
     /// Bytes of private writable memory, as Linux counts them against
@@ -481,17 +492,20 @@ impl<T: VmaStore> AddressSpace<T> {
     /// or without lock-on-fault), and what `MREMAP_DONTUNMAP` unlocked,
     /// which Linux goes on counting (measured). O(n).
     pub fn locked_vm(&self) -> u64 {
-        let locked: u64 = self.iter().filter(|v| v.flags().contains(VmFlags::LOCKED)).map(|v| v.len()).sum();
-        locked + self.lock_leak
+        vm_counts(self.iter(), self.layout.task_size, true).1 + self.lock_leak
+    }
+
+    /// Linux's `can_do_mlock`: a locked-memory limit of 0 refuses every
+    /// lock (`EPERM`).
+    pub(crate) fn can_do_mlock(&self) -> bool {
+        self.layout.memlock_limit != 0
     }
 
     /// Linux's `mlock_future_ok`: whether a mapping with `flags` may take
     /// `bytes` more, if locked, within `RLIMIT_MEMLOCK`.
     pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
         let limit = self.layout.memlock_limit;
-        limit == u64::MAX
-            || !flags.contains(VmFlags::LOCKED)
-            || (self.locked_vm() / PAGE_SIZE).saturating_add(bytes / PAGE_SIZE) <= limit / PAGE_SIZE
+        limit == u64::MAX || !flags.contains(VmFlags::LOCKED) || within(self.locked_vm(), bytes, limit)
     }
 
     /// Linux's `may_expand_vm`: whether VMAs with `flags` may take `grow`
@@ -500,12 +514,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// memory, `RLIMIT_DATA`. Only a set limit costs a count.
     pub(crate) fn may_expand_vm(&self, flags: VmFlags, grow: u64, replaced: u64) -> bool {
         let l = &self.layout;
-        if l.as_limit != u64::MAX && !fits_as_limit(self.total_vm() + grow - replaced, l) {
+        if l.as_limit != u64::MAX && !within(self.total_vm(), grow - replaced, l.as_limit) {
             return false;
         }
-        l.data_limit == u64::MAX
-            || !is_data(flags)
-            || (self.data_vm() + grow - replaced) / PAGE_SIZE <= l.data_limit / PAGE_SIZE
+        l.data_limit == u64::MAX || !is_data(flags) || within(self.data_vm(), grow - replaced, l.data_limit)
     }
 
     /// Bytes of `[start, end)` that VMAs take.

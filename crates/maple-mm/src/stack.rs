@@ -28,7 +28,7 @@
 
 use crate::{
     flags::VmFlags,
-    space::{AddressSpace, AllocFail, Layout, PAGE_SIZE},
+    space::{vm_counts, within, AddressSpace, AllocFail, Layout, PAGE_SIZE},
     store::VmaStore,
     vma::Vma,
 };
@@ -54,6 +54,21 @@ pub(crate) fn grows_to(prev: Option<Vma<'_>>, next: Option<Vma<'_>>, addr: u64, 
         return None;
     }
     Some(page)
+}
+
+/// Whether `next`, a stack, may grow down to `page` within `RLIMIT_AS`
+/// and, locked, `RLIMIT_MEMLOCK` (its growth is never data, which
+/// `RLIMIT_DATA` limits). `counts(locked)` gives the space's `total_vm` and
+/// (if `locked`) `locked_vm`: a walk over every VMA, taken only where a
+/// limit asks.
+pub(crate) fn growth_fits(layout: &Layout, next: Vma<'_>, page: u64, counts: impl FnOnce(bool) -> (u64, u64)) -> bool {
+    let grow = next.start - page;
+    let locked = layout.memlock_limit != u64::MAX && next.flags().contains(VmFlags::LOCKED);
+    if layout.as_limit == u64::MAX && !locked {
+        return true;
+    }
+    let (total, lck) = counts(locked);
+    within(total, grow, layout.as_limit) && (!locked || within(lck, grow, layout.memlock_limit))
 }
 
 /// `next` as it would stand grown down to `page`.
@@ -84,9 +99,11 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let prev = view.prev_before(addr).map(|(r, d)| Self::vma_of(r, d));
         let page = grows_to(prev, next, addr, &self.layout)?;
-        // RLIMIT_AS counts the growth too, and RLIMIT_MEMLOCK a locked one.
-        let (flags, grow) = (next?.flags(), next?.start - page);
-        (self.may_expand_vm(flags, grow, 0) && self.mlock_future_ok(flags, grow)).then_some((page, next?))
+        let counts = |locked| {
+            let (total, lck) = vm_counts(self.iter(), self.layout.task_size, locked);
+            (total, lck + self.lock_leak)
+        };
+        growth_fits(&self.layout, next?, page, counts).then_some((page, next?))
     }
 
     /// The VMA a fault at `addr` meets: the one holding it, or the stack
