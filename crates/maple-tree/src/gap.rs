@@ -111,15 +111,13 @@ impl RawTree {
 /// The slot of `node` (over `[nmin, nmax]`) where a search of the window
 /// `[wmin, wmax]` starts: the one holding the window's near end. A forward
 /// search whose window covers the node's start begins at slot 0 without a
-/// scan (every node of a search from index 0). (A backward one still
-/// scans: the slot count by binary search in its place was a chain of
-/// dependent loads, slower on a hot tree.)
+/// count (every node of a search from index 0).
 #[inline(always)]
 fn first_slot<const REV: bool>(node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64) -> usize {
     match REV {
-        true => node.find_scan(wmax.min(nmax)),
+        true => node.find(wmax.min(nmax)),
         false if wmin <= nmin => 0,
-        false => node.find_scan(wmin),
+        false => node.find(wmin),
     }
 }
 

@@ -408,7 +408,7 @@ impl NodeRef {
 
     /// The pivot and slot arrays together, for a walk that reads both at
     /// one level (one dispatch on the kind instead of one per access; the
-    /// write walk, with [`find_narrow_in`]).
+    /// write walk, with [`find_in`]).
     #[inline]
     pub(crate) fn arrays(&self) -> (&[AtomicU64], &[AtomicPtr<()>]) {
         (self.pivot_array(), self.slot_array())
@@ -542,16 +542,9 @@ impl NodeRef {
     /// Offset of the slot whose range contains `index` (which must lie
     /// inside the node's bounds): the number of pivots below `index`.
     /// Unused pivots are `u64::MAX`, never below, so no count is needed.
-    /// Found by a binary search over the node's fixed number of pivots
-    /// (four probes and a last comparison for fifteen pivots or nine), not
-    /// by comparing every pivot: a lookup is then about a
-    /// quarter of the instructions, so the CPU keeps the misses of
-    /// several independent lookups in flight at once. Random lookups, one
-    /// process, this against the scan of every pivot (`profile_store ab`,
-    /// docs/BENCHMARKS.md "Session 15"): 1.42× as fast at 100 K ranges,
-    /// 1.82× at 1 M. The read paths use this one; a write's walk keeps
-    /// [`find_narrow_in`] (the binary search cost writes 8–18 %), the gap
-    /// search [`find_scan`](Self::find_scan).
+    /// Every walk finds its slot this way (lookups, writes, the gap
+    /// search): see [`count_below`] for how, and docs/DESIGN.md, "Finding a
+    /// slot", for what it was measured against.
     #[inline]
     pub(crate) fn find(self, index: u64) -> usize {
         let node = self.node();
@@ -559,23 +552,10 @@ impl NodeRef {
         // written at allocation; both are plain atomics.
         unsafe {
             match self.kind {
-                Kind::Arange64 => count_below(&node.body.arange.pivot, index),
-                _ => count_below(&node.body.range.pivot, index),
+                Kind::Arange64 => count_below::<9, 3, 2>(&node.body.arange.pivot, index),
+                _ => count_below::<15, 4, 3>(&node.body.range.pivot, index),
             }
         }
-    }
-
-    /// [`find`](Self::find) by comparing every pivot (branch-free, the
-    /// loads independent): the gap search's choice (the binary search
-    /// measured 10 % slower on the kernel's gap-walk loop).
-    #[inline]
-    pub(crate) fn find_scan(self, index: u64) -> usize {
-        let piv = self.pivot_array();
-        let mut n = 0;
-        for p in piv {
-            n += usize::from(p.load(Ordering::Relaxed) < index);
-        }
-        n
     }
 
     /// [`find`](Self::find) for an `index` known to lie at or after slot
@@ -1242,41 +1222,50 @@ unsafe fn move_tail(
     }
 }
 
-/// [`NodeRef::find`] over a node's pivot array `piv`, with half the
-/// loads: pivots ascend (unused ones are `u64::MAX`), so one comparison
-/// with the middle pivot says which half holds the answer, and only that
-/// half is counted (8 loads instead of 15 in a 16-slot node, 5 of 9 in a
-/// gap node), still without a branch. The second half's loads wait for the first comparison, so
-/// a lone lookup is slower this way (the kernel's walk loop: 18 → 24 ns);
-/// a write's walk, followed by far more work, gains from the fewer
-/// instructions (ascending inserts −10 %, callgrind).
+/// [`NodeRef::find`] over a node's pivot array `piv` (fifteen pivots, or
+/// nine in a gap node), for a walk that has the node's arrays already.
 #[inline]
-pub(crate) fn find_narrow_in(piv: &[AtomicU64], index: u64) -> usize {
-    // (middle pivot, half width): 15 = 7 + 1 + 7, 9 = 4 + 1 + 4.
-    let half = piv.len() / 2;
-    let base = if piv[half].load(Ordering::Relaxed) < index { half + 1 } else { 0 };
-    let mut n = base;
-    for p in &piv[base..base + half] {
-        n += usize::from(p.load(Ordering::Relaxed) < index);
+pub(crate) fn find_in(piv: &[AtomicU64], index: u64) -> usize {
+    if let Ok(p) = <&[AtomicU64; 15]>::try_from(piv) {
+        count_below::<15, 4, 3>(p, index)
+    } else if let Ok(p) = <&[AtomicU64; 9]>::try_from(piv) {
+        count_below::<9, 3, 2>(p, index)
+    } else {
+        // No node kind has another pivot count; still the right answer.
+        piv.partition_point(|p| p.load(Ordering::Relaxed) < index)
     }
-    n
 }
 
-/// The number of pivots in `piv` (sorted; the unused ones are `u64::MAX`)
-/// below `index`, by a binary search of fixed shape: `N` is a node kind's
-/// pivot count, so the probes unroll.
+/// The number of the `N` pivots in `piv` (sorted; the unused ones are
+/// `u64::MAX`) below `index`, in two steps of independent loads: the
+/// pivots are seen as `M` blocks of `B` and a last block of `N - M * B`;
+/// the `M` pivots that end the first blocks are compared at once, which
+/// says which block holds the answer, then that block's pivots are
+/// compared at once. No branch, and a chain of two loads, not five: a
+/// binary search (four probes and a last comparison) waits on each probe
+/// before it loads the next, and comparing all fifteen pivots costs three
+/// times the instructions. For fifteen pivots, 3 + 3 loads (blocks of
+/// four); for nine, 2 + 3 (blocks of three). Measured against both in one
+/// process (docs/BENCHMARKS.md, "Session 27").
 #[inline(always)]
-fn count_below<const N: usize>(piv: &[AtomicU64; N], index: u64) -> usize {
-    let mut base = 0;
-    let mut size = N;
-    while size > 1 {
-        let half = size / 2;
-        if piv[base + half].load(Ordering::Relaxed) < index {
-            base += half;
-        }
-        size -= half;
+fn count_below<const N: usize, const B: usize, const M: usize>(piv: &[AtomicU64; N], index: u64) -> usize {
+    // The last block is a whole block or one short of it, so that step two
+    // compares the same number of pivots in every block: a block's own end,
+    // when step two compares it, is not below `index` (else step one would
+    // have passed the block), and adds nothing.
+    const { assert!(M * B < N && N - M * B <= B && N - M * B + 1 >= B) };
+    let below = |i: usize| usize::from(piv[i].load(Ordering::Relaxed) < index);
+    let mut block = 0;
+    for k in 1..=M {
+        block += below(k * B - 1);
     }
-    base + usize::from(piv[base].load(Ordering::Relaxed) < index)
+    // `block <= M`: the `min` tells the compiler so (no bound checks).
+    let base = block.min(M) * B;
+    let mut n = base;
+    for j in 0..N - M * B {
+        n += below(base + j);
+    }
+    n
 }
 
 /// The number of used pivots: a used pivot ends a slot that has a
@@ -1358,10 +1347,11 @@ mod tests {
         }
     }
 
-    /// The four ways to find a slot give the right slot at every index, in
-    /// nodes of every kind and fill (the binary search's probes and the
-    /// narrow scan's halves meet at fixed pivots; `find_from` starts
-    /// anywhere at or before the answer).
+    /// The ways to find a slot give the right slot at every index, in
+    /// nodes of every kind and fill (the two-step count's blocks meet at
+    /// fixed pivots, and every fill puts the answer in every block;
+    /// `find_from` starts anywhere at or before the answer; a pivot array
+    /// of no node kind's length still counts right).
     #[test]
     fn every_find_finds_the_slot_holding_the_index() {
         let slab = Slab::new();
@@ -1379,13 +1369,16 @@ mod tests {
                 for index in 0..used as u64 * 3 + 4 {
                     let want = (index as usize / 3).min(used - 1);
                     assert_eq!(n.find(index), want, "{kind:?}, {used} slots, index {index}");
-                    assert_eq!(n.find_scan(index), want, "{kind:?}, {used} slots, index {index}");
-                    assert_eq!(find_narrow_in(n.pivot_array(), index), want, "{kind:?}, {used} slots, index {index}");
+                    assert_eq!(find_in(n.pivot_array(), index), want, "{kind:?}, {used} slots, index {index}");
                     for from in 0..=want {
                         assert_eq!(n.find_from(from, index), want, "{kind:?}, {used} slots, from {from}");
                     }
                 }
                 assert_eq!(n.count(), used);
+                let odd = &n.pivot_array()[..used.min(kind.pivots()) / 2];
+                for index in 0..used as u64 * 3 + 4 {
+                    assert_eq!(find_in(odd, index), (index as usize / 3).min(odd.len()));
+                }
             }
             // SAFETY: allocated above, freed once.
             unsafe { slab.free(n) };

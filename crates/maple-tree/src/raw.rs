@@ -15,7 +15,7 @@ use arrayvec::ArrayVec;
 use crate::{
     alloc::Slab,
     kept_walk::KeptWalk,
-    node::{find_narrow_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
+    node::{find_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -85,6 +85,14 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 /// docs/BENCHMARKS.md "Session 16"). In a small tree everything is cached
 /// and the asking cost the kernel's slot and node loops 1–4 %.
 const SIBLING_PREFETCH_DEPTH: usize = 3;
+
+/// The height from which lookups ask for the next node as soon as they
+/// know it: a tree of at most three levels (at most about a hundred nodes, a few
+/// dozen kilobytes) stays in the cache, where asking only costs the
+/// instructions (the kernel's lookup loop, a three-level tree, 1.08× as
+/// fast without; random lookups in trees of five levels and more, which
+/// miss at every level, unchanged; docs/BENCHMARKS.md "Session 27").
+const PREFETCH_HEIGHT: usize = 4;
 
 /// The untyped tree.
 ///
@@ -193,6 +201,14 @@ impl RawTree {
         }
     }
 
+    /// Whether lookups in this tree ask for each node below as soon as they
+    /// know it (see [`PREFETCH_HEIGHT`]). (Not under loom, where reading
+    /// the height would be one more point of interleaving for a mere hint.)
+    #[inline]
+    fn far(&self) -> bool {
+        cfg!(not(loom)) && self.height.get() >= PREFETCH_HEIGHT
+    }
+
     /// The value word stored at `index` (null if empty), while a writer may
     /// be replacing nodes: [`load`](Self::load) with the dead-node restart
     /// of [`lookup_rcu`](Self::lookup_rcu). The caller keeps the nodes
@@ -200,6 +216,7 @@ impl RawTree {
     #[inline]
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     pub(crate) fn load_rcu(&self, index: u64) -> *mut () {
+        let far = self.far();
         'restart: loop {
             let Some(mut node) = self.root_node() else {
                 return ptr::null_mut();
@@ -216,7 +233,9 @@ impl RawTree {
                 // SAFETY: a live internal node's used slot holds a child,
                 // kept allocated by the caller's guard.
                 node = unsafe { NodeRef::decode(slot) };
-                node.prefetch();
+                if far {
+                    node.prefetch();
+                }
             }
         }
     }
@@ -227,6 +246,7 @@ impl RawTree {
         let Some(mut node) = self.root_node() else {
             return ptr::null_mut();
         };
+        let far = self.far();
         loop {
             let off = node.find(index);
             if node.is_leaf() {
@@ -234,7 +254,9 @@ impl RawTree {
             }
             // SAFETY: internal node, used slot (find stays inside count).
             node = unsafe { node.child(off) };
-            node.prefetch();
+            if far {
+                node.prefetch();
+            }
         }
     }
 
@@ -244,6 +266,7 @@ impl RawTree {
     /// when read. The caller keeps the nodes alive (an epoch guard).
     #[inline]
     pub(crate) fn lookup_rcu(&self, index: u64) -> (u64, u64, *mut ()) {
+        let far = self.far();
         'restart: loop {
             let Some(mut node) = self.root_node() else {
                 return (0, u64::MAX, ptr::null_mut());
@@ -263,7 +286,9 @@ impl RawTree {
                 // SAFETY: a live internal node's used slot holds a child,
                 // kept allocated by the caller's guard.
                 node = unsafe { NodeRef::decode(slot) };
-                node.prefetch();
+                if far {
+                    node.prefetch();
+                }
                 min = lo;
                 max = hi;
             }
@@ -301,7 +326,7 @@ impl RawTree {
         let (mut min, mut max) = (0, u64::MAX);
         loop {
             let (piv, slots) = node.arrays();
-            let off = find_narrow_in(piv, index);
+            let off = find_in(piv, index);
             path.push(Level { node, min, max, off });
             if node.is_leaf() {
                 return;
