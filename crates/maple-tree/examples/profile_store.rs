@@ -318,8 +318,10 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// `erase-bulk` (`erase` of each range of a bulk-built tree), `asc`
 /// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
 /// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
-/// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `alloc`
-/// (the `N` holes of a random-built gap tree filled by `alloc_range`).
+/// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `awalk` or
+/// `kload` (the kernel's gap-walk and lookup loops), `iter-for` (a `for`
+/// loop over a bulk-built tree of `N` ranges), `alloc` (the `N` holes of
+/// a random-built gap tree filled by `alloc_range`).
 /// Prints each arm's fastest and median time and the median of the
 /// per-round ratios old/new (above 1: the new arm is faster) with its
 /// quartiles.
@@ -355,6 +357,13 @@ fn ab() {
             "node" => node_loop(1_000_000) as u64,
             "awalk" => kernel_read_loop("awalk", 1_000_000),
             "kload" => kernel_read_loop("kload", 10_000_000),
+            "iter-for" => {
+                let mut sum = 0;
+                for (_, v) in &bulk_tree {
+                    sum += v.get();
+                }
+                sum
+            }
             other => panic!("unknown WORK={other}"),
         }
     };
