@@ -5,7 +5,6 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    pages::PageSet,
     record::{with_maker, Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
@@ -51,23 +50,7 @@ impl<T: VmaStore> AddressSpace<T> {
             DupError::Alloc(_) => Errno::ENOMEM,
             DupError::Map { error, .. } => error,
         })?;
-        // The guard pages and the anonymous pages go with the page tables
-        // the child copies (measured on Linux 6.18).
-        let nomem = |_| Errno::ENOMEM;
-        let (guards, anon, lazy) = (
-            self.guards.try_dup().map_err(nomem)?,
-            self.anon.try_dup().map_err(nomem)?,
-            self.lazy.try_dup().map_err(nomem)?,
-        );
-        let mut child = self.child_with(tree, guards, anon, lazy);
-        for (s, e, dontcopy) in uncopied {
-            child.guards.remove(s, e).map_err(nomem)?;
-            child.zap(s, e).map_err(nomem)?;
-            if dontcopy {
-                child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
-            }
-        }
-        Ok(child)
+        self.child_with(tree, &uncopied)
     }
 
     /// [`fork`](Self::fork) the way Linux did before `__mt_dup`: every VMA
@@ -75,9 +58,13 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the benchmark baseline.
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
+        let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();
         let parent = self.tree.view();
         with_maker(|maker| {
             for (r, d) in parent.iter() {
+                if d.flags.intersects(PAGES_NOT_COPIED) {
+                    uncopied.push((*r.start(), r.end() + 1, d.flags.contains(VmFlags::DONTCOPY)));
+                }
                 if d.flags.contains(VmFlags::DONTCOPY) {
                     continue;
                 }
@@ -91,20 +78,21 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok::<(), Errno>(())
         })?;
-        let (mut guards, mut anon, mut lazy) = (PageSet::default(), PageSet::default(), PageSet::default());
-        for v in parent.iter().filter(|(_, d)| !d.flags.intersects(PAGES_NOT_COPIED)) {
-            let (s, e) = (*v.0.start(), v.0.end() + 1);
-            self.guards.copy_into(&mut guards, s, e).map_err(|_| Errno::ENOMEM)?;
-            self.anon.copy_into(&mut anon, s, e).map_err(|_| Errno::ENOMEM)?;
-            self.lazy.copy_into(&mut lazy, s, e).map_err(|_| Errno::ENOMEM)?;
-        }
-        Ok(self.child_with(tree, guards, anon, lazy))
+        // The pages as `fork` copies them: the two differ only in how the
+        // VMA tree is made, which is what the benchmark compares.
+        self.child_with(tree, &uncopied)
     }
 
-    /// A fork's child holding `tree`: the parent's layout, heap, stack and
-    /// seals, but not `mlockall(MCL_FUTURE)` (locks are not inherited).
-    fn child_with(&self, tree: MapleTree<VmaRef>, guards: PageSet, anon: PageSet, lazy: PageSet) -> AddressSpace {
-        AddressSpace {
+    /// A fork's child holding `tree` (the parent's VMAs copied, but for
+    /// don't-fork ones, removed here if present): the parent's layout,
+    /// heap, stack and seals, but not `mlockall(MCL_FUTURE)` (locks are not
+    /// inherited); its guard and anonymous pages (which go with the page
+    /// tables the child copies, measured on Linux 6.18) duplicated from the
+    /// parent's, but for the `uncopied` ranges (start, end, don't-fork),
+    /// whose page tables the child does not get.
+    fn child_with(&self, tree: MapleTree<VmaRef>, uncopied: &[(u64, u64, bool)]) -> Result<AddressSpace> {
+        let nomem = |_| Errno::ENOMEM;
+        let mut child = AddressSpace {
             tree,
             layout: self.layout.clone(),
             brk: self.brk,
@@ -112,10 +100,18 @@ impl<T: VmaStore> AddressSpace<T> {
             def_flags: VmFlags::empty(),
             sealed: self.sealed,
             lock_leak: 0,
-            guards,
-            anon,
-            lazy,
+            guards: self.guards.try_dup().map_err(nomem)?,
+            anon: self.anon.try_dup().map_err(nomem)?,
+            lazy: self.lazy.try_dup().map_err(nomem)?,
+        };
+        for &(s, e, dontcopy) in uncopied {
+            child.guards.remove(s, e).map_err(nomem)?;
+            child.zap(s, e).map_err(nomem)?;
+            if dontcopy {
+                child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
+            }
         }
+        Ok(child)
     }
 
     /// [`fork`](Self::fork) as Linux did before names were reference

@@ -119,6 +119,15 @@ fn fork_leaves_out_dontfork_and_wipes_wipeonfork() {
     // The insertion-based fork gives the same child.
     let slow = mm.fork_by_insertion().unwrap();
     assert_eq!(slow.maps(), child.maps());
+    let pages = |m: &AddressSpace| {
+        let v = |i: &mut dyn Iterator<Item = _>| i.collect::<Vec<_>>();
+        (v(&mut m.guard_pages()), v(&mut m.anon_pages()), v(&mut m.lazy_free_pages()))
+    };
+    assert_eq!(pages(&slow), pages(&child));
+    // The child's anonymous pages: the parent's, but for the don't-fork
+    // page and the wipe-on-fork one.
+    assert_eq!(pages(&child).1, [BASE..BASE + P, BASE + 2 * P..BASE + 3 * P]);
+    assert_eq!(pages(&mm).1, [BASE..BASE + 3 * P, BASE + 8 * P..BASE + 9 * P]);
     assert_eq!(mm.vma_count(), 4, "the parent is unchanged");
 }
 
