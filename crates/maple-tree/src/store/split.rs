@@ -752,6 +752,9 @@ impl RawTree {
     /// # Safety
     ///
     /// As for `plan_split`.
+    // Out of line, as `rebuild` is: its run of two leaves and plan stay off
+    // the frame of writes that never refill.
+    #[inline(never)]
     pub(super) unsafe fn split_leaf(
         &self,
         lpath: &Path,
