@@ -1246,8 +1246,8 @@ pub(crate) fn find_in(piv: &[AtomicU64], index: u64) -> usize {
 /// says which block holds the answer, then that block's pivots are
 /// compared at once. No branch, and a chain of two loads, not five: a
 /// binary search (four probes and a last comparison) waits on each probe
-/// before it loads the next, and comparing all fifteen pivots costs three
-/// times the instructions. For fifteen pivots, 3 + 3 loads (blocks of
+/// before it loads the next, and comparing all fifteen pivots takes two
+/// and a half times the comparisons. For fifteen pivots, 3 + 3 loads (blocks of
 /// four); for nine, 2 + 3 (blocks of three). Measured against both in one
 /// process (docs/BENCHMARKS.md, "Session 27").
 #[inline(always)]
@@ -1262,7 +1262,8 @@ fn count_below<const N: usize, const B: usize, const M: usize>(piv: &[AtomicU64;
     for k in 1..=M {
         block += below(k * B - 1);
     }
-    // `block <= M`: the `min` tells the compiler so (no bound checks).
+    // `block <= M`: the `min` tells the compiler so, which drops the bound
+    // checks below (16 instructions of a lookup in the kernel's loop).
     let base = block.min(M) * B;
     let mut n = base;
     for j in 0..N - M * B {
