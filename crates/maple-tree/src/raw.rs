@@ -87,8 +87,8 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 const SIBLING_PREFETCH_DEPTH: usize = 3;
 
 /// The height from which lookups ask for the next node as soon as they
-/// know it: a tree of at most three levels (at most about a hundred nodes, a few
-/// dozen kilobytes) stays in the cache, where asking only costs the
+/// know it: a tree of at most three levels (at most 273 nodes, 68 KiB; a
+/// gap-tracking one 111 nodes) stays in the cache, where asking only costs the
 /// instructions (the kernel's lookup loop, a three-level tree, 1.08× as
 /// fast without; random lookups in trees of five levels and more, which
 /// miss at every level, unchanged; docs/BENCHMARKS.md "Session 27").
