@@ -208,7 +208,10 @@
 //! ## Features
 //!
 //! * `std` (default): [`ConcurrentMapleTree`] (with `crossbeam-epoch`),
-//!   a per-thread pool of empty node chunks (at most 2 MiB), and on Linux
+//!   a per-thread cache of empty node chunks (at most 64 MiB, so that a
+//!   tree built after another was dropped reuses its memory instead of
+//!   having it faulted in afresh; [`trim_thread_cache`] gives it back),
+//!   and on Linux
 //!   huge pages for big trees: nodes come in 2 MiB blocks, and once a tree
 //!   holds 8 MiB of nodes, each block it has used up is collapsed into one
 //!   huge page (`madvise`, Linux 6.1 and later; no memory is added), which
@@ -274,6 +277,7 @@ mod write;
 
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;
+pub use alloc::trim_thread_cache;
 #[cfg(all(feature = "std", not(loom)))]
 #[doc(hidden)]
 pub use concurrent::collect_garbage;
