@@ -1,5 +1,7 @@
 //! `fork`: the child's address space by O(n) duplication of the tree.
 
+use std::ops::RangeInclusive;
+
 use maple_tree::{DupError, MapleTree};
 
 use crate::{
@@ -40,9 +42,7 @@ impl<T: VmaStore> AddressSpace<T> {
         let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();
         let tree = with_maker(|maker| {
             self.tree.view().try_dup_share_or_map(|r, d| {
-                if d.flags.intersects(PAGES_NOT_COPIED) {
-                    uncopied.push((*r.start(), r.end() + 1, d.flags.contains(VmFlags::DONTCOPY)));
-                }
+                uncopied.extend(pages_not_copied(&r, d.flags));
                 child_record(d, copy_names, maker)
             })
         })
@@ -62,11 +62,12 @@ impl<T: VmaStore> AddressSpace<T> {
         let parent = self.tree.view();
         with_maker(|maker| {
             for (r, d) in parent.iter() {
-                if d.flags.intersects(PAGES_NOT_COPIED) {
-                    uncopied.push((*r.start(), r.end() + 1, d.flags.contains(VmFlags::DONTCOPY)));
-                }
-                if d.flags.contains(VmFlags::DONTCOPY) {
-                    continue;
+                if let Some((start, end, dontfork)) = pages_not_copied(&r, d.flags) {
+                    // A don't-fork VMA is not inserted: nothing to remove.
+                    uncopied.push((start, end, false));
+                    if dontfork {
+                        continue;
+                    }
                 }
                 let record = match child_record(d, false, maker)? {
                     Some(copy) => copy,
@@ -88,8 +89,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// heap, stack and seals, but not `mlockall(MCL_FUTURE)` (locks are not
     /// inherited); its guard and anonymous pages (which go with the page
     /// tables the child copies, measured on Linux 6.18) duplicated from the
-    /// parent's, but for the `uncopied` ranges (start, end, don't-fork),
-    /// whose page tables the child does not get.
+    /// parent's, but for the `uncopied` ranges (start, end, remove), whose
+    /// page tables the child does not get (and whose VMAs it does not get
+    /// either, where `remove`).
     fn child_with(&self, tree: MapleTree<VmaRef>, uncopied: &[(u64, u64, bool)]) -> Result<AddressSpace> {
         let nomem = |_| Errno::ENOMEM;
         let mut child = AddressSpace {
@@ -104,10 +106,10 @@ impl<T: VmaStore> AddressSpace<T> {
             anon: self.anon.try_dup().map_err(nomem)?,
             lazy: self.lazy.try_dup().map_err(nomem)?,
         };
-        for &(s, e, dontcopy) in uncopied {
+        for &(s, e, remove) in uncopied {
             child.guards.remove(s, e).map_err(nomem)?;
             child.zap(s, e).map_err(nomem)?;
-            if dontcopy {
+            if remove {
                 child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
             }
         }
@@ -126,6 +128,13 @@ impl<T: VmaStore> AddressSpace<T> {
 /// The flags of a VMA whose page tables (guard pages included) a fork's
 /// child does not get: don't-fork (no VMA either) and wipe-on-fork.
 const PAGES_NOT_COPIED: VmFlags = VmFlags::DONTCOPY.union(VmFlags::WIPEONFORK);
+
+/// For a VMA over `r` whose page tables the child does not get (see
+/// [`PAGES_NOT_COPIED`]): its range as (start, end), and whether it is a
+/// don't-fork one.
+fn pages_not_copied(r: &RangeInclusive<u64>, flags: VmFlags) -> Option<(u64, u64, bool)> {
+    flags.intersects(PAGES_NOT_COPIED).then(|| (*r.start(), r.end() + 1, flags.contains(VmFlags::DONTCOPY)))
+}
 
 /// The child's record for a VMA (Linux's `vm_area_dup` + `anon_vma_fork`):
 /// `None` to share the parent's, which the copy of a never-written,
