@@ -273,7 +273,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`.",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
