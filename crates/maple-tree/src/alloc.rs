@@ -742,7 +742,7 @@ mod pool {
     /// 1.4 M ranges inserted in a random order. Rebuilding a tree of 1 M
     /// ranges faulted in 10,000 pages a round with one block's worth (the
     /// pool's size until session 28) and none with this; random inserts ran
-    /// about 10 % faster at 100 K and 1 M ranges, ascending ones about 20 %
+    /// about 15 % faster at 100 K and 1 M ranges, ascending ones 20–30 %
     /// (docs/BENCHMARKS.md, "Session 28"). The global allocator keeps the
     /// nodes of a dropped `BTreeMap` in its heap likewise.
     pub(super) const POOL_CHUNKS: usize = 32 * super::NODE_CHUNKS;
@@ -881,12 +881,13 @@ mod pool {
 /// to 64 MiB (the nodes of about 1.4 M ranges), so that the next tree it
 /// builds need not have the kernel fault in and zero that memory again:
 /// a program that rebuilds or copies trees (a fork's copy, a map rebuilt
-/// from scratch) runs its inserts 10–20 % faster for it. The cache goes
+/// from scratch) runs its inserts 15–30 % faster for it. The cache goes
 /// back to the system when the thread exits; a long-lived thread that is
-/// done with big trees can give it back now. Memory is returned 2 MiB at
-/// a time, as soon as no live tree holds a node in that block; the rest
-/// is given back as those trees free their nodes. Without `std` there is
-/// no cache, and this returns 0.
+/// done with big trees can give it back now. Memory goes back 2 MiB at a
+/// time: a block in which a live tree still has nodes stays mapped until
+/// those are freed too (and their chunks, freed on this thread, come to
+/// this cache again). Without `std` there is no cache, and this returns
+/// 0.
 ///
 /// ```
 /// use maple_tree::{MapleTree, U63};
