@@ -178,11 +178,15 @@ impl RawTree {
     /// given to the next leaf ([`give_tail_to_next`](Self::give_tail_to_next)).
     /// About one erase in five of a tree's ranges is of a leaf's last slot
     /// (leaves end with an entry), and until session 20 each went through
-    /// the general write to reach the same two outcomes. The erased word
-    /// is pushed on `removed` (empty before). Returns whether the walk is
-    /// still good (false after a tail was given: the leaf's bounds
-    /// changed), or `None`, with nothing changed, for the erases the
-    /// general write does.
+    /// the general write to reach the same two outcomes. Either way, an
+    /// erase that would leave the leaf below its minimum fill takes the
+    /// next sibling in ([`erase_by_refill`](Self::erase_by_refill)), as
+    /// the general write does (until session 28 through it: a second walk,
+    /// and 4,000 instructions for a leaf's last slot). The erased word is
+    /// pushed on `removed` (empty before). Returns whether the walk is
+    /// still good (false after a tail was given or a sibling taken in: the
+    /// leaf's bounds changed), or `None`, with nothing changed, for the
+    /// erases the general write does.
     ///
     /// # Safety
     ///
@@ -192,9 +196,9 @@ impl RawTree {
         if let Some(l) = self.inside_slot(lpath) {
             // SAFETY: this function's contract; the slot lies inside its
             // leaf.
-            let word = unsafe { self.erase_inside(lpath, l, false) }?;
+            let (word, good) = unsafe { self.erase_inside(lpath, l, false) }?;
             removed.push(word);
-            return Some(true);
+            return Some(good);
         }
         // SAFETY: as above.
         unsafe { self.erase_leaf_end(lpath, removed) }
@@ -217,20 +221,26 @@ impl RawTree {
         let node = l.leaf();
         // The emptied slots: the entry's, and an empty one before it.
         let a = l.off - usize::from(node.slot(l.off - 1).is_null());
-        // A leaf left below its minimum fill (whichever the neighbour) takes
-        // a sibling in: the general write's.
-        if node.slot(l.off).is_null() || a < Kind::Leaf.min_fill() {
+        let word = node.slot(l.off);
+        if word.is_null() {
             return None;
+        }
+        if a < Kind::Leaf.min_fill() {
+            // SAFETY: this function's contract; `a..=l.off` are the slots
+            // the erase empties, `l.off` the leaf's last.
+            unsafe { self.erase_leaf_end_by_refill(lpath, a, word) }?;
+            removed.push(word);
+            return Some(false);
         }
         match edge_neighbour(lpath, true)? {
             (_, false) => {
                 // SAFETY: this function's contract; the right neighbour (the
                 // next leaf's first range) holds an entry.
-                let word = unsafe { self.erase_inside(lpath, l, true) }?;
+                let (word, good) = unsafe { self.erase_inside(lpath, l, true) }?;
                 removed.push(word);
                 #[cfg(test)]
                 tests::END_ERASES.with(|e| e.borrow_mut()[0] += 1);
-                Some(true)
+                Some(good)
             }
             (d, true) => {
                 self.kept.forget();
@@ -267,7 +277,7 @@ impl RawTree {
     /// leaf's last slot and not its first, and the next leaf starts with
     /// an entry.
     #[inline(always)]
-    unsafe fn erase_inside(&self, lpath: &Path, l: Level, at_end: bool) -> Option<*mut ()> {
+    unsafe fn erase_inside(&self, lpath: &mut Path, l: Level, at_end: bool) -> Option<(*mut (), bool)> {
         let node = l.leaf();
         let piv = node.pivots();
         let slots = node.slots();
@@ -278,6 +288,9 @@ impl RawTree {
         }
         let (left, right) = (load(l.off - 1).is_null(), !at_end && load(l.off + 1).is_null());
         let (a, b) = (l.off - usize::from(left), l.off + usize::from(right));
+        // The emptied range, which holds the empty ranges it swallows: the
+        // leaf's largest gap can only grow, so none is lost.
+        let last = slot_bounds(piv, b, l.min, l.max).1;
         let count = if a == b {
             // A slot store: the entry's slot becomes empty; fill unchanged.
             0
@@ -286,20 +299,93 @@ impl RawTree {
             // (A root leaf left with the one empty slot is an empty tree,
             // which the general write makes.)
             if !self.leaf_fill_legal(lpath, count - (b - a), true) {
-                return None;
+                // Below the minimum fill: the leaf takes a sibling in.
+                // SAFETY: this function's contract; `a..=b` are the slots
+                // the erase empties, whole, ending at `last`.
+                unsafe { self.erase_by_refill(lpath, a, None, b, last, word) }?;
+                return Some((word, false));
             }
             count
         };
-        // The emptied range, which holds the empty ranges it swallows: the
-        // leaf's largest gap can only grow, so none is lost.
-        let last = slot_bounds(piv, b, l.min, l.max).1;
         self.kept.forget();
         let piece = [Item { last, slot: ptr::null_mut(), gap: 0 }];
         // SAFETY: no reader exists (this function's contract); the fill
         // is legal (a slot store keeps it).
         unsafe { self.splice_and_regap(lpath, a..=b, count, &piece, 0) };
         self.len.set(self.len.get() - usize::from(is_value(word)));
-        Some(word)
+        Some((word, true))
+    }
+
+    /// The erase of the leaf's last slot `lpath` points at, holding
+    /// `word`, with the empty slot before it from `a` on, that would leave
+    /// the leaf below its minimum fill: the leaf takes its next sibling in
+    /// ([`erase_by_refill`](Self::erase_by_refill)); the emptied range
+    /// reaches on over the sibling's first range where that is empty.
+    /// `None`, with nothing changed, for a next leaf that is a cousin (or
+    /// none): the general write takes it in.
+    ///
+    /// # Safety
+    ///
+    /// As for [`erase_leaf_end`](Self::erase_leaf_end); `a..=l.off` are
+    /// the slots the erase empties, whole, `l.off` the leaf's last and not
+    /// its first.
+    #[inline(never)]
+    unsafe fn erase_leaf_end_by_refill(&self, lpath: &mut Path, a: usize, word: *mut ()) -> Option<()> {
+        let leaf = lpath.len() - 1;
+        let l = lpath[leaf];
+        let p = lpath[leaf.checked_sub(1)?];
+        if !p.node.has_next(p.off) {
+            return None;
+        }
+        // SAFETY: the parent is internal and its next slot is used.
+        let next = unsafe { p.node.child(p.off + 1) };
+        let r = Level { node: next, min: l.max + 1, max: p.node.slot_max(p.off + 1, p.max), off: 0 };
+        let (across, last) = if r.leaf().slot(0).is_null() { (Some(r), r.slot_range().1) } else { (None, l.max) };
+        // SAFETY: this function's contract; with `across`, the emptied
+        // range runs on through the next sibling's empty first slot.
+        unsafe { self.erase_by_refill(lpath, a, across, l.off, last, word) }
+    }
+
+    /// An erase that empties slots `a..=b` of the leaf at the end of
+    /// `lpath` (whole slots: the erased entry `word` and the empty ranges
+    /// beside it) into one empty range ending at `last`, and leaves the
+    /// leaf below its minimum fill: the leaf takes its next sibling in
+    /// ([`split_leaf`](Self::split_leaf)), as the general write does, but
+    /// without its second walk and the planning of its pieces. With
+    /// `across`, the empty range runs on into that sibling (whose walk
+    /// level `across` is) through its first slot, which is empty, and `b`
+    /// is the leaf's last. The tree's length is updated; the walk is
+    /// emptied (stale). `None`, with nothing changed, where the refill is
+    /// not one of the direct shapes (a root leaf, a third leaf to take in,
+    /// a failed allocation): the general write then does it.
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the tree (not RCU mode) and the caller is its
+    /// only writer; `lpath` is a current walk; the slots are as above.
+    unsafe fn erase_by_refill(
+        &self,
+        lpath: &mut Path,
+        a: usize,
+        across: Option<Level>,
+        b: usize,
+        last: u64,
+        word: *mut (),
+    ) -> Option<()> {
+        let piece = [Item { last, slot: ptr::null_mut(), gap: 0 }];
+        let to = if across.is_some() { 0 } else { b };
+        self.kept.forget();
+        // SAFETY: the caller's contract; the piece covers exactly the
+        // emptied slots' range.
+        match unsafe { self.split_leaf(lpath, a, across, to, &piece) } {
+            Some(Ok(())) => {}
+            Some(Err(_)) | None => return None,
+        }
+        self.len.set(self.len.get() - usize::from(is_value(word)));
+        lpath.clear();
+        #[cfg(test)]
+        tests::END_ERASES.with(|e| e.borrow_mut()[2] += 1);
+        Some(())
     }
 
     /// The in-leaf lane: a write whose range ends inside the leaf `lpath`
@@ -649,8 +735,9 @@ mod tests {
     std::thread_local! {
         /// Erases of a leaf's last slot done straight from `erase`: in
         /// place (the next leaf starts with an entry), and by giving the
-        /// tail to the next leaf.
-        pub(super) static END_ERASES: core::cell::RefCell<[usize; 2]> = const { core::cell::RefCell::new([0; 2]) };
+        /// tail to the next leaf; and erases that took the next sibling in
+        /// straight from `erase` (of any slot).
+        pub(super) static END_ERASES: core::cell::RefCell<[usize; 3]> = const { core::cell::RefCell::new([0; 3]) };
     }
 
     fn u(v: u64) -> U63 {
@@ -760,7 +847,7 @@ mod tests {
     #[test]
     fn erasing_an_entry_merges_it_with_its_empty_neighbours() {
         let n = if cfg!(miri) { 40u64 } else { 300 };
-        END_ERASES.with(|e| *e.borrow_mut() = [0; 2]);
+        END_ERASES.with(|e| *e.borrow_mut() = [0; 3]);
         // Range i: [i*10, i*10+9] (touching the next) when bit 0 of a hash
         // of i is set (or all of them, the second time), else
         // [i*10, i*10+5].
@@ -807,9 +894,11 @@ mod tests {
             assert!(t.is_empty());
         }
         // A leaf's tail was given to the next leaf straight from `erase`
-        // (the next test checks the other way, which is rarer here).
-        let given = END_ERASES.with(|e| e.borrow()[1]);
+        // (the next test checks the other way, which is rarer here), and
+        // leaves left below their fill took their next sibling in.
+        let [_, given, refilled] = END_ERASES.with(|e| *e.borrow());
         assert!(given > 0, "no leaf's tail given straight from erase");
+        assert!(refilled > 0, "no leaf took its sibling in straight from erase");
     }
 
     /// `erase` of a leaf's last entry when the next leaf starts with an
@@ -821,7 +910,7 @@ mod tests {
     /// runs).
     #[test]
     fn erasing_a_leafs_last_entry_before_an_entry_empties_it_in_place() {
-        END_ERASES.with(|e| *e.borrow_mut() = [0; 2]);
+        END_ERASES.with(|e| *e.borrow_mut() = [0; 3]);
         let n = 48u64;
         for gaps in [false, true] {
             let ranges = || (0..n).map(|i| (i * 10..=i * 10 + 9, u(i)));
