@@ -200,11 +200,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// `0..n` in the kernel section's random order (the C driver's too), so
-/// that node counts compare with the kernel's. (Until session 16 this was
-/// a multiplicative-hash order, which spreads inserts more evenly than a
-/// random one does and flattered the push rules: 17,205 nodes for 100 K
-/// ranges against 18,412 here.)
 /// The values of `t` summed by a `for` loop (entry by entry through
 /// `next`).
 fn sum_by_for(t: &MapleTree<U63>) -> u64 {
@@ -215,6 +210,11 @@ fn sum_by_for(t: &MapleTree<U63>) -> u64 {
     sum
 }
 
+/// `0..n` in the kernel section's random order (the C driver's too), so
+/// that node counts compare with the kernel's. (Until session 16 this was
+/// a multiplicative-hash order, which spreads inserts more evenly than a
+/// random one does and flattered the push rules: 17,205 nodes for 100 K
+/// ranges against 18,412 here.)
 fn random_order(n: u64) -> Vec<u64> {
     shuffle::kernel_order(n)
 }

@@ -225,14 +225,21 @@ impl RawTree {
         if word.is_null() {
             return None;
         }
+        let (d, next_empty) = edge_neighbour(lpath, true)?;
         if a < Kind::Leaf.min_fill() {
+            // The leaf takes the next leaf in: here a sibling (a cousin
+            // changes two parents: the general write's).
+            if d + 2 != lpath.len() {
+                return None;
+            }
             // SAFETY: this function's contract; `a..=l.off` are the slots
-            // the erase empties, `l.off` the leaf's last.
-            unsafe { self.erase_leaf_end_by_refill(lpath, a, word) }?;
+            // the erase empties, `l.off` the leaf's last; the next leaf is
+            // a sibling, starting with an empty range if `next_empty`.
+            unsafe { self.erase_leaf_end_by_refill(lpath, a, word, next_empty) }?;
             removed.push(word);
             return Some(false);
         }
-        match edge_neighbour(lpath, true)? {
+        match (d, next_empty) {
             (_, false) => {
                 // SAFETY: this function's contract; the right neighbour (the
                 // next leaf's first range) holds an entry.
@@ -320,27 +327,33 @@ impl RawTree {
     /// `word`, with the empty slot before it from `a` on, that would leave
     /// the leaf below its minimum fill: the leaf takes its next sibling in
     /// ([`erase_by_refill`](Self::erase_by_refill)); the emptied range
-    /// reaches on over the sibling's first range where that is empty.
-    /// `None`, with nothing changed, for a next leaf that is a cousin (or
-    /// none): the general write takes it in.
+    /// reaches on over the sibling's first range where that is empty
+    /// (`next_empty`). `None`, with nothing changed, where the refill
+    /// declines: the general write then does it.
     ///
     /// # Safety
     ///
     /// As for [`erase_leaf_end`](Self::erase_leaf_end); `a..=l.off` are
     /// the slots the erase empties, whole, `l.off` the leaf's last and not
-    /// its first.
+    /// its first; the next leaf is a sibling (same parent), and starts
+    /// with an empty range if and only if `next_empty`.
     #[inline(never)]
-    unsafe fn erase_leaf_end_by_refill(&self, lpath: &mut Path, a: usize, word: *mut ()) -> Option<()> {
+    unsafe fn erase_leaf_end_by_refill(
+        &self,
+        lpath: &mut Path,
+        a: usize,
+        word: *mut (),
+        next_empty: bool,
+    ) -> Option<()> {
         let leaf = lpath.len() - 1;
-        let l = lpath[leaf];
-        let p = lpath[leaf.checked_sub(1)?];
-        if !p.node.has_next(p.off) {
-            return None;
-        }
-        // SAFETY: the parent is internal and its next slot is used.
-        let next = unsafe { p.node.child(p.off + 1) };
-        let r = Level { node: next, min: l.max + 1, max: p.node.slot_max(p.off + 1, p.max), off: 0 };
-        let (across, last) = if r.leaf().slot(0).is_null() { (Some(r), r.slot_range().1) } else { (None, l.max) };
+        let (l, p) = (lpath[leaf], lpath[leaf - 1]);
+        let across = next_empty.then(|| {
+            // SAFETY: the parent is internal and its next slot, the
+            // sibling's, is used (this function's contract).
+            let next = unsafe { p.node.child(p.off + 1) };
+            Level { node: next, min: l.max + 1, max: p.node.slot_max(p.off + 1, p.max), off: 0 }
+        });
+        let last = across.map_or(l.max, |r| r.slot_range().1);
         // SAFETY: this function's contract; with `across`, the emptied
         // range runs on through the next sibling's empty first slot.
         unsafe { self.erase_by_refill(lpath, a, across, l.off, last, word) }
