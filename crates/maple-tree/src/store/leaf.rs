@@ -20,7 +20,7 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{cut, edge_neighbour, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
+use super::{cousin_fork, cut, edge_neighbour, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind},
@@ -227,10 +227,18 @@ impl RawTree {
         }
         let (d, next_empty) = edge_neighbour(lpath, true)?;
         if a < Kind::Leaf.min_fill() {
-            // The leaf takes the next leaf in: here a sibling (a cousin
-            // changes two parents: the general write's).
+            // The leaf takes the next leaf in.
             if d + 2 != lpath.len() {
-                return None;
+                // A cousin: the emptied range ends at the leaf's end, or
+                // runs on through the cousin's empty first slot.
+                let last = (!next_empty).then_some(l.max);
+                // SAFETY: this function's contract; `a..=l.off` are the
+                // slots the erase empties, `l.off` the leaf's last; `d` is
+                // the lowest level with a slot after the walk's (not the
+                // parent's, so the leaf ends its parent).
+                unsafe { self.erase_by_cousin(lpath, a, l.off, last, d, word) }?;
+                removed.push(word);
+                return Some(false);
             }
             // SAFETY: this function's contract; `a..=l.off` are the slots
             // the erase empties, `l.off` the leaf's last; the next leaf is
@@ -364,7 +372,9 @@ impl RawTree {
     /// beside it) into one empty range ending at `last`, and leaves the
     /// leaf below its minimum fill: the leaf takes its next sibling in
     /// ([`split_leaf`](Self::split_leaf)), as the general write does, but
-    /// without its second walk and the planning of its pieces. With
+    /// without its second walk and the planning of its pieces (or, where
+    /// the next leaf is a cousin, [`erase_by_cousin`](Self::erase_by_cousin)).
+    /// With
     /// `across`, the empty range runs on into that sibling (whose walk
     /// level `across` is) through its first slot, which is empty, and `b`
     /// is the leaf's last. The tree's length is updated; the walk is
@@ -385,6 +395,14 @@ impl RawTree {
         last: u64,
         word: *mut (),
     ) -> Option<()> {
+        if across.is_none() {
+            if let Some(d) = cousin_fork(lpath) {
+                // SAFETY: the caller's contract; the leaf ends its parent
+                // and `d` is the level where the walk to the next leaf
+                // forks off.
+                return unsafe { self.erase_by_cousin(lpath, a, b, Some(last), d, word) };
+            }
+        }
         let piece = [Item { last, slot: ptr::null_mut(), gap: 0 }];
         let to = if across.is_some() { 0 } else { b };
         self.kept.forget();
@@ -398,6 +416,39 @@ impl RawTree {
         lpath.clear();
         #[cfg(test)]
         tests::END_ERASES.with(|e| e.borrow_mut()[2] += 1);
+        Some(())
+    }
+
+    /// [`erase_by_refill`](Self::erase_by_refill) where the next leaf is a
+    /// cousin (under another parent; `d` is the level of the lowest
+    /// ancestor the two share): the leaf takes it in through
+    /// [`take_in_cousin`](Self::take_in_cousin), whose `last` this is
+    /// (`None`: the emptied range runs on through the cousin's empty first
+    /// slot). The tree's length is updated; the walk is emptied. `None`,
+    /// with nothing changed, where that declines.
+    ///
+    /// # Safety
+    ///
+    /// As for `take_in_cousin`; `word` is the erased entry's.
+    #[inline(never)]
+    unsafe fn erase_by_cousin(
+        &self,
+        lpath: &mut Path,
+        a: usize,
+        b: usize,
+        last: Option<u64>,
+        d: usize,
+        word: *mut (),
+    ) -> Option<()> {
+        // SAFETY: this function's contract.
+        if !unsafe { self.take_in_cousin(lpath, a, b, last, d) } {
+            return None;
+        }
+        self.kept.forget();
+        self.len.set(self.len.get() - usize::from(is_value(word)));
+        lpath.clear();
+        #[cfg(test)]
+        tests::END_ERASES.with(|e| e.borrow_mut()[3] += 1);
         Some(())
     }
 
@@ -750,7 +801,7 @@ mod tests {
         /// place (the next leaf starts with an entry), and by giving the
         /// tail to the next leaf; and erases that took the next sibling in
         /// straight from `erase` (of any slot).
-        pub(super) static END_ERASES: core::cell::RefCell<[usize; 3]> = const { core::cell::RefCell::new([0; 3]) };
+        pub(super) static END_ERASES: core::cell::RefCell<[usize; 4]> = const { core::cell::RefCell::new([0; 4]) };
     }
 
     fn u(v: u64) -> U63 {
@@ -860,7 +911,7 @@ mod tests {
     #[test]
     fn erasing_an_entry_merges_it_with_its_empty_neighbours() {
         let n = if cfg!(miri) { 40u64 } else { 300 };
-        END_ERASES.with(|e| *e.borrow_mut() = [0; 3]);
+        END_ERASES.with(|e| *e.borrow_mut() = [0; 4]);
         // Range i: [i*10, i*10+9] (touching the next) when bit 0 of a hash
         // of i is set (or all of them, the second time), else
         // [i*10, i*10+5].
@@ -909,7 +960,7 @@ mod tests {
         // A leaf's tail was given to the next leaf straight from `erase`
         // (the next test checks the other way, which is rarer here), and
         // leaves left below their fill took their next sibling in.
-        let [_, given, refilled] = END_ERASES.with(|e| *e.borrow());
+        let [_, given, refilled, _] = END_ERASES.with(|e| *e.borrow());
         assert!(given > 0, "no leaf's tail given straight from erase");
         assert!(refilled > 0, "no leaf took its sibling in straight from erase");
     }
@@ -923,7 +974,7 @@ mod tests {
     /// runs).
     #[test]
     fn erasing_a_leafs_last_entry_before_an_entry_empties_it_in_place() {
-        END_ERASES.with(|e| *e.borrow_mut() = [0; 3]);
+        END_ERASES.with(|e| *e.borrow_mut() = [0; 4]);
         let n = 48u64;
         for gaps in [false, true] {
             let ranges = || (0..n).map(|i| (i * 10..=i * 10 + 9, u(i)));

@@ -654,6 +654,19 @@ pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)
     Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
 }
 
+/// For a walk whose leaf is the last child of its parent but not the
+/// tree's last leaf, so that the next leaf is a cousin: the lowest level
+/// with a slot after the walk's, where the walk to that cousin forks off.
+/// `None` for a leaf with a next sibling, the tree's last leaf, and a
+/// root leaf or a leaf under the root (which have no cousins).
+pub(super) fn cousin_fork(path: &Path) -> Option<usize> {
+    let leaf = path.len().checked_sub(1)?;
+    if leaf < 2 || path[leaf].max == u64::MAX || path[leaf - 1].node.has_next(path[leaf - 1].off) {
+        return None;
+    }
+    (0..leaf - 1).rev().find(|&d| path[d].node.has_next(path[d].off))
+}
+
 /// A xorshift generator from `seed` (not zero), for the write tests'
 /// random sequences.
 #[cfg(test)]

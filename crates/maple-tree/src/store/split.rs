@@ -25,23 +25,29 @@
 //!   into a sibling under the grandparent or split in two in turn (its
 //!   second half in a fresh node), and children that change parent get
 //!   their parent words.
+//! * **cousin taken in** (underflow from an erase, the leaf last under its
+//!   parent): the next leaf, under another parent, joins the leaf in it
+//!   (the cousin freed, its parent one slot shorter) or shares the content
+//!   with it, and the bound between the two moves in the lowest ancestor
+//!   they share ([`take_in_cousin`]). The rebuild would rebalance the two
+//!   parents too; here both stay as they are.
 //! * **tail given to the next leaf** (an erase of the leaf's last range
 //!   when the next leaf starts with an empty one): the pivot between the
 //!   two (the parent's, or for a cousin the lowest shared ancestor's)
 //!   moves down and the next leaf's empty range grows over the erased
 //!   one; only the leaf is rewritten (it drops its last slots).
-//!   The rebuild would merge the two leaves instead, so this is the one
-//!   shape here the rebuild does not make ([`give_tail_to_next`]).
+//!   The rebuild would merge the two leaves instead ([`give_tail_to_next`]).
 //!
-//! The other shapes' decisions are the rebuild's own (the same
-//! [`split_points`], [`biased_split`] and push rule, applied to the same
-//! content), so the tree comes out node for node as the rebuild would
-//! leave it (a unit test compares the two after every write of a random
-//! sequence; both trees give tails away alike); any case they
-//! do not cover (a root or a full grandparent over a full parent, a parent
-//! left below its fill or a root left with one child, a cousin to take in,
-//! a cut the biased rule cannot make, a split into three) is handed back,
-//! unchanged, to the rebuild.
+//! Those last two the rebuild does not make; the other shapes' decisions
+//! are the rebuild's own (the same [`split_points`], [`biased_split`] and
+//! push rule, applied to the same content), so the tree comes out node for
+//! node as the rebuild would leave it (a unit test compares the two after
+//! every write of a random sequence; both trees give tails away and take
+//! cousins in alike); any case they do not cover (a root or a full
+//! grandparent over a full parent, a parent left below its fill or a root
+//! left with one child, a cousin to take in for a write other than an
+//! erase, a cut the biased rule cannot make, a split into three) is handed
+//! back, unchanged, to the rebuild.
 //! The in-leaf lane plans before it makes any handle (from stand-ins with
 //! the pieces' bounds and emptiness), so a declined plan costs nothing but
 //! the planning; the allocations (a split's leaf, and its parent's second
@@ -50,11 +56,12 @@
 //!
 //! [`split_points`]: super::rebuild::split_points
 //! [`give_tail_to_next`]: RawTree::give_tail_to_next
+//! [`take_in_cousin`]: RawTree::take_in_cousin
 
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::mem::MaybeUninit;
+use core::{mem::MaybeUninit, ptr};
 
 use super::{
     prefetch_siblings,
@@ -746,6 +753,147 @@ impl RawTree {
         true
     }
 
+    /// An erase that empties slots `a..=b` of the leaf at the end of
+    /// `lpath` (whole slots) into one empty range ending at `last`, and
+    /// leaves the leaf below its minimum fill, when the leaf is the last
+    /// child of its parent and not the tree's last leaf: the next leaf,
+    /// which the leaf takes in as the rebuild's underflow rule says, is a
+    /// cousin (under another parent), the first leaf under slot
+    /// `lpath[d].off + 1` of the lowest ancestor the two walks share. With
+    /// `last` `None`, the emptied range runs on through the cousin's first
+    /// slot (empty) and `b` is the leaf's last.
+    ///
+    /// The two leaves' content, cut as for a sibling, is written back into
+    /// them in place:
+    /// * in two parts, the leaf takes the first and the cousin the second,
+    ///   and the bound between them moves in the shared ancestor (every
+    ///   node between holds it only as an implied bound, as in
+    ///   [`give_tail_to_next`](Self::give_tail_to_next));
+    /// * in one part, the leaf takes it all, the shared ancestor's bound
+    ///   moves up to the cousin's end, and the cousin's parent drops its
+    ///   first slot (declined where that would leave it below its minimum
+    ///   fill) and the cousin is freed.
+    ///
+    /// Nothing is allocated, and neither parent changes its count but the
+    /// cousin's in the merge. The rebuild, taking in a cousin, makes the
+    /// two leaves fresh nodes and rebalances the two parents' children
+    /// between them (and so on up to the shared ancestor); both parents are
+    /// legal here as they are, so this writes two leaves and a pivot where
+    /// the rebuild wrote a subtree (about 1.75 % of the random erases of a
+    /// big tree, at ~5,200 instructions each: see docs/BENCHMARKS.md,
+    /// "Session 29"). False, with nothing changed, where the content would
+    /// need a third leaf or the cousin's parent cannot lose a slot: the
+    /// general write then does it. The tree's length is the caller's to
+    /// update; `lpath` is stale afterwards.
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the tree (not RCU mode) and the caller is its
+    /// only writer; `lpath` is a current walk whose leaf's slots `a..=b`
+    /// (`a <= b`, with an entry at `a - 1` if `a > 0`) are those the erase
+    /// empties, whole, with no empty slot after `b` in the leaf (the erase
+    /// took it in); its leaf ends its parent and `d` is the lowest level of
+    /// `lpath` with a slot after the walk's; with `last` `None`, `b` is the
+    /// leaf's last slot and the next leaf's first slot is empty.
+    pub(super) unsafe fn take_in_cousin(&self, lpath: &Path, a: usize, b: usize, last: Option<u64>, d: usize) -> bool {
+        #[cfg(test)]
+        if tests::NO_COUSIN.with(core::cell::Cell::get) {
+            return false;
+        }
+        let leaf = lpath.len() - 1;
+        debug_assert!(!self.rcu && d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
+        let l = lpath[leaf];
+        let node = l.leaf();
+        let count = l.node.count();
+        // The walk to the cousin: the shared ancestor's next slot, then
+        // first slots down.
+        let mut npath = Path::new();
+        npath.extend(lpath[..=d].iter().copied());
+        npath[d].off += 1;
+        RawTree::descend_edge(&mut npath, false);
+        let (r, q) = (npath[leaf], npath[leaf - 1]);
+        let cousin = r.leaf();
+        let rcount = r.node.count();
+        let (last, r_from) = match last {
+            Some(last) => (last, 0),
+            None => (r.node.slot_max(0, r.max), 1),
+        };
+        let mut run = Run::new();
+        // SAFETY: the caller makes us the tree's only writer.
+        unsafe {
+            run.read(node, l.max, 0, a, count);
+            run.push(&Item { last, slot: ptr::null_mut(), gap: 0 });
+            if r_from == 0 {
+                run.read(node, l.max, b + 1, count, count);
+            }
+            run.read(cousin, r.max, r_from, rcount, rcount);
+        }
+        let spine = r.max == u64::MAX;
+        if run.len < Kind::Leaf.min_fill() && !spine {
+            // (A cousin below its own fill: the rebuild would take in a
+            // third leaf.)
+            return false;
+        }
+        let ends = split_points_by(run.len, |i| run.empty(i), Kind::Leaf, spine);
+        let qcount = q.node.count();
+        let merge = match ends.len() {
+            1 => true,
+            2 => false,
+            _ => return false,
+        };
+        // The cousin's parent loses its first slot in a merge: it keeps
+        // its minimum fill, or at least one child where it ends the tree.
+        let exempt = q.max == u64::MAX;
+        if merge && (qcount == 1 || qcount - 1 < self.inner_kind().min_fill() && !exempt) {
+            return false;
+        }
+        // ---- nothing below declines ----
+        let cut = ends[0];
+        let (lasts, slots) = run.parts();
+        let mid = lasts[cut - 1];
+        // SAFETY: no reader exists (this function's contract); the leaf's
+        // first `a` slots are its own, unmoved, below `cut` (a part holds
+        // at least the minimum fill, which the leaf was left below); the
+        // first part ends at `mid`, the leaf's maximum once the shared
+        // ancestor's bound moves there below.
+        unsafe { node.write_run(&lasts[..cut], &slots[..cut], a) };
+        // SAFETY: as above; the shared ancestor's slot for the leaf's
+        // subtree has a next one, so its bound is a stored pivot; the new
+        // bound lies inside the two subtrees' range, and once both leaves
+        // are rewritten what lies below each side covers it.
+        unsafe { lpath[d].node.set_pivot(lpath[d].off, mid) };
+        if merge {
+            // SAFETY: as above; the cousin's parent keeps a legal fill
+            // (checked), its first child now starting after `mid`.
+            unsafe { q.node.splice_internal(0, 1, qcount, &[]) };
+            // SAFETY: not RCU mode, so no reader can hold the cousin, now
+            // unreachable and listed nowhere else; we are the only writer.
+            unsafe { self.slab.free(r.node) };
+        } else {
+            // SAFETY: as above; the second part's bounds are `mid + 1` to
+            // the cousin's maximum.
+            unsafe { cousin.write_run(&lasts[cut..], &slots[cut..], 0) };
+        }
+        if self.gaps {
+            // Each side's largest gap, up its own walk (the shared
+            // ancestor's gaps are set from both).
+            self.propagate_gap(lpath, leaf, l.node.max_gap(l.min, mid));
+            if merge {
+                // (An internal node's largest gap is its children's.)
+                self.propagate_gap(&npath, leaf - 1, q.node.max_gap(0, 0));
+            } else {
+                self.propagate_gap(&npath, leaf, r.node.max_gap(mid + 1, r.max));
+            }
+        }
+        #[cfg(test)]
+        tests::TAKEN.with(|t| {
+            let mut t = t.borrow_mut();
+            t[if merge { 8 } else { 9 }] += 1;
+            t[10] += usize::from(r_from == 1);
+        });
+        true
+    }
+
     /// [`plan_split`](Self::plan_split) and [`apply_split`](Self::apply_split)
     /// at once, for pieces already made.
     ///
@@ -790,11 +938,16 @@ mod tests {
         /// How often the direct path made each shape (split, push right,
         /// push left, sibling taken in), planned a write across two leaves,
         /// refilled a split's full parent, and gave a leaf's emptied tail
-        /// to the next leaf, a sibling or a cousin.
-        pub(super) static TAKEN: RefCell<[usize; 8]> = const { RefCell::new([0; 8]) };
+        /// to the next leaf, a sibling or a cousin; and took in a cousin
+        /// straight from `erase`, in one leaf or cut over the two, and of
+        /// those the ones whose emptied range ran on into the cousin.
+        pub(super) static TAKEN: RefCell<[usize; 11]> = const { RefCell::new([0; 11]) };
         /// Set: a leaf's emptied tail is never given to the next leaf
         /// (the general path merges the two instead).
         pub(super) static NO_GIVE: Cell<bool> = const { Cell::new(false) };
+        /// Set: a thin leaf never takes in a cousin straight from `erase`
+        /// (the general path rebuilds instead).
+        pub(super) static NO_COUSIN: Cell<bool> = const { Cell::new(false) };
     }
 
     /// Erasing a leaf's last range when the next leaf starts with an empty
@@ -860,6 +1013,99 @@ mod tests {
         }
     }
 
+    /// A leaf left below its minimum fill by an erase, last under its
+    /// parent, takes in the next leaf, a cousin, in place: in one leaf
+    /// (the cousin freed, its parent one child less) or cut over the two
+    /// (the bound between them moved in the shared ancestor), with no node
+    /// made. Every range of a tree erased in a scrambled order, on two
+    /// trees, with and without the cousin taken in straight from `erase`
+    /// (the general path rebuilds the two leaves and rebalances their
+    /// parents, so the trees differ in shape but not in content), checked
+    /// after every erase: `validate()`, the content, the node counts, and
+    /// in gap trees the largest gaps. Bulk-built trees (leaves end with an
+    /// entry and the next leaf starts with a gap, so some erases run on
+    /// into the cousin) and trees of shuffled inserts.
+    #[test]
+    fn a_thin_leaf_takes_in_its_cousin_in_place() {
+        // Ranges 6 wide, gaps 4 wide: [i*10, i*10+5], empty to i*10+9.
+        // (Under Miri, which looks for undefined behaviour rather than
+        // wrong trees, a few parents' worth with gap tracking only, checked
+        // at every 25th erase and wherever a cousin was taken in.)
+        let (n, every) = if cfg!(miri) { (320u64, 25) } else { (3_000, 1) };
+        let range = |i: u64| (i * 10..=i * 10 + 5, U63::new_truncate(i));
+        let build = |gaps: bool, bulk: bool| {
+            if bulk {
+                let ranges = (0..n).map(range);
+                return if gaps { MapleTree::from_sorted_with_gaps(ranges) } else { MapleTree::from_sorted(ranges) }
+                    .unwrap();
+            }
+            let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+            for i in (0..n).map(|i| i * 7 % n) {
+                let (r, v) = range(i);
+                t.insert_range(r, v).unwrap();
+            }
+            t
+        };
+        let taken = || TAKEN.with(|t| [t.borrow()[8], t.borrow()[9], t.borrow()[10]]);
+        // Gap tracking, bulk-built, erased in a scrambled order (else in
+        // scrambled runs of neighbours).
+        let flavours: &[(bool, bool, bool)] = if cfg!(miri) {
+            &[(true, true, false), (true, false, true)]
+        } else {
+            &[
+                (false, true, true),
+                (true, true, true),
+                (false, false, true),
+                (true, false, true),
+                (false, true, false),
+                (true, false, false),
+            ]
+        };
+        for &(gaps, bulk, scrambled) in flavours {
+            let (mut t, mut general) = (build(gaps, bulk), build(gaps, bulk));
+            assert!(t.stats().internal >= 4, "gaps {gaps}: several parents");
+            let was = taken();
+            // A permutation of 0..n (13 is prime to both sizes).
+            // Or runs of eight neighbours, the runs scrambled: a run empties
+            // a leaf or two while most next leaves are still full.
+            let order = |i: u64| if scrambled { i * 13 % n } else { (i / 8 * 13 % (n / 8)) * 8 + i % 8 };
+            for (i, k) in (0..n).map(|i| (i, order(i))) {
+                // (Node counts walk the whole tree: not under Miri.)
+                let before = (!cfg!(miri)).then(|| t.stats());
+                let at = taken();
+                assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "gaps {gaps}, k {k}");
+                NO_COUSIN.with(|x| x.set(true));
+                assert_eq!(general.erase(k * 10).map(U63::get), Some(k));
+                NO_COUSIN.with(|x| x.set(false));
+                let now = taken();
+                if let (Some(before), true) = (before, now != at) {
+                    // Nothing made; in a merge the cousin freed.
+                    let after = t.stats();
+                    let merged = now[0] - at[0];
+                    assert_eq!((after.leaves + merged, after.internal), (before.leaves, before.internal), "k {k}");
+                }
+                if i % every != 0 && now == at {
+                    continue;
+                }
+                t.validate().unwrap_or_else(|e| panic!("gaps {gaps}, bulk {bulk}, k {k}: {e:?}"));
+                assert!(t.iter().eq(general.iter()), "gaps {gaps}, bulk {bulk}, k {k}");
+                if gaps && !t.is_empty() {
+                    // The largest empty range below the last entry is found
+                    // where it is (the gaps recorded above the leaves).
+                    let want = t.gaps(..=n * 10).map(|g| g.end() - g.start() + 1).max().unwrap();
+                    assert_eq!(t.empty_area(..=n * 10, want), general.empty_area(..=n * 10, want), "k {k}");
+                }
+            }
+            assert!(t.is_empty() && general.is_empty());
+            let [merged, cut, across] = core::array::from_fn(|j| taken()[j] - was[j]);
+            let least = if cfg!(miri) { 1 } else { 3 };
+            assert!(
+                merged >= least && (cut >= least || scrambled) && (across >= 1 || bulk && !scrambled),
+                "gaps {gaps}, bulk {bulk}, scrambled {scrambled}: cousins merged {merged}, cut {cut}, run into {across}"
+            );
+        }
+    }
+
     /// The direct path leaves the tree node for node as the rebuild would:
     /// random inserts, overwrites and removals of ranges, then the removal
     /// of every range in a random order (so that leaves fall below their
@@ -895,7 +1141,7 @@ mod tests {
                 }
                 d.stats().leaves
             };
-        TAKEN.with(|t| *t.borrow_mut() = [0; 8]);
+        TAKEN.with(|t| *t.borrow_mut() = [0; 11]);
         for gaps in [false, true] {
             let new = || if gaps { MapleTree::<U63>::with_gaps() } else { MapleTree::new() };
             let (mut direct, mut rebuilt) = (new(), new());
