@@ -1031,7 +1031,7 @@ mod tests {
         // (Under Miri, which looks for undefined behaviour rather than
         // wrong trees, a few parents' worth with gap tracking only, checked
         // at every 25th erase and wherever a cousin was taken in.)
-        let (n, every) = if cfg!(miri) { (320u64, 25) } else { (3_000, 1) };
+        let (n, every) = if cfg!(miri) { (200u64, 25) } else { (3_000, 1) };
         let range = |i: u64| (i * 10..=i * 10 + 5, U63::new_truncate(i));
         let build = |gaps: bool, bulk: bool| {
             if bulk {
