@@ -801,7 +801,12 @@ impl RawTree {
             return false;
         }
         let leaf = lpath.len() - 1;
-        debug_assert!(!self.rcu && d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
+        if self.rcu {
+            // (The contract rules it out; a reader could be in the cousin
+            // this frees at once.)
+            return false;
+        }
+        debug_assert!(d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
         let l = lpath[leaf];
         let node = l.leaf();
         let count = l.node.count();
