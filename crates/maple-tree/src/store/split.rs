@@ -1022,8 +1022,10 @@ mod tests {
     /// parent, takes in the next leaf, a cousin, in place: in one leaf
     /// (the cousin freed, its parent one child less) or cut over the two
     /// (the bound between them moved in the shared ancestor), with no node
-    /// made. Every range of a tree erased in a scrambled order, on two
-    /// trees, with and without the cousin taken in straight from `erase`
+    /// made. Every range of a tree erased in a scrambled order (or in
+    /// scrambled runs of eight neighbours, which leave most next leaves
+    /// full enough to cut over two), on two trees, with and without the
+    /// cousin taken in straight from `erase`
     /// (the general path rebuilds the two leaves and rebalances their
     /// parents, so the trees differ in shape but not in content), checked
     /// after every erase: `validate()`, the content, the node counts, and
@@ -1070,9 +1072,10 @@ mod tests {
             let (mut t, mut general) = (build(gaps, bulk), build(gaps, bulk));
             assert!(t.stats().internal >= 4, "gaps {gaps}: several parents");
             let was = taken();
-            // A permutation of 0..n (13 is prime to both sizes).
-            // Or runs of eight neighbours, the runs scrambled: a run empties
-            // a leaf or two while most next leaves are still full.
+            // A permutation of 0..n (13 is prime to both sizes and to
+            // their numbers of runs), or runs of eight neighbours, the runs
+            // scrambled: a run empties a leaf or two while most next leaves
+            // are still full.
             let order = |i: u64| if scrambled { i * 13 % n } else { (i / 8 * 13 % (n / 8)) * 8 + i % 8 };
             for (i, k) in (0..n).map(|i| (i, order(i))) {
                 // (Node counts walk the whole tree: not under Miri.)
