@@ -931,6 +931,7 @@ impl RawTree {
 #[cfg(test)]
 mod tests {
     use core::cell::{Cell, RefCell};
+    use std::thread::LocalKey;
 
     #[allow(unused_imports)]
     use crate::prelude::*;
@@ -953,6 +954,30 @@ mod tests {
         /// Set: a thin leaf never takes in a cousin straight from `erase`
         /// (the general path rebuilds instead).
         pub(super) static NO_COUSIN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Erases the range starting at `k * 10` (holding `k`) from `t`, and
+    /// from `general` with the direct shape `off` turns off set: the
+    /// erase tests' two trees, one written with the shape and one
+    /// without.
+    fn erase_both(t: &mut MapleTree<U63>, general: &mut MapleTree<U63>, k: u64, off: &'static LocalKey<Cell<bool>>) {
+        assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "k {k}");
+        off.with(|x| x.set(true));
+        assert_eq!(general.erase(k * 10).map(U63::get), Some(k), "k {k}");
+        off.with(|x| x.set(false));
+    }
+
+    /// `t` checked against `general` (the same content written another
+    /// way): `validate()`, the content, and in a gap tree the largest
+    /// empty range below `end`, found where it is (the gaps recorded
+    /// above the leaves).
+    fn check_against(t: &MapleTree<U63>, general: &MapleTree<U63>, end: u64, what: &str) {
+        t.validate().unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        assert!(t.iter().eq(general.iter()), "{what}");
+        if t.tracks_gaps() && !t.is_empty() {
+            let want = t.gaps(..=end).map(|g| g.end() - g.start() + 1).max().unwrap();
+            assert_eq!(t.empty_area(..=end, want), general.empty_area(..=end, want), "{what}");
+        }
     }
 
     /// Erasing a leaf's last range when the next leaf starts with an empty
@@ -989,10 +1014,7 @@ mod tests {
                 // (Node counts walk the whole tree: not under Miri.)
                 let before = (!cfg!(miri)).then(|| t.stats());
                 let at = given();
-                assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "gaps {gaps}, k {k}");
-                NO_GIVE.with(|x| x.set(true));
-                assert_eq!(general.erase(k * 10).map(U63::get), Some(k));
-                NO_GIVE.with(|x| x.set(false));
+                erase_both(&mut t, &mut general, k, &NO_GIVE);
                 let now = given();
                 if let (Some(before), true) = (before, now != at) {
                     // The boundary moved: nothing made or freed.
@@ -1002,15 +1024,8 @@ mod tests {
                 if i % every != 0 && now[1] == at[1] {
                     continue;
                 }
-                t.validate().unwrap_or_else(|e| panic!("gaps {gaps}, k {k}: {e:?}"));
+                check_against(&t, &general, n * 10, &format!("gaps {gaps}, k {k}"));
                 general.validate().unwrap();
-                assert!(t.iter().eq(general.iter()), "gaps {gaps}, k {k}");
-                if gaps && !t.is_empty() {
-                    // The largest empty range below the last entry is found
-                    // where it is (the gaps recorded above the leaves).
-                    let want = t.gaps(..=n * 10).map(|g| g.end() - g.start() + 1).max().unwrap();
-                    assert_eq!(t.empty_area(..=n * 10, want), general.empty_area(..=n * 10, want), "k {k}");
-                }
             }
             assert!(t.is_empty());
             let (siblings, cousins) = (given()[0] - was[0], given()[1] - was[1]);
@@ -1081,10 +1096,7 @@ mod tests {
                 // (Node counts walk the whole tree: not under Miri.)
                 let before = (!cfg!(miri)).then(|| t.stats());
                 let at = taken();
-                assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "gaps {gaps}, k {k}");
-                NO_COUSIN.with(|x| x.set(true));
-                assert_eq!(general.erase(k * 10).map(U63::get), Some(k));
-                NO_COUSIN.with(|x| x.set(false));
+                erase_both(&mut t, &mut general, k, &NO_COUSIN);
                 let now = taken();
                 if let (Some(before), true) = (before, now != at) {
                     // Nothing made; in a merge the cousin freed.
@@ -1095,14 +1107,7 @@ mod tests {
                 if i % every != 0 && now == at {
                     continue;
                 }
-                t.validate().unwrap_or_else(|e| panic!("gaps {gaps}, bulk {bulk}, k {k}: {e:?}"));
-                assert!(t.iter().eq(general.iter()), "gaps {gaps}, bulk {bulk}, k {k}");
-                if gaps && !t.is_empty() {
-                    // The largest empty range below the last entry is found
-                    // where it is (the gaps recorded above the leaves).
-                    let want = t.gaps(..=n * 10).map(|g| g.end() - g.start() + 1).max().unwrap();
-                    assert_eq!(t.empty_area(..=n * 10, want), general.empty_area(..=n * 10, want), "k {k}");
-                }
+                check_against(&t, &general, n * 10, &format!("gaps {gaps}, bulk {bulk}, k {k}"));
             }
             assert!(t.is_empty() && general.is_empty());
             let [merged, cut, across] = core::array::from_fn(|j| taken()[j] - was[j]);
