@@ -545,13 +545,44 @@ impl RawTree {
             tests::TAKEN.with(|t| t.borrow_mut()[5] += 1);
             return;
         }
-        let (replaced, fresh) = if shape == Shape::Split { (1, Some(b)) } else { (2, None) };
-        // SAFETY: no reader exists (this function's contract); the parent
-        // keeps its slot count, or gains one it has room for (checked by
-        // the plan).
-        unsafe { self.splice_up(lpath, leaf - 1, first_slot, replaced, &up, fresh) };
+        if shape == Shape::Split {
+            // SAFETY: no reader exists (this function's contract); the parent
+            // gains a slot it has room for (checked by the plan).
+            unsafe { self.splice_up(lpath, leaf - 1, first_slot, 1, &up, Some(b)) };
+        } else {
+            // SAFETY: as above; the parent's two slots keep their leaves,
+            // whose content now ends and starts at `mid`.
+            unsafe { self.move_bound(lpath, leaf - 1, first_slot, &up) };
+        }
         #[cfg(test)]
         tests::TAKEN.with(|t| t.borrow_mut()[shape as usize] += 1);
+    }
+
+    /// For two neighbouring slots of `lpath[level]`'s node, from `first`,
+    /// whose nodes stay but share their range differently: the bound
+    /// between them becomes `up[0].last` and, in a gap tree, their gaps
+    /// `up`'s, and the gaps above are brought up to date. What a splice
+    /// of `up` over the two slots would do, without rewriting their words
+    /// (the commonest refills, a push into a sibling and a sibling's items
+    /// shared, move only that bound).
+    ///
+    /// # Safety
+    ///
+    /// No reader can be in the tree (not RCU mode) and the caller is its
+    /// only writer; `up` are the two slots' nodes, in place, and cover
+    /// exactly their range.
+    unsafe fn move_bound(&self, lpath: &Path, level: usize, first: usize, up: &[Item; 2]) {
+        let parent = lpath[level].node;
+        debug_assert!(parent.slot(first) == up[0].slot && parent.slot(first + 1) == up[1].slot);
+        // SAFETY: this function's contract: the slot after `first` is
+        // used, so its bound is a stored pivot, and the new bound keeps the
+        // pivots ascending.
+        unsafe { parent.set_pivot(first, up[0].last) };
+        if self.gaps {
+            parent.set_child_gap(first, up[0].gap);
+            parent.set_child_gap(first + 1, up[1].gap);
+            self.update_gaps(lpath, level);
+        }
     }
 
     /// The parent level of a split under a full parent (`upper`, as
@@ -724,9 +755,9 @@ impl RawTree {
             let next = unsafe { p.node.child(p.off + 1) };
             let next_max = p.node.slot_max(p.off + 1, p.max);
             let up = [self.item_for(l.node, l.min, bound), self.item_for(next, bound + 1, next_max)];
-            // SAFETY: as above; the two items cover the two slots' range
-            // and the parent keeps its count.
-            unsafe { self.splice_up(lpath, d, p.off, 2, &up, None) };
+            // SAFETY: as above; the two items are the two slots' nodes and
+            // cover their range.
+            unsafe { self.move_bound(lpath, d, p.off, &up) };
         } else {
             // A cousin: the shared ancestor's pivot moves (the nodes
             // between take their bounds from it).
