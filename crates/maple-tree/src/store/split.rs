@@ -305,17 +305,20 @@ impl RawTree {
         // The rebuild's rule for overflow: push only where the leaf alone
         // would split in two (checked below), into the right sibling first,
         // and only where the pair keeps the push slack free.
-        let room = |sib: NodeRef| n + sib.count() + push_slack(Kind::Leaf) <= 2 * cap;
+        // (Each sibling's count is found once: a count is a search of the
+        // node's pivots.)
+        let room = |count: usize| n + count + push_slack(Kind::Leaf) <= 2 * cap;
         let (right, left) = siblings(p, right_spine);
-        let (shape, sib, sib_node) = match (right, left) {
-            (Some(r), _) if under => (Shape::TakeRight, p.off + 1, r),
+        let (shape, sib, sib_node, sib_count) = match right.map(|r| (r, r.count())) {
+            Some((r, c)) if under => (Shape::TakeRight, p.off + 1, r, c),
             _ if under => return None,
-            (Some(r), _) if room(r) => (Shape::PushRight, p.off + 1, r),
-            (_, Some(s)) if room(s) => (Shape::PushLeft, p.off - 1, s),
-            _ => (Shape::Split, p.off, l.node),
+            Some((r, c)) if room(c) => (Shape::PushRight, p.off + 1, r, c),
+            _ => match left.map(|s| (s, s.count())) {
+                Some((s, c)) if room(c) => (Shape::PushLeft, p.off - 1, s, c),
+                _ => (Shape::Split, p.off, l.node, 0),
+            },
         };
         let sib_leaf = sib_node.as_leaf().expect("a leaf's sibling is a leaf");
-        let sib_count = if shape == Shape::Split { 0 } else { sib_node.count() };
 
         // The content, in key order: (left sibling,) the leaf with the
         // pieces in place of the slots they replace, (right sibling).
