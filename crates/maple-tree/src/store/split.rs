@@ -412,20 +412,20 @@ impl RawTree {
         // Internal nodes have no empty slots to avoid ending a part on.
         let none = |_| false;
         let spine = p.max == u64::MAX;
-        let room = |sib: NodeRef| m + sib.count() + push_slack(inner) <= 2 * cap;
+        let room = |count: usize| m + count + push_slack(inner) <= 2 * cap;
         let (right, left) = siblings(gp, spine);
-        let (shape, sib, ends) = match (right, left) {
-            (Some(r), _) if room(r) => {
+        let (shape, sib, ends) = match right.map(NodeRef::count) {
+            Some(c) if room(c) => {
                 let sib_max = gp.node.slot_max(gp.off + 1, gp.max);
-                (Shape::PushRight, gp.off + 1, split_points_by(m + r.count(), none, inner, sib_max == u64::MAX))
+                (Shape::PushRight, gp.off + 1, split_points_by(m + c, none, inner, sib_max == u64::MAX))
             }
-            (_, Some(l)) if room(l) => {
-                (Shape::PushLeft, gp.off - 1, split_points_by(m + l.count(), none, inner, spine))
-            }
-            _ if gpcount < cap => {
-                (Shape::Split, gp.off, [next_cut(m, none, inner, 0, 2, spine)?, m].into_iter().collect())
-            }
-            _ => return None,
+            _ => match left.map(NodeRef::count) {
+                Some(c) if room(c) => (Shape::PushLeft, gp.off - 1, split_points_by(m + c, none, inner, spine)),
+                _ if gpcount < cap => {
+                    (Shape::Split, gp.off, [next_cut(m, none, inner, 0, 2, spine)?, m].into_iter().collect())
+                }
+                _ => return None,
+            },
         };
         (ends.len() == 2).then(|| (shape, ends[0], sib))
     }
