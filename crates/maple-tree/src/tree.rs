@@ -247,7 +247,7 @@ impl<V: Handle> MapleTree<V> {
         } else {
             // SAFETY: as above; `first <= last` and `e` is a fresh handle
             // or a marker (the caller's contract).
-            unsafe { self.raw.store_in_empty(path, first, op.last, e, &mut out.removed) }
+            unsafe { self.raw.store_in_empty(path, first, op.last, e) }
         };
         let res = match direct {
             Some(res) => res,

@@ -67,13 +67,18 @@ impl RawTree {
     }
 
     /// A store of `entry` (not null) over `[first, last]` inside the empty
-    /// range `lpath` ends at, in place, when the leaf has room: that empty
-    /// range becomes the entry with what is left of it on either side (one
-    /// to three slots). Returns false, with nothing changed, for any other
-    /// write (the general write does it). The commonest insert (into a
-    /// gap, as an allocator's or an address space's), without the general
-    /// write's bookkeeping for entries cut in two, overwritten or absorbed.
-    /// The walk stays good (the leaf keeps its place and bounds).
+    /// range `lpath` ends at: that empty range becomes the entry with what
+    /// is left of it on either side (one to three slots), in place when
+    /// the leaf has room, else by the leaf's refill with a sibling (a push
+    /// or a split, [`split_leaf`](Self::split_leaf)) where the parent takes
+    /// it in place. The commonest insert (into a gap, as an allocator's or
+    /// an address space's), without the general write's bookkeeping for
+    /// entries cut in two, overwritten or absorbed. `Some(Ok(good))` when
+    /// done: `good` says whether the walk is still good (in place: the
+    /// leaf keeps its place and bounds; after a refill it is emptied).
+    /// `Some(Err)` when the refill's allocation failed, `None` for any
+    /// other write (the general write does it): either way nothing
+    /// changed.
     ///
     /// # Safety
     ///
@@ -81,7 +86,7 @@ impl RawTree {
     /// through `&mut`) and the caller is its only writer; `lpath` is a
     /// walk of this tree to `first` made since its last change; `first <=
     /// last`; `entry` is a reserved marker or a value handle whose
-    /// ownership passes to the tree if this returns true.
+    /// ownership passes to the tree if this returns `Some(Ok(_))`.
     #[inline]
     pub(crate) unsafe fn store_in_empty(
         &self,
@@ -89,7 +94,6 @@ impl RawTree {
         first: u64,
         last: u64,
         entry: *mut (),
-        removed: &mut Removed,
     ) -> Option<Result<bool, (StoreFail, *mut ())>> {
         debug_assert!(!entry.is_null() && first <= last);
         let l = *lpath.last()?;
@@ -112,20 +116,21 @@ impl RawTree {
                 // The leaf overflows: refilled with a sibling (a push or a
                 // split) if the parent takes it in place.
                 self.kept.forget();
-                let w = LeafWrite { first, last, entry, insert_only: false, split: &mut None, rebase: false };
-                let ends = Ends {
-                    lmin: lo,
-                    lval: ptr::null_mut(),
-                    rmin: lo,
-                    rmax: hi,
-                    rval: ptr::null_mut(),
-                    same_slot: true,
+                // Straight to the refill with the pieces already laid out
+                // (the entry's handle is made, nothing is cut or removed),
+                // not through the lane's refill, which plans from stand-ins,
+                // lays the pieces out again and makes them after the plan.
+                // SAFETY: this function's contract; the pieces replace
+                // exactly the empty slot `l.off`.
+                return match unsafe { self.split_leaf(lpath, l.off, None, l.off, &pieces[..n]) }? {
+                    Ok(()) => {
+                        self.len.set(self.len.get() + usize::from(is_value(entry)));
+                        // (The walk is stale after a refill.)
+                        lpath.clear();
+                        Some(Ok(false))
+                    }
+                    Err(_) => Some(Err((StoreFail::Alloc, ptr::null_mut()))),
                 };
-                // SAFETY: this function's contract; the one slot replaced
-                // is the empty one, which `ends` describes; nothing is cut.
-                let done = unsafe { self.refill_from_lane(lpath, w, l.off, l.off, first, last, ends, removed) }?;
-                // (The walk is stale after a refill.)
-                return Some(done.map(|()| false));
             }
             count
         };
