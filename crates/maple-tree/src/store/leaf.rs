@@ -445,11 +445,11 @@ impl RawTree {
         d: usize,
         word: *mut (),
     ) -> Option<()> {
+        self.kept.forget();
         // SAFETY: this function's contract.
         if !unsafe { self.take_in_cousin(lpath, a, b, last, d) } {
             return None;
         }
-        self.kept.forget();
         self.len.set(self.len.get() - usize::from(is_value(word)));
         lpath.clear();
         Some(())

@@ -639,8 +639,7 @@ fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
 #[inline]
 pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
     let leaf = path.len() - 1;
-    // The lowest level with a slot on that side of the path's.
-    let d = (0..leaf).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })?;
+    let d = fork_level(path, leaf, forward)?;
     let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
     // SAFETY: `path[d]` is above the leaf level, so a live internal node,
     // and `off` a used slot (`has_next`, or one before a used one).
@@ -664,7 +663,24 @@ pub(super) fn cousin_fork(path: &Path) -> Option<usize> {
     if leaf < 2 || path[leaf].max == u64::MAX || path[leaf - 1].node.has_next(path[leaf - 1].off) {
         return None;
     }
-    (0..leaf - 1).rev().find(|&d| path[d].node.has_next(path[d].off))
+    fork_level(path, leaf - 1, true)
+}
+
+/// The lowest level of `path` below `below` with a slot after (`forward`)
+/// or before the walk's: where the walk to the next (or previous) leaf
+/// forks off. `None` at the tree's edge.
+fn fork_level(path: &Path, below: usize, forward: bool) -> Option<usize> {
+    (0..below).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })
+}
+
+/// The walk to the first leaf under slot `path[d].off + 1`: the next leaf
+/// after `path`'s, where the two walks fork at level `d` (a level of
+/// `path` above its leaf whose slot has a next one).
+pub(super) fn walk_to_next_leaf(path: &Path, d: usize) -> Path {
+    let mut next: Path = path[..=d].iter().copied().collect();
+    let stepped = RawTree::step_next(&mut next);
+    debug_assert!(stepped, "level {d} has a next slot");
+    next
 }
 
 /// A xorshift generator from `seed` (not zero), for the write tests'

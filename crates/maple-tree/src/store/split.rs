@@ -66,7 +66,7 @@ use core::{mem::MaybeUninit, ptr};
 use super::{
     prefetch_siblings,
     rebuild::{biased_split, next_cut, push_slack, split_points_by, PUSH_SIBLING_ROOM},
-    Removed,
+    walk_to_next_leaf, Removed,
 };
 use crate::{
     error::AllocError,
@@ -772,10 +772,7 @@ impl RawTree {
             if self.gaps {
                 // Each leaf's largest gap, up its own walk.
                 self.propagate_gap(lpath, leaf, l.node.max_gap(l.min, bound));
-                let mut npath = Path::new();
-                npath.extend(lpath[..=d].iter().copied());
-                npath[d].off += 1;
-                RawTree::descend_edge(&mut npath, false);
+                let npath = walk_to_next_leaf(lpath, d);
                 let n = npath[leaf];
                 self.propagate_gap(&npath, leaf, n.node.max_gap(n.min, n.max));
             }
@@ -846,10 +843,7 @@ impl RawTree {
         let count = l.node.count();
         // The walk to the cousin: the shared ancestor's next slot, then
         // first slots down.
-        let mut npath = Path::new();
-        npath.extend(lpath[..=d].iter().copied());
-        npath[d].off += 1;
-        RawTree::descend_edge(&mut npath, false);
+        let npath = walk_to_next_leaf(lpath, d);
         let (r, q) = (npath[leaf], npath[leaf - 1]);
         let cousin = r.leaf();
         let rcount = r.node.count();
