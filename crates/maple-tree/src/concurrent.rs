@@ -521,7 +521,7 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 
-    fn fold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.raw.fold_entries(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
             // borrows.

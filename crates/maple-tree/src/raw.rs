@@ -72,6 +72,46 @@ pub(crate) unsafe fn prefetch_beside(slots: &[AtomicPtr<()>], off: usize, next_u
     }
 }
 
+/// Walks from `root` (a tree's root node) to the leaf slot containing
+/// `index`, pushing every level on `path` (which the caller has emptied):
+/// the one descent of [`RawTree::walk_into`] and
+/// [`RawTree::walk_to_write`], also used by an iterator's back end, which
+/// starts from the root its front end's walk recorded. `WRITE`: in a big
+/// tree, ask the CPU for the leaf's siblings on the way down (see
+/// [`SIBLING_PREFETCH_DEPTH`]).
+///
+/// # Safety
+///
+/// `root` is the root of a tree whose nodes stay alive and unchanged
+/// meanwhile but for the single-word slot stores readers may meet (a tree
+/// borrowed, or the concurrent tree read under a guard).
+#[inline(always)]
+pub(crate) unsafe fn descend<const WRITE: bool>(root: NodeRef, index: u64, path: &mut Path) {
+    let mut node = root;
+    let (mut min, mut max) = (0, u64::MAX);
+    loop {
+        let (piv, slots) = node.arrays();
+        let off = find_in(piv, index);
+        path.push(Level { node, min, max, off });
+        if node.is_leaf() {
+            return;
+        }
+        let (lo, hi) = slot_bounds(piv, off, min, max);
+        // SAFETY: a used slot (`find` stays inside the count) of an
+        // internal node holds an encoded live child.
+        let child = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+        child.prefetch();
+        if WRITE && child.is_leaf() && path.len() >= SIBLING_PREFETCH_DEPTH {
+            // SAFETY: as above; the next slot is used unless `off` ends
+            // the node (its upper bound is the node's).
+            unsafe { prefetch_beside(slots, off, hi != max) };
+        }
+        node = child;
+        min = lo;
+        max = hi;
+    }
+}
+
 /// Root-to-leaf walk; `path[0]` is the root.
 pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 
@@ -320,30 +360,11 @@ impl RawTree {
     #[inline(always)]
     fn walk<const WRITE: bool>(&self, index: u64, path: &mut Path) {
         path.clear();
-        let Some(mut node) = self.root_node() else {
-            return;
-        };
-        let (mut min, mut max) = (0, u64::MAX);
-        loop {
-            let (piv, slots) = node.arrays();
-            let off = find_in(piv, index);
-            path.push(Level { node, min, max, off });
-            if node.is_leaf() {
-                return;
-            }
-            let (lo, hi) = slot_bounds(piv, off, min, max);
-            // SAFETY: a used slot (`find` stays inside the count) of an
-            // internal node holds an encoded live child.
-            let child = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
-            child.prefetch();
-            if WRITE && child.is_leaf() && path.len() >= SIBLING_PREFETCH_DEPTH {
-                // SAFETY: as above; the next slot is used unless `off` ends
-                // the node (its upper bound is the node's).
-                unsafe { prefetch_beside(slots, off, hi != max) };
-            }
-            node = child;
-            min = lo;
-            max = hi;
+        if let Some(root) = self.root_node() {
+            // SAFETY: the tree's root, live while `self` is borrowed; its
+            // nodes change only as the callers' contracts allow (a reader
+            // of the concurrent tree holds a guard).
+            unsafe { descend::<WRITE>(root, index, path) };
         }
     }
 
