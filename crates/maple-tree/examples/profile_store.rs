@@ -2,7 +2,8 @@
 //! random order (`cargo run --release --example profile_store -- rand`), or
 //! runs one of the kernel's benchmark loops (`slot`, `node`, `awalk`,
 //! `kload`), iteration
-//! (`iter` by `sum`, `iter-for` by a `for` loop), the gaps of a window
+//! (`iter` by `sum`, `iter-for` by a `for` loop, `iter-rev` by a `for`
+//! loop over `.rev()`), the gaps of a window
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
 //! loop over `.rev()`), random erases (`erase`
 //! by range, `erase-at` by index, `erase-bulk` by index from a bulk-built tree), a fork through a cursor (`fork`), or
@@ -141,6 +142,21 @@ fn main() {
         // The same, entry by entry through `next` (a `for` loop).
         let t = bulk(1000);
         println!("{}", (0..20_000).map(|_| sum_by_for(&t)).sum::<u64>());
+        return;
+    }
+    if mode == "iter-rev" {
+        // The same backwards, entry by entry through `next_back`.
+        let t = bulk(1000);
+        let total: u64 = (0..20_000)
+            .map(|_| {
+                let mut sum = 0;
+                for (_, v) in t.iter().rev() {
+                    sum += v.get();
+                }
+                sum
+            })
+            .sum();
+        println!("{total}");
         return;
     }
     if mode == "gaps" || mode == "gaps-for" || mode == "gaps-rev" {

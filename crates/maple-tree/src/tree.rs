@@ -1568,7 +1568,46 @@ impl RawIter {
     /// meanwhile, have a back end) both take from the front's mask, lowest
     /// and highest bit, and the front stops there for good (`last_leaf`),
     /// whatever `last` says.
+    #[inline]
     pub(crate) fn next_back_entry(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+        // The common case: the back's own leaf still has values, and the
+        // front cannot be on it (the front stands on the back's leaf only
+        // with `last_leaf` set: it stops on the leaf reaching `last`, and
+        // the back, meeting it, sets it too).
+        if back.mask != 0 && !self.last_leaf {
+            if let Some(lv) = back.leaf {
+                return Some(self.pop_back(back, lv));
+            }
+        }
+        self.next_back_slow(back)
+    }
+
+    /// Hands out the highest value slot of `back`'s own leaf `lv` (its
+    /// mask is not empty) and lowers `last` below it.
+    #[inline(always)]
+    fn pop_back(&mut self, back: &mut Back, lv: Level) -> (u64, u64, NonNull<()>) {
+        let i = (31 - back.mask.leading_zeros()) as usize & 15;
+        back.mask &= !(1 << i);
+        let leaf = lv.leaf();
+        let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
+        // The back's leaf lies after the front's, so `lo > 0`.
+        self.last = lo - 1;
+        if self.last <= self.max {
+            // Nothing is left after the front's leaf: the front must not
+            // step on (it only steps while `last` lies beyond its leaf, so
+            // the leaf it steps onto reaches `last`).
+            self.last_leaf = true;
+        }
+        // SAFETY: the mask holds value slots only, whose words are
+        // non-null.
+        (lo, hi, unsafe { NonNull::new_unchecked(leaf.slot(i)) })
+    }
+
+    /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
+    /// nothing left for it: the first walk, the steps back, and the ends
+    /// meeting.
+    #[inline(never)]
+    fn next_back_slow(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
         if self.is_done() {
             return None;
         }
@@ -1598,22 +1637,7 @@ impl RawIter {
                 return Some((lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) }));
             }
             if back.mask != 0 {
-                let i = (31 - back.mask.leading_zeros()) as usize & 15;
-                back.mask &= !(1 << i);
-                let leaf = lv.leaf();
-                let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
-                // The back's leaf lies after the front's, so `lo > 0`.
-                self.last = lo - 1;
-                if self.last <= self.max {
-                    // Nothing is left after the front's leaf: the front
-                    // must not step on (it only steps while `last` lies
-                    // beyond its leaf, so the leaf it steps onto reaches
-                    // `last`).
-                    self.last_leaf = true;
-                }
-                // SAFETY: the mask holds value slots only, whose words are
-                // non-null.
-                return Some((lo, hi, unsafe { NonNull::new_unchecked(leaf.slot(i)) }));
+                return Some(self.pop_back(back, lv));
             }
             // SAFETY: as for the walk above.
             if !unsafe { back.step_back(root) } {
@@ -1718,11 +1742,12 @@ impl Back {
 
 /// The slots `0..=upto` of `leaf` that hold values, one bit each.
 fn value_mask(leaf: LeafRef, upto: usize) -> u32 {
+    // All sixteen (a loop of fixed length, unrolled), then cut.
     let mut mask = 0u32;
-    for (i, s) in leaf.slots().iter().enumerate().take(upto + 1) {
+    for (i, s) in leaf.slots().iter().enumerate() {
         mask |= u32::from(is_value(s.load(Ordering::Acquire))) << i;
     }
-    mask
+    mask & (u32::MAX >> (31 - (upto & 15)))
 }
 
 /// Calls `emit(acc, lo, hi, word)` for every slot of the leaf `lv` from

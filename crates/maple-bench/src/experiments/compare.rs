@@ -90,6 +90,18 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
         rows.push(Row { what: "iterate (for loop)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
 
+        // From the last entry down (`DoubleEndedIterator`), by a `for` loop.
+        progress(&format!("compare: iterate backwards, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| sum_by_next(t.iter().rev().map(|(_, v)| v.get()))),
+                case(n, || (), |()| sum_by_next(m.values().rev().map(|v| v.1))),
+                case(n, || (), |()| sum_by_next(r.iter().rev().map(|(_, v)| *v))),
+            ],
+        );
+        rows.push(Row { what: "iterate backwards (rev)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
         progress(&format!("compare: iterate mutably, n = {n}"));
         // Boxed values (what `iter_mut` serves) against `values_mut`.
         let mut tb: MapleTree<Box<u64>> = MapleTree::from_sorted((0..n).map(|i| {
@@ -273,7 +285,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
