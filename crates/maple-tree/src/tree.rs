@@ -1445,17 +1445,29 @@ impl RawIter {
     /// memory): the one that far ahead, and those before it too when the
     /// walk has just come under this parent (its start, or a step to a
     /// cousin leaf).
+    #[inline(always)]
     fn prefetch_ahead(&self, fresh: bool) {
-        if let Some(p) = self.walk.path.len().checked_sub(2).map(|d| self.walk.path[d]) {
-            let from = if fresh || p.off == 0 { 1 } else { PREFETCH_AHEAD };
-            for k in p.off + from..=p.off + PREFETCH_AHEAD {
-                if !p.node.has_next(k - 1) {
-                    break;
-                }
+        let path = &self.walk.path;
+        let Some(d) = path.len().checked_sub(2) else { return };
+        let p = &path[d];
+        if !fresh && p.off != 0 {
+            // A step to the next sibling: the one leaf that far ahead is
+            // the only one not asked for yet (no loop, no copy of the
+            // level: this runs once per leaf).
+            let k = p.off + PREFETCH_AHEAD;
+            if p.node.has_next(k - 1) {
                 // SAFETY: an internal node's used slot (`has_next` of the
                 // one before) holds a live child.
                 unsafe { p.node.child(k) }.prefetch();
             }
+            return;
+        }
+        for k in p.off + 1..=p.off + PREFETCH_AHEAD {
+            if !p.node.has_next(k - 1) {
+                break;
+            }
+            // SAFETY: as above.
+            unsafe { p.node.child(k) }.prefetch();
         }
     }
 
@@ -1719,7 +1731,9 @@ impl Back {
                 // SAFETY: a used slot (one before a used one) of a live
                 // internal node holds an encoded live child.
                 let node = unsafe { NodeRef::decode(slots[p.off].load(Ordering::Acquire)) };
-                let lv = Level { node, min, max, off: node.count() - 1 };
+                // Its last slot, wherever that is: unused slots are empty
+                // and never in a value mask, so no count is needed.
+                let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
                 if let Some(k) = p.off.checked_sub(PREFETCH_AHEAD) {
                     // SAFETY: as above, for a slot further before.
                     unsafe { p.node.child(k) }.prefetch();
