@@ -994,6 +994,71 @@ where
     }
 }
 
+/// Two trees are equal when they hold the same entries (the same ranges,
+/// with equal values) and reserve the same ranges, however they were built
+/// and whether or not they track gaps.
+///
+/// ```
+/// use maple_tree::{MapleTree, U63};
+///
+/// let items = || (0..100u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap()));
+/// let sorted = MapleTree::from_sorted(items()).unwrap();
+/// let mut backwards: MapleTree<U63> = MapleTree::with_gaps();
+/// for (r, v) in items().rev() {
+///     backwards.insert_range(r, v).unwrap();
+/// }
+/// assert_eq!(sorted, backwards);
+/// backwards.reserve_range(1000..=1009).unwrap();
+/// assert_ne!(sorted, backwards);
+/// ```
+impl<V: Handle> PartialEq for MapleTree<V>
+where
+    for<'a> V::Borrowed<'a>: PartialEq,
+{
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        // Range by range, empty ones included: a tree's ranges are fixed by
+        // its content (empty ranges never touch, `validate` checks it).
+        let (mut a, mut b) = (self.cursor(0), other.cursor(0));
+        loop {
+            if a.range() != b.range() || a.is_reserved() != b.is_reserved() || a.get() != b.get() {
+                return false;
+            }
+            match (a.next_range(), b.next_range()) {
+                (Some(_), Some(_)) => {}
+                (None, None) => return true,
+                _ => return false,
+            }
+        }
+    }
+}
+
+impl<V: Handle> Eq for MapleTree<V> where for<'a> V::Borrowed<'a>: Eq {}
+
+/// Hashes what [`PartialEq`] compares: each occupied range, whether it is
+/// reserved, and its value.
+impl<V: Handle> core::hash::Hash for MapleTree<V>
+where
+    for<'a> V::Borrowed<'a>: core::hash::Hash,
+{
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.len().hash(state);
+        let mut c = self.cursor(0);
+        loop {
+            if c.get().is_some() || c.is_reserved() {
+                c.range().hash(state);
+                c.is_reserved().hash(state);
+                c.get().hash(state);
+            }
+            if c.next_range().is_none() {
+                return;
+            }
+        }
+    }
+}
+
 /// `clone` is [`try_dup`](MapleTree::try_dup): an O(n) copy of the nodes,
 /// then a clone of every value. Aborts on allocation failure, like `std`.
 impl<V: Handle + Clone> Clone for MapleTree<V> {

@@ -135,7 +135,7 @@ fn check(t: &MapleTree<U63>, m: &Model, (a, b): (u64, u64), steps: usize, back_p
 #[test]
 fn both_ends_against_the_model() {
     let sizes: &[u64] = if cfg!(miri) { &[0, 1, 6, 150] } else { &[0, 1, 6, 40, 300, 3000] };
-    let windows = if cfg!(miri) { 6 } else { 150 };
+    let windows = if cfg!(miri) { 4 } else { 150 };
     let rests = [Rest::Next, Rest::Fold, Rest::Rev, Rest::Count, Rest::Last];
     let mut st = 11u64;
     for &n in sizes {
