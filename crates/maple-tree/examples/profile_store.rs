@@ -340,7 +340,8 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
 /// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `awalk` or
 /// `kload` (the kernel's gap-walk and lookup loops), `iter-for` (a `for`
-/// loop over a bulk-built tree of `N` ranges), `alloc` (the `N` holes of
+/// loop over a bulk-built tree of `N` ranges; `iter` the same by `sum`,
+/// `iter-rev` backwards), `alloc` (the `N` holes of
 /// a random-built gap tree filled by `alloc_range`).
 /// Prints each arm's fastest and median time and the median of the
 /// per-round ratios old/new (above 1: the new arm is faster) with its
@@ -378,6 +379,8 @@ fn ab() {
             "awalk" => kernel_read_loop("awalk", 1_000_000),
             "kload" => kernel_read_loop("kload", 10_000_000),
             "iter-for" => sum_by_for(&bulk_tree),
+            "iter" => bulk_tree.iter().map(|(_, v)| v.get()).sum(),
+            "iter-rev" => bulk_tree.iter().rev().map(|(_, v)| v.get()).sum(),
             other => panic!("unknown WORK={other}"),
         }
     };

@@ -1777,6 +1777,16 @@ impl Back {
         self.leaf = path.last().copied();
         self.parent = path.len().checked_sub(2).map(|d| path[d]);
         self.mask = self.leaf.map_or(0, |lv| value_mask(lv.leaf(), lv.off));
+        if let Some(p) = self.parent {
+            // Under a new parent: ask for the leaves the next steps back
+            // reach (each step asks for the one `PREFETCH_AHEAD` before
+            // it, see `step_back`).
+            for k in p.off.saturating_sub(PREFETCH_AHEAD)..p.off {
+                // SAFETY: slots before a used one are used, and a live
+                // internal node's used slots hold live children.
+                unsafe { p.node.child(k) }.prefetch();
+            }
+        }
     }
 
     /// Steps to the leaf before this one (under the same parent, or by a
