@@ -1413,7 +1413,9 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
 
 impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.raw.next_back_entry(&mut self.back)?;
+        // SAFETY: the tree is borrowed mutably for 'a: nothing changes it
+        // while the iterator lives.
+        let (lo, hi, nn) = unsafe { self.raw.next_back_entry(&mut self.back) }?;
         // SAFETY: as in `next`: the two ends never hand out the same slot
         // (`next_back_entry`), so each value slot comes once.
         Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
@@ -1645,8 +1647,16 @@ impl RawIter {
     /// meanwhile, have a back end) both take from the front's mask, lowest
     /// and highest bit, and the front stops there for good (`last_leaf`),
     /// whatever `last` says.
+    ///
+    /// # Safety
+    ///
+    /// The tree this iterator walks has not changed since it was made and
+    /// does not change while it lives (the plain tree's iterators, which
+    /// borrow it): the back walks from the root the front recorded, and
+    /// the two ends meet on a leaf by its address, so that no slot is
+    /// handed out twice (`IterMut` hands out `&mut`).
     #[inline]
-    pub(crate) fn next_back_entry(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    pub(crate) unsafe fn next_back_entry(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
         // The common case: the back's own leaf still has values, and the
         // front cannot be on it (the front stands on the back's leaf only
         // with `last_leaf` set: it stops on the leaf reaching `last`, and
@@ -1656,7 +1666,8 @@ impl RawIter {
                 return Some(self.pop_back(back, lv));
             }
         }
-        self.next_back_slow(back)
+        // SAFETY: this function's contract.
+        unsafe { self.next_back_slow(back) }
     }
 
     /// Hands out the highest value slot of `back`'s own leaf `lv` (its
@@ -1683,17 +1694,20 @@ impl RawIter {
     /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
     /// nothing left for it: the first walk, the steps back, and the ends
     /// meeting.
+    ///
+    /// # Safety
+    ///
+    /// As for `next_back_entry`.
     #[inline(never)]
-    fn next_back_slow(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    unsafe fn next_back_slow(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
         if self.is_done() {
             return None;
         }
         let front = self.walk.path.last()?.node;
         let root = self.walk.path[0].node;
         if back.leaf.is_none() {
-            // SAFETY: the root of the tree the front walked, which the
-            // iterator borrows (this function's callers are the plain
-            // tree's iterators): alive and unchanged.
+            // SAFETY: the root of the tree the front walked, alive and
+            // unchanged (this function's contract).
             unsafe { back.walk(root, self.last) };
         }
         loop {
@@ -1933,7 +1947,9 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
 
 impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.raw.next_back_entry(&mut self.back)?;
+        // SAFETY: the tree is borrowed for 'a: nothing changes it while
+        // the iterator lives.
+        let (lo, hi, nn) = unsafe { self.raw.next_back_entry(&mut self.back) }?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
@@ -1970,7 +1986,9 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
 
 impl<V: Handle + Clone> DoubleEndedIterator for RangeCloned<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.inner.raw.next_back_entry(&mut self.inner.back)?;
+        // SAFETY: the tree is borrowed: nothing changes it while the
+        // iterator lives.
+        let (lo, hi, nn) = unsafe { self.inner.raw.next_back_entry(&mut self.inner.back) }?;
         // SAFETY: as in `next`: value words of the borrowed tree.
         Some((lo..=hi, unsafe { V::clone_raw(nn) }))
     }
