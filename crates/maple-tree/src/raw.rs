@@ -132,7 +132,7 @@ const SIBLING_PREFETCH_DEPTH: usize = 3;
 /// instructions (the kernel's lookup loop, a three-level tree, 1.08× as
 /// fast without; random lookups in trees of five levels and more, which
 /// miss at every level, unchanged; docs/BENCHMARKS.md "Session 27").
-const PREFETCH_HEIGHT: usize = 4;
+pub(crate) const PREFETCH_HEIGHT: usize = 4;
 
 /// The untyped tree.
 ///

@@ -16,7 +16,7 @@ use crate::{
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
     node::{slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
-    raw::{descend, LeafWalk, Level, Path, RawTree},
+    raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     store::{Removed, Store, Stored},
     sync::Ordering,
     validate::ValidateError,
@@ -1526,6 +1526,8 @@ impl RawIter {
                 // SAFETY: an internal node's used slot (`has_next` of the
                 // one before) holds a live child.
                 unsafe { p.node.child(k) }.prefetch();
+            } else if path.len() >= PREFETCH_HEIGHT {
+                prefetch_cousin(path, d, k);
             }
             return;
         }
@@ -1753,6 +1755,31 @@ impl RawIter {
             }
             self.load_leaf(false);
         }
+    }
+}
+
+/// Near the end of its parent, the leaf [`PREFETCH_AHEAD`] on from the one
+/// a forward walk stands on lies under the next parent: asks for it there
+/// (the `k`-th child of the parent at `path[d]`, counted on into the next
+/// one under the same grandparent), so that the walk does not wait for the
+/// first leaves of each parent. (The walk asks for the next parent's
+/// other leaves when it reaches it.)
+/// Called only in trees of four levels or more, as lookups prefetch
+/// ([`PREFETCH_HEIGHT`]): a smaller tree stays in the cache.
+#[cold]
+fn prefetch_cousin(path: &Path, d: usize, k: usize) {
+    let Some(g) = d.checked_sub(1).map(|g| &path[g]) else { return };
+    if !g.node.has_next(g.off) {
+        return;
+    }
+    let j = k - path[d].node.count();
+    // SAFETY: `has_next` says the grandparent's next slot is used: it
+    // holds a live child, the next parent.
+    let next = unsafe { g.node.child(g.off + 1) };
+    if j == 0 || next.has_next(j - 1) {
+        // SAFETY: slot `j` of the next parent is used (its first, or one
+        // after a used one).
+        unsafe { next.child(j) }.prefetch();
     }
 }
 
