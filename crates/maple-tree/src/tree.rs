@@ -1786,7 +1786,7 @@ fn prefetch_cousin(path: &Path, d: usize, k: usize) {
 /// The back end of a double-ended iterator over a [`MapleTree`] (see
 /// [`RawIter::next_back_entry`]): its leaf and the leaf's parent (none
 /// until the first `next_back`), and the value slots of the leaf not yet
-/// handed out. Two levels, not a whole path, so that every iterator stays
+/// handed out. Two levels (three in deep trees), not a whole path, so that every iterator stays
 /// cheap to make and move (a path is 1.2 KiB; carrying a second one made
 /// short range queries 15–20 % slower): a step back to a leaf under another
 /// parent walks from the root again, once per parent's worth of leaves.
@@ -1794,6 +1794,9 @@ fn prefetch_cousin(path: &Path, d: usize, k: usize) {
 pub(crate) struct Back {
     leaf: Option<Level>,
     parent: Option<Level>,
+    /// The parent's parent, in trees of [`PREFETCH_HEIGHT`] levels or
+    /// more (where steps back ask for leaves under the parent before).
+    grand: Option<Level>,
     mask: u32,
 }
 
@@ -1801,7 +1804,7 @@ impl Back {
     /// A back end that has not walked yet.
     #[inline]
     pub(crate) fn new() -> Back {
-        Back { leaf: None, parent: None, mask: 0 }
+        Back { leaf: None, parent: None, grand: None, mask: 0 }
     }
 
     /// Walks from `root` to the leaf holding `index` and stands there,
@@ -1817,6 +1820,7 @@ impl Back {
         unsafe { descend::<false>(root, index, &mut path) };
         self.leaf = path.last().copied();
         self.parent = path.len().checked_sub(2).map(|d| path[d]);
+        self.grand = (path.len() >= PREFETCH_HEIGHT).then(|| path[path.len() - 3]);
         self.mask = self.leaf.map_or(0, |lv| value_mask(lv.leaf(), lv.off));
         if let Some(p) = self.parent {
             // Under a new parent: ask for the leaves the next steps back
@@ -1853,6 +1857,8 @@ impl Back {
                 if let Some(k) = p.off.checked_sub(PREFETCH_AHEAD) {
                     // SAFETY: as above, for a slot further before.
                     unsafe { p.node.child(k) }.prefetch();
+                } else if let Some(g) = self.grand {
+                    prefetch_cousin_before(g, PREFETCH_AHEAD - p.off);
                 }
                 self.leaf = Some(lv);
                 self.mask = value_mask(lv.leaf(), lv.off);
@@ -1867,6 +1873,22 @@ impl Back {
                 true
             }
         }
+    }
+}
+
+/// Near the start of its parent, the leaf [`PREFETCH_AHEAD`] before the one
+/// a backward walk stands on lies under the parent before: asks for it
+/// there, the `back`-th child from that parent's end (its grandparent
+/// level is `g`). The mirror of [`prefetch_cousin`].
+#[cold]
+fn prefetch_cousin_before(g: Level, back: usize) {
+    let Some(off) = g.off.checked_sub(1) else { return };
+    // SAFETY: the slot before a used one is used, and a live internal
+    // node's used slots hold live children.
+    let prev = unsafe { g.node.child(off) };
+    if let Some(k) = prev.count().checked_sub(back) {
+        // SAFETY: as above: `k` is below the parent's count.
+        unsafe { prev.child(k) }.prefetch();
     }
 }
 
