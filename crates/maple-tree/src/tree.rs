@@ -1786,10 +1786,11 @@ fn prefetch_cousin(path: &Path, d: usize, k: usize) {
 /// The back end of a double-ended iterator over a [`MapleTree`] (see
 /// [`RawIter::next_back_entry`]): its leaf and the leaf's parent (none
 /// until the first `next_back`), and the value slots of the leaf not yet
-/// handed out. Two levels (three in deep trees), not a whole path, so that every iterator stays
-/// cheap to make and move (a path is 1.2 KiB; carrying a second one made
-/// short range queries 15–20 % slower): a step back to a leaf under another
-/// parent walks from the root again, once per parent's worth of leaves.
+/// handed out. Two levels (three in deep trees), not a whole path, so
+/// that every iterator stays cheap to make and move (a path is 1.2 KiB;
+/// carrying a second one made short range queries 15–20 % slower): a step
+/// back to a leaf under another parent walks from the root again, once
+/// per parent's worth of leaves.
 #[derive(Clone)]
 pub(crate) struct Back {
     leaf: Option<Level>,
