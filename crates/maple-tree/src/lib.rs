@@ -175,9 +175,9 @@
 //!   slots (its entry and the gap after it) and leaves are kept dense, so
 //!   about every other random insert refills a leaf with its sibling;
 //! * iterates forwards about as fast (0.98–1.23×), backwards (`.rev()`)
-//!   about half as fast (0.4–0.6×: a step back reads its bounds from the
-//!   leaf, and a step to a leaf under another parent walks from the
-//!   root), duplicates in O(n)
+//!   a little over half as fast (0.5–0.65×: a step back reads its bounds
+//!   from the leaf, and a step to a leaf under another parent walks from
+//!   the root), duplicates in O(n)
 //!   ([`MapleTree::try_dup`]: nodes copied, not entries re-inserted), and
 //!   takes about 45 bytes per range after random inserts, 36 after
 //!   ascending ones;
