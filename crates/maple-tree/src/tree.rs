@@ -1591,10 +1591,28 @@ impl RawIter {
         // `& 15`: a leaf has 16 slots (spares the bound checks).
         let i = self.mask.trailing_zeros() as usize & 15;
         self.mask &= self.mask - 1;
+        Some(self.loaded_entry(i))
+    }
+
+    /// Takes the last entry of the loaded leaf, if one is left (the back
+    /// end's, where the two ends meet).
+    fn take_last(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        if self.mask == 0 {
+            return None;
+        }
+        let i = (31 - self.mask.leading_zeros()) as usize & 15;
+        self.mask &= !(1 << i);
+        Some(self.loaded_entry(i))
+    }
+
+    /// Slot `i` of the loaded leaf: its bounds and word. `i` was in the
+    /// mask, which holds value slots only.
+    #[inline(always)]
+    fn loaded_entry(&self, i: usize) -> (u64, u64, NonNull<()>) {
         let lo = self.bound[i].wrapping_add(1);
         let hi = self.bound[i + 1].min(self.max);
         // SAFETY: only value words are in the mask, and they are non-null.
-        Some((lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) }))
+        (lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) })
     }
 
     /// Folds `f` over the entries left, leaf by leaf: what the loaded leaf
@@ -1718,16 +1736,7 @@ impl RawIter {
                 // The ends meet: what is left is the front's, and it need
                 // not step on (what lies after has been handed out).
                 self.last_leaf = true;
-                if self.mask == 0 {
-                    return None;
-                }
-                let i = (31 - self.mask.leading_zeros()) as usize & 15;
-                self.mask &= !(1 << i);
-                let lo = self.bound[i].wrapping_add(1);
-                let hi = self.bound[i + 1].min(self.max);
-                // SAFETY: only value words are in the mask; they are
-                // non-null.
-                return Some((lo, hi, unsafe { NonNull::new_unchecked(self.words[i]) }));
+                return self.take_last();
             }
             if back.mask != 0 {
                 return Some(self.pop_back(back, lv));
