@@ -49,6 +49,26 @@ pub fn btree_load(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
     m.range(..=i).next_back().and_then(|(_, &(l, v))| (l >= i).then_some(v))
 }
 
+/// The value of the first range that ends at or after `i` in the
+/// `BTreeMap` idiom: the range starting at or before `i` if it reaches
+/// `i`, else the next one.
+pub fn btree_next_from(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
+    match m.range(..=i).next_back() {
+        Some((_, &(l, v))) if l >= i => Some(v),
+        _ => m.range(i..).next().map(|(_, &(_, v))| v),
+    }
+}
+
+/// The values of the ranges overlapping `[a, b]` summed, in the `BTreeMap`
+/// idiom: from the range starting at or before `a` if it reaches `a`.
+pub fn btree_window_sum(m: &BTreeMap<u64, (u64, u64)>, a: u64, b: u64) -> u64 {
+    let first = match m.range(..=a).next_back() {
+        Some((&f, &(l, _))) if l >= a => f,
+        _ => a,
+    };
+    m.range(first..=b).map(|(_, &(_, v))| v).sum()
+}
+
 /// Lowest gap of `size` in the `BTreeMap` idiom: a linear scan.
 pub fn btree_gap(m: &BTreeMap<u64, (u64, u64)>, size: u64) -> Option<u64> {
     let mut next = 0u64;

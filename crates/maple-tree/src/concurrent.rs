@@ -307,10 +307,10 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
         let (first, last, done) = crate::tree::iter_bounds(&range);
-        // Built in place, as `MapleTree::range` is.
-        let mut it = ConcurrentIter { _tree: PhantomData, raw: RawIter::unstarted(last, done) };
-        it.raw.start(&self.raw, first);
-        it
+        // The root is read now, under `guard`, which keeps every node
+        // reachable from it alive while the iterator lives: the walk from
+        // it comes with the first call, as `MapleTree::range`'s does.
+        ConcurrentIter { _tree: PhantomData, raw: RawIter::lazy(&self.raw, first, last, done) }
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It

@@ -603,10 +603,8 @@ impl<V: Handle> MapleTree<V> {
     #[inline]
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         let (first, last, done) = iter_bounds(&range);
-        // Built in place: a started iterator's path is ~1 KiB to move.
-        let mut it = Iter { _tree: PhantomData, raw: RawIter::unstarted(last, done), back: Back::new() };
-        it.raw.start(&self.raw, first);
-        it
+        // No walk yet: each end walks on its first call.
+        Iter { _tree: PhantomData, raw: RawIter::lazy(&self.raw, first, last, done), back: Back::new() }
     }
 
     /// Like [`range`](Self::range), but yields owned handles: a clone of
@@ -625,11 +623,7 @@ impl<V: Handle> MapleTree<V> {
     where
         V: Clone,
     {
-        let (first, last, done) = iter_bounds(&range);
-        let mut it =
-            RangeCloned { inner: Iter { _tree: PhantomData, raw: RawIter::unstarted(last, done), back: Back::new() } };
-        it.inner.raw.start(&self.raw, first);
-        it
+        RangeCloned { inner: self.range(range) }
     }
 
     /// The entry containing `index` with its range, as an owned handle (a
@@ -1343,9 +1337,7 @@ impl<V: HandleMut> MapleTree<V> {
     /// ascending. An invalid range yields nothing.
     pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
         let (first, last, done) = iter_bounds(&range);
-        let mut it = IterMut { raw: RawIter::unstarted(last, done), back: Back::new(), _tree: PhantomData };
-        it.raw.start(&self.raw, first);
-        it
+        IterMut { raw: RawIter::lazy(&self.raw, first, last, done), back: Back::new(), _tree: PhantomData }
     }
 
     /// Every value mutably, ascending.
@@ -1427,7 +1419,7 @@ impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
-        let mut raw = RawIter::new(&self.raw, 0, u64::MAX, false);
+        let mut raw = RawIter::lazy(&self.raw, 0, u64::MAX, false);
         core::iter::from_fn(move || raw.next_entry())
     }
 }
@@ -1459,6 +1451,11 @@ pub(crate) struct RawIter {
     /// was made done (an invalid range).
     last_leaf: bool,
     last: u64,
+    /// Where the front end starts: the iterator's first index.
+    first: u64,
+    /// The root the front end walks from on its first call, while it has
+    /// not walked yet (see [`lazy`](Self::lazy)).
+    pending: Option<NodeRef>,
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -1475,36 +1472,51 @@ pub(crate) fn iter_bounds(range: &impl RangeBounds<u64>) -> (u64, u64, bool) {
 }
 
 impl RawIter {
+    /// An iterator over `first..=last` of `tree` (nothing if `done`) whose
+    /// front end walks on its first call, not here: what is made and
+    /// never stepped forwards (`range(..=k).next_back()`, the entry at or
+    /// before `k`; `.rev()`) walks only from the back, and making one
+    /// costs no walk.
+    ///
+    /// For iterators over a tree whose nodes reachable from its root now
+    /// stay alive while they live: a plain tree borrowed (which also stays
+    /// unchanged), or the concurrent tree read under a guard. The root
+    /// recorded here is walked from later.
     #[inline]
-    pub(crate) fn new(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
-        let mut it = RawIter::unstarted(last, done);
-        it.start(tree, first);
-        it
-    }
-
-    /// An iterator that has not walked yet: cheap to move (its path is
-    /// empty), so callers can place it where it will live and then
-    /// [`start`](Self::start) it there, instead of moving a full path.
-    #[inline]
-    pub(crate) fn unstarted(last: u64, done: bool) -> RawIter {
+    pub(crate) fn lazy(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
+        let pending = if done { None } else { tree.root_node() };
+        // One literal (no local changed, then moved): the iterator is
+        // ~1.3 KiB, and each move of it a copy of all of that.
         RawIter {
             walk: LeafWalk { path: Path::new() },
             bound: [0; RANGE64_SLOTS + 1],
             words: [ptr::null_mut(); RANGE64_SLOTS],
             max: 0,
             mask: 0,
-            last_leaf: done,
+            // (An empty tree: nothing to hand out.)
+            last_leaf: pending.is_none(),
             last,
+            first,
+            pending,
         }
     }
 
-    /// Walks to `first` (nothing if the iterator is already done).
-    #[inline]
-    pub(crate) fn start(&mut self, tree: &RawTree, first: u64) {
-        if !self.last_leaf {
-            tree.walk_into(first, &mut self.walk.path);
-            self.load_leaf(true);
-        }
+    /// The front end's first walk, from the root [`lazy`](Self::lazy)
+    /// recorded.
+    #[cold]
+    #[inline(never)]
+    fn start_pending(&mut self, root: NodeRef) {
+        // SAFETY: the root of the tree this iterator was made over, which
+        // stays alive and unchanged while the iterator lives (`lazy`).
+        unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
+        self.load_leaf(true);
+    }
+
+    /// Everything is handed out: neither end hands out more.
+    fn finish(&mut self) {
+        self.pending = None;
+        self.last_leaf = true;
+        self.mask = 0;
     }
 
     /// Prefetches the leaves `PREFETCH_AHEAD` on from the one the walk has
@@ -1623,6 +1635,9 @@ impl RawIter {
     #[inline]
     pub(crate) fn fold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
+        if let Some(root) = self.pending.take() {
+            self.start_pending(root);
+        }
         loop {
             while let Some((lo, hi, nn)) = self.take() {
                 acc = f(acc, lo, hi, nn);
@@ -1698,13 +1713,23 @@ impl RawIter {
         back.mask &= !(1 << i);
         let leaf = lv.leaf();
         let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
-        // The back's leaf lies after the front's, so `lo > 0`.
-        self.last = lo - 1;
-        if self.last <= self.max {
-            // Nothing is left after the front's leaf: the front must not
-            // step on (it only steps while `last` lies beyond its leaf, so
-            // the leaf it steps onto reaches `last`).
-            self.last_leaf = true;
+        if self.pending.is_some() {
+            // The front has not walked: it starts at `first`, and once the
+            // back has handed out the entry holding it, nothing is left.
+            if lo <= self.first {
+                self.finish();
+            } else {
+                self.last = lo - 1;
+            }
+        } else {
+            // The back's leaf lies after the front's, so `lo > 0`.
+            self.last = lo - 1;
+            if self.last <= self.max {
+                // Nothing is left after the front's leaf: the front must
+                // not step on (it only steps while `last` lies beyond its
+                // leaf, so the leaf it steps onto reaches `last`).
+                self.last_leaf = true;
+            }
         }
         // SAFETY: the mask holds value slots only, whose words are
         // non-null.
@@ -1723,20 +1748,34 @@ impl RawIter {
         if self.is_done() {
             return None;
         }
-        let front = self.walk.path.last()?.node;
-        let root = self.walk.path[0].node;
+        // While the front has not walked (`pending`), it has no leaf to
+        // meet, and the back walks from the root it will walk from.
+        let front = self.walk.path.last().map(|l| l.node);
+        let root = match self.pending {
+            Some(root) => root,
+            None => self.walk.path.first()?.node,
+        };
         if back.leaf.is_none() {
-            // SAFETY: the root of the tree the front walked, alive and
-            // unchanged (this function's contract).
-            unsafe { back.walk(root, self.last) };
+            // SAFETY: the root of the tree the iterator was made over,
+            // alive and unchanged (this function's contract).
+            unsafe { back.walk(root, self.last, true) };
         }
         loop {
             let lv = back.leaf?;
-            if lv.node == front {
+            if Some(lv.node) == front {
                 // The ends meet: what is left is the front's, and it need
                 // not step on (what lies after has been handed out).
                 self.last_leaf = true;
                 return self.take_last();
+            }
+            if self.pending.is_some() && lv.min <= self.first {
+                // The leaf the front would start on: the back ends at the
+                // slot holding `first`.
+                back.mask &= u32::MAX << lv.node.find(self.first);
+                if back.mask == 0 {
+                    self.finish();
+                    return None;
+                }
             }
             if back.mask != 0 {
                 return Some(self.pop_back(back, lv));
@@ -1758,7 +1797,14 @@ impl RawIter {
             if let Some(entry) = self.take() {
                 return Some(entry);
             }
-            if self.last_leaf || !self.walk.next_leaf() {
+            if self.last_leaf {
+                return None;
+            }
+            if let Some(root) = self.pending.take() {
+                self.start_pending(root);
+                continue;
+            }
+            if !self.walk.next_leaf() {
                 self.last_leaf = true;
                 return None;
             }
@@ -1808,13 +1854,16 @@ pub(crate) struct Back {
     /// more (where steps back ask for leaves under the parent before).
     grand: Option<Level>,
     mask: u32,
+    /// The first walk asked only for the leaf before: the first step back
+    /// asks for the leaves before that (see [`walk`](Self::walk)).
+    ramp: bool,
 }
 
 impl Back {
     /// A back end that has not walked yet.
     #[inline]
     pub(crate) fn new() -> Back {
-        Back { leaf: None, parent: None, grand: None, mask: 0 }
+        Back { leaf: None, parent: None, grand: None, mask: 0, ramp: false }
     }
 
     /// Walks from `root` to the leaf holding `index` and stands there,
@@ -1824,7 +1873,7 @@ impl Back {
     ///
     /// As for [`descend`]: `root` is the root of a tree that stays alive
     /// and unchanged meanwhile.
-    unsafe fn walk(&mut self, root: NodeRef, index: u64) {
+    unsafe fn walk(&mut self, root: NodeRef, index: u64, first: bool) {
         let mut path = Path::new();
         // SAFETY: this function's contract.
         unsafe { descend::<false>(root, index, &mut path) };
@@ -1833,6 +1882,22 @@ impl Back {
         self.grand = (path.len() >= PREFETCH_HEIGHT).then(|| path[path.len() - 3]);
         self.mask = self.leaf.map_or(0, |lv| value_mask(lv.leaf(), lv.off));
         if let Some(p) = self.parent {
+            if first {
+                // The first walk of a back end, often its only one (the
+                // entry at or before an index, `range(..=k).next_back()`):
+                // only the leaf before, where the next step back would go;
+                // that step asks for the rest. Asking for four leaves here
+                // made those one-entry queries on a tree of a million
+                // ranges 1.16-1.21x as slow (`profile_store ab`, `pred`),
+                // and `.rev()` over the whole tree no faster.
+                if let Some(k) = p.off.checked_sub(1) {
+                    // SAFETY: the slot before a used one is used, and a
+                    // live internal node's used slots hold live children.
+                    unsafe { p.node.child(k) }.prefetch();
+                }
+                self.ramp = true;
+                return;
+            }
             // Under a new parent: ask for the leaves the next steps back
             // reach (each step asks for the one `PREFETCH_AHEAD` before
             // it, see `step_back`).
@@ -1864,7 +1929,16 @@ impl Back {
                 // Its last slot, wherever that is: unused slots are empty
                 // and never in a value mask, so no count is needed.
                 let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
-                if let Some(k) = p.off.checked_sub(PREFETCH_AHEAD) {
+                if core::mem::take(&mut self.ramp) {
+                    // The first step after the first walk: the leaves
+                    // before this one, up to `PREFETCH_AHEAD` back, as a
+                    // walk onto a new parent asks (the first walk asked
+                    // for this one only).
+                    for k in p.off.saturating_sub(PREFETCH_AHEAD)..p.off {
+                        // SAFETY: as above, for slots further before.
+                        unsafe { p.node.child(k) }.prefetch();
+                    }
+                } else if let Some(k) = p.off.checked_sub(PREFETCH_AHEAD) {
                     // SAFETY: as above, for a slot further before.
                     unsafe { p.node.child(k) }.prefetch();
                 } else if let Some(g) = self.grand {
@@ -1879,7 +1953,7 @@ impl Back {
                 // SAFETY: this function's contract. The walk ends on the
                 // leaf before, in its last slot (which ends at
                 // `leaf.min - 1`).
-                unsafe { self.walk(root, leaf.min - 1) };
+                unsafe { self.walk(root, leaf.min - 1, false) };
                 true
             }
         }

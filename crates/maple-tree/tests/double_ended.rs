@@ -194,6 +194,70 @@ fn the_ends_meet_anywhere_and_stay_met() {
     }
 }
 
+/// The back end first, on an iterator whose front has not walked yet
+/// (the front walks on its first call): the back takes `k` entries, then
+/// the front the rest, then both ends are asked again. Windows that start
+/// inside an entry, inside an empty range, in the middle of a leaf and at
+/// index 0 (with entries at `0..=0` and from 1: the back's last entry
+/// starts at 0 or 1), on trees of one leaf and of several levels; and the
+/// predecessor idiom `range(..=k).next_back()` at every index near an
+/// entry.
+#[test]
+fn the_back_goes_first_anywhere() {
+    let n = if cfg!(miri) { 14 } else { 300 };
+    for (sorted, gaps) in [(false, false), (true, true)] {
+        // (Under Miri the one-leaf trees only for the plain kind.)
+        for small in [false, true].into_iter().filter(|&s| !cfg!(miri) || !s || !gaps) {
+            let (mut t, mut m) = tree(if small { 5 } else { n }, 23, sorted, gaps);
+            // Entries at 0 and from 1, touching.
+            for (f, l, v) in [(0, 0, 9001), (1, 2, 9002)] {
+                t.store_range(f..=l, U63::new(v).unwrap()).unwrap();
+                m.store(f, l, v);
+            }
+            let top = m.map.last_key_value().map_or(0, |(_, &(l, _))| l);
+            let mut windows = vec![(0, u64::MAX), (0, top / 2), (1, top), (2, 2), (3, top - top / 7)];
+            // Starting inside entries and inside empty ranges.
+            let values = m.values();
+            for &(f, l, _) in values.iter().skip(values.len() / 3).take(if cfg!(miri) { 1 } else { 3 }) {
+                windows.extend([(f + (l - f) / 2, top), (l + 1, top - 1), (f, l)]);
+            }
+            for (a, b) in windows {
+                let want = expected(&m, a, b);
+                // (`k` one past the entries: the back is asked once more
+                // before the front walks, and must have nothing.)
+                for k in 0..=want.len() + 1 {
+                    let mut it = t.range(a..=b);
+                    let mut back: Vec<Entry> = (0..k).filter_map(|_| it.next_back().map(entry)).collect();
+                    back.reverse();
+                    let front: Vec<Entry> = it.by_ref().map(entry).collect();
+                    let split = want.len().saturating_sub(k);
+                    assert_eq!((&front[..], &back[..]), want.split_at(split), "[{a}, {b}], back took {k}");
+                    for turn in 0..4 {
+                        let more = if turn % 2 == 0 { it.next_back() } else { it.next() };
+                        assert!(more.is_none(), "[{a}, {b}], back took {k}: {:?} after", more.map(entry));
+                    }
+                    // The same split, the rest by `fold` (which walks the
+                    // front first).
+                    let mut it = t.range(a..=b);
+                    for _ in 0..k {
+                        it.next_back();
+                    }
+                    let folded = it.fold(Vec::new(), |mut acc, e| {
+                        acc.push(entry(e));
+                        acc
+                    });
+                    assert_eq!(folded, &want[..split], "[{a}, {b}], back took {k}, then fold");
+                }
+            }
+            let step = if cfg!(miri) { 11 } else { 1 };
+            for k in (0..top + 2).step_by(step) {
+                let got = t.range(..=k).next_back().map(entry);
+                assert_eq!(got, expected(&m, 0, k).last().copied(), "range(..={k}).next_back()");
+            }
+        }
+    }
+}
+
 #[test]
 fn an_invalid_window_yields_nothing_from_either_end() {
     let (t, _) = tree(50, 3, false, false);

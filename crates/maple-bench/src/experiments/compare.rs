@@ -12,7 +12,10 @@ use crate::{
     measure::{alternate, case, Timing},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     resident::{self, Build},
-    workloads::{btree, btree_gap, btree_gaps, btree_load, maple, order, random_keys, range, rmap, u, STEP},
+    workloads::{
+        btree, btree_gap, btree_gaps, btree_load, btree_next_from, btree_window_sum, maple, order, random_keys, range,
+        rmap, u, STEP,
+    },
     Options,
 };
 
@@ -65,6 +68,57 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             ],
         );
         rows.push(Row { what: "load (random)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        // Short range queries at the same keys: the entry at or after a
+        // key, the entry at or before it (a predecessor: the last range
+        // starting at or before it), and a window of eight ranges summed.
+        progress(&format!("compare: range queries, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t.range(k..).next().map_or(0, |(_, v)| v.get()))),
+                case(lookups, || (), |()| sum(&|k| btree_next_from(&m, k).unwrap_or(0))),
+                case(lookups, || (), |()| sum(&|k| r.overlapping(&(k..=u64::MAX)).next().map_or(0, |(_, v)| *v))),
+            ],
+        );
+        rows.push(Row {
+            what: "next from a key (range(k..).next())",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t.range(..=k).next_back().map_or(0, |(_, v)| v.get()))),
+                case(lookups, || (), |()| sum(&|k| m.range(..=k).next_back().map_or(0, |(_, v)| v.1))),
+                case(lookups, || (), |()| sum(&|k| r.overlapping(&(0..=k)).next_back().map_or(0, |(_, v)| *v))),
+            ],
+        );
+        rows.push(Row {
+            what: "last at or before a key (range(..=k).next_back())",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
+        let w = 8 * STEP;
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t.range(k..k + w).map(|(_, v)| v.get()).sum())),
+                case(lookups, || (), |()| sum(&|k| btree_window_sum(&m, k, k + w - 1))),
+                case(lookups, || (), |()| sum(&|k| r.overlapping(&(k..=k + w - 1)).map(|(_, v)| *v).sum())),
+            ],
+        );
+        rows.push(Row {
+            what: "window of 8 ranges (per window)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
 
         progress(&format!("compare: iterate, n = {n}"));
         let tm = alternate(
@@ -285,7 +339,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()` for all three), and the ranges overlapping a window of `8 × 16` indices from it, summed. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
