@@ -382,9 +382,11 @@ fn ab() {
             "iter" => bulk_tree.iter().map(|(_, v)| v.get()).sum(),
             "iter-rev" => bulk_tree.iter().rev().map(|(_, v)| v.get()).sum(),
             // Short range queries: the entry at or after a key, the entry
-            // at or before it, a window of eight ranges summed.
+            // at or before it (by `range` and by `prev_before`), a window
+            // of eight ranges summed.
             "succ" => keys.iter().filter_map(|&k| bulk_tree.range(k..).next()).map(|(_, v)| v.get()).sum(),
             "pred" => keys.iter().filter_map(|&k| bulk_tree.range(..=k).next_back()).map(|(_, v)| v.get()).sum(),
+            "prev" => keys.iter().filter_map(|&k| bulk_tree.prev_before(k)).map(|(_, v)| v.get()).sum(),
             "window" => keys.iter().map(|&k| bulk_tree.range(k..k + 128).map(|(_, v)| v.get()).sum::<u64>()).sum(),
             other => panic!("unknown WORK={other}"),
         }
