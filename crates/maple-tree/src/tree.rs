@@ -616,8 +616,28 @@ impl<V: Handle> MapleTree<V> {
         self.range(..)
     }
 
-    /// Iterates over the entries that overlap `range`, ascending. An invalid
-    /// range yields nothing.
+    /// Iterates over the entries that overlap `range`, ascending (or from
+    /// the back: the iterator is double-ended). An invalid range yields
+    /// nothing.
+    ///
+    /// Making the iterator walks nothing: each end walks from the root on
+    /// its first call. So the two commonest short queries are one walk
+    /// each: the entry at or after `k` (`range(k..).next()`, as
+    /// [`next_after`](Self::next_after)) and the entry at or before it
+    /// (`range(..=k).next_back()`, as [`prev_before`](Self::prev_before)).
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let t: MapleTree<U63> = (1..10u64).map(|i| (i * 100..=i * 100 + 49, U63::new(i).unwrap())).collect();
+    /// // The mapping at or below an address, and the first one above it.
+    /// let below = t.range(..=575).next_back().map(|(r, v)| (r, v.get()));
+    /// assert_eq!(below, Some((500..=549, 5)));
+    /// assert_eq!(t.range(576..).next().map(|(r, _)| r), Some(600..=649));
+    /// // Everything overlapping a window, highest first.
+    /// let hits: Vec<u64> = t.range(240..=430).rev().map(|(_, v)| v.get()).collect();
+    /// assert_eq!(hits, [4, 3, 2]);
+    /// ```
     #[inline]
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         let (first, last, done) = iter_bounds(&range);
