@@ -1442,6 +1442,7 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
 }
 
 impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed mutably for 'a: nothing changes it
         // while the iterator lives.
@@ -1498,8 +1499,15 @@ pub(crate) struct RawIter {
     /// Where the front end starts: the iterator's first index.
     first: u64,
     /// The root the front end walks from on its first call, while it has
-    /// not walked yet (see [`lazy`](Self::lazy)).
+    /// not walked yet (see [`lazy`](Self::lazy)). A front that has not
+    /// walked with `last_leaf` set never will: the back has handed out
+    /// everything.
     pending: Option<NodeRef>,
+    /// The back end stops the front (sets `last_leaf`) when it hands out
+    /// an entry that starts at or below this: the index after the front's
+    /// leaf, or, before the front has walked, the first index. (One
+    /// comparison for both, in the back's hot path.)
+    stop: u64,
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -1542,6 +1550,7 @@ impl RawIter {
             last,
             first,
             pending,
+            stop: first,
         }
     }
 
@@ -1558,7 +1567,6 @@ impl RawIter {
 
     /// Everything is handed out: neither end hands out more.
     fn finish(&mut self) {
-        self.pending = None;
         self.last_leaf = true;
         self.mask = 0;
     }
@@ -1623,6 +1631,9 @@ impl RawIter {
         // From the walk's slot on.
         mask &= u32::MAX << lv.off;
         self.max = lv.max;
+        // (The back's leaf lies after this one: `max` is below `u64::MAX`
+        // whenever the back reads `stop`.)
+        self.stop = lv.max.wrapping_add(1);
         if lv.max > self.last {
             // The slot reaching `last` is in this leaf, at the latest its
             // last: nothing after it.
@@ -1694,8 +1705,10 @@ impl RawIter {
     #[inline]
     pub(crate) fn fold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
-        if let Some(root) = self.pending.take() {
-            self.start_pending(root);
+        if !self.last_leaf {
+            if let Some(root) = self.pending.take() {
+                self.start_pending(root);
+            }
         }
         loop {
             while let Some((lo, hi, nn)) = self.take() {
@@ -1772,23 +1785,16 @@ impl RawIter {
         back.mask &= !(1 << i);
         let leaf = lv.leaf();
         let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
-        if self.pending.is_some() {
-            // The front has not walked: it starts at `first`, and once the
-            // back has handed out the entry holding it, nothing is left.
-            if lo <= self.first {
-                self.finish();
-            } else {
-                self.last = lo - 1;
-            }
-        } else {
-            // The back's leaf lies after the front's, so `lo > 0`.
-            self.last = lo - 1;
-            if self.last <= self.max {
-                // Nothing is left after the front's leaf: the front must
-                // not step on (it only steps while `last` lies beyond its
-                // leaf, so the leaf it steps onto reaches `last`).
-                self.last_leaf = true;
-            }
+        // (`lo` is 0 only for an entry holding `first`, after which
+        // `last` is not read again.)
+        self.last = lo.wrapping_sub(1);
+        if lo <= self.stop {
+            // Nothing is left after the front's leaf: the front must not
+            // step on (it only steps while `last` lies beyond its leaf, so
+            // the leaf it steps onto reaches `last`). Or, before the front
+            // has walked, the entry holding `first` is handed out: nothing
+            // is left at all (`last_leaf` keeps the front from walking).
+            self.last_leaf = true;
         }
         // SAFETY: the mask holds value slots only, whose words are
         // non-null.
@@ -1856,14 +1862,16 @@ impl RawIter {
             if let Some(entry) = self.take() {
                 return Some(entry);
             }
-            if self.last_leaf {
-                return None;
-            }
-            if let Some(root) = self.pending.take() {
-                self.start_pending(root);
-                continue;
-            }
-            if !self.walk.next_leaf() {
+            if self.last_leaf || !self.walk.next_leaf() {
+                // (A front that has not walked has an empty path: it walks
+                // here, on its first call, unless the back has handed out
+                // everything.)
+                if !self.last_leaf {
+                    if let Some(root) = self.pending.take() {
+                        self.start_pending(root);
+                        continue;
+                    }
+                }
                 self.last_leaf = true;
                 return None;
             }
@@ -2138,6 +2146,7 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
 }
 
 impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed for 'a: nothing changes it while
         // the iterator lives.
@@ -2177,6 +2186,7 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
 }
 
 impl<V: Handle + Clone> DoubleEndedIterator for RangeCloned<'_, V> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed: nothing changes it while the
         // iterator lives.
