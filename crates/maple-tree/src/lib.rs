@@ -179,8 +179,8 @@
 //!   from the leaf, and a step to a leaf under another parent walks from
 //!   the root), answers short range queries faster (the range at or
 //!   after a key 1.3–2.2×, the range at or before it by
-//!   `range(..=k).next_back()` 1.1×, eight
-//!   ranges summed 1.6–2.3×, at 100 K and 1 M ranges; an iterator walks
+//!   `range(..=k).next_back()` 0.95–1.1×, eight
+//!   ranges summed 1.65–2.3×, at 100 K and 1 M ranges; an iterator walks
 //!   only when first asked, from the end it is asked at), duplicates in O(n)
 //!   ([`MapleTree::try_dup`]: nodes copied, not entries re-inserted), and
 //!   takes about 45 bytes per range after random inserts, 36 after
