@@ -307,10 +307,13 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
         let (first, last, done) = crate::tree::iter_bounds(&range);
-        // The root is read now, under `guard`, which keeps every node
-        // reachable from it alive while the iterator lives: the walk from
-        // it comes with the first call, as `MapleTree::range`'s does.
-        ConcurrentIter { _tree: PhantomData, raw: RawIter::lazy(&self.raw, first, last, done) }
+        // The walk comes with the first call, as `MapleTree::range`'s does.
+        // SAFETY: the root is read now, under `guard`, which outlives the
+        // iterator ('g) and keeps every node reachable from that root
+        // alive; writers change such nodes only by single-word slot
+        // stores (RCU mode).
+        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
+        ConcurrentIter { _tree: PhantomData, raw }
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It

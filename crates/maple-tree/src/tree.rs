@@ -642,7 +642,10 @@ impl<V: Handle> MapleTree<V> {
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
         let (first, last, done) = iter_bounds(&range);
         // No walk yet: each end walks on its first call.
-        Iter { _tree: PhantomData, raw: RawIter::lazy(&self.raw, first, last, done), back: Back::new() }
+        // SAFETY: the iterator borrows `self` for its lifetime: the tree
+        // stays alive and unchanged meanwhile.
+        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
+        Iter { _tree: PhantomData, raw, back: Back::new() }
     }
 
     /// Like [`range`](Self::range), but yields owned handles: a clone of
@@ -1375,7 +1378,11 @@ impl<V: HandleMut> MapleTree<V> {
     /// ascending. An invalid range yields nothing.
     pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
         let (first, last, done) = iter_bounds(&range);
-        IterMut { raw: RawIter::lazy(&self.raw, first, last, done), back: Back::new(), _tree: PhantomData }
+        // SAFETY: the iterator borrows `self` mutably for its lifetime:
+        // the tree stays alive, and nothing but the iterator (which
+        // changes values, not slots) reaches it meanwhile.
+        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
+        IterMut { raw, back: Back::new(), _tree: PhantomData }
     }
 
     /// Every value mutably, ascending.
@@ -1458,7 +1465,9 @@ impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 impl<V: Handle> MapleTree<V> {
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
-        let mut raw = RawIter::lazy(&self.raw, 0, u64::MAX, false);
+        // SAFETY: the closure borrows `self`, so the tree stays alive and
+        // unchanged while the iterator lives.
+        let mut raw = unsafe { RawIter::lazy(&self.raw, 0, u64::MAX, false) };
         core::iter::from_fn(move || raw.next_entry())
     }
 }
@@ -1530,12 +1539,16 @@ impl RawIter {
     /// before `k`; `.rev()`) walks only from the back, and making one
     /// costs no walk.
     ///
-    /// For iterators over a tree whose nodes reachable from its root now
-    /// stay alive while they live: a plain tree borrowed (which also stays
-    /// unchanged), or the concurrent tree read under a guard. The root
-    /// recorded here is walked from later.
+    /// # Safety
+    ///
+    /// Every node reachable from `tree`'s root now stays alive while the
+    /// iterator lives, changed at most by the single-word slot stores
+    /// readers may meet: a plain tree borrowed for as long (which then
+    /// does not change at all), or the concurrent tree read under a guard
+    /// that outlives the iterator. The root recorded here is walked from
+    /// later, by the iterator's safe methods.
     #[inline]
-    pub(crate) fn lazy(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
+    pub(crate) unsafe fn lazy(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
         let pending = if done { None } else { tree.root_node() };
         // One literal (no local changed, then moved): the iterator is
         // ~1.3 KiB, and each move of it a copy of all of that.
@@ -1559,8 +1572,8 @@ impl RawIter {
     #[cold]
     #[inline(never)]
     fn start_pending(&mut self, root: NodeRef) {
-        // SAFETY: the root of the tree this iterator was made over, which
-        // stays alive and unchanged while the iterator lives (`lazy`).
+        // SAFETY: the root `lazy` recorded, whose nodes stay alive while
+        // the iterator lives (`lazy`'s contract).
         unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
         self.load_leaf(true);
     }
