@@ -53,10 +53,7 @@ pub fn btree_load(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
 /// `BTreeMap` idiom: the range starting at or before `i` if it reaches
 /// `i`, else the next one.
 pub fn btree_next_from(m: &BTreeMap<u64, (u64, u64)>, i: u64) -> Option<u64> {
-    match m.range(..=i).next_back() {
-        Some((_, &(l, v))) if l >= i => Some(v),
-        _ => m.range(i..).next().map(|(_, &(_, v))| v),
-    }
+    btree_load(m, i).or_else(|| m.range(i..).next().map(|(_, &(_, v))| v))
 }
 
 /// The values of the ranges overlapping `[a, b]` summed, in the `BTreeMap`
@@ -237,6 +234,15 @@ mod tests {
             let want = t.load(k).map(U63::get);
             assert_eq!(btree_load(&m, k), want);
             assert_eq!(r.get(&k).copied(), want);
+            // The short range queries of the compare section.
+            let next = t.range(k..).next().map(|(_, v)| v.get());
+            assert_eq!(btree_next_from(&m, k), next, "next from {k}");
+            let prev = t.range(..=k).next_back().map(|(_, v)| v.get());
+            assert_eq!(m.range(..=k).next_back().map(|(_, v)| v.1), prev, "last at or before {k}");
+            let b = k + 8 * STEP - 1;
+            let window: u64 = t.range(k..=b).map(|(_, v)| v.get()).sum();
+            assert_eq!(btree_window_sum(&m, k, b), window, "window from {k}");
+            assert_eq!(r.overlapping(&(k..=b)).map(|(_, v)| *v).sum::<u64>(), window, "rangemap window from {k}");
         }
         assert_eq!(t.empty_area(.., 7).ok(), btree_gap(&m, 7));
         for (a, b) in [(0, 100), (5, 5), (10, 4000), (3, 16 * 300 + 50)] {

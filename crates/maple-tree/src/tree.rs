@@ -1568,20 +1568,26 @@ impl RawIter {
     }
 
     /// The front end's first walk, from the root [`lazy`](Self::lazy)
-    /// recorded.
+    /// recorded, if it has not walked yet and the back has not handed out
+    /// everything (`last_leaf`); true if it walked.
+    #[inline(always)]
+    fn start_front(&mut self) -> bool {
+        if self.last_leaf {
+            return false;
+        }
+        let Some(root) = self.pending.take() else { return false };
+        self.walk_front(root);
+        true
+    }
+
+    /// [`start_front`](Self::start_front)'s walk, out of line.
     #[cold]
     #[inline(never)]
-    fn start_pending(&mut self, root: NodeRef) {
+    fn walk_front(&mut self, root: NodeRef) {
         // SAFETY: the root `lazy` recorded, whose nodes stay alive while
         // the iterator lives (`lazy`'s contract).
         unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
         self.load_leaf(true);
-    }
-
-    /// Everything is handed out: neither end hands out more.
-    fn finish(&mut self) {
-        self.last_leaf = true;
-        self.mask = 0;
     }
 
     /// Prefetches the leaves `PREFETCH_AHEAD` on from the one the walk has
@@ -1718,11 +1724,7 @@ impl RawIter {
     #[inline]
     pub(crate) fn fold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
-        if !self.last_leaf {
-            if let Some(root) = self.pending.take() {
-                self.start_pending(root);
-            }
-        }
+        self.start_front();
         loop {
             while let Some((lo, hi, nn)) = self.take() {
                 acc = f(acc, lo, hi, nn);
@@ -1851,7 +1853,9 @@ impl RawIter {
                 // slot holding `first`.
                 back.mask &= u32::MAX << lv.node.find(self.first);
                 if back.mask == 0 {
-                    self.finish();
+                    // Nothing is left at all (the front's mask is empty:
+                    // it has not walked).
+                    self.last_leaf = true;
                     return None;
                 }
             }
@@ -1877,13 +1881,9 @@ impl RawIter {
             }
             if self.last_leaf || !self.walk.next_leaf() {
                 // (A front that has not walked has an empty path: it walks
-                // here, on its first call, unless the back has handed out
-                // everything.)
-                if !self.last_leaf {
-                    if let Some(root) = self.pending.take() {
-                        self.start_pending(root);
-                        continue;
-                    }
+                // here, on its first call.)
+                if self.start_front() {
+                    continue;
                 }
                 self.last_leaf = true;
                 return None;
