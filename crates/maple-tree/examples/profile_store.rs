@@ -25,6 +25,12 @@ mod shuffle;
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
+    // `AB=1` in a `maple_ab` build: the experiment's new arm, for counting
+    // its instructions (`valgrind --tool=callgrind`) against the old.
+    #[cfg(maple_ab)]
+    maple_tree::ab::set(std::env::var_os("AB").is_some());
+    #[cfg(maple_ab)]
+    maple_tree::ab::set_param(env_u64("AB_PARAM", 0) as usize);
     // `REPS=` scales the kernel loops (1 M rounds by default).
     let reps = env_u64("REPS", 1_000_000);
     if mode == "slot" {
@@ -345,7 +351,11 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// a random-built gap tree filled by `alloc_range`).
 /// Prints each arm's fastest and median time and the median of the
 /// per-round ratios old/new (above 1: the new arm is faster) with its
-/// quartiles.
+/// quartiles; for `rand`, each arm's node count first (a push rule trades
+/// nodes for time). `AB_PARAM=N` sets `maple_tree::ab::param()`, a number
+/// the new arm may read (a threshold being tuned). In the same build the
+/// other modes run the old arm, or the new one with `AB=1`: instruction
+/// counts of both (`valgrind --tool=callgrind`).
 #[cfg(maple_ab)]
 fn ab() {
     let n = env_u64("N", 100_000);
@@ -391,6 +401,14 @@ fn ab() {
             other => panic!("unknown WORK={other}"),
         }
     };
+    if work == "rand" {
+        // A push rule trades nodes for time: each arm's node count.
+        for on in [false, true] {
+            maple_tree::ab::set(on);
+            let s = build(&order, false).stats();
+            println!("arm {}: {} nodes ({} leaves)", if on { "new" } else { "old" }, s.leaves + s.internal, s.leaves);
+        }
+    }
     // times[0]: the old arm (off), times[1]: the new (on).
     let mut times = [Vec::new(), Vec::new()];
     let mut sink = 0u64;

@@ -331,4 +331,18 @@ pub mod ab {
     pub fn set(on: bool) {
         ON.store(on, Ordering::Relaxed);
     }
+
+    static PARAM: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+    /// A number the new arm may read (a threshold being tuned), set from
+    /// the environment's `AB_PARAM` by `profile_store`.
+    #[inline]
+    pub fn param() -> usize {
+        PARAM.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`param`].
+    pub fn set_param(v: usize) {
+        PARAM.store(v, Ordering::Relaxed);
+    }
 }

@@ -1030,7 +1030,8 @@ unsafe fn copy_small<T: Copy>(src: *const T, dst: *mut T, n: usize) {
 ///
 /// Nobody writes `src` meanwhile: the caller is the tree's only writer
 /// (readers only read, and plain reads beside their atomic reads are no
-/// race).
+/// race), or `src` is pivots of a node readers can reach (nothing writes
+/// those in place then: the writes readers may meet are slot stores).
 #[inline]
 pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [MaybeUninit<u64>]) {
     assert_eq!(src.len(), dst.len());

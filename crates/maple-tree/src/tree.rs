@@ -16,7 +16,7 @@ use crate::{
     cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
-    node::{slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     store::{Removed, Store, Stored},
     sync::Ordering,
@@ -1636,9 +1636,12 @@ impl RawIter {
         let leaf = lv.leaf();
         let (piv, slots) = (leaf.pivots(), leaf.slots());
         self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
-        for (b, p) in self.bound[1..].iter_mut().zip(piv) {
-            *b = MaybeUninit::new(p.load(Ordering::Relaxed));
-        }
+        // SAFETY: a leaf's pivots never change while it is reachable (the
+        // writes readers may meet in place are single slot stores), and
+        // this one is (the walk's; `lazy`'s contract keeps it alive), so
+        // plain reads race with nothing. One block copy: 1.03-1.04x as
+        // fast a `for` loop as fifteen atomic loads (`profile_store ab`).
+        unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
         self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
         // Unused slots are null, so only used slots can be in the mask.
         let mut mask = 0u32;
