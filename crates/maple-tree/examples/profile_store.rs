@@ -189,6 +189,29 @@ fn main() {
         println!("{sum}");
         return;
     }
+    if mode == "btree-rand" || mode == "btree-erase" {
+        // The `BTreeMap` idiom on `rand`'s and `erase-bulk`'s work (the
+        // compare section's baseline), for its instruction count.
+        let n = env_u64("N", 100_000);
+        let order = random_order(n);
+        let mut total = 0;
+        for _ in 0..10 {
+            let mut b = std::collections::BTreeMap::new();
+            if mode == "btree-rand" {
+                for &i in &order {
+                    b.insert(i * 16, (i * 16 + 9, i));
+                }
+            } else {
+                b = (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect();
+                for &i in order.iter().rev() {
+                    std::hint::black_box(b.remove(&(i * 16)));
+                }
+            }
+            total += b.len();
+        }
+        println!("{total}");
+        return;
+    }
     let random = mode == "rand" || mode == "erase" || mode == "erase-at" || mode == "erase-bulk";
     let n = env_u64("N", 100_000);
     let order: Vec<u64> = if random { random_order(n) } else { (0..n).collect() };

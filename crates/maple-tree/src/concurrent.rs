@@ -73,7 +73,7 @@ use crate::{
     node::NodeRef,
     raw::{Level, Path, RawTree},
     store::{Store, Stored},
-    tree::{abort_oom, clear_values, to_inclusive, MapleTree, RawIter, Stats},
+    tree::{abort_oom, clear_values, to_inclusive, Back, MapleTree, RawIter, Stats},
     write::{self, WriteTarget},
 };
 
@@ -303,7 +303,27 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         is_value(w).then(|| unsafe { V::clone_raw(NonNull::new_unchecked(w)) })
     }
 
-    /// The entries overlapping `range`, ascending, under `guard`.
+    /// The entries overlapping `range`, ascending, under `guard`; from the
+    /// back too (`.rev()`, `next_back`, and both ends mixed), so that the
+    /// entry at or before an index is `range(..=k, &g).next_back()`.
+    ///
+    /// Readers do not wait for the writer: the iterator walks the nodes it
+    /// reached even if the writer replaces them meanwhile. An entry present
+    /// the whole time comes exactly once, in order; an entry written
+    /// meanwhile may come in its old form, its new one, or not at all.
+    ///
+    /// ```
+    /// use maple_tree::{ConcurrentMapleTree, U63};
+    ///
+    /// let t: ConcurrentMapleTree<U63> = (0..10u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
+    /// let g = t.pin();
+    /// // The last entry starting at or before 57.
+    /// let (r, v) = t.range(..=57, &g).next_back().unwrap();
+    /// assert_eq!((r, v.get()), (50..=54, 5));
+    /// // The three highest entries, highest first.
+    /// let top: Vec<u64> = t.iter(&g).rev().take(3).map(|(_, v)| v.get()).collect();
+    /// assert_eq!(top, [9, 8, 7]);
+    /// ```
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
         let (first, last, done) = crate::tree::iter_bounds(&range);
@@ -313,7 +333,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         // alive; writers change such nodes only by single-word slot
         // stores (RCU mode).
         let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        ConcurrentIter { _tree: PhantomData, raw }
+        ConcurrentIter { _tree: PhantomData, raw, back: Back::new() }
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It
@@ -513,6 +533,7 @@ pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
     /// the iterator does.
     _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
     raw: RawIter,
+    back: Back,
 }
 
 impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
@@ -524,6 +545,11 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 
+    /// The last entry, found from the back.
+    fn last(mut self) -> Option<Self::Item> {
+        self.next_back()
+    }
+
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.raw.fold_entries(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
@@ -532,6 +558,21 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
         })
     }
 }
+
+impl<'g, V: Handle + Send + Sync + 'static> DoubleEndedIterator for ConcurrentIter<'g, V> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        // SAFETY: the guard 'g borrows keeps every node reachable from the
+        // root the iterator recorded alive, and the values they held;
+        // writers change such nodes only by single-word slot stores (RCU
+        // mode): `SHARED`'s contract.
+        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<true>(&mut self.back) }?;
+        // SAFETY: as in `next`: a value word read under the guard.
+        Some((lo..=hi, unsafe { V::borrow(nn) }))
+    }
+}
+
+impl<'g, V: Handle + Send + Sync + 'static> core::iter::FusedIterator for ConcurrentIter<'g, V> {}
 
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -63,7 +63,9 @@
 //! replaced nodes are marked dead so that a reader meeting one restarts
 //! from the root. During a concurrent write each lookup sees the value from
 //! before or after it; an iteration may mix before and after of one write
-//! but stays ascending; a reader never sees a torn or freed entry.
+//! but stays in order (ascending from the front, descending from the
+//! back, every entry present the whole time once); a reader never sees a
+//! torn or freed entry.
 //!
 //! Which to use:
 //!

@@ -23,7 +23,7 @@ use loom::{
 use crate::{
     raw::{LeafWalk, RawTree},
     store::{Removed, Store, Stored},
-    tree::RawIter,
+    tree::{Back, RawIter},
 };
 
 fn word(v: u64) -> *mut () {
@@ -245,6 +245,64 @@ fn loom_iterator_races_in_place_and_leaf_writes() {
         assert_eq!(seen.len(), expected, "unexpected entries: {seen:?}");
         retire(&t, a);
         retire(&t, b);
+        finish(t);
+    });
+}
+
+/// A reader taking entries from both ends in turn (the concurrent tree's
+/// double-ended iterator) races an in-place replacement, a leaf replaced
+/// by a fresh copy, and an insert that overflows that leaf and pushes
+/// entries into the next one (the bound between the two moves): the two
+/// ends can stand on versions of a leaf with different bounds and meet
+/// by range. Every entry once, the front ascending, the back descending,
+/// the front's before the back's, each with its old or its new value.
+/// (Loom explores few interleavings of this model, about sixty; the
+/// stress test `concurrent_iter_both_ends_under_a_writer` is the one that
+/// catches ends meeting by address instead of by range.)
+#[test]
+fn loom_iterator_from_both_ends_races_leaf_writes() {
+    builder().check(|| {
+        let t = Arc::new(tree(12));
+        let r = {
+            let t = Arc::clone(&t);
+            thread::spawn(move || {
+                // SAFETY: as in the model above: what the writer replaces
+                // is freed only after this thread is joined, and a node it
+                // can reach changes only by single-word slot stores.
+                let mut it = unsafe { RawIter::lazy(&t, 0, u64::MAX, false) };
+                let mut back = Back::new();
+                let (mut front, mut rear) = (Vec::new(), Vec::new());
+                loop {
+                    // SAFETY: `SHARED`'s contract, as above.
+                    let Some((lo, hi, nn)) = (unsafe { it.next_back_entry::<true>(&mut back) }) else { break };
+                    rear.push((lo, hi, val(nn.as_ptr())));
+                    let Some((lo, hi, nn)) = it.next_entry() else { break };
+                    front.push((lo, hi, val(nn.as_ptr())));
+                }
+                // SAFETY: as above.
+                assert!(it.next_entry().is_none() && unsafe { it.next_back_entry::<true>(&mut back) }.is_none());
+                (front, rear)
+            })
+        };
+        let writes = [store(&t, 20, 25, 42), store(&t, 56, 57, 77), store(&t, 46, 47, 78)];
+        let (front, rear) = r.join().unwrap();
+        assert!(front.windows(2).all(|w| w[0].1 < w[1].0), "front not ascending: {front:?}");
+        assert!(rear.windows(2).all(|w| w[0].0 > w[1].1), "back not descending: {rear:?}");
+        if let (Some(f), Some(b)) = (front.last(), rear.last()) {
+            assert!(f.1 < b.0, "the ends crossed: {front:?} {rear:?}");
+        }
+        let seen: Vec<_> = front.iter().chain(rear.iter().rev()).copied().collect();
+        for i in 0..12u64 {
+            let was = (i * 10, i * 10 + 5, Some(i));
+            let n = seen.iter().filter(|&&e| e == was || i == 2 && e == (20, 25, Some(42))).count();
+            assert_eq!(n, 1, "entry {i} seen {n} times: {seen:?}");
+        }
+        let new = [(56, 57, Some(77)), (46, 47, Some(78))];
+        let expected = 12 + new.iter().filter(|e| seen.contains(e)).count();
+        assert_eq!(seen.len(), expected, "unexpected entries: {seen:?}");
+        for w in writes {
+            retire(&t, w);
+        }
         finish(t);
     });
 }

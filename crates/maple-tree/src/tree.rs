@@ -1453,7 +1453,7 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed mutably for 'a: nothing changes it
         // while the iterator lives.
-        let (lo, hi, nn) = unsafe { self.raw.next_back_entry(&mut self.back) }?;
+        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<false>(&mut self.back) }?;
         // SAFETY: as in `next`: the two ends never hand out the same slot
         // (`next_back_entry`), so each value slot comes once.
         Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
@@ -1767,56 +1767,95 @@ impl RawIter {
     /// hands out an entry of it, or has met the front), so `last` lies in
     /// the back's leaf (or ends the leaf before it), and the front, which
     /// stops on the leaf reaching `last` (told so when `last` falls to its
-    /// leaf's end), never passes it. On the leaf where the two ends meet (the
-    /// same node: only iterators over a borrowed tree, which cannot change
-    /// meanwhile, have a back end) both take from the front's mask, lowest
-    /// and highest bit, and the front stops there for good (`last_leaf`),
-    /// whatever `last` says.
+    /// leaf's end), never passes it. Where the two ends meet, on the leaf
+    /// whose range reaches into the front's (in a tree that does not
+    /// change, the front's leaf itself), both take from the front's copy
+    /// of its leaf, lowest and highest bit, and the front stops there for
+    /// good (`last_leaf`), whatever `last` says.
+    ///
+    /// `SHARED`: the concurrent tree, read under a guard, where a writer
+    /// may replace leaves between the two ends' walks (so that the back
+    /// can stand on another version of the front's leaf, and meets it by
+    /// range, entry by entry) and store into a slot the back has seen (so
+    /// that a slot in its mask may hold no value by the time it is read).
+    /// Entries present the whole time come once; entries written meanwhile
+    /// may come in their old form or their new one, or not at all.
     ///
     /// # Safety
     ///
-    /// The tree this iterator walks has not changed since it was made and
-    /// does not change while it lives (the plain tree's iterators, which
-    /// borrow it): the back walks from the root the front recorded, and
-    /// the two ends meet on a leaf by its address, so that no slot is
-    /// handed out twice (`IterMut` hands out `&mut`).
+    /// Without `SHARED`: the tree this iterator walks has not changed since
+    /// it was made and does not change while it lives (the plain tree's
+    /// iterators, which borrow it), so that no slot is handed out twice
+    /// (`IterMut` hands out `&mut`). With `SHARED`: the nodes reachable
+    /// from the root the iterator recorded stay alive while it lives,
+    /// changed at most by the single-word slot stores readers may meet,
+    /// and so do the values they held meanwhile (the concurrent tree read
+    /// under a guard).
     #[inline]
-    pub(crate) unsafe fn next_back_entry(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    pub(crate) unsafe fn next_back_entry<const SHARED: bool>(
+        &mut self,
+        back: &mut Back,
+    ) -> Option<(u64, u64, NonNull<()>)> {
         // The common case: the back's own leaf still has values, and the
         // front cannot be on it (the front stands on the back's leaf only
         // with `last_leaf` set: it stops on the leaf reaching `last`, and
         // the back, meeting it, sets it too).
         if back.mask != 0 && !self.last_leaf {
             if let Some(lv) = back.leaf {
-                return Some(self.pop_back(back, lv));
+                if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
+                    return Some(entry);
+                }
             }
         }
         // SAFETY: this function's contract.
-        unsafe { self.next_back_slow(back) }
+        unsafe { self.next_back_slow::<SHARED>(back) }
     }
 
     /// Hands out the highest value slot of `back`'s own leaf `lv` (its
-    /// mask is not empty) and lowers `last` below it.
+    /// mask is not empty) and lowers `last` below it. Always `Some`
+    /// without `SHARED`; with it, `None` once the mask is empty (its slots
+    /// were emptied by a writer since the mask was read) or where the back
+    /// has met the front and the front's copy has nothing left.
     #[inline(always)]
-    fn pop_back(&mut self, back: &mut Back, lv: Level) -> (u64, u64, NonNull<()>) {
-        let i = (31 - back.mask.leading_zeros()) as usize & 15;
-        back.mask &= !(1 << i);
-        let leaf = lv.leaf();
-        let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
-        // (`lo` is 0 only for an entry holding `first`, after which
-        // `last` is not read again.)
-        self.last = lo.wrapping_sub(1);
-        if lo <= self.stop {
-            // Nothing is left after the front's leaf: the front must not
-            // step on (it only steps while `last` lies beyond its leaf, so
-            // the leaf it steps onto reaches `last`). Or, before the front
-            // has walked, the entry holding `first` is handed out: nothing
-            // is left at all (`last_leaf` keeps the front from walking).
-            self.last_leaf = true;
+    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back, lv: Level) -> Option<(u64, u64, NonNull<()>)> {
+        loop {
+            if SHARED && back.mask == 0 {
+                return None;
+            }
+            let i = (31 - back.mask.leading_zeros()) as usize & 15;
+            back.mask &= !(1 << i);
+            let leaf = lv.leaf();
+            let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
+            if SHARED && self.pending.is_none() && lo <= self.max {
+                // The entry starts in the front's leaf, of which the back
+                // stands on another version (a writer replaced leaves
+                // between the two ends' walks): the ends meet, and what is
+                // left there is the front copy's.
+                self.last_leaf = true;
+                back.mask = 0;
+                return self.take_last();
+            }
+            // (`lo` is 0 only for an entry holding `first`, after which
+            // `last` is not read again.)
+            self.last = lo.wrapping_sub(1);
+            if lo <= self.stop {
+                // Nothing is left after the front's leaf: the front must not
+                // step on (it only steps while `last` lies beyond its leaf, so
+                // the leaf it steps onto reaches `last`). Or, before the front
+                // has walked, the entry holding `first` is handed out: nothing
+                // is left at all (`last_leaf` keeps the front from walking).
+                self.last_leaf = true;
+            }
+            let w = leaf.slot(i);
+            if SHARED && !is_value(w) {
+                // Emptied (or reserved) by a writer since the mask was read.
+                continue;
+            }
+            // SAFETY: a value word (the mask holds value slots only, in a
+            // tree that does not change; checked above in one that does)
+            // is non-null.
+            return Some((lo, hi, unsafe { NonNull::new_unchecked(w) }));
         }
-        // SAFETY: the mask holds value slots only, whose words are
-        // non-null.
-        (lo, hi, unsafe { NonNull::new_unchecked(leaf.slot(i)) })
     }
 
     /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
@@ -1827,25 +1866,31 @@ impl RawIter {
     ///
     /// As for `next_back_entry`.
     #[inline(never)]
-    unsafe fn next_back_slow(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    unsafe fn next_back_slow<const SHARED: bool>(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
         if self.is_done() {
             return None;
         }
         // While the front has not walked (`pending`), it has no leaf to
         // meet, and the back walks from the root it will walk from.
-        let front = self.walk.path.last().map(|l| l.node);
+        let front_max = self.walk.path.last().map(|l| l.max);
         let root = match self.pending {
             Some(root) => root,
             None => self.walk.path.first()?.node,
         };
         if back.leaf.is_none() {
             // SAFETY: the root of the tree the iterator was made over,
-            // alive and unchanged (this function's contract).
+            // whose nodes stay alive (this function's contract).
             unsafe { back.walk(root, self.last, true) };
         }
         loop {
             let lv = back.leaf?;
-            if Some(lv.node) == front {
+            // The back's leaf lies at or after the front's: it reaches into
+            // the front's range only where it is the front's leaf, or, in
+            // a tree that changes, another version of it, which may reach
+            // beyond the front's: there the back hands out what it holds
+            // above the front's leaf first (`pop_back` meets the front at
+            // the first entry that starts inside it).
+            if front_max.is_some_and(|m| lv.min <= m) && (!SHARED || back.mask == 0) {
                 // The ends meet: what is left is the front's, and it need
                 // not step on (what lies after has been handed out).
                 self.last_leaf = true;
@@ -1863,7 +1908,14 @@ impl RawIter {
                 }
             }
             if back.mask != 0 {
-                return Some(self.pop_back(back, lv));
+                if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
+                    return Some(entry);
+                }
+                // (`SHARED`: emptied slots, or the ends met.)
+                if self.is_done() {
+                    return None;
+                }
+                continue;
             }
             // SAFETY: as for the walk above.
             if !unsafe { back.step_back(root) } {
@@ -1999,6 +2051,8 @@ impl Back {
     /// # Safety
     ///
     /// As for [`walk`](Self::walk).
+    // (Inline: out of line, its call cost `.rev()` 2 % more instructions.)
+    #[inline(always)]
     unsafe fn step_back(&mut self, root: NodeRef) -> bool {
         let Some(leaf) = self.leaf else { return false };
         match &mut self.parent {
@@ -2166,7 +2220,7 @@ impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed for 'a: nothing changes it while
         // the iterator lives.
-        let (lo, hi, nn) = unsafe { self.raw.next_back_entry(&mut self.back) }?;
+        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<false>(&mut self.back) }?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
@@ -2206,7 +2260,7 @@ impl<V: Handle + Clone> DoubleEndedIterator for RangeCloned<'_, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
         // SAFETY: the tree is borrowed: nothing changes it while the
         // iterator lives.
-        let (lo, hi, nn) = unsafe { self.inner.raw.next_back_entry(&mut self.inner.back) }?;
+        let (lo, hi, nn) = unsafe { self.inner.raw.next_back_entry::<false>(&mut self.inner.back) }?;
         // SAFETY: as in `next`: value words of the borrowed tree.
         Some((lo..=hi, unsafe { V::clone_raw(nn) }))
     }

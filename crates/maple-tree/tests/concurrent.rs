@@ -620,3 +620,157 @@ fn concurrent_fold_matches_stepping() {
     drop(t);
     collect_garbage();
 }
+
+/// The concurrent tree's iterator from both ends, no writer: the same
+/// entries as the plain tree's, for every mix of `next` and `next_back`
+/// (random, from any window), and the entry at or before every index.
+#[test]
+fn concurrent_iter_from_both_ends_matches_the_plain_tree() {
+    let n: u64 = if cfg!(miri) { 60 } else { 600 };
+    let mut rng = SmallRng::seed_from_u64(5);
+    let t: ConcurrentMapleTree<U63> = ConcurrentMapleTree::new();
+    let mut plain: MapleTree<U63> = MapleTree::new();
+    for _ in 0..n {
+        let f = rng.gen_range(0..n * 10);
+        let len = rng.gen_range(0..12);
+        let v = U63::new(f).unwrap();
+        t.lock().store_range(f..=f + len, v).unwrap();
+        plain.store_range(f..=f + len, v).unwrap();
+    }
+    let g = t.pin();
+    let rounds = if cfg!(miri) { 20 } else { 400 };
+    for round in 0..rounds {
+        let a = rng.gen_range(0..n * 11);
+        let b = if round % 5 == 0 { u64::MAX } else { a + rng.gen_range(0..n * 4) };
+        let back_pct = rng.gen_range(0..=100u64);
+        let (mut ours, mut theirs) = (t.range(a..=b, &g), plain.range(a..=b));
+        loop {
+            let back = rng.gen_range(0..100) < back_pct;
+            let (x, y) = if back { (ours.next_back(), theirs.next_back()) } else { (ours.next(), theirs.next()) };
+            let (x, y) = (x.map(|(r, v)| (r, v.get())), y.map(|(r, v)| (r, v.get())));
+            assert_eq!(x, y, "[{a}, {b}], back {back}");
+            if x.is_none() {
+                // Both ends are done for good.
+                assert!(ours.next().is_none() && ours.next_back().is_none());
+                break;
+            }
+        }
+    }
+    for k in (0..n * 11).step_by(if cfg!(miri) { 37 } else { 3 }) {
+        let x = t.range(..=k, &g).next_back().map(|(r, v)| (r, v.get()));
+        let y = plain.range(..=k).next_back().map(|(r, v)| (r, v.get()));
+        assert_eq!(x, y, "the entry at or before {k}");
+    }
+    drop(g);
+    drop(t);
+    collect_garbage();
+}
+
+/// Both ends of the concurrent tree's iterator while a writer replaces
+/// the leaves they walk (splits, merges, spanning stores around stable
+/// entries): every stable entry in the window comes exactly once, each
+/// end in order (the front ascending, the back descending, the front
+/// before the back), no start twice, and every value belongs to its range.
+/// The writer runs until the readers have made their scans, over a key
+/// space small enough that it keeps replacing the leaves being scanned.
+#[test]
+fn concurrent_iter_both_ends_under_a_writer() {
+    let (blocks, scans_each, n_readers) = if cfg!(miri) { (30, 6, 1) } else { (2_000, 100_000, 2) };
+    let live = Arc::new(AtomicI64::new(0));
+    let tree: Arc<ConcurrentMapleTree<Box<Val>>> = Arc::new(ConcurrentMapleTree::new());
+    // Range `[i * 20, i * 20 + 9]` is stable (never written again) when
+    // `i % 3 == 0`; the others, and the gaps `[i * 20 + 10, i * 20 + 19]`,
+    // are the writer's.
+    let stable = |i: u64| i % 3 == 0;
+    {
+        let mut w = tree.lock();
+        for i in 0..blocks {
+            w.insert_range(i * 20..=i * 20 + 9, Val::new(i * 20, i * 20 + 9, &live)).unwrap();
+        }
+    }
+    let readers: Vec<_> = (0..n_readers)
+        .map(|r| {
+            let tree = Arc::clone(&tree);
+            thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + r as u64);
+                for _ in 0..scans_each {
+                    let g = tree.pin();
+                    let a = rng.gen_range(0..blocks * 20);
+                    let b = a + rng.gen_range(0..if r % 2 == 0 { 200 } else { 2_000 });
+                    let back_pct = rng.gen_range(0..=100u64);
+                    let (mut front, mut back) = (Vec::new(), Vec::new());
+                    let mut it = tree.range(a..=b, &g);
+                    loop {
+                        let from_back = rng.gen_range(0..100) < back_pct;
+                        let got = if from_back { it.next_back() } else { it.next() };
+                        let Some((range, v)) = got else { break };
+                        assert!(
+                            v.first <= *range.start() && *range.end() <= v.last,
+                            "a value outside its range: {range:?} holds [{}, {}]",
+                            v.first,
+                            v.last
+                        );
+                        if from_back { &mut back } else { &mut front }.push(*range.start());
+                    }
+                    assert!(it.next().is_none() && it.next_back().is_none(), "an end came back to life");
+                    assert!(front.windows(2).all(|w| w[0] < w[1]), "the front out of order: {front:?}");
+                    assert!(back.windows(2).all(|w| w[0] > w[1]), "the back out of order: {back:?}");
+                    if let (Some(f), Some(b)) = (front.last(), back.last()) {
+                        assert!(f < b, "the ends crossed: front at {f}, back at {b}");
+                    }
+                    // Every stable entry overlapping the window, once.
+                    for i in (0..blocks).filter(|&i| stable(i) && i * 20 + 9 >= a && i * 20 <= b) {
+                        let seen = front.iter().chain(&back).filter(|&&x| x == i * 20).count();
+                        assert_eq!(seen, 1, "stable entry {i} seen {seen} times in [{a}, {b}] ({back_pct} % back)");
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut writes = 0u64;
+    // Until every reader is finished (a panicked one included); under
+    // Miri, whose threads run slowly, 200 writes at most.
+    let most = if cfg!(miri) { 200 } else { u64::MAX };
+    while !readers.iter().all(|r| r.is_finished()) && writes < most || writes < 4 {
+        writes += 1;
+        let i = rng.gen_range(0..blocks);
+        let mut w = tree.lock();
+        match rng.gen_range(0..8) {
+            // Fill or empty the gap after block `i` (a split or a merge of
+            // the leaf holding it, now and then); filled whole, a volatile
+            // block between two filled gaps is erased by a slot store in
+            // place (a slot the back's mask holds may be emptied).
+            6 | 7 => {
+                let _ = w.insert_range(i * 20 + 10..=i * 20 + 19, Val::new(i * 20 + 10, i * 20 + 19, &live));
+            }
+            0 => {
+                let f = i * 20 + 10 + rng.gen_range(0..5);
+                let l = f + rng.gen_range(0..5);
+                let _ = w.insert_range(f..=l, Val::new(f, l, &live));
+            }
+            1 => w.remove_range(i * 20 + 10..=i * 20 + 19).unwrap(),
+            // Rewrite or erase a volatile block.
+            2 | 3 if !stable(i) => {
+                w.store_range(i * 20..=i * 20 + 9, Val::new(i * 20, i * 20 + 9, &live)).unwrap();
+            }
+            4 if !stable(i) => {
+                w.erase(i * 20).unwrap();
+            }
+            // A spanning store over the volatile blocks and gaps up to the
+            // next stable block.
+            5 if !stable(i) => {
+                let end = (i + 1..).find(|&j| stable(j)).unwrap() * 20 - 1;
+                w.store_range(i * 20..=end, Val::new(i * 20, end, &live)).unwrap();
+            }
+            _ => {}
+        }
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    tree.validate().unwrap();
+    let tree = Arc::into_inner(tree).expect("readers are gone");
+    drop(tree);
+    assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
+}
