@@ -527,7 +527,10 @@ pub fn collect_garbage() {
     }
 }
 
-/// Iterator over a [`ConcurrentMapleTree`] under a [`ReadGuard`].
+/// Iterator over a [`ConcurrentMapleTree`] under a [`ReadGuard`], from
+/// either end (see [`ConcurrentMapleTree::range`]): every entry present
+/// the whole time comes once, in order, however a writer changes the tree
+/// meanwhile.
 pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
     /// The tree and the guard stay borrowed: the values read live while
     /// the iterator does.
