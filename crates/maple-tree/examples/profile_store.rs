@@ -10,7 +10,9 @@
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`),
 //! or the holes of a gap-tracking tree filled by `alloc_range` (`alloc`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
-//! process (1 M ranges by default). For `asc`, `rand` and `erase`,
+//! process (1 M ranges by default); `btree-rand` and `btree-erase` run
+//! the `BTreeMap` idiom on `rand`'s and `erase-bulk`'s work, for its
+//! instruction count. For `asc`, `rand` and `erase`,
 //! `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
