@@ -95,17 +95,71 @@ enum Shape {
 /// on nearly every other random insert, and zeroing its 512 bytes cost
 /// more than 1 % of the insert).
 pub(super) struct Run {
-    last: [MaybeUninit<u64>; RUN],
-    slot: [MaybeUninit<*mut ()>; RUN],
+    last: [MaybeUninit<u64>; RUN_ROOM],
+    slot: [MaybeUninit<*mut ()>; RUN_ROOM],
     len: usize,
 }
 
 /// [`Run`]'s capacity: two leaves.
 const RUN: usize = 2 * Kind::Leaf.slots();
 
+/// [`Run`]'s arrays: its capacity, and room for the fixed-size block moves
+/// of [`Run::load_leaf`] and [`Run::splice_in`] (a whole leaf's arrays at
+/// any position up to its capacity, a leaf's worth moved from past it).
+const RUN_ROOM: usize = RUN + 2 * Kind::Leaf.slots();
+
 impl Run {
     pub(super) fn new() -> Self {
-        Run { last: [const { MaybeUninit::uninit() }; RUN], slot: [const { MaybeUninit::uninit() }; RUN], len: 0 }
+        Run {
+            last: [const { MaybeUninit::uninit() }; RUN_ROOM],
+            slot: [const { MaybeUninit::uninit() }; RUN_ROOM],
+            len: 0,
+        }
+    }
+
+    /// Appends all `count` used slots of `leaf` (whose maximum is `max`),
+    /// by block moves of its whole arrays: the words past `count` are
+    /// copied too, past the run's end, and mean nothing.
+    ///
+    /// # Safety
+    ///
+    /// As for [`read`](Self::read).
+    #[inline(always)]
+    unsafe fn load_leaf(&mut self, leaf: LeafRef, max: u64, count: usize) {
+        let at = self.len;
+        assert!(at <= RUN && (1..=Kind::Leaf.slots()).contains(&count));
+        let (piv, slots) = (leaf.pivots(), leaf.slots());
+        // SAFETY: this function's contract (nobody writes the leaf); `at +
+        // 16 <= RUN_ROOM`, so both copies stay inside the arrays.
+        unsafe {
+            load_words(piv, &mut self.last[at..at + piv.len()]);
+            load_ptrs(slots, &mut self.slot[at..at + slots.len()]);
+        }
+        self.last[at + count - 1] = MaybeUninit::new(max);
+        self.len = at + count;
+    }
+
+    /// Replaces the run's slots `from..to` (which end it at `self.len`, or
+    /// are followed by its tail) with `pieces`, moving the tail by a block
+    /// move of a leaf's worth of words whatever its length.
+    #[inline(always)]
+    fn splice_in(&mut self, from: usize, to: usize, pieces: &[Item]) {
+        let (len, np) = (self.len, pieces.len());
+        assert!(from < to && to <= len && len <= RUN && np <= 3 && len - to <= Kind::Leaf.slots());
+        const W: usize = Kind::Leaf.slots();
+        // SAFETY: both blocks of `W` words start at or before `len + 3 <=
+        // RUN + 3`, inside the `RUN_ROOM` words of each array; `ptr::copy`
+        // allows them to overlap. Words past the tail's end are copied too
+        // and mean nothing (unset words stay unset: `MaybeUninit`).
+        unsafe {
+            ptr::copy(self.last.as_ptr().add(to), self.last.as_mut_ptr().add(from + np), W);
+            ptr::copy(self.slot.as_ptr().add(to), self.slot.as_mut_ptr().add(from + np), W);
+        }
+        for (k, it) in pieces.iter().enumerate() {
+            self.last[from + k] = MaybeUninit::new(it.last);
+            self.slot[from + k] = MaybeUninit::new(it.slot);
+        }
+        self.len = len - (to - from) + np;
     }
 
     /// The bounds and the words of the run's slots.
@@ -324,19 +378,19 @@ impl RawTree {
         // pieces in place of the slots they replace, (right sibling).
         run.len = 0;
         let own;
+        // (Whole leaves by block moves, the pieces spliced in by one: the
+        // same run as reading the slots around the pieces, in 6.8 % fewer
+        // instructions of a random insert.)
         // SAFETY: the caller makes us the tree's only writer.
         unsafe {
             if shape == Shape::PushLeft {
-                run.read(sib_leaf, p.node.slot_max(sib, p.max), 0, sib_count, sib_count);
+                run.load_leaf(sib_leaf, p.node.slot_max(sib, p.max), sib_count);
             }
             own = run.len;
-            run.read(node, l.max, 0, from, count);
-            for it in pieces {
-                run.push(it);
-            }
-            run.read(node, l.max, to + 1, count, count);
+            run.load_leaf(node, l.max, count);
+            run.splice_in(own + from, own + to + 1, pieces);
             if matches!(shape, Shape::PushRight | Shape::TakeRight) {
-                run.read(sib_leaf, p.node.slot_max(sib, p.max), 0, sib_count, sib_count);
+                run.load_leaf(sib_leaf, p.node.slot_max(sib, p.max), sib_count);
             }
         }
         let total = run.len;
