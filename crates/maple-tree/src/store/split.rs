@@ -379,8 +379,9 @@ impl RawTree {
         run.len = 0;
         let own;
         // (Whole leaves by block moves, the pieces spliced in by one: the
-        // same run as reading the slots around the pieces, in 6.8 % fewer
-        // instructions of a random insert.)
+        // same run as reading the slots around the pieces, 6.4 % fewer
+        // instructions of a random insert; in time even, 1.03x and 1.00x
+        // at 100 K ranges, 1.01x at 1 M: `profile_store ab`.)
         // SAFETY: the caller makes us the tree's only writer.
         unsafe {
             if shape == Shape::PushLeft {
