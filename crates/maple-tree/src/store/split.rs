@@ -147,13 +147,17 @@ impl Run {
         let (len, np) = (self.len, pieces.len());
         assert!(from < to && to <= len && len <= RUN && np <= 3 && len - to <= Kind::Leaf.slots());
         const W: usize = Kind::Leaf.slots();
+        // One pointer per array, for both the source and the destination
+        // (a shared pointer taken first would be invalidated by the
+        // mutable one).
+        let (last, slot) = (self.last.as_mut_ptr(), self.slot.as_mut_ptr());
         // SAFETY: both blocks of `W` words start at or before `len + 3 <=
         // RUN + 3`, inside the `RUN_ROOM` words of each array; `ptr::copy`
         // allows them to overlap. Words past the tail's end are copied too
         // and mean nothing (unset words stay unset: `MaybeUninit`).
         unsafe {
-            ptr::copy(self.last.as_ptr().add(to), self.last.as_mut_ptr().add(from + np), W);
-            ptr::copy(self.slot.as_ptr().add(to), self.slot.as_mut_ptr().add(from + np), W);
+            ptr::copy(last.add(to), last.add(from + np), W);
+            ptr::copy(slot.add(to), slot.add(from + np), W);
         }
         for (k, it) in pieces.iter().enumerate() {
             self.last[from + k] = MaybeUninit::new(it.last);
