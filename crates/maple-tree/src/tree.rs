@@ -1813,9 +1813,9 @@ impl RawIter {
 
     /// Hands out the highest value slot of `back`'s own leaf `lv` (its
     /// mask is not empty) and lowers `last` below it. Always `Some`
-    /// without `SHARED`; with it, `None` once the mask is empty (its slots
-    /// were emptied by a writer since the mask was read) or where the back
-    /// has met the front and the front's copy has nothing left.
+    /// without `SHARED`; with it, `None` once the mask is empty (its
+    /// remaining slots no longer hold values) or where the back has met
+    /// the front and the front's copy has nothing left.
     #[inline(always)]
     fn pop_back<const SHARED: bool>(&mut self, back: &mut Back, lv: Level) -> Option<(u64, u64, NonNull<()>)> {
         loop {
@@ -1848,7 +1848,9 @@ impl RawIter {
             }
             let w = leaf.slot(i);
             if SHARED && !is_value(w) {
-                // Emptied (or reserved) by a writer since the mask was read.
+                // No value any more. (A guard: the in-place stores readers
+                // may meet write values today, but the word is read again
+                // here, and `NonNull` must not rest on that.)
                 continue;
             }
             // SAFETY: a value word (the mask holds value slots only, in a
@@ -1911,7 +1913,8 @@ impl RawIter {
                 if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
                     return Some(entry);
                 }
-                // (`SHARED`: emptied slots, or the ends met.)
+                // (`SHARED`: slots holding no value any more, or the ends
+                // met.)
                 if self.is_done() {
                     return None;
                 }

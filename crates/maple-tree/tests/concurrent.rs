@@ -738,9 +738,7 @@ fn concurrent_iter_both_ends_under_a_writer() {
         let mut w = tree.lock();
         match rng.gen_range(0..8) {
             // Fill or empty the gap after block `i` (a split or a merge of
-            // the leaf holding it, now and then); filled whole, a volatile
-            // block between two filled gaps is erased by a slot store in
-            // place (a slot the back's mask holds may be emptied).
+            // the leaf holding it, now and then), here whole.
             6 | 7 => {
                 let _ = w.insert_range(i * 20 + 10..=i * 20 + 19, Val::new(i * 20 + 10, i * 20 + 19, &live));
             }
