@@ -152,6 +152,16 @@ fn main() {
         println!("{}", (0..20_000).map(|_| sum_by_for(&t)).sum::<u64>());
         return;
     }
+    if mode == "iter-rev-sum" {
+        // The same backwards by `sum` (`rfold`).
+        let t = bulk(1000);
+        let mut sum = 0;
+        for _ in 0..20_000 {
+            sum += t.iter().rev().map(|(_, v)| v.get()).sum::<u64>();
+        }
+        println!("{sum}");
+        return;
+    }
     if mode == "iter-rev" {
         // The same backwards, entry by entry through `next_back`.
         let t = bulk(1000);

@@ -573,6 +573,15 @@ impl<'g, V: Handle + Send + Sync + 'static> DoubleEndedIterator for ConcurrentIt
         // SAFETY: as in `next`: a value word read under the guard.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
+
+    fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        let g = |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: a value word read under the guard.
+            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+        };
+        // SAFETY: as in `next_back`.
+        unsafe { self.raw.rfold_entries::<true, B>(&mut self.back, init, g) }
+    }
 }
 
 impl<'g, V: Handle + Send + Sync + 'static> core::iter::FusedIterator for ConcurrentIter<'g, V> {}

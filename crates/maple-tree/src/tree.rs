@@ -1458,6 +1458,16 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
         // (`next_back_entry`), so each value slot comes once.
         Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
     }
+
+    fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        let g = |acc, lo, hi, nn| {
+            // SAFETY: as in `next_back`: each value slot once, of a tree
+            // borrowed mutably for 'a.
+            f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
+        };
+        // SAFETY: as in `next_back`.
+        unsafe { self.raw.rfold_entries::<false, B>(&mut self.back, init, g) }
+    }
 }
 
 impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
@@ -1750,6 +1760,52 @@ impl RawIter {
         }
     }
 
+    /// The back end's fold (what `DoubleEndedIterator::rfold`, hence
+    /// `.rev()` with `sum`, `for_each`, `fold` and friends, runs on):
+    /// entry by entry through [`next_back_entry`](Self::next_back_entry)
+    /// where the ends may meet or the range cuts a leaf, and every leaf
+    /// wholly after the front's (or, before the front has walked, after
+    /// `first`) under the back's parent straight from its arrays, highest
+    /// slot first, with no mask and no call per entry back into the
+    /// iterator.
+    ///
+    /// # Safety
+    ///
+    /// As for `next_back_entry`.
+    #[inline]
+    pub(crate) unsafe fn rfold_entries<const SHARED: bool, B>(
+        &mut self,
+        back: &mut Back,
+        init: B,
+        mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
+    ) -> B {
+        let mut acc = init;
+        loop {
+            // SAFETY: this function's contract keeps the back's nodes
+            // alive.
+            if !self.last_leaf && back.mask == 0 && unsafe { back.step_to_sibling::<true, false>(self.stop) } {
+                let Some(lv) = back.leaf else { return acc };
+                acc = rscan_leaf(lv, acc, |acc, lo, hi, w| {
+                    if is_value(w) {
+                        // SAFETY: a value word is non-null.
+                        f(acc, lo, hi, unsafe { NonNull::new_unchecked(w) })
+                    } else {
+                        acc
+                    }
+                });
+                // As `pop_back` leaves it after the leaf's lowest entry
+                // (`lv.min` lies above `stop`, so it is not 0).
+                self.last = lv.min - 1;
+                continue;
+            }
+            // SAFETY: this function's contract.
+            match unsafe { self.next_back_entry::<SHARED>(back) } {
+                Some((lo, hi, nn)) => acc = f(acc, lo, hi, nn),
+                None => return acc,
+            }
+        }
+    }
+
     /// Nothing is left to hand out.
     pub(crate) fn is_done(&self) -> bool {
         self.last_leaf && self.mask == 0
@@ -1800,10 +1856,23 @@ impl RawIter {
         // front cannot be on it (the front stands on the back's leaf only
         // with `last_leaf` set: it stops on the leaf reaching `last`, and
         // the back, meeting it, sets it too).
-        if back.mask != 0 && !self.last_leaf {
-            if let Some(lv) = back.leaf {
-                if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
-                    return Some(entry);
+        if !self.last_leaf {
+            // A leaf done with: the step to the leaf before under the same
+            // parent, when that leaf lies wholly after where the front
+            // stands (or, before the front has walked, after `first`), has
+            // nothing to check but that: the slow path's meeting and
+            // cutting do not arise.
+            // SAFETY: this function's contract keeps the back's nodes
+            // alive.
+            if back.mask == 0 && !unsafe { back.step_to_sibling::<true, true>(self.stop) } {
+                // SAFETY: this function's contract.
+                return unsafe { self.next_back_slow::<SHARED>(back) };
+            }
+            if back.mask != 0 {
+                if let Some(lv) = back.leaf {
+                    if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
+                        return Some(entry);
+                    }
                 }
             }
         }
@@ -2058,45 +2127,64 @@ impl Back {
     #[inline(always)]
     unsafe fn step_back(&mut self, root: NodeRef) -> bool {
         let Some(leaf) = self.leaf else { return false };
-        match &mut self.parent {
-            Some(p) if p.off > 0 => {
-                p.off -= 1;
-                let (piv, slots) = p.node.arrays();
-                let (min, max) = slot_bounds(piv, p.off, p.min, p.max);
-                // SAFETY: a used slot (one before a used one) of a live
-                // internal node holds an encoded live child.
-                let node = unsafe { NodeRef::decode(slots[p.off].load(Ordering::Acquire)) };
-                // Its last slot, wherever that is: unused slots are empty
-                // and never in a value mask, so no count is needed.
-                let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
-                if core::mem::take(&mut self.ramp) {
-                    // The first step after the first walk: the leaves
-                    // before this one, up to `PREFETCH_AHEAD` back, as a
-                    // walk onto a new parent asks (the first walk asked
-                    // for this one only).
-                    for k in p.off.saturating_sub(PREFETCH_AHEAD)..p.off {
-                        // SAFETY: as above, for slots further before.
-                        unsafe { p.node.child(k) }.prefetch();
-                    }
-                } else if let Some(k) = p.off.checked_sub(PREFETCH_AHEAD) {
-                    // SAFETY: as above, for a slot further before.
-                    unsafe { p.node.child(k) }.prefetch();
-                } else if let Some(g) = self.grand {
-                    prefetch_cousin_before(g, PREFETCH_AHEAD - p.off);
-                }
-                self.leaf = Some(lv);
-                self.mask = value_mask(lv.leaf(), lv.off);
-                true
-            }
-            _ if leaf.min == 0 => false,
-            _ => {
-                // SAFETY: this function's contract. The walk ends on the
-                // leaf before, in its last slot (which ends at
-                // `leaf.min - 1`).
-                unsafe { self.walk(root, leaf.min - 1, false) };
-                true
-            }
+        // SAFETY: this function's contract.
+        if unsafe { self.step_to_sibling::<false, true>(0) } {
+            return true;
         }
+        if leaf.min == 0 {
+            return false;
+        }
+        // SAFETY: this function's contract. The walk ends on the leaf
+        // before, in its last slot (which ends at `leaf.min - 1`).
+        unsafe { self.walk(root, leaf.min - 1, false) };
+        true
+    }
+
+    /// Steps to the leaf before this one under the same parent, with all
+    /// its value slots to hand out (with `MASK`; without, none: the caller
+    /// reads the leaf itself); false (nothing changed) where the leaf is
+    /// its parent's first, the back has not walked, or, with `BOUNDED`,
+    /// the leaf before starts at or below `above`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`walk`](Self::walk): the back's nodes are alive.
+    #[inline(always)]
+    unsafe fn step_to_sibling<const BOUNDED: bool, const MASK: bool>(&mut self, above: u64) -> bool {
+        let Some(p) = &mut self.parent else { return false };
+        if p.off == 0 {
+            return false;
+        }
+        let off = p.off - 1;
+        let (piv, slots) = p.node.arrays();
+        let (min, max) = slot_bounds(piv, off, p.min, p.max);
+        if BOUNDED && min <= above {
+            return false;
+        }
+        p.off = off;
+        // SAFETY: a used slot (one before a used one) of a live internal
+        // node (this function's contract) holds an encoded live child.
+        let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+        // Its last slot, wherever that is: unused slots are empty and never
+        // in a value mask, so no count is needed.
+        let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
+        if core::mem::take(&mut self.ramp) {
+            // The first step after the first walk: the leaves before this
+            // one, up to `PREFETCH_AHEAD` back, as a walk onto a new parent
+            // asks (the first walk asked for this one only).
+            for k in off.saturating_sub(PREFETCH_AHEAD)..off {
+                // SAFETY: as above, for slots further before.
+                unsafe { p.node.child(k) }.prefetch();
+            }
+        } else if let Some(k) = off.checked_sub(PREFETCH_AHEAD) {
+            // SAFETY: as above, for a slot further before.
+            unsafe { p.node.child(k) }.prefetch();
+        } else if let Some(g) = self.grand {
+            prefetch_cousin_before(g, PREFETCH_AHEAD - off);
+        }
+        self.leaf = Some(lv);
+        self.mask = if MASK { value_mask(lv.leaf(), lv.off) } else { 0 };
+        true
     }
 }
 
@@ -2172,6 +2260,26 @@ pub(crate) fn scan_leaf<B>(
     }
 }
 
+/// Calls `emit(acc, lo, hi, word)` for every used slot of the leaf `lv`,
+/// from its last down to its first, threading the accumulator (the
+/// mirror of [`scan_leaf`] for a whole leaf). The leaf's pivots never
+/// change while it is reachable; its last used slot ends at `lv.max`.
+#[inline(always)]
+fn rscan_leaf<B>(lv: Level, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> B {
+    let leaf = lv.leaf();
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    // `& 15`: a leaf has 16 slots (spares the bound checks).
+    let mut i = (lv.node.count() - 1) & 15;
+    let mut hi = lv.max;
+    while i > 0 {
+        let lo = piv[i - 1].load(Ordering::Relaxed) + 1;
+        acc = emit(acc, lo, hi, slots[i].load(Ordering::Acquire));
+        hi = lo - 1;
+        i -= 1;
+    }
+    emit(acc, lv.min, hi, slots[0].load(Ordering::Acquire))
+}
+
 /// Iterator over entries in ascending order; see [`MapleTree::iter`].
 ///
 /// Double-ended: `.rev()` walks the entries from the last one down, and
@@ -2226,6 +2334,15 @@ impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
         let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<false>(&mut self.back) }?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
+    }
+
+    fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        let g = |acc, lo, hi, nn| {
+            // SAFETY: as in `next`: value words of the tree borrowed for 'a.
+            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+        };
+        // SAFETY: as in `next_back`.
+        unsafe { self.raw.rfold_entries::<false, B>(&mut self.back, init, g) }
     }
 }
 

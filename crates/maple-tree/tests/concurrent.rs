@@ -3,6 +3,7 @@
 //! race the tree is valid and every value is dropped exactly once.
 
 use std::{
+    ops::RangeInclusive,
     sync::{
         atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
         Arc,
@@ -644,7 +645,23 @@ fn concurrent_iter_from_both_ends_matches_the_plain_tree() {
         let b = if round % 5 == 0 { u64::MAX } else { a + rng.gen_range(0..n * 4) };
         let back_pct = rng.gen_range(0..=100u64);
         let (mut ours, mut theirs) = (t.range(a..=b, &g), plain.range(a..=b));
-        loop {
+        // Now and then the rest by the back's own fold (`rfold`), after a
+        // few steps.
+        let fold_at = (round % 3 == 0).then(|| rng.gen_range(0..12usize));
+        for step in 0.. {
+            if fold_at == Some(step) {
+                let rfold = |acc: Vec<_>, (r, v): (RangeInclusive<u64>, U63)| {
+                    let mut acc = acc;
+                    acc.push((r, v.get()));
+                    acc
+                };
+                let x = ours.rev().fold(Vec::new(), rfold);
+                // (The plain tree's rest by `next_back`, not by its own
+                // `rfold`, which shares the code under test.)
+                let y = core::iter::from_fn(|| theirs.next_back()).fold(Vec::new(), rfold);
+                assert_eq!(x, y, "[{a}, {b}], rfold after {step} steps");
+                break;
+            }
             let back = rng.gen_range(0..100) < back_pct;
             let (x, y) = if back { (ours.next_back(), theirs.next_back()) } else { (ours.next(), theirs.next()) };
             let (x, y) = (x.map(|(r, v)| (r, v.get())), y.map(|(r, v)| (r, v.get())));
@@ -700,19 +717,34 @@ fn concurrent_iter_both_ends_under_a_writer() {
                     let back_pct = rng.gen_range(0..=100u64);
                     let (mut front, mut back) = (Vec::new(), Vec::new());
                     let mut it = tree.range(a..=b, &g);
-                    loop {
-                        let from_back = rng.gen_range(0..100) < back_pct;
-                        let got = if from_back { it.next_back() } else { it.next() };
-                        let Some((range, v)) = got else { break };
+                    let inside = |range: &RangeInclusive<u64>, v: &Val| {
                         assert!(
                             v.first <= *range.start() && *range.end() <= v.last,
                             "a value outside its range: {range:?} holds [{}, {}]",
                             v.first,
                             v.last
                         );
+                    };
+                    // Half the scans end with the back's own fold
+                    // (`rfold`) after a few steps.
+                    let fold_at = rng.gen_bool(0.5).then(|| rng.gen_range(0..16usize));
+                    let mut steps = 0;
+                    while fold_at != Some(steps) {
+                        let from_back = rng.gen_range(0..100) < back_pct;
+                        let got = if from_back { it.next_back() } else { it.next() };
+                        let Some((range, v)) = got else { break };
+                        inside(&range, v);
                         if from_back { &mut back } else { &mut front }.push(*range.start());
+                        steps += 1;
                     }
-                    assert!(it.next().is_none() && it.next_back().is_none(), "an end came back to life");
+                    if fold_at == Some(steps) {
+                        it.rev().for_each(|(range, v)| {
+                            inside(&range, v);
+                            back.push(*range.start());
+                        });
+                    } else {
+                        assert!(it.next().is_none() && it.next_back().is_none(), "an end came back to life");
+                    }
                     assert!(front.windows(2).all(|w| w[0] < w[1]), "the front out of order: {front:?}");
                     assert!(back.windows(2).all(|w| w[0] > w[1]), "the back out of order: {back:?}");
                     if let (Some(f), Some(b)) = (front.last(), back.last()) {

@@ -74,6 +74,9 @@ enum Rest {
     Next,
     Fold,
     Rev,
+    /// `.rev()` of the iterator itself (not of `by_ref()`), folded: the
+    /// back's `rfold`.
+    RevFold,
     Count,
     Last,
 }
@@ -119,6 +122,16 @@ fn check(t: &MapleTree<U63>, m: &Model, (a, b): (u64, u64), steps: usize, back_p
             want_rev.reverse();
             assert_eq!(got, want_rev, "{ctx}");
         }
+        Rest::RevFold => {
+            let got = it.rev().fold(Vec::new(), |mut acc, (r, v)| {
+                acc.push(entry((r, v)));
+                acc
+            });
+            let mut want_rev = left.to_vec();
+            want_rev.reverse();
+            assert_eq!(got, want_rev, "{ctx}");
+            return;
+        }
         Rest::Count => {
             assert_eq!(it.count(), left.len(), "{ctx}");
             return;
@@ -136,7 +149,7 @@ fn check(t: &MapleTree<U63>, m: &Model, (a, b): (u64, u64), steps: usize, back_p
 fn both_ends_against_the_model() {
     let sizes: &[u64] = if cfg!(miri) { &[0, 1, 6, 150] } else { &[0, 1, 6, 40, 300, 3000] };
     let windows = if cfg!(miri) { 4 } else { 150 };
-    let rests = [Rest::Next, Rest::Fold, Rest::Rev, Rest::Count, Rest::Last];
+    let rests = [Rest::Next, Rest::Fold, Rest::Rev, Rest::RevFold, Rest::Count, Rest::Last];
     let mut st = 11u64;
     for &n in sizes {
         for (sorted, gaps) in [(false, false), (false, true), (true, false), (true, true)] {
@@ -155,7 +168,7 @@ fn both_ends_against_the_model() {
                 let len = expected(&m, a, b).len();
                 let steps = (splitmix64(&mut st) % (len as u64 + 3)) as usize;
                 let back_pct = [0, 100, 50, 10, 90][(splitmix64(&mut st) % 5) as usize];
-                let rest = rests[(splitmix64(&mut st) % 5) as usize];
+                let rest = rests[(splitmix64(&mut st) % rests.len() as u64) as usize];
                 check(&t, &m, (a, b), steps, back_pct, rest, &mut st);
             }
             // `.rev()` over everything and every window that starts at 0.
@@ -189,6 +202,17 @@ fn the_ends_meet_anywhere_and_stay_met() {
                     let more = if turn % 2 == 0 { it.next_back() } else { it.next() };
                     assert!(more.is_none(), "[{a}, {b}] split at {k}: {:?} after the ends met", more.map(entry));
                 }
+                // The front takes `k`, the back the rest by its own fold
+                // (`rfold`), which must stop where the front stands.
+                let mut it = t.range(a..=b);
+                let front: Vec<Entry> = it.by_ref().take(k).map(entry).collect();
+                // (`fold`: `collect` steps by `next`.)
+                let mut back = it.rev().fold(Vec::new(), |mut acc, e| {
+                    acc.push(entry(e));
+                    acc
+                });
+                back.reverse();
+                assert_eq!((&front[..], &back[..]), want.split_at(k), "[{a}, {b}] split at {k}, then rfold");
             }
         }
     }
@@ -247,6 +271,22 @@ fn the_back_goes_first_anywhere() {
                         acc
                     });
                     assert_eq!(folded, &want[..split], "[{a}, {b}], back took {k}, then fold");
+                    // And by the back's own fold (`rfold`), the front not
+                    // walked: it must stop at the window's first entry.
+                    // (Under Miri for every other split.)
+                    if cfg!(miri) && k % 2 == 1 {
+                        continue;
+                    }
+                    let mut it = t.range(a..=b);
+                    for _ in 0..k {
+                        it.next_back();
+                    }
+                    let mut rest = it.rev().fold(Vec::new(), |mut acc, e| {
+                        acc.push(entry(e));
+                        acc
+                    });
+                    rest.reverse();
+                    assert_eq!(rest, &want[..split], "[{a}, {b}], back took {k}, then rfold");
                 }
             }
             let step = if cfg!(miri) { 11 } else { 1 };
@@ -289,6 +329,24 @@ fn iter_mut_from_both_ends_reaches_each_value_once() {
         assert!(it.next_back().is_none());
         let values: Vec<u64> = t.iter().map(|(_, v)| *v).collect();
         assert_eq!(values, (0..n).map(|i| i + 1_000_000).collect::<Vec<_>>(), "{pct} % from the back");
+        // A window's values by the back's own fold (`rfold`), after a
+        // step from each end: each of the rest once, from the top down.
+        let (a, b) = (n * 3, n * 7 + 5);
+        let mut it = t.range_mut(a..=b);
+        let first = it.next().map(|(r, _)| *r.start());
+        let last = it.next_back().map(|(r, _)| *r.start());
+        let seen = it.rev().fold(Vec::new(), |mut seen, (r, v)| {
+            assert_eq!(*r.start(), (*v - 1_000_000) * 10);
+            *v += 1_000_000;
+            seen.push(*r.start());
+            seen
+        });
+        let want: Vec<u64> = (0..n).map(|i| i * 10).filter(|&s| s + 3 >= a && s <= b).collect();
+        assert_eq!(first, want.first().copied());
+        assert_eq!(last, want.last().copied());
+        assert_eq!(seen, want[1..want.len() - 1].iter().rev().copied().collect::<Vec<_>>(), "{pct} %");
+        let twice = t.iter().filter(|(_, v)| **v >= 2_000_000).count();
+        assert_eq!(twice, want.len() - 2, "{pct} %");
     }
 }
 

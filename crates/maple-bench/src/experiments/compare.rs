@@ -157,6 +157,18 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
         rows.push(Row { what: "iterate backwards (rev)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
 
+        // The same by `sum`, which runs on each structure's `rfold`.
+        progress(&format!("compare: iterate backwards by sum, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| t.iter().rev().map(|(_, v)| v.get()).sum::<u64>()),
+                case(n, || (), |()| m.values().rev().map(|v| v.1).sum::<u64>()),
+                case(n, || (), |()| r.iter().rev().map(|(_, v)| *v).sum::<u64>()),
+            ],
+        );
+        rows.push(Row { what: "iterate backwards (rev, sum)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
         progress(&format!("compare: iterate mutably, n = {n}"));
         // Boxed values (what `iter_mut` serves) against `values_mut`.
         let mut tb: MapleTree<Box<u64>> = MapleTree::from_sorted((0..n).map(|i| {
@@ -340,7 +352,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
