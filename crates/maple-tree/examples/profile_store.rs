@@ -3,14 +3,15 @@
 //! runs one of the kernel's benchmark loops (`slot`, `node`, `awalk`,
 //! `kload`), iteration
 //! (`iter` by `sum`, `iter-for` by a `for` loop, `iter-rev` by a `for`
-//! loop over `.rev()`), the gaps of a window
+//! loop over `.rev()`, `iter-rev-sum` by `sum` over `.rev()`), the gaps of a window
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
 //! loop over `.rev()`), random erases (`erase`
 //! by range, `erase-at` by index, `erase-bulk` by index from a bulk-built tree), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`),
 //! or the holes of a gap-tracking tree filled by `alloc_range` (`alloc`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
-//! process (1 M ranges by default); `btree-rand` and `btree-erase` run
+//! process (1 M ranges by default), `writes-vs-btree` random inserts,
+//! overwrites or erases (see [`writes_vs_btree`]); `btree-rand` and `btree-erase` run
 //! the `BTreeMap` idiom on `rand`'s and `erase-bulk`'s work, for its
 //! instruction count. For `asc`, `rand` and `erase`,
 //! `N=1000000` sets the number of ranges
@@ -106,6 +107,10 @@ fn main() {
             total += t.len();
         }
         println!("{total}");
+        return;
+    }
+    if mode == "writes-vs-btree" {
+        writes_vs_btree();
         return;
     }
     if mode == "lookup" {
@@ -250,6 +255,82 @@ fn main() {
         }
     }
     println!("{total}");
+}
+
+/// Random writes against the `BTreeMap` idiom in one process, alternating
+/// rounds (median ns per write, and the idiom's time over ours):
+/// `WRITE=insert` (the default) builds each structure from empty in the
+/// kernel section's random order, as the compare section's random stores
+/// do; `WRITE=overwrite` stores the same ranges again over a copy of the
+/// built structure (no growth: an exact fit, and the idiom's insert over
+/// an existing key); `WRITE=erase` erases every range of a bulk-built one
+/// in that order. `FENCE=1` (x86-64) puts an `lfence` after every write,
+/// so that no write starts before the one before it has finished: what
+/// is left is each write's own latency, without the overlap of one write's
+/// cache misses with the next one's work that a short write allows.
+/// `N` ranges (100 K by default), `ROUNDS` rounds (15).
+fn writes_vs_btree() {
+    use std::{collections::BTreeMap, hint::black_box, time::Instant};
+    let n = env_u64("N", 100_000);
+    let rounds = env_u64("ROUNDS", 15) as usize;
+    let write = std::env::var("WRITE").unwrap_or_else(|_| "insert".into());
+    let fence = std::env::var_os("FENCE").is_some();
+    let order = random_order(n);
+    let sep = || {
+        if fence {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `lfence` has no memory effects; SSE2, which provides
+            // it, is part of x86-64.
+            unsafe {
+                core::arch::x86_64::_mm_lfence()
+            };
+        }
+    };
+    let (base, mbase): (MapleTree<U63>, BTreeMap<u64, (u64, u64)>) = match write.as_str() {
+        "insert" => (MapleTree::new(), BTreeMap::new()),
+        // Both built by random inserts (`collect` would sort first and
+        // build the `BTreeMap` dense).
+        "overwrite" => {
+            let mut m = BTreeMap::new();
+            for &i in &order {
+                m.insert(i * 16, (i * 16 + 9, i));
+            }
+            (build(&order, false), m)
+        }
+        "erase" => (bulk(n), (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect()),
+        other => panic!("unknown WRITE={other} (insert, overwrite, erase)"),
+    };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let mut t = base.clone();
+        let t0 = Instant::now();
+        for &i in &order {
+            if write == "erase" {
+                black_box(t.erase(i * 16));
+            } else {
+                t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
+            }
+            sep();
+        }
+        ours.push(t0.elapsed().as_secs_f64() * 1e9 / n as f64);
+        drop(black_box(t));
+        let mut m = mbase.clone();
+        let t0 = Instant::now();
+        for &i in &order {
+            if write == "erase" {
+                black_box(m.remove(&(i * 16)));
+            } else {
+                m.insert(i * 16, (i * 16 + 9, i));
+            }
+            sep();
+        }
+        theirs.push(t0.elapsed().as_secs_f64() * 1e9 / n as f64);
+        drop(black_box(m));
+    }
+    ours.sort_by(f64::total_cmp);
+    theirs.sort_by(f64::total_cmp);
+    let (a, b) = (ours[rounds / 2], theirs[rounds / 2]);
+    println!("{write}, n = {n}, fence {fence}: maple {a:.1} ns, BTreeMap {b:.1} ns, ratio {:.3}", b / a);
 }
 
 /// The number in the environment variable `name`, or `default`.
