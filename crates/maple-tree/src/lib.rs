@@ -172,15 +172,17 @@
 //!   `collect` of sorted ranges benefit), and builds fastest from sorted,
 //!   non-overlapping input ([`MapleTree::from_sorted`], which fills nodes
 //!   level by level);
-//! * stores random ranges slower (0.6× at 100 K, 0.8× at 1 M) and erases
-//!   them a little slower (0.8× at 100 K, even at 1 M): a range takes two
-//!   slots (its entry and the gap after it) and leaves are kept dense, so
-//!   about every other random insert refills a leaf with its sibling;
+//! * stores random ranges slower (0.7–0.75× at 100 K, 0.8–0.9× at 1 M)
+//!   and erases them about as fast (0.9× at 100 K, 1.1–1.2× at 1 M): a
+//!   range takes two slots (its entry and the gap after it) and leaves are
+//!   kept dense, so about every other random insert refills a leaf with its
+//!   sibling, and an insert that long leaves the processor no room to start
+//!   the next one's walk early, as `BTreeMap`'s short insert does (storing
+//!   over ranges already there, which grows nothing, is 1.1–1.3× as fast);
 //! * iterates forwards about as fast (0.98–1.23×), backwards (`.rev()`)
-//!   about as fast by `sum`, `fold` or `for_each` (0.91–0.99×: they run on
+//!   as fast by `sum`, `fold` or `for_each` (0.91–1.3×: they run on
 //!   `rfold`, which reads whole leaves) and a little slower by a `for` loop
-//!   (0.63–0.8×: each `next_back` reads its bounds from the leaf, and a
-//!   step to a leaf under another parent walks from the root), answers
+//!   (0.63–1.0×: each `next_back` reads its bounds from the leaf), answers
 //!   short range queries faster (the range at or
 //!   after a key 1.3–2.2×, the range at or before it by
 //!   `range(..=k).next_back()` 0.95–1.1×, eight
