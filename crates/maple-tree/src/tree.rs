@@ -2160,17 +2160,12 @@ impl Back {
     #[inline(never)]
     unsafe fn step_to_cousin(&mut self) -> bool {
         let Some(g) = &mut self.grand else { return false };
-        if g.off == 0 {
-            return false;
-        }
-        let off = g.off - 1;
-        let (piv, slots) = g.node.arrays();
-        let (min, max) = slot_bounds(piv, off, g.min, g.max);
+        let Some((off, min, max)) = slot_before(g) else { return false };
         g.off = off;
         // SAFETY: a used slot (one before a used one) of a live internal
         // node (this function's contract) holds an encoded live child, here
         // an internal node (the grandparent is two levels above a leaf).
-        let parent = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+        let parent = unsafe { g.node.child(off) };
         let last = parent.count() - 1;
         let (ppiv, pslots) = parent.arrays();
         let (lmin, lmax) = slot_bounds(ppiv, last, min, max);
@@ -2203,19 +2198,14 @@ impl Back {
     #[inline(always)]
     unsafe fn step_to_sibling<const BOUNDED: bool, const MASK: bool>(&mut self, above: u64) -> bool {
         let Some(p) = &mut self.parent else { return false };
-        if p.off == 0 {
-            return false;
-        }
-        let off = p.off - 1;
-        let (piv, slots) = p.node.arrays();
-        let (min, max) = slot_bounds(piv, off, p.min, p.max);
+        let Some((off, min, max)) = slot_before(p) else { return false };
         if BOUNDED && min <= above {
             return false;
         }
         p.off = off;
         // SAFETY: a used slot (one before a used one) of a live internal
         // node (this function's contract) holds an encoded live child.
-        let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+        let node = unsafe { p.node.child(off) };
         // Its last slot, wherever that is: unused slots are empty and never
         // in a value mask, so no count is needed.
         let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
@@ -2237,6 +2227,15 @@ impl Back {
         self.mask = if MASK { value_mask(lv.leaf(), lv.off) } else { 0 };
         true
     }
+}
+
+/// The slot before the one the level `l` stands on, with its bounds, or
+/// `None` at its node's first slot.
+#[inline(always)]
+fn slot_before(l: &Level) -> Option<(usize, u64, u64)> {
+    let off = l.off.checked_sub(1)?;
+    let (min, max) = slot_bounds(l.node.arrays().0, off, l.min, l.max);
+    Some((off, min, max))
 }
 
 /// Near the start of its parent, the leaf [`PREFETCH_AHEAD`] before the one
