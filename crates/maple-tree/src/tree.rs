@@ -1864,11 +1864,7 @@ impl RawIter {
             // cutting do not arise.
             // SAFETY: this function's contract keeps the back's nodes
             // alive.
-            if back.mask == 0 && !unsafe { back.step_to_sibling::<true, true>(self.stop) } {
-                // SAFETY: this function's contract.
-                return unsafe { self.next_back_slow::<SHARED>(back) };
-            }
-            if back.mask != 0 {
+            if back.mask != 0 || (unsafe { back.step_to_sibling::<true, true>(self.stop) } && back.mask != 0) {
                 if let Some(lv) = back.leaf {
                     if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
                         return Some(entry);
