@@ -1862,9 +1862,14 @@ impl RawIter {
             // stands (or, before the front has walked, after `first`), has
             // nothing to check but that: the slow path's meeting and
             // cutting do not arise.
-            // SAFETY: this function's contract keeps the back's nodes
-            // alive.
-            if back.mask != 0 || (unsafe { back.step_to_sibling::<true, true>(self.stop) } && back.mask != 0) {
+            let ready = back.mask != 0 || {
+                // SAFETY: this function's contract keeps the back's nodes
+                // alive.
+                let stepped = unsafe { back.step_to_sibling::<true, true>(self.stop) };
+                // (The step leaves the mask of the leaf it steps to.)
+                stepped && back.mask != 0
+            };
+            if ready {
                 if let Some(lv) = back.leaf {
                     if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
                         return Some(entry);
