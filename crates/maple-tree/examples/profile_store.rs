@@ -300,12 +300,13 @@ fn writes_vs_btree() {
         "erase" => (bulk(n), (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect()),
         other => panic!("unknown WRITE={other} (insert, overwrite, erase)"),
     };
+    let erase = write == "erase";
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let mut t = base.clone();
         let t0 = Instant::now();
         for &i in &order {
-            if write == "erase" {
+            if erase {
                 black_box(t.erase(i * 16));
             } else {
                 t.store_range(i * 16..=i * 16 + 9, U63::new_truncate(i)).unwrap();
@@ -317,7 +318,7 @@ fn writes_vs_btree() {
         let mut m = mbase.clone();
         let t0 = Instant::now();
         for &i in &order {
-            if write == "erase" {
+            if erase {
                 black_box(m.remove(&(i * 16)));
             } else {
                 m.insert(i * 16, (i * 16 + 9, i));

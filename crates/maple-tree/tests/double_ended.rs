@@ -68,6 +68,18 @@ fn entry((r, v): (RangeInclusive<u64>, U63)) -> Entry {
     (*r.start(), *r.end(), v.get())
 }
 
+/// What is left of `it`, by the back's own fold (`.rev()` of the iterator
+/// itself, folded: its `rfold`; `collect` would step by `next_back`), in
+/// ascending order.
+fn rfolded(it: maple_tree::Iter<'_, U63>) -> Vec<Entry> {
+    let mut got = it.rev().fold(Vec::new(), |mut acc, e| {
+        acc.push(entry(e));
+        acc
+    });
+    got.reverse();
+    got
+}
+
 /// How the rest is taken once each end has taken its share.
 #[derive(Clone, Copy, Debug)]
 enum Rest {
@@ -123,13 +135,7 @@ fn check(t: &MapleTree<U63>, m: &Model, (a, b): (u64, u64), steps: usize, back_p
             assert_eq!(got, want_rev, "{ctx}");
         }
         Rest::RevFold => {
-            let got = it.rev().fold(Vec::new(), |mut acc, (r, v)| {
-                acc.push(entry((r, v)));
-                acc
-            });
-            let mut want_rev = left.to_vec();
-            want_rev.reverse();
-            assert_eq!(got, want_rev, "{ctx}");
+            assert_eq!(rfolded(it), left, "{ctx}");
             return;
         }
         Rest::Count => {
@@ -206,12 +212,7 @@ fn the_ends_meet_anywhere_and_stay_met() {
                 // (`rfold`), which must stop where the front stands.
                 let mut it = t.range(a..=b);
                 let front: Vec<Entry> = it.by_ref().take(k).map(entry).collect();
-                // (`fold`: `collect` steps by `next`.)
-                let mut back = it.rev().fold(Vec::new(), |mut acc, e| {
-                    acc.push(entry(e));
-                    acc
-                });
-                back.reverse();
+                let back = rfolded(it);
                 assert_eq!((&front[..], &back[..]), want.split_at(k), "[{a}, {b}] split at {k}, then rfold");
             }
         }
@@ -281,12 +282,7 @@ fn the_back_goes_first_anywhere() {
                     for _ in 0..k {
                         it.next_back();
                     }
-                    let mut rest = it.rev().fold(Vec::new(), |mut acc, e| {
-                        acc.push(entry(e));
-                        acc
-                    });
-                    rest.reverse();
-                    assert_eq!(rest, &want[..split], "[{a}, {b}], back took {k}, then rfold");
+                    assert_eq!(rfolded(it), &want[..split], "[{a}, {b}], back took {k}, then rfold");
                 }
             }
             let step = if cfg!(miri) { 11 } else { 1 };
