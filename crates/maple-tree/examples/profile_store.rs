@@ -268,7 +268,9 @@ fn main() {
 /// so that no write starts before the one before it has finished: what
 /// is left is each write's own latency, without the overlap of one write's
 /// cache misses with the next one's work that a short write allows.
-/// `N` ranges (100 K by default), `ROUNDS` rounds (15).
+/// `N` ranges (100 K by default), `ROUNDS` rounds (15). In a build with
+/// `--cfg maple_ab`, the tree runs the experiment's old arm unless `AB=1`
+/// (as in every mode), so each arm can be timed against the idiom.
 fn writes_vs_btree() {
     use std::{collections::BTreeMap, hint::black_box, time::Instant};
     let n = env_u64("N", 100_000);

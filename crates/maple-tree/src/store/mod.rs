@@ -500,6 +500,7 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store_walked`](Self::store_walked).
+    #[inline]
     pub(crate) unsafe fn store_mut_walked(
         &mut self,
         lpath: &mut Path,
