@@ -949,6 +949,7 @@ impl LeafRef {
     /// shifted words move as plain accesses, which would race with a
     /// reader's); the caller is the tree's only writer. Callers hold the
     /// tree through `&mut` with RCU mode off.
+    #[inline]
     pub(crate) unsafe fn splice(self, from: usize, to: usize, count: usize, items: &[Item]) {
         // SAFETY: this function's contract: no reader is in the leaf, and
         // the caller is the only writer.
