@@ -495,7 +495,10 @@ impl RawTree {
 
     /// [`store_walked`](Self::store_walked) through `&mut`: no reader can
     /// exist, so nodes retired in fresh-node mode are freed at once (and
-    /// `out.retired` is left empty).
+    /// `out.retired` is left empty). Inlined into the plain tree's write:
+    /// as a call of its own (a frame and six saved registers) it cost the
+    /// kernel's node-store loop about 5 % (docs/BENCHMARKS.md, "Session
+    /// 34").
     ///
     /// # Safety
     ///
