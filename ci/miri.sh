@@ -18,4 +18,4 @@ MIRIFLAGS="-Zmiri-strict-provenance" \
 # and its fence-based grace periods are not modelled by Miri's data-race
 # detector (see docs/DESIGN.md), which is therefore off for this test only.
 MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-tree-borrows -Zmiri-disable-data-race-detector -Zmiri-ignore-leaks" \
-    cargo +nightly miri test -p maple-tree --test concurrent --test concurrent_model --test concurrent_cursors
+    cargo +nightly miri test -p maple-tree --test concurrent --test concurrent_model --test concurrent_cursors --test concurrent_readers

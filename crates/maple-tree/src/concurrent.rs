@@ -333,12 +333,37 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         // alive; writers change such nodes only by single-word slot
         // stores (RCU mode).
         let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        ConcurrentIter { _tree: PhantomData, raw, back: Back::new() }
+        ConcurrentIter { _tree: PhantomData, raw, back: Back::new(), floor: None }
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It
-    /// walks the nodes it reached even if a writer replaces them meanwhile,
-    /// so it shows a consistent (possibly slightly old) picture.
+    /// moves only through the nodes its walk reached, even if a writer
+    /// replaces them meanwhile, so it shows a consistent (possibly slightly
+    /// old) picture. Under one guard:
+    ///
+    /// * [`range`](Cursor::range) is the range the last step returned (a
+    ///   step that finds nothing leaves the cursor where it was), and
+    ///   [`get`](Cursor::get) is a value stored for that whole range;
+    /// * [`next_range`](Cursor::next_range) starts right after the range
+    ///   left and [`prev_range`](Cursor::prev_range) ends right before it;
+    ///   they find nothing only at `u64::MAX` and at 0;
+    /// * [`next`](Cursor::next) and [`prev`](Cursor::prev) never step over
+    ///   an entry present the whole time.
+    ///
+    /// [`seek`](Cursor::seek) walks afresh, so what it finds may be newer
+    /// than what the cursor saw before.
+    ///
+    /// ```
+    /// use maple_tree::{ConcurrentMapleTree, U63};
+    /// let t: ConcurrentMapleTree<U63> = (1..4u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
+    /// let g = t.pin();
+    /// let mut c = t.cursor(22, &g);
+    /// assert_eq!(c.range(), 20..=24);
+    /// assert_eq!(c.next_range().map(|(r, v)| (r, v.is_some())), Some((25..=29, false)));
+    /// assert_eq!(c.next().map(|(r, v)| (r, v.get())), Some((30..=34, 3)));
+    /// assert!(c.next().is_none()); // nothing after: the cursor stays
+    /// assert_eq!(c.range(), 30..=34);
+    /// ```
     pub fn cursor<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Cursor<'g, V> {
         let _ = guard;
         // SAFETY: the guard (living for 'g) keeps every node and value the
@@ -537,12 +562,27 @@ pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
     _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
     raw: RawIter,
     back: Back,
+    /// The lowest start the back end has handed out (`None` before it
+    /// has). Either end may reach a newer version of a leaf than the
+    /// back read before (the front by stepping on, the back by walking
+    /// again from the recorded root, whose subtrees a writer may have
+    /// replaced), in which an entry written meanwhile reaches this;
+    /// handing it out would show those indices twice. So the front stops
+    /// there (the ends meet) and the back skips it. (An entry present the
+    /// whole time cannot reach this: it would overlap what the back
+    /// handed out.)
+    floor: Option<u64>,
 }
 
 impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'g>);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.raw.next_entry()?;
+        if self.floor.is_some_and(|f| hi >= f) {
+            // The ends meet (see `floor`).
+            self.raw.finish();
+            return None;
+        }
         // SAFETY: `next_entry` yields value words read under the guard that
         // 'g borrows; writers defer their drop until that guard is gone.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
@@ -554,6 +594,15 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        if self.floor.is_some() {
+            // The back has handed out entries: every one from the front is
+            // checked against them (`next`).
+            let mut acc = init;
+            for e in self.by_ref() {
+                acc = f(acc, e);
+            }
+            return acc;
+        }
         self.raw.fold_entries(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
             // borrows.
@@ -565,17 +614,32 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
 impl<'g, V: Handle + Send + Sync + 'static> DoubleEndedIterator for ConcurrentIter<'g, V> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
-        // SAFETY: the guard 'g borrows keeps every node reachable from the
-        // root the iterator recorded alive, and the values they held;
-        // writers change such nodes only by single-word slot stores (RCU
-        // mode): `SHARED`'s contract.
-        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<true>(&mut self.back) }?;
-        // SAFETY: as in `next`: a value word read under the guard.
-        Some((lo..=hi, unsafe { V::borrow(nn) }))
+        loop {
+            // SAFETY: the guard 'g borrows keeps every node reachable from
+            // the root the iterator recorded alive, and the values they
+            // held; writers change such nodes only by single-word slot
+            // stores (RCU mode): `SHARED`'s contract.
+            let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<true>(&mut self.back) }?;
+            if self.floor.is_some_and(|f| hi >= f) {
+                // Skipped (see `floor`): the back walked again from the root
+                // and reached a newer version of a leaf, in which an entry
+                // written meanwhile reaches into what it handed out.
+                continue;
+            }
+            self.floor = Some(lo);
+            // SAFETY: as in `next`: a value word read under the guard.
+            return Some((lo..=hi, unsafe { V::borrow(nn) }));
+        }
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        let mut floor = self.floor;
         let g = |acc, lo, hi, nn| {
+            if floor.is_some_and(|f| hi >= f) {
+                // As in `next_back`.
+                return acc;
+            }
+            floor = Some(lo);
             // SAFETY: as in `next`: a value word read under the guard.
             f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
         };
@@ -826,6 +890,35 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     ) -> Result<u64, InsertError<V>> {
         let found = to_inclusive(&window).and_then(|(a, b)| self.tree.raw.empty_area_rev(a, b, size));
         self.alloc_at(found, size, value)
+    }
+
+    /// Allocates one id in `window`, searching upwards from `*next` and
+    /// wrapping once; see [`MapleTree::alloc_cyclic`].
+    ///
+    /// ```
+    /// use maple_tree::{ConcurrentMapleTree, U63};
+    /// let t = ConcurrentMapleTree::with_gaps();
+    /// let mut w = t.lock();
+    /// let mut next = 0;
+    /// assert_eq!(w.alloc_cyclic(0..=1, &mut next, U63::from(7u32)).unwrap(), (0, false));
+    /// assert_eq!(w.alloc_cyclic(0..=1, &mut next, U63::from(8u32)).unwrap(), (1, false));
+    /// w.erase(0).unwrap();
+    /// assert_eq!(w.alloc_cyclic(0..=1, &mut next, U63::from(9u32)).unwrap(), (0, true));
+    /// ```
+    pub fn alloc_cyclic(
+        &mut self,
+        window: impl RangeBounds<u64>,
+        next: &mut u64,
+        value: V,
+    ) -> Result<(u64, bool), InsertError<V>> {
+        let (lo, hi) = match to_inclusive(&window) {
+            Ok(b) => b,
+            Err(cause) => return Err(InsertError { value, cause }),
+        };
+        let (found, wrapped) = self.tree.raw.cyclic_search(lo, hi, *next);
+        let id = self.alloc_at(found, 1, value)?;
+        self.tree.raw.cyclic_taken(id, next);
+        Ok((id, wrapped))
     }
 
     fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {

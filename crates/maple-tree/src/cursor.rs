@@ -42,14 +42,22 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::PIVOT_UNUSED,
-    raw::{LeafWalk, Level, RawTree},
+    raw::{Entrance, LeafWalk, Level, RawTree},
     store::{Store, Stored},
     sync::Ordering,
     tree::MapleTree,
     write::{self, to_inclusive},
 };
 
-/// Position shared by both cursors: the walk to the current leaf slot.
+/// Position shared by every cursor: the walk to the current leaf slot.
+///
+/// A position moves only through the nodes its walk has reached: its
+/// steps take no tree, so none of them can walk from the root again. That
+/// is what keeps a cursor on a concurrent tree consistent under one guard:
+/// a walk from the root would land in a newer tree than the one the
+/// cursor was reading, where its range may have other bounds. (The one
+/// fresh walk is [`seek`](Pos::seek), which goes to a new index and so
+/// starts a new picture.)
 #[derive(Clone)]
 struct Pos {
     walk: LeafWalk,
@@ -76,31 +84,31 @@ impl Pos {
     /// Steps to the next (or previous) non-empty range; if there is none,
     /// the cursor stays where it was.
     #[inline]
-    fn step_entry(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+    fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         // Within the current leaf first (inlined into the caller: the
-        // common step): no copy of the walk needed to undo a step that
-        // finds nothing.
+        // common step): nothing to undo if it finds nothing.
         let lv = self.walk.path.last_mut()?;
         let next = if forward { lv.node.has_next(lv.off).then(|| lv.off + 1) } else { lv.off.checked_sub(1) };
         if let Some(found) = next.and_then(|from| value_in_leaf(lv, from, forward)) {
             return Some(found);
         }
-        self.step_entry_across(raw, forward)
+        self.step_entry_across(forward)
     }
 
     /// [`step_entry`](Self::step_entry) past the current leaf: leaf by
-    /// leaf. Rather than copy the walk to undo a search that finds nothing
-    /// (only at either end of the tree), walk back then.
+    /// leaf, from a copy of the walk taken first (the levels in use only),
+    /// which puts the cursor back if the search finds nothing (only at
+    /// either end of the tree).
     #[inline(never)]
-    fn step_entry_across(&mut self, raw: &RawTree, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
-        let here = self.current().0;
+    fn step_entry_across(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+        let saved = self.walk.path.clone();
         while if forward { self.walk.next_leaf() } else { self.walk.prev_leaf() } {
             let lv = self.walk.path.last_mut().expect("a walk that stepped is not empty");
             if let Some(found) = value_in_leaf(lv, lv.off, forward) {
                 return Some(found);
             }
         }
-        raw.walk_into(here, &mut self.walk.path);
+        self.walk.path = saved;
         None
     }
 }
@@ -162,7 +170,7 @@ macro_rules! read_methods {
 
         /// Moves to the range containing `index` and returns its value.
         pub fn seek(&mut self, index: u64) -> Option<V::Borrowed<$lt>> {
-            self.pos = Pos::seek(self.raw_tree(), index);
+            self.reseek(index);
             self.get()
         }
 
@@ -190,16 +198,14 @@ macro_rules! read_methods {
         /// unmoved) if there is none.
         #[allow(clippy::should_implement_trait)]
         pub fn next(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
-            let (raw, pos) = self.parts();
-            let (lo, hi, nn) = pos.step_entry(raw, true)?;
+            let (lo, hi, nn) = self.pos.step_entry(true)?;
             self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
         }
 
         /// Moves to the previous entry before the current range. `None`
         /// (cursor unmoved) if there is none.
         pub fn prev(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
-            let (raw, pos) = self.parts();
-            let (lo, hi, nn) = pos.step_entry(raw, false)?;
+            let (lo, hi, nn) = self.pos.step_entry(false)?;
             self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
         }
 
@@ -212,12 +218,12 @@ macro_rules! read_methods {
                 return None;
             }
             if !is_value(v) {
-                let (raw, pos) = self.parts();
-                match pos.step_entry(raw, true) {
+                let saved = self.pos.walk.path.clone();
+                match self.pos.step_entry(true) {
                     Some((start, _, _)) if start <= limit => {}
                     Some(_) => {
                         // Too far: back to where the cursor was.
-                        raw.walk_into(lo, &mut pos.walk.path);
+                        self.pos.walk.path = saved;
                         return None;
                     }
                     None => return None,
@@ -299,7 +305,9 @@ macro_rules! range_write_methods {
 /// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree), a tree read under a
 /// guard); see "Normal and advanced API" in the [crate docs](crate).
 pub struct Cursor<'a, V: Handle> {
-    raw: &'a RawTree,
+    /// All the cursor keeps of its tree: the way in for a fresh walk
+    /// (`seek`). Its steps move through the nodes its walk reached.
+    entrance: Entrance<'a>,
     pos: Pos,
     _values: PhantomData<&'a V>,
 }
@@ -314,15 +322,11 @@ impl<'a, V: Handle> Cursor<'a, V> {
     /// `&'a MapleTree`, or a concurrent tree read under a guard that lives
     /// for `'a`.
     pub(crate) unsafe fn on_raw(raw: &'a RawTree, index: u64) -> Self {
-        Cursor { raw, pos: Pos::seek(raw, index), _values: PhantomData }
+        Cursor { entrance: Entrance::of(raw), pos: Pos::seek(raw, index), _values: PhantomData }
     }
 
-    fn raw_tree(&self) -> &'a RawTree {
-        self.raw
-    }
-
-    fn parts(&mut self) -> (&RawTree, &mut Pos) {
-        (self.raw, &mut self.pos)
+    fn reseek(&mut self, index: u64) {
+        self.pos = Pos { walk: self.entrance.walk(index) };
     }
 
     fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'a>> {
@@ -338,7 +342,7 @@ impl<'a, V: Handle> Cursor<'a, V> {
 
 impl<V: Handle> Clone for Cursor<'_, V> {
     fn clone(&self) -> Self {
-        Cursor { raw: self.raw, pos: self.pos.clone(), _values: PhantomData }
+        Cursor { entrance: self.entrance, pos: self.pos.clone(), _values: PhantomData }
     }
 }
 
@@ -368,8 +372,8 @@ impl<'a, V: Handle> CursorMut<'a, V> {
 
     read_methods!('_);
 
-    fn raw_tree(&self) -> &RawTree {
-        &self.tree.raw
+    fn reseek(&mut self, index: u64) {
+        self.pos = Pos::seek(&self.tree.raw, index);
     }
 
     fn parts(&mut self) -> (&RawTree, &mut Pos) {
@@ -475,10 +479,6 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
         let pos = Pos::seek(guard.raw(), index);
         WriteCursor { guard, pos }
-    }
-
-    fn raw_tree(&self) -> &RawTree {
-        self.guard.raw()
     }
 
     fn parts(&mut self) -> (&RawTree, &mut Pos) {

@@ -50,6 +50,29 @@ impl RawTree {
         }
     }
 
+    /// Where a cyclic allocation of one id in `[lo, hi]` goes (kernel
+    /// `mas_alloc_cyclic`): the lowest free id from `next` on, else, once,
+    /// from the window's start. Also says whether the search wrapped (or a
+    /// previous allocation of `u64::MAX` wrapped `next` to 0). The caller
+    /// stores there and then calls [`cyclic_taken`](Self::cyclic_taken).
+    pub(crate) fn cyclic_search(&self, lo: u64, hi: u64, next: u64) -> (Result<u64, Error>, bool) {
+        let start = next.max(lo);
+        let mut found = if start > hi { Err(Error::Busy) } else { self.empty_area(start, hi, 1) };
+        let mut wrapped = found.is_ok() && self.cyclic_wrapped.get() != 0;
+        if found == Err(Error::Busy) && start > lo {
+            wrapped = true;
+            found = self.empty_area(lo, (start - 1).min(hi), 1);
+        }
+        (found, wrapped)
+    }
+
+    /// Records that id `id` was allocated cyclically: `*next` becomes the
+    /// id after it, and a wrap to 0 is remembered for the next search.
+    pub(crate) fn cyclic_taken(&self, id: u64, next: &mut u64) {
+        *next = id.wrapping_add(1);
+        self.cyclic_wrapped.set(usize::from(*next == 0));
+    }
+
     /// The search: from the root down, in each node the slots that overlap
     /// the window from its near end on, into the first child whose largest
     /// gap is big enough; back up to the next slot of the parent when a

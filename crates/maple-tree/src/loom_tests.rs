@@ -21,6 +21,8 @@ use loom::{
 };
 
 use crate::{
+    cursor::Cursor,
+    handle::U63,
     raw::{LeafWalk, RawTree},
     store::{Removed, Store, Stored},
     tree::{Back, RawIter},
@@ -305,6 +307,65 @@ fn loom_iterator_from_both_ends_races_leaf_writes() {
         }
         finish(t);
     });
+}
+
+/// A reader's cursor steps past the last entry (and before the first)
+/// while the writer inserts there, replacing the leaf the cursor reads: a
+/// step that finds nothing leaves the cursor on the range it stood on,
+/// with the bounds it had (not those of the newer leaf), and a step that
+/// finds an entry finds one the tree held at some point, with its bounds.
+#[test]
+fn loom_cursor_steps_past_the_ends_while_the_writer_inserts_there() {
+    builder().check(|| {
+        let t = Arc::new(shifted_tree());
+        let r = {
+            let t = Arc::clone(&t);
+            thread::spawn(move || {
+                // SAFETY: what the writer replaces is freed only after this
+                // thread is joined (`retire` below), and a node the cursor
+                // can reach changes only by single-word slot stores.
+                let mut c = unsafe { Cursor::<U63>::on_raw(&t, 50) };
+                let at = c.range();
+                assert!(at == (36..=u64::MAX) || at == (36..=99), "the cursor at 50 stands on {at:?}");
+                match c.next().map(|(r, v)| (r, v.get())) {
+                    None => assert_eq!(c.range(), 36..=u64::MAX, "an empty step moved the cursor"),
+                    Some(e) => {
+                        assert_eq!(e, (100..=105, 7), "stepped onto an entry never stored");
+                        assert_eq!(c.range(), 100..=105);
+                    }
+                }
+                // SAFETY: as above.
+                let mut c = unsafe { Cursor::<U63>::on_raw(&t, 5) };
+                let at = c.range();
+                assert!(at == (0..=9) || at == (4..=9), "the cursor at 5 stands on {at:?}");
+                match c.prev().map(|(r, v)| (r, v.get())) {
+                    None => assert_eq!(c.range(), at, "an empty step moved the cursor"),
+                    Some(e) => {
+                        assert_eq!(e, (0..=3, 8), "stepped onto an entry never stored");
+                        assert_eq!(c.range(), 0..=3);
+                    }
+                }
+            })
+        };
+        let a = store(&t, 100, 105, 7);
+        let b = store(&t, 0, 3, 8);
+        r.join().unwrap();
+        retire(&t, a);
+        retire(&t, b);
+        finish(t);
+    });
+}
+
+/// An RCU-mode tree of the entries `[10, 15]`, `[20, 25]` and `[30, 35]`:
+/// empty ranges at both ends.
+fn shifted_tree() -> RawTree {
+    let mut t = RawTree::new(false);
+    for i in 1..=3u64 {
+        // SAFETY: as in `tree`.
+        unsafe { t.store(Store::new(i * 10, i * 10 + 5).entry(word(i)).insert_only()) }.expect("setup");
+    }
+    t.rcu = true;
+    t
 }
 
 /// Two writers serialised by a lock; both writes land.

@@ -590,6 +590,25 @@ pub(crate) unsafe fn free_subtree<'f>(
     unsafe { visit_subtree(node, &mut free) };
 }
 
+/// What a read cursor keeps of its tree: the way in for a fresh walk to
+/// an index, and nothing else. Its field is private to this module, so a
+/// read cursor's code cannot reach the tree to walk again from the root
+/// to put itself back where it was: on a concurrent tree that walk would
+/// land in a newer tree than the one the cursor was reading.
+#[derive(Clone, Copy)]
+pub(crate) struct Entrance<'a>(&'a RawTree);
+
+impl<'a> Entrance<'a> {
+    pub(crate) fn of(tree: &'a RawTree) -> Self {
+        Entrance(tree)
+    }
+
+    /// A fresh walk to `index` in the tree as it is now.
+    pub(crate) fn walk(self, index: u64) -> LeafWalk {
+        LeafWalk::new(self.0, index)
+    }
+}
+
 /// A walk over leaf slots in index order.
 #[derive(Clone)]
 pub(crate) struct LeafWalk {

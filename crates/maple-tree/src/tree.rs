@@ -852,17 +852,9 @@ impl<V: Handle> MapleTree<V> {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        let start = (*next).max(lo);
-        let mut found = if start > hi { Err(Error::Busy) } else { self.raw.empty_area(start, hi, 1) };
-        // A previous allocation of u64::MAX wrapped `*next` to 0: report it now.
-        let mut wrapped = found.is_ok() && self.raw.cyclic_wrapped.get() != 0;
-        if found == Err(Error::Busy) && start > lo {
-            wrapped = true;
-            found = self.raw.empty_area(lo, (start - 1).min(hi), 1);
-        }
+        let (found, wrapped) = self.raw.cyclic_search(lo, hi, *next);
         let id = self.alloc_at(found, 1, value)?;
-        *next = id.wrapping_add(1);
-        self.raw.cyclic_wrapped.set(usize::from(*next == 0));
+        self.raw.cyclic_taken(id, next);
         Ok((id, wrapped))
     }
 
@@ -1806,6 +1798,14 @@ impl RawIter {
                 None => return acc,
             }
         }
+    }
+
+    /// Hands out nothing more, from either end.
+    #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
+    pub(crate) fn finish(&mut self) {
+        self.last_leaf = true;
+        self.mask = 0;
+        self.pending = None;
     }
 
     /// Nothing is left to hand out.

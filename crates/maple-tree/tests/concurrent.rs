@@ -734,25 +734,28 @@ fn concurrent_iter_both_ends_under_a_writer() {
                         let got = if from_back { it.next_back() } else { it.next() };
                         let Some((range, v)) = got else { break };
                         inside(&range, v);
-                        if from_back { &mut back } else { &mut front }.push(*range.start());
+                        if from_back { &mut back } else { &mut front }.push(range);
                         steps += 1;
                     }
                     if fold_at == Some(steps) {
                         it.rev().for_each(|(range, v)| {
                             inside(&range, v);
-                            back.push(*range.start());
+                            back.push(range);
                         });
                     } else {
                         assert!(it.next().is_none() && it.next_back().is_none(), "an end came back to life");
                     }
-                    assert!(front.windows(2).all(|w| w[0] < w[1]), "the front out of order: {front:?}");
-                    assert!(back.windows(2).all(|w| w[0] > w[1]), "the back out of order: {back:?}");
+                    // Ranges, not just starts: no index comes twice.
+                    let fw = front.windows(2).find(|w| w[0].end() >= w[1].start());
+                    assert!(fw.is_none(), "the front out of order: {fw:?}");
+                    let bw = back.windows(2).find(|w| w[0].start() <= w[1].end());
+                    assert!(bw.is_none(), "the back out of order: {bw:?}");
                     if let (Some(f), Some(b)) = (front.last(), back.last()) {
-                        assert!(f < b, "the ends crossed: front at {f}, back at {b}");
+                        assert!(f.end() < b.start(), "the ends crossed: front at {f:?}, back at {b:?}");
                     }
                     // Every stable entry overlapping the window, once.
                     for i in (0..blocks).filter(|&i| stable(i) && i * 20 + 9 >= a && i * 20 <= b) {
-                        let seen = front.iter().chain(&back).filter(|&&x| x == i * 20).count();
+                        let seen = front.iter().chain(&back).filter(|x| *x.start() == i * 20).count();
                         assert_eq!(seen, 1, "stable entry {i} seen {seen} times in [{a}, {b}] ({back_pct} % back)");
                     }
                 }
