@@ -42,7 +42,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     node::PIVOT_UNUSED,
-    raw::{Entrance, LeafWalk, Level, RawTree},
+    raw::{Entrance, LeafWalk, Level, Path, RawTree},
     store::{Store, Stored},
     sync::Ordering,
     tree::MapleTree,
@@ -95,20 +95,36 @@ impl Pos {
         self.step_entry_across(forward)
     }
 
-    /// [`step_entry`](Self::step_entry) past the current leaf: leaf by
-    /// leaf, from a copy of the walk taken first (the levels in use only),
-    /// which puts the cursor back if the search finds nothing (only at
-    /// either end of the tree).
+    /// [`step_entry`](Self::step_entry) past the current leaf. A search
+    /// that finds nothing (only at either end of the tree, in practice)
+    /// must leave the cursor where it was, so the walk's levels that a step
+    /// changes are kept first: the last two for a step to the leaf beside
+    /// under the same parent, where a value nearly always is; the whole
+    /// walk (the levels in use) before going farther.
     #[inline(never)]
     fn step_entry_across(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
-        let saved = self.walk.path.clone();
+        let path = &mut self.walk.path;
+        if let [.., parent, leaf] = **path {
+            if self.walk.step_to_sibling(forward) {
+                let lv = self.walk.path.last_mut().expect("a walk that stepped is not empty");
+                if let Some(found) = value_in_leaf(lv, lv.off, forward) {
+                    return Some(found);
+                }
+                let n = self.walk.path.len();
+                self.walk.path[n - 2] = parent;
+                self.walk.path[n - 1] = leaf;
+            }
+        }
+        let mut saved = Path::new();
+        saved.extend(self.walk.path.iter().copied());
         while if forward { self.walk.next_leaf() } else { self.walk.prev_leaf() } {
             let lv = self.walk.path.last_mut().expect("a walk that stepped is not empty");
             if let Some(found) = value_in_leaf(lv, lv.off, forward) {
                 return Some(found);
             }
         }
-        self.walk.path = saved;
+        self.walk.path.clear();
+        self.walk.path.extend(saved);
         None
     }
 }
@@ -218,12 +234,14 @@ macro_rules! read_methods {
                 return None;
             }
             if !is_value(v) {
-                let saved = self.pos.walk.path.clone();
+                let mut saved = Path::new();
+                saved.extend(self.pos.walk.path.iter().copied());
                 match self.pos.step_entry(true) {
                     Some((start, _, _)) if start <= limit => {}
                     Some(_) => {
                         // Too far: back to where the cursor was.
-                        self.pos.walk.path = saved;
+                        self.pos.walk.path.clear();
+                        self.pos.walk.path.extend(saved);
                         return None;
                     }
                     None => return None,

@@ -661,22 +661,8 @@ impl LeafWalk {
     fn step_leaf(&mut self, forward: bool) -> bool {
         // The common case: the leaf wanted is a sibling under the same
         // parent.
-        let n = self.path.len();
-        if n >= 2 {
-            let p = self.path[n - 2];
-            let off = if forward { p.node.has_next(p.off).then(|| p.off + 1) } else { p.off.checked_sub(1) };
-            if let Some(off) = off {
-                let (piv, slots) = p.node.arrays();
-                let (min, max) = slot_bounds(piv, off, p.min, p.max);
-                // SAFETY: slot `off` of the internal node `p` is used (the
-                // one before it has a successor, or it comes before a used
-                // slot), so it holds an encoded live child.
-                let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
-                self.path[n - 2].off = off;
-                let first = if forward { 0 } else { node.count() - 1 };
-                self.path[n - 1] = Level { node, min, max, off: first };
-                return true;
-            }
+        if self.step_to_sibling(forward) {
+            return true;
         }
         let Some(leaf) = self.path.pop() else {
             return false;
@@ -686,6 +672,31 @@ impl LeafWalk {
             self.path.push(leaf);
         }
         stepped
+    }
+
+    /// [`next_leaf`](Self::next_leaf) (`forward`) or
+    /// [`prev_leaf`](Self::prev_leaf) to a leaf under the same parent: only
+    /// the walk's last two levels change. False (unmoved) if the leaf is
+    /// its parent's last (first), or the root.
+    #[inline(always)]
+    pub(crate) fn step_to_sibling(&mut self, forward: bool) -> bool {
+        let n = self.path.len();
+        if n < 2 {
+            return false;
+        }
+        let p = self.path[n - 2];
+        let off = if forward { p.node.has_next(p.off).then(|| p.off + 1) } else { p.off.checked_sub(1) };
+        let Some(off) = off else { return false };
+        let (piv, slots) = p.node.arrays();
+        let (min, max) = slot_bounds(piv, off, p.min, p.max);
+        // SAFETY: slot `off` of the internal node `p` is used (the one
+        // before it has a successor, or it comes before a used slot), so
+        // it holds an encoded live child.
+        let node = unsafe { NodeRef::decode(slots[off].load(Ordering::Acquire)) };
+        self.path[n - 2].off = off;
+        let first = if forward { 0 } else { node.count() - 1 };
+        self.path[n - 1] = Level { node, min, max, off: first };
+        true
     }
 
     /// Moves to the previous slot; false (unmoved) at the start.
