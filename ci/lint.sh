@@ -8,3 +8,6 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p maple-tree --all-features
 # no_std + alloc: the single-threaded tree (and serde) on a target without std.
 cargo clippy -p maple-tree --no-default-features --features serde --lib -- -D warnings
 cargo build -p maple-tree --no-default-features --features serde --target x86_64-unknown-none
+# The three published crates package and build from their packages alone
+# (maple-bench, the report, is not published).
+cargo publish --dry-run -p maple-tree -p maple-mm -p maple-cli

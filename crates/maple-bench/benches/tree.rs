@@ -1,4 +1,4 @@
-//! Criterion benchmarks (workloads shared with `maple report`, from
+//! Criterion benchmarks (workloads shared with `maple-report`, from
 //! `maple_bench::workloads`): the maple tree against `BTreeMap<u64, (u64, V)>`
 //! used as a range map (`range(..=i).next_back()`) and the `rangemap` crate.
 //!

@@ -215,7 +215,7 @@ pub fn run_with(opts: &Options, command: &str, progress: &mut dyn FnMut(Progress
         let mut section = experiments::run(id, opts, &mut step);
         section.id = id.name().to_string();
         let mode = if opts.mode == Mode::Tiny { Mode::Quick } else { opts.mode };
-        section.command = format!("cargo run --release -p maple-cli -- report --{mode} --only {}", id.name());
+        section.command = format!("cargo run --release -p maple-bench -- --{mode} --only {}", id.name());
         if opts.mode == Mode::Tiny {
             // Tiny sizes say nothing about the goals.
             for g in &mut section.goals {
@@ -229,10 +229,10 @@ pub fn run_with(opts: &Options, command: &str, progress: &mut dyn FnMut(Progress
     report
 }
 
-/// [`run_with`], recording the command as `maple report` and telling
+/// [`run_with`], recording the command as `maple-report` and telling
 /// `progress` only the steps.
 pub fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Report {
-    run_with(opts, "maple report", &mut |p| progress(p.step))
+    run_with(opts, "maple-report", &mut |p| progress(p.step))
 }
 
 /// Where a run is.

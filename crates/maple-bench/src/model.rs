@@ -113,7 +113,7 @@ impl Section {
         Section {
             id: id.to_string(),
             title: title.to_string(),
-            command: format!("cargo run --release -p maple-cli -- report --only {id}"),
+            command: format!("cargo run --release -p maple-bench -- --only {id}"),
             ..Section::default()
         }
     }

@@ -1,8 +1,10 @@
 //! Library side of the `maple` command, so that its parts can be tested.
 
 pub mod maps;
+pub mod num;
 pub mod ops;
 pub mod picture;
 pub mod replay;
-pub mod report;
 pub mod swap;
+
+pub use num::io_reason;

@@ -149,6 +149,77 @@ pub fn diff(a: &AddressSpace, b: &AddressSpace) -> String {
     out
 }
 
+/// One VMA as JSON: its bounds, the maps line's fields, and the line.
+pub fn vma_json(mm: &AddressSpace, v: &maple_mm::Vma<'_>) -> serde_json::Value {
+    let line = mm.maps_line(v);
+    // start-end perms offset dev inode [name]: the name may hold spaces.
+    let fields: Vec<&str> = line.splitn(6, ' ').collect();
+    let field = |i: usize| fields.get(i).copied().unwrap_or("");
+    let name = field(5).trim_start();
+    serde_json::json!({
+        "start": v.start(),
+        "end": v.end(),
+        "perms": field(1),
+        "offset": v.file_offset(),
+        "dev": field(3),
+        "inode": field(4).parse::<u64>().unwrap_or(0),
+        "name": if name.is_empty() { serde_json::Value::Null } else { name.into() },
+        "line": line,
+    })
+}
+
+/// [`summary`] as JSON: the totals and every VMA.
+pub fn summary_json(mm: &AddressSpace) -> serde_json::Value {
+    let s = mm.stats();
+    serde_json::json!({
+        "vmas": mm.iter().map(|v| vma_json(mm, &v)).collect::<Vec<_>>(),
+        "mapped": s.mapped,
+        "file": s.file,
+        "anonymous": s.anon,
+        "shared": s.shared,
+        "written": mm.anon_pages().map(|r| r.end - r.start).sum::<u64>(),
+    })
+}
+
+/// [`find`] as JSON: the VMA containing `addr` (`"in"`) or the next one
+/// above it (`"next"`), or neither.
+pub fn find_json(mm: &AddressSpace, addr: u64) -> serde_json::Value {
+    let v = mm.find_vma(addr);
+    let inside = v.as_ref().is_some_and(|v| v.contains(addr));
+    serde_json::json!({
+        "address": addr,
+        "mapped": inside,
+        "guard_page": inside && mm.is_guard_page(addr),
+        "in": v.as_ref().filter(|_| inside).map(|v| vma_json(mm, v)),
+        "next": v.as_ref().filter(|_| !inside).map(|v| vma_json(mm, v)),
+    })
+}
+
+/// [`diff`] as JSON: the maps lines removed, added and changed (same
+/// start), and the pages mapped before and after.
+pub fn diff_json(a: &AddressSpace, b: &AddressSpace) -> serde_json::Value {
+    let lines =
+        |mm: &AddressSpace| -> BTreeMap<u64, String> { mm.iter().map(|v| (v.start(), mm.maps_line(&v))).collect() };
+    let (la, lb) = (lines(a), lines(b));
+    let (mut removed, mut added, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    let starts: std::collections::BTreeSet<u64> = la.keys().chain(lb.keys()).copied().collect();
+    for s in starts {
+        match (la.get(&s), lb.get(&s)) {
+            (Some(x), None) => removed.push(x.clone()),
+            (None, Some(y)) => added.push(y.clone()),
+            (Some(x), Some(y)) if x != y => changed.push(serde_json::json!({ "before": x, "after": y })),
+            _ => {}
+        }
+    }
+    serde_json::json!({
+        "removed": removed,
+        "added": added,
+        "changed": changed,
+        "pages_before": a.stats().mapped / PAGE_SIZE,
+        "pages_after": b.stats().mapped / PAGE_SIZE,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use maple_mm::{Advice, MapFlags, Prot};

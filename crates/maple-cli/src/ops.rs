@@ -52,14 +52,8 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-fn number(s: &str) -> Result<u64, String> {
-    let r = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(hex, 16)
-    } else {
-        s.parse::<u64>()
-    };
-    r.map_err(|e| format!("bad number {s:?}: {e}"))
-}
+/// The operations a log may hold.
+const OPS: [&str; 9] = ["store", "insert", "clear", "erase", "load", "next", "prev", "gap", "rgap"];
 
 /// Parses one line; `Ok(None)` for blank lines and comments.
 pub fn parse_line(line: &str) -> Result<Option<Op>, String> {
@@ -69,7 +63,10 @@ pub fn parse_line(line: &str) -> Result<Option<Op>, String> {
     }
     let mut words = line.split_whitespace();
     let name = words.next().unwrap_or_default();
-    let args: Vec<u64> = words.map(number).collect::<Result<_, _>>()?;
+    if !OPS.contains(&name) {
+        return Err(format!("unknown operation {name:?} (one of {})", OPS.join(", ")));
+    }
+    let args: Vec<u64> = words.map(crate::num::number).collect::<Result<_, _>>()?;
     let want = match name {
         "store" | "insert" | "gap" | "rgap" => 3,
         "clear" => 2,

@@ -30,6 +30,8 @@ pub struct Args {
     pub lenient: bool,
     /// Draw the address spaces over the log into this SVG file.
     pub svg: Option<String>,
+    /// Print JSON instead of maps lines.
+    pub json: bool,
 }
 
 /// Why `maple replay` failed: a message for the user and an exit code.
@@ -90,11 +92,11 @@ pub fn open_log(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> 
     let raw: Box<dyn Read + Send> = if path == "-" {
         Box::new(io::stdin())
     } else {
-        Box::new(File::open(path).map_err(|e| fail(format!("cannot read {path}: {e}")))?)
+        Box::new(File::open(path).map_err(|e| fail(format!("cannot read {path}: {}", crate::io_reason(&e))))?)
     };
     let size = (path != "-").then(|| std::fs::metadata(path).map(|m| m.len()).ok()).flatten();
     let mut r = BufReader::with_capacity(1 << 16, raw);
-    let head = r.fill_buf().map_err(|e| fail(format!("cannot read {path}: {e}")))?.to_vec();
+    let head = r.fill_buf().map_err(|e| fail(format!("cannot read {path}: {}", crate::io_reason(&e))))?.to_vec();
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok((Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(r))), size));
     }
@@ -161,7 +163,10 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         }
         let text = match std::str::from_utf8(&line) {
             Ok(t) => t,
-            Err(_) if args.lenient => continue,
+            Err(_) if args.lenient => {
+                let _ = replayer.skip(no, "not valid UTF-8".into());
+                continue;
+            }
             Err(_) => return Err(fail(format!("{trace}:{no}: not valid UTF-8"))),
         };
         replayer.feed(no, text).map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
@@ -186,7 +191,13 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
     }
     let s = &replay.stats;
     if s.skipped > 0 {
-        eprintln!("maple replay: skipped {} malformed line(s)", s.skipped);
+        let named: Vec<String> = s.skipped_lines.iter().map(|(no, msg)| format!("{trace}:{no}: {msg}")).collect();
+        let more = if s.skipped > named.len() {
+            format!("\n  … and {} more", s.skipped - named.len())
+        } else {
+            String::new()
+        };
+        eprintln!("maple replay: skipped {} malformed line(s):\n  {}{more}", s.skipped, named.join("\n  "));
     }
     if !s.execs.is_empty() {
         let shown: Vec<String> = s.execs.iter().take(5).map(|(line, pid)| format!("line {line} (pid {pid})")).collect();
@@ -203,7 +214,13 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);
     }
     let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+    let as_json = |pid: u32, space: &AddressSpace| serde_json::json!({ "pid": pid, "vmas": space.iter().map(|v| crate::maps::vma_json(space, &v)).collect::<Vec<_>>() });
     if args.all {
+        if args.json {
+            let all: Vec<_> = replay.processes.iter().map(|(pid, space)| as_json(*pid, space)).collect();
+            writeln!(out, "{}", serde_json::Value::Array(all)).map_err(io)?;
+            return Ok(());
+        }
         for (pid, space) in &replay.processes {
             writeln!(out, "# pid {pid}").map_err(io)?;
             write!(out, "{}", space.maps()).map_err(io)?;
@@ -212,7 +229,11 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
     }
     let pid = args.pid.or(replay.root).ok_or_else(|| fail(format!("{trace}: no process in the log")))?;
     let space = replay.space(pid).ok_or_else(|| fail(format!("{trace}: pid {pid} does not appear in the log")))?;
-    write!(out, "{}", space.maps()).map_err(io)?;
+    if args.json {
+        writeln!(out, "{}", as_json(pid, space)).map_err(io)?;
+    } else {
+        write!(out, "{}", space.maps()).map_err(io)?;
+    }
     Ok(())
 }
 
@@ -240,7 +261,7 @@ pub fn load_maps(what: Option<&str>) -> Result<AddressSpace, Failure> {
         },
         Some(path) => {
             if !Path::new(path).exists() {
-                return Err(fail(format!("cannot read {path}: no such file")));
+                return Err(fail(format!("cannot read {path}: no such file or directory")));
             }
             AddressSpace::from_maps_file(path)
         }

@@ -1,5 +1,6 @@
 //! `maple swap-extents FILE`: the swap extents `swapon` would make of a
-//! file, and how fast each design looks pages up in them.
+//! file: which run of swap pages lies in which run of disk blocks (in
+//! pages), read with FIEMAP and merged as the kernel merges them.
 
 use std::fmt::Write as _;
 
@@ -8,41 +9,62 @@ use crate::replay::Failure;
 /// Runs the command; returns the text to print.
 #[cfg(target_os = "linux")]
 pub fn run(path: &str, json: bool) -> Result<String, Failure> {
-    use maple_mm::swap::{swap_extents_of_file, FiemapError};
-    let (map, raw) = swap_extents_of_file(path).map_err(|e| Failure {
-        msg: format!("{path}: {e}"),
-        code: if matches!(e, FiemapError::Io(_)) { 2 } else { 1 },
-    })?;
-    let rows = maple_bench::experiments::lookup_rates(&map, &[1, 2], 0.25);
+    use maple_mm::swap::swap_extents_of_file;
+    // FIEMAP on a directory answers for the directory's own blocks:
+    // refuse it as swapon does.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(Failure {
+                msg: format!("{path}: not a regular file (swapon takes a file or a device)"),
+                code: 2,
+            })
+        }
+        Err(e) => return Err(Failure { msg: format!("{path}: {}", crate::io_reason(&e)), code: 2 }),
+        Ok(_) => {}
+    }
+    let (map, raw) = swap_extents_of_file(path).map_err(|e| Failure { msg: format!("{path}: {e}"), code: 2 })?;
+    if map.is_empty() {
+        return Err(Failure {
+            msg: format!("{path}: no whole page to swap to (the file is empty or shorter than a page)"),
+            code: 2,
+        });
+    }
     if json {
+        let extents: Vec<_> = map
+            .iter()
+            .map(|(page, pages, block)| serde_json::json!({ "first_page": page, "pages": pages, "first_block": block }))
+            .collect();
         let out = serde_json::json!({
             "file": path,
             "fiemap_extents": raw,
-            "extents": map.len(),
             "pages": map.pages(),
             "tree_bytes": map.bytes(),
-            "lookups_per_second": rows.iter().map(|&(t, l, o, m)| serde_json::json!({
-                "threads": t, "list_cache": l.round(), "ordered_map": o.round(), "maple": m.round()
-            })).collect::<Vec<_>>(),
+            "extents": extents,
         });
         return Ok(format!("{out}\n"));
     }
-    let table = maple_bench::render::markdown_table(&maple_bench::experiments::lookup_table("lookups", &rows));
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{path}: {raw} extents as FIEMAP reports them, {} after merging, {} pages",
+        "{path}: {} swap extents of {} pages ({raw} extents as FIEMAP reports them); the tree takes {} bytes",
         map.len(),
-        map.pages()
+        map.pages(),
+        map.bytes()
     );
-    let _ = writeln!(out, "tree: {} bytes ({:.1} per extent)\n", map.bytes(), map.bytes() as f64 / map.len() as f64);
-    let _ = writeln!(out, "random page lookups:\n");
-    out.push_str(&table);
+    let _ = writeln!(out, "{:>5}  {:>21}  {:>21}  {:>10}", "ext", "swap pages", "disk blocks (pages)", "pages");
+    for (i, (page, pages, block)) in map.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{i:>5}  {:>21}  {:>21}  {pages:>10}",
+            format!("{page}..{}", page + pages - 1),
+            format!("{block}..{}", block + pages - 1)
+        );
+    }
     Ok(out)
 }
 
 /// Runs the command (FIEMAP is Linux only).
 #[cfg(not(target_os = "linux"))]
 pub fn run(path: &str, _json: bool) -> Result<String, Failure> {
-    Err(Failure { msg: format!("{path}: reading file extents (FIEMAP) needs Linux"), code: 1 })
+    Err(Failure { msg: format!("{path}: reading file extents (FIEMAP) needs Linux"), code: 2 })
 }

@@ -52,9 +52,11 @@ fn malformed_lines_name_file_and_line() {
     for (log, msg) in [
         ("insert 1 2 3\nfrobnicate 1\n", "<stdin>:2: unknown operation"),
         ("load\n", ":1: load takes 1 number(s), got 0"),
-        ("# fine\nstore 1 2 x\n", ":2: bad number \"x\""),
+        ("# fine\nstore 1 2 x\n", ":2: \"x\" is not a number"),
+        ("hello world\n", ":1: unknown operation \"hello\""),
+        ("load ff\n", ":1: \"ff\" is not a decimal number (write hex as 0xff)"),
         ("gap 1 2 3 4\n", ":1: gap takes 3"),
-        ("load 18446744073709551616\n", ":1: bad number"),
+        ("load 18446744073709551616\n", ":1: \"18446744073709551616\" does not fit in 64 bits"),
     ] {
         let out = maple(&["ops", "-"], Some(log));
         assert_eq!(out.status.code(), Some(2), "{log:?}");
@@ -352,126 +354,116 @@ fn swap_extents_of_a_file() {
     } else {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8(out.stdout).unwrap();
-        assert!(text.contains("\"pages\":64") && text.contains("\"threads\":2"), "{text}");
+        assert!(text.contains("\"pages\":64") && text.contains("\"first_page\":0"), "{text}");
+        // The listing: every extent, swap pages to disk blocks.
         let out = maple(&["swap-extents", path.to_str().unwrap()], None);
-        assert!(String::from_utf8(out.stdout).unwrap().contains("after merging, 64 pages"));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("of 64 pages") && text.contains("swap pages"), "{text}");
+        let pages: u64 =
+            text.lines().skip(2).map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap()).sum();
+        assert_eq!(pages, 64, "{text}");
     }
+    // Bad input: exit 2, the file named, the reason in words.
     let out = maple(&["swap-extents", "/nonexistent/swapfile"], None);
     assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/swapfile: no such file or directory") && !err.contains("os error"), "{err}");
+    let out = maple(&["swap-extents", dir.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2), "a directory is not a swap file");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let out = maple(&["swap-extents", empty.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2), "an empty file");
     // A file with a hole is refused, as swapon refuses it.
     let holey = dir.join("holey");
     let f = std::fs::File::create(&holey).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[1u8; 4096], 1 << 20).unwrap();
     f.sync_all().unwrap();
     let out = maple(&["swap-extents", holey.to_str().unwrap()], None);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn report_writes_its_files_compares_and_updates_docs() {
-    let dir = std::env::temp_dir().join(format!("maple-cli-report-{}", std::process::id()));
-    let out_dir = dir.to_str().unwrap().to_string();
-    let out = maple(&["report", "--tiny", "--only", "kernel,swap", "--out", &out_dir], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("faster than the kernel's C") && stdout.contains("[swap]"), "{stdout}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.lines().last().unwrap().contains("report.md, report.html, report.json"), "{stderr}");
-    for f in ["report.md", "report.html", "report.json", "plots/swap-2000.svg"] {
-        assert!(dir.join(f).exists(), "{f}");
-    }
-    // Against itself, and a document's marked block refreshed.
-    let old = dir.join("old.json");
-    std::fs::rename(dir.join("report.json"), &old).unwrap();
-    let doc = dir.join("doc.md");
-    std::fs::write(&doc, "# x\n<!-- maple-report:begin kernel -->\nstale\n<!-- maple-report:end kernel -->\n").unwrap();
-    let out = maple(
-        &[
-            "report",
-            "--tiny",
-            "--only",
-            "kernel",
-            "--out",
-            &out_dir,
-            "--compare",
-            old.to_str().unwrap(),
-            "--update-docs",
-            doc.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8(out.stdout).unwrap().contains("new/old"));
-    assert!(dir.join("compare.md").exists());
-    let doc_text = std::fs::read_to_string(&doc).unwrap();
-    assert!(!doc_text.contains("stale") && doc_text.contains("| slot store |"), "{doc_text}");
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn report_rejects_bad_arguments_before_measuring() {
-    let out = maple(&["report", "--only", "nosuch"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown section \"nosuch\""));
-    let bad = std::env::temp_dir().join(format!("maple-bad-{}.json", std::process::id()));
-    std::fs::write(&bad, "{\"meta\": 3").unwrap();
-    let out = maple(&["report", "--compare", bad.to_str().unwrap()], None);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not a maple report") && err.contains(bad.to_str().unwrap()), "{err}");
-    assert!(out.stdout.is_empty(), "nothing measured");
-    std::fs::remove_file(&bad).unwrap();
-    let out = maple(&["report", "--quick", "--full"], None);
-    assert_eq!(out.status.code(), Some(2));
-    // An output directory that cannot be made fails at once, not after
-    // the measuring.
-    let file = std::env::temp_dir().join(format!("maple-not-a-dir-{}", std::process::id()));
-    std::fs::write(&file, "").unwrap();
-    let under = file.join("out");
-    let out = maple(&["report", "--tiny", "--only", "kernel", "--out", under.to_str().unwrap()], None);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot create") && err.contains(under.to_str().unwrap()), "{err}");
-    assert!(!err.contains("maple report ["), "measured before failing: {err}");
-    std::fs::remove_file(&file).unwrap();
-}
-
-/// The report's memory probe, run as the report runs it (a fresh process
-/// told what to build): the resident growth it measures is at least the
-/// bytes of the nodes it counts and not far above (the allocator's and the
-/// slab's overheads are a few per cent; a fresh process reuses nothing).
-#[test]
-fn the_memory_probe_measures_a_fresh_tree() {
-    let n = 200_000u64;
-    let out = Command::new(env!("CARGO_BIN_EXE_maple"))
-        .env(maple_bench::resident::PROBE_ENV, format!("random:{n}"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+fn every_command_states_the_exit_status_rule() {
+    let out = maple(&["--help"], None);
     let text = String::from_utf8(out.stdout).unwrap();
-    if text.trim() == "unmeasured" && std::fs::metadata("/proc/self/status").is_err() {
-        return; // no /proc on this system
+    assert!(text.contains("Exit status, every command: 0 success; 1"), "{text}");
+    assert!(!text.contains("report"), "the report is a program of its own: {text}");
+}
+
+#[test]
+fn addresses_read_as_proc_prints_them() {
+    let file = data("../../../maple-mm/tests/data/strace-sample/sample.start.maps");
+    // The first mapping's start, bare (as maps prints it), with 0x, and in
+    // capitals: the same answer.
+    let first = std::fs::read_to_string(&file).unwrap().split('-').next().unwrap().to_string();
+    let bare = maple(&["maps", &file, "--find", &first], None);
+    assert!(bare.status.success(), "{}", String::from_utf8_lossy(&bare.stderr));
+    let with_0x = maple(&["maps", &file, "--find", &format!("0x{first}")], None);
+    let upper = maple(&["maps", &file, "--find", &first.to_uppercase()], None);
+    assert_eq!(bare.stdout, with_0x.stdout);
+    assert_eq!(bare.stdout, upper.stdout);
+    assert!(String::from_utf8(bare.stdout).unwrap().contains(" is in\n"));
+    let bad = maple(&["maps", &file, "--find", "0xzz"], None);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn conflicting_or_unused_arguments_are_errors() {
+    let maps = sample("sample.start.maps");
+    for args in [
+        &["maps", "12345678", "--diff", "a", "b"][..],
+        &["maps", "--find", "0x0", "--diff", "a", "b"][..],
+        &["replay", "--maps", &maps, &sample("sample.strace")][..],
+        &["replay", "--all", "--pid", "1", &sample("sample.strace")][..],
+    ] {
+        let out = maple(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?} was accepted");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
     }
-    // Resident bytes per range, and the share of them in huge pages.
-    let figures: Vec<f64> =
-        text.split_whitespace().map(|f| f.parse().unwrap_or_else(|_| panic!("probe printed {text:?}"))).collect();
-    let [resident, huge_share] = figures[..] else { panic!("probe printed {text:?}") };
-    assert!((0.0..=1.0).contains(&huge_share), "huge-page share {huge_share}");
-    let mut t = maple_tree::MapleTree::with_gaps();
-    for i in maple_bench::workloads::order(n, true) {
-        let (f, l) = maple_bench::workloads::range(i);
-        t.insert_range(f..=l, maple_bench::workloads::u(i)).unwrap();
-    }
-    let counted = t.stats().bytes_per_entry();
-    assert!(
-        resident >= counted && resident < counted * 1.5,
-        "resident {resident} vs counted {counted} bytes per range"
-    );
-    // A probe asked for nonsense says so instead of guessing.
-    let out = Command::new(env!("CARGO_BIN_EXE_maple"))
-        .env(maple_bench::resident::PROBE_ENV, "sideways:10")
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "unmeasured");
+}
+
+#[test]
+fn maps_and_replay_speak_json() {
+    let file = sample("sample.start.maps");
+    let out = maple(&["maps", "--json", &file], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+    assert_eq!(v["vmas"].as_array().unwrap().len(), lines);
+    let first = &v["vmas"][0];
+    assert!(first["start"].as_u64().unwrap() < first["end"].as_u64().unwrap());
+    assert_eq!(first["perms"].as_str().unwrap().len(), 4);
+    let start = first["start"].as_u64().unwrap();
+    let out = maple(&["maps", "--json", &file, "--find", &format!("{start:x}")], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["mapped"].as_bool(), v["in"]["start"].as_u64()), (Some(true), Some(start)));
+    let out = maple(&["maps", "--json", "--diff", &file, &file], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["removed"].as_array().unwrap().len() + v["added"].as_array().unwrap().len(), 0);
+    // Replay: the same VMAs as the maps lines it prints without --json.
+    let log = sample("sample.strace");
+    let text = String::from_utf8(maple(&["replay", &log], None).stdout).unwrap();
+    let out = maple(&["replay", "--json", &log], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json_lines: Vec<&str> = v["vmas"].as_array().unwrap().iter().map(|x| x["line"].as_str().unwrap()).collect();
+    assert_eq!(json_lines, text.lines().collect::<Vec<_>>());
+    let out = maple(&["replay", "--json", "--all", &log], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn lenient_replay_names_the_lines_it_skips() {
+    let log = "11146 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000\n\
+               11146 mmap(garbage\n\
+               11146 munmap(0x7f0000000000, 4096) = 0\n\
+               11146 mprotect(( = 0\n";
+    let out = maple(&["replay", "--lenient", "-"], Some(log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("skipped 2 malformed line(s)"), "{err}");
+    assert!(err.contains("-:2: ") && err.contains("-:4: "), "{err}");
 }

@@ -161,7 +161,7 @@
 //!
 //! Measured side by side with `BTreeMap<u64, (u64, V)>` used as a range map
 //! (the entry starting at or below a key, its end checked), 100 K and 1 M
-//! ranges, one process (`maple report`; figures and history in
+//! ranges, one process (`maple-report`; figures and history in
 //! `docs/BENCHMARKS.md`), a maple tree:
 //!
 //! * looks up about twice as fast (2.1–2.2×: 16-way nodes, four cache

@@ -60,11 +60,16 @@ pub struct ReplayStats {
     pub applied: usize,
     /// Malformed lines skipped (`lenient`).
     pub skipped: usize,
+    /// The first few of them: line number and what was wrong.
+    pub skipped_lines: Vec<(usize, String)>,
     /// Calls whose recorded result the model did not reproduce.
     pub disagreements: Vec<Disagreement>,
     /// Lines where a process called `execve` (its new layout is unknown).
     pub execs: Vec<(usize, u32)>,
 }
+
+/// How many skipped lines [`ReplayStats::skipped_lines`] names.
+pub const SKIPPED_KEPT: usize = 5;
 
 type Space = Rc<RefCell<AddressSpace>>;
 
@@ -307,6 +312,13 @@ impl Replayer {
         self.root = Some(pid);
     }
 
+    /// Counts line number `no` as skipped for `msg` (lenient replay of a
+    /// line the caller could not even hand over, such as one that is not
+    /// UTF-8); without `lenient` it is an error, as a malformed line is.
+    pub fn skip(&mut self, no: usize, msg: String) -> Result<(), ReplayError> {
+        self.bad(no, msg)
+    }
+
     /// Reads line number `no` (1-based).
     pub fn feed(&mut self, no: usize, line: &str) -> Result<(), ReplayError> {
         if self.opts.to.is_some_and(|t| no >= t) {
@@ -378,6 +390,9 @@ impl Replayer {
     fn bad(&mut self, no: usize, msg: String) -> Result<(), ReplayError> {
         if self.opts.lenient {
             self.stats.skipped += 1;
+            if self.stats.skipped_lines.len() < SKIPPED_KEPT {
+                self.stats.skipped_lines.push((no, msg));
+            }
             Ok(())
         } else {
             Err(ReplayError { line: no, msg })

@@ -66,7 +66,7 @@ impl std::error::Error for SwapError {}
 /// allocation per extent. The map is `Sync`: lookups take `&self` and no
 /// lock, because a swap area's extents do not change while it is in use.
 /// (A `ConcurrentMapleTree` would let them change under readers, at the
-/// price of a pin per lookup; measured in `maple report --only swap`.)
+/// price of a pin per lookup; measured in `maple-report --only swap`.)
 #[derive(Clone, Default)]
 pub struct SwapExtents {
     tree: MapleTree<U63>,

@@ -1,41 +1,132 @@
-//! `maple report`: runs `maple-bench`'s experiments with progress bars,
+//! `maple-report`: runs `maple-bench`'s experiments with progress bars,
 //! writes the report files, and optionally compares with an earlier run
-//! or refreshes `docs/BENCHMARKS.md`. Measuring and rendering live in
-//! `maple-bench`; this is only the command.
+//! or refreshes `docs/BENCHMARKS.md`. Measuring and rendering live in the
+//! library; this is only the command. It is a binary of its own, apart
+//! from the `maple` tool, so that installing the tool builds none of the
+//! baselines.
 
 use std::{
     io::IsTerminal,
     path::{Path, PathBuf},
+    process::ExitCode,
 };
 
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use maple_bench::{render, Options, SectionId};
 
-use crate::replay::Failure;
+/// Measure everything side by side with its baselines and reproduce the
+/// tables of the maple tree's kernel series: writes report.md,
+/// report.html, report.json and SVG plots into --out, and prints the
+/// goals.
+///
+/// --quick (the default) takes 2–3 minutes on two cores; --full uses the
+/// series' exact sizes and takes longer. Sections: forking, fork-scaling,
+/// swap, names, mm-readers, mm-calls, replay, compare, concurrent, kernel
+/// (groups: mm, fork). Exit status: 0 done, 1 a failure while measuring
+/// or writing, 2 bad usage or input (nothing is measured then).
+#[derive(Parser)]
+#[command(name = "maple-report", version)]
+struct Cli {
+    /// Reduced loop counts, under three minutes (the default).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// The series' exact sizes and loop counts.
+    #[arg(long)]
+    full: bool,
+    /// Every section at tiny sizes, in a second (checks the harness; the
+    /// figures mean nothing).
+    #[arg(long, hide = true, conflicts_with_all = ["quick", "full"])]
+    tiny: bool,
+    /// Run only these sections (comma-separated).
+    #[arg(long, value_parser = parse_sections)]
+    only: Option<Sections>,
+    /// Directory for the report files.
+    #[arg(long, default_value = "maple-report")]
+    out: PathBuf,
+    /// An earlier run's report.json: print the ratio of every figure.
+    #[arg(long, value_name = "OLD.json")]
+    compare: Option<PathBuf>,
+    /// Rewrite the generated blocks of this Markdown file (marked
+    /// `<!-- maple-report:begin ID -->` … `end ID`) from this run.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/BENCHMARKS.md")]
+    update_docs: Option<PathBuf>,
+    /// Rounds per measurement (the median is reported).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    reps: Option<u64>,
+    /// Numbers of ranges for the range-map comparison, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(4..=50_000_000))]
+    sizes: Option<Vec<u64>>,
+}
+
+/// A comma-separated list of report sections (one argument to clap).
+#[derive(Clone, Debug)]
+struct Sections(Vec<SectionId>);
+
+fn parse_sections(s: &str) -> Result<Sections, String> {
+    SectionId::parse_list(s).map(Sections)
+}
+
+/// Why the command failed, and its exit status.
+#[derive(Debug)]
+struct Failure {
+    msg: String,
+    code: u8,
+}
+
+fn main() -> ExitCode {
+    // A run of this program as the report's memory probe (see
+    // `maple_bench::resident`): measure, print, exit.
+    if maple_bench::resident::serve_probe() {
+        return ExitCode::SUCCESS;
+    }
+    let cli = Cli::parse();
+    let args = Args {
+        full: cli.full,
+        tiny: cli.tiny,
+        only: cli.only.map(|s| s.0).unwrap_or_default(),
+        out: cli.out,
+        compare: cli.compare,
+        update_docs: cli.update_docs,
+        reps: cli.reps.map(|r| r as usize),
+        sizes: cli.sizes,
+    };
+    let command = std::env::args().skip(1).fold(String::from("maple-report"), |acc, a| acc + " " + &a);
+    match run(&args, &command) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(f) => {
+            eprintln!("maple-report: {}", f.msg);
+            ExitCode::from(f.code)
+        }
+    }
+}
 
 /// What the command line asked for.
 #[derive(Debug, Default)]
-pub struct Args {
+struct Args {
     /// `--full`: the seeds' sizes.
-    pub full: bool,
+    full: bool,
     /// `--only`: sections to run.
-    pub only: Vec<SectionId>,
+    only: Vec<SectionId>,
     /// `--out`: where the files go.
-    pub out: PathBuf,
+    out: PathBuf,
     /// `--compare OLD.json`.
-    pub compare: Option<PathBuf>,
+    compare: Option<PathBuf>,
     /// `--update-docs FILE`.
-    pub update_docs: Option<PathBuf>,
+    update_docs: Option<PathBuf>,
     /// `--reps`, overriding the mode's.
-    pub reps: Option<usize>,
+    reps: Option<usize>,
     /// `--sizes`, overriding the mode's.
-    pub sizes: Option<Vec<u64>>,
+    sizes: Option<Vec<u64>>,
     /// `--tiny`: everything at tiny sizes (a smoke test of the harness).
-    pub tiny: bool,
+    tiny: bool,
 }
 
 /// Runs the report; returns the text for standard output.
-pub fn run(args: &Args, command: &str) -> Result<String, Failure> {
+fn run(args: &Args, command: &str) -> Result<String, Failure> {
     let mut opts = if args.tiny {
         Options::tiny()
     } else if args.full {
@@ -98,7 +189,7 @@ pub fn run(args: &Args, command: &str) -> Result<String, Failure> {
         report
     } else {
         maple_bench::run_with(&opts, command, &mut |p| {
-            eprintln!("maple report [{}/{}]: {}", p.done + 1, p.total, p.step)
+            eprintln!("maple-report [{}/{}]: {}", p.done + 1, p.total, p.step)
         })
     };
 
@@ -119,18 +210,18 @@ pub fn run(args: &Args, command: &str) -> Result<String, Failure> {
         std::fs::write(path, new)
             .map_err(|e| Failure { msg: format!("cannot write {}: {e}", path.display()), code: 1 })?;
         eprintln!(
-            "maple report: updated {} in {}",
+            "maple-report: updated {} in {}",
             if done.is_empty() { "nothing".into() } else { done.join(", ") },
             path.display()
         );
     }
-    eprintln!("maple report: wrote {}", describe(&args.out, &written));
+    eprintln!("maple-report: wrote {}", describe(&args.out, &written));
     Ok(stdout)
 }
 
 /// The goals table, for the terminal.
 fn summary(r: &maple_bench::Report) -> String {
-    let mut out = format!("maple report ({}, {:.0} s): the goals in this run\n\n", r.meta.mode, r.meta.seconds);
+    let mut out = format!("maple-report ({}, {:.0} s): the goals in this run\n\n", r.meta.mode, r.meta.seconds);
     for (s, g) in r.goals() {
         let mark = match g.met {
             Some(true) => "met    ",
