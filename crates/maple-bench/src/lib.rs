@@ -1,5 +1,6 @@
 //! Measuring `maple-tree` and `maple-mm` side by side with their
-//! baselines, and reproducing the tables of the seed documents.
+//! baselines, and reproducing the tables of the kernel commits and mails the maple tree
+//! and its uses were published with.
 //!
 //! The crate is split the way the work is:
 //!
@@ -48,7 +49,7 @@ pub enum Mode {
     /// The default: every experiment at reduced loop counts, under three
     /// minutes on two cores.
     Quick,
-    /// The seeds' exact sizes and loop counts.
+    /// The published benchmarks' exact sizes and loop counts.
     Full,
 }
 
@@ -71,7 +72,7 @@ pub struct Options {
     pub sizes: Vec<u64>,
     /// Rounds per measurement (the median is reported).
     pub reps: usize,
-    /// Scale of loop counts (1.0 = the seeds' or our default counts).
+    /// Scale of loop counts (1.0 = the published benchmarks' or our default counts).
     pub scale: f64,
     /// Sections to run; empty means all.
     pub sections: Vec<SectionId>,
@@ -83,7 +84,7 @@ impl Options {
         Options { mode: Mode::Quick, sizes: vec![1_000, 100_000], reps: 5, scale: 0.5, sections: Vec::new() }
     }
 
-    /// `--full`: the seeds' sizes.
+    /// `--full`: the published benchmarks' sizes.
     pub fn full() -> Options {
         Options { mode: Mode::Full, sizes: vec![1_000, 100_000, 1_000_000], reps: 5, scale: 1.0, sections: Vec::new() }
     }
@@ -106,15 +107,15 @@ impl Options {
 /// The sections of the report, in running order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SectionId {
-    /// Seed `001_*`: duplicating the 135-entry tree (`bench_forking`).
+    /// The `mt_dup()` series: duplicating the 135-entry tree (`bench_forking`).
     Forking,
-    /// Seed `000_*`: fork of an address space at 21–51,221 VMAs.
+    /// The `__mt_dup()` fork commit: fork of an address space at 21–51,221 VMAs.
     ForkScaling,
-    /// Seed `002_*`: swap-extent lookups.
+    /// The swap-extent rbtree commit: swap-extent lookups.
     Swap,
-    /// Seed `003_*`: fork of 64 K named VMAs.
+    /// Anonymous VMA name refcounting: fork of 64 K named VMAs.
     Names,
-    /// Seed `004_*`: address-space lookups under a busy writer.
+    /// The maple tree series: address-space lookups under a busy writer.
     MmReaders,
     /// mmap / munmap / mprotect cost against the number of VMAs.
     MmCalls,

@@ -107,7 +107,7 @@ fn main() -> ExitCode {
 /// What the command line asked for.
 #[derive(Debug, Default)]
 struct Args {
-    /// `--full`: the seeds' sizes.
+    /// `--full`: the published benchmarks' sizes.
     full: bool,
     /// `--only`: sections to run.
     only: Vec<SectionId>,

@@ -242,7 +242,7 @@ pub enum Cell {
         /// How to show it.
         unit: Unit,
     },
-    /// Text (a name, a description, a figure quoted from a seed).
+    /// Text (a name, a description, a figure quoted from a kernel commit or mail).
     Text(String),
     /// Nothing (not applicable).
     Empty,
@@ -335,7 +335,7 @@ pub struct Series {
     /// Points, in x order.
     pub points: Vec<(f64, f64)>,
     /// Drawn dashed-looking (thin, with markers only): a reference figure
-    /// (a seed's, the kernel's), not one measured here.
+    /// (a kernel commit's or mail's, the kernel's), not one measured here.
     pub reference: bool,
 }
 
@@ -372,8 +372,6 @@ impl Plot {
 /// A goal of the project and where this run stands on it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Goal {
-    /// The issue that set it.
-    pub issue: u32,
     /// The goal, stated.
     pub what: String,
     /// This run's figure(s), stated.
@@ -384,7 +382,7 @@ pub struct Goal {
 
 impl Goal {
     /// A goal with its figure and verdict.
-    pub fn new(issue: u32, what: impl Into<String>, figure: impl Into<String>, met: Option<bool>) -> Goal {
-        Goal { issue, what: what.into(), figure: figure.into(), met }
+    pub fn new(what: impl Into<String>, figure: impl Into<String>, met: Option<bool>) -> Goal {
+        Goal { what: what.into(), figure: figure.into(), met }
     }
 }

@@ -141,7 +141,7 @@ pub fn rebuild_by_insertion<V: maple_tree::Handle + Clone>(t: &MapleTree<V>) -> 
     c
 }
 
-/// The seed's fork benchmark tree: 135 entries `[i*10, i*10+5]`.
+/// The fork benchmark tree of the `mt_dup()` series: 135 entries `[i*10, i*10+5]`.
 pub fn forking_tree() -> MapleTree<U63> {
     let mut t = MapleTree::with_gaps();
     for i in 0..135u64 {

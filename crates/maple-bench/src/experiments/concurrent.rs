@@ -234,13 +234,11 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     s.table(single);
     let kept = maple_kept.unwrap_or(0.0);
     s.goal(Goal::new(
-        3,
         "concurrent readers keep ≥ 80 % of their throughput with a busy writer (one reader)",
         format!("{kept:.0} %"),
         (opts.mode != Mode::Tiny).then_some(kept >= 80.0),
     ));
     s.goal(Goal::new(
-        3,
         "a lookup under a held guard within 10 % of the plain tree's",
         format!("plain is {:.2}× of guarded", div(plain, guarded)),
         (opts.mode != Mode::Tiny).then_some(guarded <= plain * 1.1),

@@ -1,4 +1,4 @@
-//! Seed `001_*` (`bench_forking`): duplicate the 135-entry tree, replace
+//! The `mt_dup()` series' `bench_forking`: duplicate the 135-entry tree, replace
 //! every entry of the copy, drop it; and duplication cost as trees grow.
 
 use std::{collections::BTreeMap, hint::black_box};
@@ -18,17 +18,20 @@ use crate::{
 #[repr(C, align(256))]
 struct Block([u8; 256]);
 
-/// The seed's loop count and its before/after seconds.
+/// The `mt_dup()` series' loop count and its before/after seconds.
 const SEED_LOOPS: u64 = 80_000;
 const SEED_BEFORE_S: f64 = 13.52;
 const SEED_AFTER_S: f64 = 2.60;
 /// The kernel's bare `__mt_dup` of this tree (C, lean allocator, measured
-/// on a machine like ours; issue 13).
+/// on a machine like ours).
 const KERNEL_DUP_NS: f64 = 560.0;
 
 pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
-    let mut s = Section::new("forking", "Fork of a tree: duplicate, replace every entry, drop (seed `001_*`)");
-    progress("forking: dup vs rebuild (seed 001)");
+    let mut s = Section::new(
+        "forking",
+        "Fork of a tree: duplicate, replace every entry, drop (the `mt_dup()` series, July 2023)",
+    );
+    progress("forking: dup vs rebuild");
     let t = forking_tree();
     let nodes = t.stats().leaves + t.stats().internal;
     let loops = opts.loops(SEED_LOOPS as f64, 10);
@@ -84,7 +87,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let [dup, rebuild, bclone, bare, by_cursor, alloc_bound, copy_bound]: [Timing; 7] =
         timings.try_into().expect("seven");
     s.text(format!(
-        "The seed's benchmark: a gap-tracking tree of 135 entries `[i*10, i*10+5]` ({nodes} nodes), duplicated and every entry of the copy replaced, then the copy dropped; {loops} iterations timed per round (the seed ran {SEED_LOOPS}; seconds below are per-iteration medians × {SEED_LOOPS}). The seed's kernel went from {SEED_BEFORE_S} s (re-inserting every entry) to {SEED_AFTER_S} s (`mt_dup`)."
+        "The `mt_dup()` series' benchmark: a gap-tracking tree of 135 entries `[i*10, i*10+5]` ({nodes} nodes), duplicated and every entry of the copy replaced, then the copy dropped; {loops} iterations timed per round (the series ran {SEED_LOOPS}; seconds below are per-iteration medians × {SEED_LOOPS}). The series' kernel went from {SEED_BEFORE_S} s (re-inserting every entry) to {SEED_AFTER_S} s (`mt_dup`)."
     ));
     let mut tab = Table::new(
         "forking",
@@ -92,8 +95,8 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         &["method", "ns per iteration", "ns per node", &format!("s per {SEED_LOOPS}"), "vs dup", "spread"],
     );
     let seed_rows = [
-        ("seed: kernel, re-inserting every entry (before)", SEED_BEFORE_S),
-        ("seed: kernel, `mt_dup` (after)", SEED_AFTER_S),
+        ("the series' kernel, re-inserting every entry (before)", SEED_BEFORE_S),
+        ("the series' kernel, `mt_dup` (after)", SEED_AFTER_S),
     ];
     for (name, d) in [
         ("`try_dup_map` (node copy + exact-fit replace)", dup),
@@ -126,20 +129,17 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
     s.table(tab);
     s.goal(Goal::new(
-        0,
         "dup-based fork ≥ 7× faster than rebuilding by insertion",
         format!("{:.1}×", div(rebuild.ns(), dup.ns())),
         Some(rebuild.ns() >= 7.0 * dup.ns()),
     ));
     s.goal(Goal::new(
-        13,
         format!("bare dup of the 135-entry tree ≤ 0.45 µs (kernel C: {:.2} µs)", KERNEL_DUP_NS / 1e3),
         format!("{:.2} µs", bare.ns() / 1e3),
         Some(bare.ns() <= 450.0),
     ));
     s.goal(Goal::new(
-        0,
-        "the seed's loop faster than the seed's kernel (2.60 s per 80,000)",
+        "the series' loop faster than the series' kernel (2.60 s per 80,000)",
         format!("{:.2} s per 80,000", dup.median * SEED_LOOPS as f64),
         Some(dup.median * (SEED_LOOPS as f64) < SEED_AFTER_S),
     ));
@@ -177,7 +177,6 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     p.series("MapleTree::try_dup", points);
     s.plot(p);
     s.goal(Goal::new(
-        0,
         "dup time per entry flat (O(n))",
         format!("{} ns per entry from {} to {} entries", span(&per_entry, 1, ""), sizes[0], sizes[sizes.len() - 1]),
         None,

@@ -1,5 +1,6 @@
-//! The address-space sections: fork scaling (seed `000_*`), fork of named
-//! mappings (seed `003_*`), lookups under a busy writer (seed `004_*`) and
+//! The address-space sections: fork scaling (the `__mt_dup()` fork commit),
+//! fork of named mappings (anonymous VMA name refcounting), lookups under a
+//! busy writer (the maple tree series) and
 //! call cost against the number of VMAs.
 
 use std::{hint::black_box, sync::RwLock};
@@ -14,17 +15,20 @@ use crate::{
     Mode, Options,
 };
 
-/// The seed's VMA counts (`000_*`).
+/// The `__mt_dup()` fork commit's VMA counts.
 const FORK_SIZES: [u64; 11] = [21, 121, 221, 421, 821, 1621, 3221, 6421, 12821, 25621, 51221];
-/// The seed's fork() calls per ten seconds before (`next-20231006`) and
+/// The commit's fork() calls per ten seconds before (`next-20231006`) and
 /// after (`__mt_dup`), CPU-bound, on its machine.
 const SEED_BEFORE: [f64; 11] = [112100., 76261., 54227., 34035., 20195., 11112., 6017., 3161., 1606., 802., 393.];
 const SEED_AFTER: [f64; 11] = [114558., 83067., 65008., 45824., 28751., 16072., 8922., 4747., 2436., 1233., 599.];
 
 pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
-    let mut s = Section::new("fork-scaling", "Address space: fork scaling (seed `000_*`)");
+    let mut s = Section::new(
+        "fork-scaling",
+        "Address space: fork scaling (commit \"fork: use __mt_dup() to duplicate maple tree in dup_mmap()\", 2023)",
+    );
     s.text(
-        "Forking an address space of N written, non-mergeable anonymous VMAs (written, so every VMA needs a record of its own in the child): `AddressSpace::fork` (tree duplicated node by node, then each entry replaced by a copy of its VMA) against `fork_by_insertion` (every VMA copied and inserted into a new tree, the path before `__mt_dup`); both copy the pages (anonymous, guard) the same way, so the two differ only in how the tree is made. Each fork includes dropping the child. The seed's forks (fork() calls per second on its machine, whole processes) also copied page tables; ours copy only the address space, so our gain should be larger. The last two columns separate the tree from the VMA copies: the tree alone duplicated (each value a reference-count increment) against the same entries inserted one by one.",
+        "Forking an address space of N written, non-mergeable anonymous VMAs (written, so every VMA needs a record of its own in the child): `AddressSpace::fork` (tree duplicated node by node, then each entry replaced by a copy of its VMA) against `fork_by_insertion` (every VMA copied and inserted into a new tree, the path before `__mt_dup`); both copy the pages (anonymous, guard) the same way, so the two differ only in how the tree is made. Each fork includes dropping the child. The commit's forks (fork() calls per second on its machine, whole processes) also copied page tables; ours copy only the address space, so our gain should be larger. The last two columns separate the tree from the VMA copies: the tree alone duplicated (each value a reference-count increment) against the same entries inserted one by one.",
     );
     let mut tab = Table::new(
         "fork-scaling",
@@ -34,9 +38,9 @@ pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Se
             "dup fork/s",
             "insertion fork/s",
             "gain",
-            "seed: before fork/s",
-            "seed: after fork/s",
-            "seed's gain",
+            "commit: before fork/s",
+            "commit: after fork/s",
+            "commit's gain",
             "ns per VMA (dup)",
             "tree only: dup ns/VMA",
             "tree only: insert ns/VMA",
@@ -92,11 +96,10 @@ pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Se
     p.series("ours: fork by duplication", dup_pts);
     p.series("ours: fork by insertion", ins_pts);
     let seed_n = |v: &[f64; 11]| FORK_SIZES.iter().zip(v).map(|(&n, &f)| (n as f64, f / 10.0)).collect();
-    p.reference("seed's kernel: after (__mt_dup)", seed_n(&SEED_AFTER));
-    p.reference("seed's kernel: before", seed_n(&SEED_BEFORE));
+    p.reference("the commit's kernel: after (__mt_dup)", seed_n(&SEED_AFTER));
+    p.reference("the commit's kernel: before", seed_n(&SEED_BEFORE));
     s.plot(p);
     s.goal(Goal::new(
-        9,
         "fork by duplication ≥ 3× fork by insertion from 421 VMAs up",
         if gains_from_421.is_empty() { "not measured".into() } else { span(&gains_from_421, 1, "×") },
         (!gains_from_421.is_empty()).then_some(all_met),
@@ -105,10 +108,13 @@ pub(super) fn fork_scaling(opts: &Options, progress: &mut dyn FnMut(&str)) -> Se
 }
 
 pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
-    let mut s = Section::new("names", "Address space: fork of named mappings (seed `003_*`)");
+    let mut s = Section::new(
+        "names",
+        "Address space: fork of named mappings (\"mm: add anonymous vma name refcounting\", v8, August 2021)",
+    );
     let n: u64 = if opts.mode == Mode::Tiny { 1024 } else { 65_536 };
     progress(&format!("names: fork of {n} named VMAs"));
-    // Unpopulated, as in the seed: the copies of never-written VMAs share
+    // Unpopulated, as in the patch's test: the copies of never-written VMAs share
     // their records, so a fork touches no name at all.
     let plain = vma_space(n, false, false);
     let named = vma_space(n, true, false);
@@ -130,9 +136,9 @@ pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Sect
         ],
     );
     s.text(format!(
-        "{n} unpopulated anonymous VMAs (as in the seed), unnamed or each with its own 79-character name (the longest allowed). Names shared (what we do, and Linux since the seed) against names copied on fork (Linux before: a 40 % regression on the seed's device)."
+        "{n} unpopulated anonymous VMAs (as in the patch's test), unnamed or each with its own 79-character name (the longest allowed). Names shared (what we do, and Linux since that patch) against names copied on fork (Linux before: a 40 % regression on the patch author's Android device)."
     ));
-    let mut tab = Table::new("names", 1, &["fork of", "ms per fork", "vs unnamed", "seed"]);
+    let mut tab = Table::new("names", 1, &["fork of", "ms per fork", "vs unnamed", "the patch"]);
     let base = t[0].ns();
     for (what, d, seed) in [
         ("unnamed VMAs", t[0], ""),
@@ -149,7 +155,6 @@ pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Sect
     s.table(tab);
     let change = (div(t[1].ns(), base) - 1.0) * 100.0;
     s.goal(Goal::new(
-        9,
         "fork of 64 K named VMAs within 10 % of unnamed",
         format!("{change:+.0} %"),
         (opts.mode != Mode::Tiny).then_some(change <= 10.0),
@@ -237,7 +242,6 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let growth = |pts: &[(f64, f64)]| div(pts.last().map_or(0.0, |p| p.1), pts.first().map_or(1.0, |p| p.1));
     let (gm, gp) = (growth(&map_pts), growth(&prot_pts));
     s.goal(Goal::new(
-        9,
         format!("mmap/munmap/mprotect cost flat from {} to {} VMAs (≤ 2× growth)", sizes[0], sizes[sizes.len() - 1]),
         format!("mmap+munmap ×{gm:.2}, mprotect pair ×{gp:.2}"),
         Some(gm <= 2.0 && gp <= 2.0),
@@ -262,7 +266,7 @@ fn churn<T: VmaStore>(mm: &mut AddressSpace<T>, i: u64, n: u64) {
 }
 
 pub(super) fn readers(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
-    let mut s = Section::new("mm-readers", "Address space: lookups under a busy writer (seed `004_*`)");
+    let mut s = Section::new("mm-readers", "Address space: lookups under a busy writer (the maple tree series)");
     let n = if opts.mode == Mode::Tiny { 500 } else { 10_000u64 };
     progress("mm readers: lookups under a busy writer");
     let plain = holey_space(n);
@@ -336,7 +340,6 @@ pub(super) fn readers(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section
     let kept = kept_one.unwrap_or(0.0);
     let control = control_one.unwrap_or(0.0);
     s.goal(Goal::new(
-        9,
         "address-space lookups keep ≥ 80 % of their rate under a busy writer (one reader)",
         format!("{kept:.0} % (control, writer on another space: {control:.0} %)"),
         (opts.mode != Mode::Tiny).then_some(kept >= 80.0),

@@ -76,7 +76,6 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     ]);
     s.table(tab);
     s.goal(Goal::new(
-        10,
         "replay ≥ 1 M strace lines per second",
         format!("{long_rate:.2} M on the long replay, {scratch:.2} M from scratch"),
         (opts.mode != Mode::Tiny).then_some(long_rate >= 1.0),

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::markdown::{issue, verdict};
+use super::markdown::verdict;
 use crate::model::{Block, Cell, Meta, Report, Table, NOISE_NOTE};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
@@ -23,7 +23,7 @@ pub fn html(r: &Report, plots: &[(String, String)]) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>maple benchmark report</title><style>{STYLE}</style></head><body>\n<h1>maple benchmark report</h1>\n"
     );
     out.push_str(&meta(&r.meta));
-    out.push_str("<h2 id=\"summary\">Summary: the goals in this run</h2>\n<table><tr><th>issue</th><th>goal</th><th>this run</th><th>verdict</th><th>section</th></tr>\n");
+    out.push_str("<h2 id=\"summary\">Summary: the goals in this run</h2>\n<table><tr><th>goal</th><th>this run</th><th>verdict</th><th>section</th></tr>\n");
     for (s, g) in r.goals() {
         let class = match g.met {
             Some(true) => "met",
@@ -32,8 +32,7 @@ pub fn html(r: &Report, plots: &[(String, String)]) -> String {
         };
         let _ = writeln!(
             out,
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"v\">{}</td><td><a href=\"#{}\">{}</a></td></tr>",
-            esc(&issue(g)),
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td class=\"v\">{}</td><td><a href=\"#{}\">{}</a></td></tr>",
             inline(&g.what),
             inline(&g.figure),
             esc(verdict(g).trim_matches('*')),

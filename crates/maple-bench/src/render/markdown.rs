@@ -41,27 +41,11 @@ pub fn verdict(g: &Goal) -> &'static str {
     }
 }
 
-/// The issue a goal came from, as shown.
-pub fn issue(g: &Goal) -> String {
-    if g.issue == 0 {
-        "earlier".to_string()
-    } else {
-        format!("#{}", g.issue)
-    }
-}
-
-fn goals_table(r: &Report) -> String {
-    let mut out = String::from("| issue | goal | this run | verdict | section |\n| --- | --- | --- | --- | --- |\n");
+/// The goals with this run's verdicts, as a Markdown table.
+pub fn goals_table(r: &Report) -> String {
+    let mut out = String::from("| goal | this run | verdict | section |\n| --- | --- | --- | --- |\n");
     for (s, g) in r.goals() {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} |",
-            issue(g),
-            cell_text(&g.what),
-            cell_text(&g.figure),
-            verdict(g),
-            s.id
-        );
+        let _ = writeln!(out, "| {} | {} | {} | {} |", cell_text(&g.what), cell_text(&g.figure), verdict(g), s.id);
     }
     out
 }
