@@ -79,7 +79,7 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
     // A zero old length duplicates a shared mapping from the offset of
-    // the old address on, past the VMA's end if asked (session 25): not a
+    // the old address on, past the VMA's end if asked: not a
     // private one, not without MREMAP_MAYMOVE, not with DONTUNMAP, not a
     // sealed one; over the old mapping itself too.
     "map 10 4 3 fixed 1 anon 0 0; remap 12 0 6 3 30; touch 30 2; remap 10 0 2 0 30; remap 10 0 2 7 30; \
@@ -91,7 +91,7 @@ const KNOWN: &[&str] = &[
     // A duplicate onto the old address unmaps the target, the mapping to
     // duplicate with it, and fails (seed 8,038).
     "map 10 4 3 fixed 1 anon 0 0; remap 11 0 5 3 11; map 20 2 3 fixed 1 anon 0 0; seal 22 1 0; remap 20 0 4 3 20",
-    // Memory policies (session 25): mbind cuts VMAs and a policy equal to
+    // Memory policies: mbind cuts VMAs and a policy equal to
     // a neighbour's merges back; nodes without memory are dropped, but
     // the nodes as given still tell policies apart with static or
     // relative nodes and under NUMA balancing (seed 12,198); relative
@@ -103,7 +103,7 @@ const KNOWN: &[&str] = &[
      mbind 31 2 16387 2 0; mbind 32 2 3 1 0; mbind 30 4 8195 1 0",
     "map 10 4 3 fixed 0 anon 0 0; unmap 12 1 0; mbind 10 4 2 1 0; mbind 10 4 0 0 0; unmap 20 4 0; \
      mbind 20 4 0 0 0; mbind 10 0 2 0 0; mbind 11 1 7 1 0; mbind 11 1 2 1 8",
-    // System V segments (session 25). Their pieces merge only where no
+    // System V segments. Their pieces merge only where no
     // whole piece is deleted: a lock's split stays split; an mprotect's
     // partial piece joins its neighbour; a piece moved back between two
     // others joins the one before it only.
@@ -121,7 +121,7 @@ const KNOWN: &[&str] = &[
     "shmat 10 4 16384 0; seal 11 1 0; shmdt 10; shmdt 11",
     "unmap 0 48 0; shmat 10 3 0 5; shmat 10 3 8192 5; shmat 20 2 4096 0; protect 20 2 3; shmdt 20; \
      shmat 30 2 32768 0; shmat 40 2 0 0; shmat 40 2 16384 0; remap 40 2 4 1 0; fork; shmdt 40",
-    // Stacks grow (session 25): a write (`touch`), a read and a probe in
+    // Stacks grow: a write (`touch`), a read and a probe in
     // the hole below a grows-down mapping grow it down to the page; the
     // window's reservation below is inaccessible and fences nothing.
     "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; touch 16 2; probe 13 1; fault 14 0; probe 11 0; fault 11 1",
@@ -152,7 +152,7 @@ const KNOWN: &[&str] = &[
     // from the written stack it grows against.
     "map 20 4 3 fixed 0 anon 0 256; unmap 10 10 0; map 12 2 3 fixed 0 anon 0 256; touch 12 1; fault 14 0; \
      protect 12 8 1",
-    // Anonymous pages (session 24), compared with smaps's `Anonymous`:
+    // Anonymous pages, compared with smaps's `Anonymous`:
     // writes make them, `MADV_DONTNEED` throws them away, `MADV_FREE`
     // makes them lazily freeable until written again, `MADV_PAGEOUT` then
     // throws those away, a guard install too; a fork's child gets them.
@@ -170,7 +170,7 @@ const KNOWN: &[&str] = &[
     // `mremap` moves them (`MREMAP_DONTUNMAP` too); a fork's child gets
     // none in a wipe-on-fork VMA.
     "map 10 4 3 fixed 0 anon 0 0; touch 10 4; advise 12 2 18; fork; remap 10 2 2 3 30; remap 12 2 2 7 40; fork",
-    // Guard pages (session 23), compared with pagemap: a load or store
+    // Guard pages, compared with pagemap: a load or store
     // there raises SIGSEGV; populating stops there with EFAULT, `mlock`
     // with ENOMEM (the lock kept); `MADV_GUARD_REMOVE` removes them.
     "map 10 6 3 fixed 0 anon 0 0; advise 12 2 102; probe 12 0; probe 13 1; probe 14 1; touch 14 2; \
@@ -185,14 +185,14 @@ const KNOWN: &[&str] = &[
     // in a don't-fork one; the model had kept them.
     "map 10 6 3 fixed 0 anon 0 0; advise 10 2 18; advise 14 2 10; advise 10 6 102; fork; advise 10 6 19; fork; \
      forkmap 11 1 3",
-    // Session 22, seed 62213 of a million: a shared anonymous mapping moved
+    // Sequence seed 62213 of a million: a shared anonymous mapping moved
     // and grown by `mremap` reaches past its shmem object, whose size is
     // that of the first `mmap`; the write to page 31 raised SIGBUS in the
     // child while the model let it through.
     "unmap 44 2 0; map 9 11 3 fixed 1 anon 0 0; protect 2 2 1; advise 12 9 99; touch 13 3; remap 11 5 3 3 11; \
      map 35 4 3 fixed 0 file 41 256; unmap 35 8 0; remap 16 4 11 3 27; advise 37 8 16; protect 47 1 3; \
      unmap 25 3 0; touch 29 8; advise 27 11 23; advise 27 4 23",
-    // Session 22, found once the generator gave every advice and
+    // Found once the generator gave every advice and
     // `MAP_LOCKED` (each cut down by hand to what shows it):
     // `MADV_MERGEABLE` sets a flag (KSM is on), so it cuts and merges.
     "map 10 6 3 fixed 0 anon 0 0; advise 12 2 12; advise 10 6 13",
@@ -217,19 +217,19 @@ const KNOWN: &[&str] = &[
     // A locked private mapping made writable is written at once, so it
     // keeps its charge when made read-only again.
     "map 5 10 1 fixed 0 anon 0 8192; protect 11 4 3; protect 7 8 1",
-    // Session 22, seed 23,786 of a million (cut down): Linux changes and
+    // Sequence seed 23,786 of a million (cut down): Linux changes and
     // writes one VMA at a time, so a locked piece made writable gets its
     // own anon_vma before it could merge with a written neighbour.
     "map 40 6 1 fixed 0 anon 0 8192; protect 41 5 0; protect 42 1 3; protect 42 4 0; protect 37 7 3",
-    // Session 22, seed 89,373 of a million (cut down): guard markers give
+    // Sequence seed 89,373 of a million (cut down): guard markers give
     // an anon_vma to anonymous VMAs only; two file VMAs that got none
     // still merge.
     "map 7 4 1 fixed 0 file 29 0; map 11 5 3 fixed 0 file 33 0; advise 10 6 102; protect 3 11 3",
-    // Session 22, seed 1,643 (cut down): each VMA of a multi-VMA move is
+    // Sequence seed 1,643 (cut down): each VMA of a multi-VMA move is
     // merged at its target before the next moves, so an unwritten copy
     // merges with its own source, which DONTUNMAP then leaves whole.
     "map 38 9 0 fixed 0 anon 0 8192; remap 43 5 5 7 34",
-    // The lock calls (session 22): a lock cuts, populates (a written VMA
+    // The lock calls: a lock cuts, populates (a written VMA
     // keeps its page offset when moved, so it does not merge at its
     // target) and fails on what it cannot fault in, keeping the lock.
     "map 10 4 3 fixed 0 anon 0 0; lock 10 2 0; unlock 10 4; map 24 2 3 fixed 0 anon 0 0; remap 10 4 4 3 20; \
@@ -245,11 +245,11 @@ const KNOWN: &[&str] = &[
     // anon_vma (measured: the two written pieces merge).
     "map 12 2 3 fixed 0 anon 0 16384; touch 12 1; map 10 2 1 fixed 0 anon 0 16384; advise 10 1 102; protect 10 2 3; \
      map 14 2 3 fixed 0 anon 0 16384",
-    // Session 22, seed 597,896 of a million (cut down): a write fault past
+    // Sequence seed 597,896 of a million (cut down): a write fault past
     // the end of a file prepares the anon_vma before it fails, so two
     // populated private mappings past the end keep apart.
     "map 12 2 3 fixed 0 file 72 32768; advise 12 2 1; map 10 2 3 fixed 0 file 70 32768; advise 12 2 0",
-    // Seals (session 22): mseal's errors and cuts; munmap and mmap over a
+    // Seals: mseal's errors and cuts; munmap and mmap over a
     // seal fail, but the first VMA stays cut where the unmap began;
     // mprotect changes what comes before the seal.
     "map 10 8 3 fixed 0 anon 0 0; seal 12 2 0; seal 20 1 1; seal 13 1 0; unmap 10 8 0; unmap 11 3 0; \
@@ -264,7 +264,7 @@ const KNOWN: &[&str] = &[
     // Seed 1,970 (cut down): a move of several VMAs stops at a sealed one,
     // what moved before staying moved.
     "map 20 3 3 fixed 0 anon 0 0; map 23 2 1 fixed 0 anon 0 0; seal 23 2 0; remap 20 5 5 3 6; unmap 6 3 0",
-    // Session 22, seed 350,502 of a million (cut down): what a locked
+    // Sequence seed 350,502 of a million (cut down): what a locked
     // mapping grows by is populated, so the grown private VMA is written
     // and keeps its charge when made inaccessible.
     "protect 7 6 3; lock 3 9 0; remap 8 3 12 3 26; protect 18 10 0; protect 7 2 3; remap 7 1 3 0 0; protect 7 4 0",

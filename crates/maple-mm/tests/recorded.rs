@@ -178,8 +178,8 @@ fn recorded_programs_replay_page_for_page() {
             // The lock sample, small and made to exercise the newer calls,
             // must agree line for line but for what no log shows (the
             // inode of shared anonymous memory), every result included
-            // (since session 23 that of an mlock over a guard page, which
-            // the model now fails too).
+            // (that of an mlock over a guard page
+            // included, which the model fails too).
             if sample == "locks" {
                 assert!(misses.iter().all(|l| l.ends_with("/dev/zero (deleted)")), "{sample}: {misses:?}");
                 assert!(r.stats.disagreements.is_empty(), "{sample}: {:?}", r.stats.disagreements);

@@ -926,7 +926,7 @@ fn writes_past_the_end_of_a_mapped_object_fault() {
 /// `MADV_POPULATE_WRITE` as Linux 6.18 does it (measured): pages written in
 /// address order up to the first that cannot be, which stays written; a
 /// hole is `ENOMEM`, a mapping without write permission `EINVAL` (not
-/// `EFAULT`, which the model said until session 22).
+/// `EFAULT`, as one might guess).
 #[test]
 fn populate_write_stops_at_the_first_page_it_cannot_write() {
     let mut mm = AddressSpace::new();
@@ -952,8 +952,7 @@ fn populate_write_stops_at_the_first_page_it_cannot_write() {
 }
 
 /// Rules the kernel oracle found once it gave every advice and mapped
-/// locked memory (session 22; each also runs on the kernel as one of the
-/// oracle's `KNOWN` sequences).
+/// locked memory.
 #[test]
 fn advice_and_locks_follow_linux() {
     let adv = |c: i32| Advice::from_code(c).unwrap();

@@ -45,7 +45,7 @@ fn main() {
         return;
     }
     if mode == "dup" {
-        // The kernel section's dup + destroy: the seed's tree built by
+        // The kernel section's dup + destroy: the `mt_dup()` series' tree built by
         // ascending inserts, duplicated and dropped `REPS` times.
         let mut t: MapleTree<U63> = MapleTree::with_gaps();
         for i in 0..=134u64 {
@@ -71,7 +71,7 @@ fn main() {
         return;
     }
     if mode == "fork" {
-        // The seed's fork loop the kernel's way: duplicate, then replace
+        // The `mt_dup()` series' fork loop the kernel's way: duplicate, then replace
         // every entry of the copy through a cursor.
         let t = seed_tree();
         let mut total = 0;
@@ -90,7 +90,7 @@ fn main() {
     }
     if mode == "extend" || mode == "asc-loop" {
         // Ascending stores through `collect` (`extend`, a `store_range`
-        // loop since session 18) or one `store_range` call each: both
+        // loop) or one `store_range` call each: both
         // start each write from the walk the tree kept from the last.
         let mut total = 0;
         for _ in 0..10 {
@@ -352,8 +352,8 @@ fn sum_by_for(t: &MapleTree<U63>) -> u64 {
 }
 
 /// `0..n` in the kernel section's random order (the C driver's too), so
-/// that node counts compare with the kernel's. (Until session 16 this was
-/// a multiplicative-hash order, which spreads inserts more evenly than a
+/// that node counts compare with the kernel's. (A
+/// multiplicative-hash order, which spreads inserts more evenly than a
 /// random one does and flattered the push rules: 17,205 nodes for 100 K
 /// ranges against 18,412 here.)
 fn random_order(n: u64) -> Vec<u64> {
@@ -366,7 +366,7 @@ fn random_keys(count: u64, n: u64) -> Vec<u64> {
     (0..count).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) % (n * 16)).collect()
 }
 
-/// The seed's tree: 135 ranges `[i * 10, i * 10 + 5]`, tracking gaps.
+/// The `mt_dup()` series' tree: 135 ranges `[i * 10, i * 10 + 5]`, tracking gaps.
 fn seed_tree() -> MapleTree<U63> {
     MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap()
 }
@@ -462,7 +462,7 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
 /// 100 K by default), `erase` (the same, then `erase` of each),
 /// `erase-bulk` (`erase` of each range of a bulk-built tree), `asc`
 /// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
-/// of `N` ranges), `dup` (200 K duplications of the seed's 135-entry
+/// of `N` ranges), `dup` (200 K duplications of the `mt_dup()` series' 135-entry
 /// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `awalk` or
 /// `kload` (the kernel's gap-walk and lookup loops), `iter-for` (a `for`
 /// loop over a bulk-built tree of `N` ranges; `iter` the same by `sum`,

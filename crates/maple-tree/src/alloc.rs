@@ -740,10 +740,10 @@ mod pool {
 
     /// Most chunks kept per thread: 32 blocks' (64 MiB), the nodes of about
     /// 1.4 M ranges inserted in a random order. Rebuilding a tree of 1 M
-    /// ranges faulted in 10,000 pages a round with one block's worth (the
-    /// pool's size until session 28) and none with this; random inserts ran
+    /// ranges faulted in 10,000 pages a round with one block's worth (a smaller
+    /// pool) and none with this; random inserts ran
     /// about 15 % faster at 100 K and 1 M ranges, ascending ones 20–30 %
-    /// (docs/BENCHMARKS.md, "Session 28"). The global allocator keeps the
+    ///. The global allocator keeps the
     /// nodes of a dropped `BTreeMap` in its heap likewise.
     pub(super) const POOL_CHUNKS: usize = 32 * super::NODE_CHUNKS;
 

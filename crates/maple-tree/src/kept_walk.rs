@@ -4,7 +4,7 @@
 //! write methods (`insert_range`, `store_range`, `erase`, …) had none and
 //! walked from the root every time. In a tree of a hundred thousand
 //! ranges that walk was about a third of an ascending insert's
-//! instructions (session 18, callgrind). So the tree keeps the walk its
+//! instructions (callgrind). So the tree keeps the walk its
 //! last write ended with: a write whose start lies in that walk's leaf
 //! begins there, and any other walks afresh into the same storage.
 //!
@@ -28,8 +28,8 @@
 //! The walk costs a kilobyte (a [`Path`] has room for the tallest tree),
 //! taken from the global allocator once a tree of two levels or more has
 //! been written to [`ROOM_AFTER`] times without it; a tree that cannot get
-//! it walks from the root as before. Trees of two levels keep one too
-//! (until session 21 only taller ones did): keeping it cut the kernel's
+//! it walks from the root as before. Trees of two levels keep one too:
+//! keeping it cut the kernel's
 //! node-store loop, a two-level tree, by 8 % of its instructions
 //! (callgrind), and such a tree holds at least a 4 KiB chunk of nodes,
 //! which the kilobyte adds about a quarter to at most. The delay spares

@@ -941,7 +941,7 @@ impl LeafRef {
     /// (at most 16 slots). When `items` are as many as the slots replaced,
     /// `count` is not read (callers may pass 0). Inlined into its callers
     /// (the kernel's node-store loop 1.047× as fast, erases 1.2 % fewer
-    /// instructions; docs/BENCHMARKS.md, "Session 34").
+    /// instructions).
     ///
     /// # Safety
     ///
@@ -1284,7 +1284,7 @@ pub(crate) fn find_in(piv: &[AtomicU64], index: u64) -> usize {
 /// before it loads the next, and comparing all fifteen pivots takes two
 /// and a half times the comparisons. For fifteen pivots, 3 + 3 loads (blocks of
 /// four); for nine, 2 + 3 (blocks of three). Measured against both in one
-/// process (docs/BENCHMARKS.md, "Session 27").
+/// process.
 #[inline(always)]
 fn count_below<const N: usize, const B: usize, const M: usize>(piv: &[AtomicU64; N], index: u64) -> usize {
     // The last block is a whole block or one short of it, so that step two

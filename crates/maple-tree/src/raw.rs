@@ -121,8 +121,7 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 /// a dense tree overflows its leaf about every other time and then reads
 /// a sibling (to push into it), which in a big tree is rarely in the
 /// cache; asked for on the way down, it arrives while the leaf is
-/// searched and the write worked out (1 M random inserts 1.09× as fast,
-/// docs/BENCHMARKS.md "Session 16"). In a small tree everything is cached
+/// searched and the write worked out (1 M random inserts 1.09× as fast). In a small tree everything is cached
 /// and the asking cost the kernel's slot and node loops 1–4 %.
 const SIBLING_PREFETCH_DEPTH: usize = 3;
 
@@ -131,7 +130,7 @@ const SIBLING_PREFETCH_DEPTH: usize = 3;
 /// gap-tracking one 111 nodes) stays in the cache, where asking only costs the
 /// instructions (the kernel's lookup loop, a three-level tree, 1.08× as
 /// fast without; random lookups in trees of five levels and more, which
-/// miss at every level, unchanged; docs/BENCHMARKS.md "Session 27").
+/// miss at every level, unchanged).
 pub(crate) const PREFETCH_HEIGHT: usize = 4;
 
 /// The untyped tree.
@@ -377,8 +376,7 @@ impl RawTree {
     /// ([`walk_to_write`](Self::walk_to_write)): an erase often leaves its
     /// leaf below its minimum fill and takes a sibling in, and asking for
     /// the siblings on the way down made the plain tree's erases from a
-    /// tree of a million ranges about 15 % faster (session 17,
-    /// `profile_store ab`).
+    /// tree of a million ranges about 15 % faster (`profile_store ab`).
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     #[inline]

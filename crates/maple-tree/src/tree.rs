@@ -584,7 +584,7 @@ impl<V: Handle> MapleTree<V> {
         // ranges). Against a cursor made at `index` and stepped back: 433
         // instructions per call instead of 582 at 100 K ranges (no copy of
         // a cursor's path), 1.5x as fast there and 1.3-1.4x at 1 M
-        // (docs/BENCHMARKS.md, "Session 31").
+        //.
         let (lo, hi, w) = self.raw.lookup(index);
         if let Some(b) = self.borrow(w) {
             return Some((lo..=hi, b));

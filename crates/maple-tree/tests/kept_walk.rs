@@ -218,7 +218,7 @@ fn tree_writes_interleaved_with_every_other_change() {
     }
 }
 
-/// The same in a tree of about two levels (session 21: such trees keep
+/// The same in a tree of about two levels (such trees keep
 /// their walk too), whose writes make it rise to three levels and fall to
 /// one and back, so that a walk kept at one height meets the tree at
 /// another.

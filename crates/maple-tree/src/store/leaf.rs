@@ -182,12 +182,12 @@ impl RawTree {
     /// emptied in place the same way; when it is empty, the leaf's tail is
     /// given to the next leaf ([`give_tail_to_next`](Self::give_tail_to_next)).
     /// About one erase in five of a tree's ranges is of a leaf's last slot
-    /// (leaves end with an entry), and until session 20 each went through
-    /// the general write to reach the same two outcomes. Either way, an
+    /// (leaves end with an entry), so it has a lane of its own rather than
+    /// the general write, which reaches the same two outcomes. Either way, an
     /// erase that would leave the leaf below its minimum fill takes the
     /// next sibling in ([`erase_by_refill`](Self::erase_by_refill)), as
-    /// the general write does (until session 28 through it: a second walk,
-    /// and 4,000 instructions for a leaf's last slot). The erased word is
+    /// the general write does (without it: a second walk, and 4,000
+    /// instructions for a leaf's last slot). The erased word is
     /// pushed on `removed` (empty before). Returns whether the walk is
     /// still good (false after a tail was given or a sibling taken in: the
     /// leaf's bounds changed), or `None`, with nothing changed, for the

@@ -497,8 +497,7 @@ impl RawTree {
     /// exist, so nodes retired in fresh-node mode are freed at once (and
     /// `out.retired` is left empty). Inlined into the plain tree's write:
     /// as a call of its own (a frame and six saved registers) it cost the
-    /// kernel's node-store loop about 5 % (docs/BENCHMARKS.md, "Session
-    /// 34").
+    /// kernel's node-store loop about 5 %.
     ///
     /// # Safety
     ///
@@ -637,8 +636,7 @@ fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
 /// and down the other side's edge, without touching `path`. The in-leaf
 /// lane asks it about an erase at either edge of its leaf (which stays in
 /// the leaf when the neighbour holds an entry, and gives its range to the
-/// next leaf when that one starts empty; until session 19 every such
-/// erase took the general path to find out), the general path through
+/// next leaf when that one starts empty), the general path through
 /// [`empty_across`].
 #[inline]
 pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {

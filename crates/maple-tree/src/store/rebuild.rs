@@ -62,7 +62,7 @@ enum Publish {
 /// nodes, costing about what a split does, and the less room it leaves
 /// the sooner the next one comes: the trade is time for nodes.
 ///
-/// Measured in session 16 (docs/BENCHMARKS.md) on random inserts in the
+/// Measured on random inserts in the
 /// kernel section's order (`GAPS=1 profile_store rand`): the rule
 /// before (slack 4 for both kinds, sibling two short of full) left
 /// 182,952 nodes after 1 M ranges; these (2 for leaves, 1 for internal

@@ -766,8 +766,8 @@ impl RawTree {
     ///
     /// (The kernel keeps leaves from ending with an empty range the same
     /// way our cuts do, and treats such an erase as a store spanning two
-    /// nodes, which it rebalances; before session 19 so did we, for about
-    /// one erase in five of a tree's ranges.)
+    /// nodes, which it rebalances: about one erase in five of a tree's
+    /// ranges would take that way.)
     ///
     /// # Safety
     ///
@@ -870,8 +870,7 @@ impl RawTree {
     /// between them (and so on up to the shared ancestor); both parents are
     /// legal here as they are, so this writes two leaves and a pivot where
     /// the rebuild wrote a subtree (about 1.75 % of the random erases of a
-    /// big tree, at ~5,200 instructions each: see docs/BENCHMARKS.md,
-    /// "Session 29"). False, with nothing changed, where the content would
+    /// big tree, at ~5,200 instructions each). False, with nothing changed, where the content would
     /// need a third leaf or the cousin's parent cannot lose a slot: the
     /// general write then does it. The tree's length is the caller's to
     /// update; `lpath` is stale afterwards.
