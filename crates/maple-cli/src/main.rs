@@ -73,6 +73,12 @@ enum Cmd {
         /// "dev", "inode", "name", "line"}]}, an array of them with --all.
         #[arg(long)]
         json: bool,
+        /// Use only what the log (and --maps) says: files are not looked up
+        /// on this machine, so the output is the same on every machine
+        /// (a file --maps does not name shows device 00:00 and an inode
+        /// numbered by its path's first appearance).
+        #[arg(long)]
+        log_only: bool,
         /// The strace log.
         trace: String,
     },
@@ -111,8 +117,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, trace } => {
-            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json };
+        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, log_only, trace } => {
+            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             let res = replay::run(&trace, &args, &mut out)

@@ -32,6 +32,8 @@ pub struct Args {
     pub svg: Option<String>,
     /// Print JSON instead of maps lines.
     pub json: bool,
+    /// Look nothing up on this machine (see [`ReplayOptions::log_only`]).
+    pub log_only: bool,
 }
 
 /// Why `maple replay` failed: a message for the user and an exit code.
@@ -136,7 +138,7 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         None => None,
     };
     let (mut log, size) = open_log(trace)?;
-    let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient };
+    let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient, log_only: args.log_only };
     let mut replayer = Replayer::new(opts, initial);
     let bar = progress(size);
     let mut line = Vec::new();
@@ -200,7 +202,8 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         eprintln!("maple replay: skipped {} malformed line(s):\n  {}{more}", s.skipped, named.join("\n  "));
     }
     if !s.execs.is_empty() {
-        let shown: Vec<String> = s.execs.iter().take(5).map(|(line, pid)| format!("line {line} (pid {pid})")).collect();
+        let shown: Vec<String> =
+            s.execs.iter().take(5).map(|(line, pid)| format!("line {line} ({})", pid_name(*pid))).collect();
         let more = if s.execs.len() > 5 { format!(" and {} more", s.execs.len() - 5) } else { String::new() };
         eprintln!(
             "maple replay: execve at {}{more}: a new program's address space starts empty here (the layout the kernel gave it is not in the log; pass --maps and --from to start from a snapshot)",
@@ -214,7 +217,7 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);
     }
     let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
-    let as_json = |pid: u32, space: &AddressSpace| serde_json::json!({ "pid": pid, "vmas": space.iter().map(|v| crate::maps::vma_json(space, &v)).collect::<Vec<_>>() });
+    let as_json = |pid: u32, space: &AddressSpace| serde_json::json!({ "pid": (pid != 0).then_some(pid), "vmas": space.iter().map(|v| crate::maps::vma_json(space, &v)).collect::<Vec<_>>() });
     if args.all {
         if args.json {
             let all: Vec<_> = replay.processes.iter().map(|(pid, space)| as_json(*pid, space)).collect();
@@ -222,7 +225,7 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
             return Ok(());
         }
         for (pid, space) in &replay.processes {
-            writeln!(out, "# pid {pid}").map_err(io)?;
+            writeln!(out, "# {}", pid_name(*pid)).map_err(io)?;
             write!(out, "{}", space.maps()).map_err(io)?;
         }
         return Ok(());
@@ -235,6 +238,16 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         write!(out, "{}", space.maps()).map_err(io)?;
     }
     Ok(())
+}
+
+/// How a process is named in messages: its pid, or, in a log recorded
+/// without `-f` (no pid on its lines), says so.
+fn pid_name(pid: u32) -> String {
+    if pid == 0 {
+        "pid unknown: the log names none (record with strace -f)".to_string()
+    } else {
+        format!("pid {pid}")
+    }
 }
 
 fn progress(size: Option<u64>) -> Option<ProgressBar> {

@@ -467,3 +467,39 @@ fn lenient_replay_names_the_lines_it_skips() {
     assert!(err.contains("skipped 2 malformed line(s)"), "{err}");
     assert!(err.contains("-:2: ") && err.contains("-:4: "), "{err}");
 }
+
+#[test]
+fn log_only_replay_does_not_depend_on_this_machine() {
+    let log = sample("sample.strace");
+    let out = maple(&["replay", "--log-only", &log], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Files are told apart by path, numbered by first appearance; no
+    // device or inode comes from this machine's file system.
+    let libc: Vec<&str> = text.lines().filter(|l| l.ends_with("libc.so.6")).collect();
+    assert!(!libc.is_empty(), "{text}");
+    for l in &libc {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(f[3], "00:00", "{l}");
+        assert_eq!(f[4], libc[0].split_whitespace().nth(4).unwrap(), "one file, one inode: {l}");
+        assert_ne!(f[4], "0");
+    }
+    assert!(text.lines().all(|l| l.split_whitespace().nth(3) == Some("00:00")), "{text}");
+}
+
+#[test]
+fn a_log_without_pids_says_so() {
+    let log: String = std::fs::read_to_string(sample("sample.strace"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("clone") && !l.contains("+++") && !l.contains("---") && !l.contains("wait4"))
+        .map(|l| l.split_once(' ').map_or(l, |x| x.1).to_string() + "\n")
+        .collect();
+    let out = maple(&["replay", "--all", "-"], Some(&log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("# pid unknown: the log names none"), "{text}");
+    let out = maple(&["replay", "--json", "-"], Some(&log));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["pid"].is_null() && !v["vmas"].as_array().unwrap().is_empty());
+}

@@ -22,6 +22,12 @@ pub struct ReplayOptions {
     pub to: Option<usize>,
     /// Skip malformed lines (counted) instead of failing.
     pub lenient: bool,
+    /// Use only what the log (and the initial maps) says: files are not
+    /// looked up on this machine, so the result does not depend on it.
+    /// A file the initial maps does not name is told apart by its path as
+    /// logged, with device `00:00` and an inode numbered by the path's
+    /// first appearance (1, 2, …).
+    pub log_only: bool,
 }
 
 /// A malformed line.
@@ -756,7 +762,12 @@ impl Replayer {
         let (path, id) = match self.known.get(path) {
             Some(&id) => (path.to_string(), Some(id)),
             None => {
+                let log_only = self.opts.log_only;
+                let next = self.lookups.len() as u64 + 1;
                 let entry = self.lookups.entry(path.to_string()).or_insert_with(|| {
+                    if log_only {
+                        return (path.to_string(), Some((0, 0, next)));
+                    }
                     // The kernel shows the file's resolved path (`/lib/…`
                     // opened through a symlink shows as `/usr/lib/…`).
                     match look_up(path, resolved) {
