@@ -79,8 +79,10 @@ enum Cmd {
         /// numbered by its path's first appearance).
         #[arg(long)]
         log_only: bool,
-        /// The strace log.
-        trace: String,
+        /// The strace log, or the per-process files of `strace -ff -tt`
+        /// (LOG.PID ..., merged by their timestamps).
+        #[arg(required = true)]
+        trace: Vec<String>,
     },
     /// The swap extents `swapon` would make of a file (read with FIEMAP):
     /// which swap pages lie in which disk blocks, counted in pages.
@@ -121,7 +123,7 @@ fn main() -> ExitCode {
             let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
-            let res = replay::run(&trace, &args, &mut out)
+            let res = replay::run_logs(&trace, &args, &mut out)
                 .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
             finish(res)
         }

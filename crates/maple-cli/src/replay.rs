@@ -120,8 +120,91 @@ pub fn open_log(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> 
     Ok((Box::new(r), size))
 }
 
+/// The lines of `strace -ff` per-process files (`LOG.PID`, one process
+/// each, without the pid column), merged into one `strace -f` log in
+/// timestamp order, and where each merged line came from.
+fn merge_per_process(files: &[String]) -> Result<(Vec<u8>, Vec<(usize, usize)>), Failure> {
+    let mut lines: Vec<(f64, usize, usize, String)> = Vec::new();
+    for (f, name) in files.iter().enumerate() {
+        let pid: u32 = name
+            .rsplit_once('.')
+            .and_then(|(_, p)| p.parse().ok())
+            .filter(|&p| p != 0)
+            .ok_or_else(|| fail(format!("{name}: not a per-process file (strace -ff names them LOG.PID)")))?;
+        let (mut log, _) = open_log(name)?;
+        let mut buf = Vec::new();
+        let mut no = 0;
+        loop {
+            buf.clear();
+            let n = log
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| fail(format!("cannot read {name}: {}", crate::io_reason(&e))))?;
+            if n == 0 {
+                break;
+            }
+            no += 1;
+            let text = std::str::from_utf8(&buf).map_err(|_| fail(format!("{name}:{no}: not valid UTF-8")))?;
+            let text = text.trim_end_matches(['\n', '\r']);
+            let ts = timestamp(text).ok_or_else(|| {
+                fail(format!("{name}:{no}: no timestamp: per-process files are put in order by their timestamps (record with strace -ff -tt or -ttt)"))
+            })?;
+            lines.push((ts, f, no, format!("{pid} {text}\n")));
+        }
+    }
+    // Stable: lines of one file with equal stamps keep their order.
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let origin = lines.iter().map(|l| (l.1, l.2)).collect();
+    Ok((lines.into_iter().flat_map(|l| l.3.into_bytes()).collect(), origin))
+}
+
+/// The timestamp a line starts with, in seconds: `-tt` (`HH:MM:SS.micro`),
+/// `-t` (`HH:MM:SS`) or `-ttt` (`seconds.micro`).
+fn timestamp(line: &str) -> Option<f64> {
+    let word = line.split_whitespace().next()?;
+    let parts: Vec<&str> = word.split(':').collect();
+    match parts[..] {
+        [h, m, sec] => Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + sec.parse::<f64>().ok()?),
+        [t] if t.contains('.') => t.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Runs `maple replay` on `traces` (one `strace -f` log, or the
+/// per-process files of `strace -ff`), printing to `out`.
+pub fn run_logs(traces: &[String], args: &Args, out: &mut dyn Write) -> Result<(), Failure> {
+    match traces {
+        [one] => run(one, args, out),
+        [] => Err(fail("no log given".into())),
+        many => {
+            if args.maps.is_some() || args.from.is_some() || args.to.is_some() {
+                return Err(fail("--maps, --from and --to take a single log, not per-process files".into()));
+            }
+            let (text, origin) = merge_per_process(many)?;
+            let locate = move |no: usize| match origin.get(no.wrapping_sub(1)) {
+                Some(&(f, line)) => format!("{}:{line}", many[f]),
+                None => format!("{}:?", many[0]),
+            };
+            run_on(Box::new(io::Cursor::new(text)), None, &many.join(" "), &locate, args, out)
+        }
+    }
+}
+
 /// Runs `maple replay` on `trace`, printing to `out`.
 pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure> {
+    let (log, size) = open_log(trace)?;
+    run_on(log, size, trace, &|no| format!("{trace}:{no}"), args, out)
+}
+
+/// The replay of one log read from `log`; `locate` names the file and
+/// line of a line number.
+fn run_on(
+    mut log: Box<dyn BufRead>,
+    size: Option<u64>,
+    trace: &str,
+    locate: &dyn Fn(usize) -> String,
+    args: &Args,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     // Line numbers count from 1, and the window must hold a line.
     for (name, n) in [("--from", args.from), ("--to", args.to)] {
         if n == Some(0) {
@@ -137,7 +220,6 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         Some(m) => Some(AddressSpace::from_maps_file(m).map_err(|e| fail(e.to_string()))?),
         None => None,
     };
-    let (mut log, size) = open_log(trace)?;
     let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient, log_only: args.log_only };
     let mut replayer = Replayer::new(opts, initial);
     let bar = progress(size);
@@ -169,9 +251,9 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
                 let _ = replayer.skip(no, "not valid UTF-8".into());
                 continue;
             }
-            Err(_) => return Err(fail(format!("{trace}:{no}: not valid UTF-8"))),
+            Err(_) => return Err(fail(format!("{}: not valid UTF-8", locate(no)))),
         };
-        replayer.feed(no, text).map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+        replayer.feed(no, text).map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
         if args.svg.is_some() && no % every == 0 {
             timeline.sample(no, &replayer, args.pid);
         }
@@ -186,14 +268,14 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         let s = if no == 1 { "" } else { "s" };
         return Err(fail(format!("{trace}: --from {f} is past the end of the log ({no} line{s})")));
     }
-    let replay = replayer.finish().map_err(|e| fail(format!("{trace}:{}: {}", e.line, e.msg)))?;
+    let replay = replayer.finish().map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
     if let Some(svg) = &args.svg {
         crate::picture::draw(&timeline, svg, trace).map_err(|msg| Failure { msg, code: 1 })?;
         eprintln!("maple replay: wrote {svg}");
     }
     let s = &replay.stats;
     if s.skipped > 0 {
-        let named: Vec<String> = s.skipped_lines.iter().map(|(no, msg)| format!("{trace}:{no}: {msg}")).collect();
+        let named: Vec<String> = s.skipped_lines.iter().map(|(no, msg)| format!("{}: {msg}", locate(*no))).collect();
         let more = if s.skipped > named.len() {
             format!("\n  … and {} more", s.skipped - named.len())
         } else {
@@ -203,7 +285,7 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
     }
     if !s.execs.is_empty() {
         let shown: Vec<String> =
-            s.execs.iter().take(5).map(|(line, pid)| format!("line {line} ({})", pid_name(*pid))).collect();
+            s.execs.iter().take(5).map(|(line, pid)| format!("{} ({})", locate(*line), pid_name(*pid))).collect();
         let more = if s.execs.len() > 5 { format!(" and {} more", s.execs.len() - 5) } else { String::new() };
         eprintln!(
             "maple replay: execve at {}{more}: a new program's address space starts empty here (the layout the kernel gave it is not in the log; pass --maps and --from to start from a snapshot)",
@@ -211,7 +293,7 @@ pub fn run(trace: &str, args: &Args, out: &mut dyn Write) -> Result<(), Failure>
         );
     }
     for d in s.disagreements.iter().take(10) {
-        eprintln!("maple replay: line {}: {}", d.line, d.msg);
+        eprintln!("maple replay: {}: {}", locate(d.line), d.msg);
     }
     if s.disagreements.len() > 10 {
         eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);

@@ -503,3 +503,43 @@ fn a_log_without_pids_says_so() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["pid"].is_null() && !v["vmas"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn per_process_files_replay_as_one_log() {
+    // The sample log with -tt timestamps, and the same lines split into
+    // per-process files as `strace -ff -tt` writes them.
+    let dir = std::env::temp_dir().join(format!("maple-ff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(sample("sample.strace")).unwrap();
+    let mut single = String::new();
+    let mut per: std::collections::BTreeMap<String, String> = Default::default();
+    for (i, line) in text.lines().enumerate() {
+        let (pid, rest) = line.split_once(' ').unwrap();
+        let stamp = format!("12:00:{:02}.{:06}", i / 1000, i % 1000 * 7);
+        single += &format!("{pid} {stamp} {rest}\n");
+        *per.entry(pid.to_string()).or_default() += &format!("{stamp} {rest}\n");
+    }
+    let whole = dir.join("single.strace");
+    std::fs::write(&whole, single).unwrap();
+    let mut files = Vec::new();
+    for (pid, lines) in &per {
+        let f = dir.join(format!("log.{pid}"));
+        std::fs::write(&f, lines).unwrap();
+        files.push(f.to_str().unwrap().to_string());
+    }
+    assert!(files.len() >= 2, "the sample has a child");
+    let want = maple(&["replay", "--all", whole.to_str().unwrap()], None);
+    assert!(want.status.success(), "{}", String::from_utf8_lossy(&want.stderr));
+    let mut args = vec!["replay", "--all"];
+    args.extend(files.iter().map(String::as_str));
+    let got = maple(&args, None);
+    assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+    assert_eq!(String::from_utf8(got.stdout).unwrap(), String::from_utf8(want.stdout).unwrap());
+    // Files without timestamps cannot be put in order: said, with the line.
+    let bare = dir.join("bare.123");
+    std::fs::write(&bare, "brk(NULL) = 0x1000\n").unwrap();
+    let out = maple(&["replay", bare.to_str().unwrap(), &files[0]], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bare.123:1: no timestamp"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
