@@ -120,10 +120,14 @@ pub fn open_log(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> 
     Ok((Box::new(r), size))
 }
 
+/// For each line of a merged log: the file (its index) and line it came
+/// from.
+type Origins = Vec<(usize, usize)>;
+
 /// The lines of `strace -ff` per-process files (`LOG.PID`, one process
 /// each, without the pid column), merged into one `strace -f` log in
 /// timestamp order, and where each merged line came from.
-fn merge_per_process(files: &[String]) -> Result<(Vec<u8>, Vec<(usize, usize)>), Failure> {
+fn merge_per_process(files: &[String]) -> Result<(Vec<u8>, Origins), Failure> {
     let mut lines: Vec<(f64, usize, usize, String)> = Vec::new();
     for (f, name) in files.iter().enumerate() {
         let pid: u32 = name
