@@ -22,48 +22,18 @@
 use std::{
     sync::{
         atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
-        Arc, Mutex,
+        Arc,
     },
     thread,
 };
 
-use maple_tree::{collect_garbage, ConcurrentMapleTree};
+use maple_tree::ConcurrentMapleTree;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
-const MAGIC: u64 = 0x6d61_706c_6576_616c;
+#[path = "common/tracked.rs"]
+mod tracked;
 
-/// A value that records the range it was stored for and whether it is alive.
-#[derive(Debug)]
-struct Val {
-    magic: u64,
-    first: u64,
-    last: u64,
-    live: Arc<AtomicI64>,
-}
-
-impl Val {
-    fn new(first: u64, last: u64, live: &Arc<AtomicI64>) -> Box<Val> {
-        live.fetch_add(1, Ordering::Relaxed);
-        Box::new(Val { magic: MAGIC, first, last, live: Arc::clone(live) })
-    }
-}
-
-impl Clone for Val {
-    fn clone(&self) -> Self {
-        self.live.fetch_add(1, Ordering::Relaxed);
-        Val { magic: MAGIC, first: self.first, last: self.last, live: Arc::clone(&self.live) }
-    }
-}
-
-impl Drop for Val {
-    fn drop(&mut self) {
-        // A reader that still sees this value after its drop reports it.
-        // SAFETY: a volatile write to our own field, so that the store is
-        // not optimised away as dead.
-        unsafe { std::ptr::write_volatile(&mut self.magic, 0) };
-        self.live.fetch_sub(1, Ordering::Relaxed);
-    }
-}
+use tracked::{Report, Val, MAGIC};
 
 struct Sizes {
     cycles: usize,
@@ -79,21 +49,6 @@ fn sizes() -> Sizes {
     } else {
         // 400 entries with gaps between them need height 3.
         Sizes { cycles: 2000, small_pairs: 500, max_entries: 400, readers: 2 }
-    }
-}
-
-/// What a reader found wrong first, and how often.
-#[derive(Default)]
-struct Report {
-    count: AtomicU64,
-    first: Mutex<Option<String>>,
-}
-
-impl Report {
-    fn fail(&self, what: String) {
-        if self.count.fetch_add(1, Ordering::Relaxed) == 0 {
-            *self.first.lock().unwrap() = Some(what);
-        }
     }
 }
 
@@ -265,25 +220,12 @@ fn readers_hold_cursors_while_the_tree_empties_and_refills() {
     for r in readers {
         r.join().unwrap();
     }
-    let failures = report.count.load(Ordering::Relaxed);
-    assert_eq!(
-        failures,
-        0,
-        "{failures} of {} reader passes went wrong; the first: {}",
-        passes.load(Ordering::Relaxed),
-        report.first.lock().unwrap().as_deref().unwrap_or("")
-    );
+    tracked::assert_no_failures(&report, passes.load(Ordering::Relaxed));
     let want_height = if cfg!(miri) { 2 } else { 3 };
     assert!(max_height >= want_height, "the tree only reached height {max_height}");
     tree.validate().unwrap();
     assert!(tree.is_empty());
     let tree = Arc::into_inner(tree).expect("readers are gone");
     drop(tree);
-    for _ in 0..if cfg!(miri) { 40 } else { 200 } {
-        if live.load(Ordering::Relaxed) == 0 {
-            break;
-        }
-        collect_garbage();
-    }
-    assert_eq!(live.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
+    tracked::assert_all_dropped(&live);
 }

@@ -32,50 +32,18 @@
 use std::{
     sync::{
         atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
-        Arc, Mutex,
+        Arc,
     },
     thread,
 };
 
-use maple_tree::{collect_garbage, ConcurrentMapleTree, WriteGuard};
+use maple_tree::{ConcurrentMapleTree, WriteGuard};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
-const MAGIC: u64 = 0x6d61_706c_6576_616c;
+#[path = "common/tracked.rs"]
+mod tracked;
 
-/// A value that records the range it was stored for and whether it is
-/// alive; sentinels say so.
-#[derive(Debug)]
-struct Val {
-    magic: u64,
-    first: u64,
-    last: u64,
-    sentinel: bool,
-    live: Arc<AtomicI64>,
-}
-
-impl Val {
-    fn new(first: u64, last: u64, live: &Arc<AtomicI64>) -> Box<Val> {
-        live.fetch_add(1, Ordering::Relaxed);
-        Box::new(Val { magic: MAGIC, first, last, sentinel: false, live: Arc::clone(live) })
-    }
-}
-
-impl Clone for Val {
-    fn clone(&self) -> Self {
-        self.live.fetch_add(1, Ordering::Relaxed);
-        Val { magic: MAGIC, first: self.first, last: self.last, sentinel: self.sentinel, live: Arc::clone(&self.live) }
-    }
-}
-
-impl Drop for Val {
-    fn drop(&mut self) {
-        // SAFETY: a volatile write to our own field, so that the store is
-        // not optimised away as dead: a reader that still sees this value
-        // after its drop reports it.
-        unsafe { std::ptr::write_volatile(&mut self.magic, 0) };
-        self.live.fetch_sub(1, Ordering::Relaxed);
-    }
-}
+use tracked::{Report, Val, MAGIC};
 
 /// One-index entries the writer never touches, well away from the
 /// writer's near-0 and near-`u64::MAX` regions (which are 2^16 wide).
@@ -144,23 +112,6 @@ impl Keys {
             _ => rng.gen_range(0..48),
         };
         (a, a.saturating_add(len))
-    }
-}
-
-/// What readers found wrong first, and how often.
-#[derive(Default)]
-struct Report {
-    count: AtomicU64,
-    first: Mutex<Vec<String>>,
-}
-
-impl Report {
-    fn fail(&self, what: String) {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        let mut first = self.first.lock().unwrap();
-        if first.len() < 5 {
-            first.push(what);
-        }
     }
 }
 
@@ -659,14 +610,7 @@ fn readers_anywhere_under_every_write_kind() {
     for r in readers {
         r.join().unwrap();
     }
-    let failures = report.count.load(Ordering::Relaxed);
-    assert_eq!(
-        failures,
-        0,
-        "{failures} reader errors in {} passes; the first:\n{}",
-        steps.load(Ordering::Relaxed),
-        report.first.lock().unwrap().join("\n")
-    );
+    tracked::assert_no_failures(&report, steps.load(Ordering::Relaxed));
     let want_height = if cfg!(miri) { 2 } else { 3 };
     assert!(max_height >= want_height, "the tree only reached height {max_height}");
     tree.validate().unwrap();
@@ -675,11 +619,5 @@ fn readers_anywhere_under_every_write_kind() {
     }
     let tree = Arc::into_inner(tree).expect("readers are gone");
     drop(tree);
-    for _ in 0..if cfg!(miri) { 40 } else { 200 } {
-        if live.load(Ordering::Relaxed) == 0 {
-            break;
-        }
-        collect_garbage();
-    }
-    assert_eq!(live.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
+    tracked::assert_all_dropped(&live);
 }
