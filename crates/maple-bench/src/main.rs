@@ -48,9 +48,10 @@ struct Cli {
     #[arg(long, value_name = "OLD.json")]
     compare: Option<PathBuf>,
     /// Rewrite the generated blocks of this Markdown file (marked
-    /// `<!-- maple-report:begin ID -->` … `end ID`) from this run.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/BENCHMARKS.md")]
-    update_docs: Option<PathBuf>,
+    /// `<!-- maple-report:begin ID -->` … `end ID`) from this run; give it
+    /// again for more files (alone: docs/BENCHMARKS.md).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/BENCHMARKS.md", action = clap::ArgAction::Append)]
+    update_docs: Vec<PathBuf>,
     /// Rounds per measurement (the median is reported).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: Option<u64>,
@@ -116,7 +117,7 @@ struct Args {
     /// `--compare OLD.json`.
     compare: Option<PathBuf>,
     /// `--update-docs FILE`.
-    update_docs: Option<PathBuf>,
+    update_docs: Vec<PathBuf>,
     /// `--reps`, overriding the mode's.
     reps: Option<usize>,
     /// `--sizes`, overriding the mode's.
@@ -150,19 +151,17 @@ fn run(args: &Args, command: &str) -> Result<String, Failure> {
         }
         None => None,
     };
-    let docs = match &args.update_docs {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Failure { msg: format!("cannot read {}: {e}", p.display()), code: 2 })?;
-            // Written at the end: it must be writable now.
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(p)
-                .map_err(|e| Failure { msg: format!("cannot write {}: {e}", p.display()), code: 2 })?;
-            Some(text)
-        }
-        None => None,
-    };
+    let mut docs = Vec::new();
+    for p in &args.update_docs {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| Failure { msg: format!("cannot read {}: {e}", p.display()), code: 2 })?;
+        // Written at the end: it must be writable now.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .map_err(|e| Failure { msg: format!("cannot write {}: {e}", p.display()), code: 2 })?;
+        docs.push((p, text));
+    }
     // Likewise the output directory: made (with its plots directory) and
     // written to before the measuring starts.
     let plots = args.out.join("plots");
@@ -204,7 +203,7 @@ fn run(args: &Args, command: &str) -> Result<String, Failure> {
         stdout.push('\n');
         stdout.push_str(&cmp);
     }
-    if let (Some(path), Some(text)) = (&args.update_docs, docs) {
+    for (path, text) in docs {
         let (new, done) = render::update_docs(&text, &report)
             .map_err(|msg| Failure { msg: format!("{}: {msg}", path.display()), code: 1 })?;
         std::fs::write(path, new)
