@@ -70,10 +70,11 @@ use crate::{
     cursor::{Cursor, WriteCursor},
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
+    iter::{iter_bounds, Back, RawIter},
     node::NodeRef,
     raw::{Level, Path, RawTree},
     store::{Store, Stored},
-    tree::{abort_oom, clear_values, to_inclusive, Back, MapleTree, RawIter, Stats},
+    tree::{abort_oom, clear_values, to_inclusive, MapleTree, Stats},
     write::{self, WriteTarget},
 };
 
@@ -326,7 +327,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// ```
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
-        let (first, last, done) = crate::tree::iter_bounds(&range);
+        let (first, last, done) = iter_bounds(&range);
         // The walk comes with the first call, as `MapleTree::range`'s does.
         // SAFETY: the root is read now, under `guard`, which outlives the
         // iterator ('g) and keeps every node reachable from that root

@@ -7,10 +7,11 @@ use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
 
 use crate::{
     handle::Handle,
+    iter::scan_leaf,
     node::RANGE64_SLOTS,
     raw::{LeafWalk, Level, Path, RawTree},
     sync::Ordering,
-    tree::{scan_leaf, MapleTree},
+    tree::MapleTree,
 };
 
 /// The empty ranges inside a window, ascending (or descending from the

@@ -278,6 +278,7 @@ mod error;
 mod gap;
 mod gap_iter;
 mod handle;
+mod iter;
 mod kept_walk;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -306,9 +307,10 @@ pub use entry::{OccupiedRange, RangeEntry, VacantRange};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
 pub use handle::{Handle, HandleMut, U63};
+pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{DupError, IntoIter, Iter, IterMut, MapleTree, Moved, RangeCloned, Stats};
+pub use tree::{DupError, MapleTree, Moved, Stats};
 pub use validate::ValidateError;
 
 /// The crate README's examples, compiled and run as doctests.

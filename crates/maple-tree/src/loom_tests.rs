@@ -23,9 +23,9 @@ use loom::{
 use crate::{
     cursor::Cursor,
     handle::U63,
+    iter::{Back, RawIter},
     raw::{LeafWalk, RawTree},
     store::{Removed, Store, Stored},
-    tree::{Back, RawIter},
 };
 
 fn word(v: u64) -> *mut () {
