@@ -951,6 +951,11 @@ pub mod fault {
         static FAIL_AT: Cell<u64> = const { Cell::new(0) };
     }
 
+    // The hooks are inlined into the allocator so that the profiling
+    // builds (examples, which get this feature through the
+    // dev-dependency) count what the library does, not how the hooks
+    // happened to be partitioned.
+    #[inline]
     pub(crate) fn should_fail() -> bool {
         FAIL_AT.with(|f| {
             let n = f.get();
@@ -966,10 +971,12 @@ pub mod fault {
         })
     }
 
+    #[inline]
     pub(crate) fn on_alloc() {
         ALLOCS.with(|c| c.set(c.get() + 1));
     }
 
+    #[inline]
     pub(crate) fn on_free() {
         FREES.with(|c| c.set(c.get() + 1));
     }

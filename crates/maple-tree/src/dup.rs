@@ -12,13 +12,17 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+use core::{fmt, marker::PhantomData, ops::RangeInclusive, ptr::NonNull};
+
 use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
     error::AllocError,
+    handle::{is_value, reserved_word, Handle},
     node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
+    tree::{clone_word, MapleTree},
 };
 
 /// A leaf of a copy with its bounds, in index order.
@@ -158,6 +162,229 @@ fn dup_with(
         stack[waiting..].reverse();
     }
     Ok(new_root)
+}
+
+/// The typed duplications: the node copy above, then each value word
+/// replaced by the copy's own.
+impl<V: Handle> MapleTree<V> {
+    /// Duplicates the tree in O(number of nodes), as fork does: the nodes
+    /// are copied depth-first, one 256-byte copy each (same shape, no
+    /// comparisons or splits), then each value of the copy is replaced in
+    /// place by `f(range, value)`.
+    ///
+    /// On allocation failure the partial copy is freed and `self` is
+    /// untouched. If `f` panics, the values it already made are dropped and
+    /// the copy's nodes freed.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    /// let t: MapleTree<Box<String>> =
+    ///     MapleTree::from_sorted([(0..=9, Box::new("a".to_string())), (20..=29, Box::new("b".into()))]).unwrap();
+    /// let lens: MapleTree<U63> = t.try_dup_map(|_, s| U63::new(s.len() as u64).unwrap()).unwrap();
+    /// assert_eq!(lens.load(25).map(U63::get), Some(1));
+    /// ```
+    pub fn try_dup_map<W: Handle>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> W,
+    ) -> Result<MapleTree<W>, AllocError> {
+        let (copy, leaves) = self.raw.dup_nodes(true)?;
+        // Until every word is replaced, the copy holds words of `self`:
+        // the guard frees it without dropping those if `f` panics.
+        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        for (leaf, min, max) in leaves {
+            let replace = |lo: u64, hi: u64, w| {
+                let v = self.borrow(w)?;
+                let new = f(lo..=hi, v).into_raw().as_ptr();
+                guard.replaced += 1;
+                Some(new)
+            };
+            // SAFETY: `leaf` belongs to the unpublished copy, which only
+            // this function can reach.
+            unsafe { leaf.for_each_entry(min, max, replace) };
+        }
+        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
+        core::mem::forget(guard);
+        Ok(MapleTree::from_raw(raw))
+    }
+
+    /// [`try_dup_map`](Self::try_dup_map) with a map function that may
+    /// fail, as fork's copy of each VMA can.
+    ///
+    /// If `f` fails on the entry starting at `index`, the copy is marked at
+    /// that point the way the kernel's fork marks it: every entry from
+    /// there on becomes a reserved marker (the copy never owned those
+    /// values), so tearing the copy down drops exactly the values `f` made
+    /// before the failure and stops at the marker. Nothing leaks and `self`
+    /// is untouched.
+    ///
+    /// ```
+    /// use maple_tree::{DupError, MapleTree, U63};
+    /// let t: MapleTree<U63> = (0..10u64).map(|i| (i * 10..=i * 10 + 5, U63::new(i).unwrap())).collect();
+    /// let failed = t.try_dup_map_fallible(|_, v| if v.get() < 4 { Ok(v) } else { Err("no memory") });
+    /// assert_eq!(failed.unwrap_err(), DupError::Map { index: 40, error: "no memory" });
+    /// let copy = t.try_dup_map_fallible(|_, v| Ok::<_, ()>(v)).unwrap();
+    /// assert_eq!(copy.len(), 10);
+    /// ```
+    pub fn try_dup_map_fallible<W: Handle, E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<W, E>,
+    ) -> Result<MapleTree<W>, DupError<E>> {
+        self.dup_words(|r, v, _| f(r, v).map(|w| w.into_raw().as_ptr()))
+    }
+
+    /// [`try_dup_map_fallible`](Self::try_dup_map_fallible) where the map
+    /// function may also keep the value: `Ok(None)` gives the copy a clone
+    /// of the source's handle (for `Arc` values, one more reference to the
+    /// same value: no allocation), `Ok(Some(v))` a new value. Fork uses it
+    /// to share the records of VMAs whose copy would be identical.
+    pub fn try_dup_share_or_map<E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<Option<V>, E>,
+    ) -> Result<MapleTree<V>, DupError<E>>
+    where
+        V: Clone,
+    {
+        self.dup_words(|r, v, w| {
+            f(r, v).map(|new| match new {
+                Some(n) => n.into_raw().as_ptr(),
+                // SAFETY: `w` is a live value word of `self`.
+                None => unsafe { clone_word::<V>(w) },
+            })
+        })
+    }
+
+    /// The engine of the fallible duplications: copies the nodes, then
+    /// replaces each value word by what `f` makes of it (a word owned by
+    /// the copy, as a `W`). If `f` fails, the rest of the copy is marked
+    /// with reserved entries (it never owned those words) and the copy is
+    /// dropped: the values made so far, and every node, are freed.
+    fn dup_words<W: Handle, E>(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
+    ) -> Result<MapleTree<W>, DupError<E>> {
+        let (copy, leaves) = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
+        // Until every word is replaced (or marked), the copy holds words of
+        // `self`, and the guard knows which.
+        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut failed: Option<(u64, E)> = None;
+        for (leaf, min, max) in leaves {
+            let replace = |lo: u64, hi: u64, w| {
+                if failed.is_some() {
+                    // Past the failure point: the kernel's zero entry.
+                    return Some(reserved_word());
+                }
+                let v = self.borrow(w)?;
+                match f(lo..=hi, v, w) {
+                    Ok(new) => {
+                        guard.replaced += 1;
+                        Some(new)
+                    }
+                    Err(e) => {
+                        failed = Some((lo, e));
+                        Some(reserved_word())
+                    }
+                }
+            };
+            // SAFETY: `leaf` belongs to the unpublished copy, which only
+            // this function can reach.
+            unsafe { leaf.for_each_entry(min, max, replace) };
+        }
+        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
+        let made = guard.replaced;
+        core::mem::forget(guard);
+        let copy = MapleTree::<W>::from_raw(raw);
+        match failed {
+            None => Ok(copy),
+            Some((index, error)) => {
+                // Holds `made` values, then markers: dropping it drops those
+                // values and frees every node.
+                copy.raw.len.set(made);
+                drop(copy);
+                Err(DupError::Map { index, error })
+            }
+        }
+    }
+
+    /// [`try_dup_map`](Self::try_dup_map) with clones of the values: an
+    /// independent copy of the tree.
+    pub fn try_dup(&self) -> Result<Self, AllocError>
+    where
+        V: Clone,
+    {
+        Self::dup_raw(&self.raw)
+    }
+
+    /// Node copy of `raw` plus a clone of every value.
+    pub(crate) fn dup_raw(raw: &RawTree) -> Result<Self, AllocError>
+    where
+        V: Clone,
+    {
+        // Inline values are copied with the nodes: no value pass.
+        let (copy, leaves) = raw.dup_nodes(!V::INLINE)?;
+        for (leaf, min, max) in leaves {
+            // SAFETY: `leaf` belongs to the unpublished copy; `w` is a live
+            // handle of the source (the copy only shares it). A panic in
+            // `clone` leaks the copy's nodes at worst (a `RawTree` drops
+            // no node), never a double drop.
+            unsafe { leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| clone_word::<V>(w))) };
+        }
+        Ok(MapleTree::from_raw(copy))
+    }
+}
+
+/// Why [`MapleTree::try_dup_map_fallible`] failed. Either way nothing
+/// leaked and the source is untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DupError<E> {
+    /// A node allocation failed while copying the structure.
+    Alloc(AllocError),
+    /// The map function failed on the entry starting at `index`.
+    Map {
+        /// First index of the entry whose copy failed.
+        index: u64,
+        /// What the map function returned.
+        error: E,
+    },
+}
+
+impl<E: fmt::Display> fmt::Display for DupError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DupError::Alloc(e) => e.fmt(f),
+            DupError::Map { index, error } => write!(f, "copying the entry at {index:#x} failed: {error}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> core::error::Error for DupError<E> {}
+
+/// Frees a half-replaced copy: the first `replaced` entries (in index
+/// order) are `W`s made by the map function; the rest belong to the source.
+struct DupGuard<W: Handle> {
+    raw: RawTree,
+    replaced: usize,
+    _w: PhantomData<W>,
+}
+
+impl<W: Handle> Drop for DupGuard<W> {
+    fn drop(&mut self) {
+        if !core::mem::needs_drop::<W>() {
+            self.raw.clear_with(None);
+            return;
+        }
+        let mut seen = 0;
+        let replaced = self.replaced;
+        self.raw.clear_with(Some(&mut |w| {
+            if !is_value(w) {
+                return; // a reserved marker: kept as is by the copy
+            }
+            if seen < replaced {
+                // SAFETY: one of the `W` values made by the map function.
+                drop(unsafe { W::from_raw(NonNull::new_unchecked(w)) });
+            }
+            seen += 1;
+        }));
+    }
 }
 
 #[cfg(test)]

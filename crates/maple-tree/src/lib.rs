@@ -303,6 +303,7 @@ pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteGuard}
 #[cfg(all(feature = "std", not(loom)))]
 pub use cursor::WriteCursor;
 pub use cursor::{Cursor, CursorMut};
+pub use dup::DupError;
 pub use entry::{OccupiedRange, RangeEntry, VacantRange};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
@@ -310,7 +311,7 @@ pub use handle::{Handle, HandleMut, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{DupError, MapleTree, Moved, Stats};
+pub use tree::{MapleTree, Moved, Stats};
 pub use validate::ValidateError;
 
 /// The crate README's examples, compiled and run as doctests.
