@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 set -euo pipefail
 cargo fmt --all -- --check
+# No module imports another that imports it back (docs/DESIGN.md, "Layers").
+python3 ci/circles.py crates/*/src
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 # Docs as docs.rs builds them (every feature).

@@ -134,3 +134,13 @@ impl From<maple_tree::Error> for Errno {
 
 /// Result of an address-space call.
 pub type Result<T, E = Errno> = core::result::Result<T, E>;
+
+/// A failed tree write (node allocation): the call is undone.
+#[derive(Debug)]
+pub(crate) struct AllocFail;
+
+impl From<AllocFail> for Errno {
+    fn from(_: AllocFail) -> Errno {
+        Errno::ENOMEM
+    }
+}

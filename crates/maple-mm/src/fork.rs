@@ -7,10 +7,10 @@ use maple_tree::{DupError, MapleTree};
 use crate::{
     error::{Errno, Result},
     flags::VmFlags,
-    record::{with_maker, Maker, VmaRef},
     space::AddressSpace,
     store::VmaStore,
     vma::{AnonVma, VmaData},
+    vma_slab::{with_maker, Maker, VmaRef},
 };
 
 impl<T: VmaStore> AddressSpace<T> {

@@ -100,13 +100,14 @@ mod flags;
 mod fork;
 mod lock;
 mod maps;
+mod mbind;
 mod mmap;
 mod modify;
 mod mremap;
 mod name;
+mod page;
 mod pages;
 mod policy;
-mod record;
 mod seal;
 mod shared;
 mod shm;
@@ -116,6 +117,7 @@ mod store;
 pub mod strace;
 pub mod swap;
 mod vma;
+mod vma_slab;
 
 pub use access::{Access, Fault};
 pub use error::{Errno, Result};
@@ -125,13 +127,14 @@ pub use fork::fault;
 pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
+pub use page::PAGE_SIZE;
 pub use policy::{MbindFlags, MemPolicy, MempolicyFlags, MempolicyMode};
-pub use record::VmaRef;
 pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use shm::ShmSegment;
-pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats, PAGE_SIZE};
+pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats};
 pub use store::{TreeStore, VmaStore};
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
+pub use vma_slab::VmaRef;
 
 /// The README's examples (tree and address space), compiled and run as
 /// doctests here, where both crates are in scope.

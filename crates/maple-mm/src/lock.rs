@@ -31,10 +31,12 @@
 //!   growth) where the locked memory would.
 
 use crate::{
+    error::AllocFail,
     error::{Errno, Result},
     flags::{MclFlags, MlockFlags, VmFlags},
     modify::Holes,
-    space::{page_align, within, AddressSpace, AllocFail, PAGE_SIZE},
+    page::{page_align, PAGE_SIZE},
+    space::{within, AddressSpace},
     store::VmaStore,
     vma::VmaData,
 };

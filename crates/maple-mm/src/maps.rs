@@ -7,11 +7,12 @@ use std::{path::Path, sync::Arc};
 use crate::{
     flags::VmFlags,
     name::AnonName,
+    page::PAGE_SIZE,
     policy::MemPolicy,
-    record::VmaRef,
-    space::{AddressSpace, Brk, Layout, PAGE_SIZE},
+    space::{AddressSpace, Brk, Layout},
     store::VmaStore,
     vma::{AnonVma, Backing, MappedFile, Vma, VmaData},
+    vma_slab::VmaRef,
 };
 
 /// Column where the path starts (Linux pads the fields before it to 73).
@@ -429,7 +430,7 @@ fn pagemap_runs(
     pagemap: &str,
     ranges: &[(u64, u64)],
     keep: impl Fn(u64) -> bool,
-    mut add: impl FnMut(u64, u64) -> Result<(), crate::space::AllocFail>,
+    mut add: impl FnMut(u64, u64) -> Result<(), crate::error::AllocFail>,
 ) -> Result<(), MapsError> {
     use std::os::unix::fs::FileExt;
     /// Pages read at a time (32 KiB of words).
@@ -685,6 +686,26 @@ fn shmem(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Arc<MappedFile> {
         ..MappedFile::new(l.dev_major, l.dev_minor, l.inode, "")
     };
     opened(want, files)
+}
+
+/// The maps-file line of this VMA without the `[heap]`/`[stack]` labels,
+/// which depend on the address space (see
+/// [`AddressSpace::maps`](crate::AddressSpace::maps)).
+impl fmt::Display for Vma<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_line(f, self, None)
+    }
+}
+
+/// The whole address space in `/proc/PID/maps` format.
+impl<T: VmaStore> fmt::Display for AddressSpace<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for vma in self.iter() {
+            write_line(f, &vma, self.label(&vma))?;
+            f.write_str("\n")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

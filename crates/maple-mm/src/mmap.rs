@@ -5,7 +5,8 @@ use std::sync::Arc;
 use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, VmFlags},
-    space::{is_aligned, page_align, AddressSpace, Brk, PAGE_SIZE, PMD_SIZE},
+    page::{is_aligned, page_align, PAGE_SIZE, PMD_SIZE},
+    space::{AddressSpace, Brk},
     store::VmaStore,
     vma::{Backing, MappedFile, VmaData},
 };

@@ -2,11 +2,12 @@
 //! naming, and write faults (`touch`).
 
 use crate::{
+    error::AllocFail,
     error::{Errno, Result},
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
-    seal::madvise_sealed,
-    space::{is_aligned, page_align, AddressSpace, AllocFail, PAGE_SIZE},
+    page::{is_aligned, page_align, PAGE_SIZE},
+    space::AddressSpace,
     store::VmaStore,
     vma::{Backing, VmaData},
 };
@@ -53,6 +54,20 @@ impl AccessStop {
             AccessStop::PastObject | AccessStop::Guard => Errno::EFAULT,
         })
     }
+}
+
+/// The advice numbers that discard data (Linux's `is_discard`).
+const DISCARDS: [i32; 7] = [4, 24, 8, 9, 10, 18, 102];
+
+/// Linux's `can_madvise_modify`: `EPERM` for advice `code` that discards
+/// data, on a sealed VMA of private anonymous memory without write
+/// permission.
+pub(crate) fn madvise_sealed(code: i32, d: &VmaData) -> Result<()> {
+    let read_only_anon = d.is_anonymous() && !d.flags.contains(VmFlags::WRITE);
+    if d.flags.contains(VmFlags::SEALED) && read_only_anon && DISCARDS.contains(&code) {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
 }
 
 /// Linux's checks, per VMA, of the advice that changes no VMA (6.18,

@@ -1,9 +1,11 @@
 //! `mremap`: shrink, grow in place, or move a mapping.
 
 use crate::{
+    error::AllocFail,
     error::{Errno, Result},
     flags::{MremapFlags, VmFlags},
-    space::{is_aligned, page_align, AddressSpace, AllocFail},
+    page::{is_aligned, page_align},
+    space::AddressSpace,
     store::VmaStore,
     vma::VmaData,
 };

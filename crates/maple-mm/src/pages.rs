@@ -42,7 +42,7 @@
 
 use maple_tree::{MapleTree, U63};
 
-use crate::{space::AllocFail, store::TreeStore};
+use crate::{error::AllocFail, store::TreeStore};
 
 /// Runs `[start, end)` of pages. (A `Vec`: empty, as it nearly always
 /// is, it costs no allocation and three words in every undo record.)
@@ -172,65 +172,5 @@ impl<G: TreeStore<U63>> PageSet<G> {
                 }
             }
         }
-    }
-}
-
-impl<T: crate::VmaStore> crate::AddressSpace<T> {
-    /// The anonymous pages: the pages written in private mappings, which
-    /// hold the process's own data (in memory, or in swap) rather than a
-    /// file's or a shared object's — `/proc/PID/smaps`'s `Anonymous`, the
-    /// pages a checkpoint must save. As runs of whole pages in address
-    /// order, adjacent runs joined. The rules, measured on Linux 6.18 (the
-    /// kernel oracle compares each VMA's count with smaps after every
-    /// call):
-    ///
-    /// * a write makes one ([`touch`](Self::touch),
-    ///   `MADV_POPULATE_WRITE`), and so does populating a private writable
-    ///   mapping (`MAP_POPULATE`, `mlock` and `MAP_LOCKED`,
-    ///   `mlockall(MCL_CURRENT)`, and what a locked mapping grows by, or is
-    ///   made writable by `mprotect`), up to the first page it cannot
-    ///   write; reads make none (an anonymous page read maps the shared
-    ///   zero page), nor do writes to shared mappings;
-    /// * unmapping, `MADV_DONTNEED` (`_LOCKED` too) and a guard install
-    ///   throw them away; `MADV_FREE` makes them lazily freeable
-    ///   ([`lazy_free_pages`](Self::lazy_free_pages)) and `MADV_PAGEOUT`
-    ///   then throws those away (others stay: the model has no swap);
-    /// * `mremap` moves them; `mprotect` keeps them;
-    /// * a fork's child gets them in every VMA it inherits but
-    ///   wipe-on-fork ones.
-    ///
-    /// A live process read with [`from_pid`](Self::from_pid) comes with its
-    /// anonymous pages where pagemap shows page frames (to
-    /// `CAP_SYS_ADMIN`); a space read from a maps file
-    /// ([`from_maps`](Self::from_maps)) has none, as the file does not say
-    /// which pages were written.
-    ///
-    /// ```
-    /// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
-    /// let mut mm = AddressSpace::new();
-    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-    /// let a = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
-    /// mm.touch(a + PAGE_SIZE, 2 * PAGE_SIZE).unwrap();
-    /// assert_eq!(mm.anon_pages().collect::<Vec<_>>(), [a + PAGE_SIZE..a + 3 * PAGE_SIZE]);
-    /// // MADV_DONTNEED (4) throws the second one away.
-    /// mm.madvise(a + 2 * PAGE_SIZE, PAGE_SIZE, maple_mm::Advice::from_code(4).unwrap()).unwrap();
-    /// assert_eq!(mm.anon_pages().collect::<Vec<_>>(), [a + PAGE_SIZE..a + 2 * PAGE_SIZE]);
-    /// ```
-    pub fn anon_pages(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
-        self.anon.iter().map(|(s, e)| s..e)
-    }
-
-    /// The anonymous pages `MADV_FREE` made lazily freeable and that were
-    /// not written since (smaps's `LazyFree`, once Linux has moved them to
-    /// its lazy-free list): the kernel may drop them at any time, after
-    /// which they read as zero; `MADV_PAGEOUT` drops them at once. A subset
-    /// of [`anon_pages`](Self::anon_pages).
-    pub fn lazy_free_pages(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
-        self.lazy.iter().map(|(s, e)| s..e)
-    }
-
-    /// The number of anonymous pages in `[start, end)`.
-    pub fn anon_page_count(&self, start: u64, end: u64) -> u64 {
-        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / crate::PAGE_SIZE).sum()
     }
 }

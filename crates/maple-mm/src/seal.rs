@@ -18,16 +18,15 @@
 //! * a fork's child keeps the seals.
 
 use crate::{
+    error::AllocFail,
     error::{Errno, Result},
     flags::VmFlags,
     modify::Holes,
-    space::{is_aligned, page_align, AddressSpace, AllocFail},
+    page::{is_aligned, page_align},
+    space::AddressSpace,
     store::VmaStore,
     vma::VmaData,
 };
-
-/// The advice numbers that discard data (Linux's `is_discard`).
-const DISCARDS: [i32; 7] = [4, 24, 8, 9, 10, 18, 102];
 
 impl<T: VmaStore> AddressSpace<T> {
     /// Seals `[addr, addr + len)`, as `mseal(2)`: its VMAs are cut to the
@@ -126,15 +125,4 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         self.cut_at(start)
     }
-}
-
-/// Linux's `can_madvise_modify`: `EPERM` for advice `code` that discards
-/// data, on a sealed VMA of private anonymous memory without write
-/// permission.
-pub(crate) fn madvise_sealed(code: i32, d: &VmaData) -> Result<()> {
-    let read_only_anon = d.is_anonymous() && !d.flags.contains(VmFlags::WRITE);
-    if d.flags.contains(VmFlags::SEALED) && read_only_anon && DISCARDS.contains(&code) {
-        return Err(Errno::EPERM);
-    }
-    Ok(())
 }

@@ -23,10 +23,10 @@ use crate::{
     access::{decide, Access, Fault},
     flags::VmFlags,
     pages::PageSet,
-    record::VmaRef,
     space::{vm_counts, AddressSpace, Brk, Layout},
     stack::{grown, grows_to, growth_fits},
     vma::{Vma, VmaData},
+    vma_slab::VmaRef,
 };
 
 /// An address space shared between threads: lock-free lookups, one writer

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, ShmFlags},
-    space::{page_align, AddressSpace, PAGE_SIZE},
+    page::{page_align, PAGE_SIZE},
+    space::AddressSpace,
     store::VmaStore,
     vma::{Backing, MappedFile},
 };

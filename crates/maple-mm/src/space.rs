@@ -7,28 +7,15 @@ use core::fmt;
 use maple_tree::MapleTree;
 
 use crate::{
-    error::{Errno, Result},
+    error::{AllocFail, Errno, Result},
     flags::VmFlags,
+    page::{is_aligned, page_align, PAGE_SIZE},
     pages::{PageSet, Runs},
-    record::VmaRef,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
+    vma_slab::VmaRef,
     Prot,
 };
-
-/// Bytes per page (x86-64).
-pub const PAGE_SIZE: u64 = 4096;
-/// Bytes per PMD (a 2 MiB huge page).
-pub(crate) const PMD_SIZE: u64 = 2 << 20;
-
-/// `len` rounded up to whole pages; `None` if that overflows.
-pub(crate) fn page_align(len: u64) -> Option<u64> {
-    len.checked_add(PAGE_SIZE - 1).map(|l| l & !(PAGE_SIZE - 1))
-}
-
-pub(crate) fn is_aligned(addr: u64) -> bool {
-    addr % PAGE_SIZE == 0
-}
 
 /// Where mappings go and the limits of an address space (x86-64 defaults).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,17 +200,6 @@ impl<T: VmaStore> fmt::Debug for AddressSpace<T> {
     }
 }
 
-/// The whole address space in `/proc/PID/maps` format.
-impl<T: VmaStore> fmt::Display for AddressSpace<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for vma in self.iter() {
-            crate::maps::write_line(f, &vma, self.label(&vma))?;
-            f.write_str("\n")?;
-        }
-        Ok(())
-    }
-}
-
 /// Totals over an address space; see [`AddressSpace::stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpaceStats {
@@ -240,16 +216,6 @@ pub struct SpaceStats {
     /// Bytes mapped with each protection, indexed by the `rwx` bits
     /// (`Prot::bits() & 7`).
     pub by_prot: [u64; 8],
-}
-
-/// A failed tree write (node allocation): the call is undone.
-#[derive(Debug)]
-pub(crate) struct AllocFail;
-
-impl From<AllocFail> for Errno {
-    fn from(_: AllocFail) -> Errno {
-        Errno::ENOMEM
-    }
 }
 
 /// The entries of a window before a call changed it, to put back if the
@@ -890,4 +856,64 @@ impl<T: VmaStore> AddressSpace<T> {
 /// Protection totals are indexed by `rwx` bits; this names an index.
 pub fn prot_of_index(i: usize) -> Prot {
     Prot::from_bits_truncate(i as u32 & 7)
+}
+
+impl<T: VmaStore> AddressSpace<T> {
+    /// The anonymous pages: the pages written in private mappings, which
+    /// hold the process's own data (in memory, or in swap) rather than a
+    /// file's or a shared object's — `/proc/PID/smaps`'s `Anonymous`, the
+    /// pages a checkpoint must save. As runs of whole pages in address
+    /// order, adjacent runs joined. The rules, measured on Linux 6.18 (the
+    /// kernel oracle compares each VMA's count with smaps after every
+    /// call):
+    ///
+    /// * a write makes one ([`touch`](Self::touch),
+    ///   `MADV_POPULATE_WRITE`), and so does populating a private writable
+    ///   mapping (`MAP_POPULATE`, `mlock` and `MAP_LOCKED`,
+    ///   `mlockall(MCL_CURRENT)`, and what a locked mapping grows by, or is
+    ///   made writable by `mprotect`), up to the first page it cannot
+    ///   write; reads make none (an anonymous page read maps the shared
+    ///   zero page), nor do writes to shared mappings;
+    /// * unmapping, `MADV_DONTNEED` (`_LOCKED` too) and a guard install
+    ///   throw them away; `MADV_FREE` makes them lazily freeable
+    ///   ([`lazy_free_pages`](Self::lazy_free_pages)) and `MADV_PAGEOUT`
+    ///   then throws those away (others stay: the model has no swap);
+    /// * `mremap` moves them; `mprotect` keeps them;
+    /// * a fork's child gets them in every VMA it inherits but
+    ///   wipe-on-fork ones.
+    ///
+    /// A live process read with [`from_pid`](Self::from_pid) comes with its
+    /// anonymous pages where pagemap shows page frames (to
+    /// `CAP_SYS_ADMIN`); a space read from a maps file
+    /// ([`from_maps`](Self::from_maps)) has none, as the file does not say
+    /// which pages were written.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = mm.mmap(0, 8 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+    /// mm.touch(a + PAGE_SIZE, 2 * PAGE_SIZE).unwrap();
+    /// assert_eq!(mm.anon_pages().collect::<Vec<_>>(), [a + PAGE_SIZE..a + 3 * PAGE_SIZE]);
+    /// // MADV_DONTNEED (4) throws the second one away.
+    /// mm.madvise(a + 2 * PAGE_SIZE, PAGE_SIZE, maple_mm::Advice::from_code(4).unwrap()).unwrap();
+    /// assert_eq!(mm.anon_pages().collect::<Vec<_>>(), [a + PAGE_SIZE..a + 2 * PAGE_SIZE]);
+    /// ```
+    pub fn anon_pages(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
+        self.anon.iter().map(|(s, e)| s..e)
+    }
+
+    /// The anonymous pages `MADV_FREE` made lazily freeable and that were
+    /// not written since (smaps's `LazyFree`, once Linux has moved them to
+    /// its lazy-free list): the kernel may drop them at any time, after
+    /// which they read as zero; `MADV_PAGEOUT` drops them at once. A subset
+    /// of [`anon_pages`](Self::anon_pages).
+    pub fn lazy_free_pages(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
+        self.lazy.iter().map(|(s, e)| s..e)
+    }
+
+    /// The number of anonymous pages in `[start, end)`.
+    pub fn anon_page_count(&self, start: u64, end: u64) -> u64 {
+        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / PAGE_SIZE).sum()
+    }
 }

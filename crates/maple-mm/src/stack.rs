@@ -27,8 +27,10 @@
 //! overcommit check, which refuses a growth on a machine short of memory.
 
 use crate::{
+    error::AllocFail,
     flags::VmFlags,
-    space::{vm_counts, within, AddressSpace, AllocFail, Layout, PAGE_SIZE},
+    page::PAGE_SIZE,
+    space::{vm_counts, within, AddressSpace, Layout},
     store::VmaStore,
     vma::Vma,
 };

@@ -8,7 +8,7 @@ use core::ops::Range;
 
 use maple_tree::{Handle, InsertError, MapleTree, WriteGuard, U63};
 
-use crate::record::VmaRef;
+use crate::vma_slab::VmaRef;
 
 mod sealed {
     pub trait Sealed {}

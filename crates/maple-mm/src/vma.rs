@@ -450,13 +450,4 @@ impl fmt::Debug for Vma<'_> {
     }
 }
 
-/// The maps-file line of this VMA without the `[heap]`/`[stack]` labels,
-/// which depend on the address space (see
-/// [`AddressSpace::maps`](crate::AddressSpace::maps)).
-impl fmt::Display for Vma<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        crate::maps::write_line(f, self, None)
-    }
-}
-
 const _: () = assert!(core::mem::size_of::<VmaData>() == 56, "a VMA record is seven words (a cell holds eight)");

@@ -18,9 +18,7 @@
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
-//! wall-clock comparisons that outlast the machine's swings. `ab` (in a
-//! build with `RUSTFLAGS="--cfg maple_ab"`) times the two arms of an
-//! experiment in one process: see `ab` below and docs/BENCHMARKS.md.
+//! wall-clock comparisons that outlast the machine's swings.
 use maple_tree::{MapleTree, U63};
 
 #[path = "../tests/common/shuffle.rs"]
@@ -28,13 +26,6 @@ mod shuffle;
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
-    // `AB=1` in a `maple_ab` build: the experiment's new arm, for counting
-    // its instructions (`valgrind --tool=callgrind`) against the old.
-    #[cfg(maple_ab)]
-    maple_tree::ab::set(std::env::var_os("AB").is_some());
-    #[cfg(maple_ab)]
-    maple_tree::ab::set_param(env_u64("AB_PARAM", 0) as usize);
-    // `REPS=` scales the kernel loops (1 M rounds by default).
     let reps = env_u64("REPS", 1_000_000);
     if mode == "slot" {
         println!("{}", slot_loop(reps));
@@ -57,10 +48,6 @@ fn main() {
     }
     if mode == "awalk" || mode == "kload" {
         println!("{}", kernel_read_loop(&mode, reps));
-        return;
-    }
-    if mode == "ab" {
-        ab();
         return;
     }
     if mode == "alloc" {
@@ -268,9 +255,7 @@ fn main() {
 /// so that no write starts before the one before it has finished: what
 /// is left is each write's own latency, without the overlap of one write's
 /// cache misses with the next one's work that a short write allows.
-/// `N` ranges (100 K by default), `ROUNDS` rounds (15). In a build with
-/// `--cfg maple_ab`, the tree runs the experiment's old arm unless `AB=1`
-/// (as in every mode), so each arm can be timed against the idiom.
+/// `N` ranges (100 K by default), `ROUNDS` rounds (15).
 fn writes_vs_btree() {
     use std::{collections::BTreeMap, hint::black_box, time::Instant};
     let n = env_u64("N", 100_000);
@@ -454,112 +439,4 @@ fn erase_at(t: &mut MapleTree<U63>, order: &[u64]) {
     for &i in order.iter().rev() {
         t.erase(i * 16 + 3).unwrap();
     }
-}
-
-/// `profile_store ab`: times the two arms of an experiment behind
-/// `maple_tree::ab::on()` in one process, alternating (`ROUNDS` rounds,
-/// 21 by default), on the workload `WORK`: `rand` (`N` random inserts,
-/// 100 K by default), `erase` (the same, then `erase` of each),
-/// `erase-bulk` (`erase` of each range of a bulk-built tree), `asc`
-/// (ascending inserts), `lookup` (2 M random lookups in a bulk-built tree
-/// of `N` ranges), `dup` (200 K duplications of the `mt_dup()` series' 135-entry
-/// tree), `slot` or `node` (the kernel's loops, 1 M rounds), `awalk` or
-/// `kload` (the kernel's gap-walk and lookup loops), `iter-for` (a `for`
-/// loop over a bulk-built tree of `N` ranges; `iter` the same by `sum`,
-/// `iter-rev` backwards), `alloc` (the `N` holes of
-/// a random-built gap tree filled by `alloc_range`).
-/// Prints each arm's fastest and median time and the median of the
-/// per-round ratios old/new (above 1: the new arm is faster) with its
-/// quartiles; for `rand`, each arm's node count first (a push rule trades
-/// nodes for time). `AB_PARAM=N` sets `maple_tree::ab::param()`, a number
-/// the new arm may read (a threshold being tuned). In the same build the
-/// other modes run the old arm, or the new one with `AB=1`: instruction
-/// counts of both (`valgrind --tool=callgrind`).
-#[cfg(maple_ab)]
-fn ab() {
-    let n = env_u64("N", 100_000);
-    let rounds = env_u64("ROUNDS", 21) as usize;
-    let work = std::env::var("WORK").unwrap_or_else(|_| "rand".into());
-    let order = random_order(n);
-    let ascending: Vec<u64> = (0..n).collect();
-    let bulk_tree = bulk(n);
-    let seed = seed_tree();
-    let keys = random_keys(2_000_000, n);
-    let holes = if work == "alloc" { build(&order, true) } else { MapleTree::new() };
-    let run = || -> u64 {
-        match work.as_str() {
-            "alloc" => fill_holes(&holes),
-            "rand" => build(&order, false).len() as u64,
-            "erase" => {
-                let mut t = build(&order, false);
-                erase_at(&mut t, &order);
-                t.len() as u64
-            }
-            "asc" => build(&ascending, false).len() as u64,
-            "erase-bulk" => {
-                let mut t = bulk(n);
-                erase_at(&mut t, &order);
-                t.len() as u64
-            }
-            "lookup" => keys.iter().filter_map(|&k| bulk_tree.load(k)).map(|v| v.get()).sum(),
-            "dup" => (0..200_000).map(|_| seed.try_dup().unwrap().len() as u64).sum(),
-            "slot" => slot_loop(1_000_000) as u64,
-            "node" => node_loop(1_000_000) as u64,
-            "awalk" => kernel_read_loop("awalk", 1_000_000),
-            "kload" => kernel_read_loop("kload", 10_000_000),
-            "iter-for" => sum_by_for(&bulk_tree),
-            "iter" => bulk_tree.iter().map(|(_, v)| v.get()).sum(),
-            "iter-rev" => bulk_tree.iter().rev().map(|(_, v)| v.get()).sum(),
-            // Short range queries: the entry at or after a key, the entry
-            // at or before it (by `range` and by `prev_before`), a window
-            // of eight ranges summed.
-            "succ" => keys.iter().filter_map(|&k| bulk_tree.range(k..).next()).map(|(_, v)| v.get()).sum(),
-            "pred" => keys.iter().filter_map(|&k| bulk_tree.range(..=k).next_back()).map(|(_, v)| v.get()).sum(),
-            "prev" => keys.iter().filter_map(|&k| bulk_tree.prev_before(k)).map(|(_, v)| v.get()).sum(),
-            "window" => keys.iter().map(|&k| bulk_tree.range(k..k + 128).map(|(_, v)| v.get()).sum::<u64>()).sum(),
-            other => panic!("unknown WORK={other}"),
-        }
-    };
-    if work == "rand" {
-        // A push rule trades nodes for time: each arm's node count.
-        for on in [false, true] {
-            maple_tree::ab::set(on);
-            let s = build(&order, false).stats();
-            println!("arm {}: {} nodes ({} leaves)", if on { "new" } else { "old" }, s.leaves + s.internal, s.leaves);
-        }
-    }
-    // times[0]: the old arm (off), times[1]: the new (on).
-    let mut times = [Vec::new(), Vec::new()];
-    let mut sink = 0u64;
-    for r in 0..rounds {
-        let arms = if r % 2 == 0 { [false, true] } else { [true, false] };
-        for on in arms {
-            maple_tree::ab::set(on);
-            let start = std::time::Instant::now();
-            sink = sink.wrapping_add(std::hint::black_box(run()));
-            times[usize::from(on)].push(start.elapsed().as_secs_f64());
-        }
-    }
-    let mut ratios: Vec<f64> = times[0].iter().zip(&times[1]).map(|(old, new)| old / new).collect();
-    ratios.sort_by(f64::total_cmp);
-    for t in &mut times {
-        t.sort_by(f64::total_cmp);
-    }
-    let q = |v: &[f64], k: usize| v[(v.len() - 1) * k / 4];
-    println!(
-        "{work}, n = {n}, {rounds} rounds: old {:.4}/{:.4} s, new {:.4}/{:.4} s (fastest/median); old/new median {:.3} (quartiles {:.3}, {:.3}) [{sink}]",
-        q(&times[0], 0),
-        q(&times[0], 2),
-        q(&times[1], 0),
-        q(&times[1], 2),
-        q(&ratios, 2),
-        q(&ratios, 1),
-        q(&ratios, 3),
-    );
-}
-
-#[cfg(not(maple_ab))]
-fn ab() {
-    eprintln!("profile_store ab: build with RUSTFLAGS=\"--cfg maple_ab\" (see docs/BENCHMARKS.md)");
-    std::process::exit(2);
 }

@@ -103,9 +103,8 @@ const NODE_CHUNKS: usize = BLOCK_CHUNKS - FIRST_NODE_CHUNK;
 /// whose blocks get huge pages (see the module docs): four blocks' worth,
 /// 8 MiB, about 32,000 nodes (180,000 ranges inserted in a random order),
 /// beyond what a second-level TLB of small pages covers (about 1,500
-/// entries, 6 MiB). Below that huge pages gain little, and the collapse
-/// (a 2 MiB copy, 0.7 ms per block here) made random stores at 100 K
-/// ranges 20–30 % slower.
+/// entries, 6 MiB). Below that huge pages gain little and the collapse
+/// (a 2 MiB copy per block) costs more than it saves.
 #[cfg_attr(loom, allow(dead_code))]
 fn is_big(chunks: usize) -> bool {
     chunks >= 4 * NODE_CHUNKS
@@ -284,7 +283,7 @@ impl Slab {
         for n in self.handed.borrow_mut().drain(..) {
             #[cfg(feature = "fault-injection")]
             fault::on_free();
-            freed::record(n.as_ptr().addr());
+            crate::sync::freed::record(n.as_ptr().addr());
             // SAFETY: allocated by `take_cell` with this layout; handed out
             // and given up by the caller, freed once.
             unsafe { dealloc(n.as_ptr().cast(), Layout::new::<Node>()) }
@@ -311,7 +310,7 @@ impl Slab {
         #[cfg(feature = "fault-injection")]
         fault::on_alloc();
         #[cfg(loom)]
-        freed::forget(ptr.as_ptr().addr());
+        crate::sync::freed::forget(ptr.as_ptr().addr());
         #[cfg(loom)]
         // SAFETY: loom's atomics must be constructed, not just stored into:
         // write a fully built empty node over the fresh block.
@@ -355,7 +354,7 @@ impl Slab {
         #[cfg(feature = "fault-injection")]
         fault::on_free();
         #[cfg(loom)]
-        freed::record(ptr.as_ptr().addr());
+        crate::sync::freed::record(ptr.as_ptr().addr());
         // SAFETY: the caller's guarantees, passed on.
         unsafe { self.give_back(ptr) }
     }
@@ -739,12 +738,9 @@ mod pool {
     use super::{give_to_block, huge_page, new_block, Header, CHUNK};
 
     /// Most chunks kept per thread: 32 blocks' (64 MiB), the nodes of about
-    /// 1.4 M ranges inserted in a random order. Rebuilding a tree of 1 M
-    /// ranges faulted in 10,000 pages a round with one block's worth (a smaller
-    /// pool) and none with this; random inserts ran
-    /// about 15 % faster at 100 K and 1 M ranges, ascending ones 20–30 %
-    ///. The global allocator keeps the
-    /// nodes of a dropped `BTreeMap` in its heap likewise.
+    /// 1.4 M ranges inserted in a random order: enough that rebuilding a
+    /// tree of a million ranges faults in no page. The global allocator
+    /// keeps the nodes of a dropped `BTreeMap` in its heap likewise.
     pub(super) const POOL_CHUNKS: usize = 32 * super::NODE_CHUNKS;
 
     struct Pool(liballoc::vec::Vec<*mut Header>);
@@ -881,7 +877,7 @@ mod pool {
 /// to 64 MiB (the nodes of about 1.4 M ranges), so that the next tree it
 /// builds need not have the kernel fault in and zero that memory again:
 /// a program that rebuilds or copies trees (a fork's copy, a map rebuilt
-/// from scratch) runs its inserts 15–30 % faster for it. The cache goes
+/// from scratch) runs its inserts faster for it. The cache goes
 /// back to the system when the thread exits; a long-lived thread that is
 /// done with big trees can give it back now. Memory goes back 2 MiB at a
 /// time: a block in which a live tree still has nodes stays mapped until
@@ -904,37 +900,6 @@ mod pool {
 /// ```
 pub fn trim_thread_cache() -> usize {
     pool::trim()
-}
-
-/// Loom builds remember which node addresses are freed, and every node
-/// access checks the list first (`NodeRef`), so that a model in which a
-/// reader can reach a node after the writer freed it fails with a clear
-/// message instead of reading freed memory. The list lives outside loom
-/// (a plain mutex, never held across a loom operation), so it adds no
-/// interleavings.
-#[cfg(loom)]
-pub(crate) mod freed {
-    use std::{collections::BTreeSet, sync::Mutex};
-
-    static FREED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
-
-    fn with<R>(f: impl FnOnce(&mut BTreeSet<usize>) -> R) -> R {
-        f(&mut FREED.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub(crate) fn record(addr: usize) {
-        with(|s| s.insert(addr));
-    }
-
-    /// The allocator handed `addr` out again.
-    pub(crate) fn forget(addr: usize) {
-        with(|s| s.remove(&addr));
-    }
-
-    /// Panics if the node at `addr` has been freed.
-    pub(crate) fn check(addr: usize) {
-        assert!(!with(|s| s.contains(&addr)), "a node was used after it was freed ({addr:#x})");
-    }
 }
 
 #[cfg(feature = "fault-injection")]

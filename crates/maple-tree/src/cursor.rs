@@ -12,7 +12,7 @@
 //! walk instead of the root. Replacing the entry it stands on writes one
 //! word; a write that stays inside its leaf keeps the walk good, so the
 //! cursor goes on without walking again (other writes re-walk once). The
-//! tree's own write methods are such a cursor, made and used once.
+//! tree's own write methods keep a walk of their own (`kept_walk.rs`).
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -36,17 +36,14 @@ use core::{
     ptr::{self, NonNull},
 };
 
-#[cfg(all(feature = "std", not(loom)))]
-use crate::concurrent::WriteGuard;
 use crate::{
     error::{Error, InsertError},
-    handle::{is_value, reserved_word, Handle},
+    handle::{is_value, Handle},
     node::PIVOT_UNUSED,
     raw::{Entrance, LeafWalk, Level, Path, RawTree},
     store::{Store, Stored},
     sync::Ordering,
     tree::MapleTree,
-    write::{self, to_inclusive},
 };
 
 /// Position shared by every cursor: the walk to the current leaf slot.
@@ -59,21 +56,21 @@ use crate::{
 /// fresh walk is [`seek`](Pos::seek), which goes to a new index and so
 /// starts a new picture.)
 #[derive(Clone)]
-struct Pos {
-    walk: LeafWalk,
+pub(crate) struct Pos {
+    pub(crate) walk: LeafWalk,
 }
 
 impl Pos {
-    fn seek(raw: &RawTree, index: u64) -> Pos {
+    pub(crate) fn seek(raw: &RawTree, index: u64) -> Pos {
         Pos { walk: LeafWalk::new(raw, index) }
     }
 
     /// Current range and value word.
-    fn current(&self) -> (u64, u64, *mut ()) {
+    pub(crate) fn current(&self) -> (u64, u64, *mut ()) {
         self.walk.current().unwrap_or((0, u64::MAX, ptr::null_mut()))
     }
 
-    fn step(&mut self, forward: bool) -> bool {
+    pub(crate) fn step(&mut self, forward: bool) -> bool {
         if forward {
             self.walk.next()
         } else {
@@ -84,7 +81,7 @@ impl Pos {
     /// Steps to the next (or previous) non-empty range; if there is none,
     /// the cursor stays where it was.
     #[inline]
-    fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+    pub(crate) fn step_entry(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         // Within the current leaf first (inlined into the caller: the
         // common step): nothing to undo if it finds nothing.
         let lv = self.walk.path.last_mut()?;
@@ -102,7 +99,7 @@ impl Pos {
     /// under the same parent, where a value nearly always is; the whole
     /// walk (the levels in use) before going farther.
     #[inline(never)]
-    fn step_entry_across(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+    pub(crate) fn step_entry_across(&mut self, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
         let path = &mut self.walk.path;
         if let [.., parent, leaf] = **path {
             if self.walk.step_to_sibling(forward) {
@@ -173,9 +170,9 @@ macro_rules! read_methods {
         }
 
         /// True if the current range is reserved (see
-        /// [`MapleTree::reserve_range`]): occupied, but with no value.
+        /// [`MapleTree::reserve_range`]($crate::MapleTree::reserve_range)): occupied, but with no value.
         pub fn is_reserved(&self) -> bool {
-            self.pos.current().2 == reserved_word()
+            self.pos.current().2 == $crate::handle::reserved_word()
         }
 
         /// The current range with its value, if it holds one.
@@ -234,7 +231,7 @@ macro_rules! read_methods {
                 return None;
             }
             if !is_value(v) {
-                let mut saved = Path::new();
+                let mut saved = $crate::raw::Path::new();
                 saved.extend(self.pos.walk.path.iter().copied());
                 match self.pos.step_entry(true) {
                     Some((start, _, _)) if start <= limit => {}
@@ -251,6 +248,8 @@ macro_rules! read_methods {
         }
     };
 }
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use read_methods;
 
 /// `insert_range`, `store_range` and `remove_range` of a write cursor,
 /// through the shared typed write layer (`write.rs`) to the tree or guard
@@ -283,7 +282,8 @@ macro_rules! range_write_methods {
         #[doc = concat!("[`", stringify!($ty), "::insert_range`] through the cursor.")]
         pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
             let was = self.pos.current().0;
-            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
+            use $crate::write;
             // SAFETY: the cursor's walk, of the tree it borrows mutably,
             // kept current by every write through it (`settle`).
             let res = unsafe { write::insert_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value) };
@@ -297,7 +297,8 @@ macro_rules! range_write_methods {
             V: Clone,
         {
             let was = self.pos.current().0;
-            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
+            use $crate::write;
             // SAFETY: as in `insert_range`.
             let res = unsafe { write::store_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value) };
             self.settle(was, first, res.as_ref().ok().copied());
@@ -310,13 +311,29 @@ macro_rules! range_write_methods {
             V: Clone,
         {
             let was = self.pos.current().0;
-            let first = to_inclusive(&range).map_or(was, |r| r.0);
+            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
             // SAFETY: as in `insert_range`.
-            let res = unsafe { write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range) };
+            let res = unsafe { $crate::write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range) };
             self.settle(was, first, res.as_ref().ok().copied());
             res.map(drop)
         }
     };
+}
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use range_write_methods;
+
+impl<V: Handle> MapleTree<V> {
+    /// A read cursor positioned at the range containing `index`.
+    pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
+        // SAFETY: `&'a self` keeps the tree, its nodes and values alive and
+        // unchanged for the cursor's lifetime.
+        unsafe { Cursor::on_raw(&self.raw, index) }
+    }
+
+    /// A write cursor positioned at the range containing `index`.
+    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V> {
+        CursorMut::new(self, index)
+    }
 }
 
 /// A read cursor over a borrowed tree (or, for a
@@ -462,99 +479,5 @@ impl<'a, V: Handle> CursorMut<'a, V> {
 impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
-    }
-}
-
-/// A write cursor on a [`ConcurrentMapleTree`](crate::ConcurrentMapleTree),
-/// made by [`WriteGuard::cursor`]: the read methods of [`CursorMut`], and
-/// writes published for concurrent readers. Values a write takes out are
-/// dropped after the readers that may see them are gone, so the writes
-/// return whether something was removed rather than the value.
-///
-/// ```
-/// use maple_tree::{ConcurrentMapleTree, U63};
-/// let t = ConcurrentMapleTree::<U63>::new();
-/// let mut w = t.lock();
-/// w.insert_range(10..=19, U63::from(1u32)).unwrap();
-/// w.insert_range(30..=39, U63::from(2u32)).unwrap();
-/// let mut c = w.cursor(0);
-/// // Double every value, walking entry by entry.
-/// while let Some((_, v)) = c.next() {
-///     let doubled = U63::from(v.get() as u32 * 2);
-///     c.replace(doubled).unwrap();
-/// }
-/// drop(w);
-/// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
-/// ```
-#[cfg(all(feature = "std", not(loom)))]
-pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
-    guard: &'w mut WriteGuard<'a, V>,
-    pos: Pos,
-}
-
-#[cfg(all(feature = "std", not(loom)))]
-impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
-    pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
-        let pos = Pos::seek(guard.raw(), index);
-        WriteCursor { guard, pos }
-    }
-
-    fn parts(&mut self) -> (&RawTree, &mut Pos) {
-        (self.guard.raw(), &mut self.pos)
-    }
-
-    fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {
-        if !is_value(raw) {
-            return None;
-        }
-        // SAFETY: we hold the writer lock, and nodes and values reachable
-        // from the tree are freed only by the writer, during a later write,
-        // which needs `&mut self` and so ends this borrow first.
-        Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
-    }
-
-    read_methods!('_);
-
-    fn reseek(&mut self, index: u64) {
-        self.pos = Pos::seek(self.guard.raw(), index);
-    }
-
-    /// Stores `value` over exactly the current range (entry or empty
-    /// range). Replacing one entry by another is one word written in place:
-    /// it never allocates, and readers see the old or the new value.
-    pub fn replace(&mut self, value: V) -> Result<(), InsertError<V>> {
-        let (lo, hi, was) = self.pos.current();
-        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
-            // An entry replaced by an entry: one word, where the cursor is.
-            // SAFETY: the cursor's walk was made under the guard's lock and
-            // kept current by every write through the cursor.
-            unsafe { self.guard.replace_at(here, value) };
-            return Ok(());
-        }
-        let res = self.guard.store_exact(lo, hi, value);
-        self.reseek(lo);
-        res
-    }
-
-    /// Removes the entry (or reserved range) the cursor is on; it then
-    /// stands on the empty range that replaced it. Returns whether a value
-    /// was removed.
-    pub fn erase(&mut self) -> Result<bool, Error> {
-        let (lo, hi, v) = self.pos.current();
-        if v.is_null() {
-            return Ok(false);
-        }
-        self.guard.clear_exact(lo, hi)?;
-        self.reseek(lo);
-        Ok(is_value(v))
-    }
-
-    range_write_methods!(guard, WriteGuard);
-}
-
-#[cfg(all(feature = "std", not(loom)))]
-impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()
     }
 }

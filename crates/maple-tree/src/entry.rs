@@ -5,12 +5,16 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{fmt, ops::RangeInclusive};
+use core::{
+    fmt,
+    ops::{RangeBounds, RangeInclusive},
+};
 
 use crate::{
     error::{Error, InsertError},
     handle::{is_value, Handle},
     tree::MapleTree,
+    write::to_inclusive,
 };
 
 /// A range of a tree, vacant or occupied; made by [`MapleTree::entry`].
@@ -33,6 +37,33 @@ pub struct OccupiedRange<'a, V: Handle> {
     tree: &'a mut MapleTree<V>,
     first: u64,
     last: u64,
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// The range as an entry: [`Vacant`](RangeEntry::Vacant) if
+    /// every index in it is empty (fill it with
+    /// [`insert`](crate::VacantRange::insert)), else
+    /// [`Occupied`](RangeEntry::Occupied) by the lowest entry
+    /// overlapping it (see it, or take it out). Errors: an invalid range.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, RangeEntry, U63};
+    ///
+    /// let mut t = MapleTree::new();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// match t.entry(15..=30).unwrap() {
+    ///     RangeEntry::Occupied(o) => assert_eq!((o.range(), o.get().map(U63::get)), (10..=19, Some(1))),
+    ///     RangeEntry::Vacant(_) => unreachable!(),
+    /// }
+    /// if let RangeEntry::Vacant(v) = t.entry(20..=30).unwrap() {
+    ///     v.insert(U63::new(2).unwrap()).unwrap();
+    /// }
+    /// assert_eq!(t.load(25).map(U63::get), Some(2));
+    /// ```
+    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<RangeEntry<'_, V>, Error> {
+        let (first, last) = to_inclusive(&range)?;
+        Ok(RangeEntry::new(self, first, last))
+    }
 }
 
 impl<V: Handle> fmt::Debug for RangeEntry<'_, V> {

@@ -3,7 +3,11 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{fmt, iter::FusedIterator, ops::RangeInclusive};
+use core::{
+    fmt,
+    iter::FusedIterator,
+    ops::{RangeBounds, RangeInclusive},
+};
 
 use crate::{
     handle::Handle,
@@ -12,6 +16,7 @@ use crate::{
     raw::{LeafWalk, Level, Path, RawTree},
     sync::Ordering,
     tree::MapleTree,
+    write::to_inclusive,
 };
 
 /// The empty ranges inside a window, ascending (or descending from the
@@ -278,6 +283,29 @@ fn scan_leaf_gaps_back<B>(
     }
     *run = r;
     (acc, false)
+}
+
+impl<V: Handle> MapleTree<V> {
+    /// The empty ranges inside `window`, ascending (`.rev()` for
+    /// descending), each cut to the window: the complement of
+    /// [`range`](Self::range). Reserved ranges are not empty. On a
+    /// gap-tracking tree each gap is found by an O(log n) search that skips
+    /// full subtrees; on a plain tree the leaves are walked. An invalid
+    /// window yields nothing.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let mut t: MapleTree<U63> = MapleTree::with_gaps();
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// t.insert_range(30..=39, U63::new(2).unwrap()).unwrap();
+    /// let holes: Vec<_> = t.gaps(0..=49).collect();
+    /// assert_eq!(holes, [0..=9, 20..=29, 40..=49]);
+    /// assert_eq!(t.gaps(15..35).rev().next(), Some(20..=29));
+    /// ```
+    pub fn gaps(&self, window: impl RangeBounds<u64>) -> Gaps<'_, V> {
+        Gaps::new(self, to_inclusive(&window).ok())
+    }
 }
 
 impl<'a, V: Handle> Gaps<'a, V> {

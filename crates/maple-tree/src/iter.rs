@@ -20,7 +20,8 @@ use crate::{
     node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::Ordering,
-    tree::{to_inclusive, MapleTree},
+    tree::MapleTree,
+    write::to_inclusive,
 };
 
 /// Iterator over entries with mutable values; see [`MapleTree::iter_mut`].
@@ -88,6 +89,75 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
 impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 
 impl<V: Handle> MapleTree<V> {
+    /// Iterates over all entries in ascending order.
+    ///
+    /// Consumers that take the whole iterator at once (`sum`, `for_each`,
+    /// `fold`, `count`, `max`, …) run on its `fold`, which reads each leaf
+    /// in one pass: fewer instructions per entry than a `for` loop, which
+    /// steps with `next`.
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let t: MapleTree<U63> = (0..100u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
+    /// let total: u64 = t.iter().map(|(_, v)| v.get()).sum();
+    /// assert_eq!(total, (0..100).sum());
+    /// ```
+    pub fn iter(&self) -> Iter<'_, V> {
+        self.range(..)
+    }
+
+    /// Iterates over the entries that overlap `range`, ascending (or from
+    /// the back: the iterator is double-ended). An invalid range yields
+    /// nothing.
+    ///
+    /// Making the iterator walks nothing: each end walks from the root on
+    /// its first call. So the two commonest short queries are one walk
+    /// each: the entry at or after `k` (`range(k..).next()`, as
+    /// [`next_after`](Self::next_after)) and the entry at or before it
+    /// (`range(..=k).next_back()`, as [`prev_before`](Self::prev_before)).
+    ///
+    /// ```
+    /// use maple_tree::{MapleTree, U63};
+    ///
+    /// let t: MapleTree<U63> = (1..10u64).map(|i| (i * 100..=i * 100 + 49, U63::new(i).unwrap())).collect();
+    /// // The mapping at or below an address, and the first one above it.
+    /// let below = t.range(..=575).next_back().map(|(r, v)| (r, v.get()));
+    /// assert_eq!(below, Some((500..=549, 5)));
+    /// assert_eq!(t.range(576..).next().map(|(r, _)| r), Some(600..=649));
+    /// // Everything overlapping a window, highest first.
+    /// let hits: Vec<u64> = t.range(240..=430).rev().map(|(_, v)| v.get()).collect();
+    /// assert_eq!(hits, [4, 3, 2]);
+    /// ```
+    #[inline]
+    pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
+        let (first, last, done) = iter_bounds(&range);
+        // No walk yet: each end walks on its first call.
+        // SAFETY: the iterator borrows `self` for its lifetime: the tree
+        // stays alive and unchanged meanwhile.
+        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
+        Iter { _tree: PhantomData, raw, back: Back::new() }
+    }
+
+    /// Like [`range`](Self::range), but yields owned handles: a clone of
+    /// each value (for `Arc` values, one more reference to the same one).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use maple_tree::MapleTree;
+    /// let mut t: MapleTree<Arc<String>> = MapleTree::new();
+    /// t.insert_range(0..=9, Arc::new("ten".to_string())).unwrap();
+    /// let (r, v) = t.range_cloned(..).next().unwrap();
+    /// assert_eq!((r, v.as_str(), Arc::strong_count(&v)), (0..=9, "ten", 2));
+    /// ```
+    #[inline]
+    pub fn range_cloned(&self, range: impl RangeBounds<u64>) -> RangeCloned<'_, V>
+    where
+        V: Clone,
+    {
+        RangeCloned { inner: self.range(range) }
+    }
+
     /// All entries as raw words.
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
         // SAFETY: the closure borrows `self`, so the tree stays alive and
@@ -116,8 +186,7 @@ pub(crate) struct RawIter {
     /// `bound` and `words` are all set by every leaf read
     /// ([`load_leaf`](Self::load_leaf)) and read only for slots in `mask`,
     /// which is empty until the first: an iterator is made without
-    /// zeroing them (264 bytes: 35 instructions of the ~580 of a
-    /// predecessor query in a small tree).
+    /// zeroing them (264 bytes, a noticeable part of a short query).
     bound: [MaybeUninit<u64>; RANGE64_SLOTS + 1],
     /// The current leaf's slot words.
     words: [MaybeUninit<*mut ()>; RANGE64_SLOTS],
@@ -264,8 +333,8 @@ impl RawIter {
         // SAFETY: a leaf's pivots never change while it is reachable (the
         // writes readers may meet in place are single slot stores), and
         // this one is (the walk's; `lazy`'s contract keeps it alive), so
-        // plain reads race with nothing. One block copy: 1.03-1.04x as
-        // fast a `for` loop as fifteen atomic loads (`profile_store ab`).
+        // plain reads race with nothing. One block copy, cheaper than
+        // fifteen atomic loads.
         unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
         self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
         // Unused slots are null, so only used slots can be in the mask.
@@ -675,8 +744,8 @@ fn prefetch_cousin(path: &Path, d: usize, k: usize) {
 /// [`RawIter::next_back_entry`]): its leaf and the leaf's parent (none
 /// until the first `next_back`), and the value slots of the leaf not yet
 /// handed out. Three levels, not a whole path, so that every iterator
-/// stays cheap to make and move (a path is 1.2 KiB; carrying a second one
-/// made short range queries 15–20 % slower): a step back to a leaf under
+/// stays cheap to make and move (a path is 1.2 KiB, and short range
+/// queries make and drop an iterator each): a step back to a leaf under
 /// the parent before goes through the grandparent, and only a step under
 /// another grandparent walks from the root again.
 #[derive(Clone)]
@@ -722,10 +791,8 @@ impl Back {
                 // The first walk of a back end, often its only one (the
                 // entry at or before an index, `range(..=k).next_back()`):
                 // only the leaf before, where the next step back would go;
-                // that step asks for the rest. Asking for four leaves here
-                // made those one-entry queries on a tree of a million
-                // ranges 1.16-1.21x as slow (`profile_store ab`, `pred`),
-                // and `.rev()` over the whole tree no faster.
+                // that step asks for the rest. Asking for more here slows
+                // those one-entry queries and does not speed up `.rev()`.
                 if let Some(k) = p.off.checked_sub(1) {
                     // SAFETY: the slot before a used one is used, and a
                     // live internal node's used slots hold live children.
@@ -750,7 +817,7 @@ impl Back {
     /// # Safety
     ///
     /// As for [`walk`](Self::walk).
-    // (Inline: out of line, its call cost `.rev()` 2 % more instructions.)
+    // (Inline: it runs once per leaf of every backward scan.)
     #[inline(always)]
     unsafe fn step_back(&mut self, root: NodeRef) -> bool {
         let Some(leaf) = self.leaf else { return false };
@@ -775,9 +842,7 @@ impl Back {
     /// grandparent's slot before), with all its value slots to hand out;
     /// false (nothing changed) where there is no grandparent or the parent
     /// is its first child. What a walk from the root to the index before
-    /// this leaf would find, without the walk (`.rev().sum()` 1.07–1.10× as
-    /// fast at 1 K and 100 K ranges; even at 1 M, where the walk's cost was
-    /// the misses the step takes too).
+    /// this leaf would find, without the walk.
     ///
     /// # Safety
     ///
@@ -1082,6 +1147,41 @@ impl<V: Handle + Clone> fmt::Debug for RangeCloned<'_, V> {
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Iter").field("done", &self.raw.is_done()).finish_non_exhaustive()
+    }
+}
+
+impl<V: HandleMut> MapleTree<V> {
+    /// Every entry with its value mutably, ascending.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<Box<u64>> = MapleTree::new();
+    /// t.insert_range(0..=9, Box::new(1)).unwrap();
+    /// t.insert_range(20..=29, Box::new(2)).unwrap();
+    /// for (r, v) in t.iter_mut() {
+    ///     *v += r.start();
+    /// }
+    /// assert_eq!(t.values_mut().map(|v| *v).collect::<Vec<_>>(), [1, 22]);
+    /// ```
+    pub fn iter_mut(&mut self) -> IterMut<'_, V> {
+        self.range_mut(..)
+    }
+
+    /// The entries overlapping `range` with their values mutably,
+    /// ascending. An invalid range yields nothing.
+    pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
+        let (first, last, done) = iter_bounds(&range);
+        // SAFETY: the iterator borrows `self` mutably for its lifetime:
+        // the tree stays alive, and nothing but the iterator (which
+        // changes values, not slots) reaches it meanwhile.
+        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
+        IterMut { raw, back: Back::new(), _tree: PhantomData }
+    }
+
+    /// Every value mutably, ascending.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V::Target> + '_ {
+        self.iter_mut().map(|(_, v)| v)
     }
 }
 

@@ -1,12 +1,11 @@
 //! The walk of a plain tree's last write, kept for its next one.
 //!
 //! A cursor carries its walk from one write to the next; the tree's own
-//! write methods (`insert_range`, `store_range`, `erase`, …) had none and
-//! walked from the root every time. In a tree of a hundred thousand
-//! ranges that walk was about a third of an ascending insert's
-//! instructions (callgrind). So the tree keeps the walk its
-//! last write ended with: a write whose start lies in that walk's leaf
-//! begins there, and any other walks afresh into the same storage.
+//! write methods (`insert_range`, `store_range`, `erase`, …) keep the walk
+//! their last write ended with, so that a write whose start lies in that
+//! walk's leaf begins there (ascending inserts, a region carved up), and
+//! any other walks afresh into the same storage. In a big tree the walk
+//! from the root is a good part of a short write.
 //!
 //! Soundness rests on one rule: the kept walk is used only while no change
 //! to the tree's shape (its nodes, their bounds) has happened since the
@@ -28,20 +27,13 @@
 //! The walk costs a kilobyte (a [`Path`] has room for the tallest tree),
 //! taken from the global allocator once a tree of two levels or more has
 //! been written to [`ROOM_AFTER`] times without it; a tree that cannot get
-//! it walks from the root as before. Trees of two levels keep one too:
-//! keeping it cut the kernel's
-//! node-store loop, a two-level tree, by 8 % of its instructions
-//! (callgrind), and such a tree holds at least a 4 KiB chunk of nodes,
-//! which the kilobyte adds about a quarter to at most. The delay spares
-//! short-lived small trees the allocation: a 21-VMA address space built
-//! by insertion (a fork without duplication) made about 5 % fewer forks
-//! per second with the kilobyte taken on its first write at two levels;
-//! with the delay it never takes it (0.3 % more instructions than before,
-//! for the count).
+//! it walks from the root as before. The delay spares short-lived small
+//! trees (a small address space built by insertion) the allocation.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+#[cfg(test)]
 use core::cell::Cell;
 
 use crate::raw::{Path, RawTree};
@@ -53,38 +45,6 @@ const KEEP_FROM_HEIGHT: usize = 2;
 /// Writes a tree of [`KEEP_FROM_HEIGHT`] levels or more makes from the
 /// root before it takes room to keep its walk in (see the module docs).
 const ROOM_AFTER: u32 = 32;
-
-/// A tree's kept walk (see the module docs).
-pub(crate) struct KeptWalk {
-    /// Storage for the walk, allocated after [`ROOM_AFTER`] writes
-    /// without it; taken out while a write uses it.
-    walk: Option<Box<[Path; 1]>>,
-    /// Writes made without storage (counted up to [`ROOM_AFTER`]).
-    unkept: u32,
-    /// True only while `walk` is a walk of the tree as it is now, to the
-    /// leaf holding the start of the last write. A `Cell` because
-    /// [`store_walked`](RawTree::store_walked), which forgets it, works
-    /// through `&RawTree`; only the tree's single writer touches it.
-    good: Cell<bool>,
-}
-
-impl KeptWalk {
-    pub(crate) const fn new() -> KeptWalk {
-        KeptWalk { walk: None, unkept: 0, good: Cell::new(false) }
-    }
-
-    /// Marks the kept walk stale: called before any change to the nodes.
-    #[inline]
-    pub(crate) fn forget(&self) {
-        self.good.set(false);
-    }
-}
-
-impl core::fmt::Debug for KeptWalk {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeptWalk").field("good", &self.good.get()).finish_non_exhaustive()
-    }
-}
 
 /// Room for a walk, or `None` if the allocator has none to give (the
 /// caller then walks into a path of its own, as without a kept walk).
@@ -174,6 +134,7 @@ impl RawTree {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(test)]
     use core::cell::Cell;
 
     use super::{Vec, ROOM_AFTER};

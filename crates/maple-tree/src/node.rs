@@ -126,8 +126,7 @@ impl Kind {
         // SAFETY: `Kind` is `repr(usize)` with the discriminants 1, 2 and
         // 3; `encode` tagged the pointer with one of them (the caller's
         // contract), and `KIND_MASK` keeps exactly those bits. (A match
-        // with a default arm costs about seven instructions per level of
-        // every walk.)
+        // with a default arm would cost every level of every walk.)
         unsafe { core::mem::transmute::<usize, Kind>(tag) }
     }
 }
@@ -376,7 +375,7 @@ impl NodeRef {
     #[inline]
     fn node(&self) -> &Node {
         #[cfg(loom)]
-        crate::alloc::freed::check(self.ptr.as_ptr().addr());
+        crate::sync::freed::check(self.ptr.as_ptr().addr());
         // SAFETY: by the type invariant the node is live.
         unsafe { self.ptr.as_ref() }
     }
@@ -533,10 +532,8 @@ impl NodeRef {
     /// Number of used slots: one more than the used pivots. A used pivot
     /// ends a slot that has a successor, so it is below `u64::MAX`, and the
     /// unused ones are `u64::MAX`: the used pivots are the pivots below
-    /// `u64::MAX`, counted as [`find`](Self::find) counts (a linear scan to
-    /// the first unused pivot cost random inserts 7 % and erases 6 % of
-    /// their time; the two-step count against a binary search, random
-    /// inserts and erases 1.02–1.03× as fast, `profile_store ab`).
+    /// `u64::MAX`, counted as [`find`](Self::find) counts: the two-step
+    /// search, cheaper than a linear scan or a binary search.
     #[inline]
     pub(crate) fn count(self) -> usize {
         self.find(PIVOT_UNUSED) + 1
@@ -939,9 +936,8 @@ impl LeafRef {
     /// Replaces slots `from..to` of a leaf that has `count` used slots with
     /// `items`, shifting the slots after them in place. The result must fit
     /// (at most 16 slots). When `items` are as many as the slots replaced,
-    /// `count` is not read (callers may pass 0). Inlined into its callers
-    /// (the kernel's node-store loop 1.047× as fast, erases 1.2 % fewer
-    /// instructions).
+    /// `count` is not read (callers may pass 0). Inlined into its callers,
+    /// where `items`' length is often a constant.
     ///
     /// # Safety
     ///
@@ -998,8 +994,7 @@ impl LeafRef {
 /// hold 16 at most) as fixed-size block copies of 16, 8, 4, 2 and 1
 /// elements, which the compiler inlines as a few vector moves, instead of
 /// one `memcpy` of a length known only at run time (a call and a dispatch
-/// on the length, dearer than the copy for a node's few dozen bytes:
-/// random inserts 1.015–1.022× as fast, ascending 1.011×, same process);
+/// on the length, dearer than the copy for a node's few dozen bytes);
 /// more by one `memcpy`.
 ///
 /// # Safety
@@ -1194,10 +1189,6 @@ unsafe fn splice_words(
 /// which an element-wise loop of atomic accesses cannot become: splices
 /// happen only where no reader can be in the node (see
 /// [`LeafRef::splice`]), so no atomic access races with these plain ones.
-/// (Same process, `profile_store ab`: erases from a bulk-built tree of
-/// 100 K ranges 1.06–1.08× as fast as with the loop, random inserts
-/// 1.02–1.04×; the kernel's slot loop, whose moves are of a slot or two,
-/// even.)
 ///
 /// # Safety
 ///
@@ -1298,7 +1289,7 @@ fn count_below<const N: usize, const B: usize, const M: usize>(piv: &[AtomicU64;
         block += below(k * B - 1);
     }
     // `block <= M`: the `min` tells the compiler so, which drops the bound
-    // checks below (16 instructions of a lookup in the kernel's loop).
+    // checks below.
     let base = block.min(M) * B;
     let mut n = base;
     for j in 0..N - M * B {

@@ -8,13 +8,12 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::ptr;
+use core::{cell::Cell, ptr};
 
 use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    kept_walk::KeptWalk,
     node::{find_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
@@ -121,16 +120,14 @@ pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
 /// a dense tree overflows its leaf about every other time and then reads
 /// a sibling (to push into it), which in a big tree is rarely in the
 /// cache; asked for on the way down, it arrives while the leaf is
-/// searched and the write worked out (1 M random inserts 1.09× as fast). In a small tree everything is cached
-/// and the asking cost the kernel's slot and node loops 1–4 %.
+/// searched and the write worked out. In a small tree everything is
+/// cached and the asking would cost instructions for nothing.
 const SIBLING_PREFETCH_DEPTH: usize = 3;
 
 /// The height from which lookups ask for the next node as soon as they
 /// know it: a tree of at most three levels (at most 273 nodes, 68 KiB; a
-/// gap-tracking one 111 nodes) stays in the cache, where asking only costs the
-/// instructions (the kernel's lookup loop, a three-level tree, 1.08× as
-/// fast without; random lookups in trees of five levels and more, which
-/// miss at every level, unchanged).
+/// gap-tracking one 111 nodes) stays in the cache, where asking only costs
+/// the instructions.
 pub(crate) const PREFETCH_HEIGHT: usize = 4;
 
 /// The untyped tree.
@@ -166,6 +163,38 @@ pub(crate) struct RawTree {
     pub(crate) slab: Slab,
     /// The walk of the plain tree's last write (see `kept_walk.rs`).
     pub(crate) kept: KeptWalk,
+}
+
+/// A tree's kept walk (see `kept_walk.rs`).
+pub(crate) struct KeptWalk {
+    /// Storage for the walk, allocated after `ROOM_AFTER` writes
+    /// without it; taken out while a write uses it.
+    pub(crate) walk: Option<Box<[Path; 1]>>,
+    /// Writes made without storage (counted up to `ROOM_AFTER`).
+    pub(crate) unkept: u32,
+    /// True only while `walk` is a walk of the tree as it is now, to the
+    /// leaf holding the start of the last write. A `Cell` because
+    /// [`store_walked`](RawTree::store_walked), which forgets it, works
+    /// through `&RawTree`; only the tree's single writer touches it.
+    pub(crate) good: Cell<bool>,
+}
+
+impl KeptWalk {
+    pub(crate) const fn new() -> KeptWalk {
+        KeptWalk { walk: None, unkept: 0, good: Cell::new(false) }
+    }
+
+    /// Marks the kept walk stale: called before any change to the nodes.
+    #[inline]
+    pub(crate) fn forget(&self) {
+        self.good.set(false);
+    }
+}
+
+impl core::fmt::Debug for KeptWalk {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeptWalk").field("good", &self.good.get()).finish_non_exhaustive()
+    }
 }
 
 /// A word that only the tree's single writer changes and anyone may read
@@ -375,8 +404,7 @@ impl RawTree {
     /// [`start_walk`](Self::start_walk)). The walk is a write's
     /// ([`walk_to_write`](Self::walk_to_write)): an erase often leaves its
     /// leaf below its minimum fill and takes a sibling in, and asking for
-    /// the siblings on the way down made the plain tree's erases from a
-    /// tree of a million ranges about 15 % faster (`profile_store ab`).
+    /// the siblings on the way down hides the miss on the one it takes.
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     #[inline]

@@ -12,10 +12,8 @@ use core::{
 
 pub(crate) use crate::write::{clone_word, to_inclusive};
 use crate::{
-    cursor::{Cursor, CursorMut},
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
-    iter::{iter_bounds, Back, Iter, IterMut, RangeCloned, RawIter},
     node::NodeRef,
     raw::{Path, RawTree},
     store::{Removed, Store, Stored},
@@ -161,7 +159,7 @@ impl<V: Handle> MapleTree<V> {
     /// Marks `range` as reserved (the kernel's zero entry): it is occupied
     /// (inserts over it fail, gap searches skip it) but holds no value, so
     /// [`load`](Self::load), iteration and [`len`](Self::len) do not see it;
-    /// a cursor does ([`Cursor::is_reserved`]). Storing over it or
+    /// a cursor does ([`Cursor::is_reserved`](crate::Cursor::is_reserved)). Storing over it or
     /// [`erase`](Self::erase) removes it. Fails like
     /// [`insert_range`](Self::insert_range) if anything is stored there.
     ///
@@ -302,31 +300,6 @@ impl<V: Handle> MapleTree<V> {
     {
         // SAFETY: no walk is given.
         unsafe { write::store_range(self, None, range, value) }.map(drop)
-    }
-
-    /// The range as an entry: [`Vacant`](crate::RangeEntry::Vacant) if
-    /// every index in it is empty (fill it with
-    /// [`insert`](crate::VacantRange::insert)), else
-    /// [`Occupied`](crate::RangeEntry::Occupied) by the lowest entry
-    /// overlapping it (see it, or take it out). Errors: an invalid range.
-    ///
-    /// ```
-    /// use maple_tree::{MapleTree, RangeEntry, U63};
-    ///
-    /// let mut t = MapleTree::new();
-    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
-    /// match t.entry(15..=30).unwrap() {
-    ///     RangeEntry::Occupied(o) => assert_eq!((o.range(), o.get().map(U63::get)), (10..=19, Some(1))),
-    ///     RangeEntry::Vacant(_) => unreachable!(),
-    /// }
-    /// if let RangeEntry::Vacant(v) = t.entry(20..=30).unwrap() {
-    ///     v.insert(U63::new(2).unwrap()).unwrap();
-    /// }
-    /// assert_eq!(t.load(25).map(U63::get), Some(2));
-    /// ```
-    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<crate::RangeEntry<'_, V>, Error> {
-        let (first, last) = to_inclusive(&range)?;
-        Ok(crate::RangeEntry::new(self, first, last))
     }
 
     /// [`store_range`](Self::store_range), then merged with a neighbour
@@ -580,10 +553,8 @@ impl<V: Handle> MapleTree<V> {
         // empty range holding it (empty ranges never touch): two plain
         // walks, the second through the lines the first brought in, as
         // `first_in` does; a cursor steps back from there (past reserved
-        // ranges). Against a cursor made at `index` and stepped back: 433
-        // instructions per call instead of 582 at 100 K ranges (no copy of
-        // a cursor's path), 1.5x as fast there and 1.3-1.4x at 1 M
-        //.
+        // ranges). Cheaper than a cursor made at `index` and stepped back:
+        // no cursor's path is copied.
         let (lo, hi, w) = self.raw.lookup(index);
         if let Some(b) = self.borrow(w) {
             return Some((lo..=hi, b));
@@ -597,75 +568,6 @@ impl<V: Handle> MapleTree<V> {
         c.prev()
     }
 
-    /// Iterates over all entries in ascending order.
-    ///
-    /// Consumers that take the whole iterator at once (`sum`, `for_each`,
-    /// `fold`, `count`, `max`, …) run on its `fold`, which reads each leaf
-    /// in one pass: about a third fewer instructions per entry than a `for`
-    /// loop, which steps with `next`.
-    ///
-    /// ```
-    /// use maple_tree::{MapleTree, U63};
-    ///
-    /// let t: MapleTree<U63> = (0..100u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
-    /// let total: u64 = t.iter().map(|(_, v)| v.get()).sum();
-    /// assert_eq!(total, (0..100).sum());
-    /// ```
-    pub fn iter(&self) -> Iter<'_, V> {
-        self.range(..)
-    }
-
-    /// Iterates over the entries that overlap `range`, ascending (or from
-    /// the back: the iterator is double-ended). An invalid range yields
-    /// nothing.
-    ///
-    /// Making the iterator walks nothing: each end walks from the root on
-    /// its first call. So the two commonest short queries are one walk
-    /// each: the entry at or after `k` (`range(k..).next()`, as
-    /// [`next_after`](Self::next_after)) and the entry at or before it
-    /// (`range(..=k).next_back()`, as [`prev_before`](Self::prev_before)).
-    ///
-    /// ```
-    /// use maple_tree::{MapleTree, U63};
-    ///
-    /// let t: MapleTree<U63> = (1..10u64).map(|i| (i * 100..=i * 100 + 49, U63::new(i).unwrap())).collect();
-    /// // The mapping at or below an address, and the first one above it.
-    /// let below = t.range(..=575).next_back().map(|(r, v)| (r, v.get()));
-    /// assert_eq!(below, Some((500..=549, 5)));
-    /// assert_eq!(t.range(576..).next().map(|(r, _)| r), Some(600..=649));
-    /// // Everything overlapping a window, highest first.
-    /// let hits: Vec<u64> = t.range(240..=430).rev().map(|(_, v)| v.get()).collect();
-    /// assert_eq!(hits, [4, 3, 2]);
-    /// ```
-    #[inline]
-    pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
-        let (first, last, done) = iter_bounds(&range);
-        // No walk yet: each end walks on its first call.
-        // SAFETY: the iterator borrows `self` for its lifetime: the tree
-        // stays alive and unchanged meanwhile.
-        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        Iter { _tree: PhantomData, raw, back: Back::new() }
-    }
-
-    /// Like [`range`](Self::range), but yields owned handles: a clone of
-    /// each value (for `Arc` values, one more reference to the same one).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use maple_tree::MapleTree;
-    /// let mut t: MapleTree<Arc<String>> = MapleTree::new();
-    /// t.insert_range(0..=9, Arc::new("ten".to_string())).unwrap();
-    /// let (r, v) = t.range_cloned(..).next().unwrap();
-    /// assert_eq!((r, v.as_str(), Arc::strong_count(&v)), (0..=9, "ten", 2));
-    /// ```
-    #[inline]
-    pub fn range_cloned(&self, range: impl RangeBounds<u64>) -> RangeCloned<'_, V>
-    where
-        V: Clone,
-    {
-        RangeCloned { inner: self.range(range) }
-    }
-
     /// The entry containing `index` with its range, as an owned handle (a
     /// clone of the value).
     pub fn get_range_cloned(&self, index: u64) -> Option<(RangeInclusive<u64>, V)>
@@ -677,18 +579,6 @@ impl<V: Handle> MapleTree<V> {
         is_value(w).then(|| (lo..=hi, unsafe { V::clone_raw(NonNull::new_unchecked(w)) }))
     }
 
-    /// A read cursor positioned at the range containing `index`.
-    pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
-        // SAFETY: `&'a self` keeps the tree, its nodes and values alive and
-        // unchanged for the cursor's lifetime.
-        unsafe { Cursor::on_raw(&self.raw, index) }
-    }
-
-    /// A write cursor positioned at the range containing `index`.
-    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V> {
-        CursorMut::new(self, index)
-    }
-
     /// Lowest `start` such that `[start, start + size - 1]` is empty and lies
     /// inside `window` (kernel `mas_empty_area`). O(log n) on gap-tracking
     /// trees; a leaf scan on plain ones.
@@ -698,27 +588,6 @@ impl<V: Handle> MapleTree<V> {
     pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
         let (min, max) = to_inclusive(&window)?;
         self.raw.empty_area(min, max, size)
-    }
-
-    /// The empty ranges inside `window`, ascending (`.rev()` for
-    /// descending), each cut to the window: the complement of
-    /// [`range`](Self::range). Reserved ranges are not empty. On a
-    /// gap-tracking tree each gap is found by an O(log n) search that skips
-    /// full subtrees; on a plain tree the leaves are walked. An invalid
-    /// window yields nothing.
-    ///
-    /// ```
-    /// use maple_tree::{MapleTree, U63};
-    ///
-    /// let mut t: MapleTree<U63> = MapleTree::with_gaps();
-    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
-    /// t.insert_range(30..=39, U63::new(2).unwrap()).unwrap();
-    /// let holes: Vec<_> = t.gaps(0..=49).collect();
-    /// assert_eq!(holes, [0..=9, 20..=29, 40..=49]);
-    /// assert_eq!(t.gaps(15..35).rev().next(), Some(20..=29));
-    /// ```
-    pub fn gaps(&self, window: impl RangeBounds<u64>) -> crate::Gaps<'_, V> {
-        crate::Gaps::new(self, to_inclusive(&window).ok())
     }
 
     /// Highest `start` such that `[start, start + size - 1]` is empty and
@@ -1125,39 +994,6 @@ impl<V: HandleMut> MapleTree<V> {
         // other access to the tree's values while the result lives, and no
         // other handle shares this value (`HandleMut`).
         Some(unsafe { V::borrow_mut(NonNull::new_unchecked(w)) })
-    }
-
-    /// Every entry with its value mutably, ascending.
-    ///
-    /// ```
-    /// use maple_tree::MapleTree;
-    ///
-    /// let mut t: MapleTree<Box<u64>> = MapleTree::new();
-    /// t.insert_range(0..=9, Box::new(1)).unwrap();
-    /// t.insert_range(20..=29, Box::new(2)).unwrap();
-    /// for (r, v) in t.iter_mut() {
-    ///     *v += r.start();
-    /// }
-    /// assert_eq!(t.values_mut().map(|v| *v).collect::<Vec<_>>(), [1, 22]);
-    /// ```
-    pub fn iter_mut(&mut self) -> IterMut<'_, V> {
-        self.range_mut(..)
-    }
-
-    /// The entries overlapping `range` with their values mutably,
-    /// ascending. An invalid range yields nothing.
-    pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
-        let (first, last, done) = iter_bounds(&range);
-        // SAFETY: the iterator borrows `self` mutably for its lifetime:
-        // the tree stays alive, and nothing but the iterator (which
-        // changes values, not slots) reaches it meanwhile.
-        let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        IterMut { raw, back: Back::new(), _tree: PhantomData }
-    }
-
-    /// Every value mutably, ascending.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V::Target> + '_ {
-        self.iter_mut().map(|(_, v)| v)
     }
 }
 

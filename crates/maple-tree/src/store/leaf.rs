@@ -186,8 +186,7 @@ impl RawTree {
     /// the general write, which reaches the same two outcomes. Either way, an
     /// erase that would leave the leaf below its minimum fill takes the
     /// next sibling in ([`erase_by_refill`](Self::erase_by_refill)), as
-    /// the general write does (without it: a second walk, and 4,000
-    /// instructions for a leaf's last slot). The erased word is
+    /// the general write does (without it: a second walk). The erased word is
     /// pushed on `removed` (empty before). Returns whether the walk is
     /// still good (false after a tail was given or a sibling taken in: the
     /// leaf's bounds changed), or `None`, with nothing changed, for the

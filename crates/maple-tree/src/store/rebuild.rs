@@ -62,18 +62,11 @@ enum Publish {
 /// nodes, costing about what a split does, and the less room it leaves
 /// the sooner the next one comes: the trade is time for nodes.
 ///
-/// Measured on random inserts in the
-/// kernel section's order (`GAPS=1 profile_store rand`): the rule
-/// before (slack 4 for both kinds, sibling two short of full) left
-/// 182,952 nodes after 1 M ranges; these (2 for leaves, 1 for internal
-/// nodes, the sibling filled) left 174,127, fewer than the kernel's own
-/// tree at every size measured (1 K–1 M: 175 against 177, 1,739 /
-/// 1,748, 17,431 / 17,518, 174,127 / 175,105). Same process
-/// (`profile_store ab`, medians of 21): 1 M random inserts 0.99× the
-/// old rule's speed, 100 K 0.88×; the same inserts then erases 0.99×
-/// and 0.93×; every other loop even. Slack 0 for both kinds: 167,985
-/// nodes for 0.87× and 0.79×. Odd slacks leave more nodes than the even
-/// one below them (3: 18,368 after 100 K, against 17,477 for 2).
+/// These slacks leave fewer nodes than the kernel's own tree at every
+/// size the report measures (docs/BENCHMARKS.md, the node counts against
+/// the kernel's); less slack saves a few nodes more but pushes so often
+/// that random inserts slow down. Odd slacks leave more nodes than the
+/// even one below them.
 const PUSH_SLACK: usize = 2;
 
 /// [`PUSH_SLACK`] for internal nodes.
@@ -91,10 +84,8 @@ pub(super) fn push_slack(kind: Kind) -> usize {
 
 /// Free slots a leaf push leaves in the sibling: none. The leaf that
 /// overflowed takes the rest, and with it the pair's slack for the next
-/// inserts. With the slacks above, room 1 left 174,656 nodes after 1 M
-/// random inserts but 181 after 1 K (the kernel's tree: 177); none,
-/// 174,127 and 175. Internal nodes are cut in balanced halves (a bias
-/// there changed the count by 0.1 %).
+/// inserts: with the slacks above this leaves the fewest nodes at small
+/// sizes and large. Internal nodes are cut in balanced halves.
 pub(super) const PUSH_SIBLING_ROOM: usize = 0;
 
 /// An old leaf that takes one part of the new content in place of a fresh
@@ -253,7 +244,7 @@ impl RawTree {
     /// As for [`store`](RawTree::store).
     // Out of line: its plan buffers (about 10 KiB of stack) would otherwise
     // make every write's frame that big, the writes the lane finishes in
-    // place too (the kernel's node-store loop, 1.4 % fewer instructions).
+    // place too.
     #[inline(never)]
     pub(super) unsafe fn rebuild(
         &self,

@@ -92,8 +92,8 @@ enum Shape {
 /// Two leaves' worth of slots in key order, bounds and words apart (so
 /// that each part is written to its node as two plain runs). The first
 /// `len` of each are set; the rest are not (not zeroed: a refill happens
-/// on nearly every other random insert, and zeroing its 512 bytes cost
-/// more than 1 % of the insert).
+/// on nearly every other random insert, and zeroing its 512 bytes would
+/// be a noticeable part of it).
 pub(super) struct Run {
     last: [MaybeUninit<u64>; RUN_ROOM],
     slot: [MaybeUninit<*mut ()>; RUN_ROOM],
@@ -383,9 +383,8 @@ impl RawTree {
         run.len = 0;
         let own;
         // (Whole leaves by block moves, the pieces spliced in by one: the
-        // same run as reading the slots around the pieces, 6.4 % fewer
-        // instructions of a random insert; in time even, 1.03x and 1.00x
-        // at 100 K ranges, 1.01x at 1 M: `profile_store ab`.)
+        // same run as reading the slots around the pieces, in fewer
+        // instructions.)
         // SAFETY: the caller makes us the tree's only writer.
         unsafe {
             if shape == Shape::PushLeft {
@@ -869,8 +868,7 @@ impl RawTree {
     /// two leaves fresh nodes and rebalances the two parents' children
     /// between them (and so on up to the shared ancestor); both parents are
     /// legal here as they are, so this writes two leaves and a pivot where
-    /// the rebuild wrote a subtree (about 1.75 % of the random erases of a
-    /// big tree, at ~5,200 instructions each). False, with nothing changed, where the content would
+    /// the rebuild wrote a subtree. False, with nothing changed, where the content would
     /// need a third leaf or the cousin's parent cannot lose a slot: the
     /// general write then does it. The tree's length is the caller's to
     /// update; `lpath` is stale afterwards.

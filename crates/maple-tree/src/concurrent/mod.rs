@@ -62,12 +62,16 @@ use std::{
     },
 };
 
+mod cursor;
+
+pub use cursor::WriteCursor;
+
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 
 use crate::{
     alloc::Slab,
-    cursor::{Cursor, WriteCursor},
+    cursor::Cursor,
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     iter::{iter_bounds, Back, RawIter},
@@ -817,11 +821,6 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         }
         // SAFETY: lo <= hi (checked); no entry, no `split`.
         unsafe { self.write(Store::new(lo, hi)) }.map_err(|(c, _)| c)
-    }
-
-    /// A write cursor at the range containing `index`.
-    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, V> {
-        WriteCursor::new(self, index)
     }
 
     fn give_back(value: *mut (), cause: Error) -> InsertError<V> {

@@ -1,14 +1,13 @@
-//! VMA records: the attributes of a VMA ([`VmaData`]) behind a counted
-//! reference ([`VmaRef`]), in 64-byte cells carved from 4 KiB chunks —
-//! this crate's `vm_area_cachep`.
+//! The slab of VMA records: the attributes of a VMA ([`VmaData`]) behind
+//! a counted reference ([`VmaRef`]), in 64-byte cells carved from 4 KiB
+//! chunks — this crate's `vm_area_cachep`.
 //!
 //! Why not `Arc<VmaData>`: fork shares a record with the child for every
 //! VMA it copies, so it touches (counts a reference on) every record of
 //! the space. From the global allocator, records land wherever the
 //! allocations around them left room — between the name strings of named
-//! VMAs, say — and a fork of 64 K named VMAs spent most of its time in
-//! cache misses on records spread over 13 MB (+70–110 % against unnamed
-//! VMAs, whose records happened to sit together). Here records made one
+//! VMAs, say — and a fork of many named VMAs would spend most of its time
+//! in cache misses on records spread over megabytes. Here records made one
 //! after another sit next to each other whatever else is allocated, 63 to
 //! a chunk, one per cache line.
 //!

@@ -1,0 +1,113 @@
+//! The concurrent tree's write cursor.
+
+use core::{
+    fmt,
+    ops::{RangeBounds, RangeInclusive},
+    ptr::NonNull,
+};
+
+use super::WriteGuard;
+use crate::{
+    cursor::{range_write_methods, read_methods, Pos},
+    error::{Error, InsertError},
+    handle::{is_value, Handle},
+    raw::RawTree,
+};
+
+impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
+    /// A write cursor at the range containing `index`.
+    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, V> {
+        WriteCursor::new(self, index)
+    }
+}
+
+/// A write cursor on a [`ConcurrentMapleTree`](crate::ConcurrentMapleTree),
+/// made by [`WriteGuard::cursor`]: the read methods of [`CursorMut`](crate::CursorMut), and
+/// writes published for concurrent readers. Values a write takes out are
+/// dropped after the readers that may see them are gone, so the writes
+/// return whether something was removed rather than the value.
+///
+/// ```
+/// use maple_tree::{ConcurrentMapleTree, U63};
+/// let t = ConcurrentMapleTree::<U63>::new();
+/// let mut w = t.lock();
+/// w.insert_range(10..=19, U63::from(1u32)).unwrap();
+/// w.insert_range(30..=39, U63::from(2u32)).unwrap();
+/// let mut c = w.cursor(0);
+/// // Double every value, walking entry by entry.
+/// while let Some((_, v)) = c.next() {
+///     let doubled = U63::from(v.get() as u32 * 2);
+///     c.replace(doubled).unwrap();
+/// }
+/// drop(w);
+/// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
+/// ```
+pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
+    guard: &'w mut WriteGuard<'a, V>,
+    pos: Pos,
+}
+
+impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
+    pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
+        let pos = Pos::seek(guard.raw(), index);
+        WriteCursor { guard, pos }
+    }
+
+    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+        (self.guard.raw(), &mut self.pos)
+    }
+
+    fn borrow(&self, raw: *mut ()) -> Option<V::Borrowed<'_>> {
+        if !is_value(raw) {
+            return None;
+        }
+        // SAFETY: we hold the writer lock, and nodes and values reachable
+        // from the tree are freed only by the writer, during a later write,
+        // which needs `&mut self` and so ends this borrow first.
+        Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
+    }
+
+    read_methods!('_);
+
+    fn reseek(&mut self, index: u64) {
+        self.pos = Pos::seek(self.guard.raw(), index);
+    }
+
+    /// Stores `value` over exactly the current range (entry or empty
+    /// range). Replacing one entry by another is one word written in place:
+    /// it never allocates, and readers see the old or the new value.
+    pub fn replace(&mut self, value: V) -> Result<(), InsertError<V>> {
+        let (lo, hi, was) = self.pos.current();
+        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
+            // An entry replaced by an entry: one word, where the cursor is.
+            // SAFETY: the cursor's walk was made under the guard's lock and
+            // kept current by every write through the cursor.
+            unsafe { self.guard.replace_at(here, value) };
+            return Ok(());
+        }
+        let res = self.guard.store_exact(lo, hi, value);
+        self.reseek(lo);
+        res
+    }
+
+    /// Removes the entry (or reserved range) the cursor is on; it then
+    /// stands on the empty range that replaced it. Returns whether a value
+    /// was removed.
+    pub fn erase(&mut self) -> Result<bool, Error> {
+        let (lo, hi, v) = self.pos.current();
+        if v.is_null() {
+            return Ok(false);
+        }
+        self.guard.clear_exact(lo, hi)?;
+        self.reseek(lo);
+        Ok(is_value(v))
+    }
+
+    range_write_methods!(guard, WriteGuard);
+}
+
+impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()
+    }
+}
