@@ -55,8 +55,8 @@ use core::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-// (Blocks come from the kernel on Linux with `std`, but for loom's nodes.)
-#[cfg_attr(all(feature = "std", not(loom), not(miri), target_os = "linux"), allow(unused_imports))]
+// Loom's nodes come from the global allocator one by one.
+#[cfg(loom)]
 use liballoc::alloc::{alloc, dealloc, Layout};
 
 #[cfg(not(loom))]
@@ -113,15 +113,6 @@ fn is_big(chunks: usize) -> bool {
 /// headers are apart, else all but cell 0, the header.
 #[cfg_attr(loom, allow(dead_code))]
 const ALL_FREE: u16 = if BLOCK_CHUNKS > 1 { !0 } else { !1 };
-
-/// A block's layout, where blocks come from the global allocator (see
-/// [`map_block`]).
-#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
-#[cfg_attr(loom, allow(dead_code))]
-const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK, BLOCK) {
-    Ok(l) => l,
-    Err(_) => panic!("block layout"),
-};
 
 #[cfg(not(loom))]
 const _: () = assert!(
@@ -580,125 +571,146 @@ fn new_block() -> Option<impl Iterator<Item = *mut Header>> {
     }
 }
 
-/// A block of [`BLOCK`] bytes aligned to its size, from the kernel:
-/// blocks are aligned so that a node finds its header by masking, and the
-/// global allocator serves such an allocation with pages of its own
-/// (glibc: its chunk headers, about two resident pages per block, 0.18
-/// bytes per range after a million random inserts, and, once a block has
-/// been freed, from its heap, where the alignment slack can be reused and
-/// the block is not given back to the system when freed). Mapped twice
-/// the size, the slack on both sides unmapped. Null if memory ran out.
 #[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
-fn map_block() -> *mut u8 {
-    let len = 2 * BLOCK;
-    // SAFETY: a fresh private anonymous mapping, at an address the kernel
-    // chooses: it overlaps nothing of ours or anyone's.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+mod blocks {
+    //! Blocks from the kernel: aligned anonymous mappings, with huge-page
+    //! advice.
+
+    use super::{Header, BLOCK};
+
+    /// `madvise` advice to collapse a range into huge pages now (Linux 6.1's
+    /// `MADV_COLLAPSE`; not in every libc's headers).
+    const MADV_COLLAPSE: libc::c_int = 25;
+
+    /// A block of [`BLOCK`] bytes aligned to its size, from the kernel:
+    /// blocks are aligned so that a node finds its header by masking, and the
+    /// global allocator serves such an allocation with pages of its own
+    /// (glibc: its chunk headers, about two resident pages per block, 0.18
+    /// bytes per range after a million random inserts, and, once a block has
+    /// been freed, from its heap, where the alignment slack can be reused and
+    /// the block is not given back to the system when freed). Mapped twice
+    /// the size, the slack on both sides unmapped. Null if memory ran out.
+    pub(super) fn map_block() -> *mut u8 {
+        let len = 2 * BLOCK;
+        // SAFETY: a fresh private anonymous mapping, at an address the kernel
+        // chooses: it overlaps nothing of ours or anyone's.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return core::ptr::null_mut();
+        }
+        let p = p.cast::<u8>();
+        let head = p.addr().next_multiple_of(BLOCK) - p.addr();
+        let tail = len - head - BLOCK;
+        // SAFETY: both ranges are parts of the mapping just made, outside the
+        // aligned block kept, and nobody has seen any of it. A failed unmap
+        // (it cannot fail on page-aligned parts of a mapping but for lack of
+        // kernel memory to split it) leaves the slack mapped and untouched:
+        // address space, not memory.
+        unsafe {
+            if head > 0 {
+                libc::munmap(p.cast(), head);
+            }
+            if tail > 0 {
+                libc::munmap(p.add(head + BLOCK).cast(), tail);
+            }
+            p.add(head)
+        }
+    }
+
+    /// Gives the block at `base` back to the system.
+    ///
+    /// # Safety
+    ///
+    /// `base` came from [`map_block`], and nothing in the block is used any
+    /// more.
+    pub(super) unsafe fn unmap_block(base: *mut u8) {
+        // SAFETY: the caller's contract: the block is our mapping, unused. (A
+        // failure, for lack of kernel memory, would leak the block, not
+        // corrupt anything.)
+        unsafe { libc::munmap(base.cast(), BLOCK) };
+    }
+
+    /// Asks the kernel to map the new block at `base` with small pages only.
+    /// Advice only: a kernel that refuses it changes nothing.
+    pub(super) fn small_pages(base: *mut u8) {
+        // SAFETY: `[base, base + BLOCK)` is a block of ours; this advice
+        // changes how the kernel maps its pages, never their contents or who
+        // may use them, so it cannot affect any access, ours or the global
+        // allocator's.
+        let _ = unsafe { libc::madvise(base.cast(), BLOCK, libc::MADV_NOHUGEPAGE) };
+    }
+
+    /// Asks the kernel to map the block holding the chunk `h`, every page of
+    /// which is resident, with one huge page from now on. Advice only: a
+    /// kernel without huge pages (or older than 6.1) refuses it, and nothing
+    /// changes.
+    pub(super) fn huge_page(h: *mut Header) {
+        // The block's start, with the provenance of its allocation.
+        let base = h.map_addr(|a| a & !(BLOCK - 1)).cast::<libc::c_void>();
+        // SAFETY: `h`'s block is live (the caller holds one of its chunks);
+        // as in `small_pages`, this advice changes how the kernel maps the
+        // block's pages (collapsing copies each into the huge page), never
+        // their contents or who may use them.
+        unsafe {
+            if libc::madvise(base, BLOCK, libc::MADV_HUGEPAGE) == 0 {
+                let _ = libc::madvise(base, BLOCK, MADV_COLLAPSE);
+            }
+        }
+    }
+}
+
+#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
+mod blocks {
+    //! Blocks from the global allocator: elsewhere than on Linux, under
+    //! Miri (which has no `mmap` of this kind), without `std`, and for
+    //! loom's nodes. No huge-page advice.
+    #![cfg_attr(loom, allow(dead_code))]
+
+    use liballoc::alloc::{alloc, dealloc, Layout};
+
+    use super::BLOCK;
+
+    /// A block's layout, where blocks come from the global allocator (see
+    /// [`map_block`]).
+    const BLOCK_LAYOUT: Layout = match Layout::from_size_align(BLOCK, BLOCK) {
+        Ok(l) => l,
+        Err(_) => panic!("block layout"),
     };
-    if p == libc::MAP_FAILED {
-        return core::ptr::null_mut();
+
+    /// A block from the global allocator, or null.
+    pub(super) fn map_block() -> *mut u8 {
+        // SAFETY: the layout has non-zero size.
+        unsafe { alloc(BLOCK_LAYOUT) }
     }
-    let p = p.cast::<u8>();
-    let head = p.addr().next_multiple_of(BLOCK) - p.addr();
-    let tail = len - head - BLOCK;
-    // SAFETY: both ranges are parts of the mapping just made, outside the
-    // aligned block kept, and nobody has seen any of it. A failed unmap
-    // (it cannot fail on page-aligned parts of a mapping but for lack of
-    // kernel memory to split it) leaves the slack mapped and untouched:
-    // address space, not memory.
-    unsafe {
-        if head > 0 {
-            libc::munmap(p.cast(), head);
-        }
-        if tail > 0 {
-            libc::munmap(p.add(head + BLOCK).cast(), tail);
-        }
-        p.add(head)
+
+    /// # Safety
+    ///
+    /// `base` came from [`map_block`], and nothing in the block is used any
+    /// more.
+    pub(super) unsafe fn unmap_block(base: *mut u8) {
+        // SAFETY: the caller's contract: allocated by `map_block` with this
+        // layout, freed once.
+        unsafe { dealloc(base, BLOCK_LAYOUT) }
     }
+
+    pub(super) fn small_pages(_base: *mut u8) {}
+
+    #[cfg(all(feature = "std", not(loom)))]
+    pub(super) fn huge_page(_h: *mut super::Header) {}
 }
 
-/// Gives the block at `base` back to the system.
-///
-/// # Safety
-///
-/// `base` came from [`map_block`], and nothing in the block is used any
-/// more.
-#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
-unsafe fn unmap_block(base: *mut u8) {
-    // SAFETY: the caller's contract: the block is our mapping, unused. (A
-    // failure, for lack of kernel memory, would leak the block, not
-    // corrupt anything.)
-    unsafe { libc::munmap(base.cast(), BLOCK) };
-}
-
-/// A block from the global allocator (elsewhere than on Linux, under Miri,
-/// which has no `mmap` of this kind, and without `std`), or null.
-#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
-fn map_block() -> *mut u8 {
-    // SAFETY: the layout has non-zero size.
-    unsafe { alloc(BLOCK_LAYOUT) }
-}
-
-/// # Safety
-///
-/// `base` came from [`map_block`], and nothing in the block is used any
-/// more.
-#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
-unsafe fn unmap_block(base: *mut u8) {
-    // SAFETY: the caller's contract: allocated by `map_block` with this
-    // layout, freed once.
-    unsafe { dealloc(base, BLOCK_LAYOUT) }
-}
-
-/// `madvise` advice to collapse a range into huge pages now (Linux 6.1's
-/// `MADV_COLLAPSE`; not in every libc's headers).
-#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
-const MADV_COLLAPSE: libc::c_int = 25;
-
-/// Asks the kernel to map the new block at `base` with small pages only.
-/// Advice only: a kernel that refuses it changes nothing.
-#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
-fn small_pages(base: *mut u8) {
-    // SAFETY: `[base, base + BLOCK)` is a block of ours; this advice
-    // changes how the kernel maps its pages, never their contents or who
-    // may use them, so it cannot affect any access, ours or the global
-    // allocator's.
-    let _ = unsafe { libc::madvise(base.cast(), BLOCK, libc::MADV_NOHUGEPAGE) };
-}
-
-/// Asks the kernel to map the block holding the chunk `h`, every page of
-/// which is resident, with one huge page from now on. Advice only: a
-/// kernel without huge pages (or older than 6.1) refuses it, and nothing
-/// changes.
-#[cfg(all(feature = "std", not(loom), not(miri), target_os = "linux"))]
-fn huge_page(h: *mut Header) {
-    // The block's start, with the provenance of its allocation.
-    let base = h.map_addr(|a| a & !(BLOCK - 1)).cast::<libc::c_void>();
-    // SAFETY: `h`'s block is live (the caller holds one of its chunks);
-    // as in `small_pages`, this advice changes how the kernel maps the
-    // block's pages (collapsing copies each into the huge page), never
-    // their contents or who may use them.
-    unsafe {
-        if libc::madvise(base, BLOCK, libc::MADV_HUGEPAGE) == 0 {
-            let _ = libc::madvise(base, BLOCK, MADV_COLLAPSE);
-        }
-    }
-}
-
-#[cfg(not(all(feature = "std", not(loom), not(miri), target_os = "linux")))]
-#[cfg_attr(loom, allow(dead_code))]
-fn small_pages(_base: *mut u8) {}
-
-#[cfg(all(feature = "std", not(loom), any(miri, not(target_os = "linux"))))]
-fn huge_page(_h: *mut Header) {}
+#[cfg(all(feature = "std", not(loom)))]
+use blocks::huge_page;
+use blocks::{map_block, small_pages, unmap_block};
 
 /// Gives an empty chunk back to its block; frees the block if that was
 /// its last chunk out.
