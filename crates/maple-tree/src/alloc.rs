@@ -742,7 +742,7 @@ unsafe fn give_to_block(h: *mut Header) {
 /// every chunk would be faulted in afresh, zeroed by the kernel, after its
 /// block went back to the system. At most [`POOL_CHUNKS`](pool::POOL_CHUNKS)
 /// chunks; beyond that they go back to their blocks, and all of them when
-/// the thread exits or calls [`trim_thread_cache`](super::trim_thread_cache).
+/// the thread exits or calls [`trim_thread_cache`].
 #[cfg(all(feature = "std", not(loom)))]
 mod pool {
     use core::cell::RefCell;

@@ -43,7 +43,7 @@ use crate::{
     raw::{Entrance, LeafWalk, Level, Path, RawTree},
     store::{Store, Stored},
     sync::Ordering,
-    tree::MapleTree,
+    tree::{InPlace, MapleTree, Writes},
 };
 
 /// Position shared by every cursor: the walk to the current leaf slot.
@@ -322,7 +322,7 @@ macro_rules! range_write_methods {
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) use range_write_methods;
 
-impl<V: Handle> MapleTree<V> {
+impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// A read cursor positioned at the range containing `index`.
     pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
         // SAFETY: `&'a self` keeps the tree, its nodes and values alive and
@@ -331,7 +331,7 @@ impl<V: Handle> MapleTree<V> {
     }
 
     /// A write cursor positioned at the range containing `index`.
-    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V> {
+    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V, W> {
         CursorMut::new(self, index)
     }
 }
@@ -390,13 +390,13 @@ impl<V: Handle> fmt::Debug for Cursor<'_, V> {
 /// A write cursor; see "Normal and advanced API" in the [crate docs](crate).
 /// After any write it stands on
 /// the range containing the first index written.
-pub struct CursorMut<'a, V: Handle> {
-    tree: &'a mut MapleTree<V>,
+pub struct CursorMut<'a, V: Handle, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, W>,
     pos: Pos,
 }
 
-impl<'a, V: Handle> CursorMut<'a, V> {
-    pub(crate) fn new(tree: &'a mut MapleTree<V>, index: u64) -> Self {
+impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V, W>, index: u64) -> Self {
         let pos = Pos::seek(&tree.raw, index);
         CursorMut { tree, pos }
     }
@@ -439,8 +439,9 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         // SAFETY: [lo, hi] is the current range, so no entry is cut in two;
         // `e` is a fresh handle; the cursor's walk leads to `lo` in this
         // tree (it is redone after any write that moves nodes).
-        let res =
-            unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi).entry(e), &mut out) };
+        let res = unsafe {
+            self.tree.raw.store_mut_walked(W::FRESH, &mut self.pos.walk.path, Store::new(lo, hi).entry(e), &mut out)
+        };
         match res {
             Ok(kept) => {
                 self.settle(lo, lo, Some(kept));
@@ -466,7 +467,8 @@ impl<'a, V: Handle> CursorMut<'a, V> {
         let mut out = Stored::default();
         // SAFETY: as in `replace`; storing nothing over exactly the current
         // range cuts nothing.
-        let res = unsafe { self.tree.raw.store_mut_walked(&mut self.pos.walk.path, Store::new(lo, hi), &mut out) };
+        let res =
+            unsafe { self.tree.raw.store_mut_walked(W::FRESH, &mut self.pos.walk.path, Store::new(lo, hi), &mut out) };
         let Ok(kept) = res else { crate::tree::abort_oom() };
         self.settle(lo, lo, Some(kept));
         // SAFETY: the one value the write took out; ours now.
@@ -476,7 +478,7 @@ impl<'a, V: Handle> CursorMut<'a, V> {
     range_write_methods!(tree, MapleTree);
 }
 
-impl<V: Handle> fmt::Debug for CursorMut<'_, V> {
+impl<V: Handle, W: Writes> fmt::Debug for CursorMut<'_, V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
     }

@@ -22,7 +22,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
-    tree::{clone_word, MapleTree},
+    tree::{clone_word, MapleTree, Writes},
 };
 
 /// A leaf of a copy with its bounds, in index order.
@@ -166,7 +166,7 @@ fn dup_with(
 
 /// The typed duplications: the node copy above, then each value word
 /// replaced by the copy's own.
-impl<V: Handle> MapleTree<V> {
+impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// Duplicates the tree in O(number of nodes), as fork does: the nodes
     /// are copied depth-first, one 256-byte copy each (same shape, no
     /// comparisons or splits), then each value of the copy is replaced in
@@ -183,14 +183,14 @@ impl<V: Handle> MapleTree<V> {
     /// let lens: MapleTree<U63> = t.try_dup_map(|_, s| U63::new(s.len() as u64).unwrap()).unwrap();
     /// assert_eq!(lens.load(25).map(U63::get), Some(1));
     /// ```
-    pub fn try_dup_map<W: Handle>(
+    pub fn try_dup_map<U: Handle>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> W,
-    ) -> Result<MapleTree<W>, AllocError> {
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> U,
+    ) -> Result<MapleTree<U, W>, AllocError> {
         let (copy, leaves) = self.raw.dup_nodes(true)?;
         // Until every word is replaced, the copy holds words of `self`:
         // the guard frees it without dropping those if `f` panics.
-        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut guard = DupGuard::<U> { raw: copy, replaced: 0, _w: PhantomData };
         for (leaf, min, max) in leaves {
             let replace = |lo: u64, hi: u64, w| {
                 let v = self.borrow(w)?;
@@ -225,10 +225,10 @@ impl<V: Handle> MapleTree<V> {
     /// let copy = t.try_dup_map_fallible(|_, v| Ok::<_, ()>(v)).unwrap();
     /// assert_eq!(copy.len(), 10);
     /// ```
-    pub fn try_dup_map_fallible<W: Handle, E>(
+    pub fn try_dup_map_fallible<U: Handle, E>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<W, E>,
-    ) -> Result<MapleTree<W>, DupError<E>> {
+        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<U, E>,
+    ) -> Result<MapleTree<U, W>, DupError<E>> {
         self.dup_words(|r, v, _| f(r, v).map(|w| w.into_raw().as_ptr()))
     }
 
@@ -240,7 +240,7 @@ impl<V: Handle> MapleTree<V> {
     pub fn try_dup_share_or_map<E>(
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<Option<V>, E>,
-    ) -> Result<MapleTree<V>, DupError<E>>
+    ) -> Result<MapleTree<V, W>, DupError<E>>
     where
         V: Clone,
     {
@@ -255,17 +255,17 @@ impl<V: Handle> MapleTree<V> {
 
     /// The engine of the fallible duplications: copies the nodes, then
     /// replaces each value word by what `f` makes of it (a word owned by
-    /// the copy, as a `W`). If `f` fails, the rest of the copy is marked
+    /// the copy, as a `U`). If `f` fails, the rest of the copy is marked
     /// with reserved entries (it never owned those words) and the copy is
     /// dropped: the values made so far, and every node, are freed.
-    fn dup_words<W: Handle, E>(
+    fn dup_words<U: Handle, E>(
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
-    ) -> Result<MapleTree<W>, DupError<E>> {
+    ) -> Result<MapleTree<U, W>, DupError<E>> {
         let (copy, leaves) = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
         // Until every word is replaced (or marked), the copy holds words of
         // `self`, and the guard knows which.
-        let mut guard = DupGuard::<W> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut guard = DupGuard::<U> { raw: copy, replaced: 0, _w: PhantomData };
         let mut failed: Option<(u64, E)> = None;
         for (leaf, min, max) in leaves {
             let replace = |lo: u64, hi: u64, w| {
@@ -292,7 +292,7 @@ impl<V: Handle> MapleTree<V> {
         let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
         let made = guard.replaced;
         core::mem::forget(guard);
-        let copy = MapleTree::<W>::from_raw(raw);
+        let copy = MapleTree::<U, W>::from_raw(raw);
         match failed {
             None => Ok(copy),
             Some((index, error)) => {

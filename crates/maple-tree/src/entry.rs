@@ -13,33 +13,33 @@ use core::{
 use crate::{
     error::{Error, InsertError},
     handle::{is_value, Handle},
-    tree::MapleTree,
+    tree::{InPlace, MapleTree, Writes},
     write::to_inclusive,
 };
 
 /// A range of a tree, vacant or occupied; made by [`MapleTree::entry`].
-pub enum RangeEntry<'a, V: Handle> {
+pub enum RangeEntry<'a, V: Handle, W: Writes = InPlace> {
     /// Every index of the range is empty.
-    Vacant(VacantRange<'a, V>),
+    Vacant(VacantRange<'a, V, W>),
     /// Something occupies part of the range.
-    Occupied(OccupiedRange<'a, V>),
+    Occupied(OccupiedRange<'a, V, W>),
 }
 
 /// An empty range, ready to be filled.
-pub struct VacantRange<'a, V: Handle> {
-    tree: &'a mut MapleTree<V>,
+pub struct VacantRange<'a, V: Handle, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, W>,
     first: u64,
     last: u64,
 }
 
 /// The lowest entry (or reserved range) overlapping the range asked for.
-pub struct OccupiedRange<'a, V: Handle> {
-    tree: &'a mut MapleTree<V>,
+pub struct OccupiedRange<'a, V: Handle, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, W>,
     first: u64,
     last: u64,
 }
 
-impl<V: Handle> MapleTree<V> {
+impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// The range as an entry: [`Vacant`](RangeEntry::Vacant) if
     /// every index in it is empty (fill it with
     /// [`insert`](crate::VacantRange::insert)), else
@@ -60,13 +60,13 @@ impl<V: Handle> MapleTree<V> {
     /// }
     /// assert_eq!(t.load(25).map(U63::get), Some(2));
     /// ```
-    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<RangeEntry<'_, V>, Error> {
+    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<RangeEntry<'_, V, W>, Error> {
         let (first, last) = to_inclusive(&range)?;
         Ok(RangeEntry::new(self, first, last))
     }
 }
 
-impl<V: Handle> fmt::Debug for RangeEntry<'_, V> {
+impl<V: Handle, W: Writes> fmt::Debug for RangeEntry<'_, V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RangeEntry::Vacant(v) => f.debug_tuple("Vacant").field(&v.range()).finish(),
@@ -75,8 +75,8 @@ impl<V: Handle> fmt::Debug for RangeEntry<'_, V> {
     }
 }
 
-impl<'a, V: Handle> RangeEntry<'a, V> {
-    pub(crate) fn new(tree: &'a mut MapleTree<V>, first: u64, last: u64) -> RangeEntry<'a, V> {
+impl<'a, V: Handle, W: Writes> RangeEntry<'a, V, W> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V, W>, first: u64, last: u64) -> RangeEntry<'a, V, W> {
         // The slot at `first`, then (if it is empty and ends early) the
         // next entry: the lowest thing overlapping the range.
         let (lo, hi, w) = tree.raw.lookup(first);
@@ -91,7 +91,7 @@ impl<'a, V: Handle> RangeEntry<'a, V> {
     }
 }
 
-impl<'a, V: Handle> VacantRange<'a, V> {
+impl<'a, V: Handle, W: Writes> VacantRange<'a, V, W> {
     /// The range.
     pub fn range(&self) -> RangeInclusive<u64> {
         self.first..=self.last
@@ -102,12 +102,12 @@ impl<'a, V: Handle> VacantRange<'a, V> {
     pub fn insert(self, value: V) -> Result<V::Borrowed<'a>, InsertError<V>> {
         let (first, last) = (self.first, self.last);
         self.tree.insert_range(first..=last, value)?;
-        let tree: &'a MapleTree<V> = self.tree;
+        let tree: &'a MapleTree<V, W> = self.tree;
         Ok(tree.load(first).expect("just inserted"))
     }
 }
 
-impl<'a, V: Handle> OccupiedRange<'a, V> {
+impl<'a, V: Handle, W: Writes> OccupiedRange<'a, V, W> {
     /// The occupying entry's whole range (it may stick out of the range
     /// asked for).
     pub fn range(&self) -> RangeInclusive<u64> {
@@ -131,13 +131,13 @@ impl<'a, V: Handle> OccupiedRange<'a, V> {
     }
 }
 
-impl<V: Handle> fmt::Debug for VacantRange<'_, V> {
+impl<V: Handle, W: Writes> fmt::Debug for VacantRange<'_, V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("VacantRange").field(&self.range()).finish()
     }
 }
 
-impl<V: Handle> fmt::Debug for OccupiedRange<'_, V> {
+impl<V: Handle, W: Writes> fmt::Debug for OccupiedRange<'_, V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("OccupiedRange").field(&self.range()).finish()
     }

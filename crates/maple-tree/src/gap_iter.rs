@@ -6,6 +6,7 @@ use crate::prelude::*;
 use core::{
     fmt,
     iter::FusedIterator,
+    marker::PhantomData,
     ops::{RangeBounds, RangeInclusive},
 };
 
@@ -15,7 +16,7 @@ use crate::{
     node::RANGE64_SLOTS,
     raw::{LeafWalk, Level, Path, RawTree},
     sync::Ordering,
-    tree::MapleTree,
+    tree::{MapleTree, Writes},
     write::to_inclusive,
 };
 
@@ -31,7 +32,8 @@ use crate::{
 /// O((k + 1) log n) however many entries lie between them. On a plain
 /// tree the leaves are walked.
 pub struct Gaps<'a, V: Handle> {
-    tree: &'a MapleTree<V>,
+    raw: &'a RawTree,
+    _tree: PhantomData<&'a MapleTree<V>>,
     /// Lowest index not yet passed from the front.
     front: u64,
     /// Highest index not yet passed from the back.
@@ -285,7 +287,7 @@ fn scan_leaf_gaps_back<B>(
     (acc, false)
 }
 
-impl<V: Handle> MapleTree<V> {
+impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// The empty ranges inside `window`, ascending (`.rev()` for
     /// descending), each cut to the window: the complement of
     /// [`range`](Self::range). Reserved ranges are not empty. On a
@@ -304,18 +306,19 @@ impl<V: Handle> MapleTree<V> {
     /// assert_eq!(t.gaps(15..35).rev().next(), Some(20..=29));
     /// ```
     pub fn gaps(&self, window: impl RangeBounds<u64>) -> Gaps<'_, V> {
-        Gaps::new(self, to_inclusive(&window).ok())
+        Gaps::new(&self.raw, to_inclusive(&window).ok())
     }
 }
 
 impl<'a, V: Handle> Gaps<'a, V> {
-    pub(crate) fn new(tree: &'a MapleTree<V>, window: Option<(u64, u64)>) -> Gaps<'a, V> {
+    pub(crate) fn new(raw: &'a RawTree, window: Option<(u64, u64)>) -> Gaps<'a, V> {
         let (front, back, done) = match window {
             Some((f, b)) => (f, b, false),
             None => (0, 0, true),
         };
         Gaps {
-            tree,
+            raw,
+            _tree: PhantomData,
             front,
             back,
             done,
@@ -334,7 +337,7 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         if self.done {
             return None;
         }
-        let (raw, lo, hi) = (&self.tree.raw, self.front, self.back);
+        let (raw, lo, hi) = (self.raw, self.front, self.back);
         let (start, end) = match self.fbuf.pop() {
             Some(gap) => gap,
             None => {
@@ -378,7 +381,7 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
                 return acc;
             }
         }
-        self.fwd.scan(&self.tree.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
+        self.fwd.scan(self.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
     }
 }
 
@@ -387,7 +390,7 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
         if self.done {
             return None;
         }
-        let (raw, lo, hi) = (&self.tree.raw, self.front, self.back);
+        let (raw, lo, hi) = (self.raw, self.front, self.back);
         let (start, end) = match self.bbuf.pop() {
             Some(gap) => gap,
             None => {
@@ -429,7 +432,7 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
                 return acc;
             }
         }
-        self.bwd.scan(&self.tree.raw, false, front, self.back, acc, false, |acc, s, e| f(acc, s..=e))
+        self.bwd.scan(self.raw, false, front, self.back, acc, false, |acc, s, e| f(acc, s..=e))
     }
 }
 

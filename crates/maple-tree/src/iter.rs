@@ -20,7 +20,7 @@ use crate::{
     node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::Ordering,
-    tree::MapleTree,
+    tree::{MapleTree, Writes},
     write::to_inclusive,
 };
 
@@ -88,7 +88,7 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
 
 impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 
-impl<V: Handle> MapleTree<V> {
+impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// Iterates over all entries in ascending order.
     ///
     /// Consumers that take the whole iterator at once (`sum`, `for_each`,
@@ -1150,7 +1150,7 @@ impl<V: Handle> fmt::Debug for Iter<'_, V> {
     }
 }
 
-impl<V: HandleMut> MapleTree<V> {
+impl<V: HandleMut, W: Writes> MapleTree<V, W> {
     /// Every entry with its value mutably, ascending.
     ///
     /// ```
@@ -1185,7 +1185,7 @@ impl<V: HandleMut> MapleTree<V> {
     }
 }
 
-impl<'a, V: Handle> IntoIterator for &'a MapleTree<V> {
+impl<'a, V: Handle, W: Writes> IntoIterator for &'a MapleTree<V, W> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
     type IntoIter = Iter<'a, V>;
     fn into_iter(self) -> Iter<'a, V> {
@@ -1216,7 +1216,7 @@ impl<V> fmt::Debug for IntoIter<V> {
     }
 }
 
-impl<V: Handle> IntoIterator for MapleTree<V> {
+impl<V: Handle, W: Writes> IntoIterator for MapleTree<V, W> {
     type Item = (RangeInclusive<u64>, V);
     type IntoIter = IntoIter<V>;
     /// Takes every entry out in ascending order (collected up front).

@@ -10,19 +10,25 @@
 //! Soundness rests on one rule: the kept walk is used only while no change
 //! to the tree's shape (its nodes, their bounds) has happened since the
 //! write that left it, and that write reported it still good (see
-//! [`store_walked`](RawTree::store_walked)'s result). Every change to a
-//! tree's shape goes through [`store_walked`](RawTree::store_walked),
-//! [`erase_in_leaf`](RawTree::erase_in_leaf),
-//! [`erase_entry_in_leaf`](RawTree::erase_entry_in_leaf) and
-//! [`store_in_empty`](RawTree::store_in_empty) (the plain tree's commonest
-//! erases and store), [`build_sorted`](RawTree::build_sorted) or
-//! [`clear_with`](RawTree::clear_with) (a duplicate is a new tree, which
-//! starts with nothing kept), and each of them forgets the kept walk
-//! before it changes anything; only the tree's own write (or an erase
-//! that found nothing to erase) then marks it good again. So cursor
-//! writes, the concurrent tree's writers, bulk builds and clears all leave
-//! it forgotten, whichever path they take. Values replaced in their slots
-//! (a cursor's `replace`, `get_mut`, `values_mut`) change no walk.
+//! [`store_walked`](RawTree::store_walked)'s result). A change to the
+//! nodes needs one of three things, and each forgets the kept walk before
+//! anything changes:
+//!
+//! * an [`Exclusive`](crate::raw::Exclusive), the only way to write in
+//!   place: [`RawTree::exclusive`] forgets it as it makes one;
+//! * the engine's entry, [`store_walked`](RawTree::store_walked), the
+//!   only way to write in fresh nodes;
+//! * `&mut` to replace the whole tree ([`build_sorted`](RawTree::build_sorted),
+//!   [`clear_with`](RawTree::clear_with)); a duplicate is a new tree,
+//!   which starts with nothing kept.
+//!
+//! Taking the walk out ([`take_kept_walk`](RawTree::take_kept_walk))
+//! forgets it too, and only [`put_kept_walk`](RawTree::put_kept_walk),
+//! after the write made from it answered that it is still good (or no
+//! write was made), marks it good again. So cursor writes, the concurrent
+//! tree's writers, bulk builds and clears all leave it forgotten, whichever
+//! path they take. Values replaced in their slots (a cursor's `replace`,
+//! `get_mut`, `values_mut`) change no walk.
 //!
 //! The walk costs a kilobyte (a [`Path`] has room for the tallest tree),
 //! taken from the global allocator once a tree of two levels or more has

@@ -22,10 +22,11 @@
 //!
 //! The normal API ([`MapleTree::load`], [`MapleTree::insert_range`],
 //! [`MapleTree::store_range`], [`MapleTree::erase`], iteration, gap search)
-//! is built on cursors ([`Cursor`], [`CursorMut`]), the equivalent of the
+//! takes an index or a range and finds its place itself. The advanced API
+//! is the cursor ([`Cursor`], [`CursorMut`]), the equivalent of the
 //! kernel's `ma_state`: a cursor stands on one range (an entry *or* an empty
 //! range, with exact bounds), steps over entries or over all ranges, and can
-//! write where it stands.
+//! write where it stands, without a walk from the root.
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -104,11 +105,13 @@
 //!
 //! Every write is planned before anything visible changes: the nodes it
 //! needs are allocated and filled first, so a failed allocation leaves the
-//! tree exactly as it was (see `store/` for the algorithm). A multi-word
-//! change is built in fresh nodes and published by one pointer store; while
-//! the tree is borrowed `&mut` (no reader can exist) the one node that
-//! changes may instead be rewritten in place, and replaced nodes are freed
-//! at once.
+//! tree exactly as it was (see `store/` for the algorithm). A tree borrowed
+//! `&mut` has no reader, so a write changes the nodes it touches in place
+//! where that is cheapest and frees replaced nodes at once. A
+//! [`ConcurrentMapleTree`]'s writer cannot: every change of more than one
+//! word is built in fresh nodes and published by one pointer store. Which
+//! of the two a tree does is its type ([`Writes`]): `MapleTree<V>` writes
+//! in place, `MapleTree<V, FreshNodes>` as the concurrent tree does.
 //!
 //! A tree keeps the walk of its last write (in trees of two levels or
 //! more; a kilobyte, allocated once, after the tree's first 32 writes): a
@@ -293,7 +296,7 @@ pub use handle::{Handle, HandleMut, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{MapleTree, Moved, Stats};
+pub use tree::{FreshNodes, InPlace, MapleTree, Moved, Stats, Writes};
 pub use validate::ValidateError;
 
 /// The crate README's examples, compiled and run as doctests.

@@ -2,11 +2,12 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p maple-tree --lib --release loom`).
 //!
 //! Each model lets loom explore the interleavings (up to a preemption
-//! bound) of a reader walking the tree with `lookup_rcu` and a writer in
-//! RCU mode. Values are inline integer words, so retirement only frees
+//! bound) of a reader walking the tree with `lookup_rcu` and a writer
+//! writing through `&RawTree` (every multi-word change in fresh nodes, as
+//! the concurrent tree's writer does). Values are inline integer words, so retirement only frees
 //! nodes; the "grace period" is the join of the reader. In loom builds
 //! every node access checks that the node has not been freed
-//! (`alloc::freed`), so a model in which a reader can reach a node the
+//! (`sync::freed`), so a model in which a reader can reach a node the
 //! writer freed too early fails with "used after it was freed".
 
 #[allow(unused_imports)]
@@ -24,7 +25,7 @@ use crate::{
     cursor::Cursor,
     handle::U63,
     iter::{Back, RawIter},
-    raw::{LeafWalk, RawTree},
+    raw::{LeafWalk, Path, RawTree},
     store::{Removed, Store, Stored},
 };
 
@@ -36,15 +37,24 @@ fn val(w: *mut ()) -> Option<u64> {
     (!w.is_null()).then(|| (w.addr() >> 1) as u64)
 }
 
-/// An RCU-mode tree of `n` entries `[i*10, i*10+5]` = i.
+/// Stores `[first, last]` = `v` in a tree no reader has seen yet,
+/// through `&mut` (in place where it can: the setup adds no interleaving).
+fn setup_store(t: &mut RawTree, first: u64, last: u64, v: u64) {
+    let mut path = Path::new();
+    t.walk_to_write(first, &mut path);
+    let mut out = Stored::default();
+    // SAFETY: valid range; integer words own nothing; `&mut`: no reader,
+    // no other writer; `path` was just walked to `first`.
+    unsafe { t.store_mut_walked(false, &mut path, Store::new(first, last).entry(word(v)).insert_only(), &mut out) }
+        .expect("setup");
+}
+
+/// A tree of `n` entries `[i*10, i*10+5]` = i, for readers to share.
 fn tree(n: u64) -> RawTree {
     let mut t = RawTree::new(false);
     for i in 0..n {
-        // SAFETY: valid range; integer words own nothing; not yet in RCU
-        // mode and no reader, so nothing is retired.
-        unsafe { t.store(Store::new(i * 10, i * 10 + 5).entry(word(i)).insert_only()) }.expect("setup");
+        setup_store(&mut t, i * 10, i * 10 + 5, i);
     }
-    t.rcu = true;
     t
 }
 
@@ -356,15 +366,13 @@ fn loom_cursor_steps_past_the_ends_while_the_writer_inserts_there() {
     });
 }
 
-/// An RCU-mode tree of the entries `[10, 15]`, `[20, 25]` and `[30, 35]`:
-/// empty ranges at both ends.
+/// A tree of the entries `[10, 15]`, `[20, 25]` and `[30, 35]`, for
+/// readers to share: empty ranges at both ends.
 fn shifted_tree() -> RawTree {
     let mut t = RawTree::new(false);
     for i in 1..=3u64 {
-        // SAFETY: as in `tree`.
-        unsafe { t.store(Store::new(i * 10, i * 10 + 5).entry(word(i)).insert_only()) }.expect("setup");
+        setup_store(&mut t, i * 10, i * 10 + 5, i);
     }
-    t.rcu = true;
     t
 }
 

@@ -450,8 +450,7 @@ impl NodeRef {
     ///
     /// # Safety
     ///
-    /// No reader can be in the node (outside RCU mode, the tree held
-    /// through `&mut`): a reader between this store and the rest of the
+    /// No reader can be in the node (the writer holds an `Exclusive`): a reader between this store and the rest of the
     /// write could be sent to a slot whose content does not cover its
     /// index. `v` keeps the pivots ascending, and what lies below slots
     /// `i` and `i + 1` covers their new bounds once the write is done.
@@ -466,7 +465,7 @@ impl NodeRef {
     }
 
     /// Stores `v` in slot `i`: one word, so a reader sees the old word or
-    /// the new one, never a mix (the slot stores of RCU mode).
+    /// the new one, never a mix (the slot stores readers may meet).
     ///
     /// # Safety
     ///
@@ -699,8 +698,8 @@ impl NodeRef {
     ///
     /// # Safety
     ///
-    /// No reader can be in `self` (a tree held through `&mut` with RCU mode
-    /// off): its words change one after the other. `items` are what the
+    /// No reader can be in `self` (the writer holds an `Exclusive`, or the
+    /// node is fresh): its words change one after the other. `items` are what the
     /// node's place in the tree allows (the bounds inside the node's, the
     /// last one its maximum; words as for [`set_slot`](Self::set_slot)).
     pub(crate) unsafe fn overwrite(self, items: &[Item]) {
@@ -945,8 +944,8 @@ impl LeafRef {
     /// other, and a reader between them could pair a pivot with the wrong
     /// slot and hand out a value the writer is about to drop (and the
     /// shifted words move as plain accesses, which would race with a
-    /// reader's); the caller is the tree's only writer. Callers hold the
-    /// tree through `&mut` with RCU mode off.
+    /// reader's); the caller is the tree's only writer. Callers hold an
+    /// `Exclusive`.
     #[inline]
     pub(crate) unsafe fn splice(self, from: usize, to: usize, count: usize, items: &[Item]) {
         // SAFETY: this function's contract: no reader is in the leaf, and
@@ -1072,7 +1071,7 @@ pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [MaybeUninit<*mu
 /// # Safety
 ///
 /// Nobody else reads or writes `dst` meanwhile: a node no reader can be in
-/// (outside RCU mode, the tree held through `&mut`) or a fresh one.
+/// (the writer holds an `Exclusive`) or a fresh one.
 #[inline]
 unsafe fn store_words(src: &[u64], dst: &[AtomicU64]) {
     assert_eq!(src.len(), dst.len());

@@ -8,7 +8,7 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{cell::Cell, ptr};
+use core::{cell::Cell, ops::Deref, ptr};
 
 use arrayvec::ArrayVec;
 
@@ -149,10 +149,6 @@ pub(crate) struct RawTree {
     pub(crate) root: AtomicPtr<()>,
     pub(crate) height: Shared,
     pub(crate) gaps: bool,
-    /// Build every multi-word change in fresh nodes even though `&mut`
-    /// proves no reader exists (the path concurrent mode will need; tests
-    /// switch it on to exercise it).
-    pub(crate) rcu: bool,
     /// `alloc_cyclic` handed out `u64::MAX`, so its `next` wrapped to 0;
     /// the next cyclic allocation reports the wrap (kernel
     /// `MT_FLAGS_ALLOC_WRAPPED`).
@@ -163,6 +159,48 @@ pub(crate) struct RawTree {
     pub(crate) slab: Slab,
     /// The walk of the plain tree's last write (see `kept_walk.rs`).
     pub(crate) kept: KeptWalk,
+}
+
+/// A tree no reader can be in: made only from `&mut RawTree`
+/// ([`RawTree::exclusive`]) and living no longer than that borrow. The
+/// writes that change what a reader could be walking (several words of a
+/// node in place, a split into the old leaf, a replaced node freed at
+/// once) are methods of this type (`store/leaf.rs`, `store/split.rs`) or
+/// take one (`store/rebuild.rs`). The concurrent tree's writer holds only
+/// `&RawTree`, so where readers may exist none of them can be reached.
+#[derive(Clone, Copy)]
+pub(crate) struct Exclusive<'t>(&'t RawTree);
+
+impl Deref for Exclusive<'_> {
+    type Target = RawTree;
+
+    #[inline(always)]
+    fn deref(&self) -> &RawTree {
+        self.0
+    }
+}
+
+/// How a write reaches the tree: through `&RawTree`, where readers may be
+/// walking it, so that every change of more than one word is built in
+/// fresh nodes; or through an [`Exclusive`], where none can be, so that
+/// the cheaper in-place writes are open too.
+pub(crate) trait Access<'t>: Copy + Deref<Target = RawTree> {
+    /// The proof that no reader can be in the tree, where there is one.
+    fn no_readers(self) -> Option<Exclusive<'t>>;
+}
+
+impl<'t> Access<'t> for &'t RawTree {
+    #[inline(always)]
+    fn no_readers(self) -> Option<Exclusive<'t>> {
+        None
+    }
+}
+
+impl<'t> Access<'t> for Exclusive<'t> {
+    #[inline(always)]
+    fn no_readers(self) -> Option<Exclusive<'t>> {
+        Some(self)
+    }
 }
 
 /// A tree's kept walk (see `kept_walk.rs`).
@@ -234,13 +272,22 @@ unsafe impl Send for RawTree {}
 unsafe impl Sync for RawTree {}
 
 impl RawTree {
+    /// The proof that no reader can be in this tree while `&mut` lasts.
+    /// Making one forgets the kept walk (see `kept_walk.rs`): whatever is
+    /// written through it may change the tree's shape, and only a write
+    /// made from the kept walk itself may mark it good again.
+    #[inline(always)]
+    pub(crate) fn exclusive(&mut self) -> Exclusive<'_> {
+        self.kept.forget();
+        Exclusive(self)
+    }
+
     pub(crate) fn new(gaps: bool) -> RawTree {
         RawTree {
             root: AtomicPtr::new(ptr::null_mut()),
             height: Shared::new(0),
             gaps,
             len: Shared::new(0),
-            rcu: false,
             cyclic_wrapped: Shared::new(0),
             slab: Slab::new(),
             kept: KeptWalk::new(),

@@ -42,15 +42,56 @@ use crate::{
 // `repr(transparent)`: `ConcurrentMapleTree::with_mut` lends its `RawTree`
 // out as a `MapleTree`.
 #[repr(transparent)]
-pub struct MapleTree<V: Handle> {
+pub struct MapleTree<V: Handle, W: Writes = InPlace> {
     pub(crate) raw: RawTree,
     _values: PhantomData<V>,
+    _writes: PhantomData<W>,
+}
+
+/// How a [`MapleTree`]'s writes change its nodes: [`InPlace`] (the
+/// default) or [`FreshNodes`].
+///
+/// Through `&mut`, no reader can be walking a plain tree, so by default a
+/// write changes a node in place wherever that is cheapest. A
+/// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree)'s writer cannot:
+/// readers may be in any node, so every change of more than one word is
+/// built in fresh nodes and published with one pointer store. A plain
+/// tree of [`FreshNodes`] writes the same way, with the whole plain API:
+/// the tests run the concurrent tree's write path against a model
+/// through it.
+pub trait Writes: sealed::Sealed + 'static {
+    /// Whether every change of more than one word goes into fresh nodes.
+    #[doc(hidden)]
+    const FRESH: bool;
+}
+
+/// Writes in place where no reader can be: the default (see [`Writes`]).
+#[derive(Debug)]
+pub enum InPlace {}
+
+/// Writes every change of more than one word into fresh nodes, as the
+/// concurrent tree must (see [`Writes`]).
+#[derive(Debug)]
+pub enum FreshNodes {}
+
+impl Writes for InPlace {
+    const FRESH: bool = false;
+}
+
+impl Writes for FreshNodes {
+    const FRESH: bool = true;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::InPlace {}
+    impl Sealed for super::FreshNodes {}
 }
 
 // SAFETY: the tree owns its values; moving it to another thread moves them.
-unsafe impl<V: Handle + Send> Send for MapleTree<V> {}
+unsafe impl<V: Handle + Send, W: Writes> Send for MapleTree<V, W> {}
 // SAFETY: `&MapleTree` hands out shared borrows of values only.
-unsafe impl<V: Handle + Sync> Sync for MapleTree<V> {}
+unsafe impl<V: Handle + Sync, W: Writes> Sync for MapleTree<V, W> {}
 
 pub(crate) fn abort_oom() -> ! {
     liballoc::alloc::handle_alloc_error(core::alloc::Layout::new::<crate::node::Node>())
@@ -62,28 +103,74 @@ impl<V: Handle> Default for MapleTree<V> {
     }
 }
 
-// Used by the concurrent tree (feature `std`).
-#[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
 impl<V: Handle> MapleTree<V> {
-    pub(crate) fn from_raw(raw: RawTree) -> Self {
-        MapleTree { raw, _values: PhantomData }
-    }
-
-    /// Takes the raw tree out (leaving an empty one to drop).
-    pub(crate) fn into_raw(mut self) -> RawTree {
-        core::mem::replace(&mut self.raw, RawTree::new(false))
-    }
-
     /// An empty tree without gap tracking.
     pub fn new() -> Self {
-        MapleTree { raw: RawTree::new(false), _values: PhantomData }
+        MapleTree::from_raw(RawTree::new(false))
     }
 
     /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
     /// nodes keep the largest empty range below each child, making
     /// [`empty_area`](Self::empty_area) O(log n).
     pub fn with_gaps() -> Self {
-        MapleTree { raw: RawTree::new(true), _values: PhantomData }
+        MapleTree::from_raw(RawTree::new(true))
+    }
+
+    /// Builds a plain tree from entries sorted by range, in O(n), with every
+    /// node full except along the right-most spine.
+    ///
+    /// Fails with [`Error::InvalidRange`] if the ranges are not ascending and
+    /// disjoint or one has `first > last` (all values are dropped then).
+    pub fn from_sorted(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+        let mut t = Self::new();
+        t.build(entries)?;
+        Ok(t)
+    }
+
+    /// [`from_sorted`](Self::from_sorted) for a gap-tracking tree.
+    pub fn from_sorted_with_gaps(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
+        let mut t = Self::with_gaps();
+        t.build(entries)?;
+        Ok(t)
+    }
+}
+
+impl<V: Handle> MapleTree<V, FreshNodes> {
+    /// An empty tree that writes every change of more than one word into
+    /// fresh nodes (see [`Writes`]), gap-tracking if `gaps`.
+    ///
+    /// ```
+    /// use maple_tree::{FreshNodes, MapleTree, U63};
+    /// let mut t = MapleTree::<U63, FreshNodes>::fresh(true);
+    /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
+    /// assert_eq!(t.empty_area(0..=99, 15), Ok(20));
+    /// ```
+    pub fn fresh(gaps: bool) -> Self {
+        MapleTree::from_raw(RawTree::new(gaps))
+    }
+}
+
+impl<V: Handle, W: Writes> MapleTree<V, W> {
+    pub(crate) fn from_raw(raw: RawTree) -> Self {
+        MapleTree { raw, _values: PhantomData, _writes: PhantomData }
+    }
+
+    /// The same tree, written as `W2` says from now on (see [`Writes`]).
+    ///
+    /// ```
+    /// use maple_tree::{FreshNodes, MapleTree, U63};
+    /// let t = MapleTree::from_sorted((0..100u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap()))).unwrap();
+    /// let mut fresh = t.into_writes::<FreshNodes>();
+    /// fresh.erase(50);
+    /// assert_eq!(fresh.len(), 99);
+    /// ```
+    pub fn into_writes<W2: Writes>(self) -> MapleTree<V, W2> {
+        MapleTree::from_raw(self.into_raw())
+    }
+
+    /// Takes the raw tree out (leaving an empty one to drop).
+    pub(crate) fn into_raw(mut self) -> RawTree {
+        core::mem::replace(&mut self.raw, RawTree::new(false))
     }
 
     /// Whether this tree tracks gaps.
@@ -237,22 +324,24 @@ impl<V: Handle> MapleTree<V> {
         let e = op.entry;
         // The commonest writes go straight from the walk: the removal of
         // exactly one entry, a store into an empty range with room.
-        let direct = if e.is_null() {
+        let direct = if W::FRESH {
+            None
+        } else if e.is_null() {
             // SAFETY: `&mut self` rules out readers and other writers;
             // `path` is a walk of this tree as it is (just aimed at
             // `first`; the kept walk only while it is one).
-            unsafe { self.raw.erase_in_leaf(path, first, op.last, &mut out.removed) }.map(Ok)
+            unsafe { self.raw.exclusive().erase_in_leaf(path, first, op.last, &mut out.removed) }.map(Ok)
         } else {
             // SAFETY: as above; `first <= last` and `e` is a fresh handle
             // or a marker (the caller's contract).
-            unsafe { self.raw.store_in_empty(path, first, op.last, e) }
+            unsafe { self.raw.exclusive().store_in_empty(path, first, op.last, e) }
         };
         let res = match direct {
             Some(res) => res,
             // SAFETY: the caller's contract; `path` was just aimed at
             // `first` (the kept walk only while it is a walk of the tree
             // as it is).
-            None => unsafe { self.raw.store_mut_walked(path, op, out) },
+            None => unsafe { self.raw.store_mut_walked(W::FRESH, path, op, out) },
         };
         if let Some(walk) = kept {
             // SAFETY: lent by this tree; the only change since is the
@@ -482,17 +571,22 @@ impl<V: Handle> MapleTree<V> {
         };
         // (A reserved range is erased too; it returns no value.)
         let mut out = Stored::default();
-        // SAFETY: `&mut self` rules out readers and other writers; `path`
-        // is a walk of this tree made just now or kept while the tree did
-        // not change, ending at an entry.
-        let res = if let Some(good) = unsafe { self.raw.erase_entry_in_leaf(path, &mut out.removed) } {
+        let direct = if W::FRESH {
+            None
+        } else {
+            // SAFETY: `&mut self` rules out readers and other writers;
+            // `path` is a walk of this tree made just now or kept while the
+            // tree did not change, ending at an entry.
+            unsafe { self.raw.exclusive().erase_entry_in_leaf(path, &mut out.removed) }
+        };
+        let res = if let Some(good) = direct {
             Ok(good)
         } else {
             // SAFETY: lo <= hi; no entry and no `split` (nothing is cut:
             // the write covers its slot exactly); `path` is a walk of this
             // tree to `index`, made just now or kept while the tree did
             // not change, whose leaf holds `lo`.
-            unsafe { self.raw.store_mut_walked(path, Store::new(lo, hi), &mut out) }
+            unsafe { self.raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }
         };
         if let Some(walk) = kept {
             // SAFETY: as in `write_raw`: the write just made from it is
@@ -726,24 +820,6 @@ impl<V: Handle> MapleTree<V> {
         Ok((id, wrapped))
     }
 
-    /// Builds a plain tree from entries sorted by range, in O(n), with every
-    /// node full except along the right-most spine.
-    ///
-    /// Fails with [`Error::InvalidRange`] if the ranges are not ascending and
-    /// disjoint or one has `first > last` (all values are dropped then).
-    pub fn from_sorted(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
-        let mut t = Self::new();
-        t.build(entries)?;
-        Ok(t)
-    }
-
-    /// [`from_sorted`](Self::from_sorted) for a gap-tracking tree.
-    pub fn from_sorted_with_gaps(entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<Self, Error> {
-        let mut t = Self::with_gaps();
-        t.build(entries)?;
-        Ok(t)
-    }
-
     fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
         let iter = entries.into_iter().map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
         self.raw.build_sorted(iter, &mut |w| {
@@ -774,13 +850,6 @@ impl<V: Handle> MapleTree<V> {
     pub fn stats(&self) -> Stats {
         // SAFETY: `&self` to a plain tree: nothing changes it meanwhile.
         unsafe { Stats::of(&self.raw) }
-    }
-
-    /// Test hook: build every multi-word change in fresh nodes, as the
-    /// concurrent mode will, instead of updating in place.
-    #[doc(hidden)]
-    pub fn set_fresh_node_writes(&mut self, on: bool) {
-        self.raw.rcu = on;
     }
 }
 
@@ -863,7 +932,7 @@ impl Stats {
     }
 }
 
-impl<V: Handle> WriteTarget<V> for MapleTree<V> {
+impl<V: Handle, W: Writes> WriteTarget<V> for MapleTree<V, W> {
     unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
         let mut out = Stored::default();
         // SAFETY: the caller's contract.
@@ -874,13 +943,13 @@ impl<V: Handle> WriteTarget<V> for MapleTree<V> {
     }
 }
 
-impl<V: Handle> Drop for MapleTree<V> {
+impl<V: Handle, W: Writes> Drop for MapleTree<V, W> {
     fn drop(&mut self) {
         self.clear();
     }
 }
 
-impl<V: Handle> fmt::Debug for MapleTree<V>
+impl<V: Handle, W: Writes> fmt::Debug for MapleTree<V, W>
 where
     for<'a> V::Borrowed<'a>: fmt::Debug,
 {
@@ -906,7 +975,7 @@ where
 /// backwards.reserve_range(1000..=1009).unwrap();
 /// assert_ne!(sorted, backwards);
 /// ```
-impl<V: Handle> PartialEq for MapleTree<V>
+impl<V: Handle, W: Writes> PartialEq for MapleTree<V, W>
 where
     for<'a> V::Borrowed<'a>: PartialEq,
 {
@@ -930,11 +999,11 @@ where
     }
 }
 
-impl<V: Handle> Eq for MapleTree<V> where for<'a> V::Borrowed<'a>: Eq {}
+impl<V: Handle, W: Writes> Eq for MapleTree<V, W> where for<'a> V::Borrowed<'a>: Eq {}
 
 /// Hashes what [`PartialEq`] compares: each occupied range, whether it is
 /// reserved, and its value.
-impl<V: Handle> core::hash::Hash for MapleTree<V>
+impl<V: Handle, W: Writes> core::hash::Hash for MapleTree<V, W>
 where
     for<'a> V::Borrowed<'a>: core::hash::Hash,
 {
@@ -956,7 +1025,7 @@ where
 
 /// `clone` is [`try_dup`](MapleTree::try_dup): an O(n) copy of the nodes,
 /// then a clone of every value. Aborts on allocation failure, like `std`.
-impl<V: Handle + Clone> Clone for MapleTree<V> {
+impl<V: Handle + Clone, W: Writes> Clone for MapleTree<V, W> {
     fn clone(&self) -> Self {
         self.try_dup().unwrap_or_else(|_| abort_oom())
     }
@@ -973,7 +1042,7 @@ fn aligned_window(window: &impl RangeBounds<u64>, align: u64) -> Result<(u64, u6
 }
 
 /// Mutable access to values that a handle owns alone (`Box<T>`).
-impl<V: HandleMut> MapleTree<V> {
+impl<V: HandleMut, W: Writes> MapleTree<V, W> {
     /// The value stored at `index`, mutably.
     ///
     /// ```
@@ -1031,7 +1100,7 @@ impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> 
 /// [the crate docs](crate#writes)): a pair that starts in the leaf the
 /// previous one was written to (ranges in ascending order, or close
 /// together) is stored without a walk from the root.
-impl<V: Handle + Clone> Extend<(RangeInclusive<u64>, V)> for MapleTree<V> {
+impl<V: Handle + Clone, W: Writes> Extend<(RangeInclusive<u64>, V)> for MapleTree<V, W> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
         for (r, v) in iter {
             match self.store_range(r, v) {

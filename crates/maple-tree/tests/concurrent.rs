@@ -470,8 +470,8 @@ fn no_node_leaks() {
 }
 
 /// `with_mut` writes in place and hands removed values back; afterwards
-/// the tree is in RCU mode again: a value a reader holds survives later
-/// locked writes until its guard drops.
+/// the locked writes build in fresh nodes again: a value a reader holds
+/// survives them until its guard drops.
 #[test]
 fn with_mut_then_concurrent_again() {
     let live = Arc::new(AtomicI64::new(0));
@@ -489,8 +489,8 @@ fn with_mut_then_concurrent_again() {
     tree.validate().unwrap();
     let g = tree.pin();
     let held = tree.load(22, &g).unwrap();
-    // A read cursor keeps walking the nodes it reached: in RCU mode the
-    // writes below replace them rather than rewrite them.
+    // A read cursor keeps walking the nodes it reached: the locked writes
+    // below replace them rather than rewrite them.
     let cur = tree.cursor(22, &g);
     {
         let mut w = tree.lock();
@@ -502,7 +502,7 @@ fn with_mut_then_concurrent_again() {
     collect_garbage();
     tree.lock().reclaim();
     assert_eq!((held.first, held.last), (20, 25), "a held value changed under its reader");
-    assert_eq!(cur.range(), 20..=25, "a node was rewritten in place: RCU mode not restored");
+    assert_eq!(cur.range(), 20..=25, "a node was rewritten in place under a reader");
     assert_eq!(cur.get().map(|v| v.last), Some(25));
     drop(cur);
     drop(g);
@@ -542,7 +542,7 @@ fn readers_do_not_wait_for_a_held_write_lock() {
 }
 
 /// `try_lock` fails while another writer holds the lock; a panic inside
-/// `with_mut` leaves the tree consistent and back in RCU mode.
+/// `with_mut` leaves the tree consistent, its locked writes in fresh nodes.
 #[test]
 fn try_lock_and_a_panic_inside_with_mut() {
     let mut tree: ConcurrentMapleTree<U63> = ConcurrentMapleTree::new();
@@ -564,7 +564,7 @@ fn try_lock_and_a_panic_inside_with_mut() {
     assert!(res.is_err());
     tree.validate().unwrap();
     assert_eq!(tree.len(), 200);
-    // RCU mode again: a read cursor keeps its snapshot across writes.
+    // Locked writes in fresh nodes: a read cursor keeps its snapshot.
     let g = tree.pin();
     let cur = tree.cursor(12, &g);
     tree.lock().store_range(10..=19, U63::new(7).unwrap()).unwrap();

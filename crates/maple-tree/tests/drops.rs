@@ -2,7 +2,7 @@
 
 use std::{cell::Cell, ops::RangeInclusive};
 
-use maple_tree::{fault, MapleTree};
+use maple_tree::{fault, FreshNodes, MapleTree, Writes};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 thread_local! {
@@ -36,7 +36,7 @@ fn live() -> i64 {
     LIVE.with(|l| l.get())
 }
 
-fn random_ops(t: &mut MapleTree<Box<Tracked>>, rng: &mut SmallRng, n: usize) {
+fn random_ops<W: Writes>(t: &mut MapleTree<Box<Tracked>, W>, rng: &mut SmallRng, n: usize) {
     for i in 0..n as u64 {
         let f = rng.gen_range(0..5000u64);
         let l = f + rng.gen_range(0..80u64);
@@ -61,26 +61,8 @@ fn values_dropped_exactly_once() {
     let nodes = fault::live();
     let mut rng = SmallRng::seed_from_u64(7);
     for gaps in [false, true] {
-        for fresh in [false, true] {
-            let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-            t.set_fresh_node_writes(fresh);
-            random_ops(&mut t, &mut rng, if cfg!(miri) { 60 } else { 20_000 });
-            assert_eq!(live(), t.len() as i64, "live values != entries");
-            // Clone shares nothing.
-            let c = t.clone();
-            c.validate().unwrap();
-            assert_eq!(live(), 2 * t.len() as i64);
-            drop(c);
-            // Taking a few out by value, then dropping the rest with the iterator.
-            let n = t.len();
-            let mut it = t.into_iter();
-            let firsts: Vec<(RangeInclusive<u64>, Box<Tracked>)> = it.by_ref().take(3).collect();
-            assert_eq!(live(), n as i64);
-            drop(it);
-            assert_eq!(live(), firsts.len() as i64);
-            drop(firsts);
-            assert_eq!(live(), 0);
-        }
+        drops_once(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, &mut rng);
+        drops_once(MapleTree::<_, FreshNodes>::fresh(gaps), &mut rng);
     }
     let mut t = MapleTree::new();
     random_ops(&mut t, &mut rng, if cfg!(miri) { 100 } else { 2000 });
@@ -91,4 +73,23 @@ fn values_dropped_exactly_once() {
     drop(collected);
     assert_eq!(live(), 0);
     assert_eq!(fault::live(), nodes, "nodes leaked");
+}
+
+fn drops_once<W: Writes>(mut t: MapleTree<Box<Tracked>, W>, rng: &mut SmallRng) {
+    random_ops(&mut t, rng, if cfg!(miri) { 60 } else { 20_000 });
+    assert_eq!(live(), t.len() as i64, "live values != entries");
+    // Clone shares nothing.
+    let c = t.clone();
+    c.validate().unwrap();
+    assert_eq!(live(), 2 * t.len() as i64);
+    drop(c);
+    // Taking a few out by value, then dropping the rest with the iterator.
+    let n = t.len();
+    let mut it = t.into_iter();
+    let firsts: Vec<(RangeInclusive<u64>, Box<Tracked>)> = it.by_ref().take(3).collect();
+    assert_eq!(live(), n as i64);
+    drop(it);
+    assert_eq!(live(), firsts.len() as i64);
+    drop(firsts);
+    assert_eq!(live(), 0);
 }

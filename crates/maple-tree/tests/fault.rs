@@ -6,24 +6,23 @@
 mod common;
 
 use common::*;
-use maple_tree::{fault, Error, MapleTree, Moved, U63};
+use maple_tree::{fault, Error, FreshNodes, InPlace, MapleTree, Moved, Writes, U63};
 
 fn shifted(old: U63, m: Moved) -> U63 {
     U63::new_truncate(old.get() + m.shift())
 }
 
-type Op = dyn Fn(&mut MapleTree<U63>) -> Result<(), Error>;
+type Op<W> = dyn Fn(&mut MapleTree<U63, W>) -> Result<(), Error>;
 
-fn build(n: u64, gaps: bool, fresh: bool) -> MapleTree<U63> {
-    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-    t.set_fresh_node_writes(fresh);
+fn build<W: Writes>(n: u64, gaps: bool) -> MapleTree<U63, W> {
+    let mut t = empty::<W>(gaps);
     for i in 0..n {
         t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
     }
     t
 }
 
-fn exercise(name: &str, setup: &dyn Fn() -> MapleTree<U63>, op: &Op) -> u64 {
+fn exercise<W: Writes>(name: &str, setup: &dyn Fn() -> MapleTree<U63, W>, op: &Op<W>) -> u64 {
     // What the operation leaves without injection.
     let want = {
         let mut t = setup();
@@ -67,75 +66,76 @@ fn every_allocation_point_of_every_write() {
     let mut points = 0;
     let flavours: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
     for &gaps in flavours {
-        for fresh in [false, true] {
-            for n in if cfg!(miri) { &[17u64][..] } else { &[0u64, 1, 15, 16, 17, 100, 170, 700, 2000][..] } {
-                let n = *n;
-                let setup = move || build(n, gaps, fresh);
-                let ops: Vec<(&str, Box<Op>)> = vec![
-                    (
-                        "insert",
-                        Box::new(move |t| t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause)),
-                    ),
-                    ("insert-end", Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause))),
-                    (
-                        "store-split",
-                        Box::new(move |t| t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)),
-                    ),
-                    ("spanning-store", Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause))),
-                    ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
-                    (
-                        "rebase-split",
-                        Box::new(move |t| {
-                            t.store_range_with(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1), shifted).map_err(|e| e.cause)
-                        }),
-                    ),
-                    (
-                        "rebase-front",
-                        Box::new(move |t| {
-                            t.store_range_with(n / 2 * 10 + 3..=n / 2 * 10 + 12, v(1), shifted).map_err(|e| e.cause)
-                        }),
-                    ),
-                    ("rebase-clear", Box::new(move |t| t.remove_range_with(n * 2..=n * 7 + 1, shifted))),
-                    ("erase", Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from))),
-                    ("alloc", Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
-                    (
-                        "alloc-rev",
-                        Box::new(move |t| t.alloc_range_rev(..=n * 10 + 50, 3, v(1)).map(|_| ()).map_err(|e| e.cause)),
-                    ),
-                    (
-                        "cursor-replace-empty",
-                        Box::new(|t| t.cursor_mut(7).replace(v(1)).map(|_| ()).map_err(|e| e.cause)),
-                    ),
-                    (
-                        "cursor-store-split",
-                        Box::new(move |t| {
-                            let mut c = t.cursor_mut(n / 2 * 10);
-                            c.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)
-                        }),
-                    ),
-                    (
-                        "cursor-insert",
-                        Box::new(move |t| {
-                            let mut c = t.cursor_mut(n / 2 * 10);
-                            c.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause)
-                        }),
-                    ),
-                    (
-                        "cursor-spanning-clear",
-                        Box::new(move |t| {
-                            let mut c = t.cursor_mut(n * 2);
-                            c.remove_range(n * 2..=n * 7 + 1)
-                        }),
-                    ),
-                ];
-                for (name, op) in &ops {
-                    points += exercise(&format!("{name} n={n} gaps={gaps} fresh={fresh}"), &setup, op.as_ref());
-                }
-            }
-        }
+        points += every_point::<InPlace>(gaps);
+        points += every_point::<FreshNodes>(gaps);
     }
     assert!(points > if cfg!(miri) { 5 } else { 100 }, "only {points} allocation points reached");
     assert_eq!(fault::live(), start_live, "nodes leaked overall");
+}
+
+/// Every allocation point of every write on trees written as `W` says.
+fn every_point<W: Writes>(gaps: bool) -> u64 {
+    let mut points = 0;
+    for n in if cfg!(miri) { &[17u64][..] } else { &[0u64, 1, 15, 16, 17, 100, 170, 700, 2000][..] } {
+        let n = *n;
+        let setup = move || build::<W>(n, gaps);
+        let ops: Vec<(&str, Box<Op<W>>)> = vec![
+            ("insert", Box::new(move |t| t.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause))),
+            ("insert-end", Box::new(move |t| t.insert(n * 10 + 100, v(1)).map_err(|e| e.cause))),
+            (
+                "store-split",
+                Box::new(move |t| t.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)),
+            ),
+            ("spanning-store", Box::new(move |t| t.store_range(3..=n * 9 + 3, v(1)).map_err(|e| e.cause))),
+            ("spanning-clear", Box::new(move |t| t.remove_range(n * 2..=n * 7 + 1))),
+            (
+                "rebase-split",
+                Box::new(move |t| {
+                    t.store_range_with(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1), shifted).map_err(|e| e.cause)
+                }),
+            ),
+            (
+                "rebase-front",
+                Box::new(move |t| {
+                    t.store_range_with(n / 2 * 10 + 3..=n / 2 * 10 + 12, v(1), shifted).map_err(|e| e.cause)
+                }),
+            ),
+            ("rebase-clear", Box::new(move |t| t.remove_range_with(n * 2..=n * 7 + 1, shifted))),
+            ("erase", Box::new(move |t| t.try_erase(n / 2 * 10).map(|_| ()).map_err(Error::from))),
+            ("alloc", Box::new(|t| t.alloc_range(.., 3, v(1)).map(|_| ()).map_err(|e| e.cause))),
+            (
+                "alloc-rev",
+                Box::new(move |t| t.alloc_range_rev(..=n * 10 + 50, 3, v(1)).map(|_| ()).map_err(|e| e.cause)),
+            ),
+            ("cursor-replace-empty", Box::new(|t| t.cursor_mut(7).replace(v(1)).map(|_| ()).map_err(|e| e.cause))),
+            (
+                "cursor-store-split",
+                Box::new(move |t| {
+                    let mut c = t.cursor_mut(n / 2 * 10);
+                    c.store_range(n / 2 * 10 + 1..=n / 2 * 10 + 2, v(1)).map_err(|e| e.cause)
+                }),
+            ),
+            (
+                "cursor-insert",
+                Box::new(move |t| {
+                    let mut c = t.cursor_mut(n / 2 * 10);
+                    c.insert_range(n / 2 * 10 + 7..=n / 2 * 10 + 8, v(1)).map_err(|e| e.cause)
+                }),
+            ),
+            (
+                "cursor-spanning-clear",
+                Box::new(move |t| {
+                    let mut c = t.cursor_mut(n * 2);
+                    c.remove_range(n * 2..=n * 7 + 1)
+                }),
+            ),
+        ];
+        for (name, op) in &ops {
+            points +=
+                exercise(&format!("{name} n={n} gaps={gaps} {}", core::any::type_name::<W>()), &setup, op.as_ref());
+        }
+    }
+    points
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn erase_sequences_under_injection() {
     // every step for a while.
     for gaps in [false, true] {
         let n = if cfg!(miri) { 24 } else { 600 };
-        let mut t = build(n, gaps, true);
+        let mut t = build::<FreshNodes>(n, gaps);
         let mut m = Model::default();
         for i in 0..n {
             m.store(i * 10, i * 10 + 5, i);

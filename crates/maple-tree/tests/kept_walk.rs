@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use maple_tree::{MapleTree, RangeEntry, U63};
+use maple_tree::{FreshNodes, MapleTree, RangeEntry, Writes, U63};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 /// The span of the writes in a tall tree (three levels and more) and in
@@ -38,7 +38,7 @@ std::thread_local! {
 
 /// Validates `t` and compares the model's view of `f` and `l` with the
 /// tree's (counting its height in [`HEIGHTS`]).
-fn check_step(t: &MapleTree<U63>, m: &Model, f: u64, l: u64, what: &str) {
+fn check_step<W: Writes>(t: &MapleTree<U63, W>, m: &Model, f: u64, l: u64, what: &str) {
     HEIGHTS.with(|h| h.borrow_mut()[t.height().min(7)] += 1);
     if let Err(e) = t.validate() {
         panic!("{what}: {e}");
@@ -65,7 +65,7 @@ fn fill(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, shape: Shape)
 
 /// `steps` writes through the tree's own methods near a point that drifts
 /// upwards (wrapping within `span`), checking after each.
-fn burst(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, steps: usize, span: u64, what: &str) {
+fn burst<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, rng: &mut SmallRng, steps: usize, span: u64, what: &str) {
     let mut locus = rng.gen_range(0..span);
     for step in 0..steps {
         let what = format!("{what}, step {step}");
@@ -152,9 +152,9 @@ fn run(gaps: bool, seed: u64, shape: Shape) {
                 t.extend(all.iter().map(|&(f, l, x)| (f..=l, v(x))));
             }
             3 => {
-                t.set_fresh_node_writes(true);
-                burst(&mut t, &mut m, &mut rng, steps / 4, span, &format!("{what}, fresh nodes"));
-                t.set_fresh_node_writes(false);
+                let mut fresh = core::mem::take(&mut t).into_writes::<FreshNodes>();
+                burst(&mut fresh, &mut m, &mut rng, steps / 4, span, &format!("{what}, fresh nodes"));
+                t = fresh.into_writes();
             }
             4 => {
                 #[cfg(feature = "std")]

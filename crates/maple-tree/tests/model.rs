@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use maple_tree::{Error, MapleTree, RangeEntry, U63};
+use maple_tree::{Error, FreshNodes, MapleTree, RangeEntry, Writes, U63};
 use proptest::prelude::*;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -37,7 +37,7 @@ enum Op {
     Range(u64, u64),
 }
 
-fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
+fn apply<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usize) {
     let what = format!("step {step}: {op:x?}");
     match *op {
         Op::Store(f, l, x) => expect_store(t.store_range(f..=l, v(x)).map_err(|e| e.cause), m, (f, l, x), &what),
@@ -171,7 +171,7 @@ fn apply(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
 
 /// Walks every range (entries and gaps) from `i` to one end and compares
 /// with the model's entries and free runs.
-fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str) {
+fn cursor_walk<W: Writes>(t: &MapleTree<U63, W>, m: &Model, i: u64, forward: bool, what: &str) {
     let mut want: Vec<(u64, u64, Option<u64>)> =
         m.entries().into_iter().map(|(s, e, x)| (s, e, (x != RESERVED).then_some(x))).collect();
     want.extend(m.free_runs().into_iter().map(|(s, e)| (s, e, None)));
@@ -201,7 +201,7 @@ fn cursor_walk(t: &MapleTree<U63>, m: &Model, i: u64, forward: bool, what: &str)
 /// `gaps(a..=b)` against the model's free runs cut to the window, read
 /// forwards (`how % 5 == 0`), backwards (1), from both ends in turn (2), by
 /// `fold` (3), or by `fold` after a step from each end (4).
-fn gaps(t: &MapleTree<U63>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
+fn gaps<W: Writes>(t: &MapleTree<U63, W>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
     let want: Vec<(u64, u64)> = if a > b {
         Vec::new()
     } else {
@@ -283,8 +283,14 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
 }
 
 fn run(ops: &[Op], gaps: bool, fresh: bool) {
-    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-    t.set_fresh_node_writes(fresh);
+    if fresh {
+        run_on(MapleTree::<U63, FreshNodes>::fresh(gaps), ops);
+    } else {
+        run_on(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, ops);
+    }
+}
+
+fn run_on<W: Writes>(mut t: MapleTree<U63, W>, ops: &[Op]) {
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
         apply(&mut t, &mut m, op, i);
@@ -333,42 +339,48 @@ fn range_iteration_stops_at_every_bound() {
 /// Long random sequences reaching height >= 4, validated after every op.
 #[test]
 fn long_random_sequences_reach_height_4() {
-    let n = if cfg!(miri) { 60 } else { 9000 };
     for (seed, gaps, fresh) in [(1u64, true, false), (2, false, false), (3, true, true)] {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-        t.set_fresh_node_writes(fresh);
-        let mut m = Model::default();
-        let mut max_height = 0;
-        for step in 0..n {
-            let grow = step < n * 2 / 3;
-            let f = rng.gen_range(0..200_000u64) * 8;
-            let len = rng.gen_range(0..12u64);
-            let op = match rng.gen_range(0..10) {
-                0..=5 if grow => Op::Insert(f, f + len, step as u64),
-                0..=5 => Op::Erase(f),
-                6 => Op::Store(f, f + len * 40, step as u64),
-                7 => Op::Clear(f, f + len * 20),
-                8 => Op::Gap(f, f + 5000, len + 1),
-                _ => Op::RGap(f, f + 5000, len + 1),
-            };
-            // Validate each step, but compare contents every 16 (O(n) each).
-            apply_fast(&mut t, &mut m, &op, step);
-            max_height = max_height.max(t.height());
-        }
-        check(&t, &m, "end");
-        if !cfg!(miri) {
-            assert!(max_height >= 4, "height only reached {max_height}");
+        if fresh {
+            long_random_sequence(MapleTree::<U63, FreshNodes>::fresh(gaps), seed);
+        } else {
+            long_random_sequence(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, seed);
         }
     }
 }
 
-fn apply_fast(t: &mut MapleTree<U63>, m: &mut Model, op: &Op, step: usize) {
+fn long_random_sequence<W: Writes>(mut t: MapleTree<U63, W>, seed: u64) {
+    let n = if cfg!(miri) { 60 } else { 9000 };
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut m = Model::default();
+    let mut max_height = 0;
+    for step in 0..n {
+        let grow = step < n * 2 / 3;
+        let f = rng.gen_range(0..200_000u64) * 8;
+        let len = rng.gen_range(0..12u64);
+        let op = match rng.gen_range(0..10) {
+            0..=5 if grow => Op::Insert(f, f + len, step as u64),
+            0..=5 => Op::Erase(f),
+            6 => Op::Store(f, f + len * 40, step as u64),
+            7 => Op::Clear(f, f + len * 20),
+            8 => Op::Gap(f, f + 5000, len + 1),
+            _ => Op::RGap(f, f + 5000, len + 1),
+        };
+        // Validate each step, but compare contents every 16 (O(n) each).
+        apply_fast(&mut t, &mut m, &op, step);
+        max_height = max_height.max(t.height());
+    }
+    check(&t, &m, "end");
+    if !cfg!(miri) {
+        assert!(max_height >= 4, "height only reached {max_height}");
+    }
+}
+
+fn apply_fast<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usize) {
     if step % 16 == 0 {
         apply(t, m, op, step);
         return;
     }
-    let validate = |t: &MapleTree<U63>| {
+    let validate = |t: &MapleTree<U63, W>| {
         if let Err(e) = t.validate() {
             panic!("step {step} {op:x?}: {e}");
         }

@@ -5,7 +5,7 @@
 //! must agree with the tree at every index after every step, with
 //! `validate()` clean, in both tree flavours and both write modes.
 
-use maple_tree::{MapleTree, Moved, U63};
+use maple_tree::{FreshNodes, MapleTree, Moved, Writes, U63};
 use proptest::prelude::*;
 
 const KEYS: u64 = 700;
@@ -29,8 +29,15 @@ fn shifted(old: U63, m: Moved) -> U63 {
 }
 
 fn run(ops: &[Op], gaps: bool, fresh: bool) {
-    let mut t: MapleTree<U63> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-    t.set_fresh_node_writes(fresh);
+    let t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+    if fresh {
+        run_on(t.into_writes::<FreshNodes>(), ops);
+    } else {
+        run_on(t, ops);
+    }
+}
+
+fn run_on<W: Writes>(mut t: MapleTree<U63, W>, ops: &[Op]) {
     let mut model: Vec<Option<u64>> = vec![None; KEYS as usize];
     for (step, op) in ops.iter().enumerate() {
         match *op {

@@ -246,8 +246,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
 }
 
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
-    fn with_raw(mut raw: RawTree) -> Self {
-        raw.rcu = true;
+    fn with_raw(raw: RawTree) -> Self {
         ConcurrentMapleTree {
             raw: Lines { _pad: [0; LINES_PAD], raw },
             writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), sealed: VecDeque::new() })),
@@ -456,33 +455,19 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// assert!(t.is_empty());
     /// ```
     pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut MapleTree<V>) -> R) -> R {
-        /// Puts the tree back into RCU mode however `f` ends (return or
-        /// unwind), whatever `f` did to it.
-        struct Rcu(*mut RawTree);
-        impl Drop for Rcu {
-            fn drop(&mut self) {
-                // SAFETY: points at our `RawTree`, which outlives this guard;
-                // the `&mut MapleTree` lent to `f` is no longer used.
-                unsafe { (*self.0).rcu = true }
-            }
-        }
         self.free_garbage();
         let raw: *mut RawTree = &mut *self.raw;
-        // SAFETY: `raw` comes from `&mut self`, so nobody else can see it.
-        unsafe { (*raw).rcu = false };
-        let _restore = Rcu(raw);
         // SAFETY: `MapleTree<V>` is a `repr(transparent)` `RawTree`, and this
-        // tree's value words are `V`s; the borrow ends before `_restore`
-        // touches the tree again.
+        // tree's value words are `V`s; `raw` comes from `&mut self`, so no
+        // reader or writer can reach the tree while `f` has it: its writes
+        // in place are sound.
         f(unsafe { &mut *raw.cast::<MapleTree<V>>() })
     }
 
     /// Back to a plain tree (no readers can exist: `self` is owned).
     pub fn into_inner(mut self) -> MapleTree<V> {
         self.free_garbage();
-        let mut raw = core::mem::replace(&mut *self.raw, RawTree::new(false));
-        raw.rcu = false;
-        MapleTree::from_raw(raw)
+        MapleTree::from_raw(core::mem::replace(&mut *self.raw, RawTree::new(false)))
     }
 }
 
@@ -963,8 +948,8 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
         let path = unsafe { self.tree.raw.walk_for(at, &mut own, op.first) };
         let entry = op.entry;
         let mut stored = Stored::default();
-        // SAFETY: the mutex makes us the only writer; `rcu` is set, so the
-        // engine changes nothing readers can see except by single-word
+        // SAFETY: the mutex makes us the only writer; through `&RawTree`
+        // the engine changes nothing readers can see except by single-word
         // stores and publication, and hands back what it unlinked; `path`
         // was just aimed at `first`; the rest is the caller's contract.
         let res = unsafe { self.tree.raw.store_walked(path, op, &mut stored) };

@@ -24,7 +24,7 @@ use super::{cousin_fork, cut, edge_neighbour, lay_out, split::Run, Ends, Piece, 
 use crate::{
     handle::is_value,
     node::{range_len, slot_bounds, Item, Kind},
-    raw::{Level, Path, RawTree},
+    raw::{Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -65,7 +65,9 @@ impl RawTree {
         self.len.set(self.len.get() + usize::from(is_value(entry)) - usize::from(is_value(old)));
         old
     }
+}
 
+impl Exclusive<'_> {
     /// A store of `entry` (not null) over `[first, last]` inside the empty
     /// range `lpath` ends at: that empty range becomes the entry with what
     /// is left of it on either side (one to three slots), in place when
@@ -82,14 +84,14 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode: the tree is written
-    /// through `&mut`) and the caller is its only writer; `lpath` is a
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a
     /// walk of this tree to `first` made since its last change; `first <=
     /// last`; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree if this returns `Some(Ok(_))`.
     #[inline]
     pub(crate) unsafe fn store_in_empty(
-        &self,
+        self,
         lpath: &mut Path,
         first: u64,
         last: u64,
@@ -98,7 +100,7 @@ impl RawTree {
         debug_assert!(!entry.is_null() && first <= last);
         let l = *lpath.last()?;
         let node = l.leaf();
-        if self.rcu || !node.slots()[l.off].load(Ordering::Relaxed).is_null() {
+        if !node.slots()[l.off].load(Ordering::Relaxed).is_null() {
             return None;
         }
         let (lo, hi) = slot_bounds(node.pivots(), l.off, l.min, l.max);
@@ -115,7 +117,6 @@ impl RawTree {
             if count + n - 1 > Kind::Leaf.slots() {
                 // The leaf overflows: refilled with a sibling (a push or a
                 // split) if the parent takes it in place.
-                self.kept.forget();
                 // Straight to the refill with the pieces already laid out
                 // (the entry's handle is made, nothing is cut or removed),
                 // not through the lane's refill, which plans from stand-ins,
@@ -134,7 +135,6 @@ impl RawTree {
             }
             count
         };
-        self.kept.forget();
         // SAFETY: no reader exists (this function's contract); the leaf
         // has room, and gains slots (its minimum fill holds).
         unsafe { self.splice_and_regap(lpath, l.off..=l.off, count, &pieces[..n], range_len(lo, hi)) };
@@ -153,12 +153,12 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode: the tree is written
-    /// through `&mut`) and the caller is its only writer; `lpath` is a
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a
     /// walk of this tree made since its last change.
     #[inline(always)]
     pub(crate) unsafe fn erase_in_leaf(
-        &self,
+        self,
         lpath: &mut Path,
         first: u64,
         last: u64,
@@ -196,7 +196,7 @@ impl RawTree {
     ///
     /// As for `erase_in_leaf`; the erase takes out the slot's whole range.
     #[inline(always)]
-    pub(crate) unsafe fn erase_entry_in_leaf(&self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
+    pub(crate) unsafe fn erase_entry_in_leaf(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
         if let Some(l) = self.inside_slot(lpath) {
             // SAFETY: this function's contract; the slot lies inside its
             // leaf.
@@ -216,10 +216,10 @@ impl RawTree {
     ///
     /// As for `erase_entry_in_leaf`.
     #[inline(never)]
-    unsafe fn erase_leaf_end(&self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
+    unsafe fn erase_leaf_end(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
         let l = *lpath.last()?;
         // Not the first slot (nor so the only one), and a next leaf exists.
-        if self.rcu || l.off == 0 || l.node.has_next(l.off) || l.max == u64::MAX {
+        if l.off == 0 || l.node.has_next(l.off) || l.max == u64::MAX {
             return None;
         }
         let node = l.leaf();
@@ -262,7 +262,6 @@ impl RawTree {
                 Some(good)
             }
             (d, true) => {
-                self.kept.forget();
                 // SAFETY: this function's contract; `a..=l.off` are the slots
                 // the erase empties, whole (the erase takes the entry's range,
                 // and an empty range before it), `l.off` the leaf's last, with
@@ -277,11 +276,11 @@ impl RawTree {
     }
 
     /// The leaf level of `lpath`, if the direct erase may take its slot:
-    /// outside RCU mode, neither the leaf's first slot nor its last.
+    /// neither the leaf's first slot nor its last.
     #[inline(always)]
-    fn inside_slot(&self, lpath: &Path) -> Option<Level> {
+    fn inside_slot(self, lpath: &Path) -> Option<Level> {
         let l = *lpath.last()?;
-        (!self.rcu && l.off != 0 && l.node.has_next(l.off)).then_some(l)
+        (l.off != 0 && l.node.has_next(l.off)).then_some(l)
     }
 
     /// The body of the direct erase, for the slot `l` (`lpath`'s leaf
@@ -296,7 +295,7 @@ impl RawTree {
     /// leaf's last slot and not its first, and the next leaf starts with
     /// an entry.
     #[inline(always)]
-    unsafe fn erase_inside(&self, lpath: &mut Path, l: Level, at_end: bool) -> Option<(*mut (), bool)> {
+    unsafe fn erase_inside(self, lpath: &mut Path, l: Level, at_end: bool) -> Option<(*mut (), bool)> {
         let node = l.leaf();
         let piv = node.pivots();
         let slots = node.slots();
@@ -326,7 +325,6 @@ impl RawTree {
             }
             count
         };
-        self.kept.forget();
         let piece = [Item { last, slot: ptr::null_mut(), gap: 0 }];
         // SAFETY: no reader exists (this function's contract); the fill
         // is legal (a slot store keeps it).
@@ -351,7 +349,7 @@ impl RawTree {
     /// with an empty range if and only if `next_empty`.
     #[inline(never)]
     unsafe fn erase_leaf_end_by_refill(
-        &self,
+        self,
         lpath: &mut Path,
         a: usize,
         word: *mut (),
@@ -388,10 +386,10 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode) and the caller is its
-    /// only writer; `lpath` is a current walk; the slots are as above.
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a current walk; the slots are as above.
     unsafe fn erase_by_refill(
-        &self,
+        self,
         lpath: &mut Path,
         a: usize,
         across: Option<Level>,
@@ -409,7 +407,6 @@ impl RawTree {
         }
         let piece = [Item { last, slot: ptr::null_mut(), gap: 0 }];
         let to = if across.is_some() { 0 } else { b };
-        self.kept.forget();
         // SAFETY: the caller's contract; the piece covers exactly the
         // emptied slots' range.
         match unsafe { self.split_leaf(lpath, a, across, to, &piece) } {
@@ -436,7 +433,7 @@ impl RawTree {
     /// As for `take_in_cousin`; `word` is the erased entry's.
     #[inline(never)]
     unsafe fn erase_by_cousin(
-        &self,
+        self,
         lpath: &mut Path,
         a: usize,
         b: usize,
@@ -444,7 +441,6 @@ impl RawTree {
         d: usize,
         word: *mut (),
     ) -> Option<()> {
-        self.kept.forget();
         // SAFETY: this function's contract.
         if !unsafe { self.take_in_cousin(lpath, a, b, last, d) } {
             return None;
@@ -468,20 +464,20 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode: the tree is written
-    /// through `&mut`) and the caller is its only writer; `lpath` is a walk
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a walk
     /// of this tree to `w.first` made since its last change; `w.last` lies
     /// inside its leaf; `split` returns fresh handles (see
     /// [`Store`](super::Store)).
     pub(super) unsafe fn store_leaf_lane(
-        &self,
+        self,
         lpath: &mut Path,
         w: LeafWrite<'_, '_>,
         removed: &mut Removed,
     ) -> Option<Result<(), (StoreFail, *mut ())>> {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
-        debug_assert!(!self.rcu && l.min <= w.first && w.first <= w.last && w.last <= l.max);
+        debug_assert!(l.min <= w.first && w.first <= w.last && w.last <= l.max);
         let node = l.leaf();
         let piv = node.pivots();
         let slots = node.slots();
@@ -618,7 +614,7 @@ impl RawTree {
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     unsafe fn refill_from_lane(
-        &self,
+        self,
         lpath: &mut Path,
         w: LeafWrite<'_, '_>,
         a: usize,
@@ -633,7 +629,7 @@ impl RawTree {
         // empty where the pieces will be.
         let (stand, n) = lay_out(first, last, w.entry, ends.lmin, ends.lval, ends.rmax, ends.rval);
         let mut run = Run::new();
-        // SAFETY: the caller's contract (not RCU mode, only writer, a
+        // SAFETY: the caller's contract (only writer, a
         // current walk; `a..=b` replaced by pieces over the same range).
         let plan = match unsafe { self.plan_split(lpath, a, None, b, &stand[..n], &mut run, true) }? {
             Ok(plan) => plan,
@@ -671,7 +667,7 @@ impl RawTree {
     /// the root or the right-most leaf. A root leaf left holding one empty
     /// range (`only_empty`: the one slot would be empty) means an empty
     /// tree, which the rebuild handles (it frees the leaf).
-    fn leaf_fill_legal(&self, lpath: &Path, new_count: usize, only_empty: bool) -> bool {
+    fn leaf_fill_legal(self, lpath: &Path, new_count: usize, only_empty: bool) -> bool {
         let leaf = lpath.len() - 1;
         let exempt = leaf == 0 || lpath[leaf].max == u64::MAX;
         new_count <= Kind::Leaf.slots()
@@ -688,7 +684,7 @@ impl RawTree {
     ///
     /// As for [`store_in_leaf`](Self::store_in_leaf); the result fits.
     unsafe fn splice_and_regap(
-        &self,
+        self,
         lpath: &Path,
         span: RangeInclusive<usize>,
         count: usize,
@@ -737,9 +733,9 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode: the tree is written
-    /// through `&mut`) and the caller is its only writer.
-    pub(super) unsafe fn store_in_leaf(&self, lpath: &Path, r_off: usize, pieces: &[Item]) -> bool {
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it).
+    pub(super) unsafe fn store_in_leaf(self, lpath: &Path, r_off: usize, pieces: &[Item]) -> bool {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         let count = l.node.count();
@@ -763,7 +759,9 @@ impl RawTree {
         unsafe { self.splice_and_regap(lpath, l.off..=r_off, count, pieces, lost) };
         true
     }
+}
 
+impl RawTree {
     /// Refreshes the gap recorded for `lpath[level].node`'s position in each
     /// ancestor, stopping as soon as a value does not change. A parent's own
     /// largest gap is kept incrementally through its largest-gap offset; it

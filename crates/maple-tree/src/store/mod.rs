@@ -12,8 +12,8 @@
 //! | exact fit | one entry replaced by another over the same range | [`leaf`] |
 //! | in-leaf lane | the range ends in the leaf holding its start, any empty neighbour to absorb is in that leaf, the leaf keeps a legal fill, and no reader can exist | [`leaf`] |
 //! | in-leaf store | the same change reached by the general path (an empty-looking neighbour in another leaf turned out to hold an entry) | [`leaf`] |
-//! | split, push, take right | a leaf that overflows or underflows, outside RCU mode, where its parent takes the result in place (from the lane, or the general path) | [`split`] |
-//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, RCU mode | [`rebuild`] |
+//! | split, push, take right | a leaf that overflows or underflows, where no reader can be and its parent takes the result in place (from the lane, or the general path) | [`split`] |
+//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, any write where readers may be | [`rebuild`] |
 //!
 //! The lane works on the leaf's arrays before any right path or piece list
 //! is built, and declines (changing nothing) when the write needs more than
@@ -22,8 +22,15 @@
 //! have shrunk). The rebuild plans fresh nodes level by level (push into a
 //! sibling, split, rebalance, new root) and publishes them with one pointer
 //! store. Every kind keeps the same guarantees: nothing visible changes
-//! until the write cannot fail, and in RCU mode readers only ever see
+//! until the write cannot fail, and where readers may be they only ever see
 //! single-word updates (the exact fit) or whole fresh nodes.
+//!
+//! Which kinds are open is decided by types, not by a flag: a write
+//! reaches the tree through an [`Access`], either
+//! `&RawTree` (the concurrent tree's writer: readers may be walking it) or
+//! an [`Exclusive`](crate::raw::Exclusive), which only `&mut RawTree` can
+//! make. The in-place kinds are methods of `Exclusive` (`leaf.rs`,
+//! `split.rs`) or, in the rebuild, steps that take one.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -36,7 +43,7 @@ use crate::{
     error::AllocError,
     handle::is_value,
     node::{Content, Item, Kind, NodeRef},
-    raw::{prefetch_beside, Path, RawTree},
+    raw::{prefetch_beside, Access, Exclusive, Path, RawTree},
     sync::Ordering,
 };
 
@@ -291,10 +298,11 @@ impl From<AllocError> for StoreFail {
 #[derive(Default)]
 pub(crate) struct Stored {
     pub(crate) removed: Removed,
-    /// In RCU mode: replaced nodes, already marked dead, that readers may
-    /// still be walking; the caller frees them after a grace period (the
-    /// concurrent tree defers them with the values a write took out).
-    /// Always empty otherwise (they were freed at once).
+    /// Written through `&RawTree`: replaced nodes, already marked dead,
+    /// that readers may still be walking; the caller frees them after a
+    /// grace period (the concurrent tree defers them with the values a
+    /// write took out). Always empty through an `Exclusive` (they were
+    /// freed at once).
     pub(crate) retired: Retired,
 }
 
@@ -307,10 +315,10 @@ impl RawTree {
     ///
     /// `first <= last`; `entry` is as [`Store`] says; `split` returns a
     /// fresh handle for the value behind the word it is given. The caller
-    /// is the only writer (it holds the tree `&mut` or its write lock), and
-    /// unless `self.rcu` no reader exists; in RCU mode the caller frees
-    /// `retired` nodes and drops removed values only after every reader
-    /// that could see them is gone.
+    /// is the only writer (it holds the tree `&mut` or its write lock); the
+    /// caller frees `retired` nodes and drops removed values only after
+    /// every reader that could see them is gone. (Through `&self` every
+    /// multi-word change is built in fresh nodes.)
     // The loom models write through this; the trees go through
     // `store_walked` (their own walk or a cursor's).
     #[cfg_attr(not(all(loom, test)), allow(dead_code))]
@@ -334,9 +342,44 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store`](Self::store); and `lpath` is a walk of this tree to
-    /// `first` made since its last change (empty for an empty tree).
+    /// `first` made since its last change (empty for an empty tree). What
+    /// `t` is decides the kinds of write open (see the module docs).
     pub(crate) unsafe fn store_walked(
         &self,
+        lpath: &mut Path,
+        op: Store<'_>,
+        out: &mut Stored,
+    ) -> Result<bool, (StoreFail, *mut ())> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::store_walked_by(self, lpath, op, out) }
+    }
+
+    /// [`store_walked`](Self::store_walked) where no reader can be: the
+    /// in-place kinds of write are open too.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_walked`](Self::store_walked).
+    pub(crate) unsafe fn store_walked_exclusive(
+        ex: Exclusive<'_>,
+        lpath: &mut Path,
+        op: Store<'_>,
+        out: &mut Stored,
+    ) -> Result<bool, (StoreFail, *mut ())> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::store_walked_by(ex, lpath, op, out) }
+    }
+
+    /// The body of both: `t` decides which kinds of write are open.
+    /// (Inlined into the two, so that each is compiled here, with the
+    /// lanes it calls.)
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_walked`](Self::store_walked).
+    #[inline(always)]
+    unsafe fn store_walked_by<'t>(
+        t: impl Access<'t>,
         lpath: &mut Path,
         op: Store<'_>,
         out: &mut Stored,
@@ -345,10 +388,10 @@ impl RawTree {
         debug_assert!(first <= last);
         // Whatever follows may change nodes: the plain tree's kept walk is
         // stale from here until its own write says otherwise.
-        self.kept.forget();
-        if self.root_node().is_none() {
+        t.kept.forget();
+        if t.root_node().is_none() {
             // SAFETY: the caller makes us the only writer.
-            let stored = unsafe { self.store_empty_root(first, last, entry) };
+            let stored = unsafe { t.store_empty_root(first, last, entry) };
             return stored.map(|()| false).map_err(|e| (e, ptr::null_mut()));
         }
         let leaf = lpath.len() - 1;
@@ -362,16 +405,16 @@ impl RawTree {
                 }
                 // SAFETY: `lpath` is a current walk and we the only writer
                 // (this function's contract); `entry` passes to the tree.
-                out.removed.push(unsafe { self.replace_at(l, entry) });
+                out.removed.push(unsafe { t.replace_at(l, entry) });
                 return Ok(true);
             }
         }
-        if !self.rcu && last <= l.max {
+        if let (Some(ex), true) = (t.no_readers(), last <= l.max) {
             let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
-            // SAFETY: not RCU mode, so (the caller's contract) no reader
-            // exists; we are the only writer; `lpath` leads to `first` and
-            // `last` lies in its leaf.
-            if let Some(done) = unsafe { self.store_leaf_lane(lpath, w, &mut out.removed) } {
+            // SAFETY: `ex`: no reader exists; we are the only writer (the
+            // caller's contract); `lpath` leads to `first` and `last` lies
+            // in its leaf.
+            if let Some(done) = unsafe { ex.store_leaf_lane(lpath, w, &mut out.removed) } {
                 // An emptied walk: the leaf was refilled with a sibling.
                 return done.map(|()| !lpath.is_empty());
             }
@@ -386,16 +429,16 @@ impl RawTree {
         let mut rpath = Path::new();
         rpath.extend(lpath.iter().copied());
         if last > lpath[leaf].max {
-            self.walk_into(last, &mut rpath);
+            t.walk_into(last, &mut rpath);
         } else {
             rpath[leaf].off = rpath[leaf].node.find_from(lpath[leaf].off, last);
         }
         if entry.is_null() {
             // Empty ranges never touch: absorb empty neighbours.
-            if let Some(lo) = self.empty_before(lpath, first) {
+            if let Some(lo) = t.empty_before(lpath, first) {
                 first = lo;
             }
-            if let Some(hi) = self.empty_after(&mut rpath, last) {
+            if let Some(hi) = t.empty_after(&mut rpath, last) {
                 last = hi;
             }
         }
@@ -446,11 +489,10 @@ impl RawTree {
         }
         let added = usize::from(is_value(entry)) + usize::from(right_made);
 
-        if !self.rcu && l.node == r.node {
-            // SAFETY: not RCU mode, so (the caller's contract) no reader
-            // exists; we are the only writer.
-            if unsafe { self.store_in_leaf(lpath, r.off, pieces) } {
-                self.len.set(self.len.get() + added - removed.len());
+        if let (Some(ex), true) = (t.no_readers(), l.node == r.node) {
+            // SAFETY: `ex`: no reader exists; we are the only writer.
+            if unsafe { ex.store_in_leaf(lpath, r.off, pieces) } {
+                t.len.set(t.len.get() + added - removed.len());
                 // The leaf kept its place and bounds (only the offset of the
                 // slot holding `first` may have moved).
                 return Ok(true);
@@ -463,15 +505,14 @@ impl RawTree {
             && lpath[leaf - 1].node == rpath[leaf - 1].node
             && rpath[leaf - 1].off == lpath[leaf - 1].off + 1)
             .then_some(r);
-        if !self.rcu && (l.node == r.node || across.is_some()) {
+        if let (Some(ex), true) = (t.no_readers(), l.node == r.node || across.is_some()) {
             let gone = removed.len();
-            // SAFETY: not RCU mode, so no reader exists; we are the only
-            // writer; `lpath` and `r.off` (in `across`'s leaf, the next
+            // SAFETY: `ex`: no reader exists; we are the only writer; `lpath` and `r.off` (in `across`'s leaf, the next
             // sibling, if given) are the write's walk, `pieces` replace its
             // slots.
-            match unsafe { self.split_leaf(lpath, l.off, across, r.off, pieces) } {
+            match unsafe { ex.split_leaf(lpath, l.off, across, r.off, pieces) } {
                 Some(Ok(())) => {
-                    self.len.set(self.len.get() + added - gone);
+                    t.len.set(t.len.get() + added - gone);
                     return Ok(false);
                 }
                 Some(Err(e)) => {
@@ -482,8 +523,9 @@ impl RawTree {
                 None => {}
             }
         }
-        // SAFETY: the caller's contract (only writer; RCU rules).
-        match unsafe { self.rebuild(lpath, &mut rpath, pieces, out, added) } {
+        // SAFETY: the caller's contract (only writer; retired nodes and
+        // removed values freed after the readers that may see them).
+        match unsafe { t.rebuild(t.no_readers(), lpath, &mut rpath, pieces, out, added) } {
             Ok(()) => Ok(false),
             Err(e) => {
                 // Nothing left the tree: the words listed are still in it.
@@ -493,10 +535,12 @@ impl RawTree {
         }
     }
 
-    /// [`store_walked`](Self::store_walked) through `&mut`: no reader can
-    /// exist, so nodes retired in fresh-node mode are freed at once (and
-    /// `out.retired` is left empty). Inlined into the plain tree's write,
-    /// which spares the shortest writes a frame and six saved registers.
+    /// [`store_walked`](Self::store_walked) through `&mut`, with the
+    /// in-place writes open (or, for a tree that writes in fresh nodes,
+    /// `fresh`, with the nodes retired freed at once: no reader can need
+    /// them; `out.retired` is left empty). Inlined into the plain tree's
+    /// write, which spares the shortest writes a frame and six saved
+    /// registers.
     ///
     /// # Safety
     ///
@@ -504,13 +548,20 @@ impl RawTree {
     #[inline]
     pub(crate) unsafe fn store_mut_walked(
         &mut self,
+        fresh: bool,
         lpath: &mut Path,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
         // SAFETY: the caller's contract; `&mut self` makes us the only writer
         // and rules out readers.
-        let res = unsafe { self.store_walked(lpath, op, out) };
+        let res = unsafe {
+            if fresh {
+                self.store_walked(lpath, op, out)
+            } else {
+                Self::store_walked_exclusive(self.exclusive(), lpath, op, out)
+            }
+        };
         // A failed write hands nothing back: what it listed is still in the
         // tree (the fault-injection sweeps fail every write this way).
         debug_assert!(res.is_ok() || out.removed.len() == 0 && out.retired.len() == 0, "a failed write left results");

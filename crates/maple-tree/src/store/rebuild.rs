@@ -14,8 +14,8 @@
 //!    node is replaced by one node with the same bounds, or at the root
 //!    (which may grow a level, or collapse). Every node is allocated here;
 //!    a failed allocation frees the fresh nodes and returns with the tree
-//!    untouched. Outside RCU mode, where the parent takes a level's new
-//!    nodes in place, the old leaves are listed to take the first parts
+//!    untouched. Given an [`Exclusive`] (no reader can be in the tree),
+//!    where the parent takes a level's new nodes in place, the old leaves are listed to take the first parts
 //!    themselves (a push then allocates nothing, a split one leaf).
 //! 2. **Commit** (cannot fail). Set the parent words of the children of the
 //!    fresh nodes, publish the new subtree with one pointer store (or, when
@@ -36,19 +36,23 @@ use crate::{
     alloc::Slab,
     error::AllocError,
     node::{Content, Item, Kind, NodeRef},
-    raw::{free_subtree, leaf_words, visit_subtree, Level, Path, RawTree},
+    raw::{free_subtree, leaf_words, visit_subtree, Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
 /// How the planned change becomes visible.
-enum Publish {
-    /// Overwrite this leaf with the final content (exclusive access only).
-    InPlace { level: usize },
+// One per rebuild, on its stack: boxing the splice would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Publish<'t> {
+    /// Overwrite this leaf with the final content, in place: no reader can
+    /// be in it (`ex`).
+    InPlace { level: usize, ex: Exclusive<'t> },
     /// Replace the slots of this internal node from the path's slot to
     /// `to` (of `count`) with `up`, the new nodes of the level below,
-    /// shifting the others (exclusive access only); first overwrite the
-    /// old leaves the plan listed for reuse (some of `up`) with their parts.
-    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8> },
+    /// shifting the others, in place (no reader can be in it: `ex`); first
+    /// overwrite the old leaves the plan listed for reuse (some of `up`)
+    /// with their parts.
+    Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8>, ex: Exclusive<'t> },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
     Replace { level: usize, node: NodeRef },
     /// New root (possibly taller or shorter than before).
@@ -89,8 +93,8 @@ pub(super) fn push_slack(kind: Kind) -> usize {
 pub(super) const PUSH_SIBLING_ROOM: usize = 0;
 
 /// An old leaf that takes one part of the new content in place of a fresh
-/// node (outside RCU mode, when its parent takes the level's new nodes in
-/// place): written at commit, so a plan that fails has changed nothing.
+/// node (where no reader can be in it and its parent takes the level's
+/// new nodes in place): written at commit, so a plan that fails has changed nothing.
 /// The reused leaves take the first parts, so the `k`-th of them is item
 /// `k` of the level's new nodes (whose gap is found at commit).
 struct Reuse {
@@ -248,6 +252,7 @@ impl RawTree {
     #[inline(never)]
     pub(super) unsafe fn rebuild(
         &self,
+        ex: Option<Exclusive<'_>>,
         lpath: &mut Path,
         rpath: &mut Path,
         pieces: &[Item],
@@ -283,7 +288,7 @@ impl RawTree {
         let mut fresh = unsafe { Fresh::new(&self.slab) };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
         let mut reuse = ArrayVec::new();
-        let plan = self.plan(lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
+        let plan = self.plan(ex, lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
         let publish = match plan {
             Ok(p) => p,
             Err(e) => {
@@ -305,9 +310,21 @@ impl RawTree {
             self.update_gaps(lpath, level);
         }
         // SAFETY: the caller makes us the only writer.
-        unsafe { self.collapse_root(&mut old, &fresh) };
+        unsafe { self.collapse_root(ex, &mut old, &fresh) };
         let Stored { removed, retired } = out;
-        if self.rcu {
+        if let Some(ex) = ex {
+            for &n in &old {
+                // SAFETY: `ex`: no reader can be in them; replaced nodes are
+                // unreachable now; each is listed once; we are the only
+                // writer (the caller's contract).
+                unsafe { ex.slab.free(n) };
+            }
+            for d in doomed {
+                // SAFETY: as above: subtrees inside [first, last] are
+                // unreachable now, and no reader is in them.
+                unsafe { free_subtree(&ex.slab, d, Some(&mut |v| removed.push(v))) };
+            }
+        } else {
             // Readers may still be inside: mark dead, hand over for a grace
             // period. Values inside doomed subtrees leave the tree now.
             for &n in &old {
@@ -317,32 +334,25 @@ impl RawTree {
             for d in doomed {
                 collect_subtree(d, retired, removed);
             }
-        } else {
-            for &n in &old {
-                // SAFETY: replaced nodes are unreachable now; each is listed
-                // once; we are the only writer (the caller's contract).
-                unsafe { self.slab.free(n) };
-            }
-            for d in doomed {
-                // SAFETY: subtrees inside [first, last] are unreachable now.
-                unsafe { free_subtree(&self.slab, d, Some(&mut |v| removed.push(v))) };
-            }
         }
         self.len.set(self.len.get() + added - removed.len());
         Ok(())
     }
 
     /// Phase 1: allocate and fill every new node, level by level; list in
-    /// `reuse` the old leaves that take a part at commit instead.
-    fn plan(
+    /// `reuse` the old leaves that take a part at commit instead (only
+    /// with `ex`, where no reader can be in them).
+    #[allow(clippy::too_many_arguments)]
+    fn plan<'t>(
         &self,
+        ex: Option<Exclusive<'t>>,
         lpath: &mut Path,
         rpath: &mut Path,
         content: &mut Content,
         fresh: &mut Fresh,
         old: &mut ArrayVec<NodeRef, 160>,
         reuse: &mut ArrayVec<Reuse, 2>,
-    ) -> Result<Publish, AllocError> {
+    ) -> Result<Publish<'t>, AllocError> {
         let leaf = lpath.len() - 1;
         // The leaf's items before this offset open the content unchanged.
         let mut leaf_kept = lpath[leaf].off;
@@ -402,9 +412,9 @@ impl RawTree {
             }
             let single = !extended && lpath[d].node == rpath[d].node;
             if single && ends.len() == 1 {
-                if !self.rcu {
+                if let Some(ex) = ex {
                     debug_assert!(d == leaf, "internal nodes take the splice below");
-                    return Ok(Publish::InPlace { level: d });
+                    return Ok(Publish::InPlace { level: d, ex });
                 }
                 let node = fresh.alloc(kind, content)?;
                 old.push(lpath[d].node);
@@ -415,7 +425,7 @@ impl RawTree {
             // for any part beyond): a split then allocates one leaf, a push
             // none, and the content mostly lands in nodes already in the
             // cache.
-            let splice = self.parent_takes(lpath, rpath, d, ends.len());
+            let splice = ex.and_then(|ex| Some((ex.parent_takes(lpath, rpath, d, ends.len())?, ex)));
             let mut olds: ArrayVec<NodeRef, 2> = ArrayVec::new();
             olds.push(lpath[d].node);
             if rpath[d].node != lpath[d].node {
@@ -453,8 +463,8 @@ impl RawTree {
                 return Ok(Publish::Root { node, height });
             }
             let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
-            if let Some(count) = splice {
-                return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up });
+            if let Some((count, ex)) = splice {
+                return Ok(Publish::Splice { level: d - 1, to: rp.off, count, up, ex });
             }
             debug_assert!(reuse.is_empty());
             content.clear();
@@ -475,37 +485,35 @@ impl RawTree {
     /// `publish`, `content` and `reuse` are what [`plan`](Self::plan) made
     /// of `lpath` on this tree, with nothing changed since but the fresh
     /// nodes' children's parent words; the caller is the tree's only writer
-    /// (as for [`store`](RawTree::store)). The plan chooses the in-place
-    /// kinds (`InPlace`, `Splice`, reused leaves) only outside RCU mode,
-    /// where no reader exists, and only with content that fits the nodes'
-    /// places; that is what the writes below rely on.
-    unsafe fn publish(&self, publish: Publish, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
+    /// (as for [`store`](RawTree::store)). The in-place kinds (`InPlace`,
+    /// `Splice` with its reused leaves) carry the proof that no reader can
+    /// be in the nodes they write; the plan makes them only with content
+    /// that fits the nodes' places.
+    unsafe fn publish(&self, publish: Publish<'_>, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
         match publish {
-            Publish::InPlace { level } => {
-                // SAFETY: this function's contract: the plan writes in place
-                // only outside RCU mode, where `&mut` access to the tree
-                // proves no reader exists; the content is the leaf's own,
-                // rewritten over its bounds.
+            Publish::InPlace { level, ex } => {
+                debug_assert!(ptr::eq(&*ex, self), "the proof is this tree's");
+                // SAFETY: `ex`: no reader can be in the leaf; the content is
+                // the leaf's own, rewritten over its bounds (this
+                // function's contract).
                 unsafe { lpath[level].node.overwrite(content) };
                 Some(level)
             }
-            Publish::Splice { level, to, count, mut up } => {
+            Publish::Splice { level, to, count, mut up, ex } => {
+                debug_assert!(ptr::eq(&*ex, self), "the proof is this tree's");
                 for (at, r) in reuse.iter().enumerate() {
                     let part = &content[r.start..r.end];
-                    // SAFETY: this function's contract: a plan reuses leaves
-                    // only outside RCU mode, where `&mut` access to the tree
-                    // proves no reader exists; the part's bounds are the ones
-                    // the splice below gives the node; its first `keep`
-                    // items are the node's own, in place.
+                    // SAFETY: `ex`: no reader can be in the leaf; the part's
+                    // bounds are the ones the splice below gives the node;
+                    // its first `keep` items are the node's own, in place
+                    // (this function's contract).
                     unsafe { r.node.overwrite_from(part, r.keep) };
                     if self.gaps {
                         up[at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
                     }
                 }
                 let Level { node, off, .. } = lpath[level];
-                // SAFETY: this function's contract: the plan makes a splice
-                // only outside RCU mode, where `&mut` access to the tree
-                // proves no reader exists.
+                // SAFETY: `ex`: no reader can be in the node.
                 unsafe { node.splice_internal(off, to + 1, count, &up) };
                 // Only the fresh children need their parent word: the others
                 // stay under this node, shifted or not. (Touching them would
@@ -537,25 +545,6 @@ impl RawTree {
         }
     }
 
-    /// If the parent of level `d` (one node on both paths) can take `parts`
-    /// new nodes in place of the ones the paths lead to at `d`, keeping a
-    /// legal fill (what the general step would find, with no items read or
-    /// written but the ones that move): its slot count. Never in RCU mode.
-    fn parent_takes(&self, lpath: &Path, rpath: &Path, d: usize, parts: usize) -> Option<usize> {
-        if self.rcu || d == 0 {
-            return None;
-        }
-        let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
-        if lp.node != rp.node {
-            return None;
-        }
-        let inner = self.inner_kind();
-        let count = lp.node.count();
-        let n = count - (rp.off - lp.off + 1) + parts;
-        let exempt = d == 1 || rp.max == u64::MAX;
-        (n <= inner.slots() && (n >= inner.min_fill() || exempt)).then_some(count)
-    }
-
     fn set_root(&self, node: NodeRef, height: usize) {
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
@@ -568,21 +557,22 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store`](Self::store).
-    unsafe fn collapse_root(&self, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh<'_>) {
+    unsafe fn collapse_root(&self, ex: Option<Exclusive<'_>>, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh<'_>) {
         let Some(mut node) = self.root_node() else {
             return;
         };
-        // The freeing rule (docs/DESIGN.md, "Who frees"): in RCU mode a node
-        // that readers could have reached since it was published waits for
-        // the grace period. Every node here was reachable from the root
-        // published above, fresh or not, so in RCU mode all of them are
-        // retired; only without readers may a fresh one be freed at once.
+        // The freeing rule (docs/DESIGN.md, "Who frees"): where readers may
+        // exist, a node they could have reached since it was published
+        // waits for the grace period. Every node here was reachable from
+        // the root published above, fresh or not, so then all of them are
+        // retired; only without readers (`ex`) may a fresh one be freed at
+        // once.
         let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
-            if !self.rcu && fresh.nodes.contains(&n) {
-                // SAFETY: no reader exists (not RCU mode); a fresh node is
+            if let (Some(ex), true) = (ex, fresh.nodes.contains(&n)) {
+                // SAFETY: `ex`: no reader exists; a fresh node is
                 // listed nowhere else and is now unreachable; we are the
                 // only writer (this function's contract).
-                unsafe { self.slab.free(n) };
+                unsafe { ex.slab.free(n) };
             } else {
                 old.push(n);
             }
@@ -606,8 +596,30 @@ impl RawTree {
     }
 }
 
+impl Exclusive<'_> {
+    /// If the parent of level `d` (one node on both paths) can take `parts`
+    /// new nodes in place of the ones the paths lead to at `d`, keeping a
+    /// legal fill (what the general step would find, with no items read or
+    /// written but the ones that move): its slot count. Only where no
+    /// reader can be in the parent.
+    fn parent_takes(self, lpath: &Path, rpath: &Path, d: usize, parts: usize) -> Option<usize> {
+        if d == 0 {
+            return None;
+        }
+        let (lp, rp) = (lpath[d - 1], rpath[d - 1]);
+        if lp.node != rp.node {
+            return None;
+        }
+        let inner = self.inner_kind();
+        let count = lp.node.count();
+        let n = count - (rp.off - lp.off + 1) + parts;
+        let exempt = d == 1 || rp.max == u64::MAX;
+        (n <= inner.slots() && (n >= inner.min_fill() || exempt)).then_some(count)
+    }
+}
+
 /// Marks every node of an unlinked subtree dead and lists it in `retired`,
-/// and its value words in `removed` (RCU mode: freed after a grace period).
+/// and its value words in `removed` (freed after a grace period).
 fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) {
     let mut collect = |n: NodeRef| {
         if n.is_leaf() {
@@ -693,6 +705,7 @@ fn left_sibling(lpath: &mut Path, d: usize) -> Level {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{FreshNodes, InPlace, MapleTree, Writes, U63};
 
     /// A leaf that overflows beside a sibling with room is rewritten with
     /// it as two leaves (a push), not split into a third; the contents
@@ -743,61 +756,63 @@ mod tests {
         assert_eq!(t.load(168).map(U63::get), Some(16));
     }
 
-    /// Outside RCU mode a push rewrites both leaves where they are and a
+    /// Written in place, a push rewrites both leaves where they are and a
     /// split keeps the first part in the old leaf (one fresh leaf for the
-    /// second); in RCU mode every rewritten leaf is fresh. The contents
+    /// second); written in fresh nodes, every rewritten leaf is fresh. The contents
     /// stay exact either way, in gap trees too.
     #[test]
-    fn splits_and_pushes_reuse_the_old_leaves_outside_rcu_mode() {
-        use crate::{MapleTree, U63};
-        let children = |t: &MapleTree<U63>| -> Vec<NodeRef> {
+    fn splits_and_pushes_reuse_the_old_leaves_only_in_place() {
+        for gaps in [false, true] {
+            pushes_and_splits::<InPlace>(gaps);
+            pushes_and_splits::<FreshNodes>(gaps);
+        }
+    }
+
+    fn pushes_and_splits<W: Writes>(gaps: bool) {
+        let fresh = W::FRESH;
+        let children = |t: &MapleTree<U63, W>| -> Vec<NodeRef> {
             let root = t.raw.root_node().unwrap();
             // SAFETY: the root of these trees is internal; used slots.
             (0..root.count()).map(|i| unsafe { root.child(i) }).collect()
         };
-        for gaps in [false, true] {
-            for fresh in [false, true] {
-                // `ranges` touching ranges of 10, bulk-built: full leaves.
-                let build = |ranges: u64| -> MapleTree<U63> {
-                    let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-                    for i in 0..ranges {
-                        t.insert_range(i * 10..=i * 10 + 9, U63::new(i).unwrap()).unwrap();
-                    }
-                    t.set_fresh_node_writes(fresh);
-                    t
-                };
-                let check = |t: &MapleTree<U63>, ranges: u64, cut: u64| {
-                    t.validate().unwrap();
-                    let mut want: Vec<_> = (0..ranges).map(|i| (i * 10..=i * 10 + 9, i)).collect();
-                    let i = (cut / 10) as usize;
-                    want.splice(i..=i, [(cut - 2..=cut - 1, cut / 10), (cut..=cut, 99), (cut + 1..=cut + 7, cut / 10)]);
-                    let got: Vec<_> = t.iter().map(|(r, v)| (r, v.get())).collect();
-                    assert_eq!(got, want, "gaps {gaps}, fresh {fresh}");
-                };
-                // A push: the two leaves of 16 and 4 slots take 2 more.
-                let mut t = build(20);
-                let before = children(&t);
-                assert_eq!(before.len(), 2);
-                t.store_range(52..=52, U63::new(99).unwrap()).unwrap();
-                let after = children(&t);
-                check(&t, 20, 52);
-                assert_eq!(after.len(), 2, "a push");
-                for (a, b) in before.iter().zip(&after) {
-                    assert_eq!(a == b, !fresh, "gaps {gaps}, fresh {fresh}: a pushed leaf moved or stayed");
-                }
-                // A split: the first leaf's only sibling is full too.
-                let fills = |c: &[NodeRef]| c.iter().map(|c| c.count()).collect::<Vec<_>>();
-                let mut t = build(64);
-                let before = children(&t);
-                assert_eq!(fills(&before), [16, 16, 16, 16, 1]);
-                t.store_range(22..=22, U63::new(99).unwrap()).unwrap();
-                check(&t, 64, 22);
-                let after = children(&t);
-                assert_eq!(fills(&after), [9, 9, 16, 16, 16, 1], "a split");
-                assert_eq!(after[0] == before[0], !fresh, "gaps {gaps}, fresh {fresh}: the split leaf");
-                assert!(!before.contains(&after[1]), "the second part is fresh");
+        // `ranges` touching ranges of 10, bulk-built: full leaves.
+        let build = |ranges: u64| -> MapleTree<U63, W> {
+            let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
+            for i in 0..ranges {
+                t.insert_range(i * 10..=i * 10 + 9, U63::new(i).unwrap()).unwrap();
             }
+            t.into_writes()
+        };
+        let check = |t: &MapleTree<U63, W>, ranges: u64, cut: u64| {
+            t.validate().unwrap();
+            let mut want: Vec<_> = (0..ranges).map(|i| (i * 10..=i * 10 + 9, i)).collect();
+            let i = (cut / 10) as usize;
+            want.splice(i..=i, [(cut - 2..=cut - 1, cut / 10), (cut..=cut, 99), (cut + 1..=cut + 7, cut / 10)]);
+            let got: Vec<_> = t.iter().map(|(r, v)| (r, v.get())).collect();
+            assert_eq!(got, want, "gaps {gaps}, fresh {fresh}");
+        };
+        // A push: the two leaves of 16 and 4 slots take 2 more.
+        let mut t = build(20);
+        let before = children(&t);
+        assert_eq!(before.len(), 2);
+        t.store_range(52..=52, U63::new(99).unwrap()).unwrap();
+        let after = children(&t);
+        check(&t, 20, 52);
+        assert_eq!(after.len(), 2, "a push");
+        for (a, b) in before.iter().zip(&after) {
+            assert_eq!(a == b, !fresh, "gaps {gaps}, fresh {fresh}: a pushed leaf moved or stayed");
         }
+        // A split: the first leaf's only sibling is full too.
+        let fills = |c: &[NodeRef]| c.iter().map(|c| c.count()).collect::<Vec<_>>();
+        let mut t = build(64);
+        let before = children(&t);
+        assert_eq!(fills(&before), [16, 16, 16, 16, 1]);
+        t.store_range(22..=22, U63::new(99).unwrap()).unwrap();
+        check(&t, 64, 22);
+        let after = children(&t);
+        assert_eq!(fills(&after), [9, 9, 16, 16, 16, 1], "a split");
+        assert_eq!(after[0] == before[0], !fresh, "gaps {gaps}, fresh {fresh}: the split leaf");
+        assert!(!before.contains(&after[1]), "the second part is fresh");
     }
 
     fn items(pattern: &[bool]) -> Content {

@@ -6,8 +6,9 @@
 //! fall below its minimum fill (an erase from a thin leaf). The general
 //! [`rebuild`](super::rebuild) handles them, but through machinery sized
 //! for every case (two walks, lists of fresh and replaced nodes, a level
-//! loop, a plan published afterwards). Outside RCU mode, when the leaf's
-//! parent can take the result in place, the outcome is always one of a few
+//! loop, a plan published afterwards). Where no reader can be in the tree
+//! (these are methods of [`Exclusive`]) and the leaf's parent can take the
+//! result in place, the outcome is always one of a few
 //! shapes, written here directly:
 //!
 //! * **push** (overflow): a sibling (same parent) with room takes some of
@@ -55,8 +56,8 @@
 //! changes nothing (the other is given back).
 //!
 //! [`split_points`]: super::rebuild::split_points
-//! [`give_tail_to_next`]: RawTree::give_tail_to_next
-//! [`take_in_cousin`]: RawTree::take_in_cousin
+//! [`give_tail_to_next`]: Exclusive::give_tail_to_next
+//! [`take_in_cousin`]: Exclusive::take_in_cousin
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -71,7 +72,7 @@ use super::{
 use crate::{
     error::AllocError,
     node::{load_ptrs, load_words, Content, FreshNode, Item, Kind, LeafRef, NodeRef},
-    raw::{Level, Path, RawTree},
+    raw::{Exclusive, Level, Path},
     sync::Ordering,
 };
 
@@ -234,7 +235,7 @@ fn siblings(parent: Level, spine: bool) -> (Option<NodeRef>, Option<NodeRef>) {
     (right, left)
 }
 
-/// A split or push worked out by [`RawTree::plan_split`], not yet written
+/// A split or push worked out by [`Exclusive::plan_split`], not yet written
 /// (its content is in the caller's [`Run`]).
 pub(super) struct SplitPlan {
     shape: Shape,
@@ -268,7 +269,7 @@ struct Upper {
     fresh: Option<FreshNode>,
 }
 
-impl RawTree {
+impl Exclusive<'_> {
     /// Works out how the leaf at the end of `lpath`, with slots
     /// `from..=to` replaced by `pieces`, is refilled when that makes it
     /// overflow or underflow: a push into a sibling, a split, or the next
@@ -292,7 +293,8 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// Not RCU mode, and the caller is the tree's only writer; `lpath` is a
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a
     /// walk of this tree made since its last change; `from` is a used slot
     /// of its leaf and `to` of the same leaf (`from <= to`) or, with
     /// `across`, of the leaf `across` describes, the next one under the same
@@ -300,7 +302,7 @@ impl RawTree {
     /// siblings were not asked for yet (see `prefetch_siblings`).
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn plan_split(
-        &self,
+        self,
         lpath: &Path,
         from: usize,
         across: Option<Level>,
@@ -310,7 +312,7 @@ impl RawTree {
         from_lane: bool,
     ) -> Option<Result<SplitPlan, AllocError>> {
         let leaf = lpath.len() - 1;
-        if self.rcu || leaf == 0 {
+        if leaf == 0 {
             return None;
         }
         #[cfg(test)]
@@ -456,7 +458,7 @@ impl RawTree {
     /// parent level's content, sibling's offset). `None` where the rebuild
     /// does more (the parent is the root, or the grandparent cannot take
     /// the result in place).
-    fn plan_upper(&self, lpath: &Path) -> Option<(Shape, usize, usize)> {
+    fn plan_upper(self, lpath: &Path) -> Option<(Shape, usize, usize)> {
         let leaf = lpath.len() - 1;
         if leaf < 2 {
             return None;
@@ -496,7 +498,7 @@ impl RawTree {
     /// ends the tree) and the root keeps two children (a root left with
     /// one is the rebuild's to remove).
     fn plan_take_right(
-        &self,
+        self,
         lpath: &Path,
         run: &Run,
         sib_max: u64,
@@ -522,7 +524,7 @@ impl RawTree {
     /// # Safety
     ///
     /// As for `plan_split`.
-    pub(super) unsafe fn abandon_split(&self, plan: SplitPlan) {
+    pub(super) unsafe fn abandon_split(self, plan: SplitPlan) {
         let upper = plan.upper.and_then(|u| u.fresh);
         for f in [plan.fresh, upper].into_iter().flatten() {
             // SAFETY: the cell is this slab's, never published; we are the
@@ -539,7 +541,7 @@ impl RawTree {
     ///
     /// As for [`plan_split`](Self::plan_split), with `lpath` and the tree
     /// unchanged since the plan was made.
-    pub(super) unsafe fn apply_split(&self, lpath: &Path, plan: SplitPlan, run: &mut Run, pieces: &[Item]) {
+    pub(super) unsafe fn apply_split(self, lpath: &Path, plan: SplitPlan, run: &mut Run, pieces: &[Item]) {
         let SplitPlan { shape, cut, sib, sib_count, at, from, fresh, upper } = plan;
         for (k, it) in pieces.iter().enumerate() {
             debug_assert!(
@@ -584,7 +586,7 @@ impl RawTree {
             // SAFETY: no reader exists (this function's contract); the
             // parent keeps a legal fill (checked by the plan).
             unsafe { self.splice_up(lpath, leaf - 1, first_slot, 2, &up, None) };
-            // SAFETY: not RCU mode, so no reader can hold the sibling; it
+            // SAFETY: `self`: no reader can hold the sibling; it
             // is listed nowhere else; we are the only writer.
             unsafe { self.slab.free(b) };
             #[cfg(test)]
@@ -629,10 +631,10 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode) and the caller is its
-    /// only writer; `up` are the two slots' nodes, in place, and cover
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `up` are the two slots' nodes, in place, and cover
     /// exactly their range.
-    unsafe fn move_bound(&self, lpath: &Path, level: usize, first: usize, up: &[Item; 2]) {
+    unsafe fn move_bound(self, lpath: &Path, level: usize, first: usize, up: &[Item; 2]) {
         let parent = lpath[level].node;
         debug_assert!(parent.slot(first) == up[0].slot && parent.slot(first + 1) == up[1].slot);
         // SAFETY: this function's contract: the slot after `first` is
@@ -656,7 +658,7 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`apply_split`](Self::apply_split); the leaf level is written.
-    unsafe fn apply_upper(&self, lpath: &Path, upper: Upper, up: &[Item; 2], fresh_leaf: NodeRef) {
+    unsafe fn apply_upper(self, lpath: &Path, upper: Upper, up: &[Item; 2], fresh_leaf: NodeRef) {
         let leaf = lpath.len() - 1;
         let (p, gp) = (lpath[leaf - 1], lpath[leaf - 2]);
         let Upper { shape, cut, sib, fresh } = upper;
@@ -723,11 +725,11 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode) and the caller is its
-    /// only writer; the node keeps a legal fill; `up` covers exactly the
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); the node keeps a legal fill; `up` covers exactly the
     /// replaced slots' range.
     pub(super) unsafe fn splice_up(
-        &self,
+        self,
         lpath: &Path,
         level: usize,
         first: usize,
@@ -770,15 +772,15 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode) and the caller is its
-    /// only writer; `lpath` is a current walk whose leaf's slots `a..=b`
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a current walk whose leaf's slots `a..=b`
     /// (`a <= b`, `b` its last) are those the erase empties, whole, with
     /// an entry at `b` and, if `a > 0`, at `a - 1` (an empty range there
     /// is one of the emptied slots); `d` is the lowest level of `lpath`
     /// with a slot after the walk's, and the next leaf (the first under
     /// that slot) starts with an empty range.
     pub(super) unsafe fn give_tail_to_next(
-        &self,
+        self,
         lpath: &mut Path,
         a: usize,
         b: usize,
@@ -875,24 +877,19 @@ impl RawTree {
     ///
     /// # Safety
     ///
-    /// No reader can be in the tree (not RCU mode) and the caller is its
-    /// only writer; `lpath` is a current walk whose leaf's slots `a..=b`
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a current walk whose leaf's slots `a..=b`
     /// (`a <= b`, with an entry at `a - 1` if `a > 0`) are those the erase
     /// empties, whole, with no empty slot after `b` in the leaf (the erase
     /// took it in); its leaf ends its parent and `d` is the lowest level of
     /// `lpath` with a slot after the walk's; with `last` `None`, `b` is the
     /// leaf's last slot and the next leaf's first slot is empty.
-    pub(super) unsafe fn take_in_cousin(&self, lpath: &Path, a: usize, b: usize, last: Option<u64>, d: usize) -> bool {
+    pub(super) unsafe fn take_in_cousin(self, lpath: &Path, a: usize, b: usize, last: Option<u64>, d: usize) -> bool {
         #[cfg(test)]
         if tests::NO_COUSIN.with(core::cell::Cell::get) {
             return false;
         }
         let leaf = lpath.len() - 1;
-        if self.rcu {
-            // (The contract rules it out; a reader could be in the cousin
-            // this frees at once.)
-            return false;
-        }
         debug_assert!(d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
         let l = lpath[leaf];
         let node = l.leaf();
@@ -955,7 +952,7 @@ impl RawTree {
             // SAFETY: as above; the cousin's parent keeps a legal fill
             // (checked), its first child now starting after `mid`.
             unsafe { q.node.splice_internal(0, 1, qcount, &[]) };
-            // SAFETY: not RCU mode, so no reader can hold the cousin, now
+            // SAFETY: `self`: no reader can hold the cousin, now
             // unreachable and listed nowhere else; we are the only writer.
             unsafe { self.slab.free(r.node) };
         } else {
@@ -993,7 +990,7 @@ impl RawTree {
     // the frame of writes that never refill.
     #[inline(never)]
     pub(super) unsafe fn split_leaf(
-        &self,
+        self,
         lpath: &Path,
         from: usize,
         across: Option<Level>,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 pub mod shuffle;
 
-use maple_tree::{Error, MapleTree, U63};
+use maple_tree::{Error, MapleTree, Writes, U63};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Model {
@@ -189,12 +189,17 @@ pub fn v(x: u64) -> U63 {
     U63::new_truncate(x)
 }
 
-pub fn entries(t: &MapleTree<U63>) -> Vec<(u64, u64, u64)> {
+/// An empty tree of `U63`s, gap-tracking if `gaps`, written as `W` says.
+pub fn empty<W: Writes>(gaps: bool) -> MapleTree<U63, W> {
+    if gaps { MapleTree::with_gaps() } else { MapleTree::new() }.into_writes()
+}
+
+pub fn entries<W: Writes>(t: &MapleTree<U63, W>) -> Vec<(u64, u64, u64)> {
     t.iter().map(|(r, v)| (*r.start(), *r.end(), v.get())).collect()
 }
 
 /// Validates and compares the full contents, with a dump on failure.
-pub fn check(t: &MapleTree<U63>, m: &Model, what: &str) {
+pub fn check<W: Writes>(t: &MapleTree<U63, W>, m: &Model, what: &str) {
     if let Err(e) = t.validate() {
         panic!("{what}: {e}\n{}", t.dump());
     }
