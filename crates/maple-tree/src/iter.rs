@@ -88,6 +88,40 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
 
 impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
 
+/// [`MapleTree::values_mut`]: [`IterMut`]'s values, whose `fold` reads
+/// whole leaves without their bounds.
+struct ValuesMut<'a, V: HandleMut> {
+    inner: IterMut<'a, V>,
+}
+
+impl<'a, V: HandleMut + 'a> Iterator for ValuesMut<'a, V> {
+    type Item = &'a mut V::Target;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(_, v)| v)
+    }
+
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        self.inner.raw.fold_values(init, |acc, nn| {
+            // SAFETY: as in `IterMut::next`: each value slot once, of a
+            // tree borrowed mutably for 'a.
+            f(acc, unsafe { V::borrow_mut(nn) })
+        })
+    }
+}
+
+impl<'a, V: HandleMut + 'a> DoubleEndedIterator for ValuesMut<'a, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|(_, v)| v)
+    }
+
+    fn rfold<B, F: FnMut(B, Self::Item) -> B>(self, init: B, mut f: F) -> B {
+        self.inner.rfold(init, |acc, (_, v)| f(acc, v))
+    }
+}
+
+impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for ValuesMut<'a, V> {}
+
 impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// Iterates over all entries in ascending order.
     ///
@@ -441,6 +475,46 @@ impl RawIter {
                 }
             });
             self.last_leaf = end;
+        }
+    }
+
+    /// [`fold_entries`](Self::fold_entries) for the values alone: a leaf
+    /// the range wants whole is read as its used slots only, with no
+    /// bounds worked out.
+    pub(crate) fn fold_values<B>(&mut self, init: B, mut f: impl FnMut(B, NonNull<()>) -> B) -> B {
+        let mut acc = init;
+        self.start_front();
+        loop {
+            while let Some((_, _, nn)) = self.take() {
+                acc = f(acc, nn);
+            }
+            if self.last_leaf || !self.walk.next_leaf() {
+                return acc;
+            }
+            self.prefetch_ahead(false);
+            let Some(&lv) = self.walk.path.last() else { return acc };
+            if lv.off == 0 && lv.max <= self.last {
+                // Every slot: unused ones are null, so no count is needed.
+                for s in lv.leaf().slots() {
+                    let w = s.load(Ordering::Acquire);
+                    if is_value(w) {
+                        // SAFETY: a value word is non-null.
+                        acc = f(acc, unsafe { NonNull::new_unchecked(w) });
+                    }
+                }
+                self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
+            } else {
+                let end;
+                (acc, end) = scan_leaf(lv, self.last, acc, |acc, _, _, w| {
+                    if is_value(w) {
+                        // SAFETY: a value word is non-null.
+                        f(acc, unsafe { NonNull::new_unchecked(w) })
+                    } else {
+                        acc
+                    }
+                });
+                self.last_leaf = end;
+            }
         }
     }
 
@@ -1179,9 +1253,9 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
         IterMut { raw, back: Back::new(), _tree: PhantomData }
     }
 
-    /// Every value mutably, ascending.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V::Target> + '_ {
-        self.iter_mut().map(|(_, v)| v)
+    /// Every value mutably, ascending (or from the back).
+    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V::Target> + core::iter::FusedIterator + '_ {
+        ValuesMut { inner: self.iter_mut() }
     }
 }
 

@@ -18,6 +18,9 @@ enum Op {
     GetMut(u64, u64),
     RangeMut(u64, u64, u64),
     ValuesMut(u64),
+    /// `values_mut`: `front` values by `next`, `back` by `next_back`, then
+    /// the rest by `fold`, each increased by the amount.
+    ValuesMutEnds(u64, usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -29,6 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u64..900, 1u64..100).prop_map(|(i, d)| Op::GetMut(i, d)),
         2 => (0u64..900, 0u64..900, 1u64..100).prop_map(|(a, b, d)| Op::RangeMut(a.min(b), a.max(b), d)),
         1 => (1u64..100).prop_map(Op::ValuesMut),
+        1 => (1u64..100, 0usize..30, 0usize..30).prop_map(|(d, f, b)| Op::ValuesMutEnds(d, f, b)),
     ]
 }
 
@@ -84,6 +88,27 @@ fn run(ops: &[Op], gaps: bool) {
                 t.values_mut().for_each(|v| *v += d);
                 for (s, e, v) in m.values() {
                     m.map.insert(s, (e, v + d));
+                }
+            }
+            Op::ValuesMutEnds(d, front, back) => {
+                let mut it = t.values_mut();
+                let mut n = 0;
+                for _ in 0..front {
+                    it.next().map(|v| *v += d).map(|()| n += 1);
+                }
+                for _ in 0..back {
+                    it.next_back().map(|v| *v += d).map(|()| n += 1);
+                }
+                n += it.fold(0, |k, v| {
+                    *v += d;
+                    k + 1
+                });
+                let want = m.values().into_iter().filter(|e| e.2 != common::RESERVED).count();
+                assert_eq!(n, want, "step {step}: {op:?}: values handed out");
+                for (s, e, v) in m.values() {
+                    if v != common::RESERVED {
+                        m.map.insert(s, (e, v + d));
+                    }
                 }
             }
         }
