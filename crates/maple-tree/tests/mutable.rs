@@ -94,10 +94,16 @@ fn run(ops: &[Op], gaps: bool) {
                 let mut it = t.values_mut();
                 let mut n = 0;
                 for _ in 0..front {
-                    it.next().map(|v| *v += d).map(|()| n += 1);
+                    if let Some(v) = it.next() {
+                        *v += d;
+                        n += 1;
+                    }
                 }
                 for _ in 0..back {
-                    it.next_back().map(|v| *v += d).map(|()| n += 1);
+                    if let Some(v) = it.next_back() {
+                        *v += d;
+                        n += 1;
+                    }
                 }
                 n += it.fold(0, |k, v| {
                     *v += d;
