@@ -24,10 +24,108 @@ use crate::{
     write::to_inclusive,
 };
 
+/// The two ends of an iterator over entries, as words and bounds: what
+/// [`Iter`], [`IterMut`], [`RangeCloned`] and the concurrent tree's
+/// iterator share, each turning the word into its item. Every value slot
+/// comes once: from the front ascending, from the back descending, until
+/// the ends meet.
+///
+/// `SHARED` (the concurrent tree's): a writer may change the tree while the
+/// iterator lives, and either end may reach a newer version of a leaf than
+/// the back read before (the front by stepping on, the back by walking
+/// again from the recorded root, whose subtrees a writer may have
+/// replaced), in which an entry written meanwhile reaches into what the
+/// back handed out. `floor` keeps the lowest start the back handed out:
+/// the front stops at an entry reaching it (the ends meet) and the back
+/// skips one. An entry present the whole time cannot reach it: it would
+/// overlap what the back handed out.
+pub(crate) struct Entries<const SHARED: bool> {
+    pub(crate) raw: RawIter,
+    back: Back,
+    floor: Option<u64>,
+}
+
+impl<const SHARED: bool> Entries<SHARED> {
+    /// The ends of `raw`, neither walked yet.
+    ///
+    /// # Safety
+    ///
+    /// As [`RawIter::next_back_entry`] asks of its `SHARED`: without it,
+    /// the tree `raw` walks does not change while the result lives; with
+    /// it, the nodes reachable from the root `raw` recorded stay alive
+    /// meanwhile, changed at most by the single-word slot stores readers
+    /// may meet, and so do the values they held.
+    #[inline]
+    pub(crate) unsafe fn new(raw: RawIter) -> Self {
+        Entries { raw, back: Back::new(), floor: None }
+    }
+
+    #[inline]
+    pub(crate) fn next(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        let (lo, hi, nn) = self.raw.next_entry()?;
+        if SHARED && self.floor.is_some_and(|f| hi >= f) {
+            // The ends meet (see `floor`).
+            self.raw.finish();
+            return None;
+        }
+        Some((lo, hi, nn))
+    }
+
+    #[inline]
+    pub(crate) fn next_back(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        loop {
+            // SAFETY: `new`'s contract.
+            let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<SHARED>(&mut self.back) }?;
+            if SHARED {
+                if self.floor.is_some_and(|f| hi >= f) {
+                    // Skipped (see `floor`).
+                    continue;
+                }
+                self.floor = Some(lo);
+            }
+            return Some((lo, hi, nn));
+        }
+    }
+
+    /// What is left from the front, leaf by leaf (see
+    /// [`RawIter::fold_entries`]).
+    #[inline]
+    pub(crate) fn fold<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
+        if SHARED && self.floor.is_some() {
+            // The back has handed out entries: every one from the front is
+            // checked against them (`next`).
+            let mut acc = init;
+            while let Some((lo, hi, nn)) = self.next() {
+                acc = f(acc, lo, hi, nn);
+            }
+            return acc;
+        }
+        self.raw.fold_entries(init, f)
+    }
+
+    /// What is left from the back, leaf by leaf (see
+    /// [`RawIter::rfold_entries`]).
+    #[inline]
+    pub(crate) fn rfold<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
+        let mut floor = self.floor;
+        let g = |acc, lo, hi, nn| {
+            if SHARED {
+                if floor.is_some_and(|f| hi >= f) {
+                    // As in `next_back`.
+                    return acc;
+                }
+                floor = Some(lo);
+            }
+            f(acc, lo, hi, nn)
+        };
+        // SAFETY: `new`'s contract.
+        unsafe { self.raw.rfold_entries::<SHARED, B>(&mut self.back, init, g) }
+    }
+}
+
 /// Iterator over entries with mutable values; see [`MapleTree::iter_mut`].
 pub struct IterMut<'a, V: HandleMut> {
-    pub(crate) raw: RawIter,
-    pub(crate) back: Back,
+    pub(crate) entries: Entries<false>,
     /// The tree stays borrowed mutably: nothing else reads or changes it.
     pub(crate) _tree: PhantomData<&'a mut MapleTree<V>>,
 }
@@ -42,8 +140,8 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
     type Item = (RangeInclusive<u64>, &'a mut V::Target);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.raw.next_entry()?;
-        // SAFETY: `next_entry` yields each value slot once, each slot holds
+        let (lo, hi, nn) = self.entries.next()?;
+        // SAFETY: `Entries` yields each value slot once, each slot holds
         // its own handle (a value is never stored in two slots), the tree is
         // borrowed mutably for `'a` so nothing else reaches its values, and
         // the handle stays alive while it is.
@@ -56,7 +154,7 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+        self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: each value slot once, of a tree borrowed
             // mutably for 'a.
             f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
@@ -67,22 +165,18 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
 impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
-        // SAFETY: the tree is borrowed mutably for 'a: nothing changes it
-        // while the iterator lives.
-        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<false>(&mut self.back) }?;
+        let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: the two ends never hand out the same slot
-        // (`next_back_entry`), so each value slot comes once.
+        // (`Entries`), so each value slot comes once.
         Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        let g = |acc, lo, hi, nn| {
+        self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next_back`: each value slot once, of a tree
             // borrowed mutably for 'a.
             f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
-        };
-        // SAFETY: as in `next_back`.
-        unsafe { self.raw.rfold_entries::<false, B>(&mut self.back, init, g) }
+        })
     }
 }
 
@@ -102,7 +196,7 @@ impl<'a, V: HandleMut + 'a> Iterator for ValuesMut<'a, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        self.inner.raw.fold_values(init, |acc, nn| {
+        self.inner.entries.raw.fold_values(init, |acc, nn| {
             // SAFETY: as in `IterMut::next`: each value slot once, of a
             // tree borrowed mutably for 'a.
             f(acc, unsafe { V::borrow_mut(nn) })
@@ -170,7 +264,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         // SAFETY: the iterator borrows `self` for its lifetime: the tree
         // stays alive and unchanged meanwhile.
         let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        Iter { _tree: PhantomData, raw, back: Back::new() }
+        // SAFETY: as above: nothing changes the tree while it is borrowed.
+        Iter { _tree: PhantomData, entries: unsafe { Entries::new(raw) } }
     }
 
     /// Like [`range`](Self::range), but yields owned handles: a clone of
@@ -1124,15 +1219,14 @@ fn rscan_leaf<B>(lv: Level, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut (
 pub struct Iter<'a, V: Handle> {
     /// The tree stays borrowed: its values live while the iterator does.
     pub(crate) _tree: PhantomData<&'a MapleTree<V>>,
-    pub(crate) raw: RawIter,
-    pub(crate) back: Back,
+    pub(crate) entries: Entries<false>,
 }
 
 impl<'a, V: Handle> Iterator for Iter<'a, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
     fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.raw.next_entry()?;
-        // SAFETY: `next_entry` yields value words of the tree, which is
+        let (lo, hi, nn) = self.entries.next()?;
+        // SAFETY: `Entries` yields value words of the tree, which is
         // borrowed for 'a and keeps them alive meanwhile.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
@@ -1143,7 +1237,7 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+        self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
             f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
         })
@@ -1153,20 +1247,16 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
 impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
-        // SAFETY: the tree is borrowed for 'a: nothing changes it while
-        // the iterator lives.
-        let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<false>(&mut self.back) }?;
+        let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        let g = |acc, lo, hi, nn| {
+        self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
             f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
-        };
-        // SAFETY: as in `next_back`.
-        unsafe { self.raw.rfold_entries::<false, B>(&mut self.back, init, g) }
+        })
     }
 }
 
@@ -1180,9 +1270,9 @@ pub struct RangeCloned<'a, V: Handle + Clone> {
 impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
     type Item = (RangeInclusive<u64>, V);
     fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.inner.raw.next_entry()?;
-        // SAFETY: `next_entry` yields value words of the borrowed tree,
-        // alive while it is borrowed.
+        let (lo, hi, nn) = self.inner.entries.next()?;
+        // SAFETY: `Entries` yields value words of the borrowed tree, alive
+        // while it is borrowed.
         Some((lo..=hi, unsafe { V::clone_raw(nn) }))
     }
 
@@ -1192,7 +1282,7 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        self.inner.raw.fold_entries(init, |acc, lo, hi, nn| {
+        self.inner.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the borrowed tree.
             f(acc, (lo..=hi, unsafe { V::clone_raw(nn) }))
         })
@@ -1202,9 +1292,7 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
 impl<V: Handle + Clone> DoubleEndedIterator for RangeCloned<'_, V> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
-        // SAFETY: the tree is borrowed: nothing changes it while the
-        // iterator lives.
-        let (lo, hi, nn) = unsafe { self.inner.raw.next_back_entry::<false>(&mut self.inner.back) }?;
+        let (lo, hi, nn) = self.inner.entries.next_back()?;
         // SAFETY: as in `next`: value words of the borrowed tree.
         Some((lo..=hi, unsafe { V::clone_raw(nn) }))
     }
@@ -1220,7 +1308,7 @@ impl<V: Handle + Clone> fmt::Debug for RangeCloned<'_, V> {
 
 impl<V: Handle> fmt::Debug for Iter<'_, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("done", &self.raw.is_done()).finish_non_exhaustive()
+        f.debug_struct("Iter").field("done", &self.entries.raw.is_done()).finish_non_exhaustive()
     }
 }
 
@@ -1250,7 +1338,8 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
         // the tree stays alive, and nothing but the iterator (which
         // changes values, not slots) reaches it meanwhile.
         let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        IterMut { raw, back: Back::new(), _tree: PhantomData }
+        // SAFETY: as above: the iterator changes values, never slots.
+        IterMut { entries: unsafe { Entries::new(raw) }, _tree: PhantomData }
     }
 
     /// Every value mutably, ascending (or from the back).

@@ -74,7 +74,7 @@ use crate::{
     cursor::Cursor,
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
-    iter::{iter_bounds, Back, RawIter},
+    iter::{iter_bounds, Entries, RawIter},
     node::NodeRef,
     raw::{Level, Path, RawTree},
     store::{Store, Stored},
@@ -337,7 +337,8 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
         // alive; writers change such nodes only by single-word slot
         // stores (RCU mode).
         let raw = unsafe { RawIter::lazy(&self.raw, first, last, done) };
-        ConcurrentIter { _tree: PhantomData, raw, back: Back::new(), floor: None }
+        // SAFETY: as above: `SHARED`'s contract.
+        ConcurrentIter { _tree: PhantomData, entries: unsafe { Entries::new(raw) } }
     }
 
     /// A read cursor at the range containing `index`, under `guard`. It
@@ -550,31 +551,16 @@ pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
     /// The tree and the guard stay borrowed: the values read live while
     /// the iterator does.
     _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
-    raw: RawIter,
-    back: Back,
-    /// The lowest start the back end has handed out (`None` before it
-    /// has). Either end may reach a newer version of a leaf than the
-    /// back read before (the front by stepping on, the back by walking
-    /// again from the recorded root, whose subtrees a writer may have
-    /// replaced), in which an entry written meanwhile reaches this;
-    /// handing it out would show those indices twice. So the front stops
-    /// there (the ends meet) and the back skips it. (An entry present the
-    /// whole time cannot reach this: it would overlap what the back
-    /// handed out.)
-    floor: Option<u64>,
+    /// The ends, which meet by range (see `Entries`).
+    entries: Entries<true>,
 }
 
 impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
     type Item = (RangeInclusive<u64>, V::Borrowed<'g>);
     fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi, nn) = self.raw.next_entry()?;
-        if self.floor.is_some_and(|f| hi >= f) {
-            // The ends meet (see `floor`).
-            self.raw.finish();
-            return None;
-        }
-        // SAFETY: `next_entry` yields value words read under the guard that
-        // 'g borrows; writers defer their drop until that guard is gone.
+        let (lo, hi, nn) = self.entries.next()?;
+        // SAFETY: value words read under the guard that 'g borrows;
+        // writers defer their drop until that guard is gone.
         Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 
@@ -584,16 +570,7 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
     }
 
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        if self.floor.is_some() {
-            // The back has handed out entries: every one from the front is
-            // checked against them (`next`).
-            let mut acc = init;
-            for e in self.by_ref() {
-                acc = f(acc, e);
-            }
-            return acc;
-        }
-        self.raw.fold_entries(init, |acc, lo, hi, nn| {
+        self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
             // borrows.
             f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
@@ -604,37 +581,16 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
 impl<'g, V: Handle + Send + Sync + 'static> DoubleEndedIterator for ConcurrentIter<'g, V> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
-        loop {
-            // SAFETY: the guard 'g borrows keeps every node reachable from
-            // the root the iterator recorded alive, and the values they
-            // held; writers change such nodes only by single-word slot
-            // stores (RCU mode): `SHARED`'s contract.
-            let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<true>(&mut self.back) }?;
-            if self.floor.is_some_and(|f| hi >= f) {
-                // Skipped (see `floor`): the back walked again from the root
-                // and reached a newer version of a leaf, in which an entry
-                // written meanwhile reaches into what it handed out.
-                continue;
-            }
-            self.floor = Some(lo);
-            // SAFETY: as in `next`: a value word read under the guard.
-            return Some((lo..=hi, unsafe { V::borrow(nn) }));
-        }
+        let (lo, hi, nn) = self.entries.next_back()?;
+        // SAFETY: as in `next`: a value word read under the guard.
+        Some((lo..=hi, unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
-        let mut floor = self.floor;
-        let g = |acc, lo, hi, nn| {
-            if floor.is_some_and(|f| hi >= f) {
-                // As in `next_back`.
-                return acc;
-            }
-            floor = Some(lo);
+        self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: a value word read under the guard.
             f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
-        };
-        // SAFETY: as in `next_back`.
-        unsafe { self.raw.rfold_entries::<true, B>(&mut self.back, init, g) }
+        })
     }
 }
 
