@@ -326,15 +326,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         // exactly one entry, a store into an empty range with room.
         let direct = if W::FRESH {
             None
-        } else if e.is_null() {
+        } else {
             // SAFETY: `&mut self` rules out readers and other writers;
             // `path` is a walk of this tree as it is (just aimed at
-            // `first`; the kept walk only while it is one).
-            unsafe { self.raw.exclusive().erase_in_leaf(path, first, op.last, &mut out.removed) }.map(Ok)
-        } else {
-            // SAFETY: as above; `first <= last` and `e` is a fresh handle
-            // or a marker (the caller's contract).
-            unsafe { self.raw.exclusive().store_in_empty(path, first, op.last, e) }
+            // `first`; the kept walk only while it is one); `first <=
+            // last` and `e` is null, a fresh handle or a marker (the
+            // caller's contract).
+            unsafe { self.raw.exclusive().store_direct(path, first, op.last, e, &mut out.removed) }
         };
         let res = match direct {
             Some(res) => res,
@@ -753,26 +751,10 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         }
     }
 
-    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        let start = match found {
-            Ok(s) => s,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let Some(last) = write::window_last(start, size) else {
-            return Err(InsertError { value, cause: Error::InvalidRange });
-        };
-        // SAFETY: start <= last (just computed); no `split`.
-        match unsafe { self.write(Some(value), Store::new(start, last).insert_only()) } {
-            Ok(_) => Ok(start),
-            Err((cause, v)) => Err(InsertError { value: v.expect("value handed back"), cause }),
-        }
-    }
-
     /// Stores `value` in the lowest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_range`).
     pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        let found = self.empty_area(window, size);
-        self.alloc_at(found, size, value)
+        write::alloc_range(self, window, size, value, false)
     }
 
     /// Stores `value` in the highest empty window of `size` inside `window`
@@ -783,8 +765,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         size: u64,
         value: V,
     ) -> Result<u64, InsertError<V>> {
-        let found = self.empty_area_rev(window, size);
-        self.alloc_at(found, size, value)
+        write::alloc_range(self, window, size, value, true)
     }
 
     /// Allocates one id in `window`, searching upwards from `*next` and
@@ -810,14 +791,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         next: &mut u64,
         value: V,
     ) -> Result<(u64, bool), InsertError<V>> {
-        let (lo, hi) = match to_inclusive(&window) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let (found, wrapped) = self.raw.cyclic_search(lo, hi, *next);
-        let id = self.alloc_at(found, 1, value)?;
-        self.raw.cyclic_taken(id, next);
-        Ok((id, wrapped))
+        write::alloc_cyclic(self, window, next, value)
     }
 
     fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
@@ -940,6 +914,10 @@ impl<V: Handle, W: Writes> WriteTarget<V> for MapleTree<V, W> {
         // No reader can exist (`&mut self`): what left the tree goes now.
         Self::drop_removed(out.removed);
         Ok(kept)
+    }
+
+    fn raw(&self) -> &RawTree {
+        &self.raw
     }
 }
 

@@ -21,7 +21,7 @@ use core::{
 use crate::{
     error::{Error, InsertError},
     handle::Handle,
-    raw::Path,
+    raw::{Path, RawTree},
     store::Store,
 };
 
@@ -60,6 +60,9 @@ pub(crate) trait WriteTarget<V: Handle> {
     /// handle for the value behind the word it is given; `at` is a walk of
     /// this tree made since its last change (or empty).
     unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())>;
+
+    /// The tree, for the searches an allocation makes before it writes.
+    fn raw(&self) -> &RawTree;
 }
 
 /// Makes a clone of the value behind `w` (a word of a live value of type
@@ -174,4 +177,61 @@ pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     // SAFETY: first <= last; null is no handle; `clone` and `at` as in
     // `store_range`.
     unsafe { w.write_words(at, Store::new(first, last).split(&mut clone)) }.map_err(|(c, _)| c)
+}
+
+/// `alloc_range` (`highest` false) and `alloc_range_rev` of both trees:
+/// stores `value` in the lowest (highest) empty window of `size` inside
+/// `window` and returns its start.
+pub(crate) fn alloc_range<V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    window: impl RangeBounds<u64>,
+    size: u64,
+    value: V,
+    highest: bool,
+) -> Result<u64, InsertError<V>> {
+    let found = to_inclusive(&window).and_then(|(a, b)| {
+        if highest {
+            w.raw().empty_area_rev(a, b, size)
+        } else {
+            w.raw().empty_area(a, b, size)
+        }
+    });
+    alloc_at(w, found, size, value)
+}
+
+/// `alloc_cyclic` of both trees: one id in `window`, searching upwards
+/// from `*next` and wrapping once; the id and whether the search wrapped.
+pub(crate) fn alloc_cyclic<V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    window: impl RangeBounds<u64>,
+    next: &mut u64,
+    value: V,
+) -> Result<(u64, bool), InsertError<V>> {
+    let (lo, hi) = match to_inclusive(&window) {
+        Ok(b) => b,
+        Err(cause) => return Err(InsertError { value, cause }),
+    };
+    let (found, wrapped) = w.raw().cyclic_search(lo, hi, *next);
+    let id = alloc_at(w, found, 1, value)?;
+    w.raw().cyclic_taken(id, next);
+    Ok((id, wrapped))
+}
+
+/// Stores `value` over the `size` indices from the start a search
+/// `found`, or hands it back with the search's error.
+fn alloc_at<V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    found: Result<u64, Error>,
+    size: u64,
+    value: V,
+) -> Result<u64, InsertError<V>> {
+    let start = match found {
+        Ok(s) => s,
+        Err(cause) => return Err(InsertError { value, cause }),
+    };
+    let Some(last) = window_last(start, size) else {
+        return Err(InsertError { value, cause: Error::InvalidRange });
+    };
+    // SAFETY: no walk is given.
+    unsafe { insert_range(w, None, start..=last, value) }.map(|_| start)
 }

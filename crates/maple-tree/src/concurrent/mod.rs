@@ -818,8 +818,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Stores `value` in the lowest free window of `size` in `window`; the
     /// search and the store happen under the lock, so they agree.
     pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        let found = to_inclusive(&window).and_then(|(a, b)| self.tree.raw.empty_area(a, b, size));
-        self.alloc_at(found, size, value)
+        write::alloc_range(self, window, size, value, false)
     }
 
     /// Stores `value` in the highest free window of `size` in `window`.
@@ -829,8 +828,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         size: u64,
         value: V,
     ) -> Result<u64, InsertError<V>> {
-        let found = to_inclusive(&window).and_then(|(a, b)| self.tree.raw.empty_area_rev(a, b, size));
-        self.alloc_at(found, size, value)
+        write::alloc_range(self, window, size, value, true)
     }
 
     /// Allocates one id in `window`, searching upwards from `*next` and
@@ -852,30 +850,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         next: &mut u64,
         value: V,
     ) -> Result<(u64, bool), InsertError<V>> {
-        let (lo, hi) = match to_inclusive(&window) {
-            Ok(b) => b,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let (found, wrapped) = self.tree.raw.cyclic_search(lo, hi, *next);
-        let id = self.alloc_at(found, 1, value)?;
-        self.tree.raw.cyclic_taken(id, next);
-        Ok((id, wrapped))
-    }
-
-    fn alloc_at(&mut self, found: Result<u64, Error>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        let start = match found {
-            Ok(s) => s,
-            Err(cause) => return Err(InsertError { value, cause }),
-        };
-        let Some(last) = write::window_last(start, size) else {
-            return Err(InsertError { value, cause: Error::InvalidRange });
-        };
-        let e = value.into_raw().as_ptr();
-        // SAFETY: start <= last (just computed); `e` is a fresh handle; no
-        // `split`.
-        unsafe { self.write(Store::new(start, last).entry(e).insert_only()) }
-            .map(|()| start)
-            .map_err(|(c, w)| Self::give_back(w, c))
+        write::alloc_cyclic(self, window, next, value)
     }
 
     /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep
@@ -920,5 +895,9 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
                 Err((fail.into(), entry))
             }
         }
+    }
+
+    fn raw(&self) -> &RawTree {
+        &self.tree.raw
     }
 }

@@ -68,6 +68,35 @@ impl RawTree {
 }
 
 impl Exclusive<'_> {
+    /// The plain tree's own writes straight from its walk, before any
+    /// [`Store`](super::Store) is made (the direct kinds of the table in
+    /// the module docs): emptying exactly one entry's range when `entry` is
+    /// null ([`erase_in_leaf`](Self::erase_in_leaf)), else a store into
+    /// an empty range ([`store_in_empty`](Self::store_in_empty)). `None`,
+    /// with nothing changed, where the engine's entry must do the write.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_in_empty`](Self::store_in_empty), but `entry` may be
+    /// null.
+    #[inline(always)]
+    pub(crate) unsafe fn store_direct(
+        self,
+        lpath: &mut Path,
+        first: u64,
+        last: u64,
+        entry: *mut (),
+        removed: &mut Removed,
+    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
+        if entry.is_null() {
+            // SAFETY: this function's contract.
+            unsafe { self.erase_in_leaf(lpath, first, last, removed) }.map(Ok)
+        } else {
+            // SAFETY: this function's contract.
+            unsafe { self.store_in_empty(lpath, first, last, entry) }
+        }
+    }
+
     /// A store of `entry` (not null) over `[first, last]` inside the empty
     /// range `lpath` ends at: that empty range becomes the entry with what
     /// is left of it on either side (one to three slots), in place when
@@ -90,7 +119,7 @@ impl Exclusive<'_> {
     /// last`; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree if this returns `Some(Ok(_))`.
     #[inline]
-    pub(crate) unsafe fn store_in_empty(
+    unsafe fn store_in_empty(
         self,
         lpath: &mut Path,
         first: u64,
@@ -157,13 +186,7 @@ impl Exclusive<'_> {
     /// can be in it); `lpath` is a
     /// walk of this tree made since its last change.
     #[inline(always)]
-    pub(crate) unsafe fn erase_in_leaf(
-        self,
-        lpath: &mut Path,
-        first: u64,
-        last: u64,
-        removed: &mut Removed,
-    ) -> Option<bool> {
+    unsafe fn erase_in_leaf(self, lpath: &mut Path, first: u64, last: u64, removed: &mut Removed) -> Option<bool> {
         let l = *lpath.last()?;
         if slot_bounds(l.leaf().pivots(), l.off, l.min, l.max) != (first, last) {
             return None;

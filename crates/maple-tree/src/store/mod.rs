@@ -1,36 +1,43 @@
 //! The write path: every store (insert, overwrite, erase, empty a range)
-//! comes down to "put `entry` over `[first, last]`".
+//! comes down to "put `entry` over `[first, last]`", from a walk to the
+//! leaf holding `first` (a cursor's, the tree's kept walk, or a fresh one).
 //!
-//! [`RawTree::store_walked`] starts from a walk to the leaf holding
-//! `first` (a cursor's, or a fresh one), walks to the one holding `last`
-//! only if it lies beyond that leaf, works out the one to three slots that
-//! replace the slots the range touches, and then picks the cheapest kind
-//! of write that can do the job:
+//! The kinds of write, best first. Each takes the write only where it can
+//! do the job, and declines, changing nothing, elsewhere:
 //!
-//! | kind | when | file |
-//! | --- | --- | --- |
-//! | exact fit | one entry replaced by another over the same range | [`leaf`] |
-//! | in-leaf lane | the range ends in the leaf holding its start, any empty neighbour to absorb is in that leaf, the leaf keeps a legal fill, and no reader can exist | [`leaf`] |
-//! | in-leaf store | the same change reached by the general path (an empty-looking neighbour in another leaf turned out to hold an entry) | [`leaf`] |
-//! | split, push, take right | a leaf that overflows or underflows, where no reader can be and its parent takes the result in place (from the lane, or the general path) | [`split`] |
-//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, any write where readers may be | [`rebuild`] |
+//! | kind | when | needs | where |
+//! | --- | --- | --- | --- |
+//! | direct store, direct erase | the plain tree's own store into an empty range with room, or erase of one entry, staying in its leaf | `Exclusive` | [`Exclusive::store_direct`], before any [`Store`] is made |
+//! | empty root | the tree is empty | any access | [`WriteKind::EmptyRoot`] |
+//! | exact fit | one entry replaced by another over exactly its range: one slot store | any access | [`WriteKind::ExactFit`] |
+//! | in-leaf lane | the range ends in the leaf holding its start; any empty neighbour to absorb is in that leaf; the leaf keeps a legal fill, or its parent takes a refill in place | `Exclusive` | [`WriteKind::Lane`] ([`leaf`]) |
+//! | in-leaf store | the same change, reached by the general path | `Exclusive` | [`GeneralKind::InLeaf`] ([`leaf`]) |
+//! | split, push, take right | a leaf (and the next one under the same parent) overflows or underflows, and the parent takes the result in place | `Exclusive` | [`GeneralKind::Refill`] ([`split`]) |
+//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, and every multi-word write where readers may be | any access | [`rebuild`] |
 //!
-//! The lane works on the leaf's arrays before any right path or piece list
-//! is built, and declines (changing nothing) when the write needs more than
-//! its leaf. The first three write in place and walk nothing more; their gap update is
-//! incremental (a leaf is rescanned only when its largest empty range may
-//! have shrunk). The rebuild plans fresh nodes level by level (push into a
-//! sibling, split, rebalance, new root) and publishes them with one pointer
-//! store. Every kind keeps the same guarantees: nothing visible changes
-//! until the write cannot fail, and where readers may be they only ever see
+//! [`RawTree::store_walked`] classifies a write from the walk and the
+//! request alone ([`WriteKind`], one `match`): the first three kinds are
+//! done at once, the lane tries the leaf's arrays before any right path or
+//! piece list is built. What the lane declines and every `General` write
+//! goes on: the walk to `last` (only if it lies beyond the leaf), the
+//! absorbed empty neighbours, the one to three pieces that replace the
+//! touched slots, and the removed values; then the general kinds open to
+//! it ([`general_kinds`]) in turn, and the rebuild for what they decline.
+//!
+//! The in-place kinds walk nothing more and update gaps incrementally (a
+//! leaf is rescanned only when its largest empty range may have shrunk).
+//! The rebuild plans fresh nodes level by level (push into a sibling,
+//! split, rebalance, new root) and publishes them with one pointer store.
+//! Every kind keeps the same guarantees: nothing visible changes until the
+//! write cannot fail, and where readers may be they only ever see
 //! single-word updates (the exact fit) or whole fresh nodes.
 //!
 //! Which kinds are open is decided by types, not by a flag: a write
-//! reaches the tree through an [`Access`], either
-//! `&RawTree` (the concurrent tree's writer: readers may be walking it) or
-//! an [`Exclusive`](crate::raw::Exclusive), which only `&mut RawTree` can
-//! make. The in-place kinds are methods of `Exclusive` (`leaf.rs`,
-//! `split.rs`) or, in the rebuild, steps that take one.
+//! reaches the tree through an [`Access`], either `&RawTree` (the
+//! concurrent tree's writer: readers may be walking it) or an
+//! [`Exclusive`], which only `&mut RawTree` can make. The in-place kinds
+//! are methods of `Exclusive` ([`leaf`], [`split`]) or, in the rebuild,
+//! steps that take one.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -43,7 +50,7 @@ use crate::{
     error::AllocError,
     handle::is_value,
     node::{Content, Item, Kind, NodeRef},
-    raw::{prefetch_beside, Access, Exclusive, Path, RawTree},
+    raw::{prefetch_beside, Access, Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -99,6 +106,42 @@ impl<'p> Store<'p> {
     pub(crate) fn rebase(self) -> Self {
         Store { rebase: true, ..self }
     }
+}
+
+/// The kinds of write, chosen from the walk and the request before
+/// anything is worked out (see the module docs).
+enum WriteKind<'t> {
+    /// The tree is empty: it becomes a root leaf.
+    EmptyRoot,
+    /// One entry replaced by another over exactly its range: one slot
+    /// store, at this walk level.
+    ExactFit(Level),
+    /// The range ends in the leaf holding its start, and no reader can be
+    /// in the tree: the in-leaf lane, which declines (changing nothing)
+    /// where the write needs more than the leaf.
+    Lane(Exclusive<'t>),
+    /// Everything else: the general path, below.
+    General,
+}
+
+/// The general path's kinds that may decline, best first; the rebuild
+/// does every write they decline (see the module docs).
+enum GeneralKind<'t> {
+    /// The change stays in one leaf, which keeps a legal fill.
+    InLeaf(Exclusive<'t>),
+    /// The leaf (and the next one, `across`) refilled with a sibling: a
+    /// push, a split or a take, where the parent takes it in place.
+    Refill(Exclusive<'t>),
+}
+
+/// The general kinds open to a write within one leaf (`same_leaf`) or
+/// into the next one under the same parent (`across`), given the proof
+/// that no reader can be in the tree: none without it.
+#[inline]
+fn general_kinds(ex: Option<Exclusive<'_>>, same_leaf: bool, across: bool) -> impl Iterator<Item = GeneralKind<'_>> {
+    let in_leaf = ex.filter(|_| same_leaf).map(GeneralKind::InLeaf);
+    let refill = ex.filter(|_| same_leaf || across).map(GeneralKind::Refill);
+    [in_leaf, refill].into_iter().flatten()
 }
 
 /// A list that lives inline up to `N` items (the common write touches one
@@ -389,17 +432,13 @@ impl RawTree {
         // Whatever follows may change nodes: the plain tree's kept walk is
         // stale from here until its own write says otherwise.
         t.kept.forget();
-        if t.root_node().is_none() {
-            // SAFETY: the caller makes us the only writer.
-            let stored = unsafe { t.store_empty_root(first, last, entry) };
-            return stored.map(|()| false).map_err(|e| (e, ptr::null_mut()));
-        }
-        let leaf = lpath.len() - 1;
-        debug_assert!(lpath[leaf].leaf_range().0 <= first && first <= lpath[leaf].leaf_range().1);
-        let l = lpath[leaf];
-        if !entry.is_null() && !l.leaf().slot(l.off).is_null() {
-            let (lmin, lmax) = l.leaf_range();
-            if lmin == first && lmax == last {
+        match Self::classify(t, lpath, first, last, entry) {
+            WriteKind::EmptyRoot => {
+                // SAFETY: the caller makes us the only writer.
+                let stored = unsafe { t.store_empty_root(first, last, entry) };
+                return stored.map(|()| false).map_err(|e| (e, ptr::null_mut()));
+            }
+            WriteKind::ExactFit(l) => {
                 if insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
@@ -408,17 +447,19 @@ impl RawTree {
                 out.removed.push(unsafe { t.replace_at(l, entry) });
                 return Ok(true);
             }
-        }
-        if let (Some(ex), true) = (t.no_readers(), last <= l.max) {
-            let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
-            // SAFETY: `ex`: no reader exists; we are the only writer (the
-            // caller's contract); `lpath` leads to `first` and `last` lies
-            // in its leaf.
-            if let Some(done) = unsafe { ex.store_leaf_lane(lpath, w, &mut out.removed) } {
-                // An emptied walk: the leaf was refilled with a sibling.
-                return done.map(|()| !lpath.is_empty());
+            WriteKind::Lane(ex) => {
+                let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
+                // SAFETY: `ex`: no reader exists; we are the only writer
+                // (the caller's contract); `lpath` leads to `first` and
+                // `last` lies in its leaf.
+                if let Some(done) = unsafe { ex.store_leaf_lane(lpath, w, &mut out.removed) } {
+                    // An emptied walk: the leaf was refilled with a sibling.
+                    return done.map(|()| !lpath.is_empty());
+                }
             }
+            WriteKind::General => {}
         }
+        let leaf = lpath.len() - 1;
         // What follows most often ends in a rebuild, which reads the leaf's
         // siblings (for a push, or to take one in): in a big tree they are
         // rarely in the cache, so start loading them now, to arrive while
@@ -489,40 +530,46 @@ impl RawTree {
         }
         let added = usize::from(is_value(entry)) + usize::from(right_made);
 
-        if let (Some(ex), true) = (t.no_readers(), l.node == r.node) {
-            // SAFETY: `ex`: no reader exists; we are the only writer.
-            if unsafe { ex.store_in_leaf(lpath, r.off, pieces) } {
-                t.len.set(t.len.get() + added - removed.len());
-                // The leaf kept its place and bounds (only the offset of the
-                // slot holding `first` may have moved).
-                return Ok(true);
-            }
-        }
-        // A write inside one leaf, or from one leaf into the next under the
-        // same parent, refilled in place where the parent takes it.
+        // A write from one leaf into the next under the same parent.
         let across = (l.node != r.node
             && leaf > 0
             && lpath[leaf - 1].node == rpath[leaf - 1].node
             && rpath[leaf - 1].off == lpath[leaf - 1].off + 1)
             .then_some(r);
-        if let (Some(ex), true) = (t.no_readers(), l.node == r.node || across.is_some()) {
-            let gone = removed.len();
-            // SAFETY: `ex`: no reader exists; we are the only writer; `lpath` and `r.off` (in `across`'s leaf, the next
-            // sibling, if given) are the write's walk, `pieces` replace its
-            // slots.
-            match unsafe { ex.split_leaf(lpath, l.off, across, r.off, pieces) } {
-                Some(Ok(())) => {
-                    t.len.set(t.len.get() + added - gone);
-                    return Ok(false);
+        for kind in general_kinds(t.no_readers(), l.node == r.node, across.is_some()) {
+            match kind {
+                GeneralKind::InLeaf(ex) => {
+                    // SAFETY: `ex`: no reader exists; we are the only writer.
+                    if unsafe { ex.store_in_leaf(lpath, r.off, pieces) } {
+                        t.len.set(t.len.get() + added - out.removed.len());
+                        // The leaf kept its place and bounds (only the offset
+                        // of the slot holding `first` may have moved).
+                        return Ok(true);
+                    }
                 }
-                Some(Err(e)) => {
-                    // Nothing left the tree: the words listed are still in it.
-                    *out = Stored::default();
-                    return Err((e.into(), split_word));
+                GeneralKind::Refill(ex) => {
+                    let gone = out.removed.len();
+                    // SAFETY: `ex`: no reader exists; we are the only writer;
+                    // `lpath` and `r.off` (in `across`'s leaf, the next
+                    // sibling, if given) are the write's walk, `pieces`
+                    // replace its slots.
+                    match unsafe { ex.split_leaf(lpath, l.off, across, r.off, pieces) } {
+                        Some(Ok(())) => {
+                            t.len.set(t.len.get() + added - gone);
+                            return Ok(false);
+                        }
+                        Some(Err(e)) => {
+                            // Nothing left the tree: the words listed are still
+                            // in it.
+                            *out = Stored::default();
+                            return Err((e.into(), split_word));
+                        }
+                        None => {}
+                    }
                 }
-                None => {}
             }
         }
+        // The rebuild does every write the kinds above decline.
         // SAFETY: the caller's contract (only writer; retired nodes and
         // removed values freed after the readers that may see them).
         match unsafe { t.rebuild(t.no_readers(), lpath, &mut rpath, pieces, out, added) } {
@@ -532,6 +579,24 @@ impl RawTree {
                 *out = Stored::default();
                 Err((e, split_word))
             }
+        }
+    }
+
+    /// The kind of write to try first (the table in the module docs),
+    /// from the walk `lpath` to `first` and the request alone.
+    #[inline(always)]
+    fn classify<'t>(t: impl Access<'t>, lpath: &Path, first: u64, last: u64, entry: *mut ()) -> WriteKind<'t> {
+        if t.root_node().is_none() {
+            return WriteKind::EmptyRoot;
+        }
+        let l = lpath[lpath.len() - 1];
+        debug_assert!(l.leaf_range().0 <= first && first <= l.leaf_range().1);
+        if !entry.is_null() && !l.leaf().slot(l.off).is_null() && l.leaf_range() == (first, last) {
+            return WriteKind::ExactFit(l);
+        }
+        match t.no_readers() {
+            Some(ex) if last <= l.max => WriteKind::Lane(ex),
+            _ => WriteKind::General,
         }
     }
 

@@ -78,12 +78,28 @@ const PUSH_SLACK_INNER: usize = 1;
 
 /// The push rule's slack for nodes of `kind`.
 #[inline]
-pub(super) fn push_slack(kind: Kind) -> usize {
+fn push_slack(kind: Kind) -> usize {
     if kind.is_leaf() {
         PUSH_SLACK
     } else {
         PUSH_SLACK_INNER
     }
+}
+
+/// The push rule, for the rebuild and the in-place refill alike: `n`
+/// items of `kind` that overflow one node go into it and a sibling of
+/// `sibling` items where the pair keeps the push slack free (right sibling
+/// first, then left, is the callers' order).
+#[inline]
+pub(super) fn push_fits(n: usize, sibling: usize, kind: Kind) -> bool {
+    n + sibling + push_slack(kind) <= 2 * kind.slots()
+}
+
+/// The underflow rule, for both too: `n` items of `kind` are too few for
+/// a node, unless it ends the tree (the right-most spine is exempt).
+#[inline]
+pub(super) fn underflows(n: usize, kind: Kind, right_spine: bool) -> bool {
+    n < kind.min_fill() && !right_spine
 }
 
 /// Free slots a leaf push leaves in the sibling: none. The leaf that
@@ -362,7 +378,7 @@ impl RawTree {
         loop {
             let kind = if d == leaf { Kind::Leaf } else { self.inner_kind() };
             let mut extended = false;
-            if d > 0 && content.len() < kind.min_fill() && cmax != u64::MAX {
+            if d > 0 && underflows(content.len(), kind, cmax == u64::MAX) {
                 cmax = absorb_right(lpath, rpath, d, old, content);
                 extended = true;
             }
@@ -378,7 +394,7 @@ impl RawTree {
                     // SAFETY: `p` is an internal node (above level d) and the
                     // callers pass a used slot of it.
                     let sib = unsafe { p.node.child(off) };
-                    content.len() + sib.count() + push_slack(kind) <= 2 * kind.slots()
+                    push_fits(content.len(), sib.count(), kind)
                 };
                 let mut pushed_left = false;
                 // One node at this level: both paths share the parent slot.

@@ -66,7 +66,7 @@ use core::{mem::MaybeUninit, ptr};
 
 use super::{
     prefetch_siblings,
-    rebuild::{biased_split, next_cut, push_slack, split_points_by, PUSH_SIBLING_ROOM},
+    rebuild::{biased_split, next_cut, push_fits, split_points_by, underflows, PUSH_SIBLING_ROOM},
     walk_to_next_leaf, Removed,
 };
 use crate::{
@@ -335,7 +335,7 @@ impl Exclusive<'_> {
             // the next leaf's after it.
             let rcount = r.node.count();
             let n = from + pieces.len() + (rcount - to - 1);
-            if n < Kind::Leaf.min_fill() && r.max != u64::MAX || n > RUN {
+            if underflows(n, Kind::Leaf, r.max == u64::MAX) || n > RUN {
                 // The rebuild takes in a third leaf, or cuts three parts.
                 return None;
             }
@@ -357,7 +357,7 @@ impl Exclusive<'_> {
         // The rebuild's rule for underflow: a leaf below minimum fill takes
         // in the next leaf to the right (here only a sibling: a cousin
         // changes two parents), unless it ends the tree.
-        let under = n < Kind::Leaf.min_fill() && !right_spine;
+        let under = underflows(n, Kind::Leaf, right_spine);
         if n <= cap && !under {
             return None;
         }
@@ -367,7 +367,7 @@ impl Exclusive<'_> {
         // and only where the pair keeps the push slack free.
         // (Each sibling's count is found once: a count is a search of the
         // node's pivots.)
-        let room = |count: usize| n + count + push_slack(Kind::Leaf) <= 2 * cap;
+        let room = |count: usize| push_fits(n, count, Kind::Leaf);
         let (right, left) = siblings(p, right_spine);
         let (shape, sib, sib_node, sib_count) = match right.map(|r| (r, r.count())) {
             Some((r, c)) if under => (Shape::TakeRight, p.off + 1, r, c),
@@ -472,7 +472,7 @@ impl Exclusive<'_> {
         // Internal nodes have no empty slots to avoid ending a part on.
         let none = |_| false;
         let spine = p.max == u64::MAX;
-        let room = |count: usize| m + count + push_slack(inner) <= 2 * cap;
+        let room = |count: usize| push_fits(m, count, inner);
         let (right, left) = siblings(gp, spine);
         let (shape, sib, ends) = match right.map(NodeRef::count) {
             Some(c) if room(c) => {
@@ -915,7 +915,7 @@ impl Exclusive<'_> {
             run.read(cousin, r.max, r_from, rcount, rcount);
         }
         let spine = r.max == u64::MAX;
-        if run.len < Kind::Leaf.min_fill() && !spine {
+        if underflows(run.len, Kind::Leaf, spine) {
             // (A cousin below its own fill: the rebuild would take in a
             // third leaf.)
             return false;
