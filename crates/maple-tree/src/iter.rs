@@ -579,26 +579,16 @@ impl RawIter {
     pub(crate) fn fold_values<B>(&mut self, init: B, mut f: impl FnMut(B, NonNull<()>) -> B) -> B {
         let mut acc = init;
         self.start_front();
+        while let Some((_, _, nn)) = self.take() {
+            acc = f(acc, nn);
+        }
         loop {
-            while let Some((_, _, nn)) = self.take() {
-                acc = f(acc, nn);
-            }
             if self.last_leaf || !self.walk.next_leaf() {
                 return acc;
             }
             self.prefetch_ahead(false);
             let Some(&lv) = self.walk.path.last() else { return acc };
-            if lv.off == 0 && lv.max <= self.last {
-                // Every slot: unused ones are null, so no count is needed.
-                for s in lv.leaf().slots() {
-                    let w = s.load(Ordering::Acquire);
-                    if is_value(w) {
-                        // SAFETY: a value word is non-null.
-                        acc = f(acc, unsafe { NonNull::new_unchecked(w) });
-                    }
-                }
-                self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
-            } else {
+            if lv.off != 0 || lv.max > self.last {
                 let end;
                 (acc, end) = scan_leaf(lv, self.last, acc, |acc, _, _, w| {
                     if is_value(w) {
@@ -609,6 +599,38 @@ impl RawIter {
                     }
                 });
                 self.last_leaf = end;
+                continue;
+            }
+            acc = scan_values(lv.leaf(), acc, &mut f);
+            self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
+            // The leaf's later siblings the range wants whole, straight
+            // from the parent's arrays (the walk kept in step, for the
+            // step across parents and the partial leaf at the end).
+            let n = self.walk.path.len();
+            let Some(d) = n.checked_sub(2) else { continue };
+            let p = self.walk.path[d];
+            let (piv, slots) = p.node.arrays();
+            let mut k = p.off;
+            let mut min = lv.max.wrapping_add(1);
+            while !self.last_leaf && p.node.has_next(k) {
+                let max = if k + 1 < piv.len() { piv[k + 1].load(Ordering::Relaxed).min(p.max) } else { p.max };
+                if max > self.last {
+                    break;
+                }
+                k += 1;
+                // SAFETY: slot `k` follows a used one (`has_next`), so it
+                // holds a live child: a leaf, one level above being leaves.
+                let child = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
+                if p.node.has_next(k + PREFETCH_AHEAD - 1) {
+                    // SAFETY: as above.
+                    unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
+                }
+                let leaf = child.as_leaf().expect("the children of a leaf's parent are leaves");
+                acc = scan_values(leaf, acc, &mut f);
+                self.walk.path[d].off = k;
+                self.walk.path[n - 1] = Level { node: child, min, max, off: 0 };
+                min = max.wrapping_add(1);
+                self.last_leaf = max == self.last || max == u64::MAX;
             }
         }
     }
@@ -1131,6 +1153,20 @@ fn value_mask(leaf: LeafRef, upto: usize) -> u32 {
         mask |= u32::from(is_value(s.load(Ordering::Acquire))) << i;
     }
     mask & (u32::MAX >> (31 - (upto & 15)))
+}
+
+/// Calls `f(acc, word)` for every value slot of `leaf`, in order: all
+/// sixteen slots are read (unused ones are null), no bound is.
+#[inline(always)]
+fn scan_values<B>(leaf: LeafRef, mut acc: B, f: &mut impl FnMut(B, NonNull<()>) -> B) -> B {
+    for s in leaf.slots() {
+        let w = s.load(Ordering::Acquire);
+        if is_value(w) {
+            // SAFETY: a value word is non-null.
+            acc = f(acc, unsafe { NonNull::new_unchecked(w) });
+        }
+    }
+    acc
 }
 
 /// Calls `emit(acc, lo, hi, word)` for every slot of the leaf `lv` from

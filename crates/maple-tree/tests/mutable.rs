@@ -146,3 +146,34 @@ fn an_invalid_range_yields_nothing() {
     assert_eq!(n, 0);
     assert_eq!(t.range_mut(9..=9).count(), 1);
 }
+
+/// `values_mut` over a tree of several levels, from both ends and then by
+/// `fold` (which reads whole leaves under a parent straight from its
+/// arrays): every value once.
+#[test]
+fn values_mut_over_several_levels() {
+    let n = if cfg!(miri) { 300 } else { 5000 };
+    let mut t: MapleTree<Box<u64>> = MapleTree::new();
+    for i in 0..n {
+        t.insert_range(i * 10..=i * 10 + 4, Box::new(i)).unwrap();
+    }
+    assert!(t.height() >= if cfg!(miri) { 2 } else { 3 });
+    for (front, back) in [(0, 0), (1, 0), (0, 1), (17, 5), (40, 260)] {
+        let mut it = t.values_mut();
+        let mut seen: Vec<u64> = Vec::new();
+        for _ in 0..front {
+            seen.extend(it.next().map(|v| *v));
+        }
+        for _ in 0..back {
+            seen.extend(it.next_back().map(|v| *v));
+        }
+        seen.extend(it.fold(Vec::new(), |mut all, v| {
+            *v += n;
+            all.push(*v - n);
+            *v -= n;
+            all
+        }));
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n).collect::<Vec<_>>(), "front {front}, back {back}");
+    }
+}
