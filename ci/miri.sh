@@ -9,7 +9,7 @@ MIRIFLAGS="-Zmiri-strict-provenance" \
 # maple-mm's one piece of memory management: the VMA record chunks (records
 # made, shared, and freed on other threads; leaks are reported).
 MIRIFLAGS="-Zmiri-strict-provenance" \
-    cargo +nightly miri test -p maple-mm --lib record
+    cargo +nightly miri test -p maple-mm --lib vma_slab::tests
 
 # The concurrent stress test, with readers and a writer on real threads.
 # crossbeam-epoch needs permissive provenance and Tree Borrows; its global
