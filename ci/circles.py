@@ -3,81 +3,127 @@
 
 A module's imports are the `crate::…` and `super::…` paths in its file
 (names re-exported from lib.rs count as their module's), outside
-`#[cfg(test)]` modules. Usage: ci/circles.py SRC_DIR...
+`#[cfg(test)]` modules and comments. Usage: ci/circles.py SRC_DIR...
 """
 import os
 import re
 import sys
 
-def mods(src):
-    out={}
-    for root,_,fs in os.walk(src):
-        for f in fs:
-            if not f.endswith('.rs'): continue
-            p=os.path.join(root,f); rel=os.path.relpath(p,src)[:-3]
-            parts=rel.split('/')
-            if parts[-1]=='mod': parts=parts[:-1]
-            if parts==['lib']: continue
-            out['::'.join(parts)]=p
-    return out
-def reexports(src,m):
-    t=open(os.path.join(src,'lib.rs')).read()
-    out={}
-    for mm in re.finditer(r'pub use (\w+)::(\{[^;]*\}|\w+);',t):
-        mod=mm.group(1); items=re.findall(r'\w+',mm.group(2))
-        for it in items:
-            if mod in m: out[it]=mod
-    return out
-def deps(src):
-    m=mods(src); g={k:set() for k in m}
-    rx=reexports(src,m)
-    for k,p in m.items():
-        t=open(p).read()
-        # strip cfg(test) mod tests blocks roughly: cut at '#[cfg(test)]\nmod tests'
-        mt=re.search(r'#\[cfg\((test|all\(test[^\]]*)\)\]\s*(pub(\(\w+\))? )?mod \w+',t)
-        if mt: t=t[:mt.start()]
-        t=re.sub(r'//.*','',t)
-        for mm in re.finditer(r'crate::((?:\w+::)*\w+)',t):
-            path=mm.group(1).split('::')
-            if path[0] in rx and rx[path[0]]!=k: g[k].add(rx[path[0]]); continue
-            for n in range(len(path),0,-1):
-                c='::'.join(path[:n])
-                if c in m and c!=k: g[k].add(c); break
-        # use crate::{a, b::c}
-        for mm in re.finditer(r'crate::\{([^;]*)\}',t,re.S):
-            for item in re.findall(r'(\w+)(?:::|\s*[,}]|\s*$)',mm.group(1)):
-                if item in m and item!=k: g[k].add(item)
-                elif item in rx and rx[item]!=k: g[k].add(rx[item])
-        parts=k.split('::')
-        for mm in re.finditer(r'super::((?:\w+::)*\w+)',t):
-            base=parts[:-1]; path=mm.group(1).split('::')
-            for n in range(len(path),-1,-1):
-                c='::'.join(base+path[:n])
-                if c in m and c!=k: g[k].add(c); break
-    return g
-def sccs(g):
-    idx={};low={};st=[];on=set();res=[];c=[0]
+TEST_MODULE = re.compile(r"#\[cfg\((test|all\(test[^\]]*)\)\]\s*(pub(\(\w+\))? )?mod \w+")
+CRATE_PATH = re.compile(r"crate::((?:\w+::)*\w+)")
+CRATE_GROUP = re.compile(r"crate::\{([^;]*)\}", re.S)
+GROUP_ITEM = re.compile(r"(\w+)(?:::|\s*[,}]|\s*$)")
+SUPER_PATH = re.compile(r"super::((?:\w+::)*\w+)")
+REEXPORT = re.compile(r"pub use (\w+)::(\{[^;]*\}|\w+);")
+
+
+def modules(src):
+    """Module path (`a::b`) -> file, for every file below `src` but lib.rs."""
+    found = {}
+    for root, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            parts = os.path.relpath(path, src)[: -len(".rs")].split(os.sep)
+            if parts[-1] == "mod":
+                parts = parts[:-1]
+            if parts != ["lib"]:
+                found["::".join(parts)] = path
+    return found
+
+
+def reexports(src, mods):
+    """Name re-exported by lib.rs -> the module it comes from."""
+    text = open(os.path.join(src, "lib.rs")).read()
+    names = {}
+    for m in REEXPORT.finditer(text):
+        if m.group(1) in mods:
+            for name in re.findall(r"\w+", m.group(2)):
+                names[name] = m.group(1)
+    return names
+
+
+def longest_module(path, mods):
+    """The longest prefix of `path` (a list of names) that is a module."""
+    for n in range(len(path), -1, -1):
+        candidate = "::".join(path[:n])
+        if candidate in mods:
+            return candidate
+    return None
+
+
+def imports(src):
+    """Module -> the modules it imports."""
+    mods = modules(src)
+    names = reexports(src, mods)
+    graph = {mod: set() for mod in mods}
+    for mod, path in mods.items():
+        text = open(path).read()
+        test = TEST_MODULE.search(text)
+        if test:
+            text = text[: test.start()]
+        text = re.sub(r"//.*", "", text)
+        found = set()
+        for m in CRATE_PATH.finditer(text):
+            path_names = m.group(1).split("::")
+            if path_names[0] in names:
+                found.add(names[path_names[0]])
+            else:
+                found.add(longest_module(path_names, mods))
+        for m in CRATE_GROUP.finditer(text):
+            for item in GROUP_ITEM.findall(m.group(1)):
+                found.add(item if item in mods else names.get(item))
+        parent = mod.split("::")[:-1]
+        for m in SUPER_PATH.finditer(text):
+            found.add(longest_module(parent + m.group(1).split("::"), mods))
+        graph[mod] = {other for other in found if other and other != mod}
+    return graph
+
+
+def circles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, result = {}, {}, [], set(), []
     sys.setrecursionlimit(10000)
-    def sc(v):
-        idx[v]=low[v]=c[0];c[0]+=1;st.append(v);on.add(v)
-        for w in g[v]:
-            if w not in idx: sc(w);low[v]=min(low[v],low[w])
-            elif w in on: low[v]=min(low[v],idx[w])
-        if low[v]==idx[v]:
-            comp=[]
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
             while True:
-                w=st.pop();on.discard(w);comp.append(w)
-                if w==v:break
-            res.append(comp)
-    for v in g:
-        if v not in idx: sc(v)
-    return [sorted(x) for x in res if len(x)>1]
-bad = 0
-for src in sys.argv[1:]:
-    g = deps(src)
-    for comp in sccs(g):
-        bad += 1
-        print(f"{src}: modules importing each other in a circle: {', '.join(comp)}")
-        for a in comp:
-            print(f"    {a} -> {', '.join(sorted(x for x in g[a] if x in comp))}")
-sys.exit(1 if bad else 0)
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                result.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return result
+
+
+def main():
+    bad = 0
+    for src in sys.argv[1:]:
+        graph = imports(src)
+        for component in circles(graph):
+            bad += 1
+            print(f"{src}: modules importing each other in a circle: {', '.join(component)}")
+            for mod in component:
+                print(f"    {mod} -> {', '.join(sorted(x for x in graph[mod] if x in component))}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
