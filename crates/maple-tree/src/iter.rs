@@ -307,21 +307,10 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 /// stores, and the words read stay alive while their guard does.
 pub(crate) struct RawIter {
     walk: LeafWalk,
-    /// The current leaf's slot bounds: slot `i` starts at `bound[i] + 1`
-    /// (wrapping: `bound[0]` is the leaf's minimum less one) and ends at
-    /// `bound[i + 1]`, capped at `max` (the last slot's pivot is unused,
-    /// `u64::MAX`, or absent, `bound[16]`).
-    ///
-    /// `bound` and `words` are all set by every leaf read
-    /// ([`load_leaf`](Self::load_leaf)) and read only for slots in `mask`,
-    /// which is empty until the first: an iterator is made without
-    /// zeroing them (264 bytes, a noticeable part of a short query).
-    bound: [MaybeUninit<u64>; RANGE64_SLOTS + 1],
-    /// The current leaf's slot words.
-    words: [MaybeUninit<*mut ()>; RANGE64_SLOTS],
-    /// The current leaf's maximum.
-    max: u64,
-    /// The slots not yet handed out that hold values, one bit each.
+    /// The current leaf, read ([`load_leaf`](Self::load_leaf)).
+    copy: LeafCopy,
+    /// The slots of `copy` not yet handed out that hold values, one bit
+    /// each (empty until the first leaf read).
     mask: u32,
     /// The mask holds the last entries to hand out: the scan reached
     /// `last` or the tree's last leaf, the tree is empty, or the iterator
@@ -340,6 +329,95 @@ pub(crate) struct RawIter {
     /// leaf, or, before the front has walked, the first index. (One
     /// comparison for both, in the back's hot path.)
     stop: u64,
+}
+
+/// A copy of one leaf's bounds and slot words, read in one pass, from
+/// which an end of an iterator hands out entries by slot number without
+/// reading the node again and without a branch on where the slot lies
+/// (first, last, inner): the front end and the back end keep one each.
+///
+/// Reading a leaf at once is also what readers of the concurrent tree
+/// want: a leaf they can reach changes in place only by single-word slot
+/// stores, and the words read stay alive while their guard does.
+#[derive(Clone, Copy)]
+pub(crate) struct LeafCopy {
+    /// Slot `i` starts at `bound[i] + 1` (wrapping: `bound[0]` is the
+    /// leaf's minimum less one) and ends at `bound[i + 1]`, capped at
+    /// `max` (the last slot's pivot is unused, `u64::MAX`, or absent,
+    /// `bound[16]`).
+    ///
+    /// `bound` and `words` are all set by every [`load`](Self::load) and
+    /// read only for the slots it reported: a copy is made without zeroing
+    /// them (264 bytes, a noticeable part of a short query).
+    bound: [MaybeUninit<u64>; RANGE64_SLOTS + 1],
+    /// The slot words.
+    words: [MaybeUninit<*mut ()>; RANGE64_SLOTS],
+    /// The leaf's maximum.
+    max: u64,
+}
+
+impl LeafCopy {
+    /// A copy of no leaf yet.
+    #[inline(always)]
+    const fn new() -> LeafCopy {
+        LeafCopy {
+            bound: [MaybeUninit::uninit(); RANGE64_SLOTS + 1],
+            words: [MaybeUninit::uninit(); RANGE64_SLOTS],
+            max: 0,
+        }
+    }
+
+    /// Reads the leaf `lv` stands on and returns the mask of its slots
+    /// that hold values, one bit each.
+    ///
+    /// # Safety
+    ///
+    /// `lv`'s node is a live leaf, changed at most by the single-word slot
+    /// stores readers may meet.
+    #[inline(always)]
+    unsafe fn load(&mut self, lv: Level) -> u32 {
+        let leaf = lv.leaf();
+        let (piv, slots) = (leaf.pivots(), leaf.slots());
+        self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
+        // SAFETY: a leaf's pivots never change while it is reachable (the
+        // writes readers may meet in place are single slot stores), and
+        // this one is (the contract), so plain reads race with nothing.
+        // One block copy, cheaper than fifteen atomic loads.
+        unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
+        self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
+        // Unused slots are null, so only used slots can be in the mask.
+        let mut mask = 0u32;
+        for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
+            let v = s.load(Ordering::Acquire);
+            *w = MaybeUninit::new(v);
+            mask |= u32::from(is_value(v)) << i;
+        }
+        self.max = lv.max;
+        mask
+    }
+
+    /// Slot `i` of the leaf read: its bounds and word.
+    ///
+    /// # Safety
+    ///
+    /// `i` is in the mask the last [`load`](Self::load) returned: a leaf
+    /// has been read, and slot `i` held a value.
+    #[inline(always)]
+    unsafe fn entry(&self, i: usize) -> (u64, u64, NonNull<()>) {
+        let i = i & 15;
+        // SAFETY: a read set all of `bound` and `words`; `i < 16`, so
+        // `i + 1 <= 16`.
+        let (lo, hi, w) = unsafe {
+            (
+                self.bound[i].assume_init().wrapping_add(1),
+                self.bound[i + 1].assume_init().min(self.max),
+                self.words[i].assume_init(),
+            )
+        };
+        // SAFETY: slot `i` held a value (the contract), and value words
+        // are non-null.
+        (lo, hi, unsafe { NonNull::new_unchecked(w) })
+    }
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -377,9 +455,7 @@ impl RawIter {
         // ~1.3 KiB, and each move of it a copy of all of that.
         RawIter {
             walk: LeafWalk { path: Path::new() },
-            bound: [MaybeUninit::uninit(); RANGE64_SLOTS + 1],
-            words: [MaybeUninit::uninit(); RANGE64_SLOTS],
-            max: 0,
+            copy: LeafCopy::new(),
             mask: 0,
             // (An empty tree: nothing to hand out.)
             last_leaf: pending.is_none(),
@@ -456,26 +532,10 @@ impl RawIter {
             return;
         };
         self.prefetch_ahead(fresh);
-        let leaf = lv.leaf();
-        let (piv, slots) = (leaf.pivots(), leaf.slots());
-        self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
-        // SAFETY: a leaf's pivots never change while it is reachable (the
-        // writes readers may meet in place are single slot stores), and
-        // this one is (the walk's; `lazy`'s contract keeps it alive), so
-        // plain reads race with nothing. One block copy, cheaper than
-        // fifteen atomic loads.
-        unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
-        self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
-        // Unused slots are null, so only used slots can be in the mask.
-        let mut mask = 0u32;
-        for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
-            let v = s.load(Ordering::Acquire);
-            *w = MaybeUninit::new(v);
-            mask |= u32::from(is_value(v)) << i;
-        }
+        // SAFETY: the walk's leaf, alive (`lazy`'s contract).
+        let mut mask = unsafe { self.copy.load(lv) };
         // From the walk's slot on.
         mask &= u32::MAX << lv.off;
-        self.max = lv.max;
         // (The back's leaf lies after this one: `max` is below `u64::MAX`
         // whenever the back reads `stop`.)
         self.stop = lv.max.wrapping_add(1);
@@ -483,7 +543,8 @@ impl RawIter {
             // The slot reaching `last` is in this leaf, at the latest its
             // last: nothing after it.
             let mut i = lv.off;
-            // (`bound[i + 1]` is pivot `i`, read again from the leaf.)
+            let leaf = lv.leaf();
+            let piv = leaf.pivots();
             while i < RANGE64_SLOTS - 1 && piv[i].load(Ordering::Relaxed) < self.last {
                 i += 1;
             }
@@ -504,8 +565,8 @@ impl RawIter {
         // `& 15`: a leaf has 16 slots (spares the bound checks).
         let i = self.mask.trailing_zeros() as usize & 15;
         self.mask &= self.mask - 1;
-        // SAFETY: `i` was the mask's lowest bit.
-        Some(unsafe { self.loaded_entry(i) })
+        // SAFETY: `i` was in the mask: a value slot of the leaf read.
+        Some(unsafe { self.copy.entry(i) })
     }
 
     /// Takes the last entry of the loaded leaf, if one is left (the back
@@ -516,30 +577,8 @@ impl RawIter {
         }
         let i = (31 - self.mask.leading_zeros()) as usize & 15;
         self.mask &= !(1 << i);
-        // SAFETY: `i` was the mask's highest bit.
-        Some(unsafe { self.loaded_entry(i) })
-    }
-
-    /// Slot `i` of the loaded leaf: its bounds and word.
-    ///
-    /// # Safety
-    ///
-    /// `i` is (or was, just taken out) in the mask: a leaf has been read,
-    /// and slot `i` holds a value.
-    #[inline(always)]
-    unsafe fn loaded_entry(&self, i: usize) -> (u64, u64, NonNull<()>) {
-        // SAFETY: the mask is empty until a leaf read, which set all of
-        // `bound` and `words` (see `bound`); `i < 16`, so `i + 1 <= 16`.
-        let (lo, hi, w) = unsafe {
-            (
-                self.bound[i].assume_init().wrapping_add(1),
-                self.bound[i + 1].assume_init().min(self.max),
-                self.words[i].assume_init(),
-            )
-        };
-        // SAFETY: the mask holds value slots only (the contract), and
-        // value words are non-null.
-        (lo, hi, unsafe { NonNull::new_unchecked(w) })
+        // SAFETY: as in `take`.
+        Some(unsafe { self.copy.entry(i) })
     }
 
     /// Folds `f` over the entries left, leaf by leaf: what the loaded leaf
@@ -755,10 +794,8 @@ impl RawIter {
                 stepped && back.mask != 0
             };
             if ready {
-                if let Some(lv) = back.leaf {
-                    if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
-                        return Some(entry);
-                    }
+                if let Some(entry) = self.pop_back::<SHARED>(back) {
+                    return Some(entry);
                 }
             }
         }
@@ -766,53 +803,39 @@ impl RawIter {
         unsafe { self.next_back_slow::<SHARED>(back) }
     }
 
-    /// Hands out the highest value slot of `back`'s own leaf `lv` (its
-    /// mask is not empty) and lowers `last` below it. Always `Some`
-    /// without `SHARED`; with it, `None` once the mask is empty (its
-    /// remaining slots no longer hold values) or where the back has met
-    /// the front and the front's copy has nothing left.
+    /// Hands out the highest value slot of `back`'s own leaf (its mask is
+    /// not empty) and lowers `last` below it. Always `Some` without
+    /// `SHARED`; with it, `None` where the back has met the front and the
+    /// front's copy has nothing left.
     #[inline(always)]
-    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back, lv: Level) -> Option<(u64, u64, NonNull<()>)> {
-        loop {
-            if SHARED && back.mask == 0 {
-                return None;
-            }
-            let i = (31 - back.mask.leading_zeros()) as usize & 15;
-            back.mask &= !(1 << i);
-            let leaf = lv.leaf();
-            let (lo, hi) = slot_bounds(leaf.pivots(), i, lv.min, lv.max);
-            if SHARED && self.pending.is_none() && lo <= self.max {
-                // The entry starts in the front's leaf, of which the back
-                // stands on another version (a writer replaced leaves
-                // between the two ends' walks): the ends meet, and what is
-                // left there is the front copy's.
-                self.last_leaf = true;
-                back.mask = 0;
-                return self.take_last();
-            }
-            // (`lo` is 0 only for an entry holding `first`, after which
-            // `last` is not read again.)
-            self.last = lo.wrapping_sub(1);
-            if lo <= self.stop {
-                // Nothing is left after the front's leaf: the front must not
-                // step on (it only steps while `last` lies beyond its leaf, so
-                // the leaf it steps onto reaches `last`). Or, before the front
-                // has walked, the entry holding `first` is handed out: nothing
-                // is left at all (`last_leaf` keeps the front from walking).
-                self.last_leaf = true;
-            }
-            let w = leaf.slot(i);
-            if SHARED && !is_value(w) {
-                // No value any more. (A guard: the in-place stores readers
-                // may meet write values today, but the word is read again
-                // here, and `NonNull` must not rest on that.)
-                continue;
-            }
-            // SAFETY: a value word (the mask holds value slots only, in a
-            // tree that does not change; checked above in one that does)
-            // is non-null.
-            return Some((lo, hi, unsafe { NonNull::new_unchecked(w) }));
+    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+        debug_assert_ne!(back.mask, 0);
+        let i = (31 - back.mask.leading_zeros()) as usize & 15;
+        back.mask &= !(1 << i);
+        // SAFETY: `i` was in the back's mask, which holds value slots of
+        // the leaf its copy read.
+        let (lo, hi, nn) = unsafe { back.copy.entry(i) };
+        if SHARED && self.pending.is_none() && lo <= self.copy.max {
+            // The entry starts in the front's leaf, of which the back
+            // stands on another version (a writer replaced leaves between
+            // the two ends' walks): the ends meet, and what is left there
+            // is the front copy's.
+            self.last_leaf = true;
+            back.mask = 0;
+            return self.take_last();
         }
+        // (`lo` is 0 only for an entry holding `first`, after which
+        // `last` is not read again.)
+        self.last = lo.wrapping_sub(1);
+        if lo <= self.stop {
+            // Nothing is left after the front's leaf: the front must not
+            // step on (it only steps while `last` lies beyond its leaf, so
+            // the leaf it steps onto reaches `last`). Or, before the front
+            // has walked, the entry holding `first` is handed out: nothing
+            // is left at all (`last_leaf` keeps the front from walking).
+            self.last_leaf = true;
+        }
+        Some((lo, hi, nn))
     }
 
     /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
@@ -865,15 +888,8 @@ impl RawIter {
                 }
             }
             if back.mask != 0 {
-                if let Some(entry) = self.pop_back::<SHARED>(back, lv) {
-                    return Some(entry);
-                }
-                // (`SHARED`: slots holding no value any more, or the ends
-                // met.)
-                if self.is_done() {
-                    return None;
-                }
-                continue;
+                // (`None`: `SHARED`, and the ends met with nothing left.)
+                return self.pop_back::<SHARED>(back);
             }
             // SAFETY: as for the walk above.
             if !unsafe { back.step_back(root) } {
@@ -948,6 +964,10 @@ pub(crate) struct Back {
     /// A tree of [`PREFETCH_HEIGHT`] levels or more, where steps back ask
     /// for leaves under the parent before.
     tall: bool,
+    /// The leaf, read when the back steps onto it (not by the steps
+    /// `rfold` takes, which scan leaves in place).
+    copy: LeafCopy,
+    /// The slots of `copy` not yet handed out that hold values.
     mask: u32,
     /// The first walk asked only for the leaf before: the first step back
     /// asks for the leaves before that (see [`walk`](Self::walk)).
@@ -958,7 +978,7 @@ impl Back {
     /// A back end that has not walked yet.
     #[inline]
     pub(crate) fn new() -> Back {
-        Back { leaf: None, parent: None, grand: None, tall: false, mask: 0, ramp: false }
+        Back { leaf: None, parent: None, grand: None, tall: false, copy: LeafCopy::new(), mask: 0, ramp: false }
     }
 
     /// Walks from `root` to the leaf holding `index` and stands there,
@@ -976,7 +996,8 @@ impl Back {
         self.parent = path.len().checked_sub(2).map(|d| path[d]);
         self.grand = path.len().checked_sub(3).map(|d| path[d]);
         self.tall = path.len() >= PREFETCH_HEIGHT;
-        self.mask = self.leaf.map_or(0, |lv| value_mask(lv.leaf(), lv.off));
+        // SAFETY: the walk's leaf, alive (this function's contract).
+        self.mask = self.leaf.map_or(0, |lv| unsafe { self.copy.load(lv) } & up_to(lv.off));
         if let Some(p) = self.parent {
             if first {
                 // The first walk of a back end, often its only one (the
@@ -1056,7 +1077,9 @@ impl Back {
         // Its last slot, wherever that is (as `step_to_sibling` says).
         let lv = Level { node, min: lmin, max: lmax, off: RANGE64_SLOTS - 1 };
         self.leaf = Some(lv);
-        self.mask = value_mask(lv.leaf(), lv.off);
+        // SAFETY: the leaf just stepped to, alive (this function's
+        // contract).
+        self.mask = unsafe { self.copy.load(lv) };
         // Under a new parent: the leaves the next steps back reach, as a
         // walk onto it asks.
         // SAFETY: as above: a live internal node, `last` a used slot.
@@ -1100,7 +1123,8 @@ impl Back {
             prefetch_cousin_before(g, PREFETCH_AHEAD - off);
         }
         self.leaf = Some(lv);
-        self.mask = if MASK { value_mask(lv.leaf(), lv.off) } else { 0 };
+        // SAFETY: as above.
+        self.mask = if MASK { unsafe { self.copy.load(lv) } } else { 0 };
         Some(lv)
     }
 }
@@ -1145,14 +1169,10 @@ fn prefetch_cousin_before(g: Level, back: usize) {
     }
 }
 
-/// The slots `0..=upto` of `leaf` that hold values, one bit each.
-fn value_mask(leaf: LeafRef, upto: usize) -> u32 {
-    // All sixteen (a loop of fixed length, unrolled), then cut.
-    let mut mask = 0u32;
-    for (i, s) in leaf.slots().iter().enumerate() {
-        mask |= u32::from(is_value(s.load(Ordering::Acquire))) << i;
-    }
-    mask & (u32::MAX >> (31 - (upto & 15)))
+/// The slots `0..=upto` of a leaf, one bit each.
+#[inline(always)]
+fn up_to(upto: usize) -> u32 {
+    u32::MAX >> (31 - (upto & 15))
 }
 
 /// Calls `f(acc, word)` for every value slot of `leaf`, in order: all
