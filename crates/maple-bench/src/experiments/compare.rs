@@ -240,6 +240,55 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
         rows.push(Row { what: "iterate mutably (values_mut)", n, maple: tm[0], btree: tm[1], rangemap: None });
 
+        // The same with the `BTreeMap`'s values boxed too: what is left is
+        // the two traversals (the row above adds the box's indirection,
+        // which the maple tree's pointer-sized slots need and the idiom's
+        // inline values do not).
+        progress(&format!("compare: iterate mutably, both boxed, n = {n}"));
+        let mut mbb: BTreeMap<u64, (u64, Box<u64>)> = (0..n)
+            .map(|i| {
+                let (f, l) = range(i);
+                (f, (l, Box::new(i)))
+            })
+            .collect();
+        let tm = alternate(
+            reps,
+            vec![
+                case(
+                    n,
+                    || (),
+                    |()| {
+                        tb.values_mut()
+                            .map(|v| {
+                                *v += 1;
+                                *v
+                            })
+                            .sum::<u64>()
+                    },
+                ),
+                case(
+                    n,
+                    || (),
+                    |()| {
+                        mbb.values_mut()
+                            .map(|v| {
+                                *v.1 += 1;
+                                *v.1
+                            })
+                            .sum::<u64>()
+                    },
+                ),
+            ],
+        );
+        drop(mbb);
+        rows.push(Row {
+            what: "iterate mutably (values_mut), both boxed",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: None,
+        });
+
         for (what, order) in [("store (ascending)", &asc), ("store (random)", &shuffled)] {
             progress(&format!("compare: {what}, n = {n}"));
             let tm = alternate(
@@ -411,7 +460,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
