@@ -105,6 +105,7 @@ impl<T: VmaStore> AddressSpace<T> {
             guards: self.guards.try_dup().map_err(nomem)?,
             anon: self.anon.try_dup().map_err(nomem)?,
             lazy: self.lazy.try_dup().map_err(nomem)?,
+            events: None,
         };
         for &(s, e, remove) in uncopied {
             child.guards.remove(s, e).map_err(nomem)?;

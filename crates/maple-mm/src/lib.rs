@@ -78,6 +78,10 @@
 //!   no lock (an epoch guard on a `ConcurrentMapleTree`), access checks
 //!   with guard pages included, while one writer at a time makes any of
 //!   the calls above.
+//! * [`set_observer`](AddressSpace::set_observer): an observer told what
+//!   each call changed ([`Change`]: pages mapped, unmapped, changed,
+//!   moved), and [`diff`](AddressSpace::diff) between two spaces in the
+//!   same terms.
 //! * [`strace`]: rebuild every process's address space from an `strace -f`
 //!   log (the `maple replay` command).
 //! * [`swap`]: swap extents (page offset → disk block) on the tree, built
@@ -95,6 +99,7 @@
 #![warn(missing_docs)]
 
 mod access;
+mod change;
 mod error;
 mod flags;
 mod fork;
@@ -120,6 +125,7 @@ mod vma;
 mod vma_slab;
 
 pub use access::{Access, Fault};
+pub use change::{Change, Observer};
 pub use error::{Errno, Result};
 pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, VmFlags};
 #[cfg(feature = "fault-injection")]

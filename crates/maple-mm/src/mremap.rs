@@ -301,7 +301,7 @@ fn populates_growth(d: &VmaData) -> bool {
 /// The record of a VMA whose page at `from` moved to `to`: a file keeps its
 /// offsets; a never-written anonymous range takes its new address's page
 /// number, so it can merge at the destination (a written one cannot).
-fn relocated(d: &VmaData, from: u64, to: u64) -> VmaData {
+pub(crate) fn relocated(d: &VmaData, from: u64, to: u64) -> VmaData {
     let pgoff_base = if d.is_anonymous() && d.anon.is_none() { 0 } else { VmaData::base_for(to, d.pgoff_at(from)) };
     VmaData { pgoff_base, ..d.clone() }
 }

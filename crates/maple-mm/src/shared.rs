@@ -21,6 +21,7 @@ use maple_tree::{ConcurrentMapleTree, MapleTree, ReadGuard, WriteGuard, U63};
 
 use crate::{
     access::{decide, Access, Fault},
+    change::Events,
     flags::VmFlags,
     pages::PageSet,
     space::{vm_counts, AddressSpace, Brk, Layout},
@@ -81,6 +82,8 @@ struct State {
     /// Lent to the writer's address space while it lives.
     anon: PageSet,
     lazy: PageSet,
+    /// The observer, lent to the writer's address space while it lives.
+    events: Option<Box<Events>>,
 }
 
 impl Default for SharedAddressSpace {
@@ -105,6 +108,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             lock_leak: mm.lock_leak,
             anon: mm.anon,
             lazy: mm.lazy,
+            events: mm.events,
         };
         SharedAddressSpace {
             tree: ConcurrentMapleTree::from(mm.tree),
@@ -245,6 +249,7 @@ impl SharedAddressSpace {
             guards,
             anon: core::mem::take(&mut state.anon),
             lazy: core::mem::take(&mut state.lazy),
+            events: state.events.take(),
         };
         SpaceWriter { space, state, leak: &self.lock_leak }
     }
@@ -264,6 +269,7 @@ impl SharedAddressSpace {
             guards: w.space.guards.copy(),
             anon: w.space.anon.clone(),
             lazy: w.space.lazy.clone(),
+            events: None,
         }
     }
 
@@ -283,6 +289,7 @@ impl SharedAddressSpace {
             guards,
             anon: state.anon,
             lazy: state.lazy,
+            events: state.events,
         }
     }
 }
@@ -319,6 +326,7 @@ impl Drop for SpaceWriter<'_> {
         self.leak.store(self.space.lock_leak, Ordering::Relaxed);
         self.state.anon = core::mem::take(&mut self.space.anon);
         self.state.lazy = core::mem::take(&mut self.space.lazy);
+        self.state.events = self.space.events.take();
     }
 }
 

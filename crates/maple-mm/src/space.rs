@@ -7,6 +7,7 @@ use core::fmt;
 use maple_tree::MapleTree;
 
 use crate::{
+    change::{clip, cut_out, diff_into, Change, Events, Observer, Piece},
     error::{AllocFail, Errno, Result},
     flags::VmFlags,
     page::{is_aligned, page_align, PAGE_SIZE},
@@ -163,6 +164,8 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     /// holds locked: `MREMAP_DONTUNMAP` clears the old VMA's lock without
     /// taking its pages off the count (measured by the brk oracle).
     pub(crate) lock_leak: u64,
+    /// The observer told each call's changes, if one is set.
+    pub(crate) events: Option<Box<Events>>,
 }
 
 impl Default for AddressSpace {
@@ -186,6 +189,7 @@ impl Clone for AddressSpace {
             anon: self.anon.clone(),
             lazy: self.lazy.clone(),
             lock_leak: self.lock_leak,
+            events: None,
         }
     }
 }
@@ -287,17 +291,47 @@ impl AddressSpace {
             anon: PageSet::default(),
             lazy: PageSet::default(),
             lock_leak: 0,
+            events: None,
         }
     }
 
     /// Replaces everything with an empty space of the same layout, as
-    /// `execve` does before loading a program.
+    /// `execve` does before loading a program. An observer stays, and
+    /// hears every page unmapped.
     pub fn exec(&mut self) {
+        let events = self.events.take();
+        let old = events.as_ref().map(|_| self.cloned(..));
         *self = AddressSpace::with_layout(self.layout.clone());
+        self.events = events;
+        if let (Some(ev), Some(old)) = (&mut self.events, old) {
+            let mut changes = Vec::new();
+            diff_into(&old, &[], &mut changes);
+            ev.tell(&changes);
+        }
     }
 }
 
 impl<T: VmaStore> AddressSpace<T> {
+    /// Sets the observer told every change each later call makes, in
+    /// order, once the call has made them all (nothing for a call that
+    /// fails having changed nothing); replaces one set before. Its changes
+    /// applied to a map of ranges reproduce this space's pages and
+    /// attributes after every call (see [`Change`] for an example).
+    ///
+    /// Calls that change no VMA (`fork`, which changes the child only;
+    /// anonymous pages written, guard pages) tell it nothing; `exec`
+    /// tells it every page unmapped. A copy ([`Clone`], `fork`) has no
+    /// observer; a [`SharedAddressSpace`](crate::SharedAddressSpace) made
+    /// from this space keeps it for its writers.
+    pub fn set_observer(&mut self, observer: impl Observer + 'static) {
+        self.events = Some(Box::new(Events::new(Box::new(observer))));
+    }
+
+    /// Takes the observer away: later calls tell no one.
+    pub fn clear_observer(&mut self) {
+        self.events = None;
+    }
+
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
@@ -589,7 +623,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Owned copies of the entries overlapping `range`, as `(start, end)`
     /// with `end` exclusive.
-    fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Saved {
+    pub(crate) fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Saved {
         let mut out = Saved::new();
         let mut it = self.tree.view().range_cloned(range);
         // In place: moving the iterator (as `collect` does) copies its path.
@@ -646,7 +680,25 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> Result<R> {
         let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
         let (brk, stack, def_flags, lock_leak) = (self.brk, self.start_stack, self.def_flags, self.lock_leak);
-        match f(self) {
+        if let Some(ev) = &mut self.events {
+            ev.depth += 1;
+        }
+        let res = f(self);
+        let report = self.events.as_mut().is_some_and(|ev| {
+            ev.depth -= 1;
+            ev.depth == 0
+        });
+        if report {
+            let changes = match res {
+                Ok(_) => self.changes_since(&undo),
+                Err(AllocFail) => Vec::new(),
+            };
+            if let Some(ev) = &mut self.events {
+                ev.moves.clear();
+                ev.tell(&changes);
+            }
+        }
+        match res {
             Ok(res) => res,
             Err(AllocFail) => {
                 for u in undo.into_iter().rev() {
@@ -659,6 +711,53 @@ impl<T: VmaStore> AddressSpace<T> {
                 Err(Errno::ENOMEM)
             }
         }
+    }
+
+    /// What the call that saved `undo` changed in its windows: the moves
+    /// it recorded, then the difference between the windows' old entries,
+    /// moved as the pages were, and what they hold now.
+    fn changes_since(&self, undo: &[Undo]) -> Vec<Change> {
+        // The windows, joined where they overlap (a move's source and
+        // target may share a neighbour).
+        let mut windows: smallvec::SmallVec<[(u64, u64); 2]> = undo.iter().map(|u| (u.lo, u.hi)).collect();
+        windows.sort_unstable();
+        let mut joined: smallvec::SmallVec<[(u64, u64); 2]> = smallvec::SmallVec::new();
+        for (lo, hi) in windows {
+            match joined.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => joined.push((lo, hi)),
+            }
+        }
+        let mut before: Vec<Piece> = Vec::new();
+        for &(lo, hi) in &joined {
+            let mut old: Vec<Piece> = undo.iter().flat_map(|u| clip(&u.old, lo, hi)).collect();
+            old.sort_unstable_by_key(|p| p.0);
+            old.dedup_by_key(|p| p.0);
+            before.extend(old);
+        }
+        let mut out = Vec::new();
+        let moves = self.events.as_ref().map_or(&[][..], |ev| &ev.moves[..]);
+        for &(start, end, to) in moves {
+            let target = to + (end - start);
+            // The target is emptied first.
+            diff_into(&clip(&before, to, target), &[], &mut out);
+            let moved: Vec<Piece> = clip(&before, start, end)
+                .into_iter()
+                .map(|(s, e, d)| {
+                    (s - start + to, e - start + to, VmaRef::new(crate::mremap::relocated(&d, s, s - start + to)))
+                })
+                .collect();
+            before = cut_out(&cut_out(&before, start, end), to, target);
+            before.extend(moved);
+            before.sort_unstable_by_key(|p| p.0);
+            out.push(Change::Moved { from: start..end, to });
+        }
+        let mut after: Vec<Piece> = Vec::new();
+        for &(lo, hi) in &joined {
+            after.extend(clip(&self.cloned(lo..hi), lo, hi));
+        }
+        diff_into(&before, &after, &mut out);
+        out
     }
 
     /// Stores `data` over `[start, end)`, cutting whatever is there.
@@ -733,6 +832,11 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Moves the pages' state (guard markers, anonymous pages) of
     /// `[start, end)` to start at `to`: an `mremap` moving page tables.
     pub(crate) fn move_pages(&mut self, start: u64, end: u64, to: u64) -> core::result::Result<(), AllocFail> {
+        if let Some(ev) = &mut self.events {
+            // The VMAs follow, written by the caller: an observer hears of
+            // the pages as moved, not unmapped and mapped again.
+            ev.moves.push((start, end, to));
+        }
         self.guards.relocate(start, end, to)?;
         self.anon.relocate(start, end, to)?;
         self.lazy.relocate(start, end, to)

@@ -142,7 +142,7 @@ impl Backing {
         }
     }
 
-    fn same(&self, other: &Backing) -> bool {
+    pub(crate) fn same(&self, other: &Backing) -> bool {
         match (self, other) {
             (Backing::Anon, Backing::Anon) => true,
             // Linux compares `struct file` pointers: the same file opened
