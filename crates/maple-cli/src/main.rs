@@ -79,6 +79,14 @@ enum Cmd {
         /// numbered by its path's first appearance).
         #[arg(long)]
         log_only: bool,
+        /// Print the changes each line made instead of the final maps, one
+        /// JSON object per line: {"line", "pid", "change" (mapped,
+        /// unmapped, changed, moved), "start", "end", "old", "new" (each
+        /// {"perms", "offset", "dev", "inode", "name", "flags", "line"}),
+        /// "from" for a move}. A fork tells the child's pages mapped, an
+        /// execve the old program's unmapped.
+        #[arg(long, conflicts_with_all = ["json", "all", "pid"])]
+        events: bool,
         /// The strace log, or the per-process files of `strace -ff -tt`
         /// (LOG.PID ..., merged by their timestamps).
         #[arg(required = true)]
@@ -119,8 +127,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, log_only, trace } => {
-            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only };
+        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, log_only, events, trace } => {
+            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only, events };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             let res = replay::run_logs(&trace, &args, &mut out)

@@ -9,8 +9,8 @@ use std::{
 
 use indicatif::{ProgressBar, ProgressStyle};
 use maple_mm::{
-    strace::{ReplayOptions, Replayer},
-    AddressSpace,
+    strace::{ReplayChange, ReplayOptions, Replayer},
+    AddressSpace, Change,
 };
 
 /// Options of `maple replay`.
@@ -34,6 +34,9 @@ pub struct Args {
     pub json: bool,
     /// Look nothing up on this machine (see [`ReplayOptions::log_only`]).
     pub log_only: bool,
+    /// Print each line's changes as JSON lines instead of the final maps
+    /// (see [`Replayer::record_changes`]).
+    pub events: bool,
 }
 
 /// Why `maple replay` failed: a message for the user and an exit code.
@@ -173,6 +176,52 @@ fn timestamp(line: &str) -> Option<f64> {
     }
 }
 
+/// One change as a JSON object (see `maple replay --events`).
+fn change_json(c: &ReplayChange) -> serde_json::Value {
+    let attrs = |v: Option<maple_mm::Vma<'_>>| {
+        v.map(|v| {
+            let line = v.to_string();
+            // start-end perms offset dev inode [name]: the name may hold spaces.
+            let fields: Vec<&str> = line.splitn(6, ' ').collect();
+            let field = |i: usize| fields.get(i).copied().unwrap_or("");
+            let name = field(5).trim_start();
+            serde_json::json!({
+                "perms": field(1),
+                "offset": v.file_offset(),
+                "dev": field(3),
+                "inode": field(4).parse::<u64>().unwrap_or(0),
+                "name": if name.is_empty() { serde_json::Value::Null } else { name.into() },
+                "flags": v.flags().iter_names().map(|(n, _)| n).collect::<Vec<_>>(),
+                "line": line,
+            })
+        })
+    };
+    let r = c.change.range();
+    let kind = match &c.change {
+        Change::Mapped { .. } => "mapped",
+        Change::Unmapped { .. } => "unmapped",
+        Change::Changed { .. } => "changed",
+        Change::Moved { .. } => "moved",
+    };
+    let mut j = serde_json::json!({
+        "line": c.line,
+        "pid": c.pid,
+        "change": kind,
+        "start": r.start,
+        "end": r.end,
+    });
+    if let Some(old) = attrs(c.change.old_vma()) {
+        j["old"] = old;
+    }
+    if let Some(new) = attrs(c.change.vma()) {
+        j["new"] = new;
+    }
+    if let Change::Moved { from, .. } = &c.change {
+        j["from"] = serde_json::json!({ "start": from.start, "end": from.end });
+    }
+    j
+}
+
 /// Runs `maple replay` on `traces` (one `strace -f` log, or the
 /// per-process files of `strace -ff`), printing to `out`.
 pub fn run_logs(traces: &[String], args: &Args, out: &mut dyn Write) -> Result<(), Failure> {
@@ -226,6 +275,10 @@ fn run_on(
     };
     let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient, log_only: args.log_only };
     let mut replayer = Replayer::new(opts, initial);
+    if args.events {
+        replayer.record_changes();
+    }
+    let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
     let bar = progress(size);
     let mut line = Vec::new();
     let mut no = 0usize;
@@ -258,6 +311,11 @@ fn run_on(
             Err(_) => return Err(fail(format!("{}: not valid UTF-8", locate(no)))),
         };
         replayer.feed(no, text).map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
+        if args.events {
+            for c in replayer.take_changes() {
+                writeln!(out, "{}", change_json(&c)).map_err(io)?;
+            }
+        }
         if args.svg.is_some() && no % every == 0 {
             timeline.sample(no, &replayer, args.pid);
         }
@@ -273,6 +331,9 @@ fn run_on(
         return Err(fail(format!("{trace}: --from {f} is past the end of the log ({no} line{s})")));
     }
     let replay = replayer.finish().map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
+    for c in &replay.changes {
+        writeln!(out, "{}", change_json(c)).map_err(io)?;
+    }
     if let Some(svg) = &args.svg {
         crate::picture::draw(&timeline, svg, trace).map_err(|msg| Failure { msg, code: 1 })?;
         eprintln!("maple replay: wrote {svg}");
@@ -302,7 +363,9 @@ fn run_on(
     if s.disagreements.len() > 10 {
         eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);
     }
-    let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+    if args.events {
+        return Ok(());
+    }
     let as_json = |pid: u32, space: &AddressSpace| serde_json::json!({ "pid": (pid != 0).then_some(pid), "vmas": space.iter().map(|v| crate::maps::vma_json(space, &v)).collect::<Vec<_>>() });
     if args.all {
         if args.json {

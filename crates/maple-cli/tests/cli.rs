@@ -543,3 +543,43 @@ fn per_process_files_replay_as_one_log() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bare.123:1: no timestamp"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `replay --events`: one JSON object per change, with its line; the
+/// bytes mapped and unmapped per process add up to each final space.
+#[test]
+fn replay_events_add_up_to_the_final_spaces() {
+    let log = sample("sample.strace");
+    let out = maple(&["replay", "--events", "--log-only", &log], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut mapped: std::collections::BTreeMap<u64, i64> = Default::default();
+    let mut last_line = 0;
+    let text = String::from_utf8(out.stdout).unwrap();
+    for l in text.lines() {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        let line = j["line"].as_u64().unwrap();
+        assert!(line >= last_line, "changes out of order: {l}");
+        last_line = line;
+        let len = (j["end"].as_u64().unwrap() - j["start"].as_u64().unwrap()) as i64;
+        let pid = j["pid"].as_u64().unwrap();
+        match j["change"].as_str().unwrap() {
+            "mapped" => *mapped.entry(pid).or_default() += len,
+            "unmapped" => *mapped.entry(pid).or_default() -= len,
+            "changed" => assert!(j["old"]["perms"].is_string() && j["new"]["perms"].is_string(), "{l}"),
+            "moved" => assert!(j["from"]["start"].is_u64(), "{l}"),
+            other => panic!("unknown change {other}"),
+        }
+    }
+    assert!(text.lines().count() > 10);
+    let out = maple(&["replay", "--all", "--json", "--log-only", &log], None);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in all.as_array().unwrap() {
+        let pid = p["pid"].as_u64().unwrap();
+        let total: i64 = p["vmas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["end"].as_u64().unwrap() - v["start"].as_u64().unwrap()) as i64)
+            .sum();
+        assert_eq!(mapped.get(&pid).copied().unwrap_or(0), total, "pid {pid}");
+    }
+}

@@ -322,3 +322,113 @@ fn a_shared_space_tells_its_writers_changes() {
         ["mapped 10000-12000 rw-p", "changed 11000-12000 rw-p -> ---p", "unmapped 10000-11000 rw-p"]
     );
 }
+
+/// A range model of one process: start → (end, attributes at start).
+type Ranges = BTreeMap<u64, (u64, Page)>;
+
+/// `page` as it would be `by` bytes further on.
+fn advanced(page: &Page, by: u64) -> Page {
+    Page { pgoff: page.pgoff.wrapping_add(by / PAGE_SIZE), ..page.clone() }
+}
+
+/// Empties `[lo, hi)` of `m`, keeping what lies outside it.
+fn cut(m: &mut Ranges, lo: u64, hi: u64) {
+    let hit: Vec<u64> = m.range(..hi).filter(|(_, (e, _))| *e > lo).map(|(s, _)| *s).collect();
+    for s in hit {
+        let (e, p) = m.remove(&s).expect("listed");
+        if s < lo {
+            m.insert(s, (lo, p.clone()));
+        }
+        if e > hi {
+            m.insert(hi, (e, advanced(&p, hi - s)));
+        }
+    }
+}
+
+fn apply_ranges(m: &mut Ranges, c: &Change) {
+    match c {
+        Change::Mapped { range, .. } | Change::Changed { range, .. } => {
+            let v = c.vma().expect("mapped");
+            cut(m, range.start, range.end);
+            m.insert(range.start, (range.end, page_of(&v, range.start)));
+        }
+        Change::Unmapped { range, .. } => cut(m, range.start, range.end),
+        Change::Moved { from, to } => {
+            let pieces: Vec<(u64, u64, Page)> = m
+                .range(..from.end)
+                .filter(|(_, (e, _))| *e > from.start)
+                .map(|(s, (e, p))| {
+                    let (ps, pe) = ((*s).max(from.start), (*e).min(from.end));
+                    (ps, pe, advanced(p, ps - s))
+                })
+                .collect();
+            cut(m, from.start, from.end);
+            for (s, e, mut p) in pieces {
+                let at = s - from.start + to;
+                if p.file.is_none() && p.anon.is_none() {
+                    p.pgoff = at / PAGE_SIZE;
+                }
+                m.insert(at, (e - from.start + to, p));
+            }
+        }
+    }
+}
+
+/// `m` with touching ranges whose attributes continue joined: the pages
+/// and attributes alone, whatever the cuts.
+fn joined(m: &Ranges) -> Vec<(u64, u64, Page)> {
+    let mut out: Vec<(u64, u64, Page)> = Vec::new();
+    for (s, (e, p)) in m {
+        if let Some(last) = out.last_mut() {
+            if last.1 == *s && advanced(&last.2, s - last.0) == *p {
+                last.1 = *e;
+                continue;
+            }
+        }
+        out.push((*s, *e, p.clone()));
+    }
+    out
+}
+
+/// Real programs' logs (`tests/data/recorded`) replayed with their changes
+/// recorded: each process's changes, applied in order to a range model
+/// that starts empty, give its final address space.
+#[test]
+fn recorded_logs_changes_rebuild_every_process() {
+    use maple_mm::strace::{ReplayOptions, Replayer};
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recorded");
+    for sample in ["churn", "python", "gcc", "sqlite", "node", "java", "locks", "seal"] {
+        let bytes = std::fs::read(format!("{DIR}/{sample}.strace.xz")).unwrap();
+        let mut text = Vec::new();
+        lzma_rs::xz_decompress(&mut &bytes[..], &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let mut r = Replayer::new(ReplayOptions { lenient: true, log_only: true, ..Default::default() }, None);
+        r.record_changes();
+        let mut models: BTreeMap<u32, Ranges> = BTreeMap::new();
+        let mut told = 0;
+        for (i, line) in text.lines().enumerate() {
+            r.feed(i + 1, line).unwrap();
+            for c in r.take_changes() {
+                // (A child's lines held back until its clone returns are
+                // applied then, with their own numbers.)
+                assert!(c.line <= i + 1, "{sample}: a change told for line {} at line {}", c.line, i + 1);
+                apply_ranges(models.entry(c.pid).or_default(), &c.change);
+                told += 1;
+            }
+        }
+        let done = r.finish().unwrap();
+        assert!(told >= 10, "{sample}: only {told} changes");
+        let mut checked = 0;
+        for (pid, space) in &done.processes {
+            // Threads share the space told under their group's first pid.
+            let Some(m) = models.get(pid) else { continue };
+            let mut want = Ranges::new();
+            for v in space.iter() {
+                want.insert(v.start(), (v.end(), page_of(&v, v.start())));
+            }
+            assert!(joined(m) == joined(&want), "{sample}: process {pid}'s changes do not give its space");
+            checked += 1;
+        }
+        assert!(checked > 0, "{sample}: no process checked");
+    }
+}

@@ -17,4 +17,4 @@ mod names;
 pub mod parse;
 mod replay;
 
-pub use replay::{replay, Disagreement, Replay, ReplayError, ReplayOptions, ReplayStats, Replayer};
+pub use replay::{replay, Disagreement, Replay, ReplayChange, ReplayError, ReplayOptions, ReplayStats, Replayer};

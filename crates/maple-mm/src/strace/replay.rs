@@ -1,14 +1,20 @@
 //! Rebuilding address spaces from an strace log.
 
-use std::{cell::RefCell, collections::HashMap, fmt, rc::Rc, sync::Arc};
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    fmt,
+    rc::Rc,
+    sync::{Arc, Mutex},
+};
 
 use super::{
     names,
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
 use crate::{
-    AddressSpace, Advice, Errno, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags,
-    ShmSegment, VmFlags,
+    AddressSpace, Advice, Change, Errno, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot,
+    ShmFlags, ShmSegment, VmFlags,
 };
 
 /// Which lines to apply.
@@ -138,6 +144,22 @@ struct Proc {
     files: Files,
 }
 
+/// One change a line of the log made to a process's address space (see
+/// [`Replayer::record_changes`]).
+#[derive(Clone, Debug)]
+pub struct ReplayChange {
+    /// The line (1-based).
+    pub line: usize,
+    /// The process whose address space changed (for threads, the one the
+    /// space was made for: the first of its thread group in the log).
+    pub pid: u32,
+    /// What changed.
+    pub change: Change,
+}
+
+/// Changes heard by the spaces' observers, not yet given a line.
+type Heard = Arc<Mutex<Vec<(u32, Change)>>>;
+
 /// Reads an strace log line by line and keeps every process's address
 /// space up to date; see [`replay`](crate::strace::replay) for the
 /// one-call form.
@@ -168,6 +190,12 @@ pub struct Replayer {
     /// maps (segments are the system's, not a process's).
     segments: HashMap<u64, ShmSegment>,
     stats: ReplayStats,
+    /// With [`record_changes`](Self::record_changes): what the spaces'
+    /// observers heard, the line being applied, and the changes given
+    /// their lines.
+    heard: Option<Heard>,
+    line_now: Option<usize>,
+    changes: Vec<ReplayChange>,
 }
 
 impl fmt::Debug for Replayer {
@@ -186,6 +214,9 @@ pub struct Replay {
     pub root: Option<u32>,
     /// Counts and disagreements.
     pub stats: ReplayStats,
+    /// With [`Replayer::record_changes`]: the changes not taken yet (those
+    /// of lines held back to the end: lines of processes never created).
+    pub changes: Vec<ReplayChange>,
 }
 
 impl Replay {
@@ -253,6 +284,79 @@ impl Replayer {
             exited: std::collections::HashSet::new(),
             segments: HashMap::new(),
             stats: ReplayStats::default(),
+            heard: None,
+            line_now: None,
+            changes: Vec::new(),
+        }
+    }
+
+    /// Records every change each applied line makes to a process's address
+    /// space (what an [`Observer`](crate::Observer) would hear, with the
+    /// line and the process), to be taken with
+    /// [`take_changes`](Self::take_changes). A fork tells the child's
+    /// pages mapped, an `execve` the old program's unmapped; the initial
+    /// maps are told mapped at the line they describe (the first, without
+    /// `from`). Call before the first line.
+    ///
+    /// ```
+    /// use maple_mm::strace::{ReplayOptions, Replayer};
+    /// let mut r = Replayer::new(ReplayOptions::default(), None);
+    /// r.record_changes();
+    /// r.feed(1, "100 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000")?;
+    /// r.feed(2, "100 mprotect(0x7f0000000000, 4096, PROT_READ) = 0")?;
+    /// let lines: Vec<String> = r.take_changes().iter().map(|c| format!("{} {} {}", c.line, c.pid, c.change)).collect();
+    /// assert_eq!(lines, ["1 100 mapped 7f0000000000-7f0000002000 rw-p", "2 100 changed 7f0000000000-7f0000001000 rw-p -> r--p"]);
+    /// # Ok::<(), maple_mm::strace::ReplayError>(())
+    /// ```
+    pub fn record_changes(&mut self) {
+        if self.heard.is_some() {
+            return;
+        }
+        self.heard = Some(Heard::default());
+        let pids: Vec<u32> = self.order.clone();
+        for pid in pids {
+            let space = Rc::clone(&self.procs[&pid].space);
+            self.watch(pid, &mut space.borrow_mut());
+        }
+        // (The initial maps are told when they become a process's space.)
+    }
+
+    /// The changes recorded since the last call, in order (see
+    /// [`record_changes`](Self::record_changes)).
+    pub fn take_changes(&mut self) -> Vec<ReplayChange> {
+        self.collect_changes(self.line_now.unwrap_or(0));
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Gives `space`, the space of `pid`, an observer that records its
+    /// changes (when recording).
+    fn watch(&self, pid: u32, space: &mut AddressSpace) {
+        if let Some(heard) = &self.heard {
+            let heard = Arc::clone(heard);
+            space
+                .set_observer(move |c: &Change| heard.lock().unwrap_or_else(|p| p.into_inner()).push((pid, c.clone())));
+        }
+    }
+
+    /// Tells, as made by `pid`, the changes from `before` to `after` (a
+    /// space replaced whole: a fork's child, an exec, the initial maps).
+    fn tell_replaced(&self, pid: u32, before: &AddressSpace, after: &AddressSpace) {
+        if let Some(heard) = &self.heard {
+            let mut h = heard.lock().unwrap_or_else(|p| p.into_inner());
+            h.extend(before.diff(after).map(|c| (pid, c)));
+        }
+    }
+
+    /// Gives the changes heard so far the line `no`.
+    fn collect_changes(&mut self, no: usize) {
+        let Some(heard) = &self.heard else { return };
+        let drained: Vec<(u32, Change)> = heard.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        let root = self.root.unwrap_or(0);
+        for (pid, change) in drained {
+            // The unnamed first process (strace names no pid until a
+            // second exists) is the root.
+            let pid = if pid == 0 { root } else { pid };
+            self.changes.push(ReplayChange { line: no, pid, change });
         }
     }
 
@@ -277,7 +381,10 @@ impl Replayer {
                 // Without `from`, the initial space is the first process's;
                 // with it, the space of the process on line `from`.
                 let space = if self.opts.from.is_none() { self.initial.take() } else { None };
-                Proc { space: Rc::new(RefCell::new(space.unwrap_or_default())), files: Rc::default() }
+                let mut space = space.unwrap_or_default();
+                self.tell_replaced(pid, &AddressSpace::new(), &space);
+                self.watch(pid, &mut space);
+                Proc { space: Rc::new(RefCell::new(space)), files: Rc::default() }
             }
         };
         self.procs.insert(pid, proc);
@@ -352,9 +459,12 @@ impl Replayer {
         }
         self.ensure(pid);
         if self.opts.from == Some(no) {
-            if let Some(initial) = self.initial.take() {
+            if let Some(mut initial) = self.initial.take() {
                 // The maps file describes this process at this line.
-                *self.procs[&pid].space.borrow_mut() = initial;
+                let space = Rc::clone(&self.procs[&pid].space);
+                self.tell_replaced(pid, &space.borrow(), &initial);
+                self.watch(pid, &mut initial);
+                *space.borrow_mut() = initial;
                 self.root = Some(pid);
             }
         }
@@ -362,6 +472,20 @@ impl Replayer {
     }
 
     fn event(&mut self, no: usize, pid: u32, event: Event<'_>) -> Result<(), ReplayError> {
+        if self.heard.is_none() {
+            return self.event_inner(no, pid, event);
+        }
+        // What was heard so far belongs to the line being applied (a
+        // clone's, whose child's held-back lines are applied inside it).
+        let outer = self.line_now.replace(no);
+        self.collect_changes(outer.unwrap_or(no));
+        let res = self.event_inner(no, pid, event);
+        self.collect_changes(no);
+        self.line_now = outer;
+        res
+    }
+
+    fn event_inner(&mut self, no: usize, pid: u32, event: Event<'_>) -> Result<(), ReplayError> {
         match event {
             Event::Call { name, args, ret, ret_text } => self.call(no, pid, name, args, ret, ret_text),
             Event::Unfinished { name, args } => {
@@ -492,7 +616,9 @@ impl Replayer {
                     // A new program: a new heap (its start is the next brk(NULL)).
                     self.brk.remove(&pid);
                     if self.applying(no) {
-                        let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
+                        let mut fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
+                        self.tell_replaced(pid, &self.procs[&pid].space.borrow(), &fresh);
+                        self.watch(pid, &mut fresh);
                         let space = Rc::new(RefCell::new(fresh));
                         self.unknown.insert(Rc::as_ptr(&space));
                         // Threads of the old process are gone; the pid keeps its files.
@@ -820,10 +946,12 @@ impl Replayer {
             parent_space
         } else {
             let forked = parent_space.borrow().fork();
-            let s = forked.unwrap_or_else(|e| {
+            let mut s = forked.unwrap_or_else(|e| {
                 self.disagree(no, format!("fork failed in the model: {e}"));
                 AddressSpace::with_layout(parent_space.borrow().layout().clone())
             });
+            self.tell_replaced(child, &AddressSpace::new(), &s);
+            self.watch(child, &mut s);
             Rc::new(RefCell::new(s))
         };
         let p = &self.procs[&parent];
@@ -868,7 +996,9 @@ impl Replayer {
             };
             processes.push((*pid, copy));
         }
-        Ok(Replay { processes, root: self.root, stats: self.stats })
+        // What the held-back lines changed, when recording.
+        let changes = self.take_changes();
+        Ok(Replay { processes, root: self.root, stats: self.stats, changes })
     }
 }
 
