@@ -23,7 +23,9 @@
 //!
 //! It is meant for programs that model or track another program's memory:
 //! emulators, sandboxes, record/replay tools, debuggers, userspace kernels
-//! (`examples/guest_memory.rs` is an emulator's fault path on it).
+//! (`examples/guest_memory.rs` is an emulator's fault path on it;
+//! `examples/code_cache.rs` keeps a translation cache coherent by
+//! observing the space).
 //!
 //! ```
 //! use maple_mm::{AddressSpace, Advice, Errno, MapFlags, Prot, PAGE_SIZE};
