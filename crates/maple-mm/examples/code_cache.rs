@@ -134,10 +134,13 @@ fn run(seed: u64, steps: usize) -> Result<(u64, u64, u64), String> {
             }
             runs += 1;
             let mut cache = cache.lock().unwrap();
-            if cache.blocks.contains_key(&pc) {
-                hits += 1;
-            } else if let Some(v) = mm.vma_at(pc) {
-                cache.blocks.insert(pc, source(&v, pc));
+            match cache.blocks.entry(pc) {
+                std::collections::hash_map::Entry::Occupied(_) => hits += 1,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    if let Some(v) = mm.vma_at(pc) {
+                        e.insert(source(&v, pc));
+                    }
+                }
             }
         }
         let cache = cache.lock().unwrap();
