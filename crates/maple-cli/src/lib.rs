@@ -6,5 +6,6 @@ pub mod ops;
 pub mod picture;
 pub mod replay;
 pub mod swap;
+pub mod trace;
 
 pub use num::io_reason;

@@ -7,7 +7,7 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
-use maple_cli::{maps, num, ops, replay, swap};
+use maple_cli::{maps, num, ops, replay, swap, trace};
 
 #[derive(Parser)]
 #[command(
@@ -92,6 +92,38 @@ enum Cmd {
         #[arg(required = true)]
         trace: Vec<String>,
     },
+    /// Run a command under ptrace and keep a model of every address space
+    /// it makes: each program's exec image read from /proc, then every
+    /// memory call applied with the kernel's result (the command stops
+    /// only on those). Prints the first process's final maps, as
+    /// `replay` does. Exits with the command's status.
+    Trace {
+        /// Compare the model with /proc/PID/maps after every N-th applied
+        /// call (default 1); a difference is reported with the call's line
+        /// in the event log and both maps, and makes maple exit 1 if the
+        /// command succeeded.
+        #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N")]
+        verify: Option<u64>,
+        /// Print this process (default: the first one).
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Print every process, each headed by "# pid N".
+        #[arg(long, conflicts_with = "pid")]
+        all: bool,
+        /// Print the changes each call made, as `replay --events` does.
+        #[arg(long, conflicts_with_all = ["all", "pid"])]
+        json: bool,
+        /// Also write the calls as an strace log (what `maple replay`
+        /// reads; each exec starts its process empty there).
+        #[arg(long, value_name = "FILE")]
+        strace_log: Option<String>,
+        /// Write maple's output here instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<String>,
+        /// The command and its arguments (after --).
+        #[arg(required = true, last = true)]
+        cmd: Vec<String>,
+    },
     /// The swap extents `swapon` would make of a file (read with FIEMAP):
     /// which swap pages lie in which disk blocks, counted in pages.
     SwapExtents {
@@ -134,6 +166,18 @@ fn main() -> ExitCode {
             let res = replay::run_logs(&trace, &args, &mut out)
                 .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
             finish(res)
+        }
+        Cmd::Trace { verify, pid, all, json, strace_log, output, cmd } => {
+            let args = trace::Args { cmd, verify, pid, all, json, strace_log, output };
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            match trace::run(&args, &mut out) {
+                Ok(code) => ExitCode::from(code),
+                Err(f) => {
+                    eprintln!("maple: {}", f.msg);
+                    ExitCode::from(f.code)
+                }
+            }
         }
         Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).map(|text| print!("{text}"))),
         Cmd::Maps { what, find, diff, json } => {

@@ -177,7 +177,7 @@ fn timestamp(line: &str) -> Option<f64> {
 }
 
 /// One change as a JSON object (see `maple replay --events`).
-fn change_json(c: &ReplayChange) -> serde_json::Value {
+pub fn change_json(c: &ReplayChange) -> serde_json::Value {
     let attrs = |v: Option<maple_mm::Vma<'_>>| {
         v.map(|v| {
             let line = v.to_string();

@@ -2,6 +2,9 @@
 //! after each call ([`AddressSpace::set_observer`]) and
 //! [`AddressSpace::diff`] returns, and the sweep that finds it.
 //!
+//! [`AddressSpace::set_observer`]: crate::AddressSpace::set_observer
+//! [`AddressSpace::diff`]: crate::AddressSpace::diff
+//!
 //! A change is about pages and their attributes, not about how they are
 //! cut into VMAs: a merge or a split that leaves every page's attributes
 //! as they were is no change. So replaying the changes on a simple map of
@@ -12,8 +15,6 @@
 use core::{fmt, ops::Range};
 
 use crate::{
-    space::AddressSpace,
-    store::VmaStore,
     vma::{Vma, VmaData},
     vma_slab::VmaRef,
 };
@@ -164,7 +165,8 @@ impl<'a> Vma<'a> {
 }
 
 /// Told every change a call made to an address space, in order, once the
-/// call has made them all (see [`AddressSpace::set_observer`]). Any
+/// call has made them all (see
+/// [`AddressSpace::set_observer`](crate::AddressSpace::set_observer)). Any
 /// `FnMut(&Change)` is one.
 pub trait Observer: Send {
     /// One change.
@@ -201,13 +203,6 @@ impl Events {
         }
     }
 }
-
-/// Address spaces stay `Send + Sync` with an observer.
-const _: () = {
-    const fn send_sync<T: Send + Sync>() {}
-    send_sync::<AddressSpace>();
-    send_sync::<crate::SharedAddressSpace>();
-};
 
 /// A piece of a space: `[start, end)` and its attributes.
 pub(crate) type Piece = (u64, u64, VmaRef);
@@ -319,31 +314,4 @@ pub(crate) fn cut_out(pieces: &[Piece], lo: u64, hi: u64) -> Vec<Piece> {
         }
     }
     out
-}
-
-impl<T: VmaStore> AddressSpace<T> {
-    /// The changes that turn `self` into `other`, lowest address first, in
-    /// the vocabulary an observer hears ([`Change`]): what a call did is
-    /// `before.diff(&after)`, but for a move, which a diff sees as an
-    /// unmap and a map.
-    ///
-    /// ```
-    /// use maple_mm::{AddressSpace, Change, MapFlags, Prot, PAGE_SIZE};
-    ///
-    /// let mut mm = AddressSpace::new();
-    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-    /// mm.mmap(0x10000, 2 * PAGE_SIZE, Prot::RW, anon, None, 0)?;
-    /// let before = mm.clone();
-    /// mm.mprotect(0x10000, PAGE_SIZE, Prot::NONE)?;
-    /// mm.mmap(0x20000, PAGE_SIZE, Prot::READ, anon, None, 0)?;
-    /// let lines: Vec<String> = before.diff(&mm).map(|c| c.to_string()).collect();
-    /// assert_eq!(lines, ["changed 10000-11000 rw-p -> ---p", "mapped 20000-21000 r--p"]);
-    /// # Ok::<(), maple_mm::Errno>(())
-    /// ```
-    pub fn diff<U: VmaStore>(&self, other: &AddressSpace<U>) -> impl Iterator<Item = Change> {
-        let (before, after) = (self.cloned(..), other.cloned(..));
-        let mut out = Vec::new();
-        diff_into(&before, &after, &mut out);
-        out.into_iter()
-    }
 }

@@ -144,6 +144,14 @@ pub use store::{TreeStore, VmaStore};
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
 pub use vma_slab::VmaRef;
 
+// An address space, with an observer or not, can be shared between
+// threads (an observer need only be `Send`).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<AddressSpace>();
+    send_sync::<SharedAddressSpace>();
+};
+
 /// The README's examples (tree and address space), compiled and run as
 /// doctests here, where both crates are in scope.
 #[cfg(doctest)]

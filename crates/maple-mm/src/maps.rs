@@ -390,6 +390,64 @@ impl AddressSpace {
         pagemap_runs(pagemap, &maybe, |w| w & PM_GUARD_REGION != 0, |s, e| guards.install(s, e))
     }
 
+    /// Gives the VMAs touching `[start, end)` that live process `pid` has
+    /// written and the model has not the anon_vma a write gives them: what
+    /// a tracer cannot see (page faults are not calls) but Linux's merges
+    /// depend on. For each private writable VMA overlapping the range with
+    /// no anon_vma in the model, reads `/proc/PID/pagemap` over the whole
+    /// VMA up to its first anonymous page (present and neither a file's
+    /// nor the zero page, or in swap) and [`touch`]es that page, as its
+    /// first fault did. Returns the bytes so written.
+    ///
+    /// Needs page frame numbers from pagemap (`CAP_SYS_ADMIN`) to tell the
+    /// zero page apart; without them, or without pagemap, nothing is
+    /// written. Errors only where pagemap cannot be opened.
+    ///
+    /// [`touch`]: Self::touch
+    #[cfg(target_os = "linux")]
+    pub fn sync_written(&mut self, pid: u32, start: u64, end: u64) -> Result<u64, MapsError> {
+        use std::os::unix::fs::FileExt;
+        const CHUNK: u64 = 4096;
+        let unwritten: Vec<(u64, u64)> = self
+            .range(start & !(PAGE_SIZE - 1), end.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1))
+            .filter(|v| v.flags().contains(VmFlags::WRITE) && !v.is_shared() && v.anon_vma().is_none())
+            .map(|v| (v.start, v.end))
+            .collect();
+        if unwritten.is_empty() {
+            return Ok(0);
+        }
+        let Some(zero) = zero_page_frame() else { return Ok(0) };
+        let pagemap = format!("/proc/{pid}/pagemap");
+        let Ok(f) = std::fs::File::open(&pagemap) else { return Ok(0) };
+        let mut bytes = vec![0u8; (CHUNK * 8) as usize];
+        let mut first = Vec::new();
+        'vmas: for (s, e) in unwritten {
+            let mut at = s;
+            while at < e {
+                let n = ((e - at) / PAGE_SIZE).min(CHUNK);
+                let buf = &mut bytes[..(n * 8) as usize];
+                if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
+                    continue 'vmas;
+                }
+                let hit = buf
+                    .chunks_exact(8)
+                    .position(|w| is_anon_word(u64::from_le_bytes(w.try_into().expect("eight bytes")), zero));
+                if let Some(k) = hit {
+                    first.push(at + k as u64 * PAGE_SIZE);
+                    continue 'vmas;
+                }
+                at += n * PAGE_SIZE;
+            }
+        }
+        let mut written = 0;
+        for page in first {
+            if self.touch(page, PAGE_SIZE).is_ok() {
+                written += PAGE_SIZE;
+            }
+        }
+        Ok(written)
+    }
+
     /// Adds the anonymous pages `pagemap` (a `/proc/PID/pagemap`) shows in
     /// the VMAs `written` (those smaps counts anonymous pages in): pages in
     /// swap, and present pages that are neither a file's nor the shared
@@ -446,6 +504,10 @@ fn pagemap_runs(
         let mut at = s;
         while at < e {
             let n = ((e - at) / PAGE_SIZE).min(CHUNK);
+            if n == 0 {
+                // (A range that does not end on a page: its last part.)
+                break;
+            }
             let buf = &mut bytes[..(n * 8) as usize];
             if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
                 break;

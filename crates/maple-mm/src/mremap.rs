@@ -171,7 +171,7 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> Result<u64> {
         let old_end = old + old_len;
         let dest_end = dest + new_len;
-        let moved = relocated(&data, old, dest);
+        let moved = data.relocated(old, dest);
         // Nor mapped over.
         if self.sealed_in(dest, dest_end) {
             return self.refuse_unmap(dest).map(|()| dest);
@@ -277,7 +277,7 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Ok(Err(Errno::ENOMEM));
                 }
                 mm.move_pages(ps, pe, ns)?;
-                mm.put(ns, ne, relocated(d, ps, ns))?;
+                mm.put(ns, ne, d.relocated(ps, ns))?;
                 mm.merge_around(&[(ns, ne)])?;
                 if dontunmap {
                     mm.leave_behind(ps, pe)?;
@@ -296,14 +296,6 @@ impl<T: VmaStore> AddressSpace<T> {
 /// the kernel oracle, seed 350,502 of a million).
 fn populates_growth(d: &VmaData) -> bool {
     d.flags.locked_now() && d.flags.private_writable()
-}
-
-/// The record of a VMA whose page at `from` moved to `to`: a file keeps its
-/// offsets; a never-written anonymous range takes its new address's page
-/// number, so it can merge at the destination (a written one cannot).
-pub(crate) fn relocated(d: &VmaData, from: u64, to: u64) -> VmaData {
-    let pgoff_base = if d.is_anonymous() && d.anon.is_none() { 0 } else { VmaData::base_for(to, d.pgoff_at(from)) };
-    VmaData { pgoff_base, ..d.clone() }
 }
 
 #[cfg(test)]

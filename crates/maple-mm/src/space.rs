@@ -331,6 +331,30 @@ impl<T: VmaStore> AddressSpace<T> {
     pub fn clear_observer(&mut self) {
         self.events = None;
     }
+    /// The changes that turn `self` into `other`, lowest address first, in
+    /// the vocabulary an observer hears ([`Change`]): what a call did is
+    /// `before.diff(&after)`, but for a move, which a diff sees as an
+    /// unmap and a map.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Change, MapFlags, Prot, PAGE_SIZE};
+    ///
+    /// let mut mm = AddressSpace::new();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    /// mm.mmap(0x10000, 2 * PAGE_SIZE, Prot::RW, anon, None, 0)?;
+    /// let before = mm.clone();
+    /// mm.mprotect(0x10000, PAGE_SIZE, Prot::NONE)?;
+    /// mm.mmap(0x20000, PAGE_SIZE, Prot::READ, anon, None, 0)?;
+    /// let lines: Vec<String> = before.diff(&mm).map(|c| c.to_string()).collect();
+    /// assert_eq!(lines, ["changed 10000-11000 rw-p -> ---p", "mapped 20000-21000 r--p"]);
+    /// # Ok::<(), maple_mm::Errno>(())
+    /// ```
+    pub fn diff<U: VmaStore>(&self, other: &AddressSpace<U>) -> impl Iterator<Item = Change> {
+        let (before, after) = (self.cloned(..), other.cloned(..));
+        let mut out = Vec::new();
+        diff_into(&before, &after, &mut out);
+        out.into_iter()
+    }
 
     /// The layout.
     pub fn layout(&self) -> &Layout {
@@ -743,9 +767,7 @@ impl<T: VmaStore> AddressSpace<T> {
             diff_into(&clip(&before, to, target), &[], &mut out);
             let moved: Vec<Piece> = clip(&before, start, end)
                 .into_iter()
-                .map(|(s, e, d)| {
-                    (s - start + to, e - start + to, VmaRef::new(crate::mremap::relocated(&d, s, s - start + to)))
-                })
+                .map(|(s, e, d)| (s - start + to, e - start + to, VmaRef::new(d.relocated(s, s - start + to))))
                 .collect();
             before = cut_out(&cut_out(&before, start, end), to, target);
             before.extend(moved);

@@ -258,6 +258,16 @@ impl VmaData {
         (at < end).then_some(at)
     }
 
+    /// The record of a VMA whose page at `from` moved to `to`: a file
+    /// keeps its offsets; a never-written anonymous range takes its new
+    /// address's page number, so it can merge at the destination (a
+    /// written one cannot).
+    pub(crate) fn relocated(&self, from: u64, to: u64) -> VmaData {
+        let pgoff_base =
+            if self.is_anonymous() && self.anon.is_none() { 0 } else { VmaData::base_for(to, self.pgoff_at(from)) };
+        VmaData { pgoff_base, ..self.clone() }
+    }
+
     /// Linux's `vma_is_anonymous`: private anonymous memory.
     pub(crate) fn is_anonymous(&self) -> bool {
         matches!(self.backing, Backing::Anon)

@@ -401,6 +401,36 @@ impl Replayer {
             .collect()
     }
 
+    /// The address space of `pid` as it stands (shared with its threads),
+    /// if the process is known.
+    pub fn space(&self, pid: u32) -> Option<std::cell::Ref<'_, AddressSpace>> {
+        self.procs.get(&pid).map(|p| p.space.borrow())
+    }
+
+    /// The address space of `pid`, to change outside the log (what a live
+    /// tracer learns from the process itself, such as pages written).
+    pub fn space_mut(&self, pid: u32) -> Option<std::cell::RefMut<'_, AddressSpace>> {
+        self.procs.get(&pid).map(|p| p.space.borrow_mut())
+    }
+
+    /// Gives `pid` the address space `space` as its own, as an `execve`
+    /// does, where the new program's image is known (a live tracer reads
+    /// it from `/proc/PID` at the exec): the pid shares it with no one, and
+    /// its program break is learned anew. Calls made later apply to it as
+    /// logged; the changes from the old space to this one are recorded
+    /// (see [`record_changes`](Self::record_changes)) at line `no`.
+    pub fn exec_with(&mut self, no: usize, pid: u32, mut space: AddressSpace) {
+        self.collect_changes(self.line_now.unwrap_or(no));
+        self.ensure(pid);
+        let old = Rc::clone(&self.procs[&pid].space);
+        self.tell_replaced(pid, &old.borrow(), &space);
+        self.watch(pid, &mut space);
+        self.procs.get_mut(&pid).expect("ensured").space = Rc::new(RefCell::new(space));
+        self.brk.remove(&pid);
+        self.exited.remove(&pid);
+        self.collect_changes(no);
+    }
+
     /// The first process, once known.
     pub fn root(&self) -> Option<u32> {
         self.root

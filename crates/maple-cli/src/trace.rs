@@ -1,0 +1,696 @@
+//! `maple trace -- CMD`: run a command under `ptrace` and keep a model of
+//! every address space it makes, from each program's real exec image.
+//!
+//! The tracee stops only on memory calls: a seccomp filter installed
+//! before the command's `execve` sends those to the tracer
+//! (`SECCOMP_RET_TRACE`) and lets everything else run at full speed, as
+//! `strace --seccomp-bpf` does. At each memory call's exit the call and
+//! the kernel's result are written as an strace line and fed to the
+//! `Replayer`, which applies it (so a live trace and a replayed log go
+//! through the same code); forks, clones and exits come from ptrace's
+//! events, and at every exec the process's model is read from its
+//! `/proc/PID` (`AddressSpace::from_pid`), so the exec image is exact.
+//!
+//! x86-64 only: the system call numbers and registers are in [`arch`];
+//! another architecture plugs in there (its numbers, its
+//! `user_regs_struct` fields, its `AUDIT_ARCH`).
+
+use std::io::Write;
+
+use crate::replay::Failure;
+
+/// Options of `maple trace`.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// The command and its arguments.
+    pub cmd: Vec<String>,
+    /// Compare the model with `/proc/PID/maps` after every N-th applied
+    /// call (`Some(1)`: every call).
+    pub verify: Option<u64>,
+    /// Which process to print (default: the first one).
+    pub pid: Option<u32>,
+    /// Print every process.
+    pub all: bool,
+    /// Print the changes each call made (JSON lines) instead of the maps.
+    pub json: bool,
+    /// Also write the calls as an strace log `maple replay` reads.
+    pub strace_log: Option<String>,
+    /// Where maple's output goes (default: standard output, after the
+    /// command has ended).
+    pub output: Option<String>,
+}
+
+fn fail(msg: String) -> Failure {
+    Failure { msg, code: 2 }
+}
+
+/// Runs `args.cmd` under the tracer, then prints what `args` asks for to
+/// `out` (or `args.output`). Returns the exit status maple should end
+/// with: the command's (`128 + N` if signal N killed it), or 1 if it
+/// succeeded but `--verify` found a difference.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub fn run(args: &Args, out: &mut dyn Write) -> Result<u8, Failure> {
+    live::run(args, out)
+}
+
+/// `maple trace` is not available here.
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+pub fn run(_args: &Args, _out: &mut dyn Write) -> Result<u8, Failure> {
+    Err(fail(
+        "maple trace runs on Linux x86-64 only (another architecture needs its system call numbers and registers in trace.rs's arch module)"
+            .into(),
+    ))
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod arch {
+    //! x86-64: system call numbers, the registers of a stopped tracee, the
+    //! seccomp filter's architecture.
+
+    /// `AUDIT_ARCH_X86_64`: what `seccomp_data.arch` holds for a 64-bit
+    /// call (32-bit calls through `int 0x80` are let through untraced).
+    pub const AUDIT_ARCH: u32 = 0xc000_003e;
+
+    /// The calls the tracer stops on, with their names.
+    pub const MEMORY_CALLS: [(u64, &str); 18] = [
+        (9, "mmap"),
+        (10, "mprotect"),
+        (11, "munmap"),
+        (12, "brk"),
+        (25, "mremap"),
+        (28, "madvise"),
+        (29, "shmget"),
+        (30, "shmat"),
+        (67, "shmdt"),
+        (149, "mlock"),
+        (150, "munlock"),
+        (151, "mlockall"),
+        (152, "munlockall"),
+        (157, "prctl"),
+        (237, "mbind"),
+        (325, "mlock2"),
+        (329, "pkey_mprotect"),
+        (462, "mseal"),
+    ];
+
+    /// `fork`, `vfork`, `clone3`: told apart at a fork event.
+    pub const FORK: u64 = 57;
+    pub const VFORK: u64 = 58;
+    pub const CLONE3: u64 = 435;
+
+    /// A stopped tracee's call: its number, arguments and (at its exit)
+    /// result.
+    pub fn call(r: &libc::user_regs_struct) -> (u64, [u64; 6], i64) {
+        (r.orig_rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9], r.rax as i64)
+    }
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod live {
+    use std::{
+        collections::{HashMap, HashSet},
+        fs::File,
+        io::{BufWriter, Write},
+        os::unix::process::CommandExt,
+        process::Command,
+    };
+
+    use maple_mm::{
+        strace::{ReplayOptions, Replayer},
+        AddressSpace, Errno, PAGE_SIZE,
+    };
+    use nix::{
+        errno::Errno as NixErrno,
+        sys::{
+            ptrace::{self, Event, Options},
+            signal::Signal,
+            wait::{waitpid, WaitPidFlag, WaitStatus},
+        },
+        unistd::Pid,
+    };
+
+    use super::{arch, fail, Args};
+    use crate::replay::Failure;
+
+    /// Installs the seccomp filter in the process about to exec the
+    /// command: memory calls of the native architecture stop for the
+    /// tracer, everything else runs.
+    fn install_filter() -> std::io::Result<()> {
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_TRACE: u32 = 0x7ff0_0000;
+        let stmt = |code: u32, k: u32| libc::sock_filter { code: code as u16, jt: 0, jf: 0, k };
+        let jump = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt,
+            jf,
+            k,
+        };
+        let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+        let ret = libc::BPF_RET | libc::BPF_K;
+        let n = arch::MEMORY_CALLS.len();
+        // seccomp_data: `nr` at offset 0, `arch` at 4.
+        let mut prog = vec![stmt(load, 4), jump(arch::AUDIT_ARCH, 1, 0), stmt(ret, RET_ALLOW), stmt(load, 0)];
+        for (i, (nr, _)) in arch::MEMORY_CALLS.iter().enumerate() {
+            // To the trace return after the last comparison.
+            let to_trace = (n - i) as u8;
+            prog.push(jump(*nr as u32, to_trace, 0));
+        }
+        prog.push(stmt(ret, RET_ALLOW));
+        prog.push(stmt(ret, RET_TRACE));
+        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fprog` points at `prog`, a valid BPF program of `len`
+        // instructions, both alive across the call (the kernel copies it).
+        if unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog as *const libc::sock_fprog) }
+            != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Why `ptrace` was refused, and what to do.
+    fn ptrace_refused(e: &std::io::Error) -> String {
+        let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok();
+        let why = match scope.as_deref().map(str::trim) {
+            Some("3") => "Yama's ptrace_scope is 3, which forbids all tracing until reboot".to_string(),
+            Some("2") => "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may trace (run maple as root, or set kernel.yama.ptrace_scope to 1)".to_string(),
+            _ => "in a container this needs CAP_SYS_PTRACE and a seccomp profile that allows ptrace (docker run --cap-add SYS_PTRACE)".to_string(),
+        };
+        format!("ptrace refused ({e}): {why}")
+    }
+
+    /// A maps file without what a tracer cannot know: whether a mapped
+    /// file was unlinked since (" (deleted)"; an unlink is no memory
+    /// call), and the inode numbers the kernel gives shared anonymous
+    /// memory (`/dev/zero`), which the model numbers itself.
+    fn normalized(maps: &str) -> Vec<String> {
+        maps.lines()
+            .map(|l| {
+                let l = l.strip_suffix(" (deleted)").unwrap_or(l);
+                let f: Vec<&str> = l.splitn(6, ' ').collect();
+                let path = f.get(5).map_or("", |p| p.trim_start());
+                let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+                if path == "/dev/zero" && f.len() == 6 {
+                    format!("{} {} {} - - {path}", f[0], f[1], f[2])
+                } else {
+                    format!("{} {path}", f[..f.len().min(5)].join(" "))
+                }
+            })
+            .collect()
+    }
+
+    /// A thread being traced.
+    struct Tracee {
+        /// The memory call it stopped in (number, arguments), until its
+        /// exit: in flight, once resumed.
+        call: Option<(u64, [u64; 6])>,
+        /// The first thread of those sharing its address space (a
+        /// `CLONE_VM` clone shares its parent's; an exec ends the sharing).
+        mm: Pid,
+    }
+
+    impl Tracee {
+        fn new(mm: Pid) -> Tracee {
+            Tracee { call: None, mm }
+        }
+    }
+
+    struct Tracer<'a> {
+        replayer: Replayer,
+        tracees: HashMap<Pid, Tracee>,
+        /// New threads that stopped before their parent's fork event named
+        /// them, held until it does; and those it named that have not
+        /// stopped yet.
+        early: HashSet<Pid>,
+        expected: HashSet<Pid>,
+        line: usize,
+        log: Option<BufWriter<File>>,
+        args: &'a Args,
+        applied: u64,
+        verified: u64,
+        skipped: u64,
+        /// Bytes the model wrote as the live process had (a page per VMA).
+        synced: u64,
+        /// Comparisons equal but for files unlinked since they were mapped.
+        deleted: u64,
+        /// A call not to apply (`MAPLE_TRACE_DROP_CALL`, for tests).
+        drop: Option<u64>,
+        divergences: Vec<String>,
+        events: Vec<String>,
+    }
+
+    impl Tracer<'_> {
+        /// Feeds one strace line for `pid` (and logs it).
+        fn feed(&mut self, pid: Pid, text: &str) -> Result<(), Failure> {
+            self.line += 1;
+            let line = format!("{pid} {text}");
+            if let Some(log) = &mut self.log {
+                writeln!(log, "{line}").map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
+            }
+            self.replayer.feed(self.line, &line).map_err(|e| fail(format!("event log line {}: {}", e.line, e.msg)))?;
+            if self.args.json {
+                for c in self.replayer.take_changes() {
+                    self.events.push(crate::replay::change_json(&c).to_string());
+                }
+            }
+            Ok(())
+        }
+
+        /// Brings the model's written pages around `windows` of `pid`'s
+        /// space up to the live process's (see
+        /// `AddressSpace::sync_written`): faults are not calls, and a
+        /// written VMA merges differently.
+        fn sync_written(&mut self, pid: Pid, windows: &[(u64, u64)]) {
+            let Some(mut mm) = self.replayer.space_mut(pid.as_raw() as u32) else { return };
+            for &(s, e) in windows {
+                let (s, e) = (s.saturating_sub(PAGE_SIZE) & !(PAGE_SIZE - 1), e.saturating_add(PAGE_SIZE));
+                if let Ok(n) = mm.sync_written(pid.as_raw() as u32, s, e) {
+                    self.synced += n;
+                }
+            }
+        }
+
+        /// The ranges memory call `nr` may change, from its arguments
+        /// (before it runs): `(start, end)`.
+        fn windows(nr: u64, a: [u64; 6]) -> Vec<(u64, u64)> {
+            let name = arch::MEMORY_CALLS.iter().find(|(n, _)| *n == nr).map_or("", |c| c.1);
+            const MAP_FIXED: u64 = 0x10;
+            const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+            match name {
+                "mmap" if a[3] & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 => vec![(a[0], a[0].saturating_add(a[1]))],
+                "mprotect" | "pkey_mprotect" | "munmap" | "madvise" | "mlock" | "munlock" | "mlock2" | "mseal"
+                | "mbind" => {
+                    vec![(a[0], a[0].saturating_add(a[1]))]
+                }
+                "mremap" => vec![(a[0], a[0].saturating_add(a[1])), (a[4], a[4].saturating_add(a[2]))],
+                "prctl" => vec![(a[2], a[2].saturating_add(a[3]))],
+                _ => Vec::new(),
+            }
+        }
+
+        /// A word of the tracee's memory.
+        fn word(pid: Pid, addr: u64) -> Option<u64> {
+            ptrace::read(pid, addr as ptrace::AddressType).ok().map(|w| w as u64)
+        }
+
+        /// A NUL-terminated string of the tracee's memory (at most 256 bytes).
+        fn string(pid: Pid, addr: u64) -> Option<String> {
+            let mut bytes = Vec::new();
+            for i in 0..32 {
+                let w = Self::word(pid, addr + 8 * i)?;
+                for b in w.to_le_bytes() {
+                    if b == 0 {
+                        return Some(String::from_utf8_lossy(&bytes).into_owned());
+                    }
+                    bytes.push(b);
+                }
+            }
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+
+        /// The strace line of memory call `nr` with `a` and result `ret`,
+        /// or `None` for one that changes no mapping (a `prctl` other than
+        /// `PR_SET_VMA`).
+        fn call_line(pid: Pid, nr: u64, a: [u64; 6], ret: i64) -> Option<String> {
+            let name = arch::MEMORY_CALLS.iter().find(|(n, _)| *n == nr)?.1;
+            let ptr = |v: u64| if v == 0 { "NULL".to_string() } else { format!("{v:#x}") };
+            let args = match name {
+                "mmap" => {
+                    let fd = a[4] as i32;
+                    let dec = if fd >= 0 {
+                        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                            .map(|p| format!("<{}>", p.display()))
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    };
+                    format!("{}, {}, {:#x}, {:#x}, {fd}{dec}, {:#x}", ptr(a[0]), a[1], a[2], a[3], a[5])
+                }
+                "mprotect" | "madvise" | "mlock2" | "mseal" => format!("{}, {}, {:#x}", ptr(a[0]), a[1], a[2]),
+                "pkey_mprotect" => format!("{}, {}, {:#x}, {}", ptr(a[0]), a[1], a[2], a[3] as i32),
+                "munmap" | "mlock" | "munlock" => format!("{}, {}", ptr(a[0]), a[1]),
+                "brk" | "shmdt" => ptr(a[0]),
+                "mremap" => format!("{}, {}, {}, {:#x}, {}", ptr(a[0]), a[1], a[2], a[3], ptr(a[4])),
+                "shmget" => format!("{}, {}, {:#o}", a[0] as i32, a[1], a[2]),
+                "shmat" => format!("{}, {}, {:#o}", a[0] as i32, ptr(a[1]), a[2]),
+                "mlockall" => format!("{:#x}", a[0]),
+                "munlockall" => String::new(),
+                "prctl" => {
+                    const PR_SET_VMA: u64 = 0x5356_4d41;
+                    if a[0] != PR_SET_VMA || a[1] != 0 {
+                        return None;
+                    }
+                    let name = if a[4] == 0 {
+                        "NULL".to_string()
+                    } else {
+                        let s = Self::string(pid, a[4]).unwrap_or_default();
+                        format!("{s:?}")
+                    };
+                    format!("{PR_SET_VMA:#x}, 0, {}, {}, {name}", ptr(a[2]), a[3])
+                }
+                "mbind" => {
+                    let mask = if a[3] == 0 {
+                        "NULL".to_string()
+                    } else {
+                        format!("[{:#x}]", Self::word(pid, a[3]).unwrap_or(0))
+                    };
+                    format!("{}, {}, {}, {mask}, {}, {:#x}", ptr(a[0]), a[1], a[2], a[4], a[5])
+                }
+                _ => return None,
+            };
+            let ret = if (-4095..0).contains(&ret) {
+                let code = (-ret) as i32;
+                let e = Errno::name_of(code).map_or_else(|| format!("E{code}"), str::to_string);
+                format!("-1 {e} ({})", NixErrno::from_raw(code).desc())
+            } else if matches!(name, "mmap" | "mremap" | "brk" | "shmat") {
+                format!("{ret:#x}")
+            } else {
+                ret.to_string()
+            };
+            Some(format!("{name}({args}) = {ret}"))
+        }
+
+        /// Compares `pid`'s model with its `/proc/PID/maps`.
+        fn verify(&mut self, pid: Pid) {
+            let Some(every) = self.args.verify else { return };
+            if self.applied % every.max(1) != 0 {
+                return;
+            }
+            // Another thread sharing the space may be inside a memory call
+            // (resumed from its seccomp stop, its exit not seen yet): /proc
+            // may already show what the model does not. Every other thread
+            // is running code that changes no mapping, or is stopped before
+            // its call.
+            let mm = self.tracees.get(&pid).map_or(pid, |t| t.mm);
+            if self.tracees.iter().any(|(tid, t)| *tid != pid && t.mm == mm && t.call.is_some()) {
+                self.skipped += 1;
+                return;
+            }
+            let Ok(kernel) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return };
+            let Some(model) = self.replayer.space(pid.as_raw() as u32).map(|s| s.maps()) else { return };
+            self.verified += 1;
+            if model == kernel {
+                return;
+            }
+            if normalized(&model) == normalized(&kernel) {
+                self.deleted += 1;
+                return;
+            }
+            let (k, m): (Vec<&str>, Vec<&str>) = (kernel.lines().collect(), model.lines().collect());
+            let first = k.iter().zip(&m).position(|(a, b)| a != b).unwrap_or(k.len().min(m.len()));
+            let around = |v: &[&str]| {
+                v[first.saturating_sub(2)..(first + 3).min(v.len())]
+                    .iter()
+                    .map(|l| format!("    {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            self.divergences.push(format!(
+                "after event log line {} (pid {pid}), maps line {}:\n  /proc/{pid}/maps:\n{}\n  model:\n{}",
+                self.line,
+                first + 1,
+                around(&k),
+                around(&m)
+            ));
+        }
+
+        /// A fork, vfork or clone event of `pid` that made `child`.
+        fn forked(&mut self, pid: Pid, child: Pid) -> Result<(), Failure> {
+            let regs = ptrace::getregs(pid).map_err(|e| fail(format!("cannot read pid {pid}'s registers: {e}")))?;
+            let (nr, a, _) = arch::call(&regs);
+            let text = match nr {
+                arch::FORK => format!("fork() = {child}"),
+                arch::VFORK => format!("vfork() = {child}"),
+                arch::CLONE3 => {
+                    format!("clone(child_stack=NULL, flags={:#x}) = {child}", Self::word(pid, a[0]).unwrap_or(0))
+                }
+                _ => format!("clone(child_stack=NULL, flags={:#x}) = {child}", a[0]),
+            };
+            self.feed(pid, &text)?;
+            const CLONE_VM: u64 = 0x100;
+            let flags = match nr {
+                arch::FORK => 0,
+                arch::VFORK => CLONE_VM,
+                arch::CLONE3 => Self::word(pid, a[0]).unwrap_or(0),
+                _ => a[0],
+            };
+            let mm = if flags & CLONE_VM != 0 { self.tracees.get(&pid).map_or(pid, |t| t.mm) } else { child };
+            self.tracees.insert(child, Tracee::new(mm));
+            if self.early.remove(&child) {
+                let _ = ptrace::cont(child, None);
+            } else {
+                self.expected.insert(child);
+            }
+            Ok(())
+        }
+
+        /// `pid` has just exec'd: its model is read from /proc.
+        fn execd(&mut self, pid: Pid) -> Result<(), Failure> {
+            let space = AddressSpace::from_pid(pid.as_raw() as u32)
+                .map_err(|e| Failure { msg: format!("cannot read pid {pid}'s maps at its exec: {e}"), code: 1 })?;
+            self.line += 1;
+            if let Some(log) = &mut self.log {
+                // (A log read back starts this process empty here: see the docs.)
+                writeln!(log, "{pid} execve(\"?\", [], NULL) = 0")
+                    .map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
+            }
+            self.replayer.exec_with(self.line, pid.as_raw() as u32, space);
+            if self.args.json {
+                for c in self.replayer.take_changes() {
+                    self.events.push(crate::replay::change_json(&c).to_string());
+                }
+            }
+            Ok(())
+        }
+    }
+
+    pub(super) fn run(args: &Args, out: &mut dyn Write) -> Result<u8, Failure> {
+        let Some((prog, rest)) = args.cmd.split_first() else { return Err(fail("no command given".into())) };
+        let log = match &args.strace_log {
+            Some(path) => {
+                Some(BufWriter::new(File::create(path).map_err(|e| fail(format!("cannot create {path}: {e}")))?))
+            }
+            None => None,
+        };
+        let mut cmd = Command::new(prog);
+        cmd.args(rest);
+        // SAFETY: between fork and exec the closure calls only ptrace,
+        // prctl and signal, which are async-signal-safe, and allocates
+        // the filter program (the child is a copy of a single-threaded
+        // maple at this point, so the allocator's locks are free).
+        unsafe {
+            cmd.pre_exec(|| {
+                ptrace::traceme().map_err(std::io::Error::from)?;
+                install_filter()
+            });
+        }
+        let child = cmd.spawn().map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) => fail(ptrace_refused(&e)),
+            _ => fail(format!("cannot run {prog}: {}", crate::io_reason(&e))),
+        })?;
+        let root = Pid::from_raw(child.id() as i32);
+        let mut t = Tracer {
+            replayer: Replayer::new(ReplayOptions::default(), None),
+            tracees: HashMap::new(),
+            early: HashSet::new(),
+            expected: HashSet::new(),
+            line: 0,
+            log,
+            args,
+            applied: 0,
+            verified: 0,
+            skipped: 0,
+            synced: 0,
+            deleted: 0,
+            drop: std::env::var("MAPLE_TRACE_DROP_CALL").ok().and_then(|v| v.parse().ok()),
+            divergences: Vec::new(),
+            events: Vec::new(),
+        };
+        if args.json {
+            t.replayer.record_changes();
+        }
+        // The command stops after its exec (PTRACE_TRACEME's SIGTRAP).
+        match waitpid(root, Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => {}
+            other => return Err(Failure { msg: format!("{prog} did not stop at its exec: {other:?}"), code: 1 }),
+        }
+        let opts = Options::PTRACE_O_TRACESYSGOOD
+            | Options::PTRACE_O_TRACEFORK
+            | Options::PTRACE_O_TRACEVFORK
+            | Options::PTRACE_O_TRACECLONE
+            | Options::PTRACE_O_TRACEEXEC
+            | Options::PTRACE_O_TRACESECCOMP
+            | Options::PTRACE_O_EXITKILL;
+        ptrace::setoptions(root, opts).map_err(|e| fail(format!("cannot set ptrace options: {e}")))?;
+        t.tracees.insert(root, Tracee::new(root));
+        t.execd(root)?;
+        let _ = ptrace::cont(root, None);
+        let mut status = 0u8;
+        loop {
+            let ws = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+                Ok(ws) => ws,
+                Err(NixErrno::ECHILD) => break,
+                Err(NixErrno::EINTR) => continue,
+                Err(e) => return Err(Failure { msg: format!("waitpid: {e}"), code: 1 }),
+            };
+            match ws {
+                WaitStatus::PtraceEvent(pid, _, ev) if ev == Event::PTRACE_EVENT_SECCOMP as i32 => {
+                    if let Ok(regs) = ptrace::getregs(pid) {
+                        let (nr, a, _) = arch::call(&regs);
+                        t.sync_written(pid, &Tracer::windows(nr, a));
+                        t.tracees.entry(pid).or_insert_with(|| Tracee::new(pid)).call = Some((nr, a));
+                    }
+                    // On to the call's exit.
+                    let _ = ptrace::syscall(pid, None);
+                }
+                WaitStatus::PtraceSyscall(pid) => {
+                    let call = t.tracees.get_mut(&pid).and_then(|tr| tr.call.take());
+                    if let (Some((nr, a)), Ok(regs)) = (call, ptrace::getregs(pid)) {
+                        let ret = arch::call(&regs).2;
+                        // A mapping placed by the kernel: its neighbours
+                        // decide its merges.
+                        if ret > 0 && (nr == 9 || nr == 30) {
+                            let len = if nr == 9 { a[1] } else { 0 };
+                            t.sync_written(pid, &[(ret as u64, ret as u64 + len)]);
+                        }
+                        if let Some(text) = Tracer::call_line(pid, nr, a, ret) {
+                            t.applied += 1;
+                            // The tests' proof that verification sees a
+                            // lost call: the N-th is not applied.
+                            if t.drop != Some(t.applied) {
+                                t.feed(pid, &text)?;
+                            }
+                            t.verify(pid);
+                        }
+                    }
+                    let _ = ptrace::cont(pid, None);
+                }
+                WaitStatus::PtraceEvent(pid, _, ev)
+                    if ev == Event::PTRACE_EVENT_FORK as i32
+                        || ev == Event::PTRACE_EVENT_VFORK as i32
+                        || ev == Event::PTRACE_EVENT_CLONE as i32 =>
+                {
+                    if let Ok(child) = ptrace::getevent(pid) {
+                        t.forked(pid, Pid::from_raw(child as i32))?;
+                    }
+                    let _ = ptrace::cont(pid, None);
+                }
+                WaitStatus::PtraceEvent(pid, _, ev) if ev == Event::PTRACE_EVENT_EXEC as i32 => {
+                    // (A thread that exec'd took the leader's pid; the
+                    // others are gone.)
+                    if let Ok(former) = ptrace::getevent(pid) {
+                        let former = Pid::from_raw(former as i32);
+                        if former != pid {
+                            t.tracees.remove(&former);
+                        }
+                    }
+                    t.tracees.insert(pid, Tracee::new(pid));
+                    t.execd(pid)?;
+                    let _ = ptrace::cont(pid, None);
+                }
+                WaitStatus::PtraceEvent(pid, _, _) => {
+                    let _ = ptrace::cont(pid, None);
+                }
+                WaitStatus::Stopped(pid, sig) => {
+                    if !t.tracees.contains_key(&pid) && sig == Signal::SIGSTOP {
+                        // A new thread's first stop.
+                        if t.expected.remove(&pid) {
+                            let _ = ptrace::cont(pid, None);
+                        } else {
+                            t.early.insert(pid);
+                        }
+                        continue;
+                    }
+                    if t.expected.remove(&pid) && sig == Signal::SIGSTOP {
+                        let _ = ptrace::cont(pid, None);
+                        continue;
+                    }
+                    // A signal for the command: delivered.
+                    let _ = ptrace::cont(pid, sig);
+                }
+                WaitStatus::Exited(pid, code) => {
+                    if t.tracees.remove(&pid).is_some() {
+                        t.feed(pid, &format!("+++ exited with {code} +++"))?;
+                    }
+                    if pid == root {
+                        status = code as u8;
+                    }
+                }
+                WaitStatus::Signaled(pid, sig, _) => {
+                    if t.tracees.remove(&pid).is_some() {
+                        t.feed(pid, &format!("+++ killed by {} +++", sig.as_str()))?;
+                    }
+                    if pid == root {
+                        status = 128 + sig as u8;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(mut log) = t.log.take() {
+            log.flush().map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
+        }
+        report(t, args, out, status)
+    }
+
+    /// The output, the verification's summary and maple's exit status.
+    fn report(t: Tracer<'_>, args: &Args, out: &mut dyn Write, status: u8) -> Result<u8, Failure> {
+        let io = |e: std::io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+        let mut file;
+        let out: &mut dyn Write = match &args.output {
+            Some(path) => {
+                file = BufWriter::new(File::create(path).map_err(|e| fail(format!("cannot create {path}: {e}")))?);
+                &mut file
+            }
+            None => out,
+        };
+        let (applied, verified, skipped, synced, deleted, divergences, events) =
+            (t.applied, t.verified, t.skipped, t.synced, t.deleted, t.divergences.clone(), t.events.clone());
+        let done = t
+            .replayer
+            .finish()
+            .map_err(|e| Failure { msg: format!("event log line {}: {}", e.line, e.msg), code: 1 })?;
+        if args.json {
+            for e in &events {
+                writeln!(out, "{e}").map_err(io)?;
+            }
+            for c in &done.changes {
+                writeln!(out, "{}", crate::replay::change_json(c)).map_err(io)?;
+            }
+        } else if args.all {
+            for (pid, space) in &done.processes {
+                writeln!(out, "# pid {pid}").map_err(io)?;
+                write!(out, "{}", space.maps()).map_err(io)?;
+            }
+        } else {
+            let pid = args.pid.or(done.root).unwrap_or(0);
+            let space = done.space(pid).ok_or_else(|| fail(format!("pid {pid} is not in the trace")))?;
+            write!(out, "{}", space.maps()).map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+        for d in done.stats.disagreements.iter().take(10) {
+            eprintln!("maple trace: event log line {}: {}", d.line, d.msg);
+        }
+        if args.verify.is_some() {
+            eprintln!(
+                "maple trace: {applied} calls applied, the model compared with /proc after {verified} ({skipped} skipped: a thread sharing the space was inside a memory call), {} difference(s); {} VMA(s) learned written from /proc/PID/pagemap (page faults are not calls)",
+                divergences.len(),
+                synced / PAGE_SIZE
+            );
+            if deleted > 0 {
+                eprintln!("maple trace: {deleted} comparison(s) equal but for what a tracer cannot see: files unlinked after they were mapped (shown \"(deleted)\"), the kernel's inode numbers of shared anonymous memory");
+            }
+            for d in divergences.iter().take(3) {
+                eprintln!("maple trace: {d}");
+            }
+            if !divergences.is_empty() && status == 0 {
+                return Ok(1);
+            }
+        }
+        Ok(status)
+    }
+}
