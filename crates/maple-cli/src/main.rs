@@ -117,6 +117,10 @@ enum Cmd {
         /// reads; each exec starts its process empty there).
         #[arg(long, value_name = "FILE")]
         strace_log: Option<String>,
+        /// Also draw the address spaces over the trace (VMAs and mapped
+        /// memory per process, where memory lives) into this SVG.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<String>,
         /// Write maple's output here instead of standard output.
         #[arg(short, long, value_name = "FILE")]
         output: Option<String>,
@@ -167,8 +171,8 @@ fn main() -> ExitCode {
                 .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
             finish(res)
         }
-        Cmd::Trace { verify, pid, all, json, strace_log, output, cmd } => {
-            let args = trace::Args { cmd, verify, pid, all, json, strace_log, output };
+        Cmd::Trace { verify, pid, all, json, strace_log, svg, output, cmd } => {
+            let args = trace::Args { cmd, verify, pid, all, json, strace_log, svg, output };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             match trace::run(&args, &mut out) {

@@ -35,6 +35,8 @@ pub struct Args {
     pub json: bool,
     /// Also write the calls as an strace log `maple replay` reads.
     pub strace_log: Option<String>,
+    /// Draw the address spaces over the trace into this SVG file.
+    pub svg: Option<String>,
     /// Where maple's output goes (default: standard output, after the
     /// command has ended).
     pub output: Option<String>,
@@ -241,6 +243,8 @@ mod live {
         drop: Option<u64>,
         divergences: Vec<String>,
         events: Vec<String>,
+        /// With `--svg`: the spaces sampled as the trace goes.
+        timeline: crate::picture::Timeline,
     }
 
     impl Tracer<'_> {
@@ -478,12 +482,20 @@ mod live {
         };
         let mut cmd = Command::new(prog);
         cmd.args(rest);
+        // Ctrl-C is the command's to handle (it reaches it as a signal the
+        // tracer passes on); maple ends when the command does, and prints.
+        // SAFETY: setting a signal's disposition to ignore installs no
+        // handler; nothing else in maple relies on SIGINT.
+        unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
         // SAFETY: between fork and exec the closure calls only ptrace,
         // prctl and signal, which are async-signal-safe, and allocates
         // the filter program (the child is a copy of a single-threaded
         // maple at this point, so the allocator's locks are free).
         unsafe {
             cmd.pre_exec(|| {
+                // An ignored signal stays ignored across exec: the
+                // command gets Ctrl-C's default back.
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
                 ptrace::traceme().map_err(std::io::Error::from)?;
                 install_filter()
             });
@@ -509,6 +521,7 @@ mod live {
             drop: std::env::var("MAPLE_TRACE_DROP_CALL").ok().and_then(|v| v.parse().ok()),
             divergences: Vec::new(),
             events: Vec::new(),
+            timeline: crate::picture::Timeline::default(),
         };
         if args.json {
             t.replayer.record_changes();
@@ -565,6 +578,9 @@ mod live {
                                 t.feed(pid, &text)?;
                             }
                             t.verify(pid);
+                            if args.svg.is_some() && t.applied % 16 == 0 {
+                                t.timeline.sample(t.line, &t.replayer, args.pid);
+                            }
                         }
                     }
                     let _ = ptrace::cont(pid, None);
@@ -630,6 +646,11 @@ mod live {
                 }
                 _ => {}
             }
+        }
+        if let Some(svg) = &args.svg {
+            t.timeline.sample(t.line, &t.replayer, args.pid);
+            crate::picture::draw(&t.timeline, svg, &args.cmd.join(" ")).map_err(|msg| Failure { msg, code: 1 })?;
+            eprintln!("maple trace: wrote {svg}");
         }
         if let Some(mut log) = t.log.take() {
             log.flush().map_err(|e| fail(format!("cannot write the strace log: {e}")))?;

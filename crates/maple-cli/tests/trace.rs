@@ -158,3 +158,32 @@ fn the_command_s_status_is_maple_s() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/command"));
 }
+
+/// Ctrl-C (SIGINT to the terminal's process group) is the command's: it
+/// ends, and maple ends with it, with its status.
+#[test]
+fn ctrl_c_ends_both() {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maple"))
+        .args(["trace", "-o", "/dev/null", "--", "sleep", "30"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Once the command runs under maple (a `sleep` whose parent is maple).
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let Some((comm, rest)) = stat.split_once(") ") else { return false };
+            comm.ends_with("(sleep") && rest.split_whitespace().nth(1) == Some(&child.id().to_string())
+        })
+    };
+    let start = std::time::Instant::now();
+    while !running() {
+        assert!(start.elapsed().as_secs() < 20, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    assert!(Command::new("kill").args(["-INT", "--", &group]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 2));
+}
