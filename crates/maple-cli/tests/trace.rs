@@ -1,7 +1,9 @@
 //! `maple trace` on real programs, live: every process's model checked
 //! against the kernel's `/proc/PID/maps` after every call (`--verify`),
 //! and the final maps of a process tree against what each process printed
-//! of its own maps as its last act.
+//! of its own maps as its last act. The programs: the churn program,
+//! python, sqlite, node, java, a static Go binary and the C compiler
+//! (each traced where installed).
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::{
@@ -120,7 +122,26 @@ fn real_programs_verify_without_a_difference() {
     if cc(src, &churn, &[]) {
         runs.push(vec![churn.to_str().unwrap().into()]);
     }
+    // A static Go binary, its runtime's own threads and mappings.
+    let goprog = dir.join("goprog");
+    if installed("go") {
+        let built = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&goprog)
+            .arg(".")
+            .current_dir(format!("{}/tests/data/goprog", env!("CARGO_MANIFEST_DIR")))
+            .env("CGO_ENABLED", "0")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built, "go build failed");
+        runs.push(vec![goprog.to_str().unwrap().into()]);
+    } else {
+        eprintln!("go not installed: no Go program traced");
+    }
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let tree_c = format!("{}/tests/data/tree.c", env!("CARGO_MANIFEST_DIR"));
+    let tree_o = dir.join("tree.o");
+    runs.push(s(&["cc", "-c", "-O1", "-o", tree_o.to_str().unwrap(), &tree_c]));
     for (prog, args) in [
         ("python3", s(&["python3", "-c", "import json, sqlite3; print(json.dumps([1]))"])),
         ("sqlite3", s(&["sqlite3", ":memory:", "create table t(a); insert into t values (1); select a from t;"])),
