@@ -7,6 +7,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace
 # Docs as docs.rs builds them (every feature).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p maple-tree --all-features
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p maple-mm --all-features
 # no_std + alloc: the single-threaded tree (and serde) on a target without std.
 cargo clippy -p maple-tree --no-default-features --features serde --lib -- -D warnings
 cargo build -p maple-tree --no-default-features --features serde --target x86_64-unknown-none

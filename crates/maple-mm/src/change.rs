@@ -208,10 +208,20 @@ impl Events {
 pub(crate) type Piece = (u64, u64, VmaRef);
 
 /// The same attributes, everything a VMA records compared by value (two
-/// records made apart but equal are no change).
+/// records made apart but equal are no change; two opens of one file, at
+/// the same offsets, are the same pages).
 pub(crate) fn same_attrs(a: &VmaData, b: &VmaData) -> bool {
+    let backing = match (a.backing.file(), b.backing.file()) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            core::ptr::eq(x, y)
+                || (x.same_file(y)
+                    && (x.path.as_str(), x.writable, x.sysv_shm) == (y.path.as_str(), y.writable, y.sysv_shm))
+        }
+        _ => false,
+    };
     a.flags == b.flags
-        && a.backing.same(&b.backing)
+        && backing
         && a.pgoff_base == b.pgoff_base
         && a.name == b.name
         && a.anon == b.anon

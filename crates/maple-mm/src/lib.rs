@@ -84,6 +84,8 @@
 //!   each call changed ([`Change`]: pages mapped, unmapped, changed,
 //!   moved), and [`diff`](AddressSpace::diff) between two spaces in the
 //!   same terms.
+//! * Snapshots (feature `serde`): an `AddressSpace` serialises with every
+//!   VMA attribute and its hidden state, and reads back checked.
 //! * [`strace`]: rebuild every process's address space from an `strace -f`
 //!   log (the `maple replay` command).
 //! * [`swap`]: swap extents (page offset → disk block) on the tree, built
@@ -118,6 +120,8 @@ mod policy;
 mod seal;
 mod shared;
 mod shm;
+#[cfg(feature = "serde")]
+mod snapshot;
 mod space;
 mod stack;
 mod store;

@@ -2,6 +2,8 @@
 //! smaps shows that maps lines do not (the kernel oracles).
 #![allow(dead_code)] // each test uses part of it
 
+pub mod calls;
+
 use maple_mm::VmFlags;
 
 /// Mappings the kernel makes without system calls: left out of every

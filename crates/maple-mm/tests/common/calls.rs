@@ -1,0 +1,152 @@
+//! Random address-space calls of every kind, for the property tests:
+//! a strategy and the call each makes (its result left to the caller).
+
+use std::sync::Arc;
+
+use maple_mm::{
+    Access, AddressSpace, Advice, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags,
+    ShmSegment, PAGE_SIZE,
+};
+use proptest::prelude::*;
+
+/// The window the calls work in, and its size in pages.
+pub const BASE: u64 = 0x4000_0000;
+pub const PAGES: u64 = 48;
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    Map { page: u64, pages: u64, prot: u32, kind: u8, off: u64, fixed: bool },
+    Unmap { page: u64, pages: u64 },
+    Protect { page: u64, pages: u64, prot: u32 },
+    Remap { page: u64, pages: u64, new_pages: u64, to: u64, how: u8 },
+    Brk { pages: u64 },
+    Advise { page: u64, pages: u64, advice: u8 },
+    Lock { page: u64, pages: u64, how: u8 },
+    LockAll { how: u8 },
+    Seal { page: u64, pages: u64 },
+    Bind { page: u64, pages: u64, mode: u32 },
+    Name { page: u64, pages: u64, name: u8 },
+    Touch { page: u64, pages: u64 },
+    Fault { page: u64, write: bool },
+    ShmAt { page: u64, seg: u8 },
+    ShmDt { page: u64 },
+    Exec,
+}
+
+pub fn op() -> impl Strategy<Value = Op> {
+    let range = (0..PAGES).prop_flat_map(|p| (Just(p), 1..=(PAGES - p).min(12)));
+    let page = 0..PAGES;
+    prop_oneof![
+        4 => (range.clone(), 0..8u32, 0..5u8, 0..8u64, any::<bool>())
+            .prop_map(|((page, pages), prot, kind, off, fixed)| Op::Map { page, pages, prot, kind, off, fixed: fixed || kind == 4 }),
+        2 => range.clone().prop_map(|(page, pages)| Op::Unmap { page, pages }),
+        3 => (range.clone(), 0..8u32).prop_map(|((page, pages), prot)| Op::Protect { page, pages, prot }),
+        3 => (range.clone(), 1..12u64, page.clone(), 0..4u8)
+            .prop_map(|((page, pages), new_pages, to, how)| Op::Remap { page, pages, new_pages, to, how }),
+        1 => (0..6u64).prop_map(|pages| Op::Brk { pages }),
+        3 => (range.clone(), 0..12u8).prop_map(|((page, pages), advice)| Op::Advise { page, pages, advice }),
+        2 => (range.clone(), 0..3u8).prop_map(|((page, pages), how)| Op::Lock { page, pages, how }),
+        1 => (0..3u8).prop_map(|how| Op::LockAll { how }),
+        1 => range.clone().prop_map(|(page, pages)| Op::Seal { page, pages }),
+        1 => (range.clone(), 0..4u32).prop_map(|((page, pages), mode)| Op::Bind { page, pages, mode }),
+        2 => (range.clone(), 0..3u8).prop_map(|((page, pages), name)| Op::Name { page, pages, name }),
+        2 => range.clone().prop_map(|(page, pages)| Op::Touch { page, pages }),
+        1 => (page.clone(), any::<bool>()).prop_map(|(page, write)| Op::Fault { page, write }),
+        1 => (page.clone(), 0..2u8).prop_map(|(page, seg)| Op::ShmAt { page, seg }),
+        1 => page.prop_map(|page| Op::ShmDt { page }),
+        1 => Just(Op::Exec),
+    ]
+}
+
+pub fn at(p: u64) -> u64 {
+    BASE + p * PAGE_SIZE
+}
+
+/// Runs `op` (its result does not matter here: a failure must be told as
+/// what it changed, usually nothing).
+pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
+    let len = |n: u64| n * PAGE_SIZE;
+    let _ = match *op {
+        Op::Map { page, pages, prot, kind, off, fixed } => {
+            let mut f = if kind == 2 { MapFlags::SHARED } else { MapFlags::PRIVATE };
+            if fixed {
+                f |= MapFlags::FIXED;
+            }
+            let file = match kind {
+                0 | 2 => {
+                    f |= MapFlags::ANONYMOUS;
+                    None
+                }
+                4 => {
+                    f |= MapFlags::ANONYMOUS | MapFlags::GROWSDOWN;
+                    None
+                }
+                _ => Some(Arc::clone(&files[usize::from(kind) % files.len()])),
+            };
+            mm.mmap(at(page), len(pages), Prot::from_bits_retain(prot), f, file, len(off)).map(drop)
+        }
+        Op::Unmap { page, pages } => mm.munmap(at(page), len(pages)),
+        Op::Protect { page, pages, prot } => mm.mprotect(at(page), len(pages), Prot::from_bits_retain(prot)),
+        Op::Remap { page, pages, new_pages, to, how } => {
+            let flags = match how {
+                0 => MremapFlags::empty(),
+                1 => MremapFlags::MAYMOVE,
+                2 => MremapFlags::MAYMOVE | MremapFlags::FIXED,
+                _ => MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP,
+            };
+            let new = if how == 3 { pages } else { new_pages };
+            mm.mremap(at(page), len(pages), len(new), flags, at(to)).map(drop)
+        }
+        Op::Brk { pages } => {
+            let base = mm.brk_state().map_or(0, |b| b.start);
+            mm.brk(base + len(pages));
+            Ok(())
+        }
+        Op::Advise { page, pages, advice } => {
+            let a = [
+                Advice::Normal,
+                Advice::Random,
+                Advice::Sequential,
+                Advice::DontFork,
+                Advice::DoFork,
+                Advice::WipeOnFork,
+                Advice::DontDump,
+                Advice::HugePage,
+                Advice::NoHugePage,
+                Advice::PopulateWrite,
+                Advice::GuardInstall,
+                Advice::GuardRemove,
+            ][usize::from(advice)];
+            mm.madvise(at(page), len(pages), a)
+        }
+        Op::Lock { page, pages, how } => match how {
+            0 => mm.mlock(at(page), len(pages)),
+            1 => mm.mlock2(at(page), len(pages), MlockFlags::ONFAULT),
+            _ => mm.munlock(at(page), len(pages)),
+        },
+        Op::LockAll { how } => match how {
+            0 => mm.mlockall(MclFlags::CURRENT),
+            1 => mm.mlockall(MclFlags::CURRENT | MclFlags::FUTURE),
+            _ => mm.munlockall(),
+        },
+        Op::Seal { page, pages } => mm.mseal(at(page), len(pages), 0),
+        Op::Bind { page, pages, mode } => mm.mbind(at(page), len(pages), mode, 0b1, MbindFlags::empty()),
+        Op::Name { page, pages, name } => {
+            mm.set_anon_name(at(page), len(pages), [None, Some("a"), Some("b")][usize::from(name)])
+        }
+        Op::Touch { page, pages } => mm.touch(at(page), len(pages)),
+        Op::Fault { page, write } => mm
+            .fault(at(page), if write { Access::Write } else { Access::Read })
+            .map(drop)
+            .map_err(|_| maple_mm::Errno::EFAULT),
+        Op::ShmAt { page, seg } => {
+            let s = ShmSegment { key: 0, id: 7 + i32::from(seg), size: 3 * PAGE_SIZE };
+            mm.shmat(&s, at(page), ShmFlags::empty()).map(drop)
+        }
+        Op::ShmDt { page } => mm.shmdt(at(page)),
+        Op::Exec => {
+            mm.exec();
+            Ok(())
+        }
+    };
+}

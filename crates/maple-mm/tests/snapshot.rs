@@ -1,0 +1,122 @@
+//! Snapshots (feature `serde`): an address space written to JSON and read
+//! back is the same space, hidden state included. Random sequences of
+//! every call kind make the space; after the round trip the same further
+//! calls run on the original and the copy, which must stay equal call for
+//! call (so what decides later merges, the open files' identity and the
+//! anon_vmas' sharing, came back too). Bad snapshots are refused with the
+//! VMA named.
+
+use std::{collections::HashMap, sync::Arc};
+
+use maple_mm::{AddressSpace, MapFlags, MappedFile, Prot, PAGE_SIZE};
+use proptest::prelude::*;
+
+mod common;
+
+use common::calls::{at, call, op, Op, PAGES};
+
+/// Everything two spaces may differ in that a user can see; their
+/// anon_vmas are told apart by a renaming (a snapshot read back makes
+/// fresh ones) that must be one to one.
+fn same(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
+    let mut ids: HashMap<u64, u64> = HashMap::new();
+    let mut back: HashMap<u64, u64> = HashMap::new();
+    let (va, vb): (Vec<_>, Vec<_>) = (a.iter().collect(), b.iter().collect());
+    if va.len() != vb.len() {
+        return Err(format!("{} VMAs against {}", va.len(), vb.len()));
+    }
+    for (x, y) in va.iter().zip(&vb) {
+        // (Shared anonymous memory made after the copy gets an inode
+        // number of its own on each side.)
+        let file = |v: &maple_mm::Vma<'_>| {
+            v.file().map(|f| {
+                (f.dev_major, f.dev_minor, if f.anon_shmem { 0 } else { f.inode }, f.path.clone(), f.anon_shmem)
+            })
+        };
+        let plain = |v: &maple_mm::Vma<'_>| {
+            (
+                v.range(),
+                v.flags(),
+                file(v),
+                v.pgoff(),
+                v.name().map(|n| n.to_string()),
+                v.label().map(str::to_owned),
+                v.policy().cloned(),
+            )
+        };
+        if plain(x) != plain(y) {
+            return Err(format!("{x:?} against {y:?}"));
+        }
+        match (x.anon_vma(), y.anon_vma()) {
+            (None, None) => {}
+            (Some(p), Some(q)) if p.is_forked() == q.is_forked() => {
+                if *ids.entry(p.id()).or_insert(q.id()) != q.id() || *back.entry(q.id()).or_insert(p.id()) != p.id() {
+                    return Err(format!("anon_vmas shared differently at {:#x}", x.start()));
+                }
+            }
+            _ => return Err(format!("anon_vma differs at {:#x}", x.start())),
+        }
+    }
+    let pages = |m: &AddressSpace| m.anon_pages().collect::<Vec<_>>();
+    if pages(a) != pages(b) {
+        return Err("anonymous pages differ".into());
+    }
+    if (a.brk_state(), a.total_vm(), a.locked_vm(), a.data_vm())
+        != (b.brk_state(), b.total_vm(), b.locked_vm(), b.data_vm())
+    {
+        return Err("break or counts differ".into());
+    }
+    Ok(())
+}
+
+fn run(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
+    let files: Vec<Arc<MappedFile>> =
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
+    let mut mm = AddressSpace::new();
+    mm.set_brk_base(at(PAGES + 64)).unwrap();
+    for op in before {
+        call(&mut mm, op, &files);
+    }
+    let json = serde_json::to_string(&mm).unwrap();
+    let mut copy: AddressSpace =
+        serde_json::from_str(&json).map_err(|e| TestCaseError::fail(format!("{e}\n{json}")))?;
+    same(&mm, &copy).map_err(TestCaseError::fail)?;
+    // The copy's files are its own objects: map the same ones on both.
+    let copy_files: Vec<Arc<MappedFile>> = files.iter().map(|f| Arc::new((**f).clone())).collect();
+    for (i, op) in after.iter().enumerate() {
+        call(&mut mm, op, &files);
+        call(&mut copy, op, &copy_files);
+        copy.validate().map_err(TestCaseError::fail)?;
+        same(&mm, &copy).map_err(|e| TestCaseError::fail(format!("after {i} more calls ({op:?}): {e}")))?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_snapshot_is_the_same_space(before in prop::collection::vec(op(), 1..50), after in prop::collection::vec(op(), 0..30)) {
+        run(&before, &after)?;
+    }
+}
+
+#[test]
+fn bad_snapshots_are_refused_with_the_vma_named() {
+    let mut mm = AddressSpace::new();
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    mm.mmap(0x10000, 2 * PAGE_SIZE, Prot::RW, f, None, 0).unwrap();
+    mm.mmap(0x20000, PAGE_SIZE, Prot::READ, f, None, 0).unwrap();
+    let json = serde_json::to_string(&mm).unwrap();
+    let bad = |from: &str, to: &str| {
+        let text = json.replacen(from, to, 1);
+        assert_ne!(text, json, "{from} not in {json}");
+        serde_json::from_str::<AddressSpace>(&text).unwrap_err().to_string()
+    };
+    // 0x20000 = 131072 starts the second VMA; 0x10000 = 65536 the first.
+    assert!(bad("\"start\":131072", "\"start\":69632").contains("VMA 1 (0x11000-0x21000): overlaps"));
+    assert!(bad("\"start\":131072", "\"start\":131073").contains("VMA 1 (0x20001-0x21000): not a range of whole pages"));
+    assert!(bad("\"file\":null", "\"file\":7").contains("VMA 0 (0x10000-0x12000): no file 7"));
+    assert!(bad("\"name\":null", "\"name\":\"a$b\"").contains("bad name"));
+    assert!(serde_json::from_str::<AddressSpace>(&json[..json.len() / 2]).is_err());
+}
