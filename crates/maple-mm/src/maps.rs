@@ -390,6 +390,71 @@ impl AddressSpace {
         pagemap_runs(pagemap, &maybe, |w| w & PM_GUARD_REGION != 0, |s, e| guards.install(s, e))
     }
 
+    /// Gives each VMA of this space (read from a maps file) the flags that
+    /// maps lines do not show from `shadow`, the same process's space as
+    /// replayed from a log up to the same moment, where one VMA of the
+    /// shadow covers it whole with the same protection, sharing and
+    /// backing: don't-fork, wipe-on-fork, don't-dump, hugepage advice,
+    /// mergeable, locks, access-pattern advice, possible guard pages,
+    /// no-reserve and, with it, the accounting.
+    ///
+    /// A maps file cannot say why two touching VMAs that look alike are
+    /// apart, and reading one gives every private writable VMA an
+    /// anon_vma of its own (written apart). Where the flags learned here
+    /// tell two such neighbours apart instead, they are taken as the
+    /// pieces of one VMA that advice split, and share its anon_vma, so
+    /// that undoing the advice merges them again, as in Linux.
+    pub(crate) fn adopt_hidden_flags(&mut self, shadow: &AddressSpace) {
+        const HIDDEN: VmFlags = VmFlags::NORESERVE
+            .union(VmFlags::DONTCOPY)
+            .union(VmFlags::WIPEONFORK)
+            .union(VmFlags::DONTDUMP)
+            .union(VmFlags::HUGEPAGE)
+            .union(VmFlags::NOHUGEPAGE)
+            .union(VmFlags::MERGEABLE)
+            .union(VmFlags::LOCKED_MASK)
+            .union(VmFlags::SEQ_READ)
+            .union(VmFlags::RAND_READ)
+            .union(VmFlags::MAYBE_GUARD);
+        const SHOWN: VmFlags = VmFlags::ACCESS.union(VmFlags::SHARED);
+        let mut out: Vec<(u64, u64, VmaData)> = Vec::new();
+        let mut changed = false;
+        for v in self.iter() {
+            let mut data = v.data.clone();
+            let covering = shadow.vma_at(v.start).filter(|s| s.end >= v.end).filter(|s| {
+                let same_backing = match (v.file(), s.file()) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => a.inode == b.inode || a.path == b.path,
+                    _ => false,
+                };
+                same_backing && (v.flags() & SHOWN) == (s.flags() & SHOWN)
+            });
+            if let Some(s) = covering {
+                data.flags |= s.flags() & HIDDEN;
+                if s.flags().contains(VmFlags::NORESERVE) {
+                    data.flags = (data.flags - VmFlags::ACCOUNT) | (s.flags() & VmFlags::ACCOUNT);
+                }
+            }
+            if let Some((_, pend, prev)) = out.last() {
+                let split_by_flags = *pend == v.start
+                    && data.flags != prev.flags
+                    && VmaData { flags: prev.flags, anon: data.anon, ..data.clone() }.same_kind(prev);
+                if split_by_flags && prev.anon.is_some() && data.anon.is_some() {
+                    data.anon = prev.anon;
+                }
+            }
+            changed |= data.flags != v.data.flags || data.anon != v.data.anon;
+            out.push((v.start, v.end, data));
+        }
+        if !changed {
+            return;
+        }
+        for (start, end, data) in out {
+            // (A failed allocation leaves that VMA as the maps file said.)
+            let _ = self.put(start, end, data);
+        }
+    }
+
     /// Gives the VMAs touching `[start, end)` that live process `pid` has
     /// written and the model has not the anon_vma a write gives them: what
     /// a tracer cannot see (page faults are not calls) but Linux's merges

@@ -22,7 +22,12 @@ use crate::{
 pub struct ReplayOptions {
     /// Lines up to this one (1-based, inclusive) are read only for process
     /// relationships, open files and the program break; memory calls after
-    /// it are applied. `None`: from the start.
+    /// it are applied. `None`: from the start. With an initial space (the
+    /// maps file describing the process at this line), the memory calls
+    /// before it are replayed on a shadow of the process's space, whose
+    /// flags that maps lines do not show (`MAP_NORESERVE`,
+    /// `MADV_DONTFORK`, `MADV_WIPEONFORK`, hugepage advice, locks, …)
+    /// are given to the initial space's VMAs they cover whole.
     pub from: Option<usize>,
     /// Lines from this one on (1-based) are not read. `None`: to the end.
     pub to: Option<usize>,
@@ -364,6 +369,14 @@ impl Replayer {
         self.opts.from.is_none_or(|f| line > f)
     }
 
+    /// Memory calls up to `from` are applied too, to spaces that are
+    /// then replaced (the root's by the initial maps, at `from`): only to
+    /// learn the flags a maps file does not show (see
+    /// [`ReplayOptions::from`]).
+    fn shadowing(&self, line: usize) -> bool {
+        self.opts.from.is_some_and(|f| line <= f) && self.initial.is_some()
+    }
+
     fn disagree(&mut self, line: usize, msg: String) {
         self.stats.disagreements.push(Disagreement { line, msg });
     }
@@ -384,7 +397,13 @@ impl Replayer {
                 let mut space = space.unwrap_or_default();
                 self.tell_replaced(pid, &AddressSpace::new(), &space);
                 self.watch(pid, &mut space);
-                Proc { space: Rc::new(RefCell::new(space)), files: Rc::default() }
+                let space = Rc::new(RefCell::new(space));
+                if self.opts.from.is_some() {
+                    // Before `from`, a shadow: its calls may fail in the
+                    // model (it began empty) with nothing to report.
+                    self.unknown.insert(Rc::as_ptr(&space));
+                }
+                Proc { space, files: Rc::default() }
             }
         };
         self.procs.insert(pid, proc);
@@ -490,8 +509,11 @@ impl Replayer {
         self.ensure(pid);
         if self.opts.from == Some(no) {
             if let Some(mut initial) = self.initial.take() {
-                // The maps file describes this process at this line.
+                // The maps file describes this process at this line; the
+                // calls logged before it add what maps lines do not show.
                 let space = Rc::clone(&self.procs[&pid].space);
+                initial.adopt_hidden_flags(&space.borrow());
+                self.unknown.remove(&Rc::as_ptr(&space));
                 self.tell_replaced(pid, &space.borrow(), &initial);
                 self.watch(pid, &mut initial);
                 *space.borrow_mut() = initial;
@@ -578,7 +600,7 @@ impl Replayer {
             "openat" | "open" | "creat" | "close" | "shmget" | "setrlimit" | "prlimit64" => {
                 matches!(ret, Ret::Value(_))
             }
-            _ => is_memory_call(name) && self.applying(no),
+            _ => is_memory_call(name) && (self.applying(no) || self.shadowing(no)),
         };
         if !relevant {
             return Ok(());
@@ -717,7 +739,7 @@ impl Replayer {
             }
             _ => {}
         }
-        if !is_memory_call(name) || !self.applying(no) {
+        if !is_memory_call(name) || !(self.applying(no) || self.shadowing(no)) {
             return Ok(());
         }
         // A call that failed changes nothing, except mprotect and madvise
