@@ -106,6 +106,7 @@ impl<T: VmaStore> AddressSpace<T> {
             anon: self.anon.try_dup().map_err(nomem)?,
             lazy: self.lazy.try_dup().map_err(nomem)?,
             events: None,
+            reserved: self.reserved.try_dup().map_err(nomem)?,
         };
         for &(s, e, remove) in uncopied {
             child.guards.remove(s, e).map_err(nomem)?;

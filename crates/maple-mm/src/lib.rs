@@ -84,6 +84,8 @@
 //!   each call changed ([`Change`]: pages mapped, unmapped, changed,
 //!   moved), and [`diff`](AddressSpace::diff) between two spaces in the
 //!   same terms.
+//! * [`reserve`](AddressSpace::reserve): ranges no mapping may take (an
+//!   emulator's own).
 //! * Snapshots (feature `serde`): an `AddressSpace` serialises with every
 //!   VMA attribute and its hidden state, and reads back checked.
 //! * [`strace`]: rebuild every process's address space from an `strace -f`

@@ -270,7 +270,7 @@ impl<T: VmaStore> AddressSpace<T> {
             let free = match self.find_vma(hint) {
                 None => true,
                 Some(v) => hint + len <= self.start_gap(&v),
-            };
+            } && self.reserved.first_in(hint, hint + len).is_none();
             if free {
                 return Ok(hint);
             }
@@ -304,6 +304,12 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::ENOMEM);
             }
             let start = self.tree.view().empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            // Below the lowest reserved range it would take, if any (any
+            // fit ending above that takes it too).
+            if let Some(r) = self.reserved.first_in(start, start + len) {
+                high = r;
+                continue;
+            }
             match self.find_vma(start + len) {
                 Some(next)
                     if next.start < start + len + self.layout.stack_guard_gap
@@ -324,6 +330,11 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::ENOMEM);
             }
             let start = self.tree.view().empty_area(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            // Above the highest reserved range it would take, if any.
+            if let Some(&(_, r)) = self.reserved.runs(start, start + len).last() {
+                low = r;
+                continue;
+            }
             match self.find_vma(start + len) {
                 Some(next) if self.start_gap(&next) < start + len => low = next.end,
                 _ => return Ok(start),

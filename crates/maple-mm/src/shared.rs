@@ -84,6 +84,8 @@ struct State {
     lazy: PageSet,
     /// The observer, lent to the writer's address space while it lives.
     events: Option<Box<Events>>,
+    /// The reserved ranges, lent likewise.
+    reserved: PageSet,
 }
 
 impl Default for SharedAddressSpace {
@@ -109,6 +111,7 @@ impl From<AddressSpace> for SharedAddressSpace {
             anon: mm.anon,
             lazy: mm.lazy,
             events: mm.events,
+            reserved: mm.reserved,
         };
         SharedAddressSpace {
             tree: ConcurrentMapleTree::from(mm.tree),
@@ -250,6 +253,7 @@ impl SharedAddressSpace {
             anon: core::mem::take(&mut state.anon),
             lazy: core::mem::take(&mut state.lazy),
             events: state.events.take(),
+            reserved: core::mem::take(&mut state.reserved),
         };
         SpaceWriter { space, state, leak: &self.lock_leak }
     }
@@ -270,6 +274,7 @@ impl SharedAddressSpace {
             anon: w.space.anon.clone(),
             lazy: w.space.lazy.clone(),
             events: None,
+            reserved: w.space.reserved.clone(),
         }
     }
 
@@ -290,6 +295,7 @@ impl SharedAddressSpace {
             anon: state.anon,
             lazy: state.lazy,
             events: state.events,
+            reserved: state.reserved,
         }
     }
 }
@@ -327,6 +333,7 @@ impl Drop for SpaceWriter<'_> {
         self.state.anon = core::mem::take(&mut self.space.anon);
         self.state.lazy = core::mem::take(&mut self.space.lazy);
         self.state.events = self.space.events.take();
+        self.state.reserved = core::mem::take(&mut self.space.reserved);
     }
 }
 

@@ -35,6 +35,7 @@ struct Snapshot {
     anon_pages: Vec<(u64, u64)>,
     lazy_pages: Vec<(u64, u64)>,
     guard_pages: Vec<(u64, u64)>,
+    reserved: Vec<(u64, u64)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -169,6 +170,7 @@ impl Serialize for AddressSpace {
             anon_pages: self.anon.iter().collect(),
             lazy_pages: self.lazy.iter().collect(),
             guard_pages: self.guards.iter().collect(),
+            reserved: self.reserved.iter().collect(),
         }
         .serialize(s)
     }
@@ -278,6 +280,7 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
     runs("anonymous pages", &snap.anon_pages)?;
     runs("lazily freeable pages", &snap.lazy_pages)?;
     runs("guard pages", &snap.guard_pages)?;
+    runs("reserved range", &snap.reserved)?;
     let oom = |_| "out of memory".to_string();
     for (s, e) in snap.anon_pages {
         mm.anon.install(s, e).map_err(oom)?;
@@ -287,6 +290,9 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
     }
     for (s, e) in snap.guard_pages {
         mm.guards.install(s, e).map_err(oom)?;
+    }
+    for (s, e) in snap.reserved {
+        mm.reserved.install(s, e).map_err(oom)?;
     }
     mm.brk = snap.brk.map(|(start, current)| Brk { start, current });
     mm.start_stack = snap.start_stack;

@@ -166,6 +166,8 @@ pub struct AddressSpace<T: VmaStore = MapleTree<VmaRef>> {
     pub(crate) lock_leak: u64,
     /// The observer told each call's changes, if one is set.
     pub(crate) events: Option<Box<Events>>,
+    /// Ranges no VMA may take (see [`reserve`](AddressSpace::reserve)).
+    pub(crate) reserved: PageSet,
 }
 
 impl Default for AddressSpace {
@@ -190,6 +192,7 @@ impl Clone for AddressSpace {
             lazy: self.lazy.clone(),
             lock_leak: self.lock_leak,
             events: None,
+            reserved: self.reserved.clone(),
         }
     }
 }
@@ -292,17 +295,20 @@ impl AddressSpace {
             lazy: PageSet::default(),
             lock_leak: 0,
             events: None,
+            reserved: PageSet::default(),
         }
     }
 
     /// Replaces everything with an empty space of the same layout, as
     /// `execve` does before loading a program. An observer stays, and
-    /// hears every page unmapped.
+    /// hears every page unmapped; reserved ranges stay.
     pub fn exec(&mut self) {
         let events = self.events.take();
+        let reserved = core::mem::take(&mut self.reserved);
         let old = events.as_ref().map(|_| self.cloned(..));
         *self = AddressSpace::with_layout(self.layout.clone());
         self.events = events;
+        self.reserved = reserved;
         if let (Some(ev), Some(old)) = (&mut self.events, old) {
             let mut changes = Vec::new();
             diff_into(&old, &[], &mut changes);
@@ -330,6 +336,48 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Takes the observer away: later calls tell no one.
     pub fn clear_observer(&mut self) {
         self.events = None;
+    }
+
+    /// Reserves `[start, end)` (whole pages): no call places a mapping
+    /// there, and none maps over it, grows into it or moves into it (they
+    /// fail with `ENOMEM`, changing nothing). What an emulator keeps for
+    /// itself in the guest's address space (QEMU's `reserved_va` limit,
+    /// the host's own mappings). The range must be unmapped: `EEXIST` if a
+    /// VMA is there, `EINVAL` for an empty or unaligned range.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Errno, MapFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let top = mm.layout().mmap_base;
+    /// mm.reserve(top - 16 * PAGE_SIZE, top)?;
+    /// // Placement goes below it; a fixed mapping over it fails.
+    /// let a = mm.mmap(0, PAGE_SIZE, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0)?;
+    /// assert!(a < top - 16 * PAGE_SIZE);
+    /// let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    /// assert_eq!(mm.mmap(top - PAGE_SIZE, PAGE_SIZE, Prot::READ, fixed, None, 0), Err(Errno::ENOMEM));
+    /// # Ok::<(), Errno>(())
+    /// ```
+    pub fn reserve(&mut self, start: u64, end: u64) -> Result<()> {
+        if start >= end || !is_aligned(start) || !is_aligned(end) {
+            return Err(Errno::EINVAL);
+        }
+        if self.find_vma_intersection(start, end).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        self.reserved.install(start, end).map_err(|_| Errno::ENOMEM)
+    }
+
+    /// Gives `[start, end)` back to placement and mappings.
+    pub fn unreserve(&mut self, start: u64, end: u64) -> Result<()> {
+        if start >= end || !is_aligned(start) || !is_aligned(end) {
+            return Err(Errno::EINVAL);
+        }
+        self.reserved.remove(start, end).map_err(|_| Errno::ENOMEM)
+    }
+
+    /// The reserved ranges, in address order.
+    pub fn reserved(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
+        self.reserved.iter().map(|(s, e)| s..e)
     }
     /// The changes that turn `self` into `other`, lowest address first, in
     /// the vocabulary an observer hears ([`Change`]): what a call did is
@@ -617,6 +665,9 @@ impl<T: VmaStore> AddressSpace<T> {
                 ));
             }
         }
+        if let Some((s, e)) = self.reserved.iter().find(|&(s, e)| self.find_vma_intersection(s, e).is_some()) {
+            return Err(format!("a VMA in the reserved range {s:#x}-{e:#x}"));
+        }
         for v in self.iter() {
             if !is_aligned(v.start) || !is_aligned(v.end) {
                 return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
@@ -782,8 +833,13 @@ impl<T: VmaStore> AddressSpace<T> {
         out
     }
 
-    /// Stores `data` over `[start, end)`, cutting whatever is there.
+    /// Stores `data` over `[start, end)`, cutting whatever is there. A
+    /// reserved range refuses it like a failed allocation: the call under
+    /// way is undone and fails with `ENOMEM`.
     pub(crate) fn put(&mut self, start: u64, end: u64, data: VmaData) -> core::result::Result<(), AllocFail> {
+        if self.reserved.first_in(start, end).is_some() {
+            return Err(AllocFail);
+        }
         self.tree.store(start..end, VmaRef::new(data)).map_err(|_| AllocFail)
     }
 

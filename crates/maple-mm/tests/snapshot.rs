@@ -6,68 +6,14 @@
 //! anon_vmas' sharing, came back too). Bad snapshots are refused with the
 //! VMA named.
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
 
 use maple_mm::{AddressSpace, MapFlags, MappedFile, Prot, PAGE_SIZE};
 use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, op, Op, PAGES};
-
-/// Everything two spaces may differ in that a user can see; their
-/// anon_vmas are told apart by a renaming (a snapshot read back makes
-/// fresh ones) that must be one to one.
-fn same(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
-    let mut ids: HashMap<u64, u64> = HashMap::new();
-    let mut back: HashMap<u64, u64> = HashMap::new();
-    let (va, vb): (Vec<_>, Vec<_>) = (a.iter().collect(), b.iter().collect());
-    if va.len() != vb.len() {
-        return Err(format!("{} VMAs against {}", va.len(), vb.len()));
-    }
-    for (x, y) in va.iter().zip(&vb) {
-        // (Shared anonymous memory made after the copy gets an inode
-        // number of its own on each side.)
-        let file = |v: &maple_mm::Vma<'_>| {
-            v.file().map(|f| {
-                (f.dev_major, f.dev_minor, if f.anon_shmem { 0 } else { f.inode }, f.path.clone(), f.anon_shmem)
-            })
-        };
-        let plain = |v: &maple_mm::Vma<'_>| {
-            (
-                v.range(),
-                v.flags(),
-                file(v),
-                v.pgoff(),
-                v.name().map(|n| n.to_string()),
-                v.label().map(str::to_owned),
-                v.policy().cloned(),
-            )
-        };
-        if plain(x) != plain(y) {
-            return Err(format!("{x:?} against {y:?}"));
-        }
-        match (x.anon_vma(), y.anon_vma()) {
-            (None, None) => {}
-            (Some(p), Some(q)) if p.is_forked() == q.is_forked() => {
-                if *ids.entry(p.id()).or_insert(q.id()) != q.id() || *back.entry(q.id()).or_insert(p.id()) != p.id() {
-                    return Err(format!("anon_vmas shared differently at {:#x}", x.start()));
-                }
-            }
-            _ => return Err(format!("anon_vma differs at {:#x}", x.start())),
-        }
-    }
-    let pages = |m: &AddressSpace| m.anon_pages().collect::<Vec<_>>();
-    if pages(a) != pages(b) {
-        return Err("anonymous pages differ".into());
-    }
-    if (a.brk_state(), a.total_vm(), a.locked_vm(), a.data_vm())
-        != (b.brk_state(), b.total_vm(), b.locked_vm(), b.data_vm())
-    {
-        return Err("break or counts differ".into());
-    }
-    Ok(())
-}
+use common::calls::{at, call, equivalent, op, Op, PAGES};
 
 fn run(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
     let files: Vec<Arc<MappedFile>> =
@@ -80,14 +26,14 @@ fn run(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
     let json = serde_json::to_string(&mm).unwrap();
     let mut copy: AddressSpace =
         serde_json::from_str(&json).map_err(|e| TestCaseError::fail(format!("{e}\n{json}")))?;
-    same(&mm, &copy).map_err(TestCaseError::fail)?;
+    equivalent(&mm, &copy).map_err(TestCaseError::fail)?;
     // The copy's files are its own objects: map the same ones on both.
     let copy_files: Vec<Arc<MappedFile>> = files.iter().map(|f| Arc::new((**f).clone())).collect();
     for (i, op) in after.iter().enumerate() {
         call(&mut mm, op, &files);
         call(&mut copy, op, &copy_files);
         copy.validate().map_err(TestCaseError::fail)?;
-        same(&mm, &copy).map_err(|e| TestCaseError::fail(format!("after {i} more calls ({op:?}): {e}")))?;
+        equivalent(&mm, &copy).map_err(|e| TestCaseError::fail(format!("after {i} more calls ({op:?}): {e}")))?;
     }
     Ok(())
 }

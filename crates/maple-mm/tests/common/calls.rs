@@ -1,7 +1,7 @@
 //! Random address-space calls of every kind, for the property tests:
 //! a strategy and the call each makes (its result left to the caller).
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use maple_mm::{
     Access, AddressSpace, Advice, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags,
@@ -149,4 +149,59 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
             Ok(())
         }
     };
+}
+
+/// Two spaces alike in everything a user can see, up to the identities
+/// each space makes for itself: their anon_vmas are told apart by a
+/// renaming that must be one to one, and shared anonymous memory by
+/// everything but its inode number.
+pub fn equivalent(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
+    let mut ids: HashMap<u64, u64> = HashMap::new();
+    let mut back: HashMap<u64, u64> = HashMap::new();
+    let (va, vb): (Vec<_>, Vec<_>) = (a.iter().collect(), b.iter().collect());
+    if va.len() != vb.len() {
+        return Err(format!("{} VMAs against {}", va.len(), vb.len()));
+    }
+    for (x, y) in va.iter().zip(&vb) {
+        // (Shared anonymous memory made after the copy gets an inode
+        // number of its own on each side.)
+        let file = |v: &maple_mm::Vma<'_>| {
+            v.file().map(|f| {
+                (f.dev_major, f.dev_minor, if f.anon_shmem { 0 } else { f.inode }, f.path.clone(), f.anon_shmem)
+            })
+        };
+        let plain = |v: &maple_mm::Vma<'_>| {
+            (
+                v.range(),
+                v.flags(),
+                file(v),
+                v.pgoff(),
+                v.name().map(|n| n.to_string()),
+                v.label().map(str::to_owned),
+                v.policy().cloned(),
+            )
+        };
+        if plain(x) != plain(y) {
+            return Err(format!("{x:?} against {y:?}"));
+        }
+        match (x.anon_vma(), y.anon_vma()) {
+            (None, None) => {}
+            (Some(p), Some(q)) if p.is_forked() == q.is_forked() => {
+                if *ids.entry(p.id()).or_insert(q.id()) != q.id() || *back.entry(q.id()).or_insert(p.id()) != p.id() {
+                    return Err(format!("anon_vmas shared differently at {:#x}", x.start()));
+                }
+            }
+            _ => return Err(format!("anon_vma differs at {:#x}", x.start())),
+        }
+    }
+    let pages = |m: &AddressSpace| m.anon_pages().collect::<Vec<_>>();
+    if pages(a) != pages(b) {
+        return Err("anonymous pages differ".into());
+    }
+    if (a.brk_state(), a.total_vm(), a.locked_vm(), a.data_vm())
+        != (b.brk_state(), b.total_vm(), b.locked_vm(), b.data_vm())
+    {
+        return Err("break or counts differ".into());
+    }
+    Ok(())
 }
