@@ -24,7 +24,7 @@ use crate::{
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Snapshot {
-    layout: LayoutRepr,
+    layout: Layout,
     brk: Option<(u64, u64)>,
     start_stack: Option<u64>,
     def_flags: u64,
@@ -36,24 +36,6 @@ struct Snapshot {
     lazy_pages: Vec<(u64, u64)>,
     guard_pages: Vec<(u64, u64)>,
     reserved: Vec<(u64, u64)>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LayoutRepr {
-    task_size: u64,
-    mmap_base: u64,
-    mmap_min_addr: u64,
-    bottom_up: bool,
-    stack_guard_gap: u64,
-    stack_limit: u64,
-    max_map_count: usize,
-    as_limit: u64,
-    data_limit: u64,
-    data_segment: u64,
-    memlock_limit: u64,
-    numa_nodes: u64,
-    thp_align: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -102,22 +84,6 @@ impl Serialize for AddressSpace {
     /// The VMAs in address order with every attribute, the page runs, the
     /// program break and the layout (see the module docs).
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let l = &self.layout;
-        let layout = LayoutRepr {
-            task_size: l.task_size,
-            mmap_base: l.mmap_base,
-            mmap_min_addr: l.mmap_min_addr,
-            bottom_up: l.bottom_up,
-            stack_guard_gap: l.stack_guard_gap,
-            stack_limit: l.stack_limit,
-            max_map_count: l.max_map_count,
-            as_limit: l.as_limit,
-            data_limit: l.data_limit,
-            data_segment: l.data_segment,
-            memlock_limit: l.memlock_limit,
-            numa_nodes: l.numa_nodes,
-            thp_align: l.thp_align,
-        };
         let mut files: Vec<FileRepr> = Vec::new();
         let mut file_ids: HashMap<*const MappedFile, usize> = HashMap::new();
         let mut anon_ids: HashMap<u64, u64> = HashMap::new();
@@ -160,7 +126,7 @@ impl Serialize for AddressSpace {
             });
         }
         Snapshot {
-            layout,
+            layout: self.layout.clone(),
             brk: self.brk.map(|b| (b.start, b.current)),
             start_stack: self.start_stack,
             def_flags: self.def_flags.bits(),
@@ -187,23 +153,7 @@ impl<'de> Deserialize<'de> for AddressSpace {
 }
 
 fn build(snap: Snapshot) -> Result<AddressSpace, String> {
-    let l = snap.layout;
-    let layout = Layout {
-        task_size: l.task_size,
-        mmap_base: l.mmap_base,
-        mmap_min_addr: l.mmap_min_addr,
-        bottom_up: l.bottom_up,
-        stack_guard_gap: l.stack_guard_gap,
-        stack_limit: l.stack_limit,
-        max_map_count: l.max_map_count,
-        as_limit: l.as_limit,
-        data_limit: l.data_limit,
-        data_segment: l.data_segment,
-        memlock_limit: l.memlock_limit,
-        numa_nodes: l.numa_nodes,
-        thp_align: l.thp_align,
-    };
-    let mut mm = AddressSpace::with_layout(layout);
+    let mut mm = AddressSpace::with_layout(snap.layout);
     let files: Vec<Arc<MappedFile>> = snap
         .files
         .into_iter()

@@ -20,6 +20,7 @@ use crate::{
 
 /// Where mappings go and the limits of an address space (x86-64 defaults).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(deny_unknown_fields))]
 pub struct Layout {
     /// One past the highest user address (`TASK_SIZE`, 47-bit).
     pub task_size: u64,

@@ -127,14 +127,20 @@ proptest! {
     }
 }
 
-/// A move is told as a move, after the target's unmap, with the tail it
-/// grew and nothing else.
-#[test]
-fn a_move_is_told_as_a_move() {
+/// A space whose observer writes each change as a line into the list.
+fn observed() -> (AddressSpace, Arc<Mutex<Vec<String>>>) {
     let mut mm = AddressSpace::new();
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&heard);
     mm.set_observer(move |c: &Change| log.lock().unwrap().push(c.to_string()));
+    (mm, heard)
+}
+
+/// A move is told as a move, after the target's unmap, with the tail it
+/// grew and nothing else.
+#[test]
+fn a_move_is_told_as_a_move() {
+    let (mut mm, heard) = observed();
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     mm.mmap(0x10000, 2 * PAGE_SIZE, Prot::RW, f, None, 0).unwrap();
     mm.mmap(0x20000, PAGE_SIZE, Prot::READ, f, None, 0).unwrap();
@@ -150,10 +156,7 @@ fn a_move_is_told_as_a_move() {
 /// a fork tell nothing.
 #[test]
 fn exec_fork_and_failures() {
-    let mut mm = AddressSpace::new();
-    let heard = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&heard);
-    mm.set_observer(move |c: &Change| log.lock().unwrap().push(c.to_string()));
+    let (mut mm, heard) = observed();
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     mm.mmap(0x10000, PAGE_SIZE, Prot::RW, f, None, 0).unwrap();
     mm.mmap(0x30000, PAGE_SIZE, Prot::READ, f, None, 0).unwrap();
@@ -169,10 +172,7 @@ fn exec_fork_and_failures() {
 /// A shared space keeps the observer for its writers, and gives it back.
 #[test]
 fn a_shared_space_tells_its_writers_changes() {
-    let mut mm = AddressSpace::new();
-    let heard = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&heard);
-    mm.set_observer(move |c: &Change| log.lock().unwrap().push(c.to_string()));
+    let (mm, heard) = observed();
     let shared = maple_mm::SharedAddressSpace::from(mm);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     shared.write().mmap(0x10000, 2 * PAGE_SIZE, Prot::RW, f, None, 0).unwrap();

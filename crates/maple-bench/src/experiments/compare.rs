@@ -38,6 +38,16 @@ fn sum_by_next(it: impl Iterator<Item = u64>) -> u64 {
     s
 }
 
+/// Adds one to every value of `t` through `values_mut`, and sums them.
+fn bump_all(t: &mut MapleTree<Box<u64>>) -> u64 {
+    t.values_mut()
+        .map(|v| {
+            *v += 1;
+            *v
+        })
+        .sum()
+}
+
 /// A range map's store on the `BTreeMap<start, (end, value)>` idiom:
 /// what `[f, l]` overlaps is trimmed (an entry reaching in from the left
 /// keeps its part before `f`, one reaching out to the right its part after
@@ -212,18 +222,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         let tm = alternate(
             reps,
             vec![
-                case(
-                    n,
-                    || (),
-                    |()| {
-                        tb.values_mut()
-                            .map(|v| {
-                                *v += 1;
-                                *v
-                            })
-                            .sum::<u64>()
-                    },
-                ),
+                case(n, || (), |()| bump_all(&mut tb)),
                 case(
                     n,
                     || (),
@@ -254,18 +253,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         let tm = alternate(
             reps,
             vec![
-                case(
-                    n,
-                    || (),
-                    |()| {
-                        tb.values_mut()
-                            .map(|v| {
-                                *v += 1;
-                                *v
-                            })
-                            .sum::<u64>()
-                    },
-                ),
+                case(n, || (), |()| bump_all(&mut tb)),
                 case(
                     n,
                     || (),
