@@ -1,4 +1,4 @@
-//! The observer's changes, checked against a page-granular model that
+//! The observer's changes, checked against a model of page ranges that
 //! knows nothing but the changes: random sequences of every call kind
 //! (failures and failed allocations included) run on an address space
 //! with an observer; after every call the changes it heard, applied to the
@@ -44,49 +44,91 @@ fn page_of(v: &Vma<'_>, addr: u64) -> Page {
     }
 }
 
-/// Every page of the space.
-fn pages(mm: &AddressSpace) -> BTreeMap<u64, Page> {
-    let mut out = BTreeMap::new();
-    for v in mm.iter() {
-        for a in (v.start()..v.end()).step_by(PAGE_SIZE as usize) {
-            out.insert(a, page_of(&v, a));
-        }
-    }
-    out
+/// The model: ranges of pages with their attributes (start → end and
+/// the attributes at the start), changed only by what an observer heard.
+type Ranges = BTreeMap<u64, (u64, Page)>;
+
+/// The space as the model holds it.
+fn ranges_of(mm: &AddressSpace) -> Ranges {
+    mm.iter().map(|v| (v.start(), (v.end(), page_of(&v, v.start())))).collect()
 }
 
-/// The model: pages and their attributes, changed only by what the
-/// observer heard.
-fn apply(model: &mut BTreeMap<u64, Page>, c: &Change) {
+/// Bytes of `[lo, hi)` the model holds mapped.
+fn mapped(m: &Ranges, lo: u64, hi: u64) -> u64 {
+    m.range(..hi).filter(|(_, (e, _))| *e > lo).map(|(s, (e, _))| (*e).min(hi) - (*s).max(lo)).sum()
+}
+
+/// `page` as it would be `by` bytes further on.
+fn advanced(page: &Page, by: u64) -> Page {
+    Page { pgoff: page.pgoff.wrapping_add(by / PAGE_SIZE), ..page.clone() }
+}
+
+/// Empties `[lo, hi)` of `m`, keeping what lies outside it.
+fn cut(m: &mut Ranges, lo: u64, hi: u64) {
+    let hit: Vec<u64> = m.range(..hi).filter(|(_, (e, _))| *e > lo).map(|(s, _)| *s).collect();
+    for s in hit {
+        let (e, p) = m.remove(&s).expect("listed");
+        if s < lo {
+            m.insert(s, (lo, p.clone()));
+        }
+        if e > hi {
+            m.insert(hi, (e, advanced(&p, hi - s)));
+        }
+    }
+}
+
+/// Applies one change to the model.
+fn apply(m: &mut Ranges, c: &Change) {
     match c {
         Change::Mapped { range, .. } | Change::Changed { range, .. } => {
-            let v = c.vma().expect("a mapped change has attributes");
-            for a in range.clone().step_by(PAGE_SIZE as usize) {
-                model.insert(a, page_of(&v, a));
-            }
+            let v = c.vma().expect("mapped");
+            cut(m, range.start, range.end);
+            m.insert(range.start, (range.end, page_of(&v, range.start)));
         }
         Change::Unmapped { range, .. } => {
-            for a in range.clone().step_by(PAGE_SIZE as usize) {
-                assert!(model.remove(&a).is_some(), "{c}: page {a:#x} was not mapped");
-            }
+            assert_eq!(mapped(m, range.start, range.end), range.end - range.start, "{c}: not all of it was mapped");
+            cut(m, range.start, range.end);
         }
         Change::Moved { from, to } => {
-            let mut moved = Vec::new();
-            for a in from.clone().step_by(PAGE_SIZE as usize) {
-                let mut p = model.remove(&a).unwrap_or_else(|| panic!("{c}: page {a:#x} was not mapped"));
-                let at = a - from.start + to;
+            assert_eq!(mapped(m, from.start, from.end), from.end - from.start, "{c}: not all of it was mapped");
+            let pieces: Vec<(u64, u64, Page)> = m
+                .range(..from.end)
+                .filter(|(_, (e, _))| *e > from.start)
+                .map(|(s, (e, p))| {
+                    let (ps, pe) = ((*s).max(from.start), (*e).min(from.end));
+                    (ps, pe, advanced(p, ps - s))
+                })
+                .collect();
+            cut(m, from.start, from.end);
+            let target = to + (from.end - from.start);
+            assert_eq!(mapped(m, *to, target), 0, "{c}: target not unmapped first");
+            for (s, e, mut p) in pieces {
+                let at = s - from.start + to;
                 // Anonymous memory never written takes the offset of its
                 // new place (see `Change::Moved`).
                 if p.file.is_none() && p.anon.is_none() {
                     p.pgoff = at / PAGE_SIZE;
                 }
-                moved.push((at, p));
-            }
-            for (at, p) in moved {
-                assert!(model.insert(at, p).is_none(), "{c}: target {at:#x} not unmapped first");
+                m.insert(at, (e - from.start + to, p));
             }
         }
     }
+}
+
+/// `m` with touching ranges whose attributes continue joined: the pages
+/// and attributes alone, whatever the cuts.
+fn joined(m: &Ranges) -> Vec<(u64, u64, Page)> {
+    let mut out: Vec<(u64, u64, Page)> = Vec::new();
+    for (s, (e, p)) in m {
+        if let Some(last) = out.last_mut() {
+            if last.1 == *s && advanced(&last.2, s - last.0) == *p {
+                last.1 = *e;
+                continue;
+            }
+        }
+        out.push((*s, *e, p.clone()));
+    }
+    out
 }
 
 fn run(ops: &[(Op, u8)]) -> Result<(), TestCaseError> {
@@ -97,7 +139,7 @@ fn run(ops: &[(Op, u8)]) -> Result<(), TestCaseError> {
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&heard);
     mm.set_observer(move |c: &Change| log.lock().unwrap().push(c.clone()));
-    let mut model = BTreeMap::new();
+    let mut model = Ranges::new();
     for (step, (op, fail)) in ops.iter().enumerate() {
         let before = mm.clone();
         // Every few calls, one of the tree's next allocations fails.
@@ -109,7 +151,13 @@ fn run(ops: &[(Op, u8)]) -> Result<(), TestCaseError> {
         for c in &changes {
             apply(&mut model, c);
         }
-        prop_assert!(model == pages(&mm), "step {} {:?}: the changes {:?} do not give the space", step, op, changes);
+        prop_assert!(
+            joined(&model) == joined(&ranges_of(&mm)),
+            "step {} {:?}: the changes {:?} do not give the space",
+            step,
+            op,
+            changes
+        );
         if !changes.iter().any(|c| matches!(c, Change::Moved { .. })) {
             let diff: Vec<Change> = before.diff(&mm).collect();
             prop_assert_eq!(format!("{diff:?}"), format!("{changes:?}"), "step {} {:?}", step, op);
@@ -185,73 +233,6 @@ fn a_shared_space_tells_its_writers_changes() {
     );
 }
 
-/// A range model of one process: start → (end, attributes at start).
-type Ranges = BTreeMap<u64, (u64, Page)>;
-
-/// `page` as it would be `by` bytes further on.
-fn advanced(page: &Page, by: u64) -> Page {
-    Page { pgoff: page.pgoff.wrapping_add(by / PAGE_SIZE), ..page.clone() }
-}
-
-/// Empties `[lo, hi)` of `m`, keeping what lies outside it.
-fn cut(m: &mut Ranges, lo: u64, hi: u64) {
-    let hit: Vec<u64> = m.range(..hi).filter(|(_, (e, _))| *e > lo).map(|(s, _)| *s).collect();
-    for s in hit {
-        let (e, p) = m.remove(&s).expect("listed");
-        if s < lo {
-            m.insert(s, (lo, p.clone()));
-        }
-        if e > hi {
-            m.insert(hi, (e, advanced(&p, hi - s)));
-        }
-    }
-}
-
-fn apply_ranges(m: &mut Ranges, c: &Change) {
-    match c {
-        Change::Mapped { range, .. } | Change::Changed { range, .. } => {
-            let v = c.vma().expect("mapped");
-            cut(m, range.start, range.end);
-            m.insert(range.start, (range.end, page_of(&v, range.start)));
-        }
-        Change::Unmapped { range, .. } => cut(m, range.start, range.end),
-        Change::Moved { from, to } => {
-            let pieces: Vec<(u64, u64, Page)> = m
-                .range(..from.end)
-                .filter(|(_, (e, _))| *e > from.start)
-                .map(|(s, (e, p))| {
-                    let (ps, pe) = ((*s).max(from.start), (*e).min(from.end));
-                    (ps, pe, advanced(p, ps - s))
-                })
-                .collect();
-            cut(m, from.start, from.end);
-            for (s, e, mut p) in pieces {
-                let at = s - from.start + to;
-                if p.file.is_none() && p.anon.is_none() {
-                    p.pgoff = at / PAGE_SIZE;
-                }
-                m.insert(at, (e - from.start + to, p));
-            }
-        }
-    }
-}
-
-/// `m` with touching ranges whose attributes continue joined: the pages
-/// and attributes alone, whatever the cuts.
-fn joined(m: &Ranges) -> Vec<(u64, u64, Page)> {
-    let mut out: Vec<(u64, u64, Page)> = Vec::new();
-    for (s, (e, p)) in m {
-        if let Some(last) = out.last_mut() {
-            if last.1 == *s && advanced(&last.2, s - last.0) == *p {
-                last.1 = *e;
-                continue;
-            }
-        }
-        out.push((*s, *e, p.clone()));
-    }
-    out
-}
-
 /// Real programs' logs (`tests/data/recorded`) replayed with their changes
 /// recorded: each process's changes, applied in order to a range model
 /// that starts empty, give its final address space.
@@ -274,7 +255,7 @@ fn recorded_logs_changes_rebuild_every_process() {
                 // (A child's lines held back until its clone returns are
                 // applied then, with their own numbers.)
                 assert!(c.line <= i + 1, "{sample}: a change told for line {} at line {}", c.line, i + 1);
-                apply_ranges(models.entry(c.pid).or_default(), &c.change);
+                apply(models.entry(c.pid).or_default(), &c.change);
                 told += 1;
             }
         }
@@ -284,11 +265,7 @@ fn recorded_logs_changes_rebuild_every_process() {
         for (pid, space) in &done.processes {
             // Threads share the space told under their group's first pid.
             let Some(m) = models.get(pid) else { continue };
-            let mut want = Ranges::new();
-            for v in space.iter() {
-                want.insert(v.start(), (v.end(), page_of(&v, v.start())));
-            }
-            assert!(joined(m) == joined(&want), "{sample}: process {pid}'s changes do not give its space");
+            assert!(joined(m) == joined(&ranges_of(space)), "{sample}: process {pid}'s changes do not give its space");
             checked += 1;
         }
         assert!(checked > 0, "{sample}: no process checked");

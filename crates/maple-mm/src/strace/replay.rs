@@ -147,6 +147,12 @@ struct OpenFile {
 struct Proc {
     space: Space,
     files: Files,
+    /// The process the space was made for (its changes are recorded
+    /// under it): this one, or the one whose space it shares.
+    owner: u32,
+    /// Shares another process's space without being one of its threads
+    /// (`CLONE_VM` alone: a vfork child), until it execs.
+    borrowed: bool,
 }
 
 /// One change a line of the log made to a process's address space (see
@@ -343,9 +349,39 @@ impl Replayer {
         }
     }
 
-    /// Tells, as made by `pid`, the changes from `before` to `after` (a
-    /// space replaced whole: a fork's child, an exec, the initial maps).
-    fn tell_replaced(&self, pid: u32, before: &AddressSpace, after: &AddressSpace) {
+    /// `pid` (known) execs: `fresh` becomes its own space, which it shares
+    /// with no one; the pid keeps its files. When recording, the old
+    /// space's pages are told unmapped under its owner, unless the pid
+    /// only borrowed it (a vfork child: its parent keeps them), and
+    /// `fresh`'s mapped under `pid`.
+    fn exec_into(&mut self, pid: u32, mut fresh: AddressSpace) -> Space {
+        let proc = &self.procs[&pid];
+        let old = if proc.borrowed { None } else { Some((proc.owner, Rc::clone(&proc.space))) };
+        if let Some((owner, old)) = old {
+            self.tell(owner, &old.borrow(), &AddressSpace::new());
+        }
+        self.replaced(pid, &AddressSpace::new(), &mut fresh);
+        let space = Rc::new(RefCell::new(fresh));
+        let proc = self.procs.get_mut(&pid).expect("known");
+        // (Threads of the old process are gone.)
+        proc.space = Rc::clone(&space);
+        proc.owner = pid;
+        proc.borrowed = false;
+        space
+    }
+
+    /// `after` becomes the space of `pid` in place of `before` (a fork's
+    /// child, an exec, the initial maps): when recording, the changes
+    /// from one to the other are told as made by `pid`, and `after` is
+    /// watched from now on.
+    fn replaced(&self, pid: u32, before: &AddressSpace, after: &mut AddressSpace) {
+        self.tell(pid, before, after);
+        self.watch(pid, after);
+    }
+
+    /// When recording, tells the changes from `before` to `after` as made
+    /// by `pid`.
+    fn tell(&self, pid: u32, before: &AddressSpace, after: &AddressSpace) {
         if let Some(heard) = &self.heard {
             let mut h = heard.lock().unwrap_or_else(|p| p.into_inner());
             h.extend(before.diff(after).map(|c| (pid, c)));
@@ -369,12 +405,12 @@ impl Replayer {
         self.opts.from.is_none_or(|f| line > f)
     }
 
-    /// Memory calls up to `from` are applied too, to spaces that are
-    /// then replaced (the root's by the initial maps, at `from`): only to
-    /// learn the flags a maps file does not show (see
-    /// [`ReplayOptions::from`]).
-    fn shadowing(&self, line: usize) -> bool {
-        self.opts.from.is_some_and(|f| line <= f) && self.initial.is_some()
+    /// Whether the memory call on `line` is applied: after `from`, and
+    /// up to it too while an initial space waits, to spaces that are then
+    /// replaced (the root's by the initial maps, at `from`), only to learn
+    /// the flags a maps file does not show (see [`ReplayOptions::from`]).
+    fn memory_calls_apply(&self, line: usize) -> bool {
+        self.applying(line) || self.initial.is_some()
     }
 
     fn disagree(&mut self, line: usize, msg: String) {
@@ -388,22 +424,26 @@ impl Replayer {
             return;
         }
         let proc = match self.root.and_then(|r| self.procs.get(&r)) {
-            Some(root) => Proc { space: Rc::clone(&root.space), files: Rc::clone(&root.files) },
+            Some(root) => Proc {
+                space: Rc::clone(&root.space),
+                files: Rc::clone(&root.files),
+                owner: root.owner,
+                borrowed: false,
+            },
             None => {
                 self.root = Some(pid);
                 // Without `from`, the initial space is the first process's;
                 // with it, the space of the process on line `from`.
                 let space = if self.opts.from.is_none() { self.initial.take() } else { None };
                 let mut space = space.unwrap_or_default();
-                self.tell_replaced(pid, &AddressSpace::new(), &space);
-                self.watch(pid, &mut space);
+                self.replaced(pid, &AddressSpace::new(), &mut space);
                 let space = Rc::new(RefCell::new(space));
                 if self.opts.from.is_some() {
                     // Before `from`, a shadow: its calls may fail in the
                     // model (it began empty) with nothing to report.
                     self.unknown.insert(Rc::as_ptr(&space));
                 }
-                Proc { space, files: Rc::default() }
+                Proc { space, files: Rc::default(), owner: pid, borrowed: false }
             }
         };
         self.procs.insert(pid, proc);
@@ -438,13 +478,10 @@ impl Replayer {
     /// its program break is learned anew. Calls made later apply to it as
     /// logged; the changes from the old space to this one are recorded
     /// (see [`record_changes`](Self::record_changes)) at line `no`.
-    pub fn exec_with(&mut self, no: usize, pid: u32, mut space: AddressSpace) {
+    pub fn exec_with(&mut self, no: usize, pid: u32, space: AddressSpace) {
         self.collect_changes(self.line_now.unwrap_or(no));
         self.ensure(pid);
-        let old = Rc::clone(&self.procs[&pid].space);
-        self.tell_replaced(pid, &old.borrow(), &space);
-        self.watch(pid, &mut space);
-        self.procs.get_mut(&pid).expect("ensured").space = Rc::new(RefCell::new(space));
+        self.exec_into(pid, space);
         self.brk.remove(&pid);
         self.exited.remove(&pid);
         self.collect_changes(no);
@@ -470,6 +507,9 @@ impl Replayer {
         }
         if let Some(b) = self.brk.remove(&0) {
             self.brk.insert(pid, b);
+        }
+        for p in self.procs.values_mut().filter(|p| p.owner == 0) {
+            p.owner = pid;
         }
         self.root = Some(pid);
     }
@@ -514,8 +554,7 @@ impl Replayer {
                 let space = Rc::clone(&self.procs[&pid].space);
                 initial.adopt_hidden_flags(&space.borrow());
                 self.unknown.remove(&Rc::as_ptr(&space));
-                self.tell_replaced(pid, &space.borrow(), &initial);
-                self.watch(pid, &mut initial);
+                self.replaced(pid, &space.borrow(), &mut initial);
                 *space.borrow_mut() = initial;
                 self.root = Some(pid);
             }
@@ -600,7 +639,7 @@ impl Replayer {
             "openat" | "open" | "creat" | "close" | "shmget" | "setrlimit" | "prlimit64" => {
                 matches!(ret, Ret::Value(_))
             }
-            _ => is_memory_call(name) && (self.applying(no) || self.shadowing(no)),
+            _ => is_memory_call(name) && self.memory_calls_apply(no),
         };
         if !relevant {
             return Ok(());
@@ -668,13 +707,9 @@ impl Replayer {
                     // A new program: a new heap (its start is the next brk(NULL)).
                     self.brk.remove(&pid);
                     if self.applying(no) {
-                        let mut fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
-                        self.tell_replaced(pid, &self.procs[&pid].space.borrow(), &fresh);
-                        self.watch(pid, &mut fresh);
-                        let space = Rc::new(RefCell::new(fresh));
+                        let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
+                        let space = self.exec_into(pid, fresh);
                         self.unknown.insert(Rc::as_ptr(&space));
-                        // Threads of the old process are gone; the pid keeps its files.
-                        self.procs.get_mut(&pid).expect("known").space = space;
                         self.stats.execs.push((no, pid));
                     }
                 }
@@ -739,7 +774,7 @@ impl Replayer {
             }
             _ => {}
         }
-        if !is_memory_call(name) || !(self.applying(no) || self.shadowing(no)) {
+        if !is_memory_call(name) || !self.memory_calls_apply(no) {
             return Ok(());
         }
         // A call that failed changes nothing, except mprotect and madvise
@@ -994,6 +1029,8 @@ impl Replayer {
     fn spawn(&mut self, no: usize, parent: u32, child: u32, flags: u64) {
         let parent_space = Rc::clone(&self.procs[&parent].space);
         let shares = flags & (names::CLONE_VM | names::CLONE_THREAD) != 0;
+        let owner = if shares { self.procs[&parent].owner } else { child };
+        let borrowed = shares && flags & names::CLONE_THREAD == 0;
         let space = if shares {
             parent_space
         } else {
@@ -1002,8 +1039,7 @@ impl Replayer {
                 self.disagree(no, format!("fork failed in the model: {e}"));
                 AddressSpace::with_layout(parent_space.borrow().layout().clone())
             });
-            self.tell_replaced(child, &AddressSpace::new(), &s);
-            self.watch(child, &mut s);
+            self.replaced(child, &AddressSpace::new(), &mut s);
             Rc::new(RefCell::new(s))
         };
         let p = &self.procs[&parent];
@@ -1021,7 +1057,7 @@ impl Replayer {
         if !self.procs.contains_key(&child) {
             self.order.push(child);
         }
-        self.procs.insert(child, Proc { space, files });
+        self.procs.insert(child, Proc { space, files, owner, borrowed });
     }
 
     /// Ends the log: lines of pids never created go to the root's space.
