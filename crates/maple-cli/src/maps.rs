@@ -151,14 +151,20 @@ pub fn diff(a: &AddressSpace, b: &AddressSpace) -> String {
 
 /// One VMA as JSON: its bounds, the maps line's fields, and the line.
 pub fn vma_json(mm: &AddressSpace, v: &maple_mm::Vma<'_>) -> serde_json::Value {
-    let line = mm.maps_line(v);
+    let mut j = line_json(v, mm.maps_line(v));
+    j["start"] = v.start().into();
+    j["end"] = v.end().into();
+    j
+}
+
+/// The columns of `line`, the maps line of `v`: {"perms", "offset",
+/// "dev", "inode", "name", "line"}.
+pub fn line_json(v: &maple_mm::Vma<'_>, line: String) -> serde_json::Value {
     // start-end perms offset dev inode [name]: the name may hold spaces.
     let fields: Vec<&str> = line.splitn(6, ' ').collect();
     let field = |i: usize| fields.get(i).copied().unwrap_or("");
     let name = field(5).trim_start();
     serde_json::json!({
-        "start": v.start(),
-        "end": v.end(),
         "perms": field(1),
         "offset": v.file_offset(),
         "dev": field(3),

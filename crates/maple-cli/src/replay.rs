@@ -180,20 +180,9 @@ fn timestamp(line: &str) -> Option<f64> {
 pub fn change_json(c: &ReplayChange) -> serde_json::Value {
     let attrs = |v: Option<maple_mm::Vma<'_>>| {
         v.map(|v| {
-            let line = v.to_string();
-            // start-end perms offset dev inode [name]: the name may hold spaces.
-            let fields: Vec<&str> = line.splitn(6, ' ').collect();
-            let field = |i: usize| fields.get(i).copied().unwrap_or("");
-            let name = field(5).trim_start();
-            serde_json::json!({
-                "perms": field(1),
-                "offset": v.file_offset(),
-                "dev": field(3),
-                "inode": field(4).parse::<u64>().unwrap_or(0),
-                "name": if name.is_empty() { serde_json::Value::Null } else { name.into() },
-                "flags": v.flags().iter_names().map(|(n, _)| n).collect::<Vec<_>>(),
-                "line": line,
-            })
+            let mut j = crate::maps::line_json(&v, v.to_string());
+            j["flags"] = v.flags().iter_names().map(|(n, _)| n).collect::<Vec<_>>().into();
+            j
         })
     };
     let r = c.change.range();

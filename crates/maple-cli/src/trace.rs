@@ -195,7 +195,6 @@ mod live {
                 let l = l.strip_suffix(" (deleted)").unwrap_or(l);
                 let f: Vec<&str> = l.splitn(6, ' ').collect();
                 let path = f.get(5).map_or("", |p| p.trim_start());
-                let path = path.strip_suffix(" (deleted)").unwrap_or(path);
                 if path == "/dev/zero" && f.len() == 6 {
                     format!("{} {} {} - - {path}", f[0], f[1], f[2])
                 } else {
@@ -248,19 +247,31 @@ mod live {
     }
 
     impl Tracer<'_> {
-        /// Feeds one strace line for `pid` (and logs it).
-        fn feed(&mut self, pid: Pid, text: &str) -> Result<(), Failure> {
+        /// Numbers the next line of the event log, `line`, and writes it to
+        /// the strace log if one is kept.
+        fn next_line(&mut self, line: &str) -> Result<usize, Failure> {
             self.line += 1;
-            let line = format!("{pid} {text}");
             if let Some(log) = &mut self.log {
                 writeln!(log, "{line}").map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
             }
-            self.replayer.feed(self.line, &line).map_err(|e| fail(format!("event log line {}: {}", e.line, e.msg)))?;
+            Ok(self.line)
+        }
+
+        /// With `--json`: the changes the replayer recorded, as JSON lines.
+        fn collect_events(&mut self) {
             if self.args.json {
                 for c in self.replayer.take_changes() {
                     self.events.push(crate::replay::change_json(&c).to_string());
                 }
             }
+        }
+
+        /// Feeds one strace line for `pid` (and logs it).
+        fn feed(&mut self, pid: Pid, text: &str) -> Result<(), Failure> {
+            let line = format!("{pid} {text}");
+            let no = self.next_line(&line)?;
+            self.replayer.feed(no, &line).map_err(|e| fail(format!("event log line {}: {}", e.line, e.msg)))?;
+            self.collect_events();
             Ok(())
         }
 
@@ -426,22 +437,20 @@ mod live {
         fn forked(&mut self, pid: Pid, child: Pid) -> Result<(), Failure> {
             let regs = ptrace::getregs(pid).map_err(|e| fail(format!("cannot read pid {pid}'s registers: {e}")))?;
             let (nr, a, _) = arch::call(&regs);
-            let text = match nr {
-                arch::FORK => format!("fork() = {child}"),
-                arch::VFORK => format!("vfork() = {child}"),
-                arch::CLONE3 => {
-                    format!("clone(child_stack=NULL, flags={:#x}) = {child}", Self::word(pid, a[0]).unwrap_or(0))
-                }
-                _ => format!("clone(child_stack=NULL, flags={:#x}) = {child}", a[0]),
-            };
-            self.feed(pid, &text)?;
             const CLONE_VM: u64 = 0x100;
+            // (`clone3` passes its flags first in a structure.)
             let flags = match nr {
                 arch::FORK => 0,
                 arch::VFORK => CLONE_VM,
                 arch::CLONE3 => Self::word(pid, a[0]).unwrap_or(0),
                 _ => a[0],
             };
+            let text = match nr {
+                arch::FORK => format!("fork() = {child}"),
+                arch::VFORK => format!("vfork() = {child}"),
+                _ => format!("clone(child_stack=NULL, flags={flags:#x}) = {child}"),
+            };
+            self.feed(pid, &text)?;
             let mm = if flags & CLONE_VM != 0 { self.tracees.get(&pid).map_or(pid, |t| t.mm) } else { child };
             self.tracees.insert(child, Tracee::new(mm));
             if self.early.remove(&child) {
@@ -456,18 +465,10 @@ mod live {
         fn execd(&mut self, pid: Pid) -> Result<(), Failure> {
             let space = AddressSpace::from_pid(pid.as_raw() as u32)
                 .map_err(|e| Failure { msg: format!("cannot read pid {pid}'s maps at its exec: {e}"), code: 1 })?;
-            self.line += 1;
-            if let Some(log) = &mut self.log {
-                // (A log read back starts this process empty here: see the docs.)
-                writeln!(log, "{pid} execve(\"?\", [], NULL) = 0")
-                    .map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
-            }
-            self.replayer.exec_with(self.line, pid.as_raw() as u32, space);
-            if self.args.json {
-                for c in self.replayer.take_changes() {
-                    self.events.push(crate::replay::change_json(&c).to_string());
-                }
-            }
+            // (A log read back starts this process empty here: see the docs.)
+            let no = self.next_line(&format!("{pid} execve(\"?\", [], NULL) = 0"))?;
+            self.replayer.exec_with(no, pid.as_raw() as u32, space);
+            self.collect_events();
             Ok(())
         }
     }
@@ -669,12 +670,9 @@ mod live {
             }
             None => out,
         };
-        let (applied, verified, skipped, synced, deleted, divergences, events) =
-            (t.applied, t.verified, t.skipped, t.synced, t.deleted, t.divergences.clone(), t.events.clone());
-        let done = t
-            .replayer
-            .finish()
-            .map_err(|e| Failure { msg: format!("event log line {}: {}", e.line, e.msg), code: 1 })?;
+        let Tracer { replayer, applied, verified, skipped, synced, deleted, divergences, events, .. } = t;
+        let done =
+            replayer.finish().map_err(|e| Failure { msg: format!("event log line {}: {}", e.line, e.msg), code: 1 })?;
         if args.json {
             for e in &events {
                 writeln!(out, "{e}").map_err(io)?;

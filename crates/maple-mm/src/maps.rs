@@ -417,8 +417,8 @@ impl AddressSpace {
             .union(VmFlags::RAND_READ)
             .union(VmFlags::MAYBE_GUARD);
         const SHOWN: VmFlags = VmFlags::ACCESS.union(VmFlags::SHARED);
-        let mut out: Vec<(u64, u64, VmaData)> = Vec::new();
-        let mut changed = false;
+        // Every VMA as it will be, and whether it changes.
+        let mut out: Vec<(u64, u64, VmaData, bool)> = Vec::new();
         for v in self.iter() {
             let mut data = v.data.clone();
             let covering = shadow.vma_at(v.start).filter(|s| s.end >= v.end).filter(|s| {
@@ -435,7 +435,7 @@ impl AddressSpace {
                     data.flags = (data.flags - VmFlags::ACCOUNT) | (s.flags() & VmFlags::ACCOUNT);
                 }
             }
-            if let Some((_, pend, prev)) = out.last() {
+            if let Some((_, pend, prev, _)) = out.last() {
                 let split_by_flags = *pend == v.start
                     && data.flags != prev.flags
                     && VmaData { flags: prev.flags, anon: data.anon, ..data.clone() }.same_kind(prev);
@@ -443,13 +443,10 @@ impl AddressSpace {
                     data.anon = prev.anon;
                 }
             }
-            changed |= data.flags != v.data.flags || data.anon != v.data.anon;
-            out.push((v.start, v.end, data));
+            let changed = data.flags != v.data.flags || data.anon != v.data.anon;
+            out.push((v.start, v.end, data, changed));
         }
-        if !changed {
-            return;
-        }
-        for (start, end, data) in out {
+        for (start, end, data, _) in out.into_iter().filter(|o| o.3) {
             // (A failed allocation leaves that VMA as the maps file said.)
             let _ = self.put(start, end, data);
         }
@@ -459,51 +456,41 @@ impl AddressSpace {
     /// written and the model has not the anon_vma a write gives them: what
     /// a tracer cannot see (page faults are not calls) but Linux's merges
     /// depend on. For each private writable VMA overlapping the range with
-    /// no anon_vma in the model, reads `/proc/PID/pagemap` over the whole
-    /// VMA up to its first anonymous page (present and neither a file's
-    /// nor the zero page, or in swap) and [`touch`]es that page, as its
-    /// first fault did. Returns the bytes so written.
+    /// no anon_vma in the model, reads `/proc/PID/pagemap` over the VMA
+    /// and [`touch`]es its first anonymous page (present and neither a
+    /// file's nor the zero page, or in swap), as its first fault did.
+    /// Returns the bytes so written.
     ///
     /// Needs page frame numbers from pagemap (`CAP_SYS_ADMIN`) to tell the
     /// zero page apart; without them, or without pagemap, nothing is
-    /// written. Errors only where pagemap cannot be opened.
+    /// written.
     ///
     /// [`touch`]: Self::touch
     #[cfg(target_os = "linux")]
     pub fn sync_written(&mut self, pid: u32, start: u64, end: u64) -> Result<u64, MapsError> {
-        use std::os::unix::fs::FileExt;
-        const CHUNK: u64 = 4096;
         let unwritten: Vec<(u64, u64)> = self
             .range(start & !(PAGE_SIZE - 1), end.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1))
-            .filter(|v| v.flags().contains(VmFlags::WRITE) && !v.is_shared() && v.anon_vma().is_none())
+            .filter(|v| v.flags().private_writable() && v.anon_vma().is_none())
             .map(|v| (v.start, v.end))
             .collect();
         if unwritten.is_empty() {
             return Ok(0);
         }
         let Some(zero) = zero_page_frame() else { return Ok(0) };
-        let pagemap = format!("/proc/{pid}/pagemap");
-        let Ok(f) = std::fs::File::open(&pagemap) else { return Ok(0) };
-        let mut bytes = vec![0u8; (CHUNK * 8) as usize];
-        let mut first = Vec::new();
-        'vmas: for (s, e) in unwritten {
-            let mut at = s;
-            while at < e {
-                let n = ((e - at) / PAGE_SIZE).min(CHUNK);
-                let buf = &mut bytes[..(n * 8) as usize];
-                if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
-                    continue 'vmas;
-                }
-                let hit = buf
-                    .chunks_exact(8)
-                    .position(|w| is_anon_word(u64::from_le_bytes(w.try_into().expect("eight bytes")), zero));
-                if let Some(k) = hit {
-                    first.push(at + k as u64 * PAGE_SIZE);
-                    continue 'vmas;
-                }
-                at += n * PAGE_SIZE;
-            }
-        }
+        // The runs come range by range, in order: a VMA's first run is its
+        // first anonymous page.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        pagemap_runs(
+            &format!("/proc/{pid}/pagemap"),
+            &unwritten,
+            |w| is_anon_word(w, zero),
+            |s, e| {
+                runs.push((s, e));
+                Ok(())
+            },
+        )?;
+        let first: Vec<u64> =
+            unwritten.iter().filter_map(|&(s, e)| runs.iter().find(|r| s <= r.0 && r.0 < e).map(|r| r.0)).collect();
         let mut written = 0;
         for page in first {
             if self.touch(page, PAGE_SIZE).is_ok() {

@@ -142,7 +142,7 @@ impl Backing {
         }
     }
 
-    pub(crate) fn same(&self, other: &Backing) -> bool {
+    fn same(&self, other: &Backing) -> bool {
         match (self, other) {
             (Backing::Anon, Backing::Anon) => true,
             // Linux compares `struct file` pointers: the same file opened

@@ -296,15 +296,10 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     }
 }
 
-/// Entry-by-entry walk shared by the iterators. Each leaf is read once, in
-/// one tight pass without a branch per slot, into a copy of its bounds and
-/// words and a mask of the slots holding values, which `next_entry` then
-/// hands out (the next one is the mask's lowest bit); the root-to-leaf
-/// path is consulted once per leaf.
-///
-/// Reading a leaf at once is also what readers of the concurrent tree
-/// want: a leaf they can reach changes in place only by single-word slot
-/// stores, and the words read stay alive while their guard does.
+/// Entry-by-entry walk shared by the iterators. Each leaf is read once
+/// into a [`LeafCopy`] and a mask of the slots holding values, which
+/// `next_entry` then hands out (the next one is the mask's lowest bit);
+/// the root-to-leaf path is consulted once per leaf.
 pub(crate) struct RawIter {
     walk: LeafWalk,
     /// The current leaf, read ([`load_leaf`](Self::load_leaf)).
