@@ -450,6 +450,12 @@ mod live {
                 arch::VFORK => format!("vfork() = {child}"),
                 _ => format!("clone(child_stack=NULL, flags={flags:#x}) = {child}"),
             };
+            if flags & CLONE_VM == 0 {
+                // The child inherits the anon_vma of every VMA written by
+                // the fork, which decides its merges: the parent's pages
+                // as the fork left them (it is stopped here) say which.
+                self.sync_written(pid, &[(0, u64::MAX)]);
+            }
             self.feed(pid, &text)?;
             let mm = if flags & CLONE_VM != 0 { self.tracees.get(&pid).map_or(pid, |t| t.mm) } else { child };
             self.tracees.insert(child, Tracee::new(mm));

@@ -1,6 +1,7 @@
 /* A process tree for `maple trace`: threads, fork, vfork + exec of a
  * (static, if it could be built so) binary, don't-fork and wipe-on-fork
- * ranges. Each process writes its own /proc/self/maps to DIR/maps.PID as
+ * ranges, and a range written with no memory call after it before the
+ * fork (which decides the child's merges). Each process writes its own /proc/self/maps to DIR/maps.PID as
  * its last act, with no memory call after it (raw read/write, _exit).
  *
  *   tree DIR [CHILD_BINARY]   the root
@@ -57,10 +58,20 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_create(&t, 0, thread_main, 0);
     pthread_join(t, 0);
+    /* Written after its last call: only the pages tell the tracer that the
+     * child inherits an anon_vma, so its neighbour below cannot merge.
+     * (No-reserve keeps it from joining, and sharing, a written neighbour's
+     * anon_vma.) */
+    char *w = mmap(0, 8 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    munmap(w + 4 * pg, 4 * pg);
+    w[0] = 1;
     pid_t c = fork();
     if (c == 0) {
         munmap(a + 8 * pg, pg);
         a[12 * pg] = 2;
+        mmap(w + 4 * pg, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+             -1, 0);
+        w[4 * pg] = 2;
         dump_and_exit(dir);
     }
     waitpid(c, 0, 0);
