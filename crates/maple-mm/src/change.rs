@@ -225,8 +225,8 @@ pub(crate) fn same_attrs(a: &VmaData, b: &VmaData) -> bool {
         && a.pgoff_base == b.pgoff_base
         && a.name == b.name
         && a.anon == b.anon
-        && a.label == b.label
         && a.policy == b.policy
+        && crate::vma::same_extra(&a.extra, &b.extra)
 }
 
 /// Appends `c`, joined to the last change where the two are one: the

@@ -84,6 +84,10 @@
 //!   each call changed ([`Change`]: pages mapped, unmapped, changed,
 //!   moved), and [`diff`](AddressSpace::diff) between two spaces in the
 //!   same terms.
+//! * [`VmaValue`]: an embedder's own value on each VMA
+//!   ([`mmap_with`](AddressSpace::mmap_with),
+//!   [`set_value`](AddressSpace::set_value)), following splits, forks
+//!   and moves, and vetoing merges.
 //! * [`reserve`](AddressSpace::reserve): ranges no mapping may take (an
 //!   emulator's own).
 //! * Snapshots (feature `serde`): an `AddressSpace` serialises with every
@@ -129,6 +133,7 @@ mod stack;
 mod store;
 pub mod strace;
 pub mod swap;
+mod value;
 mod vma;
 mod vma_slab;
 
@@ -147,6 +152,7 @@ pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use shm::ShmSegment;
 pub use space::{prot_of_index, AddressSpace, Brk, Layout, SpaceStats};
 pub use store::{TreeStore, VmaStore};
+pub use value::VmaValue;
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};
 pub use vma_slab::VmaRef;
 

@@ -11,7 +11,7 @@ use crate::{
     policy::MemPolicy,
     space::{AddressSpace, Brk, Layout},
     store::VmaStore,
-    vma::{AnonVma, Backing, MappedFile, Vma, VmaData},
+    vma::{AnonVma, Backing, Extra, MappedFile, Vma, VmaData},
     vma_slab::VmaRef,
 };
 
@@ -737,7 +737,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
     let shared = l.perms[3] == b's';
     flags.set(VmFlags::SHARED, shared);
     let mut name = None;
-    let mut label: Option<Arc<String>> = None;
+    let mut label: Option<String> = None;
     let path = l.path.as_str();
     let backing = if let Some(n) = path.strip_prefix("[anon:").and_then(|p| p.strip_suffix(']')) {
         name = Some(AnonName::new(n).map_err(|_| format!("bad anonymous name {n:?}"))?);
@@ -752,7 +752,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         Backing::Anon
     } else if path.starts_with('[') && path.ends_with(']') {
         flags |= VmFlags::SPECIAL;
-        label = Some(Arc::new(path.to_string()));
+        label = Some(path.to_string());
         Backing::Anon
     } else if path == "/dev/zero (deleted)" || (path.is_empty() && shared) {
         Backing::File(shmem(l, files))
@@ -778,7 +778,7 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         backing,
         name,
         anon: (writable_private && !flags.contains(VmFlags::SPECIAL)).then(AnonVma::new),
-        label,
+        extra: Extra::make(label, None),
         policy: None,
     })
 }

@@ -8,7 +8,8 @@ use crate::{
     page::{is_aligned, page_align, PAGE_SIZE, PMD_SIZE},
     space::{AddressSpace, Brk},
     store::VmaStore,
-    vma::{Backing, MappedFile, VmaData},
+    value::VmaValue,
+    vma::{Backing, Extra, MappedFile, VmaData},
 };
 
 /// Flags Linux knows (`MAP_SHARED_VALIDATE` rejects others).
@@ -57,6 +58,40 @@ impl<T: VmaStore> AddressSpace<T> {
         flags: MapFlags,
         file: Option<Arc<MappedFile>>,
         offset: u64,
+    ) -> Result<u64> {
+        self.mmap_carrying(addr, len, prot, flags, file, offset, None)
+    }
+
+    /// [`mmap`](Self::mmap), the new mapping carrying `value`. It merges
+    /// only with neighbours whose values [join](VmaValue::joins) it.
+    ///
+    /// Errors: those of `mmap`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmap_with<V: VmaValue>(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<Arc<MappedFile>>,
+        offset: u64,
+        value: V,
+    ) -> Result<u64> {
+        self.mmap_carrying(addr, len, prot, flags, file, offset, Extra::make(None, Some(Box::new(value))))
+    }
+
+    /// [`mmap`](Self::mmap) of a mapping that carries `extra` (the
+    /// embedder's value).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mmap_carrying(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<Arc<MappedFile>>,
+        offset: u64,
+        extra: Option<Arc<Extra>>,
     ) -> Result<u64> {
         // The order of the checks is Linux's (sys_mmap, then do_mmap).
         let bits = flags.bits();
@@ -186,7 +221,7 @@ impl<T: VmaStore> AddressSpace<T> {
             backing,
             name: None,
             anon: None,
-            label: None,
+            extra,
             policy: None,
         };
         // MAP_POPULATE (without MAP_NONBLOCK) and a lock prefault (but a
@@ -428,7 +463,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return b.current;
         }
         let data =
-            VmaData { flags, backing: Backing::Anon, pgoff_base: 0, name: None, anon: None, label: None, policy: None };
+            VmaData { flags, backing: Backing::Anon, pgoff_base: 0, name: None, anon: None, extra: None, policy: None };
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.

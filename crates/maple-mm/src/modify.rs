@@ -1,5 +1,5 @@
 //! Calls that change the attributes of a range: `mprotect`, `madvise`,
-//! naming, and write faults (`touch`).
+//! naming, the embedder's values, and write faults (`touch`).
 
 use crate::{
     error::AllocFail,
@@ -9,6 +9,7 @@ use crate::{
     page::{is_aligned, page_align, PAGE_SIZE},
     space::AddressSpace,
     store::VmaStore,
+    value::{ErasedValue, VmaValue},
     vma::{Backing, VmaData},
 };
 
@@ -501,6 +502,56 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             mm.written(start, end)?;
             Ok(Ok(()))
+        })
+    }
+
+    /// Puts `value` on every VMA in `[start, start + len)` (`None` takes
+    /// values off), splitting VMAs at the ends of the range and merging
+    /// the pieces with neighbours that join, as setting a name does.
+    /// Observers are told the pieces that changed.
+    ///
+    /// Errors, with nothing changed: `EINVAL` (an unaligned start, or a
+    /// range past the end of the address space), `ENOMEM` (a part of the
+    /// range not mapped), or a failed allocation.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, MapFlags, Prot, PAGE_SIZE};
+    /// let mut mm = AddressSpace::new();
+    /// let a = mm.mmap(0, 4 * PAGE_SIZE, Prot::RW, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+    /// mm.set_value(a + PAGE_SIZE, PAGE_SIZE, Some(7u32)).unwrap();
+    /// assert_eq!(mm.vma_count(), 3);
+    /// assert_eq!(mm.find_vma(a + PAGE_SIZE).unwrap().value::<u32>(), Some(&7));
+    /// mm.set_value::<u32>(a, 4 * PAGE_SIZE, None).unwrap();
+    /// assert_eq!(mm.vma_count(), 1);
+    /// ```
+    pub fn set_value<V: VmaValue>(&mut self, start: u64, len: u64, value: Option<V>) -> Result<()> {
+        if start % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
+        if start == end {
+            return Ok(());
+        }
+        let mut pos = start;
+        for v in self.range(start, end) {
+            if v.start > pos {
+                return Err(Errno::ENOMEM);
+            }
+            pos = v.end;
+        }
+        if pos < end {
+            return Err(Errno::ENOMEM);
+        }
+        self.modify(start, end, Holes::Ignore, &mut |d| {
+            let same = match (d.value(), &value) {
+                (None, None) => true,
+                (Some(old), Some(new)) => old.same(new),
+                _ => false,
+            };
+            if same {
+                return Ok(None);
+            }
+            Ok(Some(d.with_value(value.clone().map(|v| Box::new(v) as Box<dyn ErasedValue>))))
         })
     }
 

@@ -82,8 +82,15 @@ struct PolicyRepr {
 
 impl Serialize for AddressSpace {
     /// The VMAs in address order with every attribute, the page runs, the
-    /// program break and the layout (see the module docs).
+    /// program break and the layout (see the module docs). The embedders'
+    /// values are not part of a snapshot: a space with one is refused.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Some(v) = self.iter().find(|v| v.has_value()) {
+            return Err(serde::ser::Error::custom(format!(
+                "the VMA at {:#x} carries an embedder's value, which snapshots do not hold",
+                v.start
+            )));
+        }
         let mut files: Vec<FileRepr> = Vec::new();
         let mut file_ids: HashMap<*const MappedFile, usize> = HashMap::new();
         let mut anon_ids: HashMap<u64, u64> = HashMap::new();
@@ -116,7 +123,7 @@ impl Serialize for AddressSpace {
                 pgoff: v.pgoff(),
                 name: d.name.as_ref().map(|n| n.as_str().to_string()),
                 anon,
-                label: d.label.as_deref().cloned(),
+                label: d.label().map(str::to_owned),
                 policy: d.policy.as_deref().map(|p| PolicyRepr {
                     mode: p.mode as u32,
                     flags: p.flags.bits(),
@@ -216,7 +223,7 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
             pgoff_base: VmaData::base_for(v.start, v.pgoff),
             name,
             anon,
-            label: v.label.map(Arc::new),
+            extra: crate::vma::Extra::make(v.label, None),
             policy,
         };
         mm.put(v.start, v.end, data).map_err(|_| "out of memory".to_string())?;

@@ -601,7 +601,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// The label `/proc/PID/maps` shows for `vma` when it has no file or
     /// name of its own: `[heap]` or `[stack]`.
     pub(crate) fn label(&self, vma: &Vma<'_>) -> Option<&'static str> {
-        if vma.file().is_some() || vma.data.label.is_some() {
+        if vma.file().is_some() || vma.data.label().is_some() {
             return None;
         }
         // Linux's vma_is_initial_heap: a VMA that merely touches the heap's

@@ -16,7 +16,7 @@ use std::sync::{
     Arc,
 };
 
-use crate::{flags::VmFlags, name::AnonName, Prot, PAGE_SIZE};
+use crate::{flags::VmFlags, name::AnonName, value::ErasedValue, Prot, PAGE_SIZE};
 
 /// An open file that is mapped (Linux's `struct file`), with the identity
 /// `/proc/PID/maps` shows.
@@ -230,13 +230,79 @@ pub struct VmaData {
     pub(crate) pgoff_base: u64,
     pub(crate) name: Option<AnonName>,
     pub(crate) anon: Option<AnonVma>,
-    /// What the maps file shows for a special mapping (`[vdso]`, …).
-    pub(crate) label: Option<Arc<String>>,
+    /// What few VMAs carry: a special mapping's label, the embedder's value.
+    pub(crate) extra: Option<Arc<Extra>>,
     /// The memory policy (`mbind`); `None` for the default.
     pub(crate) policy: Option<Arc<crate::MemPolicy>>,
 }
 
+/// The rarely set attributes of a VMA, behind one pointer so that the
+/// record stays seven words.
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    /// What the maps file shows for a special mapping (`[vdso]`, …).
+    pub(crate) label: Option<String>,
+    /// The embedder's value (see [`VmaValue`](crate::VmaValue)).
+    pub(crate) value: Option<Box<dyn ErasedValue>>,
+}
+
+impl Extra {
+    /// The extra attributes `label` and `value` make, if any.
+    pub(crate) fn make(label: Option<String>, value: Option<Box<dyn ErasedValue>>) -> Option<Arc<Extra>> {
+        (label.is_some() || value.is_some()).then(|| Arc::new(Extra { label, value }))
+    }
+}
+
+/// Equal extra attributes (labels, and values by `==`).
+pub(crate) fn same_extra(a: &Option<Arc<Extra>>, b: &Option<Arc<Extra>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            Arc::ptr_eq(x, y)
+                || (x.label == y.label
+                    && match (&x.value, &y.value) {
+                        (None, None) => true,
+                        (Some(v), Some(w)) => v.same(w.as_ref()),
+                        _ => false,
+                    })
+        }
+        _ => false,
+    }
+}
+
 impl VmaData {
+    /// The label of a special mapping.
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.extra.as_ref()?.label.as_deref()
+    }
+
+    /// The embedder's value.
+    pub(crate) fn value(&self) -> Option<&dyn ErasedValue> {
+        self.extra.as_ref()?.value.as_deref()
+    }
+
+    /// These attributes with the embedder's value replaced.
+    pub(crate) fn with_value(&self, value: Option<Box<dyn ErasedValue>>) -> VmaData {
+        VmaData { extra: Extra::make(self.label().map(str::to_owned), value), ..self.clone() }
+    }
+
+    /// Whether the extra attributes let `self` merge with `next` above it:
+    /// the same label, and no value or values that join.
+    fn extra_joins(&self, next: &VmaData) -> bool {
+        match (&self.extra, &next.extra) {
+            (None, None) => true,
+            (Some(x), Some(y)) if Arc::ptr_eq(x, y) => true,
+            _ => {
+                self.label() == next.label()
+                    && match (self.value(), next.value()) {
+                        (None, None) => true,
+                        (Some(v), Some(w)) => v.joins(w),
+                        _ => false,
+                    }
+            }
+        }
+    }
+
     pub(crate) fn pgoff_at(&self, addr: u64) -> u64 {
         self.pgoff_base.wrapping_add(addr / PAGE_SIZE)
     }
@@ -262,10 +328,15 @@ impl VmaData {
     /// keeps its offsets; a never-written anonymous range takes its new
     /// address's page number, so it can merge at the destination (a
     /// written one cannot).
+    /// The embedder's value follows ([`VmaValue::moved`](crate::VmaValue::moved)).
     pub(crate) fn relocated(&self, from: u64, to: u64) -> VmaData {
         let pgoff_base =
             if self.is_anonymous() && self.anon.is_none() { 0 } else { VmaData::base_for(to, self.pgoff_at(from)) };
-        VmaData { pgoff_base, ..self.clone() }
+        let moved = match self.value() {
+            Some(v) if from != to => self.with_value(Some(v.moved(from, to))),
+            _ => self.clone(),
+        };
+        VmaData { pgoff_base, ..moved }
     }
 
     /// Linux's `vma_is_anonymous`: private anonymous memory.
@@ -287,8 +358,8 @@ impl VmaData {
             && self.backing.same(&other.backing)
             && self.pgoff_base == other.pgoff_base
             && self.name == other.name
-            && self.label == other.label
             && self.policy == other.policy
+            && self.extra_joins(other)
     }
 
     /// Whether `self` (ending where `next` starts) and `next` merge into one
@@ -421,7 +492,18 @@ impl<'a> Vma<'a> {
 
     /// The label of a special mapping (`[vdso]`, `[vvar]`, …), if any.
     pub fn label(&self) -> Option<&'a str> {
-        self.data.label.as_deref().map(String::as_str)
+        self.data.label()
+    }
+
+    /// The embedder's value of type `V` on this VMA, if it has one of that
+    /// type (see [`VmaValue`](crate::VmaValue)).
+    pub fn value<V: crate::VmaValue>(&self) -> Option<&'a V> {
+        self.data.value()?.as_any().downcast_ref::<V>()
+    }
+
+    /// Whether the VMA carries an embedder's value (of any type).
+    pub fn has_value(&self) -> bool {
+        self.data.value().is_some()
     }
 
     /// The anon_vma, if the mapping has been written (private mappings).
@@ -456,6 +538,7 @@ impl fmt::Debug for Vma<'_> {
             .field("pgoff", &self.pgoff())
             .field("name", &self.data.name)
             .field("anon", &self.data.anon)
+            .field("value", &self.data.value())
             .finish()
     }
 }

@@ -673,7 +673,7 @@ fn test_data(i: u64) -> VmaData {
         pgoff_base: i,
         name: None,
         anon: None,
-        label: None,
+        extra: None,
         policy: None,
     }
 }

@@ -30,6 +30,7 @@ struct Page {
     anon: Option<AnonVma>,
     label: Option<String>,
     policy: Option<MemPolicy>,
+    value: Option<u8>,
 }
 
 fn page_of(v: &Vma<'_>, addr: u64) -> Page {
@@ -41,6 +42,7 @@ fn page_of(v: &Vma<'_>, addr: u64) -> Page {
         anon: v.anon_vma(),
         label: v.label().map(str::to_owned),
         policy: v.policy().cloned(),
+        value: v.value::<u8>().copied(),
     }
 }
 

@@ -6,7 +6,9 @@
 //! `pgoff == start / PAGE_SIZE`; it then unmaps, protects, grows and
 //! shrinks in place, none of which changes that. A reader that saw a range
 //! from one moment with attributes from another, or a freed VMA, would see
-//! that equation fail (or crash under Miri).
+//! that equation fail (or crash under Miri). Every mapping carries the
+//! same embedder's value, which readers must see on every VMA; each VMA a
+//! reader found is checked again at the end of its pin.
 
 use std::{
     sync::{
@@ -23,6 +25,9 @@ use maple_mm::{
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const BASE: u64 = 0x1000_0000;
+
+/// The embedder's value on every mapping of the readers' test.
+const VALUE: u64 = 0x77;
 
 fn sizes() -> (u64, usize, usize) {
     // (pages in the region, writer calls, readers)
@@ -42,13 +47,14 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
     {
         let mut w = mm.write();
         for p in (0..pages).step_by(4) {
-            w.mmap(
+            w.mmap_with(
                 BASE + p * PAGE_SIZE,
                 2 * PAGE_SIZE,
                 Prot::READ,
                 fixed,
                 Some(file.clone()),
                 (BASE / PAGE_SIZE + p) * PAGE_SIZE,
+                VALUE,
             )
             .unwrap();
         }
@@ -64,12 +70,15 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                 let mut n = 0u64;
                 while !done.load(Ordering::Relaxed) || n == 0 {
                     let g = mm.pin();
+                    // Everything seen under this pin, checked again at its end.
+                    let mut held = Vec::new();
                     for _ in 0..if cfg!(miri) { 4 } else { 64 } {
                         let addr = BASE + rng.gen_range(0..pages) * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
                         let whole = |v: maple_mm::Vma<'_>| {
                             v.start() < v.end()
                                 && v.pgoff() == v.start() / PAGE_SIZE
                                 && v.file().is_some_and(|f| f.inode == 77)
+                                && v.value::<u64>() == Some(&VALUE)
                         };
                         if let Some(v) = mm.vma_at(addr, &g) {
                             if !v.contains(addr) || !whole(v) {
@@ -80,6 +89,7 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                             if v.end() <= addr || !whole(v) {
                                 bad.fetch_add(1, Ordering::Relaxed);
                             }
+                            held.push((v.range(), v));
                         }
                         if let Some(v) = mm.find_vma_intersection(addr, addr + 8 * PAGE_SIZE, &g) {
                             if v.end() <= addr || v.start() >= addr + 8 * PAGE_SIZE || !whole(v) {
@@ -87,6 +97,14 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                             }
                         }
                         n += 1;
+                    }
+                    for (range, v) in held {
+                        let same = v.range() == range
+                            && v.value::<u64>() == Some(&VALUE)
+                            && v.file().is_some_and(|f| f.inode == 77);
+                        if !same {
+                            bad.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
                 seen.fetch_add(n, Ordering::Relaxed);
@@ -101,9 +119,17 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
         let mut w = mm.write();
         let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
         let _ = match rng.gen_range(0..5) {
-            0 => {
-                w.mmap(at, n * PAGE_SIZE, prot, fixed, Some(file.clone()), (BASE / PAGE_SIZE + p) * PAGE_SIZE).map(drop)
-            }
+            0 => w
+                .mmap_with(
+                    at,
+                    n * PAGE_SIZE,
+                    prot,
+                    fixed,
+                    Some(file.clone()),
+                    (BASE / PAGE_SIZE + p) * PAGE_SIZE,
+                    VALUE,
+                )
+                .map(drop),
             1 => w.munmap(at, n * PAGE_SIZE),
             2 => w.mremap(at, PAGE_SIZE, n * PAGE_SIZE, MremapFlags::empty(), 0).map(drop),
             3 => w.mremap(at, n * PAGE_SIZE, PAGE_SIZE, MremapFlags::empty(), 0).map(drop),

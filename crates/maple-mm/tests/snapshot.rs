@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, equivalent, op, Op, PAGES};
+use common::calls::{at, call, equivalent, op_without_values as op, Op, PAGES};
 
 fn run(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
     let files: Vec<Arc<MappedFile>> =
@@ -65,4 +65,16 @@ fn bad_snapshots_are_refused_with_the_vma_named() {
     assert!(bad("\"file\":null", "\"file\":7").contains("VMA 0 (0x10000-0x12000): no file 7"));
     assert!(bad("\"name\":null", "\"name\":\"a$b\"").contains("bad name"));
     assert!(serde_json::from_str::<AddressSpace>(&json[..json.len() / 2]).is_err());
+}
+
+/// A space holding an embedder's value is refused, not written without it.
+#[test]
+fn a_space_with_values_is_refused() {
+    let mut mm = AddressSpace::new();
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    mm.mmap_with(0x10000, PAGE_SIZE, Prot::RW, f, None, 0, 5u32).unwrap();
+    let e = serde_json::to_string(&mm).unwrap_err().to_string();
+    assert!(e.contains("0x10000") && e.contains("value"), "{e}");
+    mm.set_value::<u32>(0x10000, PAGE_SIZE, None).unwrap();
+    assert!(serde_json::to_string(&mm).is_ok());
 }

@@ -15,22 +15,89 @@ pub const PAGES: u64 = 48;
 
 #[derive(Clone, Debug)]
 pub enum Op {
-    Map { page: u64, pages: u64, prot: u32, kind: u8, off: u64, fixed: bool },
-    Unmap { page: u64, pages: u64 },
-    Protect { page: u64, pages: u64, prot: u32 },
-    Remap { page: u64, pages: u64, new_pages: u64, to: u64, how: u8 },
-    Brk { pages: u64 },
-    Advise { page: u64, pages: u64, advice: u8 },
-    Lock { page: u64, pages: u64, how: u8 },
-    LockAll { how: u8 },
-    Seal { page: u64, pages: u64 },
-    Bind { page: u64, pages: u64, mode: u32 },
-    Name { page: u64, pages: u64, name: u8 },
-    Touch { page: u64, pages: u64 },
-    Fault { page: u64, write: bool },
-    ShmAt { page: u64, seg: u8 },
-    ShmDt { page: u64 },
+    Map {
+        page: u64,
+        pages: u64,
+        prot: u32,
+        kind: u8,
+        off: u64,
+        fixed: bool,
+    },
+    Unmap {
+        page: u64,
+        pages: u64,
+    },
+    Protect {
+        page: u64,
+        pages: u64,
+        prot: u32,
+    },
+    Remap {
+        page: u64,
+        pages: u64,
+        new_pages: u64,
+        to: u64,
+        how: u8,
+    },
+    Brk {
+        pages: u64,
+    },
+    Advise {
+        page: u64,
+        pages: u64,
+        advice: u8,
+    },
+    Lock {
+        page: u64,
+        pages: u64,
+        how: u8,
+    },
+    LockAll {
+        how: u8,
+    },
+    Seal {
+        page: u64,
+        pages: u64,
+    },
+    Bind {
+        page: u64,
+        pages: u64,
+        mode: u32,
+    },
+    Name {
+        page: u64,
+        pages: u64,
+        name: u8,
+    },
+    Touch {
+        page: u64,
+        pages: u64,
+    },
+    Fault {
+        page: u64,
+        write: bool,
+    },
+    ShmAt {
+        page: u64,
+        seg: u8,
+    },
+    ShmDt {
+        page: u64,
+    },
     Exec,
+    /// `set_value` of nothing, 1 or 2 (a `u8`).
+    Value {
+        page: u64,
+        pages: u64,
+        v: u8,
+    },
+    /// A fixed private anonymous `mmap_with` value `v + 1`.
+    MapValue {
+        page: u64,
+        pages: u64,
+        prot: u32,
+        v: u8,
+    },
 }
 
 pub fn op() -> impl Strategy<Value = Op> {
@@ -55,18 +122,26 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (page.clone(), 0..2u8).prop_map(|(page, seg)| Op::ShmAt { page, seg }),
         1 => page.prop_map(|page| Op::ShmDt { page }),
         1 => Just(Op::Exec),
+        2 => (range.clone(), 0..3u8).prop_map(|((page, pages), v)| Op::Value { page, pages, v }),
+        2 => (range, 0..8u32, 0..2u8).prop_map(|((page, pages), prot, v)| Op::MapValue { page, pages, prot, v }),
     ]
 }
 
-pub fn at(p: u64) -> u64 {
+/// [`op`] without the embedder's values.
+pub fn op_without_values() -> impl Strategy<Value = Op> {
+    op().prop_filter("no values", |o| !matches!(o, Op::Value { .. } | Op::MapValue { .. }))
+}
+
+pub const fn at(p: u64) -> u64 {
     BASE + p * PAGE_SIZE
 }
 
-/// Runs `op` (its result does not matter here: a failure must be told as
-/// what it changed, usually nothing).
-pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
+/// Runs `op`: the address it mapped at (0 for a call that maps nothing),
+/// `None` if it failed.
+pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) -> Option<u64> {
     let len = |n: u64| n * PAGE_SIZE;
-    let _ = match *op {
+    let done = |r: maple_mm::Result<()>| r.map(|()| 0);
+    let ret = match *op {
         Op::Map { page, pages, prot, kind, off, fixed } => {
             let mut f = if kind == 2 { MapFlags::SHARED } else { MapFlags::PRIVATE };
             if fixed {
@@ -83,10 +158,10 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
                 }
                 _ => Some(Arc::clone(&files[usize::from(kind) % files.len()])),
             };
-            mm.mmap(at(page), len(pages), Prot::from_bits_retain(prot), f, file, len(off)).map(drop)
+            mm.mmap(at(page), len(pages), Prot::from_bits_retain(prot), f, file, len(off))
         }
-        Op::Unmap { page, pages } => mm.munmap(at(page), len(pages)),
-        Op::Protect { page, pages, prot } => mm.mprotect(at(page), len(pages), Prot::from_bits_retain(prot)),
+        Op::Unmap { page, pages } => done(mm.munmap(at(page), len(pages))),
+        Op::Protect { page, pages, prot } => done(mm.mprotect(at(page), len(pages), Prot::from_bits_retain(prot))),
         Op::Remap { page, pages, new_pages, to, how } => {
             let flags = match how {
                 0 => MremapFlags::empty(),
@@ -95,12 +170,12 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
                 _ => MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP,
             };
             let new = if how == 3 { pages } else { new_pages };
-            mm.mremap(at(page), len(pages), len(new), flags, at(to)).map(drop)
+            mm.mremap(at(page), len(pages), len(new), flags, at(to))
         }
         Op::Brk { pages } => {
             let base = mm.brk_state().map_or(0, |b| b.start);
             mm.brk(base + len(pages));
-            Ok(())
+            Ok(0)
         }
         Op::Advise { page, pages, advice } => {
             let a = [
@@ -117,38 +192,46 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) {
                 Advice::GuardInstall,
                 Advice::GuardRemove,
             ][usize::from(advice)];
-            mm.madvise(at(page), len(pages), a)
+            done(mm.madvise(at(page), len(pages), a))
         }
-        Op::Lock { page, pages, how } => match how {
+        Op::Lock { page, pages, how } => done(match how {
             0 => mm.mlock(at(page), len(pages)),
             1 => mm.mlock2(at(page), len(pages), MlockFlags::ONFAULT),
             _ => mm.munlock(at(page), len(pages)),
-        },
-        Op::LockAll { how } => match how {
+        }),
+        Op::LockAll { how } => done(match how {
             0 => mm.mlockall(MclFlags::CURRENT),
             1 => mm.mlockall(MclFlags::CURRENT | MclFlags::FUTURE),
             _ => mm.munlockall(),
-        },
-        Op::Seal { page, pages } => mm.mseal(at(page), len(pages), 0),
-        Op::Bind { page, pages, mode } => mm.mbind(at(page), len(pages), mode, 0b1, MbindFlags::empty()),
+        }),
+        Op::Seal { page, pages } => done(mm.mseal(at(page), len(pages), 0)),
+        Op::Bind { page, pages, mode } => done(mm.mbind(at(page), len(pages), mode, 0b1, MbindFlags::empty())),
         Op::Name { page, pages, name } => {
-            mm.set_anon_name(at(page), len(pages), [None, Some("a"), Some("b")][usize::from(name)])
+            done(mm.set_anon_name(at(page), len(pages), [None, Some("a"), Some("b")][usize::from(name)]))
         }
-        Op::Touch { page, pages } => mm.touch(at(page), len(pages)),
+        Op::Touch { page, pages } => done(mm.touch(at(page), len(pages))),
         Op::Fault { page, write } => mm
             .fault(at(page), if write { Access::Write } else { Access::Read })
-            .map(drop)
+            .map(|_| 0)
             .map_err(|_| maple_mm::Errno::EFAULT),
         Op::ShmAt { page, seg } => {
             let s = ShmSegment { key: 0, id: 7 + i32::from(seg), size: 3 * PAGE_SIZE };
-            mm.shmat(&s, at(page), ShmFlags::empty()).map(drop)
+            mm.shmat(&s, at(page), ShmFlags::empty())
         }
-        Op::ShmDt { page } => mm.shmdt(at(page)),
+        Op::ShmDt { page } => done(mm.shmdt(at(page))),
         Op::Exec => {
             mm.exec();
-            Ok(())
+            Ok(0)
+        }
+        Op::Value { page, pages, v } => {
+            done(mm.set_value(at(page), len(pages), [None, Some(1u8), Some(2)][usize::from(v)]))
+        }
+        Op::MapValue { page, pages, prot, v } => {
+            let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+            mm.mmap_with(at(page), len(pages), Prot::from_bits_retain(prot), f, None, 0, v + 1)
         }
     };
+    ret.ok()
 }
 
 /// Two spaces alike in everything a user can see, up to the identities
@@ -179,6 +262,7 @@ pub fn equivalent(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
                 v.name().map(|n| n.to_string()),
                 v.label().map(str::to_owned),
                 v.policy().cloned(),
+                v.value::<u8>().copied(),
             )
         };
         if plain(x) != plain(y) {
