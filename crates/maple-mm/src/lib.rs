@@ -123,6 +123,7 @@ mod name;
 mod page;
 mod pages;
 mod policy;
+pub mod rbtree;
 mod seal;
 mod shared;
 mod shm;
