@@ -2,7 +2,7 @@
 
 use std::ops::RangeInclusive;
 
-use maple_tree::{DupError, MapleTree};
+use maple_tree::{MapleTree, U63};
 
 use crate::{
     error::{Errno, Result},
@@ -31,35 +31,82 @@ impl<T: VmaStore> AddressSpace<T> {
     /// If copying a VMA fails part way, the child's tree is marked at that
     /// point with the tree's reserved marker, torn down up to it, and the
     /// call returns `ENOMEM`; the parent is untouched and nothing leaks.
-    pub fn fork(&self) -> Result<AddressSpace> {
+    ///
+    /// The old design's store ([`RbTree`](crate::rbtree::RbTree)) copies
+    /// VMA by VMA instead, as Linux's `dup_mmap` did.
+    pub fn fork(&self) -> Result<AddressSpace<T::Owned>> {
         self.fork_impl(false)
     }
 
-    fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace> {
+    fn fork_impl(&self, copy_names: bool) -> Result<AddressSpace<T::Owned>> {
         // VMAs whose page tables the child does not get (don't-fork ones,
         // removed from the child afterwards, and wipe-on-fork ones), noted
         // during the copy, which reads every VMA anyway.
         let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();
         let tree = with_maker(|maker| {
-            self.tree.view().try_dup_share_or_map(|r, d| {
+            self.tree.dup_with(|r, d| {
                 uncopied.extend(pages_not_copied(&r, d.flags));
                 child_record(d, copy_names, maker)
             })
-        })
-        .map_err(|e| match e {
-            DupError::Alloc(_) => Errno::ENOMEM,
-            DupError::Map { error, .. } => error,
         })?;
         self.child_with(tree, &uncopied)
     }
 
+    /// A fork's child holding `tree` (the parent's VMAs copied, but for
+    /// don't-fork ones, removed here if present): the parent's layout,
+    /// heap, stack and seals, but not `mlockall(MCL_FUTURE)` (locks are not
+    /// inherited); its guard and anonymous pages (which go with the page
+    /// tables the child copies, measured on Linux 6.18) duplicated from the
+    /// parent's, but for the `uncopied` ranges (start, end, remove), whose
+    /// page tables the child does not get (and whose VMAs it does not get
+    /// either, where `remove`).
+    fn child_with<C: VmaStore<GuardTree = MapleTree<U63>>>(
+        &self,
+        tree: C,
+        uncopied: &[(u64, u64, bool)],
+    ) -> Result<AddressSpace<C>> {
+        let nomem = |_| Errno::ENOMEM;
+        let mut child = AddressSpace {
+            tree,
+            layout: self.layout.clone(),
+            brk: self.brk,
+            start_stack: self.start_stack,
+            def_flags: VmFlags::empty(),
+            sealed: self.sealed,
+            lock_leak: 0,
+            guards: self.guards.try_dup().map_err(nomem)?,
+            anon: self.anon.try_dup().map_err(nomem)?,
+            lazy: self.lazy.try_dup().map_err(nomem)?,
+            events: None,
+            reserved: self.reserved.try_dup().map_err(nomem)?,
+        };
+        for &(s, e, remove) in uncopied {
+            child.guards.remove(s, e).map_err(nomem)?;
+            child.zap(s, e).map_err(nomem)?;
+            if remove {
+                child.tree.remove(s..e).map_err(|_| Errno::ENOMEM)?;
+            }
+        }
+        Ok(child)
+    }
+
+    /// [`fork`](Self::fork) as Linux did before names were reference
+    /// counted: every name string is copied for the child. Only for the
+    /// benchmark that measures what sharing saves (seed 003).
+    #[doc(hidden)]
+    pub fn fork_copying_names(&self) -> Result<AddressSpace<T::Owned>> {
+        self.fork_impl(true)
+    }
+}
+
+impl AddressSpace {
     /// [`fork`](Self::fork) the way Linux did before `__mt_dup`: every VMA
     /// copied and inserted one by one into a new tree. Same result; kept as
     /// the benchmark baseline.
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
         let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();
-        let parent = self.tree.view();
+        let parent = &self.tree;
         with_maker(|maker| {
             for (r, d) in parent.iter() {
                 if let Some((start, end, dontfork)) = pages_not_copied(&r, d.flags) {
@@ -82,48 +129,6 @@ impl<T: VmaStore> AddressSpace<T> {
         // The pages as `fork` copies them: the two differ only in how the
         // VMA tree is made, which is what the benchmark compares.
         self.child_with(tree, &uncopied)
-    }
-
-    /// A fork's child holding `tree` (the parent's VMAs copied, but for
-    /// don't-fork ones, removed here if present): the parent's layout,
-    /// heap, stack and seals, but not `mlockall(MCL_FUTURE)` (locks are not
-    /// inherited); its guard and anonymous pages (which go with the page
-    /// tables the child copies, measured on Linux 6.18) duplicated from the
-    /// parent's, but for the `uncopied` ranges (start, end, remove), whose
-    /// page tables the child does not get (and whose VMAs it does not get
-    /// either, where `remove`).
-    fn child_with(&self, tree: MapleTree<VmaRef>, uncopied: &[(u64, u64, bool)]) -> Result<AddressSpace> {
-        let nomem = |_| Errno::ENOMEM;
-        let mut child = AddressSpace {
-            tree,
-            layout: self.layout.clone(),
-            brk: self.brk,
-            start_stack: self.start_stack,
-            def_flags: VmFlags::empty(),
-            sealed: self.sealed,
-            lock_leak: 0,
-            guards: self.guards.try_dup().map_err(nomem)?,
-            anon: self.anon.try_dup().map_err(nomem)?,
-            lazy: self.lazy.try_dup().map_err(nomem)?,
-            events: None,
-            reserved: self.reserved.try_dup().map_err(nomem)?,
-        };
-        for &(s, e, remove) in uncopied {
-            child.guards.remove(s, e).map_err(nomem)?;
-            child.zap(s, e).map_err(nomem)?;
-            if remove {
-                child.tree.remove_range(s..e).map_err(|_| Errno::ENOMEM)?;
-            }
-        }
-        Ok(child)
-    }
-
-    /// [`fork`](Self::fork) as Linux did before names were reference
-    /// counted: every name string is copied for the child. Only for the
-    /// benchmark that measures what sharing saves (seed 003).
-    #[doc(hidden)]
-    pub fn fork_copying_names(&self) -> Result<AddressSpace> {
-        self.fork_impl(true)
     }
 }
 

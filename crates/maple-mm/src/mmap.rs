@@ -338,7 +338,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if high <= low || high - low < len {
                 return Err(Errno::ENOMEM);
             }
-            let start = self.tree.view().empty_area_rev(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            let start = self.tree.empty_area_rev(low..high, len).ok_or(Errno::ENOMEM)?;
             // Below the lowest reserved range it would take, if any (any
             // fit ending above that takes it too).
             if let Some(r) = self.reserved.first_in(start, start + len) {
@@ -364,7 +364,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if high <= low || high - low < len {
                 return Err(Errno::ENOMEM);
             }
-            let start = self.tree.view().empty_area(low..high, len).map_err(|_| Errno::ENOMEM)?;
+            let start = self.tree.empty_area(low..high, len).ok_or(Errno::ENOMEM)?;
             // Above the highest reserved range it would take, if any.
             if let Some(&(_, r)) = self.reserved.runs(start, start + len).last() {
                 low = r;

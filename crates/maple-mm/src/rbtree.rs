@@ -195,29 +195,30 @@ impl<V> RbTree<V> {
         (found != NIL).then(|| self.entry(found))
     }
 
+    /// The last range starting at or below `addr`.
+    pub fn last_at_or_below(&self, addr: u64) -> Option<(Range<u64>, &V)> {
+        let (mut i, mut best) = (self.root, NIL);
+        while i != NIL {
+            if self.n(i).start <= addr {
+                best = i;
+                i = self.n(i).right;
+            } else {
+                i = self.n(i).left;
+            }
+        }
+        (best != NIL).then(|| self.entry(best))
+    }
+
     /// Every range in address order, by the list.
-    pub fn iter(&self) -> impl Iterator<Item = (Range<u64>, &V)> + '_ {
-        let mut i = self.head;
-        core::iter::from_fn(move || {
-            (i != NIL).then(|| {
-                let e = self.entry(i);
-                i = self.n(i).next;
-                e
-            })
-        })
+    pub fn iter(&self) -> Iter<'_, V> {
+        Iter { tree: self, i: self.head, end: u64::MAX }
     }
 
     /// The ranges overlapping `r`, in order: a walk to the first, then
     /// the list.
-    pub fn range(&self, r: Range<u64>) -> impl Iterator<Item = (Range<u64>, &V)> + '_ {
-        let mut i = if r.start < r.end { self.first_ending_above(r.start) } else { NIL };
-        core::iter::from_fn(move || {
-            (i != NIL && self.n(i).start < r.end).then(|| {
-                let e = self.entry(i);
-                i = self.n(i).next;
-                e
-            })
-        })
+    pub fn range(&self, r: Range<u64>) -> Iter<'_, V> {
+        let i = if r.start < r.end { self.first_ending_above(r.start) } else { NIL };
+        Iter { tree: self, i, end: r.end }
     }
 
     /// A node's own gap: from its predecessor's end (or 0) to its start.
@@ -703,6 +704,29 @@ impl<V> RbTree<V> {
     }
 }
 
+/// The ranges of an [`RbTree`] in order, by the list (see
+/// [`RbTree::iter`]).
+#[derive(Debug)]
+pub struct Iter<'a, V> {
+    tree: &'a RbTree<V>,
+    i: u32,
+    /// Ranges starting here or above are not given.
+    end: u64,
+}
+
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = (Range<u64>, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.i == NIL || self.tree.n(self.i).start >= self.end {
+            return None;
+        }
+        let e = self.tree.entry(self.i);
+        self.i = self.tree.n(self.i).next;
+        Some(e)
+    }
+}
+
 impl<V: Clone> RbTree<V> {
     /// Stores `value` over `r`, cutting the ranges there (their pieces
     /// outside `r` keep their values). An empty `r` stores nothing.
@@ -812,6 +836,17 @@ mod tests {
                         assert_eq!(t.find(addr).map(|(r, v)| (r, *v)), want, "seed {seed} step {step}: find");
                         let after = m.range(..).find(|(_, (e, _))| *e > addr).map(|(s, (e, v))| (*s..*e, *v));
                         assert_eq!(t.find_vma(addr).map(|(r, v)| (r, *v)), after, "find_vma");
+                        let below = m.range(..=addr).next_back().map(|(s, (e, v))| (*s..*e, *v));
+                        assert_eq!(t.last_at_or_below(addr).map(|(r, v)| (r, *v)), below, "last_at_or_below");
+                        let lo = addr & !0xfff;
+                        let hi = lo + len;
+                        let within: Vec<(u64, u64, u32)> = t.range(lo..hi).map(|(r, v)| (r.start, r.end, *v)).collect();
+                        let want: Vec<(u64, u64, u32)> = m
+                            .iter()
+                            .filter(|(s, (e, _))| **s < hi && *e > lo)
+                            .map(|(s, (e, v))| (*s, *e, *v))
+                            .collect();
+                        assert_eq!(within, want, "range");
                     }
                 }
                 t.validate().unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));

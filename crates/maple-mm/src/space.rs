@@ -12,6 +12,7 @@ use crate::{
     flags::VmFlags,
     page::{is_aligned, page_align, PAGE_SIZE},
     pages::{PageSet, Runs},
+    rbtree::RbTree,
     store::VmaStore,
     vma::{AnonVma, Vma, VmaData},
     vma_slab::VmaRef,
@@ -241,6 +242,18 @@ pub(crate) struct Undo {
 pub(crate) type Saved = smallvec::SmallVec<[(u64, u64, VmaRef); 4]>;
 
 impl AddressSpace {
+    /// The tree itself (for benchmarks that separate the tree's cost from
+    /// the VMAs').
+    #[doc(hidden)]
+    pub fn vma_tree(&self) -> &MapleTree<VmaRef> {
+        &self.tree
+    }
+
+    /// Node statistics of the tree holding the VMAs (height, nodes, bytes).
+    pub fn tree_stats(&self) -> maple_tree::Stats {
+        self.tree.stats()
+    }
+
     /// Sets the address-space limit ([`Layout::as_limit`], in bytes;
     /// `u64::MAX` for none), as `setrlimit(RLIMIT_AS)` does: mappings
     /// already made stay, and a limit below what they take refuses every
@@ -304,10 +317,71 @@ impl AddressSpace {
     /// `execve` does before loading a program. An observer stays, and
     /// hears every page unmapped; reserved ranges stay.
     pub fn exec(&mut self) {
+        let fresh = AddressSpace::with_layout(self.layout.clone());
+        self.exec_as(fresh);
+    }
+}
+
+impl AddressSpace<RbTree<VmaRef>> {
+    /// An empty address space of the old design (Linux before 6.1): its
+    /// VMAs in a red-black tree with subtree gaps, a list and a lookup
+    /// cache ([`RbTree`]), under the same calls as every other space. A
+    /// baseline for comparisons; fork copies it VMA by VMA.
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Layout, MapFlags, Prot, PAGE_SIZE};
+    /// let mut old = AddressSpace::old_design(Layout::default());
+    /// let mut new = AddressSpace::new();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = old.mmap(0, 4 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+    /// let b = new.mmap(0, 4 * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+    /// old.mprotect(a + PAGE_SIZE, PAGE_SIZE, Prot::READ).unwrap();
+    /// new.mprotect(b + PAGE_SIZE, PAGE_SIZE, Prot::READ).unwrap();
+    /// assert_eq!((a, old.maps()), (b, new.maps()));
+    /// ```
+    pub fn old_design(layout: Layout) -> AddressSpace<RbTree<VmaRef>> {
+        AddressSpace {
+            tree: RbTree::new(),
+            layout,
+            brk: None,
+            start_stack: None,
+            def_flags: VmFlags::empty(),
+            sealed: false,
+            guards: PageSet::default(),
+            anon: PageSet::default(),
+            lazy: PageSet::default(),
+            lock_leak: 0,
+            events: None,
+            reserved: PageSet::default(),
+        }
+    }
+
+    /// [`AddressSpace::exec`] for the old design.
+    pub fn exec(&mut self) {
+        let fresh = AddressSpace::old_design(self.layout.clone());
+        self.exec_as(fresh);
+    }
+
+    /// The lookup cache's hits and misses so far (see [`RbTree::find_vma`]).
+    pub fn cache_stats(&self) -> crate::rbtree::CacheStats {
+        self.tree.cache_stats()
+    }
+
+    /// Bytes the VMA structure holds (nodes, list links, cache).
+    pub fn store_memory(&self) -> usize {
+        self.tree.memory()
+    }
+}
+
+impl<T: VmaStore> AddressSpace<T> {
+    /// Becomes `fresh` (an empty space of the same kind and layout) as
+    /// `execve` does; an observer stays and hears every page unmapped,
+    /// reserved ranges stay.
+    fn exec_as(&mut self, fresh: AddressSpace<T>) {
         let events = self.events.take();
         let reserved = core::mem::take(&mut self.reserved);
-        let old = events.as_ref().map(|_| self.cloned(..));
-        *self = AddressSpace::with_layout(self.layout.clone());
+        let old = events.as_ref().map(|_| self.cloned(0..=u64::MAX));
+        *self = fresh;
         self.events = events;
         self.reserved = reserved;
         if let (Some(ev), Some(old)) = (&mut self.events, old) {
@@ -316,9 +390,7 @@ impl AddressSpace {
             ev.tell(&changes);
         }
     }
-}
 
-impl<T: VmaStore> AddressSpace<T> {
     /// Sets the observer told every change each later call makes, in
     /// order, once the call has made them all (nothing for a call that
     /// fails having changed nothing); replaces one set before. Its changes
@@ -399,7 +471,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// # Ok::<(), maple_mm::Errno>(())
     /// ```
     pub fn diff<U: VmaStore>(&self, other: &AddressSpace<U>) -> impl Iterator<Item = Change> {
-        let (before, after) = (self.cloned(..), other.cloned(..));
+        let (before, after) = (self.cloned(0..=u64::MAX), other.cloned(0..=u64::MAX));
         let mut out = Vec::new();
         diff_into(&before, &after, &mut out);
         out.into_iter()
@@ -468,13 +540,13 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// The VMA containing `addr` (Linux's `vma_lookup`).
     pub fn vma_at(&self, addr: u64) -> Option<Vma<'_>> {
-        self.tree.view().get_range(addr).map(|(r, d)| Self::vma_of(r, d))
+        self.tree.get_range(addr).map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// The VMA containing `addr`, or else the first one above it (Linux's
     /// `find_vma`).
     pub fn find_vma(&self, addr: u64) -> Option<Vma<'_>> {
-        self.vma_at(addr).or_else(|| self.tree.view().next_after(addr).map(|(r, d)| Self::vma_of(r, d)))
+        self.vma_at(addr).or_else(|| self.tree.next_after(addr).map(|(r, d)| Self::vma_of(r, d)))
     }
 
     /// [`find_vma`](Self::find_vma) and the VMA before it (Linux's
@@ -482,7 +554,7 @@ impl<T: VmaStore> AddressSpace<T> {
     pub fn find_vma_prev(&self, addr: u64) -> (Option<Vma<'_>>, Option<Vma<'_>>) {
         let vma = self.find_vma(addr);
         let below = vma.map_or(addr, |v| v.start);
-        let prev = below.checked_sub(1).and_then(|b| self.tree.view().prev_before(b)).map(|(r, d)| Self::vma_of(r, d));
+        let prev = below.checked_sub(1).and_then(|b| self.tree.prev_before(b)).map(|(r, d)| Self::vma_of(r, d));
         (prev, vma)
     }
 
@@ -496,18 +568,18 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Every VMA, ascending.
     pub fn iter(&self) -> impl Iterator<Item = Vma<'_>> + '_ {
-        self.tree.view().iter().map(|(r, d)| Self::vma_of(r, d))
+        self.tree.range(0..=u64::MAX).map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// The VMAs overlapping `[start, end)`, ascending.
     pub fn range(&self, start: u64, end: u64) -> impl Iterator<Item = Vma<'_>> + '_ {
-        let it = (start < end).then(|| self.tree.view().range(start..end)).into_iter().flatten();
+        let it = (start < end).then(|| self.tree.range(start..=end - 1)).into_iter().flatten();
         it.map(|(r, d)| Self::vma_of(r, d))
     }
 
     /// Number of VMAs.
     pub fn vma_count(&self) -> usize {
-        self.tree.view().len()
+        self.tree.count()
     }
 
     /// Totals: VMAs, bytes mapped by kind and by protection.
@@ -595,7 +667,10 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Bytes of `[start, end)` that VMAs take.
     pub(crate) fn mapped_in(&self, start: u64, end: u64) -> u64 {
-        self.tree.view().range(start..end).map(|(r, _)| (r.end() + 1).min(end) - (*r.start()).max(start)).sum()
+        if start >= end {
+            return 0;
+        }
+        self.tree.range(start..=end - 1).map(|(r, _)| (r.end() + 1).min(end) - (*r.start()).max(start)).sum()
     }
 
     /// The label `/proc/PID/maps` shows for `vma` when it has no file or
@@ -617,24 +692,12 @@ impl<T: VmaStore> AddressSpace<T> {
         }
     }
 
-    /// The tree itself (for benchmarks that separate the tree's cost from
-    /// the VMAs').
-    #[doc(hidden)]
-    pub fn vma_tree(&self) -> &MapleTree<VmaRef> {
-        self.tree.view()
-    }
-
-    /// Node statistics of the tree holding the VMAs (height, nodes, bytes).
-    pub fn tree_stats(&self) -> maple_tree::Stats {
-        self.tree.view().stats()
-    }
-
     /// Checks the tree's invariants, that every VMA is page-aligned and
     /// below `task_size`, and that every guard page is a whole page inside
     /// a VMA. (Neighbours that could merge are not an error: Linux itself
     /// leaves some apart.)
     pub fn validate(&self) -> core::result::Result<(), String> {
-        self.tree.view().validate().map_err(|e| e.to_string())?;
+        self.tree.check()?;
         // Whole pages, inside VMAs that all pass `fits`.
         let inside = |s: u64, e: u64, fits: &dyn Fn(&Vma<'_>) -> bool| {
             let mut pos = s;
@@ -694,14 +757,14 @@ impl<T: VmaStore> AddressSpace<T> {
         if start >= end {
             return Saved::new();
         }
-        self.cloned(start..end)
+        self.cloned(start..=end - 1)
     }
 
     /// Owned copies of the entries overlapping `range`, as `(start, end)`
     /// with `end` exclusive.
-    pub(crate) fn cloned(&self, range: impl core::ops::RangeBounds<u64>) -> Saved {
+    pub(crate) fn cloned(&self, range: core::ops::RangeInclusive<u64>) -> Saved {
         let mut out = Saved::new();
-        let mut it = self.tree.view().range_cloned(range);
+        let mut it = self.tree.range_cloned(range);
         // In place: moving the iterator (as `collect` does) copies its path.
         for (r, d) in &mut it {
             out.push((*r.start(), r.end() + 1, d));
@@ -828,7 +891,7 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let mut after: Vec<Piece> = Vec::new();
         for &(lo, hi) in &joined {
-            after.extend(clip(&self.cloned(lo..hi), lo, hi));
+            after.extend(clip(&self.entries(lo, hi), lo, hi));
         }
         diff_into(&before, &after, &mut out);
         out
@@ -969,7 +1032,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// are compatible; true if they merged.
     pub(crate) fn merge_at(&mut self, b: u64) -> core::result::Result<bool, AllocFail> {
         let Some(lb) = b.checked_sub(1) else { return Ok(false) };
-        let (Some(left), Some(right)) = (self.tree.view().get_range(lb), self.tree.view().get_range(b)) else {
+        let (Some(left), Some(right)) = (self.tree.get_range(lb), self.tree.get_range(b)) else {
             return Ok(false);
         };
         if *left.0.end() != lb || *right.0.start() != b || !left.1.merges_with(right.1) {
@@ -1011,7 +1074,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// private mapping gets an anon_vma (reusing a compatible neighbour's,
     /// as Linux's `find_mergeable_anon_vma` does).
     pub(crate) fn fault_in(&mut self, v_start: u64, v_end: u64) -> core::result::Result<(), AllocFail> {
-        let Some((r, d)) = self.tree.view().get_range(v_start) else { return Ok(()) };
+        let Some((r, d)) = self.tree.get_range(v_start) else { return Ok(()) };
         if d.anon.is_some() || d.flags.contains(VmFlags::SHARED) {
             return Ok(());
         }
@@ -1020,7 +1083,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // Linux looks at the next VMA first, then the previous one. (An
         // entry holding `v_end` or `v_start - 1` is adjacent: this VMA
         // covers everything in between.)
-        for n in [self.tree.view().get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.view().get_range(s))]
+        for n in [self.tree.get_range(v_end), v_start.checked_sub(1).and_then(|s| self.tree.get_range(s))]
             .into_iter()
             .flatten()
         {

@@ -83,7 +83,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// stack (as it stands now); `None` if `addr` is mapped or nothing
     /// would grow. See [`grows_to`].
     pub(crate) fn stack_growth(&self, addr: u64) -> Option<(u64, Vma<'_>)> {
-        match self.tree.view().range_at(addr) {
+        match self.tree.range_at(addr) {
             (_, Some(_)) => None,
             (hole, None) => self.growth_into_hole(addr, *hole.end()),
         }
@@ -92,7 +92,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// [`stack_growth`](Self::stack_growth) of an `addr` in the hole
     /// ending at `last`.
     fn growth_into_hole(&self, addr: u64, last: u64) -> Option<(u64, Vma<'_>)> {
-        let view = self.tree.view();
+        let view = &self.tree;
         // What follows a hole is a VMA (or the end): one walk, and most
         // holes lie below something else than a stack.
         let next = view.get_range(last.checked_add(1)?).map(|(r, d)| Self::vma_of(r, d));
@@ -111,7 +111,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// The VMA a fault at `addr` meets: the one holding it, or the stack
     /// the fault would grow down to it (with its grown range).
     pub(crate) fn faulting_vma(&self, addr: u64) -> Option<Vma<'_>> {
-        match self.tree.view().range_at(addr) {
+        match self.tree.range_at(addr) {
             (r, Some(d)) => Some(Self::vma_of(r, d)),
             (hole, None) => self.growth_into_hole(addr, *hole.end()).map(|(page, next)| grown(next, page)),
         }

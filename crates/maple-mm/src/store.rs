@@ -1,22 +1,25 @@
 //! Where an address space keeps its VMAs: a plain [`MapleTree`] (an
-//! [`AddressSpace`](crate::AddressSpace) of its own), or the writer's guard
+//! [`AddressSpace`](crate::AddressSpace) of its own), the writer's guard
 //! of the [`ConcurrentMapleTree`](maple_tree::ConcurrentMapleTree) behind a
-//! [`SharedAddressSpace`](crate::SharedAddressSpace). Every call is written
-//! once, against this trait.
+//! [`SharedAddressSpace`](crate::SharedAddressSpace), or, as a baseline,
+//! the red-black tree Linux used before the maple tree
+//! ([`RbTree`](crate::rbtree::RbTree)). Every call is written once,
+//! against [`VmaStore`].
 
-use core::ops::Range;
+use core::ops::{Range, RangeInclusive};
 
-use maple_tree::{Handle, InsertError, MapleTree, WriteGuard, U63};
+use maple_tree::{DupError, Handle, InsertError, Iter, MapleTree, RangeCloned, WriteGuard, U63};
 
-use crate::vma_slab::VmaRef;
+use crate::{error::Errno, rbtree::RbTree, vma::VmaData, vma_slab::VmaRef};
 
 mod sealed {
     pub trait Sealed {}
 }
 
-/// A tree an address space writes to: a plain [`MapleTree`] or the
-/// writer's guard of a [`ConcurrentMapleTree`](maple_tree::ConcurrentMapleTree).
-/// Sealed; its methods are the crate's own.
+/// A maple tree an address space writes page sets to: a plain
+/// [`MapleTree`] or the writer's guard of a
+/// [`ConcurrentMapleTree`](maple_tree::ConcurrentMapleTree). Sealed; its
+/// methods are the crate's own.
 pub trait TreeStore<V: Handle + Clone + Send + Sync + 'static>: sealed::Sealed {
     /// The tree as it stands, for reading.
     #[doc(hidden)]
@@ -29,16 +32,77 @@ pub trait TreeStore<V: Handle + Clone + Send + Sync + 'static>: sealed::Sealed {
     fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error>;
 }
 
-/// The tree an address space keeps its VMAs in. Implemented for
-/// `MapleTree<VmaRef>` and for the concurrent tree's `WriteGuard`;
-/// sealed. Its guard pages go in a tree of the same kind
+/// An entry as a store lends it: its range and its attributes.
+pub(crate) type Entry<'a> = (RangeInclusive<u64>, &'a VmaData);
+
+/// The structure an address space keeps its VMAs in: a `MapleTree`, the
+/// concurrent tree's `WriteGuard`, or the old design's `RbTree` (a
+/// baseline). Sealed; its methods are the crate's own. Its guard pages
+/// go in a maple tree of the matching kind
 /// ([`GuardTree`](VmaStore::GuardTree)), so that a
 /// [`SharedAddressSpace`](crate::SharedAddressSpace)'s lock-free readers
 /// see them too.
-pub trait VmaStore: TreeStore<VmaRef> {
+pub trait VmaStore: sealed::Sealed {
     /// Where the guard pages are kept.
     #[doc(hidden)]
     type GuardTree: TreeStore<U63>;
+    /// What a fork's child keeps its VMAs in.
+    #[doc(hidden)]
+    type Owned: VmaStore<GuardTree = MapleTree<U63>>;
+    /// Entries in order.
+    #[doc(hidden)]
+    type Iter<'a>: Iterator<Item = Entry<'a>>
+    where
+        Self: 'a;
+    /// Owned entries in order.
+    #[doc(hidden)]
+    type Cloned<'a>: Iterator<Item = (RangeInclusive<u64>, VmaRef)>
+    where
+        Self: 'a;
+
+    /// The entry holding `addr`.
+    #[doc(hidden)]
+    fn get_range(&self, addr: u64) -> Option<Entry<'_>>;
+    /// The entry holding `addr`, or the hole around it.
+    #[doc(hidden)]
+    fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>);
+    /// The first entry ending at or after `addr`.
+    #[doc(hidden)]
+    fn next_after(&self, addr: u64) -> Option<Entry<'_>>;
+    /// The last entry starting at or before `addr`.
+    #[doc(hidden)]
+    fn prev_before(&self, addr: u64) -> Option<Entry<'_>>;
+    /// The entries overlapping `r`.
+    #[doc(hidden)]
+    fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_>;
+    /// Owned copies of the entries overlapping `r`.
+    #[doc(hidden)]
+    fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_>;
+    /// Entries stored.
+    #[doc(hidden)]
+    fn count(&self) -> usize;
+    /// Lowest start of `len` free bytes inside `window`.
+    #[doc(hidden)]
+    fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64>;
+    /// Highest start of `len` free bytes inside `window`.
+    #[doc(hidden)]
+    fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64>;
+    /// Stores `v` over `r`, cutting what is there.
+    #[doc(hidden)]
+    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>>;
+    /// Empties `r`.
+    #[doc(hidden)]
+    fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error>;
+    /// A copy for a fork's child: each entry's record from `f`, or (for
+    /// `None`) the same record shared.
+    #[doc(hidden)]
+    fn dup_with(
+        &self,
+        f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
+    ) -> Result<Self::Owned, Errno>;
+    /// The structure's own invariants.
+    #[doc(hidden)]
+    fn check(&self) -> Result<(), String>;
 }
 
 impl<V: Handle + Clone + Send + Sync + 'static> sealed::Sealed for MapleTree<V> {}
@@ -57,10 +121,6 @@ impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for MapleTree<V> {
     }
 }
 
-impl VmaStore for MapleTree<VmaRef> {
-    type GuardTree = MapleTree<U63>;
-}
-
 impl<V: Handle + Clone + Send + Sync + 'static> sealed::Sealed for WriteGuard<'_, V> {}
 
 impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for WriteGuard<'_, V> {
@@ -77,6 +137,180 @@ impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for WriteGuard<'_, 
     }
 }
 
-impl<'a> VmaStore for WriteGuard<'a, VmaRef> {
-    type GuardTree = WriteGuard<'a, U63>;
+/// The maple stores read through their tree.
+macro_rules! maple_reads {
+    () => {
+        fn get_range(&self, addr: u64) -> Option<Entry<'_>> {
+            TreeStore::<VmaRef>::view(self).get_range(addr)
+        }
+
+        fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
+            TreeStore::<VmaRef>::view(self).range_at(addr)
+        }
+
+        fn next_after(&self, addr: u64) -> Option<Entry<'_>> {
+            TreeStore::<VmaRef>::view(self).next_after(addr)
+        }
+
+        fn prev_before(&self, addr: u64) -> Option<Entry<'_>> {
+            TreeStore::<VmaRef>::view(self).prev_before(addr)
+        }
+
+        fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_> {
+            TreeStore::<VmaRef>::view(self).range(r)
+        }
+
+        fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_> {
+            TreeStore::<VmaRef>::view(self).range_cloned(r)
+        }
+
+        fn count(&self) -> usize {
+            TreeStore::<VmaRef>::view(self).len()
+        }
+
+        fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64> {
+            TreeStore::<VmaRef>::view(self).empty_area(window, len).ok()
+        }
+
+        fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64> {
+            TreeStore::<VmaRef>::view(self).empty_area_rev(window, len).ok()
+        }
+
+        fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
+            self.store_range(r, v)
+        }
+
+        fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
+            self.remove_range(r)
+        }
+
+        fn dup_with(
+            &self,
+            f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
+        ) -> Result<MapleTree<VmaRef>, Errno> {
+            TreeStore::<VmaRef>::view(self).try_dup_share_or_map(f).map_err(|e| match e {
+                DupError::Alloc(_) => Errno::ENOMEM,
+                DupError::Map { error, .. } => error,
+            })
+        }
+
+        fn check(&self) -> Result<(), String> {
+            TreeStore::<VmaRef>::view(self).validate().map_err(|e| e.to_string())
+        }
+    };
+}
+
+impl VmaStore for MapleTree<VmaRef> {
+    type GuardTree = MapleTree<U63>;
+    type Owned = MapleTree<VmaRef>;
+    type Iter<'a> = Iter<'a, VmaRef>;
+    type Cloned<'a> = RangeCloned<'a, VmaRef>;
+
+    maple_reads!();
+}
+
+impl<'g> VmaStore for WriteGuard<'g, VmaRef> {
+    type GuardTree = WriteGuard<'g, U63>;
+    type Owned = MapleTree<VmaRef>;
+    type Iter<'a>
+        = Iter<'a, VmaRef>
+    where
+        Self: 'a;
+    type Cloned<'a>
+        = RangeCloned<'a, VmaRef>
+    where
+        Self: 'a;
+
+    maple_reads!();
+}
+
+impl sealed::Sealed for RbTree<VmaRef> {}
+
+/// An rbtree entry as the maple stores lend theirs.
+fn lent<'a>((r, v): (Range<u64>, &'a VmaRef)) -> Entry<'a> {
+    (r.start..=r.end - 1, v)
+}
+
+/// An rbtree entry, owned.
+fn owned((r, v): (Range<u64>, &VmaRef)) -> (RangeInclusive<u64>, VmaRef) {
+    (r.start..=r.end - 1, v.clone())
+}
+
+/// The old design: Linux's VMA structures before the maple tree, as a
+/// baseline for the same address-space code. Lookups go through the
+/// four-entry cache as `find_vma` did; a fork links every VMA into a new
+/// tree one by one, as `dup_mmap` did.
+impl VmaStore for RbTree<VmaRef> {
+    type GuardTree = MapleTree<U63>;
+    type Owned = RbTree<VmaRef>;
+    type Iter<'a> = core::iter::Map<crate::rbtree::Iter<'a, VmaRef>, fn((Range<u64>, &'a VmaRef)) -> Entry<'a>>;
+    type Cloned<'a> =
+        core::iter::Map<crate::rbtree::Iter<'a, VmaRef>, fn((Range<u64>, &'a VmaRef)) -> (RangeInclusive<u64>, VmaRef)>;
+
+    fn get_range(&self, addr: u64) -> Option<Entry<'_>> {
+        self.find(addr).map(lent)
+    }
+
+    fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
+        if let Some((r, v)) = self.find(addr) {
+            return (r.start..=r.end - 1, Some(v));
+        }
+        let lo = self.last_at_or_below(addr).map_or(0, |(r, _)| r.end);
+        let hi = self.find_vma(addr).map_or(u64::MAX, |(r, _)| r.start - 1);
+        (lo..=hi, None)
+    }
+
+    fn next_after(&self, addr: u64) -> Option<Entry<'_>> {
+        self.find_vma(addr).map(lent)
+    }
+
+    fn prev_before(&self, addr: u64) -> Option<Entry<'_>> {
+        self.last_at_or_below(addr).map(lent)
+    }
+
+    fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_> {
+        RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(lent as fn(_) -> _)
+    }
+
+    fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_> {
+        RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(owned as fn(_) -> _)
+    }
+
+    fn count(&self) -> usize {
+        RbTree::len(self)
+    }
+
+    fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64> {
+        RbTree::empty_area(self, window, len)
+    }
+
+    fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64> {
+        RbTree::empty_area_rev(self, window, len)
+    }
+
+    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
+        RbTree::store(self, r, v);
+        Ok(())
+    }
+
+    fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
+        RbTree::remove(self, r);
+        Ok(())
+    }
+
+    fn dup_with(
+        &self,
+        mut f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
+    ) -> Result<RbTree<VmaRef>, Errno> {
+        let mut child = RbTree::new();
+        for (r, v) in self.iter() {
+            let record = f(r.start..=r.end - 1, v)?.unwrap_or_else(|| v.clone());
+            child.store(r, record);
+        }
+        Ok(child)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.validate()
+    }
 }

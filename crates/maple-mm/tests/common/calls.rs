@@ -4,8 +4,8 @@
 use std::{collections::HashMap, sync::Arc};
 
 use maple_mm::{
-    Access, AddressSpace, Advice, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags,
-    ShmSegment, PAGE_SIZE,
+    rbtree::RbTree, Access, AddressSpace, Advice, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags,
+    Prot, ShmFlags, ShmSegment, VmaRef, VmaStore, PAGE_SIZE,
 };
 use proptest::prelude::*;
 
@@ -132,13 +132,33 @@ pub fn op_without_values() -> impl Strategy<Value = Op> {
     op().prop_filter("no values", |o| !matches!(o, Op::Value { .. } | Op::MapValue { .. }))
 }
 
+/// `exec`, which each kind of space has of its own.
+pub trait Exec {
+    fn exec(&mut self);
+}
+
+impl Exec for AddressSpace {
+    fn exec(&mut self) {
+        AddressSpace::<maple_mm::maple_tree::MapleTree<VmaRef>>::exec(self);
+    }
+}
+
+impl Exec for AddressSpace<RbTree<VmaRef>> {
+    fn exec(&mut self) {
+        AddressSpace::<RbTree<VmaRef>>::exec(self);
+    }
+}
+
 pub const fn at(p: u64) -> u64 {
     BASE + p * PAGE_SIZE
 }
 
 /// Runs `op`: the address it mapped at (0 for a call that maps nothing),
 /// `None` if it failed.
-pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) -> Option<u64> {
+pub fn call<T: VmaStore>(mm: &mut AddressSpace<T>, op: &Op, files: &[Arc<MappedFile>]) -> Option<u64>
+where
+    AddressSpace<T>: Exec,
+{
     let len = |n: u64| n * PAGE_SIZE;
     let done = |r: maple_mm::Result<()>| r.map(|()| 0);
     let ret = match *op {
@@ -220,7 +240,7 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) -> Option
         }
         Op::ShmDt { page } => done(mm.shmdt(at(page))),
         Op::Exec => {
-            mm.exec();
+            Exec::exec(mm);
             Ok(0)
         }
         Op::Value { page, pages, v } => {
@@ -238,7 +258,7 @@ pub fn call(mm: &mut AddressSpace, op: &Op, files: &[Arc<MappedFile>]) -> Option
 /// each space makes for itself: their anon_vmas are told apart by a
 /// renaming that must be one to one, and shared anonymous memory by
 /// everything but its inode number.
-pub fn equivalent(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
+pub fn equivalent<A: VmaStore, B: VmaStore>(a: &AddressSpace<A>, b: &AddressSpace<B>) -> Result<(), String> {
     let mut ids: HashMap<u64, u64> = HashMap::new();
     let mut back: HashMap<u64, u64> = HashMap::new();
     let (va, vb): (Vec<_>, Vec<_>) = (a.iter().collect(), b.iter().collect());
@@ -278,9 +298,11 @@ pub fn equivalent(a: &AddressSpace, b: &AddressSpace) -> Result<(), String> {
             _ => return Err(format!("anon_vma differs at {:#x}", x.start())),
         }
     }
-    let pages = |m: &AddressSpace| m.anon_pages().collect::<Vec<_>>();
-    if pages(a) != pages(b) {
+    if !a.anon_pages().eq(b.anon_pages()) {
         return Err("anonymous pages differ".into());
+    }
+    if !a.guard_pages().eq(b.guard_pages()) {
+        return Err("guard pages differ".into());
     }
     if (a.brk_state(), a.total_vm(), a.locked_vm(), a.data_vm())
         != (b.brk_state(), b.total_vm(), b.locked_vm(), b.data_vm())
