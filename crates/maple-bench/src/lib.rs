@@ -119,6 +119,8 @@ pub enum SectionId {
     MmReaders,
     /// mmap / munmap / mprotect cost against the number of VMAs.
     MmCalls,
+    /// The old design (rbtree + list + cache) against the maple tree.
+    OldDesign,
     /// `maple replay` speed on the recorded strace logs.
     Replay,
     /// The tree against `BTreeMap` and `rangemap`.
@@ -131,13 +133,14 @@ pub enum SectionId {
 
 impl SectionId {
     /// Every section, in running order.
-    pub const ALL: [SectionId; 10] = [
+    pub const ALL: [SectionId; 11] = [
         SectionId::Forking,
         SectionId::ForkScaling,
         SectionId::Swap,
         SectionId::Names,
         SectionId::MmReaders,
         SectionId::MmCalls,
+        SectionId::OldDesign,
         SectionId::Replay,
         SectionId::Compare,
         SectionId::Concurrent,
@@ -153,6 +156,7 @@ impl SectionId {
             SectionId::Names => "names",
             SectionId::MmReaders => "mm-readers",
             SectionId::MmCalls => "mm-calls",
+            SectionId::OldDesign => "old-design",
             SectionId::Replay => "replay",
             SectionId::Compare => "compare",
             SectionId::Concurrent => "concurrent",
@@ -172,9 +176,13 @@ impl SectionId {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
-                "mm" => {
-                    out.extend([SectionId::ForkScaling, SectionId::Names, SectionId::MmReaders, SectionId::MmCalls])
-                }
+                "mm" => out.extend([
+                    SectionId::ForkScaling,
+                    SectionId::Names,
+                    SectionId::MmReaders,
+                    SectionId::MmCalls,
+                    SectionId::OldDesign,
+                ]),
                 "fork" => out.push(SectionId::Forking),
                 _ => out.push(part.parse()?),
             }

@@ -22,8 +22,8 @@ use maple_bench::{render, Options, SectionId};
 ///
 /// --quick (the default) takes 2–3 minutes on two cores; --full uses the
 /// series' exact sizes and takes longer. Sections: forking, fork-scaling,
-/// swap, names, mm-readers, mm-calls, replay, compare, concurrent, kernel
-/// (groups: mm, fork). Exit status: 0 done, 1 a failure while measuring
+/// swap, names, mm-readers, mm-calls, old-design, replay, compare,
+/// concurrent, kernel (groups: mm, fork). Exit status: 0 done, 1 a failure while measuring
 /// or writing, 2 bad usage or input (nothing is measured then).
 #[derive(Parser)]
 #[command(name = "maple-report", version)]

@@ -200,6 +200,31 @@ pub const LOGS: [(&str, &[u8]); 6] = [
     ("java", include_bytes!("../../maple-mm/tests/data/recorded/java.strace.xz")),
 ];
 
+/// The final maps of the recorded processes (`maple-mm/tests/data/recorded`),
+/// xz-compressed, `==> PID.end.maps <==` before each process's.
+const FINAL_MAPS: [(&str, &[u8]); 3] = [
+    ("python", include_bytes!("../../maple-mm/tests/data/recorded/python.maps.xz")),
+    ("node", include_bytes!("../../maple-mm/tests/data/recorded/node.maps.xz")),
+    ("java", include_bytes!("../../maple-mm/tests/data/recorded/java.maps.xz")),
+];
+
+/// The largest process space of the recorded programs at its exit (its
+/// program's name and the space, read from its maps).
+pub fn recorded_space() -> (&'static str, AddressSpace) {
+    let mut best: Option<(&str, AddressSpace)> = None;
+    for (name, xz) in FINAL_MAPS {
+        let text = log_text(xz);
+        for part in text.split("==> ").skip(1) {
+            let Some((_, maps)) = part.split_once('\n') else { continue };
+            let Ok(mm) = AddressSpace::from_maps(maps, name) else { continue };
+            if best.as_ref().is_none_or(|b| b.1.vma_count() < mm.vma_count()) {
+                best = Some((name, mm));
+            }
+        }
+    }
+    best.expect("a recorded space")
+}
+
 /// A recorded log, decompressed.
 pub fn log_text(xz: &[u8]) -> String {
     let mut text = Vec::new();

@@ -37,7 +37,8 @@ fn a_tiny_report_has_everything() {
     }
     // Plots: the published figures where there are some, ours everywhere.
     let plot_ids: Vec<&str> = report.plots().map(|(_, p)| p.id.as_str()).collect();
-    for id in ["fork-scaling", "swap-2000", "mm-calls", "compare-load", "concurrent-paced", "dup-scaling"] {
+    for id in ["fork-scaling", "swap-2000", "mm-calls", "old-design", "compare-load", "concurrent-paced", "dup-scaling"]
+    {
         assert!(plot_ids.contains(&id), "plot {id} in {plot_ids:?}");
     }
     for (_, p) in report.plots() {
@@ -101,7 +102,7 @@ fn a_tiny_report_has_everything() {
 #[test]
 fn section_lists_parse_with_clear_errors() {
     assert_eq!(SectionId::parse_list("swap,kernel").unwrap(), [SectionId::Swap, SectionId::Kernel]);
-    assert_eq!(SectionId::parse_list("mm").unwrap().len(), 4);
+    assert_eq!(SectionId::parse_list("mm").unwrap().len(), 5);
     let e = SectionId::parse_list("swap,bogus").unwrap_err();
     assert!(e.contains("bogus") && e.contains("fork-scaling"), "{e}");
 }

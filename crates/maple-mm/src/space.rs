@@ -356,6 +356,30 @@ impl AddressSpace<RbTree<VmaRef>> {
         }
     }
 
+    /// The same space in the old design: every VMA (its record shared),
+    /// page, limit and the break of `space`, its VMAs linked into a
+    /// red-black tree one by one. Observers are not carried over.
+    pub fn old_design_from(space: &AddressSpace) -> AddressSpace<RbTree<VmaRef>> {
+        let mut tree = RbTree::new();
+        for (r, d) in space.tree.range_cloned(0..=u64::MAX) {
+            tree.store(*r.start()..r.end() + 1, d);
+        }
+        AddressSpace {
+            tree,
+            layout: space.layout.clone(),
+            brk: space.brk,
+            start_stack: space.start_stack,
+            def_flags: space.def_flags,
+            sealed: space.sealed,
+            guards: space.guards.copy(),
+            anon: space.anon.copy(),
+            lazy: space.lazy.copy(),
+            lock_leak: space.lock_leak,
+            events: None,
+            reserved: space.reserved.copy(),
+        }
+    }
+
     /// [`AddressSpace::exec`] for the old design.
     pub fn exec(&mut self) {
         let fresh = AddressSpace::old_design(self.layout.clone());

@@ -5,6 +5,7 @@ mod concurrent;
 mod forking;
 mod kernel;
 mod mm;
+mod old_design;
 mod replay;
 mod swap;
 
@@ -21,6 +22,7 @@ pub fn run(id: SectionId, opts: &Options, progress: &mut dyn FnMut(&str)) -> Sec
         SectionId::Names => mm::named_fork(opts, progress),
         SectionId::MmReaders => mm::readers(opts, progress),
         SectionId::MmCalls => mm::calls(opts, progress),
+        SectionId::OldDesign => old_design::run(opts, progress),
         SectionId::Replay => replay::run(opts, progress),
         SectionId::Compare => compare::run(opts, progress),
         SectionId::Concurrent => concurrent::run(opts, progress),
