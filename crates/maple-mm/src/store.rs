@@ -137,53 +137,67 @@ impl<V: Handle + Clone + Send + Sync + 'static> TreeStore<V> for WriteGuard<'_, 
     }
 }
 
-/// The maple stores read through their tree.
+/// The maple stores read through their tree. (Each method is `#[inline]`:
+/// the calls are generic over the store and monomorphised in the caller's
+/// crate, where these concrete methods would otherwise be out-of-line.)
 macro_rules! maple_reads {
     () => {
+        #[inline]
         fn get_range(&self, addr: u64) -> Option<Entry<'_>> {
             TreeStore::<VmaRef>::view(self).get_range(addr)
         }
 
+        #[inline]
         fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
             TreeStore::<VmaRef>::view(self).range_at(addr)
         }
 
+        #[inline]
         fn next_after(&self, addr: u64) -> Option<Entry<'_>> {
             TreeStore::<VmaRef>::view(self).next_after(addr)
         }
 
+        #[inline]
         fn prev_before(&self, addr: u64) -> Option<Entry<'_>> {
             TreeStore::<VmaRef>::view(self).prev_before(addr)
         }
 
+        #[inline]
         fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_> {
             TreeStore::<VmaRef>::view(self).range(r)
         }
 
+        #[inline]
         fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_> {
             TreeStore::<VmaRef>::view(self).range_cloned(r)
         }
 
+        #[inline]
         fn count(&self) -> usize {
             TreeStore::<VmaRef>::view(self).len()
         }
 
+        #[inline]
         fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64> {
             TreeStore::<VmaRef>::view(self).empty_area(window, len).ok()
         }
 
+        #[inline]
         fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64> {
             TreeStore::<VmaRef>::view(self).empty_area_rev(window, len).ok()
         }
 
+        #[inline]
         fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
             self.store_range(r, v)
         }
 
+        #[inline]
         fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
             self.remove_range(r)
         }
 
+        #[inline]
         fn dup_with(
             &self,
             f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
@@ -194,6 +208,7 @@ macro_rules! maple_reads {
             })
         }
 
+        #[inline]
         fn check(&self) -> Result<(), String> {
             TreeStore::<VmaRef>::view(self).validate().map_err(|e| e.to_string())
         }
@@ -227,11 +242,13 @@ impl<'g> VmaStore for WriteGuard<'g, VmaRef> {
 impl sealed::Sealed for RbTree<VmaRef> {}
 
 /// An rbtree entry as the maple stores lend theirs.
+#[inline]
 fn lent<'a>((r, v): (Range<u64>, &'a VmaRef)) -> Entry<'a> {
     (r.start..=r.end - 1, v)
 }
 
 /// An rbtree entry, owned.
+#[inline]
 fn owned((r, v): (Range<u64>, &VmaRef)) -> (RangeInclusive<u64>, VmaRef) {
     (r.start..=r.end - 1, v.clone())
 }
@@ -247,10 +264,12 @@ impl VmaStore for RbTree<VmaRef> {
     type Cloned<'a> =
         core::iter::Map<crate::rbtree::Iter<'a, VmaRef>, fn((Range<u64>, &'a VmaRef)) -> (RangeInclusive<u64>, VmaRef)>;
 
+    #[inline]
     fn get_range(&self, addr: u64) -> Option<Entry<'_>> {
         self.find(addr).map(lent)
     }
 
+    #[inline]
     fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
         if let Some((r, v)) = self.find(addr) {
             return (r.start..=r.end - 1, Some(v));
@@ -260,44 +279,54 @@ impl VmaStore for RbTree<VmaRef> {
         (lo..=hi, None)
     }
 
+    #[inline]
     fn next_after(&self, addr: u64) -> Option<Entry<'_>> {
         self.find_vma(addr).map(lent)
     }
 
+    #[inline]
     fn prev_before(&self, addr: u64) -> Option<Entry<'_>> {
         self.last_at_or_below(addr).map(lent)
     }
 
+    #[inline]
     fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_> {
         RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(lent as fn(_) -> _)
     }
 
+    #[inline]
     fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_> {
         RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(owned as fn(_) -> _)
     }
 
+    #[inline]
     fn count(&self) -> usize {
         RbTree::len(self)
     }
 
+    #[inline]
     fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64> {
         RbTree::empty_area(self, window, len)
     }
 
+    #[inline]
     fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64> {
         RbTree::empty_area_rev(self, window, len)
     }
 
+    #[inline]
     fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
         RbTree::store(self, r, v);
         Ok(())
     }
 
+    #[inline]
     fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
         RbTree::remove(self, r);
         Ok(())
     }
 
+    #[inline]
     fn dup_with(
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
@@ -310,6 +339,7 @@ impl VmaStore for RbTree<VmaRef> {
         Ok(child)
     }
 
+    #[inline]
     fn check(&self) -> Result<(), String> {
         self.validate()
     }

@@ -1,0 +1,46 @@
+//! Address-space calls, for `valgrind --tool=callgrind` (instruction counts
+//! compare two versions of the call paths; wall time on a shared machine is
+//! noise).
+//!
+//! `profile_mm [MODE] [VMAS] [CALLS]`: MODE `map` (a one-page mapping made
+//! and removed in a hole, the default), `protect` (a page protected and
+//! restored inside a VMA) or `find` (`find_vma` at scattered addresses);
+//! an address space of VMAS two-page VMAs with one-page holes (10,000 by
+//! default, the report's mm-calls set-up); CALLS pairs or lookups (20,000).
+
+use std::hint::black_box;
+
+use maple_bench::workloads::{holey_space, BASE};
+use maple_mm::{MapFlags, Prot, PAGE_SIZE};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "map".into());
+    let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let calls: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let mut mm = holey_space(n);
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let mid = BASE + (n / 2) * 3 * PAGE_SIZE;
+    let mut total = 0u64;
+    for k in 0..calls {
+        match mode.as_str() {
+            "map" => {
+                mm.mmap(mid + 2 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+                mm.munmap(mid + 2 * PAGE_SIZE, PAGE_SIZE).expect("unmap");
+            }
+            "protect" => {
+                mm.mprotect(mid, PAGE_SIZE, Prot::READ).expect("protect");
+                mm.mprotect(mid, PAGE_SIZE, Prot::RW).expect("protect");
+            }
+            "find" => {
+                let a = BASE + (k.wrapping_mul(2_654_435_761) % (n * 3)) * PAGE_SIZE;
+                total += mm.find_vma(black_box(a)).map_or(0, |v| v.start());
+            }
+            other => {
+                eprintln!("profile_mm: unknown mode {other:?} (map, protect or find)");
+                std::process::exit(2);
+            }
+        }
+    }
+    println!("{} VMAs, {total}", mm.vma_count());
+}
