@@ -1,7 +1,8 @@
 //! Linux is the oracle: random operation sequences run on this machine's
-//! kernel and on an `AddressSpace`, and the VMA lists inside a reserved
-//! window must agree line for line after every operation, with the same
-//! error numbers.
+//! kernel and on an `AddressSpace` (twice: on the maple tree and on the
+//! old design's red-black tree, list and cache), and the VMA lists inside
+//! a reserved window must agree line for line after every operation, with
+//! the same error numbers.
 //!
 //! This file has its own `main`. Run normally, it generates sequences and
 //! starts itself again as a child process (`MAPLE_ORACLE_CHILD=1`) that
@@ -45,8 +46,8 @@ use std::{
 };
 
 use maple_mm::{
-    Access, AddressSpace, Advice, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags, MemPolicy,
-    MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, PAGE_SIZE,
+    rbtree::RbTree, Access, AddressSpace, Advice, Errno, Fault, Layout, MapFlags, MappedFile, MbindFlags, MclFlags,
+    MemPolicy, MlockFlags, MremapFlags, Prot, ShmFlags, ShmSegment, VmFlags, VmaRef, VmaStore, PAGE_SIZE,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
@@ -529,7 +530,7 @@ fn window_lines(maps: &str) -> Vec<String> {
 
 /// A space's window lines with their hidden flags, as `smaps_window`
 /// gives the kernel's.
-fn space_lines(mm: &AddressSpace, per_page: bool) -> Vec<String> {
+fn space_lines<T: VmaStore>(mm: &AddressSpace<T>, per_page: bool) -> Vec<String> {
     let mut lines: Vec<String> = mm
         .range(BASE, BASE + W * PAGE_SIZE)
         .map(|v| with_flags(&mm.maps_line(&v), v.flags(), mm.anon_page_count(v.start(), v.end())))
@@ -588,8 +589,12 @@ fn guard_line(pages: impl Iterator<Item = u64>) -> String {
     pages.fold("guards:".to_string(), |l, p| format!("{l} {p}"))
 }
 
+/// The model: the same calls on a maple-tree space and on an old-design
+/// one (red-black tree, list and lookup cache), which must both match the
+/// kernel.
 struct Model {
     mm: AddressSpace,
+    old: AddressSpace<RbTree<VmaRef>>,
     file: Arc<MappedFile>,
     file_ro: Arc<MappedFile>,
     /// Whether the anonymous pages are compared page by page.
@@ -619,125 +624,133 @@ impl Model {
             0,
         )
         .expect("window");
-        Model { mm, file: Arc::new(file.clone()), file_ro: Arc::new(file.clone().read_only()), per_page }
+        let old = AddressSpace::old_design_from(&mm);
+        Model { mm, old, file: Arc::new(file.clone()), file_ro: Arc::new(file.clone().read_only()), per_page }
     }
 
-    /// Applies `op`; returns the result line and, for `fork`, the child's
-    /// window lines.
-    fn apply(&mut self, op: &Op) -> (String, Option<Vec<String>>) {
-        let at = |p: u64| BASE + p * PAGE_SIZE;
-        let res = match *op {
-            Op::Map { page, pages, prot, place, shared, src, off, extra } => {
-                let flags = MapFlags::from_bits_retain(map_flags(place, shared, src, extra));
-                let file = match src {
-                    Src::Anon => None,
-                    Src::File => Some(Arc::clone(&self.file)),
-                    Src::FileRo => Some(Arc::clone(&self.file_ro)),
-                };
-                let prot = Prot::from_bits_retain(prot);
-                match self.mm.mmap(at(page), pages * PAGE_SIZE, prot, flags, file, off * PAGE_SIZE) {
-                    Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
-                    Ok(a) => {
-                        self.mm.munmap(a, pages * PAGE_SIZE).expect("unmap outside");
-                        "out".into()
-                    }
-                    Err(e) => errno(e),
-                }
-            }
-            Op::Unmap { page, pages, skew } => match self.mm.munmap(at(page) + skew, pages * PAGE_SIZE) {
-                Ok(()) => "ok".into(),
-                Err(e) => errno(e),
-            },
-            Op::Protect { page, pages, prot } => {
-                match self.mm.mprotect(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot)) {
-                    Ok(()) => "ok".into(),
-                    Err(e) => errno(e),
-                }
-            }
-            Op::Advise { page, pages, advice } => {
-                let r = match Advice::from_code(advice) {
-                    Some(a) => self.mm.madvise(at(page), pages * PAGE_SIZE, a),
-                    None => Err(Errno::EINVAL),
-                };
-                match r {
-                    Ok(()) => "ok".into(),
-                    Err(e) => errno(e),
-                }
-            }
-            Op::Touch { page, pages } => match self.mm.touch(at(page), pages * PAGE_SIZE) {
-                Ok(()) => "ok".into(),
-                Err(e) => errno(e),
-            },
-            Op::Shmat { page, pages, flags, skew } => {
-                let segment = ShmSegment { key: 0, id: 1, size: pages * PAGE_SIZE - 100 };
-                match self.mm.shmat(&segment, at(page) + skew, ShmFlags::from_bits_retain(flags)) {
-                    Ok(a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
-                    Err(e) => errno(e),
-                }
-            }
-            Op::Shmdt { page } => result_of(self.mm.shmdt(at(page))),
-            Op::Mbind { page, pages, mode, nodes, flags } => {
-                result_of(self.mm.mbind(at(page), pages * PAGE_SIZE, mode, nodes, MbindFlags::from_bits_retain(flags)))
-            }
-            Op::Fault { page, write } => {
-                let access = if write { Access::Write } else { Access::Read };
-                match self.mm.fault(at(page), access) {
-                    Ok(()) => "ok".into(),
-                    Err(Fault::OutOfMemory) => panic!("out of memory"),
-                    Err(_) => errno(Errno::EFAULT),
-                }
-            }
-            Op::Remap { page, old, new, flags, to } => {
-                match self.mm.mremap(
-                    at(page),
-                    old * PAGE_SIZE,
-                    new * PAGE_SIZE,
-                    MremapFlags::from_bits_retain(flags),
-                    at(to),
-                ) {
-                    Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
-                    Ok(a) => {
-                        self.mm.munmap(a, new * PAGE_SIZE).expect("unmap outside");
-                        "out".into()
-                    }
-                    Err(e) => errno(e),
-                }
-            }
-            Op::Lock { page, pages, onfault } => {
-                let flags = if onfault { MlockFlags::ONFAULT } else { MlockFlags::empty() };
-                result_of(self.mm.mlock2(at(page), pages * PAGE_SIZE, flags))
-            }
-            Op::Unlock { page, pages } => result_of(self.mm.munlock(at(page), pages * PAGE_SIZE)),
-            Op::LockAll { flags } => result_of(self.mm.mlockall(MclFlags::from_bits_retain(flags))),
-            Op::UnlockAll => result_of(self.mm.munlockall()),
-            Op::Seal { page, pages, flags } => result_of(self.mm.mseal(at(page), pages * PAGE_SIZE, flags)),
-            Op::Probe { page, write } => {
-                // In a fork, where the don't-fork mappings are not.
-                let access = if write { Access::Write } else { Access::Read };
-                match self.mm.fork().expect("fork").check_access(at(page), access) {
-                    Ok(()) => "ok".into(),
-                    Err(fault) => format!("sig {}", fault.signal()),
-                }
-            }
-            Op::Fork => {
-                let child = self.mm.fork().expect("fork");
-                return ("ok".into(), Some(space_lines(&child, self.per_page)));
-            }
-            Op::ForkMap { page, pages, prot } => {
-                let mut child = self.mm.fork().expect("fork");
-                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                // (It may fail: over a sealed mapping the child inherited.)
-                let _ = child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0);
-                return ("ok".into(), Some(space_lines(&child, self.per_page)));
-            }
-        };
-        self.mm.validate().expect("model valid");
-        (res, None)
+    /// Applies `op` to both spaces; returns the result line and, for
+    /// `fork`, the child's window lines, of each (maple tree first).
+    fn apply(&mut self, op: &Op) -> [(String, Option<Vec<String>>); 2] {
+        let (file, file_ro, per_page) = (&self.file, &self.file_ro, self.per_page);
+        [apply_on(&mut self.mm, file, file_ro, per_page, op), apply_on(&mut self.old, file, file_ro, per_page, op)]
     }
 
-    fn lines(&self) -> Vec<String> {
-        space_lines(&self.mm, self.per_page)
+    fn lines(&self) -> [Vec<String>; 2] {
+        [space_lines(&self.mm, self.per_page), space_lines(&self.old, self.per_page)]
     }
+}
+
+/// Applies `op` to `mm`; returns the result line and, for `fork`, the
+/// child's window lines.
+fn apply_on<T: VmaStore>(
+    mm: &mut AddressSpace<T>,
+    file: &Arc<MappedFile>,
+    file_ro: &Arc<MappedFile>,
+    per_page: bool,
+    op: &Op,
+) -> (String, Option<Vec<String>>) {
+    let at = |p: u64| BASE + p * PAGE_SIZE;
+    let res = match *op {
+        Op::Map { page, pages, prot, place, shared, src, off, extra } => {
+            let flags = MapFlags::from_bits_retain(map_flags(place, shared, src, extra));
+            let file = match src {
+                Src::Anon => None,
+                Src::File => Some(Arc::clone(file)),
+                Src::FileRo => Some(Arc::clone(file_ro)),
+            };
+            let prot = Prot::from_bits_retain(prot);
+            match mm.mmap(at(page), pages * PAGE_SIZE, prot, flags, file, off * PAGE_SIZE) {
+                Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                Ok(a) => {
+                    mm.munmap(a, pages * PAGE_SIZE).expect("unmap outside");
+                    "out".into()
+                }
+                Err(e) => errno(e),
+            }
+        }
+        Op::Unmap { page, pages, skew } => match mm.munmap(at(page) + skew, pages * PAGE_SIZE) {
+            Ok(()) => "ok".into(),
+            Err(e) => errno(e),
+        },
+        Op::Protect { page, pages, prot } => {
+            match mm.mprotect(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot)) {
+                Ok(()) => "ok".into(),
+                Err(e) => errno(e),
+            }
+        }
+        Op::Advise { page, pages, advice } => {
+            let r = match Advice::from_code(advice) {
+                Some(a) => mm.madvise(at(page), pages * PAGE_SIZE, a),
+                None => Err(Errno::EINVAL),
+            };
+            match r {
+                Ok(()) => "ok".into(),
+                Err(e) => errno(e),
+            }
+        }
+        Op::Touch { page, pages } => match mm.touch(at(page), pages * PAGE_SIZE) {
+            Ok(()) => "ok".into(),
+            Err(e) => errno(e),
+        },
+        Op::Shmat { page, pages, flags, skew } => {
+            let segment = ShmSegment { key: 0, id: 1, size: pages * PAGE_SIZE - 100 };
+            match mm.shmat(&segment, at(page) + skew, ShmFlags::from_bits_retain(flags)) {
+                Ok(a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                Err(e) => errno(e),
+            }
+        }
+        Op::Shmdt { page } => result_of(mm.shmdt(at(page))),
+        Op::Mbind { page, pages, mode, nodes, flags } => {
+            result_of(mm.mbind(at(page), pages * PAGE_SIZE, mode, nodes, MbindFlags::from_bits_retain(flags)))
+        }
+        Op::Fault { page, write } => {
+            let access = if write { Access::Write } else { Access::Read };
+            match mm.fault(at(page), access) {
+                Ok(()) => "ok".into(),
+                Err(Fault::OutOfMemory) => panic!("out of memory"),
+                Err(_) => errno(Errno::EFAULT),
+            }
+        }
+        Op::Remap { page, old, new, flags, to } => {
+            match mm.mremap(at(page), old * PAGE_SIZE, new * PAGE_SIZE, MremapFlags::from_bits_retain(flags), at(to)) {
+                Ok(a) if (BASE..BASE + W * PAGE_SIZE).contains(&a) => format!("ok {}", (a - BASE) / PAGE_SIZE),
+                Ok(a) => {
+                    mm.munmap(a, new * PAGE_SIZE).expect("unmap outside");
+                    "out".into()
+                }
+                Err(e) => errno(e),
+            }
+        }
+        Op::Lock { page, pages, onfault } => {
+            let flags = if onfault { MlockFlags::ONFAULT } else { MlockFlags::empty() };
+            result_of(mm.mlock2(at(page), pages * PAGE_SIZE, flags))
+        }
+        Op::Unlock { page, pages } => result_of(mm.munlock(at(page), pages * PAGE_SIZE)),
+        Op::LockAll { flags } => result_of(mm.mlockall(MclFlags::from_bits_retain(flags))),
+        Op::UnlockAll => result_of(mm.munlockall()),
+        Op::Seal { page, pages, flags } => result_of(mm.mseal(at(page), pages * PAGE_SIZE, flags)),
+        Op::Probe { page, write } => {
+            // In a fork, where the don't-fork mappings are not.
+            let access = if write { Access::Write } else { Access::Read };
+            match mm.fork().expect("fork").check_access(at(page), access) {
+                Ok(()) => "ok".into(),
+                Err(fault) => format!("sig {}", fault.signal()),
+            }
+        }
+        Op::Fork => {
+            let child = mm.fork().expect("fork");
+            return ("ok".into(), Some(space_lines(&child, per_page)));
+        }
+        Op::ForkMap { page, pages, prot } => {
+            let mut child = mm.fork().expect("fork");
+            let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+            // (It may fail: over a sealed mapping the child inherited.)
+            let _ = child.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, None, 0);
+            return ("ok".into(), Some(space_lines(&child, per_page)));
+        }
+    };
+    mm.validate().expect("model valid");
+    (res, None)
 }
 
 /// A random sequence, generated against the model (touches only where the
@@ -954,7 +967,7 @@ fn run_parent() -> i32 {
         to_child.flush().unwrap();
         let mut diverged: Option<String> = None;
         for (i, op) in ops.iter().enumerate() {
-            let (want_res, want_child) = model.apply(op);
+            let wants = model.apply(op);
             let want_lines = model.lines();
             // The child's report: a result line, maybe a fork's lines, the maps lines.
             let mut got_res = String::new();
@@ -983,23 +996,27 @@ fn run_parent() -> i32 {
                 break;
             };
             let mut why = Vec::new();
-            if got_res.trim() != want_res {
-                why.push(format!("result: kernel {:?}, model {want_res:?}", got_res.trim()));
-            }
-            if got_lines != want_lines {
-                why.push(format!(
-                    "maps:\n  kernel:\n    {}\n  model:\n    {}",
-                    got_lines.join("\n    "),
-                    want_lines.join("\n    ")
-                ));
-            }
-            if let Some(want_child) = want_child {
-                if got_child != want_child {
+            for (((want_res, want_child), want_lines), name) in
+                wants.into_iter().zip(want_lines).zip(["model", "old design"])
+            {
+                if got_res.trim() != want_res {
+                    why.push(format!("result: kernel {:?}, {name} {want_res:?}", got_res.trim()));
+                }
+                if got_lines != want_lines {
                     why.push(format!(
-                        "forked child's maps:\n  kernel:\n    {}\n  model:\n    {}",
-                        got_child.join("\n    "),
-                        want_child.join("\n    ")
+                        "maps:\n  kernel:\n    {}\n  {name}:\n    {}",
+                        got_lines.join("\n    "),
+                        want_lines.join("\n    ")
                     ));
+                }
+                if let Some(want_child) = want_child {
+                    if got_child != want_child {
+                        why.push(format!(
+                            "forked child's maps:\n  kernel:\n    {}\n  {name}:\n    {}",
+                            got_child.join("\n    "),
+                            want_child.join("\n    ")
+                        ));
+                    }
                 }
             }
             ops_run += 1;
