@@ -167,7 +167,7 @@ impl SectionId {
     /// Whether the section runs more than one thread (it must not be
     /// pinned to one CPU).
     fn threaded(self) -> bool {
-        matches!(self, SectionId::Swap | SectionId::MmReaders | SectionId::Concurrent)
+        matches!(self, SectionId::Swap | SectionId::MmReaders | SectionId::OldDesign | SectionId::Concurrent)
     }
 
     /// Parses a comma-separated list of section names (and the groups

@@ -31,7 +31,11 @@
 //! t.validate().unwrap();
 //! ```
 
-use core::{cell::Cell, ops::Range};
+use core::{
+    cell::Cell,
+    ops::Range,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 const NIL: u32 = u32::MAX;
 
@@ -54,14 +58,28 @@ struct Node<V> {
     value: Option<V>,
 }
 
-/// The four-entry lookup cache: valid while `seq` is the tree's.
+/// A thread's four-entry lookup cache (Linux keeps it in the task): valid
+/// for the tree numbered `tree` while `seq` is that tree's.
 #[derive(Clone, Copy, Debug)]
 struct Cache {
+    tree: u64,
     seq: u64,
     slots: [u32; CACHE_SLOTS],
 }
 
-/// How the lookup cache did (see [`RbTree::find`]).
+thread_local! {
+    static CACHE: Cell<Cache> = const { Cell::new(Cache { tree: 0, seq: 0, slots: [NIL; CACHE_SLOTS] }) };
+    static STATS: Cell<CacheStats> = const { Cell::new(CacheStats { hits: 0, misses: 0 }) };
+}
+
+/// Tree numbers, never reused (0 is no tree).
+static TREE_IDS: AtomicU64 = AtomicU64::new(1);
+
+fn tree_id() -> u64 {
+    TREE_IDS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// How a thread's lookup cache did (see [`RbTree::find_vma`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Lookups answered from the cache.
@@ -73,8 +91,10 @@ pub struct CacheStats {
 /// Non-overlapping ranges `[start, end)` with a value each, in the
 /// red-black tree with subtree gaps, list and lookup cache of Linux
 /// before the maple tree (see the [module docs](self)).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RbTree<V> {
+    /// This tree's number, for the threads' caches.
+    id: u64,
     nodes: Vec<Node<V>>,
     free: Vec<u32>,
     root: u32,
@@ -83,8 +103,23 @@ pub struct RbTree<V> {
     len: usize,
     /// Bumped by every change (`vmacache_invalidate`).
     seq: u64,
-    cache: Cell<Cache>,
-    stats: Cell<CacheStats>,
+}
+
+impl<V: Clone> Clone for RbTree<V> {
+    /// A copy with a number of its own (a cache filled on one is never
+    /// read for the other).
+    fn clone(&self) -> Self {
+        RbTree {
+            id: tree_id(),
+            nodes: self.nodes.clone(),
+            free: self.free.clone(),
+            root: self.root,
+            head: self.head,
+            tail: self.tail,
+            len: self.len,
+            seq: self.seq,
+        }
+    }
 }
 
 impl<V> Default for RbTree<V> {
@@ -96,17 +131,7 @@ impl<V> Default for RbTree<V> {
 impl<V> RbTree<V> {
     /// An empty tree.
     pub fn new() -> RbTree<V> {
-        RbTree {
-            nodes: Vec::new(),
-            free: Vec::new(),
-            root: NIL,
-            head: NIL,
-            tail: NIL,
-            len: 0,
-            seq: 0,
-            cache: Cell::new(Cache { seq: 0, slots: [NIL; CACHE_SLOTS] }),
-            stats: Cell::new(CacheStats::default()),
-        }
+        RbTree { id: tree_id(), nodes: Vec::new(), free: Vec::new(), root: NIL, head: NIL, tail: NIL, len: 0, seq: 0 }
     }
 
     /// Ranges stored.
@@ -127,9 +152,10 @@ impl<V> RbTree<V> {
             + core::mem::size_of::<Self>()
     }
 
-    /// The lookup cache's hits and misses so far.
+    /// The calling thread's lookup cache: its hits and misses so far,
+    /// over every tree it looked up in.
     pub fn cache_stats(&self) -> CacheStats {
-        self.stats.get()
+        STATS.with(Cell::get)
     }
 
     fn n(&self, i: u32) -> &Node<V> {
@@ -170,28 +196,34 @@ impl<V> RbTree<V> {
     }
 
     /// The first range ending above `addr` (containing it or after it),
-    /// as `find_vma` answers: from the cache if one of its four slots
-    /// holds a range containing `addr`, else by a walk down the tree,
-    /// whose answer then takes the slot of `addr`'s page.
+    /// as `find_vma` answers: from the calling thread's cache if one of its
+    /// four slots holds a range of this tree containing `addr`, else by a
+    /// walk down the tree, whose answer then takes the slot of `addr`'s
+    /// page (the cache is emptied first if it was another tree's or an
+    /// older version's, as `vmacache_valid` does).
     pub fn find_vma(&self, addr: u64) -> Option<(Range<u64>, &V)> {
-        let mut cache = self.cache.get();
-        if cache.seq != self.seq {
-            cache = Cache { seq: self.seq, slots: [NIL; CACHE_SLOTS] };
+        let mut cache = CACHE.with(Cell::get);
+        if cache.tree != self.id || cache.seq != self.seq {
+            cache = Cache { tree: self.id, seq: self.seq, slots: [NIL; CACHE_SLOTS] };
         }
-        let mut stats = self.stats.get();
-        if let Some(&i) = cache.slots.iter().find(|&&i| i != NIL && self.n(i).start <= addr && addr < self.n(i).end) {
-            stats.hits += 1;
-            self.stats.set(stats);
-            self.cache.set(cache);
-            return Some(self.entry(i));
-        }
-        stats.misses += 1;
-        self.stats.set(stats);
-        let found = self.first_ending_above(addr);
-        if found != NIL {
-            cache.slots[((addr >> 12) as usize) % CACHE_SLOTS] = found;
-        }
-        self.cache.set(cache);
+        let mut stats = STATS.with(Cell::get);
+        let hit = cache.slots.iter().find(|&&i| i != NIL && self.n(i).start <= addr && addr < self.n(i).end);
+        let found = match hit {
+            Some(&i) => {
+                stats.hits += 1;
+                i
+            }
+            None => {
+                stats.misses += 1;
+                let found = self.first_ending_above(addr);
+                if found != NIL {
+                    cache.slots[((addr >> 12) as usize) % CACHE_SLOTS] = found;
+                }
+                found
+            }
+        };
+        STATS.with(|s| s.set(stats));
+        CACHE.with(|c| c.set(cache));
         (found != NIL).then(|| self.entry(found))
     }
 
@@ -658,8 +690,8 @@ impl<V> RbTree<V> {
         if order.first().copied().unwrap_or(NIL) != self.head || order.last().copied().unwrap_or(NIL) != self.tail {
             return Err("head or tail wrong".into());
         }
-        let cache = self.cache.get();
-        if cache.seq == self.seq {
+        let cache = CACHE.with(Cell::get);
+        if cache.tree == self.id && cache.seq == self.seq {
             for &i in &cache.slots {
                 if i != NIL && (i as usize >= self.nodes.len() || self.n(i).value.is_none()) {
                     return Err(format!("the cache holds freed slot {i}"));

@@ -5,13 +5,20 @@
 //! (will-it-scale's brk1, malloc1 and page_fault3), fork, the gap search
 //! and memory per VMA.
 
-use std::hint::black_box;
+use std::{
+    hint::black_box,
+    sync::{Barrier, RwLock},
+    time::{Duration, Instant},
+};
 
-use maple_mm::{rbtree::RbTree, Access, AddressSpace, Layout, MapFlags, MappedFile, Prot, VmaRef, VmaStore, PAGE_SIZE};
+use maple_mm::{
+    rbtree::RbTree, Access, AddressSpace, Layout, MapFlags, MappedFile, Prot, SharedAddressSpace, VmaRef, VmaStore,
+    PAGE_SIZE,
+};
 
 use super::div;
 use crate::{
-    measure::{alternate, case, Timing},
+    measure::{alternate, case, timed, Timing},
     model::{Cell, Plot, Section, Table, Unit},
     workloads::{holey_space, recorded_space, BASE},
     Mode, Options,
@@ -92,6 +99,119 @@ fn fragmented_top(n: u64) -> AddressSpace {
     mm
 }
 
+/// Two threads each doing `ops / 2` of `work(thread, i)` at once, after a
+/// barrier: the wall time of the two.
+fn two_threads(ops: u64, work: &(dyn Fn(u64, u64) -> u64 + Sync)) -> Duration {
+    let barrier = Barrier::new(2);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..2u64)
+            .map(|t| {
+                let barrier = &barrier;
+                sc.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let x = (0..ops / 2).fold(0u64, |x, i| x.wrapping_add(work(t, i)));
+                    black_box(x);
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).max().unwrap_or_default()
+    })
+}
+
+/// The two-thread rows: the old design and the maple tree behind an
+/// `RwLock` (the `mmap_lock`), and the maple tree's lock-free readers.
+fn threaded(opts: &Options, space: &AddressSpace, s: &mut Section, progress: &mut dyn FnMut(&str)) {
+    progress("old design: two threads");
+    let mut new = space.clone();
+    let mut old = AddressSpace::old_design_from(space);
+    let file = std::sync::Arc::new(MappedFile::new(8, 1, 4243, "/data/page_fault3").with_size(BIG));
+    let at_old = old.mmap(0, BIG, Prot::RW, MapFlags::SHARED, Some(file.clone()), 0).expect("map");
+    let at_new = new.mmap(0, BIG, Prot::RW, MapFlags::SHARED, Some(file), 0).expect("map");
+    let shared = SharedAddressSpace::from(new.clone());
+    let (old, new) = (RwLock::new(old), RwLock::new(new));
+    let page = |t: u64, i: u64| (t * (BIG / PAGE_SIZE / 2) + i % (BIG / PAGE_SIZE / 2)) * PAGE_SIZE;
+    let ok = |r: Result<(), maple_mm::Fault>| u64::from(r.is_ok());
+    let loops = opts.loops(400_000.0, 200);
+    let faults = alternate(
+        opts.reps,
+        vec![
+            timed(loops, || {
+                two_threads(loops, &|t, i| {
+                    ok(old.read().expect("lock").check_access(at_old + page(t, i), Access::Write))
+                })
+            }),
+            timed(loops, || {
+                two_threads(loops, &|t, i| {
+                    ok(new.read().expect("lock").check_access(at_new + page(t, i), Access::Write))
+                })
+            }),
+            timed(loops, || {
+                two_threads(loops, &|t, i| {
+                    let g = shared.pin();
+                    ok(shared.check_access(at_new + page(t, i), Access::Write, &g))
+                })
+            }),
+        ],
+    );
+    let big = opts.loops(20_000.0, 50);
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let mallocs = alternate(
+        opts.reps,
+        vec![
+            timed(big, || {
+                two_threads(big, &|_, _| {
+                    let a = old.write().expect("lock").mmap(0, BIG, Prot::RW, anon, None, 0).expect("map");
+                    old.write().expect("lock").munmap(a, BIG).expect("unmap");
+                    a
+                })
+            }),
+            timed(big, || {
+                two_threads(big, &|_, _| {
+                    let a = new.write().expect("lock").mmap(0, BIG, Prot::RW, anon, None, 0).expect("map");
+                    new.write().expect("lock").munmap(a, BIG).expect("unmap");
+                    a
+                })
+            }),
+            timed(big, || {
+                two_threads(big, &|_, _| {
+                    let a = shared.write().mmap(0, BIG, Prot::RW, anon, None, 0).expect("map");
+                    shared.write().munmap(a, BIG).expect("unmap");
+                    a
+                })
+            }),
+        ],
+    );
+    let mut tab = Table::new(
+        "old-design-threads",
+        1,
+        &[
+            "workload, 2 threads",
+            "old design, `RwLock` ns",
+            "maple tree, `RwLock` ns",
+            "maple / old",
+            "maple tree, lock-free readers ns",
+            "lock-free / old",
+        ],
+    );
+    for (name, t) in [
+        ("page_fault3: access checks (read lock), each thread its half", &faults),
+        ("malloc1: mmap + munmap 128 MiB (write lock per call)", &mallocs),
+    ] {
+        tab.row(vec![
+            Cell::text(name),
+            Cell::num(t[0].ns(), Unit::Ns),
+            Cell::num(t[1].ns(), Unit::Ns),
+            Cell::num(div(t[1].ns(), t[0].ns()), Unit::Times),
+            Cell::num(t[2].ns(), Unit::Ns),
+            Cell::num(div(t[2].ns(), t[0].ns()), Unit::Times),
+        ]);
+    }
+    s.text("Two threads sharing the space, each running the workload at once (ns per operation of the two together, from the wall time): the old design and the maple tree behind an `RwLock`, as `mmap_lock` was in the series, and the maple tree's `SharedAddressSpace`, whose lookups take no lock (its writers still take one: `malloc1` serialises either way). The old design's lookup cache is per thread, as Linux's was.");
+    s.table(tab);
+}
+
 pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new(
         "old-design",
@@ -104,7 +224,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         opts.reps
     ));
     let mut old = AddressSpace::old_design_from(&space);
-    let mut new = space;
+    let mut new = space.clone();
     let mut rows = Vec::new();
     let loops = opts.loops(100_000.0, 200);
 
@@ -213,6 +333,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         ]);
     }
     s.table(tab);
+    threaded(opts, &space, &mut s, progress);
 
     // Memory: the structure alone, per VMA (each design also has the
     // 64-byte VMA record).
