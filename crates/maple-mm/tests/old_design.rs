@@ -84,3 +84,36 @@ fn lookups_hit_the_cache_and_never_see_stale_vmas() {
     assert!(mm.vma_at(at(1)).is_none(), "a stale cache answered");
     assert_eq!(mm.vma_at(at(2)).map(|v| v.start()), Some(at(2)));
 }
+
+/// `old_design_from` copies a space whole: equivalent at once, and the
+/// two go on alike.
+fn copied(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
+    let files: Vec<Arc<MappedFile>> =
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
+    let mut new = AddressSpace::new();
+    new.set_brk_base(at(PAGES + 64)).unwrap();
+    for op in before {
+        call(&mut new, op, &files);
+    }
+    let mut old = AddressSpace::old_design_from(&new);
+    old.validate().map_err(TestCaseError::fail)?;
+    equivalent(&new, &old).map_err(|e| TestCaseError::fail(format!("the copy: {e}")))?;
+    for (i, op) in after.iter().enumerate() {
+        let (a, b) = (call(&mut new, op, &files), call(&mut old, op, &files));
+        prop_assert_eq!(a, b, "after {} more calls ({:?})", i, op);
+        equivalent(&new, &old).map_err(|e| TestCaseError::fail(format!("after {i} more calls ({op:?}): {e}")))?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_copy_into_the_old_design_is_the_same_space(
+        before in prop::collection::vec(op(), 1..50),
+        after in prop::collection::vec(op(), 0..30),
+    ) {
+        copied(&before, &after)?;
+    }
+}
