@@ -46,8 +46,8 @@ const CACHE_SLOTS: usize = 4;
 struct Node<V> {
     start: u64,
     end: u64,
-    left: u32,
-    right: u32,
+    /// The left and right children.
+    kids: [u32; 2],
     parent: u32,
     red: bool,
     /// The largest own gap in this subtree.
@@ -187,9 +187,9 @@ impl<V> RbTree<V> {
                 if n.start <= addr {
                     break;
                 }
-                i = n.left;
+                i = n.kids[0];
             } else {
-                i = n.right;
+                i = n.kids[1];
             }
         }
         best
@@ -233,9 +233,9 @@ impl<V> RbTree<V> {
         while i != NIL {
             if self.n(i).start <= addr {
                 best = i;
-                i = self.n(i).right;
+                i = self.n(i).kids[1];
             } else {
-                i = self.n(i).left;
+                i = self.n(i).kids[0];
             }
         }
         (best != NIL).then(|| self.entry(best))
@@ -269,7 +269,7 @@ impl<V> RbTree<V> {
 
     /// Recomputes one node's subtree gap from its children's.
     fn recompute(&mut self, i: u32) {
-        let g = self.own_gap(i).max(self.subtree_gap(self.n(i).left)).max(self.subtree_gap(self.n(i).right));
+        let g = self.own_gap(i).max(self.subtree_gap(self.n(i).kids[0])).max(self.subtree_gap(self.n(i).kids[1]));
         self.m(i).gap = g;
     }
 
@@ -287,29 +287,18 @@ impl<V> RbTree<V> {
         }
     }
 
-    fn rotate_left(&mut self, x: u32) {
-        let y = self.n(x).right;
-        let yl = self.n(y).left;
-        self.m(x).right = yl;
-        if yl != NIL {
-            self.m(yl).parent = x;
+    /// Turns `x` down to side `dir` (0: left), its other child rising
+    /// into its place; the two nodes' gaps are recomputed (the subtree's
+    /// as a whole is unchanged).
+    fn rotate(&mut self, x: u32, dir: usize) {
+        let y = self.n(x).kids[1 - dir];
+        let inner = self.n(y).kids[dir];
+        self.m(x).kids[1 - dir] = inner;
+        if inner != NIL {
+            self.m(inner).parent = x;
         }
         self.replace_child(x, y);
-        self.m(y).left = x;
-        self.m(x).parent = y;
-        self.recompute(x);
-        self.recompute(y);
-    }
-
-    fn rotate_right(&mut self, x: u32) {
-        let y = self.n(x).left;
-        let yr = self.n(y).right;
-        self.m(x).left = yr;
-        if yr != NIL {
-            self.m(yr).parent = x;
-        }
-        self.replace_child(x, y);
-        self.m(y).right = x;
+        self.m(y).kids[dir] = x;
         self.m(x).parent = y;
         self.recompute(x);
         self.recompute(y);
@@ -323,10 +312,10 @@ impl<V> RbTree<V> {
         }
         if p == NIL {
             self.root = new;
-        } else if self.n(p).left == old {
-            self.m(p).left = new;
+        } else if self.n(p).kids[0] == old {
+            self.m(p).kids[0] = new;
         } else {
-            self.m(p).right = new;
+            self.m(p).kids[1] = new;
         }
     }
 
@@ -339,8 +328,7 @@ impl<V> RbTree<V> {
         let node = Node {
             start,
             end,
-            left: NIL,
-            right: NIL,
+            kids: [NIL; 2],
             parent: NIL,
             red: true,
             gap: 0,
@@ -367,19 +355,19 @@ impl<V> RbTree<V> {
             left = start < self.n(cur).start;
             if left {
                 succ = cur;
-                cur = self.n(cur).left;
+                cur = self.n(cur).kids[0];
             } else {
                 pred = cur;
-                cur = self.n(cur).right;
+                cur = self.n(cur).kids[1];
             }
         }
         self.m(i).parent = p;
         if p == NIL {
             self.root = i;
         } else if left {
-            self.m(p).left = i;
+            self.m(p).kids[0] = i;
         } else {
-            self.m(p).right = i;
+            self.m(p).kids[1] = i;
         }
         // The list (`__vma_link_list`).
         self.m(i).prev = pred;
@@ -405,46 +393,29 @@ impl<V> RbTree<V> {
         i
     }
 
+    /// Restores the colours after `z` was linked red; `d` is the side of
+    /// `z`'s parent under the grandparent, the mirror cases one.
     fn insert_fixup(&mut self, mut z: u32) {
         while self.is_red(self.n(z).parent) {
             let p = self.n(z).parent;
             let g = self.n(p).parent;
-            if p == self.n(g).left {
-                let u = self.n(g).right;
-                if self.is_red(u) {
-                    self.m(p).red = false;
-                    self.m(u).red = false;
-                    self.m(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.n(p).right {
-                        z = p;
-                        self.rotate_left(z);
-                    }
-                    let p = self.n(z).parent;
-                    let g = self.n(p).parent;
-                    self.m(p).red = false;
-                    self.m(g).red = true;
-                    self.rotate_right(g);
-                }
+            let d = usize::from(p != self.n(g).kids[0]);
+            let u = self.n(g).kids[1 - d];
+            if self.is_red(u) {
+                self.m(p).red = false;
+                self.m(u).red = false;
+                self.m(g).red = true;
+                z = g;
             } else {
-                let u = self.n(g).left;
-                if self.is_red(u) {
-                    self.m(p).red = false;
-                    self.m(u).red = false;
-                    self.m(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.n(p).left {
-                        z = p;
-                        self.rotate_right(z);
-                    }
-                    let p = self.n(z).parent;
-                    let g = self.n(p).parent;
-                    self.m(p).red = false;
-                    self.m(g).red = true;
-                    self.rotate_left(g);
+                if z == self.n(p).kids[1 - d] {
+                    z = p;
+                    self.rotate(z, d);
                 }
+                let p = self.n(z).parent;
+                let g = self.n(p).parent;
+                self.m(p).red = false;
+                self.m(g).red = true;
+                self.rotate(g, 1 - d);
             }
         }
         let r = self.root;
@@ -467,8 +438,8 @@ impl<V> RbTree<V> {
         // Out of the tree (CLRS), noting where the structure changed and
         // the child that took a removed black node's place.
         let (x, x_parent, removed_black);
-        if self.n(z).left == NIL || self.n(z).right == NIL {
-            let child = if self.n(z).left == NIL { self.n(z).right } else { self.n(z).left };
+        if self.n(z).kids[0] == NIL || self.n(z).kids[1] == NIL {
+            let child = if self.n(z).kids[0] == NIL { self.n(z).kids[1] } else { self.n(z).kids[0] };
             x_parent = self.n(z).parent;
             removed_black = !self.n(z).red;
             self.replace_child(z, child);
@@ -477,19 +448,19 @@ impl<V> RbTree<V> {
             // The successor (the list's next) takes z's place.
             let y = next;
             removed_black = !self.n(y).red;
-            x = self.n(y).right;
+            x = self.n(y).kids[1];
             if self.n(y).parent == z {
                 x_parent = y;
             } else {
                 x_parent = self.n(y).parent;
                 self.replace_child(y, x);
-                let zr = self.n(z).right;
-                self.m(y).right = zr;
+                let zr = self.n(z).kids[1];
+                self.m(y).kids[1] = zr;
                 self.m(zr).parent = y;
             }
             self.replace_child(z, y);
-            let zl = self.n(z).left;
-            self.m(y).left = zl;
+            let zl = self.n(z).kids[0];
+            self.m(y).kids[0] = zl;
             self.m(zl).parent = y;
             self.m(y).red = self.n(z).red;
         }
@@ -509,74 +480,46 @@ impl<V> RbTree<V> {
         self.len -= 1;
         self.free.push(z);
         let node = self.m(z);
-        node.left = NIL;
-        node.right = NIL;
+        node.kids[0] = NIL;
+        node.kids[1] = NIL;
         node.parent = NIL;
         node.value.take().expect("a live node")
     }
 
+    /// Restores the colours after a black node left from under `parent`
+    /// (`x` took its place, maybe nil); `d` is `x`'s side, the mirror
+    /// cases one.
     fn erase_fixup(&mut self, mut x: u32, mut parent: u32) {
         while x != self.root && !self.is_red(x) {
-            if x == self.n(parent).left {
-                let mut w = self.n(parent).right;
-                if self.is_red(w) {
-                    self.m(w).red = false;
-                    self.m(parent).red = true;
-                    self.rotate_left(parent);
-                    w = self.n(parent).right;
-                }
-                if !self.is_red(self.n(w).left) && !self.is_red(self.n(w).right) {
-                    self.m(w).red = true;
-                    x = parent;
-                    parent = self.n(x).parent;
-                } else {
-                    if !self.is_red(self.n(w).right) {
-                        let wl = self.n(w).left;
-                        self.m(wl).red = false;
-                        self.m(w).red = true;
-                        self.rotate_right(w);
-                        w = self.n(parent).right;
-                    }
-                    self.m(w).red = self.n(parent).red;
-                    self.m(parent).red = false;
-                    let wr = self.n(w).right;
-                    if wr != NIL {
-                        self.m(wr).red = false;
-                    }
-                    self.rotate_left(parent);
-                    x = self.root;
-                    parent = NIL;
-                }
+            let d = usize::from(x != self.n(parent).kids[0]);
+            let mut w = self.n(parent).kids[1 - d];
+            if self.is_red(w) {
+                self.m(w).red = false;
+                self.m(parent).red = true;
+                self.rotate(parent, d);
+                w = self.n(parent).kids[1 - d];
+            }
+            let [near, far] = [self.n(w).kids[d], self.n(w).kids[1 - d]];
+            if !self.is_red(near) && !self.is_red(far) {
+                self.m(w).red = true;
+                x = parent;
+                parent = self.n(x).parent;
             } else {
-                let mut w = self.n(parent).left;
-                if self.is_red(w) {
-                    self.m(w).red = false;
-                    self.m(parent).red = true;
-                    self.rotate_right(parent);
-                    w = self.n(parent).left;
-                }
-                if !self.is_red(self.n(w).left) && !self.is_red(self.n(w).right) {
+                if !self.is_red(far) {
+                    self.m(near).red = false;
                     self.m(w).red = true;
-                    x = parent;
-                    parent = self.n(x).parent;
-                } else {
-                    if !self.is_red(self.n(w).left) {
-                        let wr = self.n(w).right;
-                        self.m(wr).red = false;
-                        self.m(w).red = true;
-                        self.rotate_left(w);
-                        w = self.n(parent).left;
-                    }
-                    self.m(w).red = self.n(parent).red;
-                    self.m(parent).red = false;
-                    let wl = self.n(w).left;
-                    if wl != NIL {
-                        self.m(wl).red = false;
-                    }
-                    self.rotate_right(parent);
-                    x = self.root;
-                    parent = NIL;
+                    self.rotate(w, 1 - d);
+                    w = self.n(parent).kids[1 - d];
                 }
+                self.m(w).red = self.n(parent).red;
+                self.m(parent).red = false;
+                let far = self.n(w).kids[1 - d];
+                if far != NIL {
+                    self.m(far).red = false;
+                }
+                self.rotate(parent, d);
+                x = self.root;
+                parent = NIL;
             }
         }
         if x != NIL {
@@ -602,7 +545,7 @@ impl<V> RbTree<V> {
             while i != NIL && self.n(i).gap >= len {
                 stack.push(i);
                 // Gaps of the left subtree end at or below this start.
-                i = if self.n(i).start > window.start { self.n(i).left } else { NIL };
+                i = if self.n(i).start > window.start { self.n(i).kids[0] } else { NIL };
             }
             let Some(top) = stack.pop() else { break };
             let n = self.n(top);
@@ -613,7 +556,7 @@ impl<V> RbTree<V> {
             if fits(lo, n.start) {
                 return Some(lo.max(window.start));
             }
-            i = n.right;
+            i = n.kids[1];
         }
         let last = if self.tail == NIL { 0 } else { self.n(self.tail).end };
         fits(last, u64::MAX).then(|| last.max(window.start))
@@ -641,7 +584,7 @@ impl<V> RbTree<V> {
             while i != NIL && self.n(i).gap >= len {
                 stack.push(i);
                 // Gaps of the right subtree start at or above this end.
-                i = if self.n(i).end < window.end { self.n(i).right } else { NIL };
+                i = if self.n(i).end < window.end { self.n(i).kids[1] } else { NIL };
             }
             let Some(top) = stack.pop() else { break };
             let n = self.n(top);
@@ -652,7 +595,7 @@ impl<V> RbTree<V> {
             if fits(lo, n.start) {
                 return Some(n.start.min(window.end) - len);
             }
-            i = n.left;
+            i = n.kids[0];
         }
         None
     }
@@ -711,7 +654,7 @@ impl<V> RbTree<V> {
         if n.value.is_none() || n.start >= n.end {
             return Err(format!("node {i}: freed or empty"));
         }
-        for c in [n.left, n.right] {
+        for c in [n.kids[0], n.kids[1]] {
             if c != NIL && self.n(c).parent != i {
                 return Err(format!("node {i}: a child's parent is wrong"));
             }
@@ -719,16 +662,18 @@ impl<V> RbTree<V> {
                 return Err(format!("{:#x}: red under red", self.n(c).start));
             }
         }
-        let lh = self.check(n.left, order)?;
+        let lh = self.check(n.kids[0], order)?;
         order.push(i);
-        let rh = self.check(n.right, order)?;
+        let rh = self.check(n.kids[1], order)?;
         if lh != rh {
             return Err(format!("{:#x}: black heights {lh} and {rh}", n.start));
         }
-        if n.left != NIL && self.n(n.left).start >= n.start || n.right != NIL && self.n(n.right).start <= n.start {
+        if n.kids[0] != NIL && self.n(n.kids[0]).start >= n.start
+            || n.kids[1] != NIL && self.n(n.kids[1]).start <= n.start
+        {
             return Err(format!("{:#x}: out of order", n.start));
         }
-        let want = self.own_gap(i).max(self.subtree_gap(n.left)).max(self.subtree_gap(n.right));
+        let want = self.own_gap(i).max(self.subtree_gap(n.kids[0])).max(self.subtree_gap(n.kids[1]));
         if n.gap != want {
             return Err(format!("{:#x}: subtree gap {:#x}, want {want:#x}", n.start, n.gap));
         }

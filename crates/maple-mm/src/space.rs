@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use maple_tree::MapleTree;
+use maple_tree::{MapleTree, U63};
 
 use crate::{
     change::{clip, cut_out, diff_into, Change, Events, Observer, Piece},
@@ -297,20 +297,7 @@ impl AddressSpace {
 
     /// An empty address space.
     pub fn with_layout(layout: Layout) -> AddressSpace {
-        AddressSpace {
-            tree: MapleTree::with_gaps(),
-            layout,
-            brk: None,
-            start_stack: None,
-            def_flags: VmFlags::empty(),
-            sealed: false,
-            guards: PageSet::default(),
-            anon: PageSet::default(),
-            lazy: PageSet::default(),
-            lock_leak: 0,
-            events: None,
-            reserved: PageSet::default(),
-        }
+        AddressSpace::empty(MapleTree::with_gaps(), layout)
     }
 
     /// Replaces everything with an empty space of the same layout, as
@@ -340,20 +327,7 @@ impl AddressSpace<RbTree<VmaRef>> {
     /// assert_eq!((a, old.maps()), (b, new.maps()));
     /// ```
     pub fn old_design(layout: Layout) -> AddressSpace<RbTree<VmaRef>> {
-        AddressSpace {
-            tree: RbTree::new(),
-            layout,
-            brk: None,
-            start_stack: None,
-            def_flags: VmFlags::empty(),
-            sealed: false,
-            guards: PageSet::default(),
-            anon: PageSet::default(),
-            lazy: PageSet::default(),
-            lock_leak: 0,
-            events: None,
-            reserved: PageSet::default(),
-        }
+        AddressSpace::empty(RbTree::new(), layout)
     }
 
     /// The same space in the old design: every VMA (its record shared),
@@ -394,6 +368,26 @@ impl AddressSpace<RbTree<VmaRef>> {
     /// Bytes the VMA structure holds (nodes, list links, cache).
     pub fn store_memory(&self) -> usize {
         self.tree.memory()
+    }
+}
+
+impl<T: VmaStore<GuardTree = MapleTree<U63>>> AddressSpace<T> {
+    /// An empty space keeping its VMAs in `tree` (empty).
+    fn empty(tree: T, layout: Layout) -> AddressSpace<T> {
+        AddressSpace {
+            tree,
+            layout,
+            brk: None,
+            start_stack: None,
+            def_flags: VmFlags::empty(),
+            sealed: false,
+            guards: PageSet::default(),
+            anon: PageSet::default(),
+            lazy: PageSet::default(),
+            lock_leak: 0,
+            events: None,
+            reserved: PageSet::default(),
+        }
     }
 }
 
