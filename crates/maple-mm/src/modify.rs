@@ -10,7 +10,7 @@ use crate::{
     space::AddressSpace,
     store::VmaStore,
     value::{ErasedValue, VmaValue},
-    vma::{Backing, VmaData},
+    vma::{same_value, Backing, VmaData},
 };
 
 /// How a range walk treats holes.
@@ -543,12 +543,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::ENOMEM);
         }
         self.modify(start, end, Holes::Ignore, &mut |d| {
-            let same = match (d.value(), &value) {
-                (None, None) => true,
-                (Some(old), Some(new)) => old.same(new),
-                _ => false,
-            };
-            if same {
+            if same_value(d.value(), value.as_ref().map(|v| v as &dyn ErasedValue)) {
                 return Ok(None);
             }
             Ok(Some(d.with_value(value.clone().map(|v| Box::new(v) as Box<dyn ErasedValue>))))

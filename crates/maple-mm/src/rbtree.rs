@@ -145,7 +145,8 @@ impl<V> RbTree<V> {
     }
 
     /// Bytes of memory the structure holds (nodes, free slots and the
-    /// cache), for comparing footprints.
+    /// tree's own fields; the lookup cache is the thread's), for comparing
+    /// footprints.
     pub fn memory(&self) -> usize {
         self.nodes.capacity() * core::mem::size_of::<Node<V>>()
             + self.free.capacity() * 4
@@ -202,6 +203,12 @@ impl<V> RbTree<V> {
     /// page (the cache is emptied first if it was another tree's or an
     /// older version's, as `vmacache_valid` does).
     pub fn find_vma(&self, addr: u64) -> Option<(Range<u64>, &V)> {
+        let found = self.find_vma_node(addr);
+        (found != NIL).then(|| self.entry(found))
+    }
+
+    /// [`find_vma`](Self::find_vma)'s node (`NIL` for none).
+    fn find_vma_node(&self, addr: u64) -> u32 {
         let mut cache = CACHE.with(Cell::get);
         if cache.tree != self.id || cache.seq != self.seq {
             cache = Cache { tree: self.id, seq: self.seq, slots: [NIL; CACHE_SLOTS] };
@@ -224,21 +231,26 @@ impl<V> RbTree<V> {
         };
         STATS.with(|s| s.set(stats));
         CACHE.with(|c| c.set(cache));
-        (found != NIL).then(|| self.entry(found))
+        found
     }
 
-    /// The last range starting at or below `addr`.
+    /// [`find_vma`](Self::find_vma)'s answer and the range before it (the
+    /// last range, if there is no answer), by the list: Linux's
+    /// `find_vma_prev`, one lookup.
+    #[allow(clippy::type_complexity)]
+    pub fn find_vma_prev(&self, addr: u64) -> (Option<(Range<u64>, &V)>, Option<(Range<u64>, &V)>) {
+        let found = self.find_vma_node(addr);
+        let prev = if found == NIL { self.tail } else { self.n(found).prev };
+        ((found != NIL).then(|| self.entry(found)), (prev != NIL).then(|| self.entry(prev)))
+    }
+
+    /// The last range starting at or below `addr` (from
+    /// [`find_vma_prev`](Self::find_vma_prev)).
     pub fn last_at_or_below(&self, addr: u64) -> Option<(Range<u64>, &V)> {
-        let (mut i, mut best) = (self.root, NIL);
-        while i != NIL {
-            if self.n(i).start <= addr {
-                best = i;
-                i = self.n(i).kids[1];
-            } else {
-                i = self.n(i).kids[0];
-            }
+        match self.find_vma_prev(addr) {
+            (Some(vma), _) if vma.0.start <= addr => Some(vma),
+            (_, prev) => prev,
         }
-        (best != NIL).then(|| self.entry(best))
     }
 
     /// Every range in address order, by the list.
@@ -813,6 +825,17 @@ mod tests {
                         assert_eq!(t.find(addr).map(|(r, v)| (r, *v)), want, "seed {seed} step {step}: find");
                         let after = m.range(..).find(|(_, (e, _))| *e > addr).map(|(s, (e, v))| (*s..*e, *v));
                         assert_eq!(t.find_vma(addr).map(|(r, v)| (r, *v)), after, "find_vma");
+                        let (vma, prev) = t.find_vma_prev(addr);
+                        let want_prev = match &after {
+                            Some(a) => m.range(..a.0.start).next_back(),
+                            None => m.iter().next_back(),
+                        };
+                        assert_eq!(vma.map(|(r, v)| (r, *v)), after, "find_vma_prev");
+                        assert_eq!(
+                            prev.map(|(r, v)| (r, *v)),
+                            want_prev.map(|(s, (e, v))| (*s..*e, *v)),
+                            "find_vma_prev's prev"
+                        );
                         let below = m.range(..=addr).next_back().map(|(s, (e, v))| (*s..*e, *v));
                         assert_eq!(t.last_at_or_below(addr).map(|(r, v)| (r, *v)), below, "last_at_or_below");
                         let lo = addr & !0xfff;

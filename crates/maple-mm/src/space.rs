@@ -360,12 +360,14 @@ impl AddressSpace<RbTree<VmaRef>> {
         self.exec_as(fresh);
     }
 
-    /// The lookup cache's hits and misses so far (see [`RbTree::find_vma`]).
+    /// The calling thread's lookup cache: its hits and misses so far, in
+    /// every old-design space (see [`RbTree::find_vma`]).
     pub fn cache_stats(&self) -> crate::rbtree::CacheStats {
         self.tree.cache_stats()
     }
 
-    /// Bytes the VMA structure holds (nodes, list links, cache).
+    /// Bytes the VMA structure holds (its nodes, with their list links and
+    /// subtree gaps, and free slots; the lookup cache is the thread's).
     pub fn store_memory(&self) -> usize {
         self.tree.memory()
     }

@@ -271,12 +271,14 @@ impl VmaStore for RbTree<VmaRef> {
 
     #[inline]
     fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
-        if let Some((r, v)) = self.find(addr) {
-            return (r.start..=r.end - 1, Some(v));
+        match self.find_vma_prev(addr) {
+            (Some((r, v)), _) if r.start <= addr => (r.start..=r.end - 1, Some(v)),
+            (next, prev) => {
+                let lo = prev.map_or(0, |(r, _)| r.end);
+                let hi = next.map_or(u64::MAX, |(r, _)| r.start - 1);
+                (lo..=hi, None)
+            }
         }
-        let lo = self.last_at_or_below(addr).map_or(0, |(r, _)| r.end);
-        let hi = self.find_vma(addr).map_or(u64::MAX, |(r, _)| r.start - 1);
-        (lo..=hi, None)
     }
 
     #[inline]

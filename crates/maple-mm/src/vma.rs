@@ -253,18 +253,21 @@ impl Extra {
     }
 }
 
+/// Equal embedder's values (none on both, or equal by `==`).
+pub(crate) fn same_value(a: Option<&dyn ErasedValue>, b: Option<&dyn ErasedValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(v), Some(w)) => v.same(w),
+        _ => false,
+    }
+}
+
 /// Equal extra attributes (labels, and values by `==`).
 pub(crate) fn same_extra(a: &Option<Arc<Extra>>, b: &Option<Arc<Extra>>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(x), Some(y)) => {
-            Arc::ptr_eq(x, y)
-                || (x.label == y.label
-                    && match (&x.value, &y.value) {
-                        (None, None) => true,
-                        (Some(v), Some(w)) => v.same(w.as_ref()),
-                        _ => false,
-                    })
+            Arc::ptr_eq(x, y) || (x.label == y.label && same_value(x.value.as_deref(), y.value.as_deref()))
         }
         _ => false,
     }
