@@ -38,7 +38,7 @@ struct Source {
 fn source(v: &Vma<'_>, addr: u64) -> Source {
     Source {
         file: v.file().map(|f| f.inode),
-        file_page: v.pgoff() + (addr - v.start()) / PAGE_SIZE,
+        file_page: (v.offset() + (addr - v.start())) / PAGE_SIZE,
         anon: v.anon_vma(),
         prot: v.prot(),
     }

@@ -29,7 +29,7 @@
 //!
 //! [`MappedFile::size`]: crate::MappedFile::size
 
-use crate::{flags::VmFlags, space::AddressSpace, store::VmaStore, vma::Vma};
+use crate::{flags::VmFlags, page::PageSize, space::AddressSpace, store::VmaStore, vma::Vma};
 
 /// A kind of memory access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +93,7 @@ pub(crate) fn decide(
     v: Option<Vma<'_>>,
     addr: u64,
     access: Access,
+    page_size: PageSize,
     guard: impl FnOnce(u64) -> bool,
 ) -> Result<(), Fault> {
     let Some(v) = v else { return Err(Fault::Unmapped) };
@@ -104,11 +105,11 @@ pub(crate) fn decide(
     if !v.flags().intersects(need) {
         return Err(Fault::Denied);
     }
-    let page = addr & !(crate::PAGE_SIZE - 1);
+    let page = page_size.align_down(addr);
     if guard(page) {
         return Err(Fault::Guard);
     }
-    if v.data.past_object(page, page + crate::PAGE_SIZE).is_some() {
+    if v.data.past_object(page, page + page_size.bytes(), page_size).is_some() {
         return Err(Fault::PastObject);
     }
     Ok(())
@@ -144,7 +145,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.check_access(a + PAGE_SIZE, Access::Read).map_err(|f| f.signal()), Err(11));
     /// ```
     pub fn check_access(&self, addr: u64, access: Access) -> Result<(), Fault> {
-        decide(self.faulting_vma(addr), addr, access, |page| self.is_guard_page(page))
+        decide(self.faulting_vma(addr), addr, access, self.page(), |page| self.is_guard_page(page))
     }
 
     /// One access at `addr` as Linux's page-fault handler carries it out:
@@ -193,19 +194,19 @@ impl<T: VmaStore> AddressSpace<T> {
     /// # Ok::<(), maple_mm::Errno>(())
     /// ```
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
-        let page = addr & !(crate::PAGE_SIZE - 1);
+        let page = self.page().align_down(addr);
         // The VMA met gives the verdict and, where no VMA holds `addr`, the
         // growth (the stack's grown range); the growth is worked out once.
         let target = self.faulting_vma(addr);
         let growth = target.filter(|_| self.vma_at(addr).is_none()).map(|v| (v.start, v.end));
-        let verdict = decide(target, addr, access, |page| self.is_guard_page(page));
+        let verdict = decide(target, addr, access, self.page(), |page| self.is_guard_page(page));
         // A write fault prepares the anon_vma before it finds the page
         // past the end of the file.
         let anon_vma = access == Access::Write && matches!(verdict, Ok(()) | Err(Fault::PastObject));
         if growth.is_none() && !anon_vma {
             return verdict;
         }
-        let window = growth.unwrap_or((page, page + crate::PAGE_SIZE));
+        let window = growth.unwrap_or((page, page + self.page().bytes()));
         self.transact(&[window], |mm| {
             if let Some((to, _)) = growth {
                 mm.grow_stack(to)?;
@@ -214,7 +215,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.fault_in_at(page)?;
             }
             if access == Access::Write && verdict.is_ok() {
-                mm.written(page, page + crate::PAGE_SIZE)?;
+                mm.written(page, page + mm.page().bytes())?;
             }
             Ok(Ok(()))
         })
@@ -249,7 +250,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// True if the page holding `addr` is a guard page (see
     /// [`guard_pages`](Self::guard_pages)).
     pub fn is_guard_page(&self, addr: u64) -> bool {
-        let page = addr & !(crate::PAGE_SIZE - 1);
-        self.guards.first_in(page, page.saturating_add(crate::PAGE_SIZE)).is_some()
+        let page = self.page().align_down(addr);
+        self.guards.first_in(page, page.saturating_add(self.page().bytes())).is_some()
     }
 }

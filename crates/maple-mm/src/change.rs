@@ -222,7 +222,7 @@ pub(crate) fn same_attrs(a: &VmaData, b: &VmaData) -> bool {
     };
     a.flags == b.flags
         && backing
-        && a.pgoff_base == b.pgoff_base
+        && a.off_base == b.off_base
         && a.name == b.name
         && a.anon == b.anon
         && a.policy == b.policy

@@ -7,7 +7,7 @@ use std::{path::Path, sync::Arc};
 use crate::{
     flags::VmFlags,
     name::AnonName,
-    page::PAGE_SIZE,
+    page::PageSize,
     policy::MemPolicy,
     space::{AddressSpace, Brk, Layout},
     store::VmaStore,
@@ -122,7 +122,7 @@ impl MapsLine {
         let path = rest.trim_start_matches(' ').to_string();
         let (s, e) = range.split_once('-').ok_or_else(|| format!("bad address range {range:?}"))?;
         let (start, end) = (hex(s, "start address")?, hex(e, "end address")?);
-        if start >= end || start % PAGE_SIZE != 0 || end % PAGE_SIZE != 0 {
+        if start >= end || start % PageSize::K4.bytes() != 0 || end % PageSize::K4.bytes() != 0 {
             return Err(format!("bad address range {range:?}"));
         }
         let pb = perms.as_bytes();
@@ -228,6 +228,10 @@ impl AddressSpace {
                 continue;
             }
             let l = MapsLine::parse(line).map_err(|m| err(n, m))?;
+            if !mm.page().is_aligned(l.start) || !mm.page().is_aligned(l.end) {
+                let msg = format!("{:x}-{:x} is not on {} pages (the layout's)", l.start, l.end, mm.page());
+                return Err(err(n, msg));
+            }
             // An smaps file's fields follow their mapping's line.
             let fields = || lines[i + 1..].iter().map_while(|f| smaps_field(f));
             let vm_flags = fields().find_map(|(key, value)| (key == "VmFlags").then_some(value));
@@ -469,7 +473,7 @@ impl AddressSpace {
     #[cfg(target_os = "linux")]
     pub fn sync_written(&mut self, pid: u32, start: u64, end: u64) -> Result<u64, MapsError> {
         let unwritten: Vec<(u64, u64)> = self
-            .range(start & !(PAGE_SIZE - 1), end.saturating_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1))
+            .range(self.page().align_down(start), self.page().align_up(end).unwrap_or(u64::MAX))
             .filter(|v| v.flags().private_writable() && v.anon_vma().is_none())
             .map(|v| (v.start, v.end))
             .collect();
@@ -493,8 +497,8 @@ impl AddressSpace {
             unwritten.iter().filter_map(|&(s, e)| runs.iter().find(|r| s <= r.0 && r.0 < e).map(|r| r.0)).collect();
         let mut written = 0;
         for page in first {
-            if self.touch(page, PAGE_SIZE).is_ok() {
-                written += PAGE_SIZE;
+            if self.touch(page, self.page().bytes()).is_ok() {
+                written += self.page().bytes();
             }
         }
         Ok(written)
@@ -551,21 +555,22 @@ fn pagemap_runs(
     let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
     let mut add = |s, e| add(s, e).map_err(|_| out_of_memory(pagemap));
     let mut bytes = vec![0u8; (CHUNK * 8) as usize];
+    let page_size = PageSize::host_bytes();
     for &(s, e) in ranges {
         let mut run: Option<u64> = None;
         let mut at = s;
         while at < e {
-            let n = ((e - at) / PAGE_SIZE).min(CHUNK);
+            let n = ((e - at) / page_size).min(CHUNK);
             if n == 0 {
                 // (A range that does not end on a page: its last part.)
                 break;
             }
             let buf = &mut bytes[..(n * 8) as usize];
-            if f.read_exact_at(buf, at / PAGE_SIZE * 8).is_err() {
+            if f.read_exact_at(buf, at / page_size * 8).is_err() {
                 break;
             }
             for (k, word) in buf.chunks_exact(8).enumerate() {
-                let page = at + k as u64 * PAGE_SIZE;
+                let page = at + k as u64 * page_size;
                 match (keep(u64::from_le_bytes(word.try_into().expect("eight bytes"))), run) {
                     (true, None) => run = Some(page),
                     (false, Some(r)) => {
@@ -575,7 +580,7 @@ fn pagemap_runs(
                     _ => {}
                 }
             }
-            at += n * PAGE_SIZE;
+            at += n * page_size;
         }
         if let Some(r) = run {
             add(r, at)?;
@@ -600,7 +605,8 @@ fn is_anon_word(w: u64, zero: u64) -> bool {
 #[allow(unsafe_code)]
 fn zero_page_frame() -> Option<u64> {
     use std::os::unix::fs::FileExt;
-    let len = PAGE_SIZE as usize;
+    let page_size = PageSize::host_bytes();
+    let len = page_size as usize;
     // SAFETY: a new private anonymous mapping placed by the kernel: it
     // replaces nothing, and no Rust object lives there.
     let p = unsafe {
@@ -615,7 +621,7 @@ fn zero_page_frame() -> Option<u64> {
     unsafe { core::ptr::read_volatile(p.cast::<u8>()) };
     let mut word = [0u8; 8];
     let read = std::fs::File::open("/proc/self/pagemap")
-        .and_then(|f| f.read_exact_at(&mut word, p as u64 / PAGE_SIZE * 8))
+        .and_then(|f| f.read_exact_at(&mut word, p as u64 / page_size * 8))
         .is_ok();
     // SAFETY: unmaps exactly the mapping made above, which nothing refers
     // to any more.
@@ -767,14 +773,14 @@ fn data_of(l: &MapsLine, files: &mut Vec<Arc<MappedFile>>) -> Result<VmaData, St
         Backing::File(opened(MappedFile::new(l.dev_major, l.dev_minor, l.inode, path), files))
     };
     let anonymous = matches!(backing, Backing::Anon);
-    let pgoff = if anonymous { l.start / PAGE_SIZE } else { l.offset / PAGE_SIZE };
+    let offset = if anonymous { l.start } else { l.offset };
     let writable_private = flags.contains(VmFlags::WRITE) && !shared;
     if writable_private {
         flags |= VmFlags::ACCOUNT;
     }
     Ok(VmaData {
         flags,
-        pgoff_base: VmaData::base_for(l.start, pgoff),
+        off_base: VmaData::base_for(l.start, offset),
         backing,
         name,
         anon: (writable_private && !flags.contains(VmFlags::SPECIAL)).then(AnonVma::new),
@@ -852,7 +858,7 @@ mod tests {
     #[test]
     #[allow(unsafe_code)]
     fn a_live_process_keeps_the_locked_count() {
-        let p = crate::PAGE_SIZE as usize;
+        let p = crate::PageSize::host_bytes() as usize;
         // SAFETY: a fresh locked mapping of our own, one page of it moved
         // elsewhere (leaving the rest mapped), both unmapped at the end;
         // no Rust object lives in them.
@@ -908,7 +914,7 @@ mod tests {
     fn a_live_process_has_its_break() {
         let mm = crate::AddressSpace::from_self().unwrap();
         let b = mm.brk_state().expect("a Linux process has a break");
-        assert_eq!(b.start % crate::PAGE_SIZE, 0);
+        assert_eq!(b.start % crate::PageSize::host_bytes(), 0);
         assert!(b.start <= b.current, "{b:?}");
     }
 

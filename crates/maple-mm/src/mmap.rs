@@ -5,7 +5,6 @@ use std::sync::Arc;
 use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, VmFlags},
-    page::{is_aligned, page_align, PAGE_SIZE, PMD_SIZE},
     space::{AddressSpace, Brk},
     store::VmaStore,
     value::VmaValue,
@@ -90,12 +89,12 @@ impl<T: VmaStore> AddressSpace<T> {
         prot: Prot,
         flags: MapFlags,
         file: Option<Arc<MappedFile>>,
-        offset: u64,
+        mut offset: u64,
         extra: Option<Arc<Extra>>,
     ) -> Result<u64> {
         // The order of the checks is Linux's (sys_mmap, then do_mmap).
         let bits = flags.bits();
-        if !is_aligned(offset) {
+        if !self.page().is_aligned(offset) {
             return Err(Errno::EINVAL);
         }
         let anonymous = flags.contains(MapFlags::ANONYMOUS);
@@ -109,9 +108,9 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
-        let mut pgoff = offset / PAGE_SIZE;
-        if pgoff.checked_add(len / PAGE_SIZE).is_none() {
+        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let pgoff = self.page().pages(offset);
+        if pgoff.checked_add(self.page().pages(len)).is_none() {
             return Err(Errno::EOVERFLOW);
         }
         if self.vma_count() > self.layout.max_map_count {
@@ -125,7 +124,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if addr > self.layout.task_size || len > self.layout.task_size - addr {
                 return Err(Errno::ENOMEM);
             }
-            if !is_aligned(addr) {
+            if !self.page().is_aligned(addr) {
                 return Err(Errno::EINVAL);
             }
             if addr < self.layout.mmap_min_addr {
@@ -134,7 +133,7 @@ impl<T: VmaStore> AddressSpace<T> {
             addr
         } else {
             let hint = self.round_hint(addr);
-            self.unmapped_area(hint, len, &probe, pgoff)?
+            self.unmapped_area(hint, len, &probe, offset)?
         };
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(start, start + len).is_some() {
             return Err(Errno::EEXIST);
@@ -142,7 +141,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if let Some(f) = &file {
             // Linux's file_mmap_ok: the file range must fit in a file.
             let max = i64::MAX as u64 - len;
-            if !f.anon_shmem && pgoff > max / PAGE_SIZE {
+            if !f.anon_shmem && pgoff > self.page().pages(max) {
                 return Err(Errno::EOVERFLOW);
             }
         }
@@ -171,7 +170,7 @@ impl<T: VmaStore> AddressSpace<T> {
             // Only private anonymous memory can grow down.
             None if shared && grows => return Err(Errno::EINVAL),
             None if shared => {
-                pgoff = 0;
+                offset = 0;
                 Backing::File(Arc::new(MappedFile::new_shmem(len)))
             }
             None => Backing::Anon,
@@ -213,11 +212,11 @@ impl<T: VmaStore> AddressSpace<T> {
             });
         }
         if matches!(backing, Backing::Anon) {
-            pgoff = start / PAGE_SIZE;
+            offset = start;
         }
         let data = VmaData {
             flags: vm,
-            pgoff_base: VmaData::base_for(start, pgoff),
+            off_base: VmaData::base_for(start, offset),
             backing,
             name: None,
             anon: None,
@@ -244,9 +243,9 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Linux's `round_hint_to_min`: a hint below `mmap_min_addr` moves up to it.
     fn round_hint(&self, hint: u64) -> u64 {
-        let hint = hint & !(PAGE_SIZE - 1);
+        let hint = self.page().align_down(hint);
         if hint != 0 && hint < self.layout.mmap_min_addr {
-            page_align(self.layout.mmap_min_addr).unwrap_or(hint)
+            self.page().align_up(self.layout.mmap_min_addr).unwrap_or(hint)
         } else {
             hint
         }
@@ -257,39 +256,39 @@ impl<T: VmaStore> AddressSpace<T> {
     /// (or, bottom-up, lowest) free range, aligned to 2 MiB where Linux
     /// aligns it for huge pages.
     pub fn get_unmapped_area(&self, hint: u64, len: u64) -> Result<u64> {
-        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
         self.unmapped_area(self.round_hint(hint), len, &Backing::Anon, 0)
     }
 
-    pub(crate) fn unmapped_area(&self, hint: u64, len: u64, backing: &Backing, pgoff: u64) -> Result<u64> {
+    pub(crate) fn unmapped_area(&self, hint: u64, len: u64, backing: &Backing, offset: u64) -> Result<u64> {
         if len > self.layout.task_size {
             return Err(Errno::ENOMEM);
         }
         let thp = self.layout.thp_align
             && match backing {
-                Backing::Anon => hint == 0 && len % PMD_SIZE == 0,
+                Backing::Anon => hint == 0 && len % self.page().pmd_size() == 0,
                 Backing::File(f) => {
                     // Regular files: when the file range covers an aligned
                     // 2 MiB block (Linux's __thp_get_unmapped_area).
-                    let off = pgoff.wrapping_mul(PAGE_SIZE);
+                    let off = offset;
                     let off_end = off.wrapping_add(len);
-                    let off_align = off.div_ceil(PMD_SIZE).wrapping_mul(PMD_SIZE);
-                    !f.anon_shmem && off_end > off_align && off_end - off_align >= PMD_SIZE
+                    let off_align = off.div_ceil(self.page().pmd_size()).wrapping_mul(self.page().pmd_size());
+                    !f.anon_shmem && off_end > off_align && off_end - off_align >= self.page().pmd_size()
                 }
             };
         if thp {
-            if let Some(pad) = len.checked_add(PMD_SIZE) {
+            if let Some(pad) = len.checked_add(self.page().pmd_size()) {
                 if let Ok(ret) = self.search_area(hint, pad) {
                     if hint != 0 && ret == hint {
                         return Ok(ret);
                     }
                     let off = match backing {
                         Backing::Anon => 0,
-                        Backing::File(_) => pgoff.wrapping_mul(PAGE_SIZE),
+                        Backing::File(_) => offset,
                     };
-                    let off_sub = off.wrapping_sub(ret) & (PMD_SIZE - 1);
+                    let off_sub = off.wrapping_sub(ret) & (self.page().pmd_size() - 1);
                     if !self.layout.bottom_up && off_sub == 0 {
-                        return Ok(ret + PMD_SIZE);
+                        return Ok(ret + self.page().pmd_size());
                     }
                     return Ok(ret + off_sub);
                 }
@@ -298,10 +297,15 @@ impl<T: VmaStore> AddressSpace<T> {
         self.search_area(hint, len)
     }
 
-    /// x86-64's `arch_get_unmapped_area(_topdown)`.
+    /// x86-64's `arch_get_unmapped_area(_topdown)` and the generic
+    /// `generic_get_unmapped_area(_topdown)` arm64 uses, which agree: a
+    /// free hinted range that stays on its side of the map window, else
+    /// top-down below `mmap_base` (raised by what lies above the window
+    /// for a hint above it), else bottom-up from `legacy_base`.
     fn search_area(&self, hint: u64, len: u64) -> Result<u64> {
-        let task = self.layout.task_size;
-        if hint != 0 && len <= task && hint <= task - len {
+        let l = &self.layout;
+        let end = l.mmap_end(hint);
+        if hint != 0 && len <= end && hint <= end - len {
             let free = match self.find_vma(hint) {
                 None => true,
                 Some(v) => hint + len <= self.start_gap(&v),
@@ -310,15 +314,15 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Ok(hint);
             }
         }
-        if !self.layout.bottom_up {
-            let low = PAGE_SIZE.max(self.layout.mmap_min_addr);
-            if let Ok(a) = self.topdown(low, self.layout.mmap_base.min(task), len) {
+        if !l.bottom_up {
+            let low = self.page().bytes().max(l.mmap_min_addr);
+            let high = l.mmap_base.saturating_add(end - l.map_window.min(end)).min(end);
+            if let Ok(a) = self.topdown(low, high, len) {
                 return Ok(a);
             }
             // Linux falls back to a bottom-up search.
         }
-        let low = page_align(task / 3).unwrap_or(task).max(self.layout.mmap_min_addr);
-        self.bottomup(low, task, len)
+        self.bottomup(l.legacy_base.max(l.mmap_min_addr), end, len)
     }
 
     /// The lowest address a mapping may end at below `v` (its guard gap if
@@ -384,10 +388,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the address space), `ENOMEM` (cutting a VMA in two would exceed
     /// `max_map_count`, or an allocation failed).
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<()> {
-        if !is_aligned(addr) {
+        if !self.page().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
-        let len = page_align(len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
         if addr > self.layout.task_size || len > self.layout.task_size - addr {
             return Err(Errno::EINVAL);
         }
@@ -419,7 +423,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if data_limit != u64::MAX && (new - b.start).saturating_add(self.layout.data_segment) > data_limit {
             return b.current;
         }
-        let (Some(newbrk), Some(oldbrk)) = (page_align(new), page_align(b.current)) else {
+        let (Some(newbrk), Some(oldbrk)) = (self.page().align_up(new), self.page().align_up(b.current)) else {
             return b.current;
         };
         if newbrk > self.layout.task_size {
@@ -453,7 +457,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // Growing: keep a page (and a stack's guard gap) free below the
         // next mapping.
         if let Some(next) = self.find_vma(oldbrk) {
-            if newbrk.saturating_add(PAGE_SIZE) > self.start_gap(&next) {
+            if newbrk.saturating_add(self.page().bytes()) > self.start_gap(&next) {
                 return b.current;
             }
         }
@@ -463,7 +467,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return b.current;
         }
         let data =
-            VmaData { flags, backing: Backing::Anon, pgoff_base: 0, name: None, anon: None, extra: None, policy: None };
+            VmaData { flags, backing: Backing::Anon, off_base: 0, name: None, anon: None, extra: None, policy: None };
         let res = self.transact(&[(oldbrk, newbrk)], |mm| {
             // Linux's do_brk_flags: extend the VMA ending at the old break
             // if it is compatible, else a new VMA.

@@ -6,7 +6,6 @@ use crate::{
     error::{Errno, Result},
     flags::{Advice, Prot, VmFlags},
     name::AnonName,
-    page::{is_aligned, page_align, PAGE_SIZE},
     space::AddressSpace,
     store::VmaStore,
     value::{ErasedValue, VmaValue},
@@ -248,7 +247,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// down), `ENOMEM` (holes, overflow, too many VMAs), `EACCES` (write
     /// access to a shared mapping of a read-only file).
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        if !is_aligned(addr) {
+        if !self.page().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
         if prot.bits() & !Prot::all().bits() != 0 || prot.contains(Prot::GROWSUP) {
@@ -257,7 +256,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if len == 0 {
             return Ok(());
         }
-        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        let len = self.page().align_up(len).ok_or(Errno::ENOMEM)?;
         let mut start = addr;
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
         if prot.contains(Prot::GROWSDOWN) {
@@ -295,11 +294,11 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Checks an advice-style range (`madvise`, naming) and returns its end;
     /// `None` for an empty range (nothing to do).
-    fn advice_range(addr: u64, len: u64) -> Result<Option<u64>> {
-        if !is_aligned(addr) {
+    fn advice_range(&self, addr: u64, len: u64) -> Result<Option<u64>> {
+        if !self.page().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
-        let alen = page_align(len).ok_or(Errno::EINVAL)?;
+        let alen = self.page().align_up(len).ok_or(Errno::EINVAL)?;
         if len != 0 && alen == 0 {
             return Err(Errno::EINVAL);
         }
@@ -336,7 +335,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// what it wrote before, as Linux does; the others stop at the first
     /// VMA that refuses them, keeping what they did before.
     pub fn madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<()> {
-        let Some(end) = Self::advice_range(addr, len)? else { return Ok(()) };
+        let Some(end) = self.advice_range(addr, len)? else { return Ok(()) };
         if advice == Advice::PopulateWrite {
             return self.populate_write(addr, end);
         }
@@ -469,7 +468,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 return (vmas, pos, Some(AccessStop::ReadOnly));
             }
             let to = v.end.min(end);
-            let past = v.data.past_object(pos, to);
+            let past = v.data.past_object(pos, to, self.page());
             match (self.guards.first_in(pos, past.unwrap_or(to)), past) {
                 // A guard page: its fault fails before any anon_vma is
                 // made, so the VMA is reached only if pages before it were.
@@ -525,10 +524,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.vma_count(), 1);
     /// ```
     pub fn set_value<V: VmaValue>(&mut self, start: u64, len: u64, value: Option<V>) -> Result<()> {
-        if start % PAGE_SIZE != 0 {
+        if start % self.page().bytes() != 0 {
             return Err(Errno::EINVAL);
         }
-        let end = page_align(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
+        let end = self.page().align_up(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
         if start == end {
             return Ok(());
         }
@@ -563,7 +562,7 @@ impl<T: VmaStore> AddressSpace<T> {
             None | Some("") => None,
             Some(n) => Some(AnonName::new(n)?),
         };
-        let Some(end) = Self::advice_range(addr, len)? else { return Ok(()) };
+        let Some(end) = self.advice_range(addr, len)? else { return Ok(()) };
         self.modify(addr, end, Holes::Skip, &mut |d| {
             if let Backing::File(f) = &d.backing {
                 if !f.anon_shmem {
@@ -599,8 +598,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if len == 0 {
             return Ok(());
         }
-        let start = addr & !(PAGE_SIZE - 1);
-        let end = addr.checked_add(len).and_then(page_align).ok_or(Errno::EFAULT)?;
+        let start = self.page().align_down(addr);
+        let end = addr.checked_add(len).and_then(|l| self.page().align_up(l)).ok_or(Errno::EFAULT)?;
         match self.access_reach(start, end, Prot::WRITE) {
             (vmas, _, None) => self.fault_range(&vmas, start, end),
             (_, pos, Some(AccessStop::Hole)) if self.stack_growth(pos).is_some() => self.touch_growing(start, end),

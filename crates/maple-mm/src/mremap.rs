@@ -4,7 +4,6 @@ use crate::{
     error::AllocFail,
     error::{Errno, Result},
     flags::{MremapFlags, VmFlags},
-    page::{is_aligned, page_align},
     space::AddressSpace,
     store::VmaStore,
     vma::VmaData,
@@ -48,11 +47,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if (fixed || dontunmap) && !maymove {
             return Err(Errno::EINVAL);
         }
-        if !is_aligned(old) {
+        if !self.page().is_aligned(old) {
             return Err(Errno::EINVAL);
         }
-        let old_len = page_align(old_len).ok_or(Errno::EINVAL)?;
-        let new_len = page_align(new_len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        let old_len = self.page().align_up(old_len).ok_or(Errno::EINVAL)?;
+        let new_len = self.page().align_up(new_len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
         if dontunmap && old_len != new_len {
             return Err(Errno::EINVAL);
         }
@@ -64,7 +63,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // A new address given (or, with DONTUNMAP alone, hinted) is checked
         // before the old range is looked at.
         if fixed || dontunmap {
-            if !is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
+            if !self.page().is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
                 return Err(Errno::EINVAL);
             }
             if new_addr < old_end && old < new_addr + new_len {
@@ -152,9 +151,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if self.vma_count() + 3 > self.layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let pgoff = data.pgoff_at(old);
         let hint = if dontunmap { new_addr } else { 0 };
-        let dest = self.unmapped_area(hint, new_len, &data.backing, pgoff)?;
+        let dest = self.unmapped_area(hint, new_len, &data.backing, data.offset_at(old))?;
         self.move_to(old, old_len, new_len, dest, dontunmap, data)
     }
 

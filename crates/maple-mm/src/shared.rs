@@ -185,7 +185,7 @@ impl SharedAddressSpace {
     /// ```
     pub fn check_access(&self, addr: u64, access: Access, guard: &ReadGuard) -> Result<(), Fault> {
         let vma = self.vma_at(addr, guard).or_else(|| self.growing_stack(addr, guard));
-        decide(vma, addr, access, |page| self.is_guard_page(page, guard))
+        decide(vma, addr, access, self.layout.page_size, |page| self.is_guard_page(page, guard))
     }
 
     /// The stack above `addr` (which no VMA holds), grown down to it, if a
@@ -196,7 +196,7 @@ impl SharedAddressSpace {
             return None;
         }
         // Only the last VMA within the guard gap below can refuse it.
-        let page = addr & !(crate::PAGE_SIZE - 1);
+        let page = self.layout.page_size.align_down(addr);
         let fence = page.saturating_sub(self.layout.stack_guard_gap)..page;
         let prev = self.tree.range(fence, guard).last().map(|(r, d)| Self::vma(r, d));
         let to = grows_to(prev, Some(next), addr, &self.layout)?;

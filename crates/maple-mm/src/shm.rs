@@ -16,7 +16,6 @@ use std::sync::Arc;
 use crate::{
     error::{Errno, Result},
     flags::{MapFlags, Prot, ShmFlags},
-    page::{page_align, PAGE_SIZE},
     space::AddressSpace,
     store::VmaStore,
     vma::{Backing, MappedFile},
@@ -83,11 +82,11 @@ impl<T: VmaStore> AddressSpace<T> {
         let mut map = MapFlags::SHARED;
         let mut at = addr;
         if addr != 0 {
-            if addr % PAGE_SIZE != 0 {
+            if addr % self.page().bytes() != 0 {
                 if !flags.contains(ShmFlags::RND) {
                     return Err(Errno::EINVAL);
                 }
-                at = addr & !(PAGE_SIZE - 1);
+                at = self.page().align_down(addr);
                 if at == 0 && flags.contains(ShmFlags::REMAP) {
                     return Err(Errno::EINVAL);
                 }
@@ -119,11 +118,11 @@ impl<T: VmaStore> AddressSpace<T> {
     ///
     /// Errors: `EINVAL` (`addr` unaligned, or no attach there).
     pub fn shmdt(&mut self, addr: u64) -> Result<()> {
-        if addr % PAGE_SIZE != 0 {
+        if addr % self.page().bytes() != 0 {
             return Err(Errno::EINVAL);
         }
         // An attach's piece at its own offset from `addr`.
-        let at_offset = |start: u64, pgoff: u64| start.wrapping_sub(addr) / PAGE_SIZE == pgoff;
+        let at_offset = |start: u64, offset: u64| start.wrapping_sub(addr) == offset;
         let attach = |b: &Backing| match b {
             Backing::File(f) if f.sysv_shm => Some(Arc::clone(f)),
             _ => None,
@@ -133,8 +132,8 @@ impl<T: VmaStore> AddressSpace<T> {
         for v in self.range(addr, u64::MAX) {
             match &first {
                 None => {
-                    if let Some(f) = attach(v.backing()).filter(|_| at_offset(v.start, v.pgoff())) {
-                        let size = f.size.and_then(page_align).unwrap_or(0);
+                    if let Some(f) = attach(v.backing()).filter(|_| at_offset(v.start, v.offset())) {
+                        let size = f.size.and_then(|l| self.page().align_up(l)).unwrap_or(0);
                         pieces.push((v.start, v.end));
                         first = Some((f, size));
                     }
@@ -144,7 +143,7 @@ impl<T: VmaStore> AddressSpace<T> {
                         break;
                     }
                     let same = attach(v.backing()).is_some_and(|g| Arc::ptr_eq(f, &g));
-                    if same && at_offset(v.start, v.pgoff()) {
+                    if same && at_offset(v.start, v.offset()) {
                         pieces.push((v.start, v.end));
                     }
                 }

@@ -15,7 +15,6 @@ use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use crate::{
     flags::VmFlags,
     name::AnonName,
-    page::PAGE_SIZE,
     policy::{MemPolicy, MempolicyFlags, MempolicyMode},
     space::{AddressSpace, Brk, Layout},
     vma::{AnonVma, Backing, MappedFile, VmaData},
@@ -60,8 +59,8 @@ struct VmaRepr {
     flags: u64,
     /// Index into `files`; none for private anonymous memory.
     file: Option<usize>,
-    /// The page offset of `start` (`vm_pgoff`).
-    pgoff: u64,
+    /// The offset of `start` in bytes (`vm_pgoff` times the page size).
+    offset: u64,
     name: Option<String>,
     /// The anon_vma: a number shared by VMAs sharing it, and whether it
     /// came through a fork.
@@ -120,7 +119,7 @@ impl Serialize for AddressSpace {
                 end: v.end,
                 flags: d.flags.bits(),
                 file,
-                pgoff: v.pgoff(),
+                offset: v.offset(),
                 name: d.name.as_ref().map(|n| n.as_str().to_string()),
                 anon,
                 label: d.label().map(str::to_owned),
@@ -178,10 +177,11 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
         })
         .collect();
     let mut anons: HashMap<u64, AnonVma> = HashMap::new();
+    let page = mm.page();
     let mut prev_end = 0;
     for (i, v) in snap.vmas.into_iter().enumerate() {
         let at = || format!("VMA {i} ({:#x}-{:#x})", v.start, v.end);
-        if v.start >= v.end || v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 {
+        if v.start >= v.end || !page.is_aligned(v.start) || !page.is_aligned(v.end) {
             return Err(format!("{}: not a range of whole pages", at()));
         }
         if v.start < prev_end {
@@ -220,7 +220,7 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
         let data = VmaData {
             flags,
             backing,
-            pgoff_base: VmaData::base_for(v.start, v.pgoff),
+            off_base: VmaData::base_for(v.start, v.offset),
             name,
             anon,
             extra: crate::vma::Extra::make(v.label, None),
@@ -229,7 +229,7 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
         mm.put(v.start, v.end, data).map_err(|_| "out of memory".to_string())?;
     }
     let runs = |what: &str, runs: &[(u64, u64)]| -> Result<(), String> {
-        match runs.iter().find(|(s, e)| s >= e || s % PAGE_SIZE != 0 || e % PAGE_SIZE != 0) {
+        match runs.iter().find(|(s, e)| s >= e || !page.is_aligned(*s) || !page.is_aligned(*e)) {
             Some((s, e)) => Err(format!("{what} {s:#x}-{e:#x}: not a range of whole pages")),
             None => Ok(()),
         }

@@ -10,7 +10,7 @@ use crate::{
     change::{clip, cut_out, diff_into, Change, Events, Observer, Piece},
     error::{AllocFail, Errno, Result},
     flags::VmFlags,
-    page::{is_aligned, page_align, PAGE_SIZE},
+    page::PageSize,
     pages::{PageSet, Runs},
     rbtree::RbTree,
     store::VmaStore,
@@ -19,17 +19,45 @@ use crate::{
     Prot,
 };
 
-/// Where mappings go and the limits of an address space (x86-64 defaults).
+/// Where mappings go and the limits of an address space: the
+/// architecture's page size and address layout (with address
+/// randomisation off), and the process's resource limits.
+///
+/// [`Layout::x86_64`], [`Layout::x86_64_la57`] and [`Layout::arm64`] give
+/// each kernel's layout; [`Default`] is the host's. Change the limits with
+/// struct update syntax.
+///
+/// ```
+/// use maple_mm::{AddressSpace, Layout, MapFlags, PageSize, Prot};
+/// let mut mm = AddressSpace::with_layout(Layout::arm64(PageSize::K64));
+/// let a = mm.mmap(0, 1, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+/// assert_eq!(mm.vma_at(a).unwrap().len(), 65536); // one 64 KiB page
+/// assert_eq!(a + 65536, 0xffff_f800_0000); // below arm64's 48-bit stack top, less 128 MiB
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(deny_unknown_fields))]
 pub struct Layout {
-    /// One past the highest user address (`TASK_SIZE`, 47-bit).
+    /// Whose placement rules apply where architectures differ (see
+    /// [`Arch`]).
+    pub arch: Arch,
+    /// Bytes per page.
+    pub page_size: PageSize,
+    /// One past the highest user address (`TASK_SIZE`).
     pub task_size: u64,
+    /// One past the highest address placement uses unless a hint lies
+    /// above it (`DEFAULT_MAP_WINDOW`): the 47-bit (x86-64) or 48-bit
+    /// (arm64) window of a kernel with larger addresses, so that programs
+    /// that keep tags in the high bits keep working; `task_size` where the
+    /// two are the same.
+    pub map_window: u64,
     /// Mappings without an address are placed top-down below this.
     pub mmap_base: u64,
+    /// Where bottom-up placement starts (`TASK_UNMAPPED_BASE`): the legacy
+    /// layout's base, and where a failed top-down search looks next.
+    pub legacy_base: u64,
     /// Lowest address a mapping may use (`vm.mmap_min_addr`).
     pub mmap_min_addr: u64,
-    /// Place mappings bottom-up from `task_size / 3` (the legacy layout)
+    /// Place mappings bottom-up from `legacy_base` (the legacy layout)
     /// instead of top-down from `mmap_base`.
     pub bottom_up: bool,
     /// Gap kept free below a grows-down mapping (`stack_guard_gap`, 256
@@ -67,22 +95,104 @@ pub struct Layout {
     /// default), which memory policies may use (see
     /// [`AddressSpace::mbind`]).
     pub numa_nodes: u64,
-    /// Place large anonymous (a multiple of 2 MiB) and file (covering a
-    /// 2 MiB-aligned file range) mappings on 2 MiB boundaries when no
-    /// address is given, as Linux does with transparent huge pages.
+    /// Place large anonymous (a multiple of the huge-page size,
+    /// [`PageSize::pmd_size`]) and file (covering an aligned huge-page
+    /// file range) mappings on huge-page boundaries when no address is
+    /// given, as Linux does with transparent huge pages.
     pub thp_align: bool,
 }
 
-impl Default for Layout {
-    /// Linux x86-64 with address randomisation off.
-    fn default() -> Layout {
+/// The architectures whose address-space layout is modelled. The VMA rules
+/// are the same on both; placement differs in details (see each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Arch {
+    /// x86-64 (`arch/x86/kernel/sys_x86_64.c`): a hint is rounded down to
+    /// its page, and a hinted range may not cross `map_window`.
+    X86_64,
+    /// arm64, through the generic placement (`mm/mmap.c`,
+    /// `generic_get_unmapped_area(_topdown)`): a hint is rounded up to its
+    /// page and must lie at or above `mmap_min_addr`.
+    Arm64,
+}
+
+/// Linux's `mmap_base` (`arch/x86/mm/mmap.c`, and `mm/util.c` for arm64)
+/// without randomisation: the stack's room below `top` (its limit plus the
+/// guard gap, at least 128 MiB and at most five sixths of `top`).
+fn mmap_base_below(top: u64, stack_limit: u64, guard_gap: u64) -> u64 {
+    let gap = stack_limit.checked_add(guard_gap).unwrap_or(stack_limit).clamp(128 << 20, top / 6 * 5);
+    top - gap
+}
+
+impl Layout {
+    /// Linux x86-64 with 4-level page tables: 47-bit user addresses
+    /// (`TASK_SIZE` = 2^47 − one page), mappings top-down from 128 MiB
+    /// below it, `vm.mmap_min_addr` 64 KiB, an 8 MiB stack limit.
+    pub fn x86_64() -> Layout {
+        let page = PageSize::K4;
+        let task = (1 << 47) - page.bytes();
+        Layout::common(Arch::X86_64, page, task, task, 0x1_0000, (task / 3).next_multiple_of(page.bytes()))
+    }
+
+    /// Linux x86-64 with 5-level page tables (`la57`): 56-bit user
+    /// addresses, but placement stays in the 47-bit window unless a hint
+    /// lies above it (`arch/x86/include/asm/page_64_types.h`,
+    /// `DEFAULT_MAP_WINDOW`).
+    ///
+    /// ```
+    /// use maple_mm::{AddressSpace, Layout, MapFlags, Prot};
+    /// let mut mm = AddressSpace::with_layout(Layout::x86_64_la57());
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// assert!(mm.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap() < 1 << 47);
+    /// assert_eq!(mm.mmap(1 << 50, 4096, Prot::READ, anon, None, 0), Ok(1 << 50)); // a hint above the window
+    /// ```
+    pub fn x86_64_la57() -> Layout {
+        let page = PageSize::K4;
+        Layout { task_size: (1 << 56) - page.bytes(), ..Layout::x86_64() }
+    }
+
+    /// Linux arm64 with 48-bit user addresses (`VA_BITS_MIN`; a 52-bit
+    /// kernel keeps the same window, `arch/arm64/include/asm/processor.h`)
+    /// and the given page size: `TASK_SIZE` = 2^48, mappings top-down from
+    /// 128 MiB below it, bottom-up from a quarter of it, `vm.mmap_min_addr`
+    /// 32 KiB (the kernel's advice for arm, `mm/Kconfig`), a guard gap of
+    /// 256 pages and huge pages of [`PageSize::pmd_size`].
+    pub fn arm64(page: PageSize) -> Layout {
+        let task = 1 << 48;
+        Layout::common(Arch::Arm64, page, task, task, 0x8000, task / 4)
+    }
+
+    /// The running machine's layout: [`Layout::arm64`] with the host's
+    /// page size on arm64, else [`Layout::x86_64`].
+    pub fn host() -> Layout {
+        if cfg!(target_arch = "aarch64") {
+            Layout::arm64(PageSize::host().unwrap_or_default())
+        } else {
+            Layout::x86_64()
+        }
+    }
+
+    fn common(
+        arch: Arch,
+        page: PageSize,
+        task_size: u64,
+        map_window: u64,
+        mmap_min_addr: u64,
+        legacy_base: u64,
+    ) -> Layout {
+        let stack_guard_gap = 256 * page.bytes();
+        let stack_limit = 8 << 20;
         Layout {
-            task_size: 0x7fff_ffff_f000,
-            mmap_base: 0x7fff_f7ff_f000,
-            mmap_min_addr: 0x1_0000,
+            arch,
+            page_size: page,
+            task_size,
+            map_window,
+            mmap_base: page.align_down(mmap_base_below(map_window, stack_limit, stack_guard_gap)),
+            legacy_base,
+            mmap_min_addr,
             bottom_up: false,
-            stack_guard_gap: 256 * PAGE_SIZE,
-            stack_limit: 8 << 20,
+            stack_guard_gap,
+            stack_limit,
             max_map_count: 65_530,
             as_limit: u64::MAX,
             data_limit: u64::MAX,
@@ -91,6 +201,23 @@ impl Default for Layout {
             numa_nodes: 1,
             thp_align: true,
         }
+    }
+
+    /// The highest address (exclusive) placement may use for a hint of
+    /// `hint` (`arch_get_mmap_end`).
+    pub(crate) fn mmap_end(&self, hint: u64) -> u64 {
+        if hint > self.map_window {
+            self.task_size
+        } else {
+            self.map_window
+        }
+    }
+}
+
+impl Default for Layout {
+    /// The host's ([`Layout::host`]).
+    fn default() -> Layout {
+        Layout::host()
     }
 }
 
@@ -103,8 +230,8 @@ pub(crate) fn is_data(flags: VmFlags) -> bool {
 /// Whether `used` bytes and `grow` more keep within a resource limit of
 /// `limit` bytes (`u64::MAX` for none), counted in whole pages as Linux
 /// counts (`used + grow > limit` refuses).
-pub(crate) fn within(used: u64, grow: u64, limit: u64) -> bool {
-    limit == u64::MAX || (used / PAGE_SIZE).saturating_add(grow / PAGE_SIZE) <= limit / PAGE_SIZE
+pub(crate) fn within(used: u64, grow: u64, limit: u64, page: PageSize) -> bool {
+    limit == u64::MAX || page.pages(used).saturating_add(page.pages(grow)) <= page.pages(limit)
 }
 
 /// What Linux's counters count of `vmas`: bytes of address space
@@ -451,7 +578,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// # Ok::<(), Errno>(())
     /// ```
     pub fn reserve(&mut self, start: u64, end: u64) -> Result<()> {
-        if start >= end || !is_aligned(start) || !is_aligned(end) {
+        if start >= end || !self.page().is_aligned(start) || !self.page().is_aligned(end) {
             return Err(Errno::EINVAL);
         }
         if self.find_vma_intersection(start, end).is_some() {
@@ -462,7 +589,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Gives `[start, end)` back to placement and mappings.
     pub fn unreserve(&mut self, start: u64, end: u64) -> Result<()> {
-        if start >= end || !is_aligned(start) || !is_aligned(end) {
+        if start >= end || !self.page().is_aligned(start) || !self.page().is_aligned(end) {
             return Err(Errno::EINVAL);
         }
         self.reserved.remove(start, end).map_err(|_| Errno::ENOMEM)
@@ -502,6 +629,17 @@ impl<T: VmaStore> AddressSpace<T> {
         &self.layout
     }
 
+    /// The page size (the layout's).
+    #[inline]
+    pub fn page_size(&self) -> PageSize {
+        self.layout.page_size
+    }
+
+    #[inline]
+    pub(crate) fn page(&self) -> PageSize {
+        self.layout.page_size
+    }
+
     /// The program break, if one has been set (see [`set_brk_base`](Self::set_brk_base)).
     pub fn brk_state(&self) -> Option<Brk> {
         self.brk
@@ -510,7 +648,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Sets where the heap starts (`mm->start_brk`, page-aligned up), as
     /// `exec` does after loading the program; the break starts there.
     pub fn set_brk_base(&mut self, start: u64) -> Result<()> {
-        let start = page_align(start).filter(|&s| s < self.layout.task_size).ok_or(Errno::EINVAL)?;
+        let start = self.page().align_up(start).filter(|&s| s < self.layout.task_size).ok_or(Errno::EINVAL)?;
         self.brk = Some(Brk { start, current: start });
         Ok(())
     }
@@ -534,7 +672,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// ```
     pub fn set_brk(&mut self, brk: Brk) -> Result<()> {
         let top = self.layout.task_size;
-        if !is_aligned(brk.start) || brk.current < brk.start || brk.current > top {
+        if !self.page().is_aligned(brk.start) || brk.current < brk.start || brk.current > top {
             return Err(Errno::EINVAL);
         }
         self.brk = Some(brk);
@@ -670,7 +808,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `bytes` more, if locked, within `RLIMIT_MEMLOCK`.
     pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
         let limit = self.layout.memlock_limit;
-        limit == u64::MAX || !flags.contains(VmFlags::LOCKED) || within(self.locked_vm(), bytes, limit)
+        limit == u64::MAX || !flags.contains(VmFlags::LOCKED) || within(self.locked_vm(), bytes, limit, self.page())
     }
 
     /// Linux's `may_expand_vm`: whether VMAs with `flags` may take `grow`
@@ -679,10 +817,12 @@ impl<T: VmaStore> AddressSpace<T> {
     /// memory, `RLIMIT_DATA`. Only a set limit costs a count.
     pub(crate) fn may_expand_vm(&self, flags: VmFlags, grow: u64, replaced: u64) -> bool {
         let l = &self.layout;
-        if l.as_limit != u64::MAX && !within(self.total_vm(), grow - replaced, l.as_limit) {
+        if l.as_limit != u64::MAX && !within(self.total_vm(), grow - replaced, l.as_limit, l.page_size) {
             return false;
         }
-        l.data_limit == u64::MAX || !is_data(flags) || within(self.data_vm(), grow - replaced, l.data_limit)
+        l.data_limit == u64::MAX
+            || !is_data(flags)
+            || within(self.data_vm(), grow - replaced, l.data_limit, l.page_size)
     }
 
     /// Bytes of `[start, end)` that VMAs take.
@@ -727,7 +867,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
                 pos = v.end;
             }
-            is_aligned(s) && is_aligned(e) && pos >= e
+            self.page().is_aligned(s) && self.page().is_aligned(e) && pos >= e
         };
         for (s, e) in self.guards.iter() {
             if !inside(s, e, &|_| true) {
@@ -753,7 +893,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(format!("a VMA in the reserved range {s:#x}-{e:#x}"));
         }
         for v in self.iter() {
-            if !is_aligned(v.start) || !is_aligned(v.end) {
+            if !self.page().is_aligned(v.start) || !self.page().is_aligned(v.end) {
                 return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
             }
             if self.above_top(v.end, v.flags()) {
@@ -982,7 +1122,7 @@ impl<T: VmaStore> AddressSpace<T> {
     pub(crate) fn populate_writes(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
         let Some(v) = self.vma_at(start) else { return Ok(()) };
         let end = end.min(v.end);
-        let past = v.data.past_object(start, end).unwrap_or(end);
+        let past = v.data.past_object(start, end, self.page()).unwrap_or(end);
         let stop = self.guards.first_in(start, past).unwrap_or(past);
         // (A write fault on a guard page fails before it makes an anon_vma.)
         if !self.is_guard_page(start) {
@@ -1180,6 +1320,6 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// The number of anonymous pages in `[start, end)`.
     pub fn anon_page_count(&self, start: u64, end: u64) -> u64 {
-        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / PAGE_SIZE).sum()
+        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / self.page().bytes()).sum()
     }
 }

@@ -29,7 +29,6 @@
 use crate::{
     error::AllocFail,
     flags::VmFlags,
-    page::PAGE_SIZE,
     space::{vm_counts, within, AddressSpace, Layout},
     store::VmaStore,
     vma::Vma,
@@ -41,7 +40,7 @@ use crate::{
 /// see the module docs).
 pub(crate) fn grows_to(prev: Option<Vma<'_>>, next: Option<Vma<'_>>, addr: u64, layout: &Layout) -> Option<u64> {
     let next = next.filter(|n| n.flags().contains(VmFlags::GROWSDOWN) && n.start > addr)?;
-    let page = addr & !(PAGE_SIZE - 1);
+    let page = layout.page_size.align_down(addr);
     if page < layout.mmap_min_addr {
         return None;
     }
@@ -51,8 +50,8 @@ pub(crate) fn grows_to(prev: Option<Vma<'_>>, next: Option<Vma<'_>>, addr: u64, 
             return None;
         }
     }
-    let grow = (next.start - page) / PAGE_SIZE;
-    if grow > next.pgoff() || next.end - page > layout.stack_limit {
+    // Linux refuses growth below page offset 0 (`grow > vm_pgoff`).
+    if next.start - page > next.offset() || next.end - page > layout.stack_limit {
         return None;
     }
     Some(page)
@@ -70,7 +69,8 @@ pub(crate) fn growth_fits(layout: &Layout, next: Vma<'_>, page: u64, counts: imp
         return true;
     }
     let (total, lck) = counts(locked);
-    within(total, grow, layout.as_limit) && (!locked || within(lck, grow, layout.memlock_limit))
+    within(total, grow, layout.as_limit, layout.page_size)
+        && (!locked || within(lck, grow, layout.memlock_limit, layout.page_size))
 }
 
 /// `next` as it would stand grown down to `page`.

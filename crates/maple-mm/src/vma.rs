@@ -2,9 +2,10 @@
 //!
 //! The tree stores each VMA under `[start, end - 1]` and the VMA's
 //! attributes as a shared [`VmaData`]. The attributes do not depend on where
-//! the VMA starts: the file offset is kept as the file page that address 0
-//! would map (`pgoff_base`), so a VMA's page offset is
-//! `pgoff_base + start / PAGE_SIZE`. A piece cut off a VMA therefore has
+//! the VMA starts: the file offset is kept as the byte offset that address 0
+//! would map (`off_base`), so a VMA's offset is `off_base + start` (Linux's
+//! `vm_pgoff` times the page size; bytes, so that the record does not
+//! depend on the page size either). A piece cut off a VMA therefore has
 //! exactly the same attributes as the VMA, and the tree's own split (which
 //! shares the value by reference count) gives every piece its correct start
 //! and file offset without any fixing up — and a concurrent reader always
@@ -16,7 +17,7 @@ use std::sync::{
     Arc,
 };
 
-use crate::{flags::VmFlags, name::AnonName, value::ErasedValue, Prot, PAGE_SIZE};
+use crate::{flags::VmFlags, name::AnonName, page::PageSize, value::ErasedValue, Prot};
 
 /// An open file that is mapped (Linux's `struct file`), with the identity
 /// `/proc/PID/maps` shows.
@@ -225,9 +226,10 @@ impl fmt::Debug for AnonVma {
 pub struct VmaData {
     pub(crate) flags: VmFlags,
     pub(crate) backing: Backing,
-    /// File page (or, for private anonymous memory, the page number Linux
-    /// keeps in `vm_pgoff`) that address 0 would map; wrapping arithmetic.
-    pub(crate) pgoff_base: u64,
+    /// File offset in bytes (or, for private anonymous memory, the offset
+    /// Linux keeps in `vm_pgoff` in pages) that address 0 would map;
+    /// wrapping arithmetic.
+    pub(crate) off_base: u64,
     pub(crate) name: Option<AnonName>,
     pub(crate) anon: Option<AnonVma>,
     /// What few VMAs carry: a special mapping's label, the embedder's value.
@@ -306,23 +308,23 @@ impl VmaData {
         }
     }
 
-    pub(crate) fn pgoff_at(&self, addr: u64) -> u64 {
-        self.pgoff_base.wrapping_add(addr / PAGE_SIZE)
+    /// The offset (bytes) that `addr` maps.
+    pub(crate) fn offset_at(&self, addr: u64) -> u64 {
+        self.off_base.wrapping_add(addr)
     }
 
-    /// `pgoff_base` for a VMA at `start` whose first page is file page `pgoff`.
-    pub(crate) fn base_for(start: u64, pgoff: u64) -> u64 {
-        pgoff.wrapping_sub(start / PAGE_SIZE)
+    /// `off_base` for a VMA at `start` whose first byte is at `offset`.
+    pub(crate) fn base_for(start: u64, offset: u64) -> u64 {
+        offset.wrapping_sub(start)
     }
 
     /// The first address of `[start, end)` (addresses of this VMA) on a
     /// page wholly past the end of the file or shmem object it maps, where
     /// that size is known: an access there raises `SIGBUS` in Linux.
     /// `None` if every page of the range is backed, or the size unknown.
-    pub(crate) fn past_object(&self, start: u64, end: u64) -> Option<u64> {
-        let pages = self.backing.file()?.size?.div_ceil(PAGE_SIZE);
-        let first = self.pgoff_at(start);
-        let backed = pages.checked_sub(first).and_then(|n| n.checked_mul(PAGE_SIZE)).unwrap_or(0);
+    pub(crate) fn past_object(&self, start: u64, end: u64, page: PageSize) -> Option<u64> {
+        let size = page.align_up(self.backing.file()?.size?).unwrap_or(u64::MAX);
+        let backed = size.saturating_sub(self.offset_at(start));
         let at = start.saturating_add(backed);
         (at < end).then_some(at)
     }
@@ -333,13 +335,13 @@ impl VmaData {
     /// written one cannot).
     /// The embedder's value follows ([`VmaValue::moved`](crate::VmaValue::moved)).
     pub(crate) fn relocated(&self, from: u64, to: u64) -> VmaData {
-        let pgoff_base =
-            if self.is_anonymous() && self.anon.is_none() { 0 } else { VmaData::base_for(to, self.pgoff_at(from)) };
+        let off_base =
+            if self.is_anonymous() && self.anon.is_none() { 0 } else { VmaData::base_for(to, self.offset_at(from)) };
         let moved = match self.value() {
             Some(v) if from != to => self.with_value(Some(v.moved(from, to))),
             _ => self.clone(),
         };
-        VmaData { pgoff_base, ..moved }
+        VmaData { off_base, ..moved }
     }
 
     /// Linux's `vma_is_anonymous`: private anonymous memory.
@@ -359,7 +361,7 @@ impl VmaData {
         (self.flags ^ other.flags).difference(VmFlags::STICKY).is_empty()
             && !self.flags.contains(VmFlags::SPECIAL)
             && self.backing.same(&other.backing)
-            && self.pgoff_base == other.pgoff_base
+            && self.off_base == other.off_base
             && self.name == other.name
             && self.policy == other.policy
             && self.extra_joins(other)
@@ -388,7 +390,7 @@ impl VmaData {
     /// but for access and sticky bits).
     pub(crate) fn anon_compatible(&self, other: &VmaData) -> bool {
         self.backing.same(&other.backing)
-            && self.pgoff_base == other.pgoff_base
+            && self.off_base == other.off_base
             && self.policy == other.policy
             && (self.flags ^ other.flags).difference(VmFlags::ACCESS | VmFlags::STICKY).is_empty()
     }
@@ -472,19 +474,20 @@ impl<'a> Vma<'a> {
         self.data.is_anonymous()
     }
 
-    /// The page offset Linux keeps (`vm_pgoff`): the file page of `start`
-    /// (for private anonymous memory, a page number used only for merging).
-    pub fn pgoff(&self) -> u64 {
-        self.data.pgoff_at(self.start)
+    /// The offset Linux keeps in pages (`vm_pgoff`), in bytes: the file
+    /// offset of `start` (for private anonymous memory, a number used only
+    /// for merging: the start address where the memory was first mapped).
+    pub fn offset(&self) -> u64 {
+        self.data.offset_at(self.start)
     }
 
-    /// Offset shown in `/proc/PID/maps`: `pgoff * PAGE_SIZE` for files, 0
-    /// for anonymous memory.
+    /// Offset shown in `/proc/PID/maps`: [`offset`](Self::offset) for
+    /// files, 0 for anonymous memory.
     pub fn file_offset(&self) -> u64 {
         if self.data.is_anonymous() {
             0
         } else {
-            self.pgoff().wrapping_mul(PAGE_SIZE)
+            self.offset()
         }
     }
 
@@ -538,7 +541,7 @@ impl fmt::Debug for Vma<'_> {
             .field("end", &format_args!("{:#x}", self.end))
             .field("flags", &self.data.flags)
             .field("backing", &self.data.backing)
-            .field("pgoff", &self.pgoff())
+            .field("offset", &format_args!("{:#x}", self.offset()))
             .field("name", &self.data.name)
             .field("anon", &self.data.anon)
             .field("value", &self.data.value())

@@ -663,14 +663,14 @@ unsafe impl maple_tree::Handle for VmaRef {
 }
 
 /// A record's attributes for the tests: private anonymous, read-only,
-/// told apart by `pgoff_base`.
+/// told apart by `off_base`.
 #[cfg(test)]
 fn test_data(i: u64) -> VmaData {
     use crate::{vma::Backing, VmFlags};
     VmaData {
         flags: VmFlags::READ,
         backing: Backing::Anon,
-        pgoff_base: i,
+        off_base: i,
         name: None,
         anon: None,
         extra: None,
@@ -700,7 +700,7 @@ mod tests {
         // all but the three jumps to a new chunk (63 records each).
         assert_eq!(next_to, 199 - 3);
         for (i, r) in rs.iter().enumerate() {
-            assert_eq!(r.pgoff_base, i as u64);
+            assert_eq!(r.off_base, i as u64);
         }
     }
 
@@ -712,7 +712,7 @@ mod tests {
         assert_eq!(a.ref_count(), 2);
         drop(a);
         assert_eq!(b.ref_count(), 1);
-        assert_eq!(b.pgoff_base, 7);
+        assert_eq!(b.off_base, 7);
     }
 
     /// A record dropped on the thread that made it, while that thread
@@ -730,7 +730,7 @@ mod tests {
             drop(a);
             let b = VmaRef::new(data(3));
             assert_eq!(b.0, cell, "the dropped cell was not reused");
-            assert_eq!((keep.pgoff_base, b.pgoff_base), (1, 3));
+            assert_eq!((keep.off_base, b.off_base), (1, 3));
             let rounds = if cfg!(miri) { 3 * CELLS } else { 50 * CELLS };
             let mut held = Vec::new();
             for i in 0..rounds as u64 {
@@ -786,15 +786,15 @@ mod tests {
             drop(y_records);
             assert_eq!((live(x), returned(x)), (1, per - 1), "X's chain was not handed back");
             assert_eq!((live(y), returned(y)), (y_last, 0), "Y's frees were handed back one by one");
-            assert_eq!(keep.pgoff_base, 0);
+            assert_eq!(keep.off_base, 0);
             // Letting go hands back Y's chain; Y lives on with its one
             // record, X with its.
             OWNER.with(|o| o.borrow_mut().let_go());
             assert_eq!((live(y), returned(y)), (1, y_last - 1));
             assert_eq!((live(x), returned(x)), (1, per - 1));
-            assert_eq!(y_kept.map(|r| r.pgoff_base), Some(2 * per as u64 - 1));
+            assert_eq!(y_kept.map(|r| r.off_base), Some(2 * per as u64 - 1));
             for (i, r) in rs.iter().enumerate() {
-                assert_eq!(r.pgoff_base, (2 * per + i) as u64);
+                assert_eq!(r.off_base, (2 * per + i) as u64);
             }
         })
         .join()
@@ -817,13 +817,13 @@ mod tests {
                 let nested = with_maker(|inner| inner.make(data(99)));
                 (made, nested)
             });
-            assert_eq!(nested.pgoff_base, 99);
+            assert_eq!(nested.off_base, 99);
             assert_ne!(header_of(nested.0.as_ptr()), header_of(first.0.as_ptr()), "a nested maker shared the owner");
             let next = VmaRef::new(data(6));
             let addr = |r: &VmaRef| r.0.as_ptr().addr();
             for (i, r) in made.iter().enumerate() {
                 assert_eq!(addr(r), addr(&first) + (i + 2) * CELL, "record {i} not in a row");
-                assert_eq!(r.pgoff_base, i as u64 + 2);
+                assert_eq!(r.off_base, i as u64 + 2);
             }
             assert_eq!(addr(&next), addr(&first) + 6 * CELL, "the owner did not come back");
             // `early`'s cell went to the chunk's stack: taken once the
@@ -861,7 +861,7 @@ mod tests {
         let again: Vec<VmaRef> = (0..CELLS as u64 - 1).map(|i| VmaRef::new(data(i + 1))).collect();
         for (i, r) in again.iter().enumerate() {
             assert_eq!(header_of(r.0.as_ptr()), last_chunk, "record {i} not in the reused chunk");
-            assert_eq!(r.pgoff_base, i as u64 + 1);
+            assert_eq!(r.off_base, i as u64 + 1);
         }
     }
 }
@@ -911,7 +911,7 @@ mod loom_tests {
             let t = drop_elsewhere(b);
             let d = VmaRef::new(data(4));
             t.join().unwrap();
-            assert_eq!((a.pgoff_base, c.pgoff_base, d.pgoff_base), (1, 3, 4));
+            assert_eq!((a.off_base, c.off_base, d.off_base), (1, 3, 4));
             drop((a, c, d));
             exit_and_check();
         });
@@ -933,7 +933,7 @@ mod loom_tests {
             let d = VmaRef::new(data(4));
             let e = VmaRef::new(data(5));
             t.join().unwrap();
-            assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (3, 4, 5));
+            assert_eq!((c.off_base, d.off_base, e.off_base), (3, 4, 5));
             drop((c, d, e));
             exit_and_check();
         });
@@ -955,7 +955,7 @@ mod loom_tests {
             let d = VmaRef::new(data(3));
             let e = VmaRef::new(data(4));
             assert!(!VmaRef::ptr_eq(&c, &d) && !VmaRef::ptr_eq(&c, &e) && !VmaRef::ptr_eq(&d, &e));
-            assert_eq!((c.pgoff_base, d.pgoff_base, e.pgoff_base), (2, 3, 4));
+            assert_eq!((c.off_base, d.off_base, e.off_base), (2, 3, 4));
             drop((c, d, e));
             exit_and_check();
         });
@@ -975,7 +975,7 @@ mod loom_tests {
             let t = drop_elsewhere(b);
             drop(a);
             drop(c);
-            assert_eq!(d.pgoff_base, 4);
+            assert_eq!(d.off_base, 4);
             drop(d);
             t.join().unwrap();
             exit_and_check();
@@ -993,7 +993,7 @@ mod loom_tests {
                 (t, maker.make(data(2)), maker.make(data(3)))
             });
             t.join().unwrap();
-            assert_eq!((b.pgoff_base, c.pgoff_base), (2, 3));
+            assert_eq!((b.off_base, c.off_base), (2, 3));
             drop((b, c));
             exit_and_check();
         });

@@ -37,7 +37,7 @@ fn page_of(v: &Vma<'_>, addr: u64) -> Page {
     Page {
         flags: v.flags(),
         file: v.file().map(|f| (f.inode, f.anon_shmem)),
-        pgoff: v.pgoff().wrapping_add((addr - v.start()) / PAGE_SIZE),
+        pgoff: v.offset().wrapping_add(addr - v.start()) / PAGE_SIZE,
         name: v.name().map(|n| n.to_string()),
         anon: v.anon_vma(),
         label: v.label().map(str::to_owned),

@@ -152,7 +152,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 let file_page = if v.is_anonymous() || v.file().is_some_and(|f| f.anon_shmem) {
                     0
                 } else {
-                    v.pgoff() + (at(p) - v.start()) / PAGE_SIZE
+                    (v.offset() + (at(p) - v.start())) / PAGE_SIZE
                 };
                 Page { prot: v.prot().bits(), shared: v.is_shared(), file, file_page }
             });

@@ -76,7 +76,7 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                         let addr = BASE + rng.gen_range(0..pages) * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
                         let whole = |v: maple_mm::Vma<'_>| {
                             v.start() < v.end()
-                                && v.pgoff() == v.start() / PAGE_SIZE
+                                && v.offset() == v.start()
                                 && v.file().is_some_and(|f| f.inode == 77)
                                 && v.value::<u64>() == Some(&VALUE)
                         };
@@ -149,7 +149,7 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
     plain.validate().unwrap();
     assert_eq!(plain.maps(), snap.maps());
     for v in plain.iter() {
-        assert_eq!(v.pgoff(), v.start() / PAGE_SIZE);
+        assert_eq!(v.offset(), v.start());
     }
 }
 

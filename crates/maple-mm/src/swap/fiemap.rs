@@ -11,7 +11,7 @@ use core::fmt;
 use std::{fs::File, os::fd::AsRawFd, path::Path};
 
 use super::SwapExtents;
-use crate::PAGE_SIZE;
+use crate::page::PageSize;
 
 const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
 const FIEMAP_FLAG_SYNC: u32 = 0x1;
@@ -157,6 +157,8 @@ pub fn swap_extents_of_file(path: impl AsRef<Path>) -> Result<(SwapExtents, usiz
 /// [`swap_extents_of_file`] for extents already read (or recorded).
 pub fn swap_extents_from(extents: &[FileExtent]) -> Result<SwapExtents, FiemapError> {
     let mut map = SwapExtents::new();
+    // The kernel's pages: swap slots are pages of the running kernel.
+    let page_size = PageSize::host_bytes();
     let mut page = 0u64;
     let mut expect = 0u64;
     for e in extents {
@@ -174,8 +176,8 @@ pub fn swap_extents_from(extents: &[FileExtent]) -> Result<SwapExtents, FiemapEr
             return Err(FiemapError::Rejected(format!("{why} at byte {}", e.logical)));
         }
         // Whole pages on disk only (Linux's iomap_swapfile_add_extent).
-        let first = e.physical.div_ceil(PAGE_SIZE);
-        let next = e.physical.saturating_add(e.length) / PAGE_SIZE;
+        let first = e.physical.div_ceil(page_size);
+        let next = e.physical.saturating_add(e.length) / page_size;
         if first >= next {
             continue;
         }

@@ -278,7 +278,7 @@ pub fn equivalent<A: VmaStore, B: VmaStore>(a: &AddressSpace<A>, b: &AddressSpac
                 v.range(),
                 v.flags(),
                 file(v),
-                v.pgoff(),
+                v.offset(),
                 v.name().map(|n| n.to_string()),
                 v.label().map(str::to_owned),
                 v.policy().cloned(),
