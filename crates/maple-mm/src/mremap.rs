@@ -298,21 +298,28 @@ fn populates_growth(d: &VmaData) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::{AddressSpace, MapFlags, MremapFlags, Prot, PAGE_SIZE};
+    use crate::{
+        page::{each_page, test_layout},
+        AddressSpace, MapFlags, MremapFlags, Prot,
+    };
 
     #[test]
     fn grow_in_place_and_move() {
-        let mut mm = AddressSpace::new();
+        each_page!(grow_in_place_and_move_at);
+    }
+
+    fn grow_in_place_and_move_at<const P: u64>() {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
         let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-        let a = mm.mmap(0x100_0000, PAGE_SIZE * 2, Prot::RW, f, None, 0).unwrap();
-        assert_eq!(mm.mremap(a, PAGE_SIZE * 2, PAGE_SIZE * 4, MremapFlags::empty(), 0), Ok(a));
-        assert_eq!(mm.vma_at(a).unwrap().len(), 4 * PAGE_SIZE);
-        mm.mmap(a + 5 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).unwrap();
-        assert_eq!(mm.mremap(a, 4 * PAGE_SIZE, 8 * PAGE_SIZE, MremapFlags::empty(), 0), Err(crate::Errno::ENOMEM));
-        let b = mm.mremap(a, 4 * PAGE_SIZE, 8 * PAGE_SIZE, MremapFlags::MAYMOVE, 0).unwrap();
+        let a = mm.mmap(0x100_0000, P * 2, Prot::RW, f, None, 0).unwrap();
+        assert_eq!(mm.mremap(a, P * 2, P * 4, MremapFlags::empty(), 0), Ok(a));
+        assert_eq!(mm.vma_at(a).unwrap().len(), 4 * P);
+        mm.mmap(a + 5 * P, P, Prot::READ, f, None, 0).unwrap();
+        assert_eq!(mm.mremap(a, 4 * P, 8 * P, MremapFlags::empty(), 0), Err(crate::Errno::ENOMEM));
+        let b = mm.mremap(a, 4 * P, 8 * P, MremapFlags::MAYMOVE, 0).unwrap();
         assert_ne!(a, b);
         assert!(mm.vma_at(a).is_none());
-        assert_eq!(mm.vma_at(b).unwrap().len(), 8 * PAGE_SIZE);
+        assert_eq!(mm.vma_at(b).unwrap().len(), 8 * P);
         mm.validate().unwrap();
     }
 }

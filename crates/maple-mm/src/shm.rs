@@ -165,39 +165,53 @@ impl<T: VmaStore> AddressSpace<T> {
 #[cfg(test)]
 mod tests {
     use super::ShmSegment;
-    use crate::{AddressSpace, Errno, MapFlags, Prot, ShmFlags, PAGE_SIZE};
+    use crate::{
+        page::{each_page, test_layout},
+        AddressSpace, Errno, MapFlags, Prot, ShmFlags,
+    };
 
-    const P: u64 = PAGE_SIZE;
     const AT: u64 = 0x6000_0000_0000;
-    const SEG: ShmSegment = ShmSegment { key: 0, id: 3, size: 4 * P - 100 };
+
+    /// A segment of four pages less a little.
+    const fn seg<const P: u64>() -> ShmSegment {
+        ShmSegment { key: 0, id: 3, size: 4 * P - 100 }
+    }
 
     #[test]
     fn attaches_check_the_address_and_never_merge() {
-        let mut mm = AddressSpace::new();
-        assert_eq!(mm.shmat(&SEG, AT + 5, ShmFlags::empty()), Err(Errno::EINVAL));
-        assert_eq!(mm.shmat(&SEG, AT + 5, ShmFlags::RND), Ok(AT));
-        assert_eq!(mm.shmat(&SEG, AT + 3 * P, ShmFlags::empty()), Err(Errno::EINVAL), "overlaps");
-        assert_eq!(mm.shmat(&SEG, 0, ShmFlags::REMAP), Err(Errno::EINVAL));
-        assert_eq!(mm.shmat(&SEG, 5, ShmFlags::RND | ShmFlags::REMAP), Err(Errno::EINVAL));
-        assert_eq!(mm.shmat(&SEG, AT + 4 * P, ShmFlags::RDONLY | ShmFlags::EXEC), Ok(AT + 4 * P));
+        each_page!(attaches_check_the_address_and_never_merge_at);
+    }
+
+    fn attaches_check_the_address_and_never_merge_at<const P: u64>() {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
+        assert_eq!(mm.shmat(&seg::<P>(), AT + 5, ShmFlags::empty()), Err(Errno::EINVAL));
+        assert_eq!(mm.shmat(&seg::<P>(), AT + 5, ShmFlags::RND), Ok(AT));
+        assert_eq!(mm.shmat(&seg::<P>(), AT + 3 * P, ShmFlags::empty()), Err(Errno::EINVAL), "overlaps");
+        assert_eq!(mm.shmat(&seg::<P>(), 0, ShmFlags::REMAP), Err(Errno::EINVAL));
+        assert_eq!(mm.shmat(&seg::<P>(), 5, ShmFlags::RND | ShmFlags::REMAP), Err(Errno::EINVAL));
+        assert_eq!(mm.shmat(&seg::<P>(), AT + 4 * P, ShmFlags::RDONLY | ShmFlags::EXEC), Ok(AT + 4 * P));
         assert_eq!(mm.vma_count(), 2, "two attaches of one segment stay apart");
         assert_eq!(mm.vma_at(AT + 4 * P).unwrap().prot(), Prot::READ | Prot::EXEC);
         assert_eq!(mm.mprotect(AT + 4 * P, P, Prot::RW), Err(Errno::EACCES));
         // REMAP replaces what is there.
         let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
         mm.mmap(AT + 10 * P, P, Prot::RW, anon, None, 0).unwrap();
-        assert_eq!(mm.shmat(&SEG, AT + 9 * P, ShmFlags::REMAP), Ok(AT + 9 * P));
+        assert_eq!(mm.shmat(&seg::<P>(), AT + 9 * P, ShmFlags::REMAP), Ok(AT + 9 * P));
         assert_eq!(mm.vma_at(AT + 10 * P).unwrap().file().map(|f| f.sysv_shm), Some(true));
         mm.validate().unwrap();
     }
 
     #[test]
     fn a_detach_finds_the_pieces_of_its_attach() {
-        let mut mm = AddressSpace::new();
-        mm.shmat(&SEG, AT, ShmFlags::empty()).unwrap();
+        each_page!(a_detach_finds_the_pieces_of_its_attach_at);
+    }
+
+    fn a_detach_finds_the_pieces_of_its_attach_at<const P: u64>() {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
+        mm.shmat(&seg::<P>(), AT, ShmFlags::empty()).unwrap();
         // Another attach right after, and the first cut in three pieces
         // with its first page gone.
-        mm.shmat(&SEG, AT + 4 * P, ShmFlags::empty()).unwrap();
+        mm.shmat(&seg::<P>(), AT + 4 * P, ShmFlags::empty()).unwrap();
         mm.mprotect(AT + 2 * P, P, Prot::READ).unwrap();
         mm.munmap(AT, P).unwrap();
         assert_eq!(mm.vma_count(), 4);

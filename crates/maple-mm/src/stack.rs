@@ -133,18 +133,20 @@ impl<T: VmaStore> AddressSpace<T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Access, AddressSpace, Fault, Layout, MapFlags, Prot, VmFlags, PAGE_SIZE};
+    use crate::{
+        page::{each_page, test_layout},
+        Access, AddressSpace, Fault, Layout, MapFlags, Prot, VmFlags,
+    };
 
     const STACK: MapFlags =
         MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED).union(MapFlags::GROWSDOWN);
     const ANON: MapFlags = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).union(MapFlags::FIXED);
-    const P: u64 = PAGE_SIZE;
     const TOP: u64 = 0x7000_0000_0000;
 
     /// A four-page stack at `TOP - 4 pages`, and `below` pages under it a
     /// page mapped with `prot` (if any).
-    fn space(below: Option<(u64, Prot)>) -> AddressSpace {
-        let mut mm = AddressSpace::new();
+    fn space<const P: u64>(below: Option<(u64, Prot)>) -> AddressSpace {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
         mm.mmap(TOP - 4 * P, 4 * P, Prot::RW, STACK, None, 0).unwrap();
         if let Some((pages, prot)) = below {
             mm.mmap(TOP - 4 * P - pages * P - P, P, prot, ANON, None, 0).unwrap();
@@ -154,7 +156,11 @@ mod tests {
 
     #[test]
     fn a_write_below_a_stack_grows_it_to_the_page() {
-        let mut mm = space(None);
+        each_page!(a_write_below_a_stack_grows_it_to_the_page_at);
+    }
+
+    fn a_write_below_a_stack_grows_it_to_the_page_at<const P: u64>() {
+        let mut mm = space::<P>(None);
         let at = TOP - 10 * P + 5;
         assert_eq!(mm.check_access(at, Access::Write), Ok(()));
         assert_eq!(mm.vma_count(), 1, "check_access changes nothing");
@@ -168,11 +174,15 @@ mod tests {
 
     #[test]
     fn the_guard_gap_refuses_growth_next_to_an_accessible_mapping() {
+        each_page!(the_guard_gap_refuses_growth_next_to_an_accessible_mapping_at);
+    }
+
+    fn the_guard_gap_refuses_growth_next_to_an_accessible_mapping_at<const P: u64>() {
         // 255 pages below the stack's new start: too close. 256: far enough.
         for (gap, prot, grows) in
             [(255, Prot::READ, false), (256, Prot::READ, true), (10, Prot::NONE, true), (0, Prot::NONE, true)]
         {
-            let mut mm = space(Some((gap + 1, prot)));
+            let mut mm = space::<P>(Some((gap + 1, prot)));
             let at = TOP - 5 * P;
             let want = if grows { Ok(()) } else { Err(Fault::Unmapped) };
             assert_eq!(mm.check_access(at, Access::Read), want, "gap {gap}, {prot:?}");
@@ -185,23 +195,33 @@ mod tests {
 
     #[test]
     fn growth_stops_at_the_stack_limit_and_below_mmap_min_addr() {
-        let layout = Layout { stack_limit: 8 * P, ..Layout::default() };
+        each_page!(growth_stops_at_the_stack_limit_and_below_mmap_min_addr_at);
+    }
+
+    fn growth_stops_at_the_stack_limit_and_below_mmap_min_addr_at<const P: u64>() {
+        let layout = Layout { stack_limit: 8 * P, ..test_layout::<P>() };
         let mut mm = AddressSpace::with_layout(layout);
         mm.mmap(TOP - 4 * P, 4 * P, Prot::RW, STACK, None, 0).unwrap();
         assert_eq!(mm.fault(TOP - 9 * P, Access::Write), Err(Fault::Unmapped));
         assert_eq!(mm.fault(TOP - 8 * P, Access::Write), Ok(()));
         assert_eq!(mm.vma_at(TOP - 8 * P).map(|v| v.len()), Some(8 * P));
 
-        let mut mm = AddressSpace::new();
-        mm.mmap(0x2_0000, P, Prot::RW, STACK, None, 0).unwrap();
-        assert_eq!(mm.fault(0xf000, Access::Read), Err(Fault::Unmapped));
-        assert_eq!(mm.fault(0x1_0000, Access::Read), Ok(()));
-        assert_eq!(mm.vma_at(0x1_0000).map(|v| v.start()), Some(0x1_0000));
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
+        // The lowest page a mapping may use, and a stack a page above it.
+        let min = mm.layout().mmap_min_addr.next_multiple_of(P);
+        mm.mmap(min + P, P, Prot::RW, STACK, None, 0).unwrap();
+        assert_eq!(mm.fault(min - 1, Access::Read), Err(Fault::Unmapped));
+        assert_eq!(mm.fault(min, Access::Read), Ok(()));
+        assert_eq!(mm.vma_at(min).map(|v| v.start()), Some(min));
     }
 
     #[test]
     fn a_denied_access_keeps_the_growth_and_a_failed_touch_does_not() {
-        let mut mm = AddressSpace::new();
+        each_page!(a_denied_access_keeps_the_growth_and_a_failed_touch_does_not_at);
+    }
+
+    fn a_denied_access_keeps_the_growth_and_a_failed_touch_does_not_at<const P: u64>() {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
         mm.mmap(TOP - 4 * P, 4 * P, Prot::READ, STACK, None, 0).unwrap();
         let before = mm.maps();
         assert!(mm.touch(TOP - 6 * P, P).is_err());
@@ -214,7 +234,11 @@ mod tests {
 
     #[test]
     fn a_touch_across_holes_grows_each_stack_below_them() {
-        let mut mm = AddressSpace::new();
+        each_page!(a_touch_across_holes_grows_each_stack_below_them_at);
+    }
+
+    fn a_touch_across_holes_grows_each_stack_below_them_at<const P: u64>() {
+        let mut mm = AddressSpace::with_layout(test_layout::<P>());
         // [hole][stack A][hole][stack B], stacks one page each.
         mm.mmap(TOP - 6 * P, P, Prot::RW, STACK, None, 0).unwrap();
         mm.mmap(TOP - 2 * P, P, Prot::RW, STACK, None, 0).unwrap();

@@ -12,20 +12,20 @@ use std::{
 };
 
 use maple_mm::{
-    AddressSpace, AnonVma, Change, MapFlags, MappedFile, MemPolicy, MremapFlags, Prot, VmFlags, Vma, PAGE_SIZE,
+    AddressSpace, AnonVma, Change, Layout, MapFlags, MappedFile, MemPolicy, MremapFlags, Prot, VmFlags, Vma, PAGE_SIZE,
 };
 use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, op, Op, PAGES};
+use common::calls::{at_in, call, layout, op, Op, PAGES};
 
 /// One page's attributes, as the public API shows them.
 #[derive(Clone, Debug, PartialEq)]
 struct Page {
     flags: VmFlags,
     file: Option<(u64, bool)>,
-    pgoff: u64,
+    offset: u64,
     name: Option<String>,
     anon: Option<AnonVma>,
     label: Option<String>,
@@ -37,7 +37,7 @@ fn page_of(v: &Vma<'_>, addr: u64) -> Page {
     Page {
         flags: v.flags(),
         file: v.file().map(|f| (f.inode, f.anon_shmem)),
-        pgoff: v.offset().wrapping_add(addr - v.start()) / PAGE_SIZE,
+        offset: v.offset().wrapping_add(addr - v.start()),
         name: v.name().map(|n| n.to_string()),
         anon: v.anon_vma(),
         label: v.label().map(str::to_owned),
@@ -62,7 +62,7 @@ fn mapped(m: &Ranges, lo: u64, hi: u64) -> u64 {
 
 /// `page` as it would be `by` bytes further on.
 fn advanced(page: &Page, by: u64) -> Page {
-    Page { pgoff: page.pgoff.wrapping_add(by / PAGE_SIZE), ..page.clone() }
+    Page { offset: page.offset.wrapping_add(by), ..page.clone() }
 }
 
 /// Empties `[lo, hi)` of `m`, keeping what lies outside it.
@@ -109,7 +109,7 @@ fn apply(m: &mut Ranges, c: &Change) {
                 // Anonymous memory never written takes the offset of its
                 // new place (see `Change::Moved`).
                 if p.file.is_none() && p.anon.is_none() {
-                    p.pgoff = at / PAGE_SIZE;
+                    p.offset = at;
                 }
                 m.insert(at, (e - from.start + to, p));
             }
@@ -133,11 +133,12 @@ fn joined(m: &Ranges) -> Vec<(u64, u64, Page)> {
     out
 }
 
-fn run(ops: &[(Op, u8)]) -> Result<(), TestCaseError> {
+fn run(layout: Layout, ops: &[(Op, u8)]) -> Result<(), TestCaseError> {
+    let pg = layout.page_size.bytes();
     let files: Vec<Arc<MappedFile>> =
-        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
-    let mut mm = AddressSpace::new();
-    mm.set_brk_base(at(PAGES + 64)).expect("a heap above the window");
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * pg))).collect();
+    let mut mm = AddressSpace::with_layout(layout);
+    mm.set_brk_base(at_in(pg, PAGES + 64)).expect("a heap above the window");
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&heard);
     mm.set_observer(move |c: &Change| log.lock().unwrap().push(c.clone()));
@@ -172,8 +173,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
-    fn changes_rebuild_the_space(ops in prop::collection::vec((op(), 0..32u8), 1..60)) {
-        run(&ops)?;
+    fn changes_rebuild_the_space(layout in layout(), ops in prop::collection::vec((op(), 0..32u8), 1..60)) {
+        run(layout, &ops)?;
     }
 }
 

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, equivalent, op, Op, PAGES};
+use common::calls::{at, at_in, call, equivalent, layout, op, Op, PAGES};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -28,13 +28,14 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![12 => op().prop_map(Step::Call), 1 => any::<bool>().prop_map(|child| Step::Fork { child })]
 }
 
-fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+fn run(layout: Layout, steps: &[Step]) -> Result<(), TestCaseError> {
+    let pg = layout.page_size.bytes();
     let files: Vec<Arc<MappedFile>> =
-        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
-    let mut new = AddressSpace::new();
-    let mut old: AddressSpace<RbTree<VmaRef>> = AddressSpace::old_design(Layout::default());
-    new.set_brk_base(at(PAGES + 64)).unwrap();
-    old.set_brk_base(at(PAGES + 64)).unwrap();
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * pg))).collect();
+    let mut new = AddressSpace::with_layout(layout.clone());
+    let mut old: AddressSpace<RbTree<VmaRef>> = AddressSpace::old_design(layout);
+    new.set_brk_base(at_in(pg, PAGES + 64)).unwrap();
+    old.set_brk_base(at_in(pg, PAGES + 64)).unwrap();
     for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Call(op) => {
@@ -60,8 +61,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_old_design_runs_the_same_calls_alike(steps in prop::collection::vec(step(), 1..60)) {
-        run(&steps)?;
+    fn the_old_design_runs_the_same_calls_alike(layout in layout(), steps in prop::collection::vec(step(), 1..60)) {
+        run(layout, &steps)?;
     }
 }
 

@@ -7,8 +7,10 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use maple_mm::{AddressSpace, Errno, MapFlags, MappedFile, MremapFlags, Prot, PAGE_SIZE};
+use maple_mm::{AddressSpace, Errno, MapFlags, MappedFile, MremapFlags, Prot};
 use proptest::prelude::*;
+
+mod common;
 
 const BASE: u64 = 0x4000_0000;
 const PAGES: u64 = 64;
@@ -114,12 +116,13 @@ impl Model {
     }
 }
 
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+fn run(layout: maple_mm::Layout, ops: &[Op]) -> Result<(), TestCaseError> {
+    let pg = layout.page_size.bytes();
     let files: Vec<Arc<MappedFile>> =
         (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/data/f{i}")))).collect();
-    let mut mm = AddressSpace::new();
+    let mut mm = AddressSpace::with_layout(layout);
     let mut model = Model { pages: BTreeMap::new() };
-    let at = |p: u64| BASE + p * PAGE_SIZE;
+    let at = |p: u64| BASE + p * pg;
     for (step, op) in ops.iter().enumerate() {
         let got = match *op {
             Op::Map { page, pages, prot, shared, file, off } => {
@@ -130,17 +133,16 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 } else {
                     Some(Arc::clone(&files[file as usize]))
                 };
-                mm.mmap(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot), f, backing, off * PAGE_SIZE)
-                    .map(drop)
+                mm.mmap(at(page), pages * pg, Prot::from_bits_retain(prot), f, backing, off * pg).map(drop)
             }
-            Op::Unmap { page, pages } => mm.munmap(at(page), pages * PAGE_SIZE),
-            Op::Protect { page, pages, prot } => mm.mprotect(at(page), pages * PAGE_SIZE, Prot::from_bits_retain(prot)),
+            Op::Unmap { page, pages } => mm.munmap(at(page), pages * pg),
+            Op::Protect { page, pages, prot } => mm.mprotect(at(page), pages * pg, Prot::from_bits_retain(prot)),
             Op::Move { page, pages, to } => {
                 let f = MremapFlags::MAYMOVE | MremapFlags::FIXED;
-                mm.mremap(at(page), pages * PAGE_SIZE, pages * PAGE_SIZE, f, at(to)).map(drop)
+                mm.mremap(at(page), pages * pg, pages * pg, f, at(to)).map(drop)
             }
             Op::Shrink { page, pages, keep } => {
-                mm.mremap(at(page), pages * PAGE_SIZE, keep * PAGE_SIZE, MremapFlags::empty(), 0).map(drop)
+                mm.mremap(at(page), pages * pg, keep * pg, MremapFlags::empty(), 0).map(drop)
             }
         };
         let want = model.apply(op);
@@ -152,7 +154,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 let file_page = if v.is_anonymous() || v.file().is_some_and(|f| f.anon_shmem) {
                     0
                 } else {
-                    (v.offset() + (at(p) - v.start())) / PAGE_SIZE
+                    (v.offset() + (at(p) - v.start())) / pg
                 };
                 Page { prot: v.prot().bits(), shared: v.is_shared(), file, file_page }
             });
@@ -167,7 +169,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn pages_agree_with_the_page_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(&ops)?;
+    fn pages_agree_with_the_page_model(layout in prop::sample::select(common::layouts()), ops in prop::collection::vec(op(), 1..60)) {
+        run(layout, &ops)?;
     }
 }

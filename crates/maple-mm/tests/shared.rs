@@ -26,6 +26,10 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 const BASE: u64 = 0x1000_0000;
 
+mod common;
+
+use common::space;
+
 /// The embedder's value on every mapping of the readers' test.
 const VALUE: u64 = 0x77;
 
@@ -40,23 +44,18 @@ fn sizes() -> (u64, usize, usize) {
 
 #[test]
 fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
+    each_page!(readers_see_whole_vmas_while_a_writer_maps_and_protects_at);
+}
+
+fn readers_see_whole_vmas_while_a_writer_maps_and_protects_at<const P: u64>() {
     let (pages, calls, readers) = sizes();
-    let mm = Arc::new(SharedAddressSpace::new());
+    let mm = Arc::new(SharedAddressSpace::from(space::<P>()));
     let file = Arc::new(MappedFile::new(8, 1, 77, "/data/identity"));
     let fixed = MapFlags::PRIVATE | MapFlags::FIXED;
     {
         let mut w = mm.write();
         for p in (0..pages).step_by(4) {
-            w.mmap_with(
-                BASE + p * PAGE_SIZE,
-                2 * PAGE_SIZE,
-                Prot::READ,
-                fixed,
-                Some(file.clone()),
-                (BASE / PAGE_SIZE + p) * PAGE_SIZE,
-                VALUE,
-            )
-            .unwrap();
+            w.mmap_with(BASE + p * P, 2 * P, Prot::READ, fixed, Some(file.clone()), (BASE / P + p) * P, VALUE).unwrap();
         }
     }
     let done = Arc::new(AtomicBool::new(false));
@@ -73,7 +72,7 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                     // Everything seen under this pin, checked again at its end.
                     let mut held = Vec::new();
                     for _ in 0..if cfg!(miri) { 4 } else { 64 } {
-                        let addr = BASE + rng.gen_range(0..pages) * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
+                        let addr = BASE + rng.gen_range(0..pages) * P + rng.gen_range(0..P);
                         let whole = |v: maple_mm::Vma<'_>| {
                             v.start() < v.end()
                                 && v.offset() == v.start()
@@ -91,8 +90,8 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
                             }
                             held.push((v.range(), v));
                         }
-                        if let Some(v) = mm.find_vma_intersection(addr, addr + 8 * PAGE_SIZE, &g) {
-                            if v.end() <= addr || v.start() >= addr + 8 * PAGE_SIZE || !whole(v) {
+                        if let Some(v) = mm.find_vma_intersection(addr, addr + 8 * P, &g) {
+                            if v.end() <= addr || v.start() >= addr + 8 * P || !whole(v) {
                                 bad.fetch_add(1, Ordering::Relaxed);
                             }
                         }
@@ -115,25 +114,15 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
     for _ in 0..calls {
         let p = rng.gen_range(0..pages - 16);
         let n = rng.gen_range(1..12u64);
-        let at = BASE + p * PAGE_SIZE;
+        let at = BASE + p * P;
         let mut w = mm.write();
         let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
         let _ = match rng.gen_range(0..5) {
-            0 => w
-                .mmap_with(
-                    at,
-                    n * PAGE_SIZE,
-                    prot,
-                    fixed,
-                    Some(file.clone()),
-                    (BASE / PAGE_SIZE + p) * PAGE_SIZE,
-                    VALUE,
-                )
-                .map(drop),
-            1 => w.munmap(at, n * PAGE_SIZE),
-            2 => w.mremap(at, PAGE_SIZE, n * PAGE_SIZE, MremapFlags::empty(), 0).map(drop),
-            3 => w.mremap(at, n * PAGE_SIZE, PAGE_SIZE, MremapFlags::empty(), 0).map(drop),
-            _ => w.mprotect(at, n * PAGE_SIZE, prot),
+            0 => w.mmap_with(at, n * P, prot, fixed, Some(file.clone()), (BASE / P + p) * P, VALUE).map(drop),
+            1 => w.munmap(at, n * P),
+            2 => w.mremap(at, P, n * P, MremapFlags::empty(), 0).map(drop),
+            3 => w.mremap(at, n * P, P, MremapFlags::empty(), 0).map(drop),
+            _ => w.mprotect(at, n * P, prot),
         };
     }
     done.store(true, Ordering::Relaxed);
@@ -157,7 +146,11 @@ fn readers_see_whole_vmas_while_a_writer_maps_and_protects() {
 /// survive between writers.
 #[test]
 fn writer_state_persists_between_writers() {
-    let mm = SharedAddressSpace::new();
+    each_page!(writer_state_persists_between_writers_at);
+}
+
+fn writer_state_persists_between_writers_at<const P: u64>() {
+    let mm = SharedAddressSpace::from(space::<P>());
     mm.write().set_brk_base(0x5555_0000).unwrap();
     assert_eq!(mm.write().brk(0x5556_0000), 0x5556_0000);
     let g = mm.pin();
@@ -209,14 +202,18 @@ impl Call {
 /// stacks included), forks included.
 #[test]
 fn lock_free_access_checks_agree_with_a_plain_space() {
-    let mm = SharedAddressSpace::new();
-    let mut plain = AddressSpace::new();
+    each_page!(lock_free_access_checks_agree_with_a_plain_space_at);
+}
+
+fn lock_free_access_checks_agree_with_a_plain_space_at<const P: u64>() {
+    let mm = SharedAddressSpace::from(space::<P>());
+    let mut plain = space::<P>();
     let pages = 64u64;
     let mut rng = SmallRng::seed_from_u64(31);
     let (mut guarded, mut grown) = (0, 0);
     for step in 0..if cfg!(miri) { 40 } else { 4_000 } {
-        let at = BASE + rng.gen_range(0..pages - 8) * PAGE_SIZE;
-        let len = rng.gen_range(1..8u64) * PAGE_SIZE;
+        let at = BASE + rng.gen_range(0..pages - 8) * P;
+        let len = rng.gen_range(1..8u64) * P;
         let prot = [Prot::READ, Prot::RW, Prot::NONE, Prot::READ | Prot::EXEC][rng.gen_range(0..4)];
         let call = Call { what: rng.gen_range(0..11), at, len, prot, flag: rng.gen_ratio(1, 3) };
         let mut w = mm.write();
@@ -236,7 +233,7 @@ fn lock_free_access_checks_agree_with_a_plain_space() {
         assert_eq!(ours, plain.guard_pages().collect::<Vec<_>>(), "step {step}");
         guarded += ours.len();
         for p in 0..pages + 24 {
-            let addr = BASE + p * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
+            let addr = BASE + p * P + rng.gen_range(0..P);
             assert_eq!(mm.is_guard_page(addr, &g), plain.is_guard_page(addr));
             for a in [Access::Read, Access::Write, Access::Exec] {
                 assert_eq!(
@@ -265,14 +262,18 @@ fn lock_free_access_checks_agree_with_a_plain_space() {
 /// trees around them; no page is ever unmapped.
 #[test]
 fn readers_see_fixed_guard_pages_while_a_writer_changes_others() {
+    each_page!(readers_see_fixed_guard_pages_while_a_writer_changes_others_at);
+}
+
+fn readers_see_fixed_guard_pages_while_a_writer_changes_others_at<const P: u64>() {
     let (pages, calls, readers) = if cfg!(miri) { (64, 40, 1) } else { (4_096, 20_000, 2) };
-    let mm = Arc::new(SharedAddressSpace::new());
+    let mm = Arc::new(SharedAddressSpace::from(space::<P>()));
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     {
         let mut w = mm.write();
-        w.mmap(BASE, pages * PAGE_SIZE, Prot::RW, anon, None, 0).unwrap();
+        w.mmap(BASE, pages * P, Prot::RW, anon, None, 0).unwrap();
         for p in (0..pages).step_by(8) {
-            w.madvise(BASE + p * PAGE_SIZE, PAGE_SIZE, Advice::GuardInstall).unwrap();
+            w.madvise(BASE + p * P, P, Advice::GuardInstall).unwrap();
         }
     }
     let done = Arc::new(AtomicBool::new(false));
@@ -286,7 +287,7 @@ fn readers_see_fixed_guard_pages_while_a_writer_changes_others() {
                     let g = mm.pin();
                     for _ in 0..64 {
                         let p = rng.gen_range(0..pages);
-                        let addr = BASE + p * PAGE_SIZE + rng.gen_range(0..PAGE_SIZE);
+                        let addr = BASE + p * P + rng.gen_range(0..P);
                         let got = mm.check_access(addr, Access::Write, &g);
                         let ok = match p % 8 {
                             0 => got == Err(Fault::Guard) && mm.is_guard_page(addr, &g),
@@ -307,7 +308,7 @@ fn readers_see_fixed_guard_pages_while_a_writer_changes_others() {
         let group = rng.gen_range(0..pages / 8) * 8;
         let first = group + rng.gen_range(2..8);
         let n = rng.gen_range(1..=group + 8 - first);
-        let (at, len) = (BASE + first * PAGE_SIZE, n * PAGE_SIZE);
+        let (at, len) = (BASE + first * P, n * P);
         let mut w = mm.write();
         match rng.gen_range(0..3) {
             0 => w.madvise(at, len, Advice::GuardInstall).unwrap(),

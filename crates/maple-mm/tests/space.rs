@@ -8,8 +8,13 @@ use maple_mm::{
     MlockFlags, MremapFlags, Prot, VmFlags, PAGE_SIZE,
 };
 
+/// The host's page, for the tests of this process's own memory.
 const P: u64 = PAGE_SIZE;
 const BASE: u64 = 0x7000_0000;
+
+mod common;
+
+use common::{layout_for, space};
 
 fn anon() -> MapFlags {
     MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
@@ -17,8 +22,9 @@ fn anon() -> MapFlags {
 
 /// `start-end perms` of every VMA, relative to `BASE` in pages.
 fn layout(mm: &AddressSpace) -> Vec<(u64, u64, String)> {
+    let p = mm.page_size().bytes();
     mm.iter()
-        .map(|v| ((v.start() - BASE) / P, (v.end() - BASE) / P, String::from_utf8(v.perms().to_vec()).unwrap()))
+        .map(|v| ((v.start() - BASE) / p, (v.end() - BASE) / p, String::from_utf8(v.perms().to_vec()).unwrap()))
         .collect()
 }
 
@@ -40,12 +46,16 @@ fn full(mm: &AddressSpace) -> String {
 
 #[test]
 fn names_follow_the_prctl_rules() {
+    each_page!(names_follow_the_prctl_rules_at);
+}
+
+fn names_follow_the_prctl_rules_at<const P: u64>() {
     assert!(AnonName::new(&"a".repeat(79)).is_ok());
     assert_eq!(AnonName::new(&"a".repeat(80)).unwrap_err(), Errno::EINVAL);
     for bad in ["a\\b", "a`b", "a$b", "a[b", "a]b", "tab\tname", "é"] {
         assert_eq!(AnonName::new(bad).unwrap_err(), Errno::EINVAL, "{bad:?}");
     }
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
     let file = Arc::new(MappedFile::new(8, 1, 42, "/lib/x.so"));
     mm.mmap(BASE + 8 * P, 2 * P, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file), 0).unwrap();
@@ -62,7 +72,11 @@ fn names_follow_the_prctl_rules() {
 
 #[test]
 fn names_are_shared_by_split_and_fork_and_renaming_allocates() {
-    let mut mm = AddressSpace::new();
+    each_page!(names_are_shared_by_split_and_fork_and_renaming_allocates_at);
+}
+
+fn names_are_shared_by_split_and_fork_and_renaming_allocates_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 6 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.set_anon_name(BASE, 6 * P, Some("heap-arena")).unwrap();
     let name = mm.vma_at(BASE).unwrap().name().unwrap().clone();
@@ -100,7 +114,11 @@ fn names_are_shared_by_split_and_fork_and_renaming_allocates() {
 
 #[test]
 fn fork_leaves_out_dontfork_and_wipes_wipeonfork() {
-    let mut mm = AddressSpace::new();
+    each_page!(fork_leaves_out_dontfork_and_wipes_wipeonfork_at);
+}
+
+fn fork_leaves_out_dontfork_and_wipes_wipeonfork_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.touch(BASE, 3 * P).unwrap();
     mm.madvise(BASE + P, P, Advice::DontFork).unwrap();
@@ -135,7 +153,11 @@ fn fork_leaves_out_dontfork_and_wipes_wipeonfork() {
 /// returns ENOMEM, leaves the parent exactly as it was, and leaks nothing.
 #[test]
 fn fork_fails_cleanly_at_every_allocation() {
-    let mut mm = AddressSpace::new();
+    each_page!(fork_fails_cleanly_at_every_allocation_at);
+}
+
+fn fork_fails_cleanly_at_every_allocation_at<const P: u64>() {
+    let mut mm = space::<P>();
     for i in 0..60 {
         let prot = if i % 3 == 0 { Prot::READ } else { Prot::RW };
         mm.mmap(BASE + i * 2 * P, P, prot, anon(), None, 0).unwrap();
@@ -174,9 +196,13 @@ fn fork_fails_cleanly_at_every_allocation() {
 /// as it was (hidden state included), whichever allocation fails.
 #[test]
 fn failed_allocations_change_nothing() {
+    each_page!(failed_allocations_change_nothing_at);
+}
+
+fn failed_allocations_change_nothing_at<const P: u64>() {
     let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f"));
     let setup = || {
-        let mut mm = AddressSpace::new();
+        let mut mm = space::<P>();
         mm.set_brk_base(BASE - 64 * P).unwrap();
         mm.brk(BASE - 60 * P);
         // Adjacent one-page VMAs that cannot merge (alternating
@@ -563,7 +589,11 @@ fn parsed_neighbours_stay_apart_and_heap_grows() {
 /// that only touches the heap's ends is not labelled `[heap]`.
 #[test]
 fn brk_shrinks_only_over_a_mapping_and_labels_only_the_heap() {
-    let mut mm = AddressSpace::new();
+    each_page!(brk_shrinks_only_over_a_mapping_and_labels_only_the_heap_at);
+}
+
+fn brk_shrinks_only_over_a_mapping_and_labels_only_the_heap_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.set_brk(Brk { start: BASE, current: BASE }).unwrap();
     assert_eq!(mm.brk(BASE + 64 * P), BASE + 64 * P);
     mm.munmap(BASE + 37 * P, 55 * P).unwrap();
@@ -588,7 +618,11 @@ fn brk_shrinks_only_over_a_mapping_and_labels_only_the_heap() {
 /// ends; a limit below what is mapped refuses even growth by nothing.
 #[test]
 fn the_address_space_limit_refuses_growth() {
-    let mut mm = AddressSpace::with_layout(Layout { as_limit: 20 * P, ..Layout::default() });
+    each_page!(the_address_space_limit_refuses_growth_at);
+}
+
+fn the_address_space_limit_refuses_growth_at<const P: u64>() {
+    let mut mm = AddressSpace::with_layout(Layout { as_limit: 20 * P, ..layout_for::<P>() });
     mm.mmap(BASE, 16 * P, Prot::RW, anon(), None, 0).unwrap();
     assert_eq!(mm.total_vm(), 16 * P);
     // Five more pages do not fit; the 16-page VMA is cut where the call
@@ -645,7 +679,11 @@ fn the_address_space_limit_refuses_growth() {
 /// brk, which also counts the heap with the program's data, shrinks too.
 #[test]
 fn the_data_limit_refuses_private_writable_growth() {
-    let mut mm = AddressSpace::with_layout(Layout { data_limit: 10 * P, data_segment: 2 * P, ..Layout::default() });
+    each_page!(the_data_limit_refuses_private_writable_growth_at);
+}
+
+fn the_data_limit_refuses_private_writable_growth_at<const P: u64>() {
+    let mut mm = AddressSpace::with_layout(Layout { data_limit: 10 * P, data_segment: 2 * P, ..layout_for::<P>() });
     assert_eq!(mm.mmap(BASE, 20 * P, Prot::RW, anon(), None, 0), Err(Errno::ENOMEM));
     mm.mmap(BASE, 20 * P, Prot::READ, anon(), None, 0).unwrap();
     mm.mmap(BASE + 40 * P, 20 * P, Prot::RW, MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED, None, 0)
@@ -672,7 +710,11 @@ fn the_data_limit_refuses_private_writable_growth() {
 /// MREMAP_DONTUNMAP leaves the pages it unlocks counted.
 #[test]
 fn the_locked_memory_limit_refuses_locks() {
-    let mut mm = AddressSpace::with_layout(Layout { memlock_limit: 15 * P, ..Layout::default() });
+    each_page!(the_locked_memory_limit_refuses_locks_at);
+}
+
+fn the_locked_memory_limit_refuses_locks_at<const P: u64>() {
+    let mut mm = AddressSpace::with_layout(Layout { memlock_limit: 15 * P, ..layout_for::<P>() });
     mm.mmap(BASE, 20 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.mlock(BASE, 10 * P).unwrap();
     assert_eq!(mm.locked_vm(), 10 * P);
@@ -714,14 +756,18 @@ fn the_locked_memory_limit_refuses_locks() {
 /// region does not merge with a separately written one.
 #[test]
 fn linux_merge_cases() {
-    let mut mm = AddressSpace::new();
+    each_page!(linux_merge_cases_at);
+}
+
+fn linux_merge_cases_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.mprotect(BASE + P, P, Prot::READ).unwrap();
     assert_eq!(layout(&mm), [(0, 1, "rw-p".into()), (1, 2, "r--p".into()), (2, 3, "rw-p".into())]);
     mm.mprotect(BASE + P, P, Prot::RW).unwrap();
     assert_eq!(layout(&mm), [(0, 3, "rw-p".into())]);
     // Two mappings, each written before they touch: they stay apart.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.touch(BASE, P).unwrap();
     mm.mmap(BASE + 4 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
@@ -730,21 +776,21 @@ fn linux_merge_cases() {
     assert_eq!(moved, BASE + 2 * P);
     assert_eq!(layout(&mm), [(0, 2, "rw-p".into()), (2, 4, "rw-p".into())]);
     // An untouched region moved next to a written one merges.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.touch(BASE, P).unwrap();
     mm.mmap(BASE + 8 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.mremap(BASE + 8 * P, 2 * P, 2 * P, MremapFlags::MAYMOVE | MremapFlags::FIXED, BASE + 2 * P).unwrap();
     assert_eq!(layout(&mm), [(0, 4, "rw-p".into())]);
     // Hidden flags keep apart what looks alike: don't-fork, no-reserve.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.madvise(BASE + P, P, Advice::DontFork).unwrap();
     assert_eq!(mm.vma_count(), 3);
     mm.mmap(BASE + 3 * P, P, Prot::RW, anon() | MapFlags::NORESERVE, None, 0).unwrap();
     assert_eq!(mm.vma_count(), 4);
     // An untouched RW region set back to PROT_NONE rejoins a reservation.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 4 * P, Prot::NONE, anon(), None, 0).unwrap();
     mm.mprotect(BASE + P, P, Prot::RW).unwrap();
     mm.mprotect(BASE + P, P, Prot::NONE).unwrap();
@@ -759,8 +805,12 @@ fn linux_merge_cases() {
 /// EEXIST on any overlap (start, end, inside, covering) and changes nothing.
 #[test]
 fn linux_map_fixed_noreplace_cases() {
+    each_page!(linux_map_fixed_noreplace_cases_at);
+}
+
+fn linux_map_fixed_noreplace_cases_at<const P: u64>() {
     let nr = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE;
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     let base = BASE;
     assert_eq!(mm.mmap(base, 5 * P, Prot::RW, nr, None, 0), Ok(base));
     mm.munmap(base, P).unwrap();
@@ -779,7 +829,11 @@ fn linux_map_fixed_noreplace_cases() {
 /// and the error cases.
 #[test]
 fn linux_mremap_cases() {
-    let mut mm = AddressSpace::new();
+    each_page!(linux_mremap_cases_at);
+}
+
+fn linux_mremap_cases_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 3 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.munmap(BASE + 2 * P, P).unwrap();
     // Expand into the freed page: in place, merged.
@@ -805,7 +859,11 @@ fn linux_mremap_cases() {
 
 #[test]
 fn placement_is_top_down_with_a_stack_guard_gap() {
-    let mut mm = AddressSpace::new();
+    each_page!(placement_is_top_down_with_a_stack_guard_gap_at);
+}
+
+fn placement_is_top_down_with_a_stack_guard_gap_at<const P: u64>() {
+    let mut mm = space::<P>();
     let base = mm.layout().mmap_base;
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let a = mm.mmap(0, P, Prot::RW, f, None, 0).unwrap();
@@ -819,19 +877,26 @@ fn placement_is_top_down_with_a_stack_guard_gap() {
     let hinted = mm.mmap(stack - 2 * P, P, Prot::RW, f, None, 0).unwrap();
     assert_ne!(hinted, stack - 2 * P, "a hint inside the guard gap is not taken");
     assert_eq!(mm.mmap(stack - gap - P, P, Prot::RW, f, None, 0), Ok(stack - gap - P));
-    // 2 MiB-aligned placement of a 2 MiB-multiple anonymous mapping.
-    let big = mm.mmap(0, 4 << 20, Prot::RW, f, None, 0).unwrap();
-    assert_eq!(big % (2 << 20), 0);
+    // Huge-page-aligned placement of a huge-page-multiple anonymous
+    // mapping (2 MiB with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64).
+    let pmd = mm.page_size().pmd_size();
+    let big = mm.mmap(0, 2 * pmd, Prot::RW, f, None, 0).unwrap();
+    assert_eq!(big % pmd, 0);
+    assert_ne!(mm.mmap(0, 2 * pmd + P, Prot::RW, f, None, 0).unwrap() % pmd, 0, "not a multiple: not aligned");
     // Bottom-up layout.
-    let mut up = AddressSpace::with_layout(maple_mm::Layout { bottom_up: true, ..Default::default() });
+    let mut up = AddressSpace::with_layout(maple_mm::Layout { bottom_up: true, ..layout_for::<P>() });
     let lo = up.mmap(0, P, Prot::RW, f, None, 0).unwrap();
-    assert_eq!(lo, (up.layout().task_size / 3 + P - 1) & !(P - 1));
+    assert_eq!(lo, up.layout().legacy_base);
     assert_eq!(mm.get_unmapped_area(0, 0), Err(Errno::ENOMEM));
 }
 
 #[test]
 fn bad_input_changes_nothing() {
-    let mut mm = AddressSpace::new();
+    each_page!(bad_input_changes_nothing_at);
+}
+
+fn bad_input_changes_nothing_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
     let before = full(&mm);
     let task = mm.layout().task_size;
@@ -847,7 +912,8 @@ fn bad_input_changes_nothing() {
     assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::PRIVATE, Some(f.clone()), !(P - 1)), Err(Errno::EOVERFLOW));
     let ro = Arc::new(MappedFile::new(1, 2, 3, "/f").read_only());
     assert_eq!(mm.mmap(0, P, Prot::RW, MapFlags::SHARED, Some(ro), 0), Err(Errno::EACCES));
-    assert_eq!(mm.mmap(0x1000, P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
+    let below_min = (mm.layout().mmap_min_addr - 1) & !(P - 1);
+    assert_eq!(mm.mmap(below_min, P, Prot::RW, anon(), None, 0), Err(Errno::EPERM));
     assert_eq!(mm.munmap(BASE + 1, P), Err(Errno::EINVAL));
     assert_eq!(mm.munmap(BASE, 0), Err(Errno::EINVAL));
     assert_eq!(mm.munmap(task, P), Err(Errno::EINVAL));
@@ -880,8 +946,12 @@ fn bad_input_changes_nothing() {
 /// process.
 #[test]
 fn writes_past_the_end_of_a_mapped_object_fault() {
+    each_page!(writes_past_the_end_of_a_mapped_object_fault_at);
+}
+
+fn writes_past_the_end_of_a_mapped_object_fault_at<const P: u64>() {
     let shared = MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED;
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE + 9 * P, 11 * P, Prot::RW, shared, None, 0).unwrap();
     // Pages 16..20 (object pages 7..11) moved to 27 and grown to 11 pages:
     // object pages 7..18, of which 11.. are past the object.
@@ -929,7 +999,11 @@ fn writes_past_the_end_of_a_mapped_object_fault() {
 /// `EFAULT`, as one might guess).
 #[test]
 fn populate_write_stops_at_the_first_page_it_cannot_write() {
-    let mut mm = AddressSpace::new();
+    each_page!(populate_write_stops_at_the_first_page_it_cannot_write_at);
+}
+
+fn populate_write_stops_at_the_first_page_it_cannot_write_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.mmap(BASE + 2 * P, 2 * P, Prot::READ, anon(), None, 0).unwrap();
     mm.mmap(BASE + 6 * P, 2 * P, Prot::RW, anon(), None, 0).unwrap();
@@ -955,10 +1029,14 @@ fn populate_write_stops_at_the_first_page_it_cannot_write() {
 /// locked memory.
 #[test]
 fn advice_and_locks_follow_linux() {
+    each_page!(advice_and_locks_follow_linux_at);
+}
+
+fn advice_and_locks_follow_linux_at<const P: u64>() {
     let adv = |c: i32| Advice::from_code(c).unwrap();
     let locked = anon() | MapFlags::LOCKED;
     // KSM (on in Linux's usual configurations): a flag, so it cuts.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 6 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.madvise(BASE + 2 * P, 2 * P, adv(12)).unwrap();
     assert_eq!(mm.vma_count(), 3);
@@ -1006,7 +1084,7 @@ fn advice_and_locks_follow_linux() {
     mm.validate().unwrap();
 
     // Locks are not inherited by fork: a fresh mapping merges beside them.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 4 * P, Prot::NONE, locked, None, 0).unwrap();
     let mut child = mm.fork().unwrap();
     assert!(!child.vma_at(BASE).unwrap().flags().contains(VmFlags::LOCKED));
@@ -1016,7 +1094,7 @@ fn advice_and_locks_follow_linux() {
 
     // An unwritten VMA moved (DONTUNMAP) to just before itself merges with
     // its copy, and the range it left stays part of that one VMA.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE + P, P, Prot::READ, anon(), None, 0).unwrap();
     let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
     assert_eq!(mm.mremap(BASE + P, P, P, flags, BASE), Ok(BASE));
@@ -1024,7 +1102,7 @@ fn advice_and_locks_follow_linux() {
 
     // A locked private mapping made writable is written at once: it keeps
     // its charge when made read-only again, and stays apart.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 10 * P, Prot::READ, locked, None, 0).unwrap();
     mm.mprotect(BASE + 6 * P, 4 * P, Prot::RW).unwrap();
     assert!(mm.vma_at(BASE + 6 * P).unwrap().anon_vma().is_some());
@@ -1034,7 +1112,7 @@ fn advice_and_locks_follow_linux() {
     // ... one VMA at a time, as Linux does: a piece written on the way
     // gets its own anon_vma before it could merge with a written
     // neighbour, so the two stay apart.
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 6 * P, Prot::READ, locked, None, 0).unwrap();
     mm.mprotect(BASE + P, 5 * P, Prot::NONE).unwrap();
     mm.mprotect(BASE + 2 * P, P, Prot::RW).unwrap();
@@ -1048,7 +1126,11 @@ fn advice_and_locks_follow_linux() {
 /// signals; the kernel oracle probes loads and stores in a fork).
 #[test]
 fn check_access_names_the_signal() {
-    let mut mm = AddressSpace::new();
+    each_page!(check_access_names_the_signal_at);
+}
+
+fn check_access_names_the_signal_at<const P: u64>() {
+    let mut mm = space::<P>();
     let file = Arc::new(MappedFile::new(8, 1, 42, "/data/f").with_size(P));
     mm.mmap(BASE, P, Prot::NONE, anon(), None, 0).unwrap();
     mm.mmap(BASE + P, P, Prot::READ, anon(), None, 0).unwrap();
@@ -1079,8 +1161,12 @@ fn check_access_names_the_signal() {
 /// `mseal`, as measured on Linux 6.18 (the kernel oracle runs it too).
 #[test]
 fn seals_refuse_what_would_change_a_mapping() {
+    each_page!(seals_refuse_what_would_change_a_mapping_at);
+}
+
+fn seals_refuse_what_would_change_a_mapping_at<const P: u64>() {
     let sealed = |mm: &AddressSpace, page: u64| mm.vma_at(BASE + page * P).unwrap().flags().contains(VmFlags::SEALED);
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 8 * P, Prot::RW, anon(), None, 0).unwrap();
     assert_eq!(mm.mseal(BASE + 2 * P, P, 1), Err(Errno::EINVAL), "flags");
     assert_eq!(mm.mseal(BASE + 2 * P + 1, P, 0), Err(Errno::EINVAL), "unaligned");
@@ -1129,8 +1215,12 @@ fn seals_refuse_what_would_change_a_mapping() {
 /// them too).
 #[test]
 fn locks_cut_populate_and_are_not_inherited() {
+    each_page!(locks_cut_populate_and_are_not_inherited_at);
+}
+
+fn locks_cut_populate_and_are_not_inherited_at<const P: u64>() {
     let locked = |mm: &AddressSpace, page: u64| mm.vma_at(BASE + page * P).unwrap().flags() & VmFlags::LOCKED_MASK;
-    let mut mm = AddressSpace::new();
+    let mut mm = space::<P>();
     mm.mmap(BASE, 4 * P, Prot::RW, anon(), None, 0).unwrap();
     // An unaligned start is rounded down, the length grown by as much.
     mm.mlock(BASE + P + 5, P).unwrap();
@@ -1196,7 +1286,11 @@ fn locks_cut_populate_and_are_not_inherited() {
 
 #[test]
 fn lookups_and_stats() {
-    let mut mm = AddressSpace::new();
+    each_page!(lookups_and_stats_at);
+}
+
+fn lookups_and_stats_at<const P: u64>() {
+    let mut mm = space::<P>();
     mm.mmap(BASE, 2 * P, Prot::RW, anon(), None, 0).unwrap();
     mm.mmap(BASE + 4 * P, P, Prot::READ, anon(), None, 0).unwrap();
     assert_eq!(mm.find_vma(BASE + 2 * P).map(|v| v.start()), Some(BASE + 4 * P));

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, op_without_values, Op, PAGES};
+use common::calls::{at, at_in, call, layout, op_without_values, Op, PAGES};
 
 /// Where a guest page's memory is on the host: `g + delta`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,50 +63,53 @@ fn step() -> impl Strategy<Value = Step> {
 type Pages = BTreeMap<u64, Option<u64>>;
 
 /// The pages watched end below the heap (placed mappings land far above).
-const TOP: u64 = at(PAGES + 64);
+const fn top(pg: u64) -> u64 {
+    at_in(pg, PAGES + 64)
+}
 
 fn pages(mm: &AddressSpace) -> Pages {
+    let pg = mm.page_size().bytes();
     let mut out = Pages::new();
-    for v in mm.iter().filter(|v| v.start() < TOP) {
+    for v in mm.iter().filter(|v| v.start() < top(pg)) {
         let host = v.value::<Host>().copied();
-        for g in (v.start()..v.end()).step_by(PAGE_SIZE as usize) {
+        for g in (v.start()..v.end()).step_by(pg as usize) {
             out.insert(g, host.map(|h| g.wrapping_add(h.delta)));
         }
     }
     out
 }
 
-fn range(page: u64, pages: u64) -> core::ops::Range<u64> {
-    at(page)..at(page + pages)
+fn range(pg: u64, page: u64, pages: u64) -> core::ops::Range<u64> {
+    at_in(pg, page)..at_in(pg, page + pages)
 }
 
 /// What the pages must be after `step` that returned `ret` (the address
 /// it mapped at, or `None` for a failure), from what they were.
-fn expected(before: &Pages, step: &Step, ret: Option<u64>) -> Pages {
+fn expected(pg: u64, before: &Pages, step: &Step, ret: Option<u64>) -> Pages {
     let mut want = before.clone();
     let Some(r) = ret else { return want };
-    let len = |n: u64| n * PAGE_SIZE;
+    let len = |n: u64| n * pg;
     match step {
         Step::MapHost { page, pages, choice, .. } => {
-            for g in range(*page, *pages).step_by(PAGE_SIZE as usize) {
+            for g in range(pg, *page, *pages).step_by(pg as usize) {
                 want.insert(g, Some(g.wrapping_add(delta(*choice))));
             }
         }
         Step::SetHost { page, pages, choice } => {
-            for g in range(*page, *pages).step_by(PAGE_SIZE as usize) {
+            for g in range(pg, *page, *pages).step_by(pg as usize) {
                 want.insert(g, (*choice < 3).then(|| g.wrapping_add(delta(*choice))));
             }
         }
         Step::Call(Op::Unmap { page, pages }) => {
-            want.retain(|g, _| !range(*page, *pages).contains(g));
+            want.retain(|g, _| !range(pg, *page, *pages).contains(g));
         }
         Step::Call(Op::Map { pages, .. }) => {
-            for g in (r..r + len(*pages)).step_by(PAGE_SIZE as usize) {
+            for g in (r..r + len(*pages)).step_by(pg as usize) {
                 want.insert(g, None);
             }
         }
         Step::Call(Op::Remap { page, pages, new_pages, how, .. }) => {
-            let (old, old_len) = (at(*page), len(*pages));
+            let (old, old_len) = (at_in(pg, *page), len(*pages));
             let new_len = if *how == 3 { old_len } else { len(*new_pages) };
             let kept = old_len.min(new_len);
             // (A pure move may take several VMAs and the holes between;
@@ -121,24 +124,24 @@ fn expected(before: &Pages, step: &Step, ret: Option<u64>) -> Pages {
             }
             // Grown: the moved VMA's host memory, continued.
             let last = moved.last().and_then(|m| m.1);
-            for g in (r + old_len..r + new_len).step_by(PAGE_SIZE as usize) {
-                want.insert(g, last.map(|h| h + (g - (r + old_len - PAGE_SIZE))));
+            for g in (r + old_len..r + new_len).step_by(pg as usize) {
+                want.insert(g, last.map(|h| h + (g - (r + old_len - pg))));
             }
         }
         Step::Call(Op::Exec) => want.clear(),
         _ => {}
     }
-    want.retain(|g, _| *g < TOP);
+    want.retain(|g, _| *g < top(pg));
     want
 }
 
-fn check(before: &Pages, step: &Step, ret: Option<u64>, after: &Pages) -> Result<(), String> {
-    let want = expected(before, step, ret);
+fn check(pg: u64, before: &Pages, step: &Step, ret: Option<u64>, after: &Pages) -> Result<(), String> {
+    let want = expected(pg, before, step, ret);
     // A fixed remap that failed may have unmapped its target and moved
     // some of its VMAs first, as Linux does (moving VMAs one by one): each
     // page is then as before or as after a whole move.
     let partial = match step {
-        Step::Call(Op::Remap { to, how: 2, .. }) if ret.is_none() => expected(before, step, Some(at(*to))),
+        Step::Call(Op::Remap { to, how: 2, .. }) if ret.is_none() => expected(pg, before, step, Some(at_in(pg, *to))),
         _ => want.clone(),
     };
     for (g, host) in after {
@@ -150,7 +153,7 @@ fn check(before: &Pages, step: &Step, ret: Option<u64>, after: &Pages) -> Result
             // stack's host memory on, a shared segment attached carries none.
             None => {
                 let grown = matches!(step, Step::Call(Op::Touch { .. } | Op::Fault { .. }));
-                let above = before.range(g + PAGE_SIZE..).next().map(|(p, h)| (*p, *h));
+                let above = before.range(g + pg..).next().map(|(p, h)| (*p, *h));
                 let ok = match (host, above) {
                     (None, _) => true,
                     (Some(h), Some((p, Some(hp)))) => grown && *h == hp - (p - g),
@@ -166,7 +169,7 @@ fn check(before: &Pages, step: &Step, ret: Option<u64>, after: &Pages) -> Result
     // target before it may fail (a sealed source).
     let may_go = |g: u64| match step {
         Step::Call(Op::ShmDt { .. }) => true,
-        Step::Call(Op::Remap { to, new_pages, how: 2, .. }) => ret.is_none() && range(*to, *new_pages).contains(&g),
+        Step::Call(Op::Remap { to, new_pages, how: 2, .. }) => ret.is_none() && range(pg, *to, *new_pages).contains(&g),
         _ => false,
     };
     for g in want.keys() {
@@ -177,11 +180,12 @@ fn check(before: &Pages, step: &Step, ret: Option<u64>, after: &Pages) -> Result
     Ok(())
 }
 
-fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+fn run(layout: maple_mm::Layout, steps: &[Step]) -> Result<(), TestCaseError> {
+    let pg = layout.page_size.bytes();
     let files: Vec<Arc<MappedFile>> =
-        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
-    let mut mm = AddressSpace::new();
-    mm.set_brk_base(TOP).unwrap();
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * pg))).collect();
+    let mut mm = AddressSpace::with_layout(layout);
+    mm.set_brk_base(top(pg)).unwrap();
     for (i, step) in steps.iter().enumerate() {
         let mut before = pages(&mm);
         let ret = match step {
@@ -189,11 +193,11 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             Step::MapHost { page, pages, prot, choice } => {
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let host = Host { delta: delta(*choice) };
-                mm.mmap_with(at(*page), pages * PAGE_SIZE, Prot::from_bits_retain(*prot), f, None, 0, host).ok()
+                mm.mmap_with(at_in(pg, *page), pages * pg, Prot::from_bits_retain(*prot), f, None, 0, host).ok()
             }
             Step::SetHost { page, pages, choice } => {
                 let host = (*choice < 3).then(|| Host { delta: delta(*choice) });
-                mm.set_value(at(*page), pages * PAGE_SIZE, host).ok().map(|()| 0)
+                mm.set_value(at_in(pg, *page), pages * pg, host).ok().map(|()| 0)
             }
             Step::Fork { child } => {
                 let kid = mm.fork().unwrap();
@@ -214,7 +218,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         };
         mm.validate().map_err(|e| TestCaseError::fail(format!("step {i} {step:?}: {e}")))?;
         let after = pages(&mm);
-        check(&before, step, ret, &after).map_err(|e| TestCaseError::fail(format!("step {i} {step:?}: {e}")))?;
+        check(pg, &before, step, ret, &after).map_err(|e| TestCaseError::fail(format!("step {i} {step:?}: {e}")))?;
     }
     Ok(())
 }
@@ -223,8 +227,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
-    fn host_memory_follows_every_page(steps in prop::collection::vec(step(), 1..60)) {
-        run(&steps)?;
+    fn host_memory_follows_every_page(layout in layout(), steps in prop::collection::vec(step(), 1..60)) {
+        run(layout, &steps)?;
     }
 }
 

@@ -127,6 +127,11 @@ pub fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// One of the layouts modelled (see [`super::layouts`]).
+pub fn layout() -> impl Strategy<Value = maple_mm::Layout> {
+    prop::sample::select(super::layouts())
+}
+
 /// [`op`] without the embedder's values.
 pub fn op_without_values() -> impl Strategy<Value = Op> {
     op().prop_filter("no values", |o| !matches!(o, Op::Value { .. } | Op::MapValue { .. }))
@@ -149,8 +154,14 @@ impl Exec for AddressSpace<RbTree<VmaRef>> {
     }
 }
 
+/// Page `p` of the window, with pages of the default layout.
 pub const fn at(p: u64) -> u64 {
-    BASE + p * PAGE_SIZE
+    at_in(PAGE_SIZE, p)
+}
+
+/// Page `p` of the window, with pages of `page_size` bytes.
+pub const fn at_in(page_size: u64, p: u64) -> u64 {
+    BASE + p * page_size
 }
 
 /// Runs `op`: the address it mapped at (0 for a call that maps nothing),
@@ -159,7 +170,14 @@ pub fn call<T: VmaStore>(mm: &mut AddressSpace<T>, op: &Op, files: &[Arc<MappedF
 where
     AddressSpace<T>: Exec,
 {
-    let len = |n: u64| n * PAGE_SIZE;
+    // Pages of the space's size.
+    let pg = mm.page_size().bytes();
+    // Lengths of `n` pages, most of them short of the last page's end by
+    // a part of a page, which every call rounds up to whole pages of the
+    // space's size.
+    let len = |n: u64| n * pg - (n % 4) * (pg / 4);
+    let whole = |n: u64| n * pg;
+    let at = |p: u64| at_in(pg, p);
     let done = |r: maple_mm::Result<()>| r.map(|()| 0);
     let ret = match *op {
         Op::Map { page, pages, prot, kind, off, fixed } => {
@@ -178,7 +196,7 @@ where
                 }
                 _ => Some(Arc::clone(&files[usize::from(kind) % files.len()])),
             };
-            mm.mmap(at(page), len(pages), Prot::from_bits_retain(prot), f, file, len(off))
+            mm.mmap(at(page), len(pages), Prot::from_bits_retain(prot), f, file, whole(off))
         }
         Op::Unmap { page, pages } => done(mm.munmap(at(page), len(pages))),
         Op::Protect { page, pages, prot } => done(mm.mprotect(at(page), len(pages), Prot::from_bits_retain(prot))),
@@ -194,7 +212,7 @@ where
         }
         Op::Brk { pages } => {
             let base = mm.brk_state().map_or(0, |b| b.start);
-            mm.brk(base + len(pages));
+            mm.brk(base + whole(pages));
             Ok(0)
         }
         Op::Advise { page, pages, advice } => {
@@ -235,7 +253,7 @@ where
             .map(|_| 0)
             .map_err(|_| maple_mm::Errno::EFAULT),
         Op::ShmAt { page, seg } => {
-            let s = ShmSegment { key: 0, id: 7 + i32::from(seg), size: 3 * PAGE_SIZE };
+            let s = ShmSegment { key: 0, id: 7 + i32::from(seg), size: 3 * pg };
             mm.shmat(&s, at(page), ShmFlags::empty())
         }
         Op::ShmDt { page } => done(mm.shmdt(at(page))),

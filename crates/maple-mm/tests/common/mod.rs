@@ -120,3 +120,36 @@ pub fn has_capability(bit: u32) -> bool {
         status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|c| u64::from_str_radix(c.trim(), 16).ok());
     caps.is_some_and(|c| c >> bit & 1 == 1)
 }
+
+/// The layout the page-size tests run with for pages of `P` bytes:
+/// x86-64 for 4 KiB, arm64 for 16 and 64 KiB.
+pub fn layout_for<const P: u64>() -> maple_mm::Layout {
+    match maple_mm::PageSize::try_from(P).expect("a page size the model knows") {
+        maple_mm::PageSize::K4 => maple_mm::Layout::x86_64(),
+        page => maple_mm::Layout::arm64(page),
+    }
+}
+
+/// An empty space of [`layout_for`]'s layout.
+pub fn space<const P: u64>() -> maple_mm::AddressSpace {
+    maple_mm::AddressSpace::with_layout(layout_for::<P>())
+}
+
+/// Every layout modelled: x86-64 with 4- and 5-level page tables, arm64
+/// with each page size.
+pub fn layouts() -> Vec<maple_mm::Layout> {
+    use maple_mm::{Layout, PageSize};
+    let mut all = vec![Layout::x86_64(), Layout::x86_64_la57()];
+    all.extend(PageSize::ALL.map(Layout::arm64));
+    all
+}
+
+/// Runs a test written for pages of `P` bytes with each page size.
+#[macro_export]
+macro_rules! each_page {
+    ($test:ident) => {{
+        $test::<4096>();
+        $test::<16384>();
+        $test::<65536>();
+    }};
+}
