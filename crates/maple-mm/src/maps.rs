@@ -640,8 +640,10 @@ fn zero_page_frame() -> Option<u64> {
 fn live_layout(dir: &str, status: &str) -> Layout {
     let mut layout = Layout::default();
     if let Ok(limits) = std::fs::read_to_string(format!("{dir}/limits")) {
+        // (Its mmap_base follows the limit it was started with: most
+        // likely this one.)
         if let Some(limit) = soft_limit(&limits, "Max stack size") {
-            layout.stack_limit = limit;
+            layout = layout.with_stack_limit(limit);
         }
         if let Some(limit) = soft_limit(&limits, "Max address space") {
             layout.as_limit = limit;

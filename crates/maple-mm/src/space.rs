@@ -37,8 +37,7 @@ use crate::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(deny_unknown_fields))]
 pub struct Layout {
-    /// Whose placement rules apply where architectures differ (see
-    /// [`Arch`]).
+    /// Whose rules apply where the architectures differ (see [`Arch`]).
     pub arch: Arch,
     /// Bytes per page.
     pub page_size: PageSize,
@@ -102,26 +101,27 @@ pub struct Layout {
     pub thp_align: bool,
 }
 
-/// The architectures whose address-space layout is modelled. The VMA rules
-/// are the same on both; placement differs in details (see each).
+/// The architectures whose layouts are modelled. The VMA rules are the
+/// same on both, and so is placement (x86-64's
+/// `arch_get_unmapped_area(_topdown)` and the generic functions arm64 uses
+/// agree on every input); they differ in how `execve` picks the layout
+/// (see [`Layout::with_stack_limit`]). Another architecture is a
+/// constructor giving its numbers, and a variant where its rules differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Arch {
-    /// x86-64 (`arch/x86/kernel/sys_x86_64.c`): a hint is rounded down to
-    /// its page, and a hinted range may not cross `map_window`.
+    /// x86-64 (`arch/x86/mm/mmap.c`, `arch/x86/kernel/sys_x86_64.c`).
     X86_64,
-    /// arm64, through the generic placement (`mm/mmap.c`,
-    /// `generic_get_unmapped_area(_topdown)`): a hint is rounded up to its
-    /// page and must lie at or above `mmap_min_addr`.
+    /// arm64, through the generic layout code (`mm/util.c`, `mm/mmap.c`).
     Arm64,
 }
 
-/// Linux's `mmap_base` (`arch/x86/mm/mmap.c`, and `mm/util.c` for arm64)
-/// without randomisation: the stack's room below `top` (its limit plus the
-/// guard gap, at least 128 MiB and at most five sixths of `top`).
-fn mmap_base_below(top: u64, stack_limit: u64, guard_gap: u64) -> u64 {
+/// Linux's `mmap_base` without randomisation: the stack's room below
+/// `top` (its limit plus the guard gap, unless that overflows; at least
+/// 128 MiB, at most five sixths of `top`), rounded up to a page.
+fn mmap_base_below(top: u64, stack_limit: u64, guard_gap: u64, page: PageSize) -> u64 {
     let gap = stack_limit.checked_add(guard_gap).unwrap_or(stack_limit).clamp(128 << 20, top / 6 * 5);
-    top - gap
+    page.align_up(top - gap).unwrap_or(top)
 }
 
 impl Layout {
@@ -187,7 +187,7 @@ impl Layout {
             page_size: page,
             task_size,
             map_window,
-            mmap_base: page.align_down(mmap_base_below(map_window, stack_limit, stack_guard_gap)),
+            mmap_base: mmap_base_below(map_window, stack_limit, stack_guard_gap, page),
             legacy_base,
             mmap_min_addr,
             bottom_up: false,
@@ -200,6 +200,30 @@ impl Layout {
             memlock_limit: u64::MAX,
             numa_nodes: 1,
             thp_align: true,
+        }
+    }
+
+    /// The layout `execve` sets up for a stack limit of `bytes`
+    /// (`RLIMIT_STACK`; `u64::MAX` for none), as `ulimit -s` gives it:
+    /// `mmap_base` leaves the stack its limit and the guard gap below the
+    /// window's top (at least 128 MiB, at most five sixths of the window);
+    /// on arm64 an unlimited stack picks the legacy bottom-up layout
+    /// (`mmap_is_legacy` in `mm/util.c`), which x86-64 no longer does.
+    ///
+    /// ```
+    /// use maple_mm::Layout;
+    /// let big = Layout::x86_64().with_stack_limit(1 << 30);
+    /// assert_eq!(big.mmap_base, 0x7fff_bfef_f000); // 1 GiB and the 1 MiB guard gap below the top
+    /// let unlimited = Layout::x86_64().with_stack_limit(u64::MAX);
+    /// assert_eq!((unlimited.mmap_base, unlimited.bottom_up), (0x1555_5555_6000, false));
+    /// assert!(Layout::arm64(maple_mm::PageSize::K4).with_stack_limit(u64::MAX).bottom_up);
+    /// ```
+    pub fn with_stack_limit(self, bytes: u64) -> Layout {
+        Layout {
+            stack_limit: bytes,
+            mmap_base: mmap_base_below(self.map_window, bytes, self.stack_guard_gap, self.page_size),
+            bottom_up: self.bottom_up || (self.arch == Arch::Arm64 && bytes == u64::MAX),
+            ..self
         }
     }
 

@@ -8,18 +8,19 @@
 
 use std::sync::Arc;
 
-use maple_mm::{AddressSpace, MapFlags, MappedFile, Prot, PAGE_SIZE};
+use maple_mm::{AddressSpace, Layout, MapFlags, MappedFile, PageSize, Prot, PAGE_SIZE};
 use proptest::prelude::*;
 
 mod common;
 
-use common::calls::{at, call, equivalent, op_without_values as op, Op, PAGES};
+use common::calls::{at_in, call, equivalent, layout, op_without_values as op, Op, PAGES};
 
-fn run(before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
+fn run(layout: Layout, before: &[Op], after: &[Op]) -> Result<(), TestCaseError> {
+    let pg = layout.page_size.bytes();
     let files: Vec<Arc<MappedFile>> =
-        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * PAGE_SIZE))).collect();
-    let mut mm = AddressSpace::new();
-    mm.set_brk_base(at(PAGES + 64)).unwrap();
+        (0..3).map(|i| Arc::new(MappedFile::new(8, 1, 100 + i, format!("/f{i}")).with_size(64 * pg))).collect();
+    let mut mm = AddressSpace::with_layout(layout);
+    mm.set_brk_base(at_in(pg, PAGES + 64)).unwrap();
     for op in before {
         call(&mut mm, op, &files);
     }
@@ -42,8 +43,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn a_snapshot_is_the_same_space(before in prop::collection::vec(op(), 1..50), after in prop::collection::vec(op(), 0..30)) {
-        run(&before, &after)?;
+    fn a_snapshot_is_the_same_space(
+        layout in layout(),
+        before in prop::collection::vec(op(), 1..50),
+        after in prop::collection::vec(op(), 0..30),
+    ) {
+        run(layout, &before, &after)?;
     }
 }
 
@@ -65,6 +70,20 @@ fn bad_snapshots_are_refused_with_the_vma_named() {
     assert!(bad("\"file\":null", "\"file\":7").contains("VMA 0 (0x10000-0x12000): no file 7"));
     assert!(bad("\"name\":null", "\"name\":\"a$b\"").contains("bad name"));
     assert!(serde_json::from_str::<AddressSpace>(&json[..json.len() / 2]).is_err());
+    assert!(bad("\"page_size\":4096", "\"page_size\":8192").contains("8192 bytes is not one of"));
+    // On 64 KiB pages the first VMA (0x10000-0x12000) ends inside a page.
+    let e = bad("\"page_size\":4096", "\"page_size\":65536");
+    assert!(e.contains("VMA 0 (0x10000-0x12000): not a range of whole pages"), "{e}");
+}
+
+/// The layout, page size included, comes back with the space.
+#[test]
+fn a_snapshot_keeps_its_layout() {
+    let mut mm = AddressSpace::with_layout(Layout::arm64(PageSize::K64).with_stack_limit(u64::MAX));
+    mm.mmap(0, 1, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+    let copy: AddressSpace = serde_json::from_str(&serde_json::to_string(&mm).unwrap()).unwrap();
+    assert_eq!(copy.layout(), mm.layout());
+    assert_eq!(copy.maps(), mm.maps());
 }
 
 /// A space holding an embedder's value is refused, not written without it.
