@@ -8,6 +8,7 @@ use std::{
 
 use clap::{Parser, Subcommand};
 use maple_cli::{maps, num, ops, replay, swap, trace};
+use maple_mm::Layout;
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +88,12 @@ enum Cmd {
         /// execve the old program's unmapped.
         #[arg(long, conflicts_with_all = ["json", "all", "pid"])]
         events: bool,
+        /// The layout of the machine the log was recorded on: x86-64,
+        /// x86-64-la57, arm64 (4 KiB pages), arm64-16k or arm64-64k
+        /// (default: this machine's). Page size, address range and
+        /// placement follow it.
+        #[arg(long, value_name = "NAME")]
+        layout: Option<Layout>,
         /// The strace log, or the per-process files of `strace -ff -tt`
         /// (LOG.PID ..., merged by their timestamps).
         #[arg(required = true)]
@@ -156,6 +163,11 @@ enum Cmd {
         /// --diff, the lines removed, added and changed.
         #[arg(long)]
         json: bool,
+        /// The layout of the machine a maps file was saved on: x86-64,
+        /// x86-64-la57, arm64 (4 KiB pages), arm64-16k or arm64-64k
+        /// (default: this machine's).
+        #[arg(long, value_name = "NAME")]
+        layout: Option<Layout>,
     },
 }
 
@@ -163,8 +175,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Ops { gaps, validate, file } => run_ops(&file, gaps, validate),
-        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, log_only, events, trace } => {
-            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only, events };
+        Cmd::Replay { maps, from, to, pid, all, lenient, svg, json, log_only, events, layout, trace } => {
+            let layout = layout.unwrap_or_default();
+            let args = replay::Args { maps, from, to, pid, all, lenient, svg, json, log_only, events, layout };
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             let res = replay::run_logs(&trace, &args, &mut out)
@@ -184,10 +197,11 @@ fn main() -> ExitCode {
             }
         }
         Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).map(|text| print!("{text}"))),
-        Cmd::Maps { what, find, diff, json } => {
+        Cmd::Maps { what, find, diff, json, layout } => {
+            let layout = layout.as_ref();
             let res = match diff {
-                Some(d) => replay::load_maps(Some(&d[0])).and_then(|a| {
-                    replay::load_maps(Some(&d[1])).map(|b| {
+                Some(d) => replay::load_maps(Some(&d[0]), layout).and_then(|a| {
+                    replay::load_maps(Some(&d[1]), layout).map(|b| {
                         if json {
                             format!("{}\n", maps::diff_json(&a, &b))
                         } else {
@@ -195,7 +209,7 @@ fn main() -> ExitCode {
                         }
                     })
                 }),
-                None => replay::load_maps(what.as_deref()).map(|mm| match (find, json) {
+                None => replay::load_maps(what.as_deref(), layout).map(|mm| match (find, json) {
                     (Some(addr), false) => maps::find(&mm, addr),
                     (Some(addr), true) => format!("{}\n", maps::find_json(&mm, addr)),
                     (None, false) => maps::summary(&mm),

@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use maple_mm::{Access, AddressSpace, Fault, VmFlags, PAGE_SIZE};
+use maple_mm::{Access, AddressSpace, Fault, VmFlags};
 
 fn mib(b: u64) -> String {
     let units = [("TiB", 40), ("GiB", 30), ("MiB", 20)];
@@ -13,6 +13,11 @@ fn mib(b: u64) -> String {
         }
     }
     format!("{} KiB", b / 1024)
+}
+
+/// The page holding `addr`.
+fn page_of(mm: &AddressSpace, addr: u64) -> u64 {
+    addr & !(mm.page_size().bytes() - 1)
 }
 
 /// The summary: VMA count, bytes by kind, the largest gaps.
@@ -36,7 +41,7 @@ pub fn summary(mm: &AddressSpace) -> String {
     let _ = writeln!(out, "  stack         {}", mib(stack));
     let runs: Vec<_> = mm.guard_pages().collect();
     if !runs.is_empty() {
-        let pages: u64 = runs.iter().map(|r| (r.end - r.start) / PAGE_SIZE).sum();
+        let pages: u64 = runs.iter().map(|r| (r.end - r.start) / mm.page_size().bytes()).sum();
         let _ = writeln!(out, "  guard pages   {pages} in {} runs (MADV_GUARD_INSTALL)", runs.len());
     }
     let written: u64 = mm.anon_pages().map(|r| r.end - r.start).sum();
@@ -90,7 +95,8 @@ pub fn find(mm: &AddressSpace, addr: u64) -> String {
             format!("{addr:#x} is a guard page (any access faults) in\n{}\n", mm.maps_line(&v))
         }
         Some(v)
-            if v.contains(addr) && mm.anon_page_count(addr & !(PAGE_SIZE - 1), (addr | (PAGE_SIZE - 1)) + 1) == 1 =>
+            if v.contains(addr)
+                && mm.anon_page_count(page_of(mm, addr), page_of(mm, addr) + mm.page_size().bytes()) == 1 =>
         {
             format!("{addr:#x} is in a written page (an anonymous page) of\n{}\n", mm.maps_line(&v))
         }
@@ -139,7 +145,7 @@ pub fn diff(a: &AddressSpace, b: &AddressSpace) -> String {
             _ => {}
         }
     }
-    let mapped = |mm: &AddressSpace| mm.stats().mapped / PAGE_SIZE;
+    let mapped = |mm: &AddressSpace| mm.stats().mapped / mm.page_size().bytes();
     let _ = writeln!(
         out,
         "{removed} removed, {added} added, {changed} changed; {} pages mapped before, {} after",
@@ -221,14 +227,14 @@ pub fn diff_json(a: &AddressSpace, b: &AddressSpace) -> serde_json::Value {
         "removed": removed,
         "added": added,
         "changed": changed,
-        "pages_before": a.stats().mapped / PAGE_SIZE,
-        "pages_after": b.stats().mapped / PAGE_SIZE,
+        "pages_before": a.stats().mapped / a.page_size().bytes(),
+        "pages_after": b.stats().mapped / b.page_size().bytes(),
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use maple_mm::{Advice, MapFlags, Prot};
+    use maple_mm::{Advice, MapFlags, Prot, PAGE_SIZE};
 
     use super::*;
 

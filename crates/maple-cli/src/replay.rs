@@ -10,7 +10,7 @@ use std::{
 use indicatif::{ProgressBar, ProgressStyle};
 use maple_mm::{
     strace::{ReplayChange, ReplayOptions, Replayer},
-    AddressSpace, Change,
+    AddressSpace, Change, Layout,
 };
 
 /// Options of `maple replay`.
@@ -37,6 +37,9 @@ pub struct Args {
     /// Print each line's changes as JSON lines instead of the final maps
     /// (see [`Replayer::record_changes`]).
     pub events: bool,
+    /// The layout of the machine the log was recorded on (see
+    /// [`ReplayOptions::layout`]).
+    pub layout: Layout,
 }
 
 /// Why `maple replay` failed: a message for the user and an exit code.
@@ -259,10 +262,16 @@ fn run_on(
         }
     }
     let initial = match &args.maps {
-        Some(m) => Some(AddressSpace::from_maps_file(m).map_err(|e| fail(e.to_string()))?),
+        Some(m) => Some(AddressSpace::from_maps_file_with(m, args.layout.clone()).map_err(|e| fail(e.to_string()))?),
         None => None,
     };
-    let opts = ReplayOptions { from: args.from, to: args.to, lenient: args.lenient, log_only: args.log_only };
+    let opts = ReplayOptions {
+        from: args.from,
+        to: args.to,
+        lenient: args.lenient,
+        log_only: args.log_only,
+        layout: args.layout.clone(),
+    };
     let mut replayer = Replayer::new(opts, initial);
     if args.events {
         replayer.record_changes();
@@ -403,18 +412,31 @@ fn progress(size: Option<u64>) -> Option<ProgressBar> {
 
 /// Reads a maps source for `maple maps`: a pid (live process), a file, or
 /// this process when none is given.
-pub fn load_maps(what: Option<&str>) -> Result<AddressSpace, Failure> {
+///
+/// `layout` is for a maps file saved on another machine; a live process
+/// has this machine's, and asking for another is an error.
+pub fn load_maps(what: Option<&str>, layout: Option<&Layout>) -> Result<AddressSpace, Failure> {
+    let live = |r| match layout {
+        Some(_) => Err(fail(format!("--layout is for maps files: {r} is a live process, with this machine's layout"))),
+        None => Ok(()),
+    };
     let r = match what {
-        None => AddressSpace::from_self(),
+        None => {
+            live("this process")?;
+            AddressSpace::from_self()
+        }
         Some(w) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => match w.parse() {
-            Ok(pid) => AddressSpace::from_pid(pid),
+            Ok(pid) => {
+                live(&format!("pid {pid}"))?;
+                AddressSpace::from_pid(pid)
+            }
             Err(_) => return Err(fail(format!("bad pid {w}"))),
         },
         Some(path) => {
             if !Path::new(path).exists() {
                 return Err(fail(format!("cannot read {path}: no such file or directory")));
             }
-            AddressSpace::from_maps_file(path)
+            AddressSpace::from_maps_file_with(path, layout.cloned().unwrap_or_default())
         }
     };
     r.map_err(|e| fail(e.to_string()))

@@ -583,3 +583,59 @@ fn replay_events_add_up_to_the_final_spaces() {
         assert_eq!(mapped.get(&pid).copied().unwrap_or(0), total, "pid {pid}");
     }
 }
+
+/// A log recorded on an arm64 machine with 64 KiB pages: lengths round to
+/// its pages and the kernel's addresses lie in its 48-bit range; read as
+/// x86-64, the model disagrees with the log from its first line on.
+#[test]
+fn replay_takes_the_recording_machines_layout() {
+    let log = "100 mmap(NULL, 100, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0xfffff7ff0000\n\
+               100 mprotect(0xfffff7ff0000, 1, PROT_READ) = 0\n\
+               100 mmap(0xfff000000000, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, -1, 0) = 0xfff000000000\n";
+    let out = maple(&["replay", "--layout", "arm64-64k", "-"], Some(log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text,
+        "fff000000000-fff000010000 r--p 00000000 00:00 0 \nfffff7ff0000-fffff8000000 r--p 00000000 00:00 0 \n"
+    );
+    let out = maple(&["replay", "--layout", "x86-64", "-"], Some(log));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":1: mmap: the kernel gave success, the model ENOMEM"), "{err}");
+    assert!(out.stdout.is_empty());
+    let out = maple(&["replay", "--layout", "sparc", "-"], Some(log));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("arm64-16k"));
+}
+
+/// A maps file saved on another machine is read with its layout; a live
+/// process has this one's.
+#[test]
+fn maps_takes_a_files_layout() {
+    let dir = std::env::temp_dir().join(format!("maple-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("maps");
+    std::fs::write(
+        &file,
+        "fffff7fe0000-fffff8000000 rw-p 00000000 00:00 0 \nfffffffd0000-1000000000000 rw-p 00000000 00:00 0 [stack]\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let out = maple(&["maps", "--layout", "arm64-64k", f], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("2 VMAs"));
+    // Above x86-64's top, and off 64 KiB pages: each refused with its line.
+    let out = maple(&["maps", "--layout", "x86-64", f], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(":1: fffff7fe0000-fffff8000000 ends above the top of user space")
+    );
+    std::fs::write(&file, "fffff7fe0000-fffff7ff1000 rw-p 00000000 00:00 0 \n").unwrap();
+    let out = maple(&["maps", "--layout", "arm64-64k", f], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(":1: fffff7fe0000-fffff7ff1000 is not on 64 KiB pages"));
+    let out = maple(&["maps", "--layout", "arm64", &std::process::id().to_string()], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a live process"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

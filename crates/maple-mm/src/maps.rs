@@ -287,8 +287,14 @@ impl AddressSpace {
 
     /// Reads a maps file from disk; see [`from_maps`](Self::from_maps).
     pub fn from_maps_file(path: impl AsRef<Path>) -> Result<AddressSpace, MapsError> {
+        Self::from_maps_file_with(path, Layout::default())
+    }
+
+    /// [`from_maps_file`](Self::from_maps_file) with a layout (a maps
+    /// file saved on another machine).
+    pub fn from_maps_file_with(path: impl AsRef<Path>, layout: Layout) -> Result<AddressSpace, MapsError> {
         let (text, name) = read_text(path.as_ref())?;
-        Self::from_maps(&text, &name)
+        Self::from_maps_with(&text, &name, layout)
     }
 
     /// The address space of a live process, from `/proc/PID/smaps` (with

@@ -238,6 +238,33 @@ impl Layout {
     }
 }
 
+impl core::str::FromStr for Layout {
+    type Err = String;
+
+    /// A layout by name, as the command line takes it: `x86-64`,
+    /// `x86-64-la57`, `arm64` (4 KiB pages), `arm64-16k`, `arm64-64k`.
+    ///
+    /// ```
+    /// use maple_mm::{Layout, PageSize};
+    /// assert_eq!("arm64-16k".parse::<Layout>(), Ok(Layout::arm64(PageSize::K16)));
+    /// assert!("sparc".parse::<Layout>().unwrap_err().contains("x86-64-la57"));
+    /// ```
+    fn from_str(name: &str) -> core::result::Result<Layout, String> {
+        Ok(match name {
+            "x86-64" => Layout::x86_64(),
+            "x86-64-la57" => Layout::x86_64_la57(),
+            "arm64" | "arm64-4k" => Layout::arm64(PageSize::K4),
+            "arm64-16k" => Layout::arm64(PageSize::K16),
+            "arm64-64k" => Layout::arm64(PageSize::K64),
+            _ => {
+                return Err(format!(
+                    "unknown layout {name:?}: one of x86-64, x86-64-la57, arm64 (4 KiB pages), arm64-16k, arm64-64k"
+                ))
+            }
+        })
+    }
+}
+
 impl Default for Layout {
     /// The host's ([`Layout::host`]).
     fn default() -> Layout {

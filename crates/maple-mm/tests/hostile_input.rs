@@ -67,7 +67,7 @@ fn damage(line: &str, pick: &[usize]) -> String {
 
 /// Replays `lines` (numbered from 1) and checks what it accepted.
 fn replay_checked(lines: &[String], initial: Option<AddressSpace>) {
-    let opts = ReplayOptions { from: None, to: None, lenient: false, log_only: false };
+    let opts = ReplayOptions::default();
     let mut r = Replayer::new(opts, initial);
     for (i, l) in lines.iter().enumerate() {
         // An error stops a strict replay, as it stops `maple replay`.

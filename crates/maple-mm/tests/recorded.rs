@@ -163,7 +163,7 @@ fn recorded_programs_replay_page_for_page() {
             }
             let (Some(start_maps), Some(want)) = (maps.get(&start.name), maps.get(&end.name)) else { continue };
             let initial = AddressSpace::from_maps(start_maps, &start.name).unwrap();
-            let opts = ReplayOptions { from: Some(start.line), to: Some(end.line), lenient: false, log_only: false };
+            let opts = ReplayOptions { from: Some(start.line), to: Some(end.line), ..ReplayOptions::default() };
             let r = replay(log.lines(), opts, Some(initial)).unwrap_or_else(|e| panic!("{sample}: {e}"));
             let got = r.space(end.pid).unwrap_or_else(|| panic!("{sample}: no pid {}", end.pid)).maps();
             let diff = page_diff(want, &got);

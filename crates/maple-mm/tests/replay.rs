@@ -35,7 +35,7 @@ fn the_sample_replays_page_for_page() {
     for snap in ["sample.child.maps", "sample.end.maps"] {
         let to = snapshot_line(&log, snap);
         let pid = pid_of(&log, to);
-        let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false, log_only: false };
+        let opts = ReplayOptions { from: Some(from), to: Some(to), ..ReplayOptions::default() };
         let r = replay(log.lines(), opts, Some(initial.clone())).unwrap();
         let got = r.space(pid).unwrap().maps();
         let want = read(snap);
@@ -138,7 +138,7 @@ fn replay_recorded(name: &str) -> (AddressSpace, String) {
     let (start, end) = (format!("{name}.start.maps"), format!("{name}.end.maps"));
     let (from, to) = (snapshot_line(&log, &start), snapshot_line(&log, &end));
     let initial = AddressSpace::from_maps(&read(&start), &start).unwrap();
-    let opts = ReplayOptions { from: Some(from), to: Some(to), lenient: false, log_only: false };
+    let opts = ReplayOptions { from: Some(from), to: Some(to), ..ReplayOptions::default() };
     let mut r = replay(log.lines(), opts, Some(initial)).unwrap();
     assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
     let pid = pid_of(&log, to);

@@ -13,8 +13,8 @@ use super::{
     parse::{arg_string, arg_value, decoration, parse_line, split_args, Event, ParseError, Ret},
 };
 use crate::{
-    AddressSpace, Advice, Change, Errno, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags, Prot,
-    ShmFlags, ShmSegment, VmFlags,
+    AddressSpace, Advice, Change, Errno, Layout, MapFlags, MappedFile, MbindFlags, MclFlags, MlockFlags, MremapFlags,
+    Prot, ShmFlags, ShmSegment, VmFlags,
 };
 
 /// Which lines to apply.
@@ -39,6 +39,10 @@ pub struct ReplayOptions {
     /// logged, with device `00:00` and an inode numbered by the path's
     /// first appearance (1, 2, …).
     pub log_only: bool,
+    /// The layout of a process the log starts with (without an initial
+    /// space): the machine's where the log was recorded. Processes made
+    /// later take their parent's.
+    pub layout: Layout,
 }
 
 /// A malformed line.
@@ -435,7 +439,7 @@ impl Replayer {
                 // Without `from`, the initial space is the first process's;
                 // with it, the space of the process on line `from`.
                 let space = if self.opts.from.is_none() { self.initial.take() } else { None };
-                let mut space = space.unwrap_or_default();
+                let mut space = space.unwrap_or_else(|| AddressSpace::with_layout(self.opts.layout.clone()));
                 self.replaced(pid, &AddressSpace::new(), &mut space);
                 let space = Rc::new(RefCell::new(space));
                 if self.opts.from.is_some() {
