@@ -7,6 +7,8 @@
 //! restored inside a VMA) or `find` (`find_vma` at scattered addresses);
 //! an address space of VMAS two-page VMAs with one-page holes (10,000 by
 //! default, the report's mm-calls set-up); CALLS pairs or lookups (20,000).
+//! `observed-map` and `observed-protect` are `map` and `protect` with an
+//! observer that counts the changes.
 
 use std::hint::black_box;
 
@@ -22,6 +24,17 @@ fn main() {
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let mid = BASE + (n / 2) * 3 * PAGE_SIZE;
     let mut total = 0u64;
+    let told = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mode = match mode.strip_prefix("observed-") {
+        Some(m) => {
+            let count = std::sync::Arc::clone(&told);
+            mm.set_observer(move |_: &maple_mm::Change| {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            m.to_string()
+        }
+        None => mode,
+    };
     for k in 0..calls {
         match mode.as_str() {
             "map" => {
@@ -37,10 +50,10 @@ fn main() {
                 total += mm.find_vma(black_box(a)).map_or(0, |v| v.start());
             }
             other => {
-                eprintln!("profile_mm: unknown mode {other:?} (map, protect or find)");
+                eprintln!("profile_mm: unknown mode {other:?} (map, protect or find, observed-map, observed-protect)");
                 std::process::exit(2);
             }
         }
     }
-    println!("{} VMAs, {total}", mm.vma_count());
+    println!("{} VMAs, {total}, {} changes told", mm.vma_count(), told.load(std::sync::atomic::Ordering::Relaxed));
 }

@@ -186,13 +186,22 @@ pub(crate) struct Events {
     observer: std::sync::Mutex<Box<dyn Observer>>,
     /// Ranges moved by the call under way, in order: `(start, end, to)`.
     pub(crate) moves: Vec<(u64, u64, u64)>,
+    /// The call's writes to the tree, in order (`None` for a removal):
+    /// the old entries with these applied are the new ones, without a
+    /// second walk.
+    pub(crate) writes: smallvec::SmallVec<[(u64, u64, Option<VmaRef>); 4]>,
     /// How deep in nested calls: only the outermost reports.
     pub(crate) depth: u32,
 }
 
 impl Events {
     pub(crate) fn new(observer: Box<dyn Observer>) -> Events {
-        Events { observer: std::sync::Mutex::new(observer), moves: Vec::new(), depth: 0 }
+        Events {
+            observer: std::sync::Mutex::new(observer),
+            moves: Vec::new(),
+            writes: smallvec::SmallVec::new(),
+            depth: 0,
+        }
     }
 
     pub(crate) fn tell(&mut self, changes: &[Change]) {
@@ -207,10 +216,17 @@ impl Events {
 /// A piece of a space: `[start, end)` and its attributes.
 pub(crate) type Piece = (u64, u64, VmaRef);
 
+/// The changes of one call: most calls make one or two.
+pub(crate) type Changes = smallvec::SmallVec<[Change; 2]>;
+
 /// The same attributes, everything a VMA records compared by value (two
 /// records made apart but equal are no change; two opens of one file, at
 /// the same offsets, are the same pages).
 pub(crate) fn same_attrs(a: &VmaData, b: &VmaData) -> bool {
+    if core::ptr::eq(a, b) {
+        // One record (a piece the call left alone).
+        return true;
+    }
     let backing = match (a.backing.file(), b.backing.file()) {
         (None, None) => true,
         (Some(x), Some(y)) => {
@@ -231,7 +247,7 @@ pub(crate) fn same_attrs(a: &VmaData, b: &VmaData) -> bool {
 
 /// Appends `c`, joined to the last change where the two are one: the
 /// same kind, touching, with the same attributes.
-fn push(out: &mut Vec<Change>, c: Change) {
+fn push(out: &mut Changes, c: Change) {
     if let (Some(last), Some(r)) = (out.last_mut(), range_of(&c)) {
         let joined = match (last, &c) {
             (Change::Mapped { range, new }, Change::Mapped { new: n, .. }) if range.end == r.start => {
@@ -262,7 +278,7 @@ fn range_of(c: &Change) -> Option<Range<u64>> {
 
 /// The changes that turn `before` into `after`, appended to `out`: both
 /// sorted, their pieces not overlapping.
-pub(crate) fn diff_into(before: &[Piece], after: &[Piece], out: &mut Vec<Change>) {
+pub(crate) fn diff_into(before: &[Piece], after: &[Piece], out: &mut Changes) {
     let (mut i, mut j) = (0, 0);
     let Some(mut pos) = [before.first(), after.first()].into_iter().flatten().map(|p| p.0).min() else {
         return;
@@ -306,6 +322,37 @@ fn holding(p: Option<&Piece>, pos: u64) -> (Option<&VmaRef>, Option<u64>) {
 /// `pieces` cut to `[lo, hi)`.
 pub(crate) fn clip(pieces: &[Piece], lo: u64, hi: u64) -> Vec<Piece> {
     pieces.iter().filter(|p| p.0 < hi && p.1 > lo).map(|(s, e, d)| ((*s).max(lo), (*e).min(hi), d.clone())).collect()
+}
+
+/// `pieces` (sorted, apart) with `[s, e)` written over: holding `v`, or
+/// emptied for `None`.
+pub(crate) fn overwrite<A: smallvec::Array<Item = Piece>>(
+    pieces: &mut smallvec::SmallVec<A>,
+    s: u64,
+    e: u64,
+    mut v: Option<VmaRef>,
+) {
+    let mut out = smallvec::SmallVec::<A>::new();
+    let put = |out: &mut smallvec::SmallVec<A>, v: &mut Option<VmaRef>| {
+        if let Some(v) = v.take() {
+            out.push((s, e, v));
+        }
+    };
+    for (ps, pe, d) in pieces.drain(..) {
+        if pe <= s {
+            out.push((ps, pe, d));
+            continue;
+        }
+        if ps < s {
+            out.push((ps, s, d.clone()));
+        }
+        put(&mut out, &mut v);
+        if pe > e {
+            out.push((e.max(ps), pe, d));
+        }
+    }
+    put(&mut out, &mut v);
+    *pieces = out;
 }
 
 /// `pieces` less `[lo, hi)`: the parts outside it.

@@ -7,7 +7,7 @@ use core::fmt;
 use maple_tree::{MapleTree, U63};
 
 use crate::{
-    change::{clip, cut_out, diff_into, Change, Events, Observer, Piece},
+    change::{clip, cut_out, diff_into, Change, Changes, Events, Observer, Piece},
     error::{AllocFail, Errno, Result},
     flags::VmFlags,
     page::PageSize,
@@ -583,7 +583,7 @@ impl<T: VmaStore> AddressSpace<T> {
         self.events = events;
         self.reserved = reserved;
         if let (Some(ev), Some(old)) = (&mut self.events, old) {
-            let mut changes = Vec::new();
+            let mut changes = Changes::new();
             diff_into(&old, &[], &mut changes);
             ev.tell(&changes);
         }
@@ -670,7 +670,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// ```
     pub fn diff<U: VmaStore>(&self, other: &AddressSpace<U>) -> impl Iterator<Item = Change> {
         let (before, after) = (self.cloned(0..=u64::MAX), other.cloned(0..=u64::MAX));
-        let mut out = Vec::new();
+        let mut out = Changes::new();
         diff_into(&before, &after, &mut out);
         out.into_iter()
     }
@@ -1006,14 +1006,21 @@ impl<T: VmaStore> AddressSpace<T> {
         self.lazy.restore(undo.lo, undo.hi, lazy);
         for _ in 0..8 {
             if self.tree.remove(undo.lo..undo.hi).is_ok() {
+                self.wrote(undo.lo, undo.hi, None);
                 break;
             }
         }
         for (s, e, d) in undo.old {
             let mut d = d;
             for _ in 0..8 {
+                let told = self.events.is_some().then(|| d.clone());
                 match self.tree.store(s..e, d) {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        if told.is_some() {
+                            self.wrote(s, e, told);
+                        }
+                        break;
+                    }
                     Err(err) => d = err.value,
                 }
             }
@@ -1031,6 +1038,10 @@ impl<T: VmaStore> AddressSpace<T> {
         let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
         let (brk, stack, def_flags, lock_leak) = (self.brk, self.start_stack, self.def_flags, self.lock_leak);
         if let Some(ev) = &mut self.events {
+            if ev.depth == 0 {
+                // (Writes made outside any call are not this call's.)
+                ev.writes.clear();
+            }
             ev.depth += 1;
         }
         let res = f(self);
@@ -1041,10 +1052,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if report {
             let changes = match res {
                 Ok(_) => self.changes_since(&undo),
-                Err(AllocFail) => Vec::new(),
+                Err(AllocFail) => Changes::new(),
             };
             if let Some(ev) = &mut self.events {
                 ev.moves.clear();
+                ev.writes.clear();
                 ev.tell(&changes);
             }
         }
@@ -1066,7 +1078,38 @@ impl<T: VmaStore> AddressSpace<T> {
     /// What the call that saved `undo` changed in its windows: the moves
     /// it recorded, then the difference between the windows' old entries,
     /// moved as the pages were, and what they hold now.
-    fn changes_since(&self, undo: &[Undo]) -> Vec<Change> {
+    fn changes_since(&self, undo: &[Undo]) -> Changes {
+        let moves = self.events.as_ref().map_or(&[][..], |ev| &ev.moves[..]);
+        let mut out = Changes::new();
+        let writes = self.events.as_ref().map_or(&[][..], |ev| &ev.writes[..]);
+        if let ([u], []) = (undo, moves) {
+            // One window and no move (most calls): its saved entries are
+            // the window's old pieces, and the call's writes over them
+            // give its new ones.
+            let mut after = u.old.clone();
+            for (s, e, v) in writes {
+                let (s, e) = ((*s).max(u.lo), (*e).min(u.hi));
+                if s < e {
+                    crate::change::overwrite(&mut after, s, e, v.clone());
+                }
+            }
+            #[cfg(debug_assertions)]
+            {
+                // The tree agrees: no write went unnoted.
+                let mut read = self.entries(u.lo, u.hi);
+                if let Some(first) = read.first_mut() {
+                    first.0 = first.0.max(u.lo);
+                }
+                if let Some(last) = read.last_mut() {
+                    last.1 = last.1.min(u.hi);
+                }
+                let mut differ = Changes::new();
+                diff_into(&after, &read, &mut differ);
+                debug_assert!(differ.is_empty(), "noted writes give {after:?}, the tree holds {read:?}");
+            }
+            diff_into(&u.old, &after, &mut out);
+            return out;
+        }
         // The windows, joined where they overlap (a move's source and
         // target may share a neighbour).
         let mut windows: smallvec::SmallVec<[(u64, u64); 2]> = undo.iter().map(|u| (u.lo, u.hi)).collect();
@@ -1085,8 +1128,6 @@ impl<T: VmaStore> AddressSpace<T> {
             old.dedup_by_key(|p| p.0);
             before.extend(old);
         }
-        let mut out = Vec::new();
-        let moves = self.events.as_ref().map_or(&[][..], |ev| &ev.moves[..]);
         for &(start, end, to) in moves {
             let target = to + (end - start);
             // The target is emptied first.
@@ -1115,7 +1156,22 @@ impl<T: VmaStore> AddressSpace<T> {
         if self.reserved.first_in(start, end).is_some() {
             return Err(AllocFail);
         }
-        self.tree.store(start..end, VmaRef::new(data)).map_err(|_| AllocFail)
+        let r = VmaRef::new(data);
+        match &mut self.events {
+            None => self.tree.store(start..end, r).map_err(|_| AllocFail),
+            Some(_) => {
+                self.tree.store(start..end, r.clone()).map_err(|_| AllocFail)?;
+                self.wrote(start, end, Some(r));
+                Ok(())
+            }
+        }
+    }
+
+    /// Notes a write for the observer (see [`Events::writes`]).
+    fn wrote(&mut self, start: u64, end: u64, v: Option<VmaRef>) {
+        if let Some(ev) = &mut self.events {
+            ev.writes.push((start, end, v));
+        }
     }
 
     /// Unmaps `[start, end)` (neighbours are cut, keeping their
@@ -1127,6 +1183,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // The VMAs first: a lock-free reader never sees a page of theirs
         // mapped but no longer guarded.
         self.tree.remove(start..end).map_err(|_| AllocFail)?;
+        self.wrote(start, end, None);
         self.guards.remove(start, end)?;
         self.zap(start, end)
     }
