@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use maple_mm::{AddressSpace, Layout, MapFlags, MappedFile, PageSize, Prot, PAGE_SIZE};
+use maple_mm::{AddressSpace, Backing, Layout, MapFlags, MappedFile, PageSize, Prot, PAGE_SIZE};
 use proptest::prelude::*;
 
 mod common;
@@ -28,8 +28,20 @@ fn run(layout: Layout, before: &[Op], after: &[Op]) -> Result<(), TestCaseError>
     let mut copy: AddressSpace =
         serde_json::from_str(&json).map_err(|e| TestCaseError::fail(format!("{e}\n{json}")))?;
     equivalent(&mm, &copy).map_err(TestCaseError::fail)?;
-    // The copy's files are its own objects: map the same ones on both.
-    let copy_files: Vec<Arc<MappedFile>> = files.iter().map(|f| Arc::new((**f).clone())).collect();
+    // The copy's files are its own objects: its further calls map those
+    // its VMAs hold (so that they merge as the original's do), or fresh
+    // ones for files the snapshot does not hold.
+    let copy_files: Vec<Arc<MappedFile>> = files
+        .iter()
+        .map(|f| {
+            copy.iter()
+                .find_map(|v| match v.backing() {
+                    Backing::File(a) if a.inode == f.inode && !a.anon_shmem => Some(Arc::clone(a)),
+                    _ => None,
+                })
+                .unwrap_or_else(|| Arc::new((**f).clone()))
+        })
+        .collect();
     for (i, op) in after.iter().enumerate() {
         call(&mut mm, op, &files);
         call(&mut copy, op, &copy_files);
