@@ -128,7 +128,7 @@ mod seal;
 mod shared;
 mod shm;
 #[cfg(feature = "serde")]
-mod snapshot;
+pub mod snapshot;
 mod space;
 mod stack;
 mod store;

@@ -7,7 +7,14 @@
 //! anon_vmas are numbered per snapshot; reading one back gives fresh ones
 //! with the same sharing, so that they cannot collide with the process's
 //! own.
+//!
+//! `AddressSpace` itself serializes a space without the embedder's values
+//! (and refuses one with them); [`WithValues`] carries values of one
+//! serializable type. Each VMA holds its own copy of its value: pieces
+//! that shared one come back with equal ones, which merge as before
+//! (values that join).
 
+use core::{any::Any, fmt, marker::PhantomData};
 use std::{collections::HashMap, sync::Arc};
 
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
@@ -17,19 +24,21 @@ use crate::{
     name::AnonName,
     policy::{MemPolicy, MempolicyFlags, MempolicyMode},
     space::{AddressSpace, Brk, Layout},
+    value::ErasedValue,
     vma::{AnonVma, Backing, MappedFile, VmaData},
+    VmaValue,
 };
 
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Snapshot {
+#[serde(deny_unknown_fields, bound(serialize = "V: Serialize", deserialize = "V: Deserialize<'de>"))]
+struct Snapshot<V> {
     layout: Layout,
     brk: Option<(u64, u64)>,
     start_stack: Option<u64>,
     def_flags: u64,
     lock_leak: u64,
     files: Vec<FileRepr>,
-    vmas: Vec<VmaRepr>,
+    vmas: Vec<VmaRepr<V>>,
     /// `[start, end)` runs.
     anon_pages: Vec<(u64, u64)>,
     lazy_pages: Vec<(u64, u64)>,
@@ -51,8 +60,8 @@ struct FileRepr {
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VmaRepr {
+#[serde(deny_unknown_fields, bound(serialize = "V: Serialize", deserialize = "V: Deserialize<'de>"))]
+struct VmaRepr<V> {
     start: u64,
     end: u64,
     /// `VM_*` bits.
@@ -67,6 +76,88 @@ struct VmaRepr {
     anon: Option<(u64, bool)>,
     label: Option<String>,
     policy: Option<PolicyRepr>,
+    /// The embedder's value, in a snapshot written with its type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<V>,
+}
+
+/// The value type of a snapshot without values: reading one that has
+/// them fails, saying how to read it.
+#[derive(Clone, Debug, PartialEq)]
+struct NoValue;
+
+impl VmaValue for NoValue {}
+
+impl Serialize for NoValue {
+    fn serialize<S: Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("no value"))
+    }
+}
+
+impl<'de> Deserialize<'de> for NoValue {
+    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<NoValue, D::Error> {
+        Err(de::Error::custom("the snapshot holds embedder's values: read it as `WithValues<V>` with their type"))
+    }
+}
+
+/// A snapshot of an address space together with the embedder's values
+/// of type `V` on its VMAs ([`AddressSpace::mmap_with`]): write one with
+/// [`AddressSpace::with_values`], read one as `WithValues<V>`. A VMA with
+/// a value of another type is refused, naming the VMA.
+///
+/// ```
+/// use maple_mm::{snapshot::WithValues, AddressSpace, MapFlags, Prot};
+/// let mut mm = AddressSpace::new();
+/// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+/// let a = mm.mmap_with(0, 8192, Prot::RW, anon, None, 0, 7u32).unwrap();
+/// assert!(serde_json::to_string(&mm).is_err()); // values need their type
+/// let json = serde_json::to_string(&mm.with_values::<u32>()).unwrap();
+/// let WithValues(copy, _) = serde_json::from_str::<WithValues<u32>>(&json).unwrap();
+/// assert_eq!(copy.vma_at(a).unwrap().value::<u32>(), Some(&7));
+/// assert!(serde_json::from_str::<WithValues<String>>(&json).is_err());
+/// assert!(serde_json::from_str::<AddressSpace>(&json).is_err());
+/// ```
+pub struct WithValues<V>(pub AddressSpace, pub PhantomData<V>);
+
+impl<V> fmt::Debug for WithValues<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("WithValues").field(&self.0).finish()
+    }
+}
+
+impl<'de, V: VmaValue + Deserialize<'de>> Deserialize<'de> for WithValues<V> {
+    /// As [`AddressSpace`]'s, with each VMA's value read as a `V`.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<WithValues<V>, D::Error> {
+        let snap = Snapshot::<V>::deserialize(d)?;
+        build(snap).map(|mm| WithValues(mm, PhantomData)).map_err(de::Error::custom)
+    }
+}
+
+/// An address space to be written with its values of type `V` (see
+/// [`WithValues`]).
+pub struct ValuesOf<'a, V> {
+    mm: &'a AddressSpace,
+    _values: PhantomData<V>,
+}
+
+impl<V> fmt::Debug for ValuesOf<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ValuesOf").field(self.mm).finish()
+    }
+}
+
+impl<V: VmaValue + Serialize> Serialize for ValuesOf<'_, V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        snapshot::<V>(self.mm, true).map_err(serde::ser::Error::custom)?.serialize(s)
+    }
+}
+
+impl AddressSpace {
+    /// This space to be written as a snapshot with the embedder's values
+    /// of type `V` (see [`WithValues`]).
+    pub fn with_values<V: VmaValue + Serialize>(&self) -> ValuesOf<'_, V> {
+        ValuesOf { mm: self, _values: PhantomData }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -81,71 +172,86 @@ struct PolicyRepr {
 
 impl Serialize for AddressSpace {
     /// The VMAs in address order with every attribute, the page runs, the
-    /// program break and the layout (see the module docs). The embedders'
-    /// values are not part of a snapshot: a space with one is refused.
+    /// program break and the layout (see the module docs). A space with
+    /// embedder's values is refused: write it through
+    /// [`with_values`](AddressSpace::with_values), which knows their type.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if let Some(v) = self.iter().find(|v| v.has_value()) {
-            return Err(serde::ser::Error::custom(format!(
-                "the VMA at {:#x} carries an embedder's value, which snapshots do not hold",
-                v.start
-            )));
-        }
-        let mut files: Vec<FileRepr> = Vec::new();
-        let mut file_ids: HashMap<*const MappedFile, usize> = HashMap::new();
-        let mut anon_ids: HashMap<u64, u64> = HashMap::new();
-        let mut vmas = Vec::with_capacity(self.vma_count());
-        for v in self.iter() {
-            let d = v.data;
-            let file = d.backing.file().map(|f| {
-                let Backing::File(arc) = &d.backing else { unreachable!("a file backs it") };
-                *file_ids.entry(Arc::as_ptr(arc)).or_insert_with(|| {
-                    files.push(FileRepr {
-                        dev_major: f.dev_major,
-                        dev_minor: f.dev_minor,
-                        inode: f.inode,
-                        path: f.path.clone(),
-                        writable: f.writable,
-                        anon_shmem: f.anon_shmem,
-                        size: f.size,
-                        sysv_shm: f.sysv_shm,
-                    });
-                    files.len() - 1
-                })
-            });
-            let next = anon_ids.len() as u64 + 1;
-            let anon = d.anon.map(|a| (*anon_ids.entry(a.id()).or_insert(next), a.is_forked()));
-            vmas.push(VmaRepr {
-                start: v.start,
-                end: v.end,
-                flags: d.flags.bits(),
-                file,
-                offset: v.offset(),
-                name: d.name.as_ref().map(|n| n.as_str().to_string()),
-                anon,
-                label: d.label().map(str::to_owned),
-                policy: d.policy.as_deref().map(|p| PolicyRepr {
-                    mode: p.mode as u32,
-                    flags: p.flags.bits(),
-                    nodes: p.nodes,
-                    user_nodes: p.user_nodes,
-                }),
-            });
-        }
-        Snapshot {
-            layout: self.layout.clone(),
-            brk: self.brk.map(|b| (b.start, b.current)),
-            start_stack: self.start_stack,
-            def_flags: self.def_flags.bits(),
-            lock_leak: self.lock_leak,
-            files,
-            vmas,
-            anon_pages: self.anon.iter().collect(),
-            lazy_pages: self.lazy.iter().collect(),
-            guard_pages: self.guards.iter().collect(),
-            reserved: self.reserved.iter().collect(),
-        }
-        .serialize(s)
+        snapshot::<NoValue>(self, false).map_err(serde::ser::Error::custom)?.serialize(s)
     }
+}
+
+/// The snapshot of `mm`, with its values (all of type `V`) if `values`.
+fn snapshot<V: Any + Clone>(mm: &AddressSpace, values: bool) -> Result<Snapshot<V>, String> {
+    let mut files: Vec<FileRepr> = Vec::new();
+    let mut file_ids: HashMap<*const MappedFile, usize> = HashMap::new();
+    let mut anon_ids: HashMap<u64, u64> = HashMap::new();
+    let mut vmas = Vec::with_capacity(mm.vma_count());
+    for v in mm.iter() {
+        let d = v.data;
+        let value = match d.value() {
+            None => None,
+            Some(x) if values => Some(
+                x.as_any()
+                    .downcast_ref::<V>()
+                    .cloned()
+                    .ok_or_else(|| format!("the VMA at {:#x} carries an embedder's value of another type", v.start))?,
+            ),
+            Some(_) => {
+                return Err(format!(
+                    "the VMA at {:#x} carries an embedder's value: write the space through `with_values` with its type",
+                    v.start
+                ))
+            }
+        };
+        let file = d.backing.file().map(|f| {
+            let Backing::File(arc) = &d.backing else { unreachable!("a file backs it") };
+            *file_ids.entry(Arc::as_ptr(arc)).or_insert_with(|| {
+                files.push(FileRepr {
+                    dev_major: f.dev_major,
+                    dev_minor: f.dev_minor,
+                    inode: f.inode,
+                    path: f.path.clone(),
+                    writable: f.writable,
+                    anon_shmem: f.anon_shmem,
+                    size: f.size,
+                    sysv_shm: f.sysv_shm,
+                });
+                files.len() - 1
+            })
+        });
+        let next = anon_ids.len() as u64 + 1;
+        let anon = d.anon.map(|a| (*anon_ids.entry(a.id()).or_insert(next), a.is_forked()));
+        vmas.push(VmaRepr {
+            start: v.start,
+            end: v.end,
+            flags: d.flags.bits(),
+            file,
+            offset: v.offset(),
+            name: d.name.as_ref().map(|n| n.as_str().to_string()),
+            anon,
+            label: d.label().map(str::to_owned),
+            policy: d.policy.as_deref().map(|p| PolicyRepr {
+                mode: p.mode as u32,
+                flags: p.flags.bits(),
+                nodes: p.nodes,
+                user_nodes: p.user_nodes,
+            }),
+            value,
+        });
+    }
+    Ok(Snapshot {
+        layout: mm.layout.clone(),
+        brk: mm.brk.map(|b| (b.start, b.current)),
+        start_stack: mm.start_stack,
+        def_flags: mm.def_flags.bits(),
+        lock_leak: mm.lock_leak,
+        files,
+        vmas,
+        anon_pages: mm.anon.iter().collect(),
+        lazy_pages: mm.lazy.iter().collect(),
+        guard_pages: mm.guards.iter().collect(),
+        reserved: mm.reserved.iter().collect(),
+    })
 }
 
 impl<'de> Deserialize<'de> for AddressSpace {
@@ -153,12 +259,12 @@ impl<'de> Deserialize<'de> for AddressSpace {
     /// flags, a file index that exists, a valid name and policy) and the
     /// whole space after (`validate`); an error names the VMA.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<AddressSpace, D::Error> {
-        let snap = Snapshot::deserialize(d)?;
+        let snap = Snapshot::<NoValue>::deserialize(d)?;
         build(snap).map_err(de::Error::custom)
     }
 }
 
-fn build(snap: Snapshot) -> Result<AddressSpace, String> {
+fn build<V: VmaValue>(snap: Snapshot<V>) -> Result<AddressSpace, String> {
     let mut mm = AddressSpace::with_layout(snap.layout);
     let files: Vec<Arc<MappedFile>> = snap
         .files
@@ -223,7 +329,7 @@ fn build(snap: Snapshot) -> Result<AddressSpace, String> {
             off_base: VmaData::base_for(v.start, v.offset),
             name,
             anon,
-            extra: crate::vma::Extra::make(v.label, None),
+            extra: crate::vma::Extra::make(v.label, v.value.map(|x| Box::new(x) as Box<dyn ErasedValue>)),
             policy,
         };
         mm.put(v.start, v.end, data).map_err(|_| "out of memory".to_string())?;

@@ -10,7 +10,9 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use maple_mm::{AddressSpace, Advice, MapFlags, MappedFile, MremapFlags, Prot, VmaValue, PAGE_SIZE};
+use maple_mm::{
+    snapshot::WithValues, AddressSpace, Advice, MapFlags, MappedFile, MremapFlags, Prot, VmaValue, PAGE_SIZE,
+};
 use proptest::prelude::*;
 
 mod common;
@@ -18,7 +20,7 @@ mod common;
 use common::calls::{at, at_in, call, layout, op_without_values, Op, PAGES};
 
 /// Where a guest page's memory is on the host: `g + delta`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Host {
     delta: u64,
 }
@@ -220,6 +222,13 @@ fn run(layout: maple_mm::Layout, steps: &[Step]) -> Result<(), TestCaseError> {
         let after = pages(&mm);
         check(pg, &before, step, ret, &after).map_err(|e| TestCaseError::fail(format!("step {i} {step:?}: {e}")))?;
     }
+    // A snapshot with the values gives the same pages, host memory and
+    // all, and the same VMAs.
+    let json = serde_json::to_string(&mm.with_values::<Host>()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let WithValues(copy, _) =
+        serde_json::from_str::<WithValues<Host>>(&json).map_err(|e| TestCaseError::fail(format!("{e}\n{json}")))?;
+    prop_assert_eq!(pages(&copy), pages(&mm));
+    prop_assert_eq!(copy.maps(), mm.maps());
     Ok(())
 }
 
