@@ -181,9 +181,11 @@ fn timestamp(line: &str) -> Option<f64> {
 
 /// One change as a JSON object (see `maple replay --events`).
 pub fn change_json(c: &ReplayChange) -> serde_json::Value {
-    let attrs = |v: Option<maple_mm::Vma<'_>>| {
+    // Each side's line as the process's maps file showed it (its heap and
+    // stack labelled).
+    let attrs = |v: Option<maple_mm::Vma<'_>>, line: &Option<String>| {
         v.map(|v| {
-            let mut j = crate::maps::line_json(&v, v.to_string());
+            let mut j = crate::maps::line_json(&v, line.clone().unwrap_or_else(|| v.to_string()));
             j["flags"] = v.flags().iter_names().map(|(n, _)| n).collect::<Vec<_>>().into();
             j
         })
@@ -202,10 +204,10 @@ pub fn change_json(c: &ReplayChange) -> serde_json::Value {
         "start": r.start,
         "end": r.end,
     });
-    if let Some(old) = attrs(c.change.old_vma()) {
+    if let Some(old) = attrs(c.change.old_vma(), &c.old_line) {
         j["old"] = old;
     }
-    if let Some(new) = attrs(c.change.vma()) {
+    if let Some(new) = attrs(c.change.vma(), &c.new_line) {
         j["new"] = new;
     }
     if let Change::Moved { from, .. } = &c.change {

@@ -570,6 +570,10 @@ fn replay_events_add_up_to_the_final_spaces() {
         }
     }
     assert!(text.lines().count() > 10);
+    // The heap's pages are told with the label the maps file gives them.
+    let heap =
+        |j: &serde_json::Value| j["new"]["name"] == "[heap]" && j["new"]["line"].as_str().unwrap().ends_with("[heap]");
+    assert!(text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).any(|j| heap(&j)), "{text}");
     let out = maple(&["replay", "--all", "--json", "--log-only", &log], None);
     let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for p in all.as_array().unwrap() {

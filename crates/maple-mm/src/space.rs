@@ -296,6 +296,41 @@ pub(crate) fn vm_counts<'a>(vmas: impl Iterator<Item = Vma<'a>>, top: u64, locke
     })
 }
 
+/// What decides the labels `/proc/PID/maps` gives VMAs without a file or
+/// name of their own: the program break and the stack's start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Shown {
+    brk: Option<Brk>,
+    start_stack: Option<u64>,
+}
+
+impl Shown {
+    /// `[heap]`, `[stack]` or none.
+    pub(crate) fn label(&self, vma: &Vma<'_>) -> Option<&'static str> {
+        if vma.file().is_some() || vma.data.label().is_some() {
+            return None;
+        }
+        // Linux's vma_is_initial_heap: a VMA that merely touches the heap's
+        // ends (a mapping made at the break) is not the heap.
+        if let Some(b) = self.brk {
+            if vma.start < b.current && vma.end > b.start {
+                return Some("[heap]");
+            }
+        }
+        match self.start_stack {
+            Some(s) if vma.start <= s && s <= vma.end => Some("[stack]"),
+            _ => None,
+        }
+    }
+
+    /// `vma`'s line of the maps file.
+    pub(crate) fn line(&self, vma: &Vma<'_>) -> String {
+        let mut s = String::new();
+        let _ = crate::maps::write_line(&mut s, vma, self.label(vma));
+        s
+    }
+}
+
 /// The program break: `[heap]` runs from `start` up to `current`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Brk {
@@ -887,20 +922,12 @@ impl<T: VmaStore> AddressSpace<T> {
     /// The label `/proc/PID/maps` shows for `vma` when it has no file or
     /// name of its own: `[heap]` or `[stack]`.
     pub(crate) fn label(&self, vma: &Vma<'_>) -> Option<&'static str> {
-        if vma.file().is_some() || vma.data.label().is_some() {
-            return None;
-        }
-        // Linux's vma_is_initial_heap: a VMA that merely touches the heap's
-        // ends (a mapping made at the break) is not the heap.
-        if let Some(b) = self.brk {
-            if vma.start < b.current && vma.end > b.start {
-                return Some("[heap]");
-            }
-        }
-        match self.start_stack {
-            Some(s) if vma.start <= s && s <= vma.end => Some("[stack]"),
-            _ => None,
-        }
+        self.shown().label(vma)
+    }
+
+    /// What the maps file's labels depend on, as the space stands.
+    pub(crate) fn shown(&self) -> Shown {
+        Shown { brk: self.brk, start_stack: self.start_stack }
     }
 
     /// Checks the tree's invariants, that every VMA is page-aligned and

@@ -170,6 +170,14 @@ pub struct ReplayChange {
     pub pid: u32,
     /// What changed.
     pub change: Change,
+    /// The old attributes' line of `/proc/PID/maps` over the change's
+    /// range, as the process showed it before the line (with its
+    /// `[heap]` or `[stack]` label, which a change's VMA alone does not
+    /// know); none for a mapping.
+    pub old_line: Option<String>,
+    /// The new attributes' line, as the process shows it after the line;
+    /// none for an unmapping or a move.
+    pub new_line: Option<String>,
 }
 
 /// Changes heard by the spaces' observers, not yet given a line.
@@ -211,6 +219,9 @@ pub struct Replayer {
     heard: Option<Heard>,
     line_now: Option<usize>,
     changes: Vec<ReplayChange>,
+    /// Each process's labels as they stood before the line being applied
+    /// (for the old side of its changes).
+    shown: PidMap<crate::space::Shown>,
 }
 
 impl fmt::Debug for Replayer {
@@ -302,6 +313,7 @@ impl Replayer {
             heard: None,
             line_now: None,
             changes: Vec::new(),
+            shown: PidMap::default(),
         }
     }
 
@@ -401,7 +413,12 @@ impl Replayer {
             // The unnamed first process (strace names no pid until a
             // second exists) is the root.
             let pid = if pid == 0 { root } else { pid };
-            self.changes.push(ReplayChange { line: no, pid, change });
+            let before = self.shown.get(&pid).copied().unwrap_or_default();
+            let after = self.procs.get(&pid).map(|p| p.space.borrow().shown()).unwrap_or_default();
+            let old_line = change.old_vma().map(|v| before.line(&v));
+            let new_line = change.vma().map(|v| after.line(&v));
+            self.changes.push(ReplayChange { line: no, pid, change, old_line, new_line });
+            self.shown.insert(pid, after);
         }
     }
 
@@ -551,6 +568,10 @@ impl Replayer {
             return Ok(());
         }
         self.ensure(pid);
+        if self.heard.is_some() {
+            let now = self.procs[&pid].space.borrow().shown();
+            self.shown.insert(pid, now);
+        }
         if self.opts.from == Some(no) {
             if let Some(mut initial) = self.initial.take() {
                 // The maps file describes this process at this line; the
