@@ -9,7 +9,7 @@ use maple_mm::{AddressSpace, MapFlags, Prot, SharedAddressSpace, VmaStore, PAGE_
 
 use super::{div, span};
 use crate::{
-    measure::{alternate, case, per_op, Kept, Pace, Read, Write},
+    measure::{alternate, case, per_op, Kept, Pace, Read, Timing, Write},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     workloads::{holey_space, rebuild_by_insertion, vma_space, BASE},
     Mode, Options,
@@ -188,35 +188,11 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     for &n in sizes {
         progress(&format!("mm calls: {n} VMAs"));
         let mut mm = holey_space(n);
-        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
         let loops = opts.loops(200_000.0, 10);
         let mid = n / 2;
         let hole = BASE + mid * 3 * PAGE_SIZE + 2 * PAGE_SIZE;
         let page = BASE + mid * 3 * PAGE_SIZE;
-        let mapping = per_op(
-            opts.reps,
-            loops,
-            || (),
-            |()| {
-                for _ in 0..loops {
-                    // An anonymous page in the hole merges with the VMA
-                    // before it; munmap cuts it off again.
-                    mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
-                    mm.munmap(hole, PAGE_SIZE).expect("unmap");
-                }
-            },
-        );
-        let protect = per_op(
-            opts.reps,
-            loops,
-            || (),
-            |()| {
-                for _ in 0..loops {
-                    mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
-                    mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
-                }
-            },
-        );
+        let (mapping, protect) = call_pairs(opts.reps, loops, &mut mm, hole, page);
         let lookups = loops * 10;
         let find = per_op(
             opts.reps,
@@ -237,28 +213,7 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         mm.set_observer(move |_: &maple_mm::Change| {
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         });
-        let observed_map = per_op(
-            opts.reps,
-            loops,
-            || (),
-            |()| {
-                for _ in 0..loops {
-                    mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
-                    mm.munmap(hole, PAGE_SIZE).expect("unmap");
-                }
-            },
-        );
-        let observed_protect = per_op(
-            opts.reps,
-            loops,
-            || (),
-            |()| {
-                for _ in 0..loops {
-                    mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
-                    mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
-                }
-            },
-        );
+        let (observed_map, observed_protect) = call_pairs(opts.reps, loops, &mut mm, hole, page);
         mm.clear_observer();
         assert!(told.load(std::sync::atomic::Ordering::Relaxed) > 0, "the observer was told");
         let cost = div(observed_map.ns() + observed_protect.ns(), mapping.ns() + protect.ns());
@@ -298,6 +253,37 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         (opts.mode != Mode::Tiny).then_some(worst_observer <= 1.10),
     ));
     s
+}
+
+/// The cost of `loops` call pairs on `mm`, each way: a one-page anonymous
+/// mapping made in the hole at `hole` (it merges with the VMA before it)
+/// and unmapped again; and the page at `page` protected (a split in three)
+/// and restored (a merge back).
+fn call_pairs(reps: usize, loops: u64, mm: &mut AddressSpace, hole: u64, page: u64) -> (Timing, Timing) {
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let mapping = per_op(
+        reps,
+        loops,
+        || (),
+        |()| {
+            for _ in 0..loops {
+                mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+                mm.munmap(hole, PAGE_SIZE).expect("unmap");
+            }
+        },
+    );
+    let protect = per_op(
+        reps,
+        loops,
+        || (),
+        |()| {
+            for _ in 0..loops {
+                mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
+                mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
+            }
+        },
+    );
+    (mapping, protect)
 }
 
 /// One write of the busy writer: protect a page inside VMA `j` (a split in
