@@ -303,8 +303,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// top-down below `mmap_base` (raised by what lies above the window
     /// for a hint above it), else bottom-up from `legacy_base`.
     fn search_area(&self, hint: u64, len: u64) -> Result<u64> {
-        let l = &self.layout;
-        let end = l.mmap_end(hint);
+        let (l, page) = (&self.layout, self.page());
+        // (Bounds on pages, whatever a layout made by hand holds.)
+        let end = page.align_down(l.mmap_end(hint));
         if hint != 0 && len <= end && hint <= end - len {
             let free = match self.find_vma(hint) {
                 None => true,
@@ -315,14 +316,15 @@ impl<T: VmaStore> AddressSpace<T> {
             }
         }
         if !l.bottom_up {
-            let low = self.page().bytes().max(l.mmap_min_addr);
-            let high = l.mmap_base.saturating_add(end - l.map_window.min(end)).min(end);
+            let low = page.align_up(l.mmap_min_addr).unwrap_or(u64::MAX).max(page.bytes());
+            let high = page.align_down(l.mmap_base.saturating_add(end - l.map_window.min(end)).min(end));
             if let Ok(a) = self.topdown(low, high, len) {
                 return Ok(a);
             }
             // Linux falls back to a bottom-up search.
         }
-        self.bottomup(l.legacy_base.max(l.mmap_min_addr), end, len)
+        let low = page.align_up(l.legacy_base.max(l.mmap_min_addr)).unwrap_or(u64::MAX);
+        self.bottomup(low, end, len)
     }
 
     /// The lowest address a mapping may end at below `v` (its guard gap if

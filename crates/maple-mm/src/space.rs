@@ -120,8 +120,15 @@ pub enum Arch {
 /// `top` (its limit plus the guard gap, unless that overflows; at least
 /// 128 MiB, at most five sixths of `top`), rounded up to a page.
 fn mmap_base_below(top: u64, stack_limit: u64, guard_gap: u64, page: PageSize) -> u64 {
-    let gap = stack_limit.checked_add(guard_gap).unwrap_or(stack_limit).clamp(128 << 20, top / 6 * 5);
-    page.align_up(top - gap).unwrap_or(top)
+    let (min, max) = (128 << 20, top / 6 * 5);
+    let mut gap = stack_limit.checked_add(guard_gap).unwrap_or(stack_limit);
+    // (Linux's order: the minimum only where it is below the maximum.)
+    if gap < min && min < max {
+        gap = min;
+    } else if gap > max {
+        gap = max;
+    }
+    page.align_up(top.saturating_sub(gap)).unwrap_or(top)
 }
 
 impl Layout {
@@ -233,7 +240,7 @@ impl Layout {
         if hint > self.map_window {
             self.task_size
         } else {
-            self.map_window
+            self.map_window.min(self.task_size)
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use maple_mm::{
     strace::{parse::parse_line, ReplayOptions, Replayer},
     swap::{swap_extents_from, FileExtent},
-    Access, AddressSpace, Advice, Errno, MapFlags, MappedFile, MbindFlags, MremapFlags, Prot,
+    Access, AddressSpace, Advice, Errno, Layout, MapFlags, MappedFile, MbindFlags, MremapFlags, PageSize, Prot,
 };
 use proptest::prelude::*;
 
@@ -175,6 +175,39 @@ fn edgy() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// A modelled layout, or one with an edge value in every field.
+fn layout() -> impl Strategy<Value = Layout> {
+    let modelled = prop::sample::select(vec![
+        Layout::x86_64(),
+        Layout::x86_64_la57(),
+        Layout::arm64(PageSize::K4),
+        Layout::arm64(PageSize::K16),
+        Layout::arm64(PageSize::K64),
+    ]);
+    let page = prop::sample::select(PageSize::ALL.to_vec());
+    let hostile = (page, [edgy(), edgy(), edgy(), edgy(), edgy(), edgy()], any::<bool>(), any::<bool>()).prop_map(
+        |(page, [task, window, base, legacy, min, gap], bottom_up, unlimited)| {
+            let l = Layout {
+                page_size: page,
+                task_size: task,
+                map_window: window,
+                mmap_base: base,
+                legacy_base: legacy,
+                mmap_min_addr: min,
+                stack_guard_gap: gap,
+                bottom_up,
+                ..Layout::arm64(page)
+            };
+            if unlimited {
+                l.with_stack_limit(u64::MAX)
+            } else {
+                l.with_stack_limit(gap)
+            }
+        },
+    );
+    prop_oneof![modelled, hostile]
+}
+
 /// The mapped pages as runs of one protection, whatever the VMA cuts.
 fn runs(mm: &AddressSpace) -> Vec<(u64, u64, maple_mm::Prot)> {
     let mut out: Vec<(u64, u64, maple_mm::Prot)> = Vec::new();
@@ -258,16 +291,22 @@ proptest! {
     }
 
     /// The address space's own calls with edge arguments (lengths and
-    /// addresses near 0, page boundaries and `u64::MAX`, any flag bits):
-    /// each answers, the space stays valid, and a failed call changes
-    /// nothing.
+    /// addresses near 0, page boundaries and `u64::MAX`, any flag bits),
+    /// in a modelled layout or one with edge values in every field (any
+    /// page size, a top, window and bases anywhere): each answers, the
+    /// space stays valid, and a failed call changes nothing.
     #[test]
-    fn calls_with_edge_arguments(calls in prop::collection::vec((0..12u8, edgy(), edgy(), edgy(), any::<u32>(), any::<u32>()), 1..30)) {
-        let mut mm = AddressSpace::new();
+    fn calls_with_edge_arguments(
+        calls in prop::collection::vec((0..12u8, edgy(), edgy(), edgy(), any::<u32>(), any::<u32>()), 1..30),
+        layout in layout(),
+    ) {
+        let mut mm = AddressSpace::with_layout(layout);
         let file = Arc::new(MappedFile::new(8, 1, 42, "/tmp/f"));
-        // Something to work on near the top and in the middle.
-        mm.mmap(0, 64 << 12, Prot::READ | Prot::WRITE, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
-        mm.mmap(0x1000_0000, 16 << 12, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0).unwrap();
+        // Something to work on near the top and in the middle (where the
+        // layout lets it be).
+        let _ = mm.mmap(0, 64 << 12, Prot::READ | Prot::WRITE, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0);
+        let _ = mm.mmap(0x1000_0000, 16 << 12, Prot::READ, MapFlags::PRIVATE | MapFlags::FIXED, Some(file.clone()), 0);
+        mm.validate().map_err(TestCaseError::fail)?;
         for (i, &(call, a, b, c, f, g)) in calls.iter().enumerate() {
             let state = |mm: &AddressSpace| {
                 (mm.maps(), mm.guard_pages().collect::<Vec<_>>(), mm.anon_pages().collect::<Vec<_>>())
