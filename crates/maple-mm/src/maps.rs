@@ -167,6 +167,15 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 }
 
+impl crate::space::Shown {
+    /// `vma`'s line of the maps file.
+    pub(crate) fn line(&self, vma: &Vma<'_>) -> String {
+        let mut s = String::new();
+        let _ = write_line(&mut s, vma, self.label(vma));
+        s
+    }
+}
+
 impl AddressSpace {
     /// Builds an address space from a maps file's text (`file` names it in
     /// errors). Every line becomes a VMA with what the file shows; flags it

@@ -299,7 +299,7 @@ fn populates_growth(d: &VmaData) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::{
-        page::{each_page, test_layout},
+        space::{each_page, test_layout},
         AddressSpace, MapFlags, MremapFlags, Prot,
     };
 

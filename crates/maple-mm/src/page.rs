@@ -140,29 +140,6 @@ impl fmt::Display for PageSize {
     }
 }
 
-/// The layout the unit tests run with for pages of `P` bytes (x86-64 for
-/// 4 KiB, arm64 for 16 and 64 KiB), and [`each_page`] to run a test with
-/// each.
-#[cfg(test)]
-pub(crate) fn test_layout<const P: u64>() -> crate::Layout {
-    match PageSize::try_from(P).expect("a page size the model knows") {
-        PageSize::K4 => crate::Layout::x86_64(),
-        page => crate::Layout::arm64(page),
-    }
-}
-
-/// Runs a test written for pages of `P` bytes with each page size.
-#[cfg(test)]
-macro_rules! each_page {
-    ($test:ident) => {{
-        $test::<4096>();
-        $test::<16384>();
-        $test::<65536>();
-    }};
-}
-#[cfg(test)]
-pub(crate) use each_page;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,7 +166,7 @@ impl<T: VmaStore> AddressSpace<T> {
 mod tests {
     use super::ShmSegment;
     use crate::{
-        page::{each_page, test_layout},
+        space::{each_page, test_layout},
         AddressSpace, Errno, MapFlags, Prot, ShmFlags,
     };
 

@@ -303,6 +303,29 @@ pub(crate) fn vm_counts<'a>(vmas: impl Iterator<Item = Vma<'a>>, top: u64, locke
     })
 }
 
+/// The layout the unit tests run with for pages of `P` bytes (x86-64 for
+/// 4 KiB, arm64 for 16 and 64 KiB), and [`each_page`] to run a test with
+/// each.
+#[cfg(test)]
+pub(crate) fn test_layout<const P: u64>() -> Layout {
+    match PageSize::try_from(P).expect("a page size the model knows") {
+        PageSize::K4 => Layout::x86_64(),
+        page => Layout::arm64(page),
+    }
+}
+
+/// Runs a test written for pages of `P` bytes with each page size.
+#[cfg(test)]
+macro_rules! each_page {
+    ($test:ident) => {{
+        $test::<4096>();
+        $test::<16384>();
+        $test::<65536>();
+    }};
+}
+#[cfg(test)]
+pub(crate) use each_page;
+
 /// What decides the labels `/proc/PID/maps` gives VMAs without a file or
 /// name of their own: the program break and the stack's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -328,13 +351,6 @@ impl Shown {
             Some(s) if vma.start <= s && s <= vma.end => Some("[stack]"),
             _ => None,
         }
-    }
-
-    /// `vma`'s line of the maps file.
-    pub(crate) fn line(&self, vma: &Vma<'_>) -> String {
-        let mut s = String::new();
-        let _ = crate::maps::write_line(&mut s, vma, self.label(vma));
-        s
     }
 }
 

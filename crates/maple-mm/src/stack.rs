@@ -134,7 +134,7 @@ impl<T: VmaStore> AddressSpace<T> {
 #[cfg(test)]
 mod tests {
     use crate::{
-        page::{each_page, test_layout},
+        space::{each_page, test_layout},
         Access, AddressSpace, Fault, Layout, MapFlags, Prot, VmFlags,
     };
 
