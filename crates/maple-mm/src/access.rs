@@ -145,7 +145,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.check_access(a + PAGE_SIZE, Access::Read).map_err(|f| f.signal()), Err(11));
     /// ```
     pub fn check_access(&self, addr: u64, access: Access) -> Result<(), Fault> {
-        decide(self.faulting_vma(addr), addr, access, self.page(), |page| self.is_guard_page(page))
+        decide(self.faulting_vma(addr), addr, access, self.page_size(), |page| self.is_guard_page(page))
     }
 
     /// One access at `addr` as Linux's page-fault handler carries it out:
@@ -194,19 +194,19 @@ impl<T: VmaStore> AddressSpace<T> {
     /// # Ok::<(), maple_mm::Errno>(())
     /// ```
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
-        let page = self.page().align_down(addr);
+        let page = self.page_size().align_down(addr);
         // The VMA met gives the verdict and, where no VMA holds `addr`, the
         // growth (the stack's grown range); the growth is worked out once.
         let target = self.faulting_vma(addr);
         let growth = target.filter(|_| self.vma_at(addr).is_none()).map(|v| (v.start, v.end));
-        let verdict = decide(target, addr, access, self.page(), |page| self.is_guard_page(page));
+        let verdict = decide(target, addr, access, self.page_size(), |page| self.is_guard_page(page));
         // A write fault prepares the anon_vma before it finds the page
         // past the end of the file.
         let anon_vma = access == Access::Write && matches!(verdict, Ok(()) | Err(Fault::PastObject));
         if growth.is_none() && !anon_vma {
             return verdict;
         }
-        let window = growth.unwrap_or((page, page + self.page().bytes()));
+        let window = growth.unwrap_or((page, page + self.page_size().bytes()));
         self.transact(&[window], |mm| {
             if let Some((to, _)) = growth {
                 mm.grow_stack(to)?;
@@ -215,7 +215,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 mm.fault_in_at(page)?;
             }
             if access == Access::Write && verdict.is_ok() {
-                mm.written(page, page + mm.page().bytes())?;
+                mm.written(page, page + mm.page_size().bytes())?;
             }
             Ok(Ok(()))
         })
@@ -250,7 +250,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// True if the page holding `addr` is a guard page (see
     /// [`guard_pages`](Self::guard_pages)).
     pub fn is_guard_page(&self, addr: u64) -> bool {
-        let page = self.page().align_down(addr);
-        self.guards.first_in(page, page.saturating_add(self.page().bytes())).is_some()
+        let page = self.page_size().align_down(addr);
+        self.guards.first_in(page, page.saturating_add(self.page_size().bytes())).is_some()
     }
 }

@@ -111,7 +111,10 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EPERM);
         }
         let limit = self.layout.memlock_limit;
-        if limit != u64::MAX && flags.contains(MclFlags::CURRENT) && !within(self.total_vm(), 0, limit, self.page()) {
+        if limit != u64::MAX
+            && flags.contains(MclFlags::CURRENT)
+            && !within(self.total_vm(), 0, limit, self.page_size())
+        {
             return Err(Errno::ENOMEM);
         }
         let lock = if flags.contains(MclFlags::ONFAULT) { VmFlags::LOCKED_MASK } else { VmFlags::LOCKED };
@@ -138,7 +141,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `mlock`, `mlock2` and `munlock`: the range's VMAs get the lock bits
     /// `lock` (none to unlock), then are populated if locked now.
     fn lock_range(&mut self, addr: u64, len: u64, lock: VmFlags) -> Result<()> {
-        let start = self.page().align_down(addr);
+        let start = self.page_size().align_down(addr);
         let limit = self.layout.memlock_limit;
         if lock.contains(VmFlags::LOCKED) && limit != u64::MAX {
             if !self.can_do_mlock() {
@@ -147,22 +150,22 @@ impl<T: VmaStore> AddressSpace<T> {
             // Linux's do_mlock: the pages asked for (its page rounding may
             // wrap) with those locked already, less those of the range
             // locked already where that is over.
-            let asked =
-                len.wrapping_add(addr - start).wrapping_add(self.page().bytes() - 1) & !(self.page().bytes() - 1);
+            let asked = len.wrapping_add(addr - start).wrapping_add(self.page_size().bytes() - 1)
+                & !(self.page_size().bytes() - 1);
             let locked = self.locked_vm();
-            if !within(locked, asked, limit, self.page()) {
+            if !within(locked, asked, limit, self.page_size()) {
                 let end = start.saturating_add(asked);
                 let again: u64 = self
                     .range(start, end)
                     .filter(|v| v.flags().contains(VmFlags::LOCKED))
                     .map(|v| v.end.min(end) - v.start.max(start))
                     .sum();
-                if !within(locked, asked - again, limit, self.page()) {
+                if !within(locked, asked - again, limit, self.page_size()) {
                     return Err(Errno::ENOMEM);
                 }
             }
         }
-        let len = len.checked_add(addr - start).and_then(|l| self.page().align_up(l)).ok_or(Errno::EINVAL)?;
+        let len = len.checked_add(addr - start).and_then(|l| self.page_size().align_up(l)).ok_or(Errno::EINVAL)?;
         let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
         if end == start {
             return Ok(());
@@ -221,7 +224,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
                 return Ok(Err(Errno::ENOMEM));
             }
-            let past = d.past_object(ps, pe, self.page());
+            let past = d.past_object(ps, pe, self.page_size());
             let guard = self.guards.first_in(ps, past.unwrap_or(pe));
             // (A write fault past the end of a file prepares the anon_vma
             // before it fails; one on a guard page does not.)

@@ -237,8 +237,8 @@ impl AddressSpace {
                 continue;
             }
             let l = MapsLine::parse(line).map_err(|m| err(n, m))?;
-            if !mm.page().is_aligned(l.start) || !mm.page().is_aligned(l.end) {
-                let msg = format!("{:x}-{:x} is not on {} pages (the layout's)", l.start, l.end, mm.page());
+            if !mm.page_size().is_aligned(l.start) || !mm.page_size().is_aligned(l.end) {
+                let msg = format!("{:x}-{:x} is not on {} pages (the layout's)", l.start, l.end, mm.page_size());
                 return Err(err(n, msg));
             }
             // An smaps file's fields follow their mapping's line.
@@ -488,7 +488,7 @@ impl AddressSpace {
     #[cfg(target_os = "linux")]
     pub fn sync_written(&mut self, pid: u32, start: u64, end: u64) -> Result<u64, MapsError> {
         let unwritten: Vec<(u64, u64)> = self
-            .range(self.page().align_down(start), self.page().align_up(end).unwrap_or(u64::MAX))
+            .range(self.page_size().align_down(start), self.page_size().align_up(end).unwrap_or(u64::MAX))
             .filter(|v| v.flags().private_writable() && v.anon_vma().is_none())
             .map(|v| (v.start, v.end))
             .collect();
@@ -512,8 +512,8 @@ impl AddressSpace {
             unwritten.iter().filter_map(|&(s, e)| runs.iter().find(|r| s <= r.0 && r.0 < e).map(|r| r.0)).collect();
         let mut written = 0;
         for page in first {
-            if self.touch(page, self.page().bytes()).is_ok() {
-                written += self.page().bytes();
+            if self.touch(page, self.page_size().bytes()).is_ok() {
+                written += self.page_size().bytes();
             }
         }
         Ok(written)

@@ -41,10 +41,10 @@ impl<T: VmaStore> AddressSpace<T> {
         // In Linux's order: the mode, the flags, the range (an empty one
         // is done), then the policy itself.
         let (mode, mode_flags) = sanitize(mode)?;
-        if flags.bits() & !MbindFlags::all().bits() != 0 || addr % self.page().bytes() != 0 {
+        if flags.bits() & !MbindFlags::all().bits() != 0 || addr % self.page_size().bytes() != 0 {
             return Err(Errno::EINVAL);
         }
-        let len = self.page().align_up(len).ok_or(Errno::EINVAL)?;
+        let len = self.page_size().align_up(len).ok_or(Errno::EINVAL)?;
         let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
         if len == 0 {
             return Ok(());

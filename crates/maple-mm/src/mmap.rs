@@ -94,7 +94,7 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> Result<u64> {
         // The order of the checks is Linux's (sys_mmap, then do_mmap).
         let bits = flags.bits();
-        if !self.page().is_aligned(offset) {
+        if !self.page_size().is_aligned(offset) {
             return Err(Errno::EINVAL);
         }
         let anonymous = flags.contains(MapFlags::ANONYMOUS);
@@ -108,9 +108,9 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(Errno::EINVAL);
         }
         let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
-        let pgoff = self.page().pages(offset);
-        if pgoff.checked_add(self.page().pages(len)).is_none() {
+        let len = self.page_size().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let pgoff = self.page_size().pages(offset);
+        if pgoff.checked_add(self.page_size().pages(len)).is_none() {
             return Err(Errno::EOVERFLOW);
         }
         if self.vma_count() > self.layout.max_map_count {
@@ -124,7 +124,7 @@ impl<T: VmaStore> AddressSpace<T> {
             if addr > self.layout.task_size || len > self.layout.task_size - addr {
                 return Err(Errno::ENOMEM);
             }
-            if !self.page().is_aligned(addr) {
+            if !self.page_size().is_aligned(addr) {
                 return Err(Errno::EINVAL);
             }
             if addr < self.layout.mmap_min_addr {
@@ -141,7 +141,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if let Some(f) = &file {
             // Linux's file_mmap_ok: the file range must fit in a file.
             let max = i64::MAX as u64 - len;
-            if !f.anon_shmem && pgoff > self.page().pages(max) {
+            if !f.anon_shmem && pgoff > self.page_size().pages(max) {
                 return Err(Errno::EOVERFLOW);
             }
         }
@@ -243,9 +243,9 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Linux's `round_hint_to_min`: a hint below `mmap_min_addr` moves up to it.
     fn round_hint(&self, hint: u64) -> u64 {
-        let hint = self.page().align_down(hint);
+        let hint = self.page_size().align_down(hint);
         if hint != 0 && hint < self.layout.mmap_min_addr {
-            self.page().align_up(self.layout.mmap_min_addr).unwrap_or(hint)
+            self.page_size().align_up(self.layout.mmap_min_addr).unwrap_or(hint)
         } else {
             hint
         }
@@ -256,7 +256,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// (or, bottom-up, lowest) free range, aligned to 2 MiB where Linux
     /// aligns it for huge pages.
     pub fn get_unmapped_area(&self, hint: u64, len: u64) -> Result<u64> {
-        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let len = self.page_size().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
         self.unmapped_area(self.round_hint(hint), len, &Backing::Anon, 0)
     }
 
@@ -266,18 +266,18 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let thp = self.layout.thp_align
             && match backing {
-                Backing::Anon => hint == 0 && len % self.page().pmd_size() == 0,
+                Backing::Anon => hint == 0 && len % self.page_size().pmd_size() == 0,
                 Backing::File(f) => {
                     // Regular files: when the file range covers an aligned
                     // 2 MiB block (Linux's __thp_get_unmapped_area).
                     let off = offset;
                     let off_end = off.wrapping_add(len);
-                    let off_align = off.div_ceil(self.page().pmd_size()).wrapping_mul(self.page().pmd_size());
-                    !f.anon_shmem && off_end > off_align && off_end - off_align >= self.page().pmd_size()
+                    let off_align = off.div_ceil(self.page_size().pmd_size()).wrapping_mul(self.page_size().pmd_size());
+                    !f.anon_shmem && off_end > off_align && off_end - off_align >= self.page_size().pmd_size()
                 }
             };
         if thp {
-            if let Some(pad) = len.checked_add(self.page().pmd_size()) {
+            if let Some(pad) = len.checked_add(self.page_size().pmd_size()) {
                 if let Ok(ret) = self.search_area(hint, pad) {
                     if hint != 0 && ret == hint {
                         return Ok(ret);
@@ -286,9 +286,9 @@ impl<T: VmaStore> AddressSpace<T> {
                         Backing::Anon => 0,
                         Backing::File(_) => offset,
                     };
-                    let off_sub = off.wrapping_sub(ret) & (self.page().pmd_size() - 1);
+                    let off_sub = off.wrapping_sub(ret) & (self.page_size().pmd_size() - 1);
                     if !self.layout.bottom_up && off_sub == 0 {
-                        return Ok(ret + self.page().pmd_size());
+                        return Ok(ret + self.page_size().pmd_size());
                     }
                     return Ok(ret + off_sub);
                 }
@@ -303,7 +303,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// top-down below `mmap_base` (raised by what lies above the window
     /// for a hint above it), else bottom-up from `legacy_base`.
     fn search_area(&self, hint: u64, len: u64) -> Result<u64> {
-        let (l, page) = (&self.layout, self.page());
+        let (l, page) = (&self.layout, self.page_size());
         // (Bounds on pages, whatever a layout made by hand holds.)
         let end = page.align_down(l.mmap_end(hint));
         if hint != 0 && len <= end && hint <= end - len {
@@ -390,10 +390,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// the address space), `ENOMEM` (cutting a VMA in two would exceed
     /// `max_map_count`, or an allocation failed).
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<()> {
-        if !self.page().is_aligned(addr) {
+        if !self.page_size().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
-        let len = self.page().align_up(len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        let len = self.page_size().align_up(len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
         if addr > self.layout.task_size || len > self.layout.task_size - addr {
             return Err(Errno::EINVAL);
         }
@@ -425,7 +425,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if data_limit != u64::MAX && (new - b.start).saturating_add(self.layout.data_segment) > data_limit {
             return b.current;
         }
-        let (Some(newbrk), Some(oldbrk)) = (self.page().align_up(new), self.page().align_up(b.current)) else {
+        let (Some(newbrk), Some(oldbrk)) = (self.page_size().align_up(new), self.page_size().align_up(b.current))
+        else {
             return b.current;
         };
         if newbrk > self.layout.task_size {
@@ -459,7 +460,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // Growing: keep a page (and a stack's guard gap) free below the
         // next mapping.
         if let Some(next) = self.find_vma(oldbrk) {
-            if newbrk.saturating_add(self.page().bytes()) > self.start_gap(&next) {
+            if newbrk.saturating_add(self.page_size().bytes()) > self.start_gap(&next) {
                 return b.current;
             }
         }

@@ -247,7 +247,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// down), `ENOMEM` (holes, overflow, too many VMAs), `EACCES` (write
     /// access to a shared mapping of a read-only file).
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) -> Result<()> {
-        if !self.page().is_aligned(addr) {
+        if !self.page_size().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
         if prot.bits() & !Prot::all().bits() != 0 || prot.contains(Prot::GROWSUP) {
@@ -256,7 +256,7 @@ impl<T: VmaStore> AddressSpace<T> {
         if len == 0 {
             return Ok(());
         }
-        let len = self.page().align_up(len).ok_or(Errno::ENOMEM)?;
+        let len = self.page_size().align_up(len).ok_or(Errno::ENOMEM)?;
         let mut start = addr;
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
         if prot.contains(Prot::GROWSDOWN) {
@@ -295,10 +295,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Checks an advice-style range (`madvise`, naming) and returns its end;
     /// `None` for an empty range (nothing to do).
     fn advice_range(&self, addr: u64, len: u64) -> Result<Option<u64>> {
-        if !self.page().is_aligned(addr) {
+        if !self.page_size().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
-        let alen = self.page().align_up(len).ok_or(Errno::EINVAL)?;
+        let alen = self.page_size().align_up(len).ok_or(Errno::EINVAL)?;
         if len != 0 && alen == 0 {
             return Err(Errno::EINVAL);
         }
@@ -468,7 +468,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 return (vmas, pos, Some(AccessStop::ReadOnly));
             }
             let to = v.end.min(end);
-            let past = v.data.past_object(pos, to, self.page());
+            let past = v.data.past_object(pos, to, self.page_size());
             match (self.guards.first_in(pos, past.unwrap_or(to)), past) {
                 // A guard page: its fault fails before any anon_vma is
                 // made, so the VMA is reached only if pages before it were.
@@ -524,10 +524,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert_eq!(mm.vma_count(), 1);
     /// ```
     pub fn set_value<V: VmaValue>(&mut self, start: u64, len: u64, value: Option<V>) -> Result<()> {
-        if start % self.page().bytes() != 0 {
+        if start % self.page_size().bytes() != 0 {
             return Err(Errno::EINVAL);
         }
-        let end = self.page().align_up(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
+        let end = self.page_size().align_up(len).and_then(|l| start.checked_add(l)).ok_or(Errno::EINVAL)?;
         if start == end {
             return Ok(());
         }
@@ -598,8 +598,8 @@ impl<T: VmaStore> AddressSpace<T> {
         if len == 0 {
             return Ok(());
         }
-        let start = self.page().align_down(addr);
-        let end = addr.checked_add(len).and_then(|l| self.page().align_up(l)).ok_or(Errno::EFAULT)?;
+        let start = self.page_size().align_down(addr);
+        let end = addr.checked_add(len).and_then(|l| self.page_size().align_up(l)).ok_or(Errno::EFAULT)?;
         match self.access_reach(start, end, Prot::WRITE) {
             (vmas, _, None) => self.fault_range(&vmas, start, end),
             (_, pos, Some(AccessStop::Hole)) if self.stack_growth(pos).is_some() => self.touch_growing(start, end),

@@ -47,11 +47,11 @@ impl<T: VmaStore> AddressSpace<T> {
         if (fixed || dontunmap) && !maymove {
             return Err(Errno::EINVAL);
         }
-        if !self.page().is_aligned(old) {
+        if !self.page_size().is_aligned(old) {
             return Err(Errno::EINVAL);
         }
-        let old_len = self.page().align_up(old_len).ok_or(Errno::EINVAL)?;
-        let new_len = self.page().align_up(new_len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
+        let old_len = self.page_size().align_up(old_len).ok_or(Errno::EINVAL)?;
+        let new_len = self.page_size().align_up(new_len).filter(|&l| l != 0).ok_or(Errno::EINVAL)?;
         if dontunmap && old_len != new_len {
             return Err(Errno::EINVAL);
         }
@@ -63,7 +63,7 @@ impl<T: VmaStore> AddressSpace<T> {
         // A new address given (or, with DONTUNMAP alone, hinted) is checked
         // before the old range is looked at.
         if fixed || dontunmap {
-            if !self.page().is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
+            if !self.page_size().is_aligned(new_addr) || new_len > task || new_addr > task - new_len {
                 return Err(Errno::EINVAL);
             }
             if new_addr < old_end && old < new_addr + new_len {

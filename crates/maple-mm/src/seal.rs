@@ -47,10 +47,10 @@ impl<T: VmaStore> AddressSpace<T> {
     /// assert!(mm.vma_at(a + PAGE_SIZE).unwrap().flags().contains(VmFlags::SEALED));
     /// ```
     pub fn mseal(&mut self, addr: u64, len: u64, flags: u64) -> Result<()> {
-        if flags != 0 || !self.page().is_aligned(addr) {
+        if flags != 0 || !self.page_size().is_aligned(addr) {
             return Err(Errno::EINVAL);
         }
-        let len = self.page().align_up(len).ok_or(Errno::EINVAL)?;
+        let len = self.page_size().align_up(len).ok_or(Errno::EINVAL)?;
         let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
         if end == addr {
             return Ok(());

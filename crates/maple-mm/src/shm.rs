@@ -82,11 +82,11 @@ impl<T: VmaStore> AddressSpace<T> {
         let mut map = MapFlags::SHARED;
         let mut at = addr;
         if addr != 0 {
-            if addr % self.page().bytes() != 0 {
+            if addr % self.page_size().bytes() != 0 {
                 if !flags.contains(ShmFlags::RND) {
                     return Err(Errno::EINVAL);
                 }
-                at = self.page().align_down(addr);
+                at = self.page_size().align_down(addr);
                 if at == 0 && flags.contains(ShmFlags::REMAP) {
                     return Err(Errno::EINVAL);
                 }
@@ -118,7 +118,7 @@ impl<T: VmaStore> AddressSpace<T> {
     ///
     /// Errors: `EINVAL` (`addr` unaligned, or no attach there).
     pub fn shmdt(&mut self, addr: u64) -> Result<()> {
-        if addr % self.page().bytes() != 0 {
+        if addr % self.page_size().bytes() != 0 {
             return Err(Errno::EINVAL);
         }
         // An attach's piece at its own offset from `addr`.
@@ -133,7 +133,7 @@ impl<T: VmaStore> AddressSpace<T> {
             match &first {
                 None => {
                     if let Some(f) = attach(v.backing()).filter(|_| at_offset(v.start, v.offset())) {
-                        let size = f.size.and_then(|l| self.page().align_up(l)).unwrap_or(0);
+                        let size = f.size.and_then(|l| self.page_size().align_up(l)).unwrap_or(0);
                         pieces.push((v.start, v.end));
                         first = Some((f, size));
                     }

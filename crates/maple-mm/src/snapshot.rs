@@ -283,7 +283,7 @@ fn build<V: VmaValue>(snap: Snapshot<V>) -> Result<AddressSpace, String> {
         })
         .collect();
     let mut anons: HashMap<u64, AnonVma> = HashMap::new();
-    let page = mm.page();
+    let page = mm.page_size();
     let mut prev_end = 0;
     for (i, v) in snap.vmas.into_iter().enumerate() {
         let at = || format!("VMA {i} ({:#x}-{:#x})", v.start, v.end);

@@ -687,7 +687,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// # Ok::<(), Errno>(())
     /// ```
     pub fn reserve(&mut self, start: u64, end: u64) -> Result<()> {
-        if start >= end || !self.page().is_aligned(start) || !self.page().is_aligned(end) {
+        if start >= end || !self.page_size().is_aligned(start) || !self.page_size().is_aligned(end) {
             return Err(Errno::EINVAL);
         }
         if self.find_vma_intersection(start, end).is_some() {
@@ -698,7 +698,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// Gives `[start, end)` back to placement and mappings.
     pub fn unreserve(&mut self, start: u64, end: u64) -> Result<()> {
-        if start >= end || !self.page().is_aligned(start) || !self.page().is_aligned(end) {
+        if start >= end || !self.page_size().is_aligned(start) || !self.page_size().is_aligned(end) {
             return Err(Errno::EINVAL);
         }
         self.reserved.remove(start, end).map_err(|_| Errno::ENOMEM)
@@ -744,11 +744,6 @@ impl<T: VmaStore> AddressSpace<T> {
         self.layout.page_size
     }
 
-    #[inline]
-    pub(crate) fn page(&self) -> PageSize {
-        self.layout.page_size
-    }
-
     /// The program break, if one has been set (see [`set_brk_base`](Self::set_brk_base)).
     pub fn brk_state(&self) -> Option<Brk> {
         self.brk
@@ -757,7 +752,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// Sets where the heap starts (`mm->start_brk`, page-aligned up), as
     /// `exec` does after loading the program; the break starts there.
     pub fn set_brk_base(&mut self, start: u64) -> Result<()> {
-        let start = self.page().align_up(start).filter(|&s| s < self.layout.task_size).ok_or(Errno::EINVAL)?;
+        let start = self.page_size().align_up(start).filter(|&s| s < self.layout.task_size).ok_or(Errno::EINVAL)?;
         self.brk = Some(Brk { start, current: start });
         Ok(())
     }
@@ -781,7 +776,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// ```
     pub fn set_brk(&mut self, brk: Brk) -> Result<()> {
         let top = self.layout.task_size;
-        if !self.page().is_aligned(brk.start) || brk.current < brk.start || brk.current > top {
+        if !self.page_size().is_aligned(brk.start) || brk.current < brk.start || brk.current > top {
             return Err(Errno::EINVAL);
         }
         self.brk = Some(brk);
@@ -917,7 +912,9 @@ impl<T: VmaStore> AddressSpace<T> {
     /// `bytes` more, if locked, within `RLIMIT_MEMLOCK`.
     pub(crate) fn mlock_future_ok(&self, flags: VmFlags, bytes: u64) -> bool {
         let limit = self.layout.memlock_limit;
-        limit == u64::MAX || !flags.contains(VmFlags::LOCKED) || within(self.locked_vm(), bytes, limit, self.page())
+        limit == u64::MAX
+            || !flags.contains(VmFlags::LOCKED)
+            || within(self.locked_vm(), bytes, limit, self.page_size())
     }
 
     /// Linux's `may_expand_vm`: whether VMAs with `flags` may take `grow`
@@ -968,7 +965,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 }
                 pos = v.end;
             }
-            self.page().is_aligned(s) && self.page().is_aligned(e) && pos >= e
+            self.page_size().is_aligned(s) && self.page_size().is_aligned(e) && pos >= e
         };
         for (s, e) in self.guards.iter() {
             if !inside(s, e, &|_| true) {
@@ -994,7 +991,7 @@ impl<T: VmaStore> AddressSpace<T> {
             return Err(format!("a VMA in the reserved range {s:#x}-{e:#x}"));
         }
         for v in self.iter() {
-            if !self.page().is_aligned(v.start) || !self.page().is_aligned(v.end) {
+            if !self.page_size().is_aligned(v.start) || !self.page_size().is_aligned(v.end) {
                 return Err(format!("unaligned VMA {:#x}-{:#x}", v.start, v.end));
             }
             if self.above_top(v.end, v.flags()) {
@@ -1280,7 +1277,7 @@ impl<T: VmaStore> AddressSpace<T> {
     pub(crate) fn populate_writes(&mut self, start: u64, end: u64) -> core::result::Result<(), AllocFail> {
         let Some(v) = self.vma_at(start) else { return Ok(()) };
         let end = end.min(v.end);
-        let past = v.data.past_object(start, end, self.page()).unwrap_or(end);
+        let past = v.data.past_object(start, end, self.page_size()).unwrap_or(end);
         let stop = self.guards.first_in(start, past).unwrap_or(past);
         // (A write fault on a guard page fails before it makes an anon_vma.)
         if !self.is_guard_page(start) {
@@ -1478,6 +1475,6 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// The number of anonymous pages in `[start, end)`.
     pub fn anon_page_count(&self, start: u64, end: u64) -> u64 {
-        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / self.page().bytes()).sum()
+        self.anon.runs(start, end).iter().map(|(s, e)| (e - s) / self.page_size().bytes()).sum()
     }
 }
