@@ -264,20 +264,20 @@ impl<T: VmaStore> AddressSpace<T> {
         if len > self.layout.task_size {
             return Err(Errno::ENOMEM);
         }
+        let pmd = self.page_size().pmd_size();
         let thp = self.layout.thp_align
             && match backing {
-                Backing::Anon => hint == 0 && len % self.page_size().pmd_size() == 0,
+                Backing::Anon => hint == 0 && len % pmd == 0,
                 Backing::File(f) => {
                     // Regular files: when the file range covers an aligned
-                    // 2 MiB block (Linux's __thp_get_unmapped_area).
-                    let off = offset;
-                    let off_end = off.wrapping_add(len);
-                    let off_align = off.div_ceil(self.page_size().pmd_size()).wrapping_mul(self.page_size().pmd_size());
-                    !f.anon_shmem && off_end > off_align && off_end - off_align >= self.page_size().pmd_size()
+                    // huge-page block (Linux's __thp_get_unmapped_area).
+                    let off_end = offset.wrapping_add(len);
+                    let off_align = offset.div_ceil(pmd).wrapping_mul(pmd);
+                    !f.anon_shmem && off_end > off_align && off_end - off_align >= pmd
                 }
             };
         if thp {
-            if let Some(pad) = len.checked_add(self.page_size().pmd_size()) {
+            if let Some(pad) = len.checked_add(pmd) {
                 if let Ok(ret) = self.search_area(hint, pad) {
                     if hint != 0 && ret == hint {
                         return Ok(ret);
@@ -286,9 +286,9 @@ impl<T: VmaStore> AddressSpace<T> {
                         Backing::Anon => 0,
                         Backing::File(_) => offset,
                     };
-                    let off_sub = off.wrapping_sub(ret) & (self.page_size().pmd_size() - 1);
+                    let off_sub = off.wrapping_sub(ret) & (pmd - 1);
                     if !self.layout.bottom_up && off_sub == 0 {
-                        return Ok(ret + self.page_size().pmd_size());
+                        return Ok(ret + pmd);
                     }
                     return Ok(ret + off_sub);
                 }
