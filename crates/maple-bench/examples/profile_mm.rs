@@ -12,8 +12,8 @@
 
 use std::hint::black_box;
 
-use maple_bench::workloads::{holey_space, BASE};
-use maple_mm::{MapFlags, Prot, PAGE_SIZE};
+use maple_bench::workloads::{counting_observer, holey_space, map_pairs, middle, protect_pairs, BASE};
+use maple_mm::PAGE_SIZE;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,38 +21,28 @@ fn main() {
     let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let calls: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let mut mm = holey_space(n);
-    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-    let mid = BASE + (n / 2) * 3 * PAGE_SIZE;
-    let mut total = 0u64;
-    let told = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (hole, page) = middle(n);
+    let (observer, told) = counting_observer();
     let mode = match mode.strip_prefix("observed-") {
         Some(m) => {
-            let count = std::sync::Arc::clone(&told);
-            mm.set_observer(move |_: &maple_mm::Change| {
-                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            });
+            mm.set_observer(observer);
             m.to_string()
         }
         None => mode,
     };
-    for k in 0..calls {
-        match mode.as_str() {
-            "map" => {
-                mm.mmap(mid + 2 * PAGE_SIZE, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
-                mm.munmap(mid + 2 * PAGE_SIZE, PAGE_SIZE).expect("unmap");
-            }
-            "protect" => {
-                mm.mprotect(mid, PAGE_SIZE, Prot::READ).expect("protect");
-                mm.mprotect(mid, PAGE_SIZE, Prot::RW).expect("protect");
-            }
-            "find" => {
+    let mut total = 0u64;
+    match mode.as_str() {
+        "map" => map_pairs(&mut mm, calls, hole),
+        "protect" => protect_pairs(&mut mm, calls, page),
+        "find" => {
+            for k in 0..calls {
                 let a = BASE + (k.wrapping_mul(2_654_435_761) % (n * 3)) * PAGE_SIZE;
                 total += mm.find_vma(black_box(a)).map_or(0, |v| v.start());
             }
-            other => {
-                eprintln!("profile_mm: unknown mode {other:?} (map, protect or find, observed-map, observed-protect)");
-                std::process::exit(2);
-            }
+        }
+        other => {
+            eprintln!("profile_mm: unknown mode {other:?} (map, protect or find, observed-map, observed-protect)");
+            std::process::exit(2);
         }
     }
     println!("{} VMAs, {total}, {} changes told", mm.vma_count(), told.load(std::sync::atomic::Ordering::Relaxed));

@@ -29,6 +29,7 @@
 
 pub mod baselines;
 pub mod experiments;
+pub mod instructions;
 pub mod measure;
 pub mod meta;
 pub mod model;

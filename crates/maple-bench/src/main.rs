@@ -78,7 +78,7 @@ struct Failure {
 fn main() -> ExitCode {
     // A run of this program as the report's memory probe (see
     // `maple_bench::resident`): measure, print, exit.
-    if maple_bench::resident::serve_probe() {
+    if maple_bench::resident::serve_probe() || maple_bench::instructions::serve_probe() {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();

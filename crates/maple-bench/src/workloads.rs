@@ -190,6 +190,42 @@ pub fn holey_space(n: u64) -> AddressSpace {
     mm
 }
 
+/// Where the mm-calls loops work in a [`holey_space`] of `n` VMAs: the
+/// hole in its middle, and the first page of the VMA before that hole.
+pub fn middle(n: u64) -> (u64, u64) {
+    let page = BASE + (n / 2) * 3 * PAGE_SIZE;
+    (page + 2 * PAGE_SIZE, page)
+}
+
+/// `loops` times: a one-page anonymous mapping made in the hole at `hole`
+/// and unmapped again.
+pub fn map_pairs(mm: &mut AddressSpace, loops: u64, hole: u64) {
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    for _ in 0..loops {
+        mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
+        mm.munmap(hole, PAGE_SIZE).expect("unmap");
+    }
+}
+
+/// `loops` times: the page at `page` protected (a split in three) and
+/// restored (a merge back).
+pub fn protect_pairs(mm: &mut AddressSpace, loops: u64, page: u64) {
+    for _ in 0..loops {
+        mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
+        mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
+    }
+}
+
+/// An observer that counts the changes it is told, and the count.
+pub fn counting_observer() -> (impl maple_mm::Observer, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    let told = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = std::sync::Arc::clone(&told);
+    let observer = move |_: &maple_mm::Change| {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    (observer, told)
+}
+
 /// The recorded strace logs (`maple-mm/tests/data/recorded`), xz-compressed.
 pub const LOGS: [(&str, &[u8]); 6] = [
     ("churn", include_bytes!("../../maple-mm/tests/data/recorded/churn.strace.xz")),

@@ -138,10 +138,12 @@ impl<T: VmaStore> AddressSpace<T> {
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(start, start + len).is_some() {
             return Err(Errno::EEXIST);
         }
-        if let Some(f) = &file {
-            // Linux's file_mmap_ok: the file range must fit in a file.
-            let max = i64::MAX as u64 - len;
-            if !f.anon_shmem && pgoff > self.page_size().pages(max) {
+        if file.as_ref().is_some_and(|f| !f.anon_shmem) {
+            // Linux's file_mmap_ok: the file range must fit in a file (a
+            // length beyond the largest file is refused before the offset
+            // is looked at; only a layout made by hand lets one through).
+            let max = (i64::MAX as u64).checked_sub(len).ok_or(Errno::EOVERFLOW)?;
+            if pgoff > self.page_size().pages(max) {
                 return Err(Errno::EOVERFLOW);
             }
         }

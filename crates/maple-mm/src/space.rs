@@ -7,7 +7,7 @@ use core::fmt;
 use maple_tree::{MapleTree, U63};
 
 use crate::{
-    change::{clip, cut_out, diff_into, Change, Changes, Events, Observer, Piece},
+    change::{clip, diff_into, splice, Change, Changes, Events, Observer, Piece},
     error::{AllocFail, Errno, Result},
     flags::VmFlags,
     page::PageSize,
@@ -1085,7 +1085,7 @@ impl<T: VmaStore> AddressSpace<T> {
         let undo: smallvec::SmallVec<[Undo; 2]> = windows.iter().map(|&(s, e)| self.save(s, e)).collect();
         let (brk, stack, def_flags, lock_leak) = (self.brk, self.start_stack, self.def_flags, self.lock_leak);
         if let Some(ev) = &mut self.events {
-            if ev.depth == 0 {
+            if ev.depth == 0 && !ev.writes.is_empty() {
                 // (Writes made outside any call are not this call's.)
                 ev.writes.clear();
             }
@@ -1097,14 +1097,12 @@ impl<T: VmaStore> AddressSpace<T> {
             ev.depth == 0
         });
         if report {
-            let changes = match res {
-                Ok(_) => self.changes_since(&undo),
-                Err(AllocFail) => Changes::new(),
-            };
+            if res.is_ok() {
+                self.report(&undo);
+            }
             if let Some(ev) = &mut self.events {
                 ev.moves.clear();
                 ev.writes.clear();
-                ev.tell(&changes);
             }
         }
         match res {
@@ -1122,41 +1120,40 @@ impl<T: VmaStore> AddressSpace<T> {
         }
     }
 
+    /// Tells the observer what the call that saved `undo` changed.
+    #[inline(never)]
+    fn report(&mut self, undo: &[Undo]) {
+        let Some(ev) = &self.events else { return };
+        if let ([u], []) = (undo, &ev.moves[..]) {
+            // One window and no move (most calls): told from the call's
+            // writes, as they are found.
+            #[cfg(debug_assertions)]
+            let swept = self.swept(u, &ev.writes);
+            let Some(ev) = &mut self.events else { return };
+            let _told = ev.tell_writes(&u.old, u.lo, u.hi);
+            #[cfg(debug_assertions)]
+            assert_eq!(_told, swept, "changes told from the writes, and swept");
+            return;
+        }
+        self.report_swept(undo);
+    }
+
+    /// Tells the observer what a call that moved pages or worked in more
+    /// than one window changed, swept from its windows.
+    #[inline(never)]
+    fn report_swept(&mut self, undo: &[Undo]) {
+        let changes = self.changes_since(undo);
+        if let Some(ev) = &mut self.events {
+            ev.tell(&changes);
+        }
+    }
+
     /// What the call that saved `undo` changed in its windows: the moves
     /// it recorded, then the difference between the windows' old entries,
     /// moved as the pages were, and what they hold now.
     fn changes_since(&self, undo: &[Undo]) -> Changes {
         let moves = self.events.as_ref().map_or(&[][..], |ev| &ev.moves[..]);
         let mut out = Changes::new();
-        let writes = self.events.as_ref().map_or(&[][..], |ev| &ev.writes[..]);
-        if let ([u], []) = (undo, moves) {
-            // One window and no move (most calls): its saved entries are
-            // the window's old pieces, and the call's writes over them
-            // give its new ones.
-            let mut after = u.old.clone();
-            for (s, e, v) in writes {
-                let (s, e) = ((*s).max(u.lo), (*e).min(u.hi));
-                if s < e {
-                    crate::change::overwrite(&mut after, s, e, v.clone());
-                }
-            }
-            #[cfg(debug_assertions)]
-            {
-                // The tree agrees: no write went unnoted.
-                let mut read = self.entries(u.lo, u.hi);
-                if let Some(first) = read.first_mut() {
-                    first.0 = first.0.max(u.lo);
-                }
-                if let Some(last) = read.last_mut() {
-                    last.1 = last.1.min(u.hi);
-                }
-                let mut differ = Changes::new();
-                diff_into(&after, &read, &mut differ);
-                debug_assert!(differ.is_empty(), "noted writes give {after:?}, the tree holds {read:?}");
-            }
-            diff_into(&u.old, &after, &mut out);
-            return out;
-        }
         // The windows, joined where they overlap (a move's source and
         // target may share a neighbour).
         let mut windows: smallvec::SmallVec<[(u64, u64); 2]> = undo.iter().map(|u| (u.lo, u.hi)).collect();
@@ -1168,7 +1165,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 _ => joined.push((lo, hi)),
             }
         }
-        let mut before: Vec<Piece> = Vec::new();
+        let mut before = Saved::new();
         for &(lo, hi) in &joined {
             let mut old: Vec<Piece> = undo.iter().flat_map(|u| clip(&u.old, lo, hi)).collect();
             old.sort_unstable_by_key(|p| p.0);
@@ -1183,7 +1180,8 @@ impl<T: VmaStore> AddressSpace<T> {
                 .into_iter()
                 .map(|(s, e, d)| (s - start + to, e - start + to, VmaRef::new(d.relocated(s, s - start + to))))
                 .collect();
-            before = cut_out(&cut_out(&before, start, end), to, target);
+            splice(&mut before, start, end, None);
+            splice(&mut before, to, target, None);
             before.extend(moved);
             before.sort_unstable_by_key(|p| p.0);
             out.push(Change::Moved { from: start..end, to });
@@ -1194,6 +1192,34 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         diff_into(&before, &after, &mut out);
         out
+    }
+
+    /// The changes of a call's `writes` in one window, found the long way
+    /// (to check [`Events::tell_writes`]): the writes applied to the
+    /// window's old pieces give what the tree holds (no write went
+    /// unnoted), and the difference between the two is the changes.
+    #[cfg(debug_assertions)]
+    fn swept(&self, u: &Undo, writes: &[crate::change::Write]) -> Vec<String> {
+        let mut after = u.old.clone();
+        for (s, e, v) in writes {
+            let (s, e) = ((*s).max(u.lo), (*e).min(u.hi));
+            if s < e {
+                splice(&mut after, s, e, v.clone());
+            }
+        }
+        let mut read = self.entries(u.lo, u.hi);
+        if let Some(first) = read.first_mut() {
+            first.0 = first.0.max(u.lo);
+        }
+        if let Some(last) = read.last_mut() {
+            last.1 = last.1.min(u.hi);
+        }
+        let mut differ = Changes::new();
+        diff_into(&after, &read, &mut differ);
+        assert!(differ.is_empty(), "noted writes give {after:?}, the tree holds {read:?}");
+        let mut swept = Changes::new();
+        diff_into(&u.old, &after, &mut swept);
+        swept.iter().map(|c| format!("{c:?}")).collect()
     }
 
     /// Stores `data` over `[start, end)`, cutting whatever is there. A
@@ -1215,6 +1241,7 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 
     /// Notes a write for the observer (see [`Events::writes`]).
+    #[inline]
     fn wrote(&mut self, start: u64, end: u64, v: Option<VmaRef>) {
         if let Some(ev) = &mut self.events {
             ev.writes.push((start, end, v));

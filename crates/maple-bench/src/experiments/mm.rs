@@ -3,15 +3,18 @@
 //! busy writer (the maple tree series) and
 //! call cost against the number of VMAs.
 
-use std::{hint::black_box, sync::RwLock};
+use std::{cell::RefCell, hint::black_box, sync::RwLock};
 
 use maple_mm::{AddressSpace, MapFlags, Prot, SharedAddressSpace, VmaStore, PAGE_SIZE};
 
 use super::{div, span};
 use crate::{
-    measure::{alternate, case, per_op, Kept, Pace, Read, Timing, Write},
+    instructions::{self, Loop},
+    measure::{alternate, case, per_op, Kept, Pace, Read, Write},
     model::{Cell, Goal, Plot, Section, Table, Unit},
-    workloads::{holey_space, rebuild_by_insertion, vma_space, BASE},
+    workloads::{
+        counting_observer, holey_space, map_pairs, middle, protect_pairs, rebuild_by_insertion, vma_space, BASE,
+    },
     Mode, Options,
 };
 
@@ -165,7 +168,7 @@ pub(super) fn named_fork(opts: &Options, progress: &mut dyn FnMut(&str)) -> Sect
 pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new("mm-calls", "Address space: call cost against the number of VMAs");
     s.text(
-        "Single thread. mmap+munmap: a fixed one-page mapping made and removed in a hole in the middle of the space; mprotect pair: one page inside a VMA protected (a split in three) and restored (a merge back); `find_vma` at random addresses. Flat is the goal. Observed: the same two loops with an observer (`set_observer`) that counts the changes it is told (each call works out its changes from the VMAs it saved for its undo); the ratio is observed over plain, one run. Memory: tree nodes per VMA (counted as 256 bytes each); each VMA also has a 64-byte record (a cell of a record chunk, one cache line).",
+        "Single thread. mmap+munmap: a fixed one-page mapping made and removed in a hole in the middle of the space; mprotect pair: one page inside a VMA protected (a split in three) and restored (a merge back); `find_vma` at random addresses. Flat is the goal. Observed: the same two loops on a copy of the space with an observer (`set_observer`) that counts the changes it is told (each call tells its changes from the tree writes it made and the VMAs it saved for its undo); plain and observed run in alternating rounds, and the ratio is observed over plain. Memory: tree nodes per VMA (counted as 256 bytes each); each VMA also has a 64-byte record (a cell of a record chunk, one cache line).",
     );
     let mut tab = Table::new(
         "mm-calls",
@@ -184,15 +187,12 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     );
     let sizes: &[u64] = if opts.mode == Mode::Tiny { &[100, 1_000] } else { &[100, 1_000, 10_000, 100_000] };
     let (mut map_pts, mut prot_pts, mut find_pts) = (Vec::new(), Vec::new(), Vec::new());
-    let mut worst_observer: f64 = 0.0;
+    let mut worst_wall: f64 = 0.0;
     for &n in sizes {
         progress(&format!("mm calls: {n} VMAs"));
-        let mut mm = holey_space(n);
+        let mm = holey_space(n);
         let loops = opts.loops(200_000.0, 10);
-        let mid = n / 2;
-        let hole = BASE + mid * 3 * PAGE_SIZE + 2 * PAGE_SIZE;
-        let page = BASE + mid * 3 * PAGE_SIZE;
-        let (mapping, protect) = call_pairs(opts.reps, loops, &mut mm, hole, page);
+        let (hole, page) = middle(n);
         let lookups = loops * 10;
         let find = per_op(
             opts.reps,
@@ -207,17 +207,26 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 x
             },
         );
-        // The same loops, told to an observer that counts.
-        let told = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let count = std::sync::Arc::clone(&told);
-        mm.set_observer(move |_: &maple_mm::Change| {
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        });
-        let (observed_map, observed_protect) = call_pairs(opts.reps, loops, &mut mm, hole, page);
-        mm.clear_observer();
+        // The same loops on a copy told to an observer that counts, in
+        // alternating rounds with the plain ones.
+        let (observer, told) = counting_observer();
+        let mut watched = mm.clone();
+        watched.set_observer(observer);
+        let (plain, watched) = (RefCell::new(mm), RefCell::new(watched));
+        let t = alternate(
+            opts.reps,
+            vec![
+                case(loops, || (), |()| map_pairs(&mut plain.borrow_mut(), loops, hole)),
+                case(loops, || (), |()| protect_pairs(&mut plain.borrow_mut(), loops, page)),
+                case(loops, || (), |()| map_pairs(&mut watched.borrow_mut(), loops, hole)),
+                case(loops, || (), |()| protect_pairs(&mut watched.borrow_mut(), loops, page)),
+            ],
+        );
+        let [mapping, protect, observed_map, observed_protect] = [t[0], t[1], t[2], t[3]];
         assert!(told.load(std::sync::atomic::Ordering::Relaxed) > 0, "the observer was told");
         let cost = div(observed_map.ns() + observed_protect.ns(), mapping.ns() + protect.ns());
-        worst_observer = worst_observer.max(cost);
+        worst_wall = worst_wall.max(cost);
+        let mm = plain.into_inner();
         let st = mm.tree_stats();
         map_pts.push((n as f64, mapping.ns()));
         prot_pts.push((n as f64, protect.ns()));
@@ -247,43 +256,57 @@ pub(super) fn calls(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         format!("mmap+munmap ×{gm:.2}, mprotect pair ×{gp:.2}"),
         Some(gm <= 2.0 && gp <= 2.0),
     ));
+    // Instructions, counted: the wall clock of a shared machine moves by
+    // more than the 10 % the goal asks about.
+    let counted = if opts.mode == Mode::Tiny { None } else { observer_instructions(&mut s, progress) };
+    let wall = format!("×{worst_wall:.2} in wall-clock time");
+    let (value, met) = match counted {
+        Some(worst) => (format!("at most ×{worst:.3} in instructions (callgrind), {wall}"), worst <= 1.10),
+        None => (format!("at most {wall} (no valgrind here to count instructions)"), worst_wall <= 1.10),
+    };
     s.goal(Goal::new(
-        "an observer counting the changes costs ≤ 10 % on mmap/munmap/mprotect".to_string(),
-        format!("at most ×{worst_observer:.2} (observed over plain, per size)"),
-        (opts.mode != Mode::Tiny).then_some(worst_observer <= 1.10),
+        "an observer counting the changes costs ≤ 10 % on mmap/munmap/mprotect",
+        value,
+        (opts.mode != Mode::Tiny).then_some(met),
     ));
     s
 }
 
-/// The cost of `loops` call pairs on `mm`, each way: a one-page anonymous
-/// mapping made in the hole at `hole` (it merges with the VMA before it)
-/// and unmapped again; and the page at `page` protected (a split in three)
-/// and restored (a merge back).
-fn call_pairs(reps: usize, loops: u64, mm: &mut AddressSpace, hole: u64, page: u64) -> (Timing, Timing) {
-    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-    let mapping = per_op(
-        reps,
-        loops,
-        || (),
-        |()| {
-            for _ in 0..loops {
-                mm.mmap(hole, PAGE_SIZE, Prot::READ, f, None, 0).expect("map");
-                mm.munmap(hole, PAGE_SIZE).expect("unmap");
-            }
-        },
+/// Instructions per call pair, plain and observed, counted by callgrind,
+/// as a table in `s`; the worst observed-over-plain ratio of the two loops
+/// together, or `None` without valgrind.
+fn observer_instructions(s: &mut Section, progress: &mut dyn FnMut(&str)) -> Option<f64> {
+    let mut tab = Table::new(
+        "mm-calls-instructions",
+        0,
+        &["VMAs", "mmap+munmap", "observed", "ratio", "mprotect pair", "observed", "ratio", "both loops"],
     );
-    let protect = per_op(
-        reps,
-        loops,
-        || (),
-        |()| {
-            for _ in 0..loops {
-                mm.mprotect(page, PAGE_SIZE, Prot::READ).expect("protect");
-                mm.mprotect(page, PAGE_SIZE, Prot::RW).expect("protect");
-            }
-        },
-    );
-    (mapping, protect)
+    let mut worst: f64 = 0.0;
+    for n in [100, 10_000] {
+        progress(&format!("mm calls: instructions, {n} VMAs (callgrind)"));
+        let count = |lp, observed| instructions::per_pair(lp, observed, n);
+        let (map, map_seen) = (count(Loop::Map, false)?, count(Loop::Map, true)?);
+        let (prot, prot_seen) = (count(Loop::Protect, false)?, count(Loop::Protect, true)?);
+        let both = div(map_seen + prot_seen, map + prot);
+        worst = worst.max(both);
+        tab.row(vec![
+            Cell::num(n as f64, Unit::Count),
+            Cell::num(map, Unit::Count),
+            Cell::num(map_seen, Unit::Count),
+            Cell::num(div(map_seen, map), Unit::Times),
+            Cell::num(prot, Unit::Count),
+            Cell::num(prot_seen, Unit::Count),
+            Cell::num(div(prot_seen, prot), Unit::Times),
+            Cell::num(both, Unit::Times),
+        ]);
+    }
+    s.text(format!(
+        "Instructions per call pair, counted: the same loops in a fresh run of this program under `valgrind --tool=callgrind`, the count of {} pairs less that of {} (which leaves out starting the program and building the space). The count repeats to within a few instructions where the wall clock above moves by tens of per cent; it weighs every instruction alike (the observer's atomic counter and the reference counts cost more than one).",
+        2 * instructions::PAIRS,
+        instructions::PAIRS
+    ));
+    s.table(tab);
+    Some(worst)
 }
 
 /// One write of the busy writer: protect a page inside VMA `j` (a split in
