@@ -575,6 +575,23 @@ fn diff_over<'a>(old: &'a [Piece], now: &[(u64, u64, Option<&'a VmaRef>)], out: 
     }
 }
 
+/// `old` (the pieces of `[lo, hi)` before a call) with the call's
+/// `writes` applied, and the changes from one to the other found by a
+/// sweep: the long way round, to check [`diff_writes`].
+#[cfg(any(test, debug_assertions))]
+pub(crate) fn applied(old: &[Piece], writes: &[Write], lo: u64, hi: u64) -> (Vec<Piece>, Changes) {
+    let mut after: smallvec::SmallVec<[Piece; 4]> = old.iter().cloned().collect();
+    for (s, e, v) in writes {
+        let (s, e) = ((*s).max(lo), (*e).min(hi));
+        if s < e {
+            splice(&mut after, s, e, v.clone());
+        }
+    }
+    let mut swept = Changes::new();
+    diff_into(old, &after, &mut swept);
+    (after.into_vec(), swept)
+}
+
 /// Pages that were unmapped, written with `v`.
 fn gap<'a>(out: &mut impl Sink<'a>, s: u64, e: u64, v: Option<&'a VmaRef>) {
     if let Some(n) = v {
@@ -594,12 +611,7 @@ mod tests {
     fn told(old: &[Piece], writes: &[Write]) -> Vec<String> {
         let mut fast = Changes::new();
         diff_writes(old, writes, 0, u64::MAX, &mut fast);
-        let mut after: smallvec::SmallVec<[Piece; 4]> = old.iter().cloned().collect();
-        for (s, e, v) in writes {
-            splice(&mut after, *s, *e, v.clone());
-        }
-        let mut swept = Changes::new();
-        diff_into(old, &after, &mut swept);
+        let (_, swept) = applied(old, writes, 0, u64::MAX);
         let fast: Vec<String> = fast.iter().map(|c| c.to_string()).collect();
         assert_eq!(fast, swept.iter().map(|c| c.to_string()).collect::<Vec<_>>());
         fast

@@ -1200,13 +1200,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// unnoted), and the difference between the two is the changes.
     #[cfg(debug_assertions)]
     fn swept(&self, u: &Undo, writes: &[crate::change::Write]) -> Vec<String> {
-        let mut after = u.old.clone();
-        for (s, e, v) in writes {
-            let (s, e) = ((*s).max(u.lo), (*e).min(u.hi));
-            if s < e {
-                splice(&mut after, s, e, v.clone());
-            }
-        }
+        let (after, swept) = crate::change::applied(&u.old, writes, u.lo, u.hi);
         let mut read = self.entries(u.lo, u.hi);
         if let Some(first) = read.first_mut() {
             first.0 = first.0.max(u.lo);
@@ -1217,8 +1211,6 @@ impl<T: VmaStore> AddressSpace<T> {
         let mut differ = Changes::new();
         diff_into(&after, &read, &mut differ);
         assert!(differ.is_empty(), "noted writes give {after:?}, the tree holds {read:?}");
-        let mut swept = Changes::new();
-        diff_into(&u.old, &after, &mut swept);
         swept.iter().map(|c| format!("{c:?}")).collect()
     }
 
