@@ -19,6 +19,9 @@ use std::io::Write;
 
 use crate::replay::Failure;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod gate;
+
 /// Options of `maple trace`.
 #[derive(Debug, Default)]
 pub struct Args {
@@ -95,10 +98,13 @@ pub mod arch {
         (462, "mseal"),
     ];
 
-    /// `fork`, `vfork`, `clone3`: told apart at a fork event.
+    /// `clone`, `fork`, `vfork`, `clone3`: they stop too, since a fork
+    /// copies the space and so is ordered with the calls that change it.
+    pub const CLONE: u64 = 56;
     pub const FORK: u64 = 57;
     pub const VFORK: u64 = 58;
     pub const CLONE3: u64 = 435;
+    pub const FORKS: [u64; 4] = [CLONE, FORK, VFORK, CLONE3];
 
     /// A stopped tracee's call: its number, arguments and (at its exit)
     /// result.
@@ -115,6 +121,7 @@ mod live {
         io::{BufWriter, Write},
         os::unix::process::CommandExt,
         process::Command,
+        time::{Duration, Instant},
     };
 
     use maple_mm::{
@@ -125,13 +132,13 @@ mod live {
         errno::Errno as NixErrno,
         sys::{
             ptrace::{self, Event, Options},
-            signal::Signal,
+            signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal},
             wait::{waitpid, WaitPidFlag, WaitStatus},
         },
         unistd::Pid,
     };
 
-    use super::{arch, fail, Args};
+    use super::{arch, fail, gate::Gate, Args};
     use crate::replay::Failure;
 
     /// Installs the seccomp filter in the process about to exec the
@@ -149,10 +156,11 @@ mod live {
         };
         let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
         let ret = libc::BPF_RET | libc::BPF_K;
-        let n = arch::MEMORY_CALLS.len();
+        let traced: Vec<u64> = arch::MEMORY_CALLS.iter().map(|c| c.0).chain(arch::FORKS).collect();
+        let n = traced.len();
         // seccomp_data: `nr` at offset 0, `arch` at 4.
         let mut prog = vec![stmt(load, 4), jump(arch::AUDIT_ARCH, 1, 0), stmt(ret, RET_ALLOW), stmt(load, 0)];
-        for (i, (nr, _)) in arch::MEMORY_CALLS.iter().enumerate() {
+        for (i, nr) in traced.iter().enumerate() {
             // To the trace return after the last comparison.
             let to_trace = (n - i) as u8;
             prog.push(jump(*nr as u32, to_trace, 0));
@@ -206,23 +214,33 @@ mod live {
 
     /// A thread being traced.
     struct Tracee {
-        /// The memory call it stopped in (number, arguments), until its
-        /// exit: in flight, once resumed.
+        /// The call it stopped in (number, arguments), until its exit:
+        /// held or running (see [`Gate`]).
         call: Option<(u64, [u64; 6])>,
-        /// The first thread of those sharing its address space (a
-        /// `CLONE_VM` clone shares its parent's; an exec ends the sharing).
-        mm: Pid,
+        /// Its address space, numbered by the tracer (a `CLONE_VM` clone
+        /// shares its parent's; a fork or an exec makes a new one).
+        mm: u64,
     }
 
     impl Tracee {
-        fn new(mm: Pid) -> Tracee {
+        fn new(mm: u64) -> Tracee {
             Tracee { call: None, mm }
         }
     }
 
+    /// How long a call may run, asleep, while it holds other threads of
+    /// its space (see [`gate`](super::gate)).
+    const ASLEEP: Duration = Duration::from_millis(100);
+
     struct Tracer<'a> {
         replayer: Replayer,
         tracees: HashMap<Pid, Tracee>,
+        /// Which calls may run: one per space.
+        gate: Gate,
+        /// The last space number given.
+        spaces: u64,
+        /// Calls that slept while holding others, with what they held.
+        asleep: Vec<String>,
         /// New threads that stopped before their parent's fork event named
         /// them, held until it does; and those it named that have not
         /// stopped yet.
@@ -395,13 +413,10 @@ mod live {
             if self.applied % every.max(1) != 0 {
                 return;
             }
-            // Another thread sharing the space may be inside a memory call
-            // (resumed from its seccomp stop, its exit not seen yet): /proc
-            // may already show what the model does not. Every other thread
-            // is running code that changes no mapping, or is stopped before
-            // its call.
-            let mm = self.tracees.get(&pid).map_or(pid, |t| t.mm);
-            if self.tracees.iter().any(|(tid, t)| *tid != pid && t.mm == mm && t.call.is_some()) {
+            // The gate runs one call per space: every other thread of the
+            // space runs code that changes no mapping or is held before its
+            // call, unless a call slept and the space was let loose.
+            if !self.gate.alone(pid.as_raw()) {
                 self.skipped += 1;
                 return;
             }
@@ -438,13 +453,7 @@ mod live {
             let regs = ptrace::getregs(pid).map_err(|e| fail(format!("cannot read pid {pid}'s registers: {e}")))?;
             let (nr, a, _) = arch::call(&regs);
             const CLONE_VM: u64 = 0x100;
-            // (`clone3` passes its flags first in a structure.)
-            let flags = match nr {
-                arch::FORK => 0,
-                arch::VFORK => CLONE_VM,
-                arch::CLONE3 => Self::word(pid, a[0]).unwrap_or(0),
-                _ => a[0],
-            };
+            let flags = Self::clone_flags(pid, nr, a);
             let text = match nr {
                 arch::FORK => format!("fork() = {child}"),
                 arch::VFORK => format!("vfork() = {child}"),
@@ -457,7 +466,10 @@ mod live {
                 self.sync_written(pid, &[(0, u64::MAX)]);
             }
             self.feed(pid, &text)?;
-            let mm = if flags & CLONE_VM != 0 { self.tracees.get(&pid).map_or(pid, |t| t.mm) } else { child };
+            let mm = match self.tracees.get(&pid) {
+                Some(t) if flags & CLONE_VM != 0 => t.mm,
+                _ => self.new_space(),
+            };
             self.tracees.insert(child, Tracee::new(mm));
             if self.early.remove(&child) {
                 let _ = ptrace::cont(child, None);
@@ -465,6 +477,109 @@ mod live {
                 self.expected.insert(child);
             }
             Ok(())
+        }
+
+        /// A number for a new address space.
+        fn new_space(&mut self) -> u64 {
+            self.spaces += 1;
+            self.spaces
+        }
+
+        /// The flags of the fork-like call `nr` with `a` (`CLONE_VM`
+        /// among them for a thread or a vfork).
+        fn clone_flags(pid: Pid, nr: u64, a: [u64; 6]) -> u64 {
+            const CLONE_VM: u64 = 0x100;
+            match nr {
+                arch::FORK => 0,
+                arch::VFORK => CLONE_VM,
+                // (`clone3` passes its flags first in a structure.)
+                arch::CLONE3 => Self::word(pid, a[0]).unwrap_or(0),
+                _ => a[0],
+            }
+        }
+
+        /// `pid` stopped at the entry of call `nr` (its seccomp stop): it
+        /// runs now, or waits at the gate while its space runs another.
+        fn entered(&mut self, pid: Pid, nr: u64, a: [u64; 6]) {
+            const CLONE_VM: u64 = 0x100;
+            if arch::FORKS.contains(&nr) && Self::clone_flags(pid, nr, a) & CLONE_VM != 0 {
+                // A thread or a vfork copies nothing: it needs no turn.
+                let _ = ptrace::cont(pid, None);
+                return;
+            }
+            let Some(tracee) = self.tracees.get_mut(&pid) else {
+                let _ = ptrace::cont(pid, None);
+                return;
+            };
+            tracee.call = Some((nr, a));
+            if self.gate.enter(pid.as_raw(), tracee.mm, Instant::now()) {
+                self.start(pid);
+            }
+        }
+
+        /// Lets `pid`'s call run (to its exit stop), and whatever the gate
+        /// lets run after it if `pid` is gone.
+        fn start(&mut self, pid: Pid) {
+            let mut next = Some(pid);
+            while let Some(pid) = next.take() {
+                let call = self.tracees.get(&pid).and_then(|t| t.call);
+                if let Some((nr, a)) = call {
+                    self.sync_written(pid, &Self::windows(nr, a));
+                }
+                if call.is_none() || ptrace::syscall(pid, None).is_err() {
+                    next = self.gate.leave(pid.as_raw(), Instant::now()).map(Pid::from_raw);
+                }
+            }
+        }
+
+        /// `pid`'s call has ended, or `pid` is gone: the next held call of
+        /// its space runs.
+        fn left(&mut self, pid: Pid) {
+            if let Some(tracee) = self.tracees.get_mut(&pid) {
+                tracee.call = None;
+            }
+            if let Some(next) = self.gate.leave(pid.as_raw(), Instant::now()) {
+                self.start(Pid::from_raw(next));
+            }
+        }
+
+        /// Lets loose the spaces whose running call has slept past
+        /// [`ASLEEP`] with other threads held behind it.
+        fn wake_held(&mut self) {
+            for tid in self.gate.overdue(Instant::now(), ASLEEP) {
+                let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap_or_default();
+                // The state follows the command's name in parentheses.
+                let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+                if !matches!(state, Some('S' | 'D')) {
+                    continue;
+                }
+                let name = self
+                    .tracees
+                    .get(&Pid::from_raw(tid))
+                    .and_then(|t| t.call)
+                    .and_then(|(nr, _)| Self::name_of(nr))
+                    .unwrap_or("?");
+                let held = self.gate.loosen(tid);
+                self.asleep.push(format!(
+                    "thread {tid}'s {name} slept over {} ms with {} thread(s) of its space held: they ran at once, applied in the order they returned",
+                    ASLEEP.as_millis(),
+                    held.len()
+                ));
+                for h in held {
+                    self.start(Pid::from_raw(h));
+                }
+            }
+        }
+
+        /// The name of call `nr`.
+        fn name_of(nr: u64) -> Option<&'static str> {
+            match nr {
+                arch::CLONE => Some("clone"),
+                arch::FORK => Some("fork"),
+                arch::VFORK => Some("vfork"),
+                arch::CLONE3 => Some("clone3"),
+                _ => arch::MEMORY_CALLS.iter().find(|(n, _)| *n == nr).map(|c| c.1),
+            }
         }
 
         /// `pid` has just exec'd: its model is read from /proc.
@@ -476,6 +591,44 @@ mod live {
             self.replayer.exec_with(no, pid.as_raw() as u32, space);
             self.collect_events();
             Ok(())
+        }
+    }
+
+    /// A timer that interrupts the tracer's `waitpid` every few
+    /// milliseconds while the gate holds a thread, so that a call asleep
+    /// past [`ASLEEP`] is seen even when no other event comes.
+    struct Alarm {
+        armed: bool,
+    }
+
+    impl Alarm {
+        fn new() -> Alarm {
+            extern "C" fn wake(_: libc::c_int) {}
+            // No SA_RESTART: the signal ends a waiting `waitpid` with EINTR.
+            let action = SigAction::new(SigHandler::Handler(wake), SaFlags::empty(), SigSet::empty());
+            // SAFETY: the handler does nothing, so it is async-signal-safe
+            // and touches no state.
+            let _ = unsafe { sigaction(Signal::SIGALRM, &action) };
+            Alarm { armed: false }
+        }
+
+        /// Arms (every 20 ms) or disarms the timer.
+        fn set(&mut self, on: bool) {
+            if on == self.armed {
+                return;
+            }
+            self.armed = on;
+            let every = libc::timeval { tv_sec: 0, tv_usec: if on { 20_000 } else { 0 } };
+            let timer = libc::itimerval { it_interval: every, it_value: every };
+            // SAFETY: `timer` is a valid itimerval for the call's duration;
+            // a null old value is allowed.
+            unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
+        }
+    }
+
+    impl Drop for Alarm {
+        fn drop(&mut self) {
+            self.set(false);
         }
     }
 
@@ -515,6 +668,9 @@ mod live {
         let mut t = Tracer {
             replayer: Replayer::new(ReplayOptions::default(), None),
             tracees: HashMap::new(),
+            gate: Gate::default(),
+            spaces: 0,
+            asleep: Vec::new(),
             early: HashSet::new(),
             expected: HashSet::new(),
             line: 0,
@@ -546,12 +702,19 @@ mod live {
             | Options::PTRACE_O_TRACESECCOMP
             | Options::PTRACE_O_EXITKILL;
         ptrace::setoptions(root, opts).map_err(|e| fail(format!("cannot set ptrace options: {e}")))?;
-        t.tracees.insert(root, Tracee::new(root));
+        let mm = t.new_space();
+        t.tracees.insert(root, Tracee::new(mm));
         t.execd(root)?;
         let _ = ptrace::cont(root, None);
         let mut status = 0u8;
+        let mut alarm = Alarm::new();
         loop {
-            let ws = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            alarm.set(t.gate.holding());
+            let ws = waitpid(None, Some(WaitPidFlag::__WALL));
+            if t.gate.holding() {
+                t.wake_held();
+            }
+            let ws = match ws {
                 Ok(ws) => ws,
                 Err(NixErrno::ECHILD) => break,
                 Err(NixErrno::EINTR) => continue,
@@ -559,16 +722,18 @@ mod live {
             };
             match ws {
                 WaitStatus::PtraceEvent(pid, _, ev) if ev == Event::PTRACE_EVENT_SECCOMP as i32 => {
-                    if let Ok(regs) = ptrace::getregs(pid) {
-                        let (nr, a, _) = arch::call(&regs);
-                        t.sync_written(pid, &Tracer::windows(nr, a));
-                        t.tracees.entry(pid).or_insert_with(|| Tracee::new(pid)).call = Some((nr, a));
+                    match ptrace::getregs(pid) {
+                        Ok(regs) => {
+                            let (nr, a, _) = arch::call(&regs);
+                            t.entered(pid, nr, a);
+                        }
+                        Err(_) => {
+                            let _ = ptrace::cont(pid, None);
+                        }
                     }
-                    // On to the call's exit.
-                    let _ = ptrace::syscall(pid, None);
                 }
                 WaitStatus::PtraceSyscall(pid) => {
-                    let call = t.tracees.get_mut(&pid).and_then(|tr| tr.call.take());
+                    let call = t.tracees.get(&pid).and_then(|tr| tr.call);
                     if let (Some((nr, a)), Ok(regs)) = (call, ptrace::getregs(pid)) {
                         let ret = arch::call(&regs).2;
                         // A mapping placed by the kernel: its neighbours
@@ -590,6 +755,8 @@ mod live {
                             }
                         }
                     }
+                    // Applied (and compared): the next call of the space runs.
+                    t.left(pid);
                     let _ = ptrace::cont(pid, None);
                 }
                 WaitStatus::PtraceEvent(pid, _, ev)
@@ -600,6 +767,9 @@ mod live {
                     if let Ok(child) = ptrace::getevent(pid) {
                         t.forked(pid, Pid::from_raw(child as i32))?;
                     }
+                    // The space is copied: the next call of it runs. (The
+                    // fork's exit is not stopped at.)
+                    t.left(pid);
                     let _ = ptrace::cont(pid, None);
                 }
                 WaitStatus::PtraceEvent(pid, _, ev) if ev == Event::PTRACE_EVENT_EXEC as i32 => {
@@ -608,10 +778,14 @@ mod live {
                     if let Ok(former) = ptrace::getevent(pid) {
                         let former = Pid::from_raw(former as i32);
                         if former != pid {
+                            t.left(former);
                             t.tracees.remove(&former);
                         }
                     }
-                    t.tracees.insert(pid, Tracee::new(pid));
+                    // (The leader may have been held in the old space.)
+                    t.left(pid);
+                    let mm = t.new_space();
+                    t.tracees.insert(pid, Tracee::new(mm));
                     t.execd(pid)?;
                     let _ = ptrace::cont(pid, None);
                 }
@@ -636,6 +810,7 @@ mod live {
                     let _ = ptrace::cont(pid, sig);
                 }
                 WaitStatus::Exited(pid, code) => {
+                    t.left(pid);
                     if t.tracees.remove(&pid).is_some() {
                         t.feed(pid, &format!("+++ exited with {code} +++"))?;
                     }
@@ -644,6 +819,7 @@ mod live {
                     }
                 }
                 WaitStatus::Signaled(pid, sig, _) => {
+                    t.left(pid);
                     if t.tracees.remove(&pid).is_some() {
                         t.feed(pid, &format!("+++ killed by {} +++", sig.as_str()))?;
                     }
@@ -676,7 +852,7 @@ mod live {
             }
             None => out,
         };
-        let Tracer { replayer, applied, verified, skipped, synced, deleted, divergences, events, .. } = t;
+        let Tracer { replayer, applied, verified, skipped, synced, deleted, divergences, events, asleep, .. } = t;
         let done =
             replayer.finish().map_err(|e| Failure { msg: format!("event log line {}: {}", e.line, e.msg), code: 1 })?;
         if args.json {
@@ -702,10 +878,13 @@ mod live {
         }
         if args.verify.is_some() {
             eprintln!(
-                "maple trace: {applied} calls applied, the model compared with /proc after {verified} ({skipped} skipped: a thread sharing the space was inside a memory call), {} difference(s); {} VMA(s) learned written from /proc/PID/pagemap (page faults are not calls)",
+                "maple trace: {applied} calls applied, the model compared with /proc after {verified} ({skipped} skipped: a space let loose while a call slept), {} difference(s); {} VMA(s) learned written from /proc/PID/pagemap (page faults are not calls)",
                 divergences.len(),
                 synced / PAGE_SIZE
             );
+            for a in &asleep {
+                eprintln!("maple trace: {a}");
+            }
             if deleted > 0 {
                 eprintln!("maple trace: {deleted} comparison(s) equal but for what a tracer cannot see: files unlinked after they were mapped (shown \"(deleted)\"), the kernel's inode numbers of shared anonymous memory");
             }

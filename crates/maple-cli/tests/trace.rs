@@ -55,6 +55,75 @@ fn summary(stderr: &str) -> (u64, u64) {
     (num("calls"), num("difference"))
 }
 
+/// How many comparisons with /proc the verification summary counts.
+fn compared(stderr: &str) -> u64 {
+    let line = stderr.lines().find(|l| l.contains("calls applied")).unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let after = line.split_once("/proc after ").map(|(_, r)| r).unwrap_or_else(|| panic!("no count in {line}"));
+    after.split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("no count in {line}"))
+}
+
+/// Runs maple with `args`, killing it if it has not ended after `secs`
+/// (a tracer that deadlocks its command fails the test, not the run).
+fn maple_within(args: &[&str], secs: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maple"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("maple {args:?} still ran after {secs} s: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Four threads map, protect, move and unmap at once, map `MAP_FIXED`
+/// over an arena the others map too, and fork now and then: the tracer
+/// applies their calls in the order the kernel ran them, and compares the
+/// model with /proc after every one of them. Twenty runs in a row.
+#[test]
+fn threads_racing_over_one_space_verify_after_every_call() {
+    let dir = scratch("race");
+    let race = dir.join("race");
+    assert!(cc("tests/data/race.c", &race, &[]), "cc failed");
+    for run in 0..20 {
+        let o = maple_within(&["trace", "--verify", "-o", "/dev/null", "--", race.to_str().unwrap(), "4", "600"], 120);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "run {run}: {stderr}");
+        let (applied, differences) = summary(&stderr);
+        assert_eq!(differences, 0, "run {run}: {stderr}");
+        assert!(applied > 4 * 600 && compared(&stderr) * 100 >= applied * 99, "run {run}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A call that sleeps until another thread of the program acts (here a
+/// populate of a userfaultfd range, filled by a thread that maps a page
+/// first) does not deadlock the program: its space is let loose, said in
+/// the summary, and the model still agrees with /proc.
+#[test]
+fn a_call_asleep_on_another_thread_does_not_deadlock() {
+    let dir = scratch("asleep");
+    let asleep = dir.join("asleep");
+    assert!(cc("tests/data/asleep.c", &asleep, &[]), "cc failed");
+    let o = maple_within(&["trace", "--verify", "-o", "/dev/null", "--", asleep.to_str().unwrap()], 60);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(3) {
+        eprintln!("userfaultfd refused here: nothing to sleep on");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(summary(&stderr).1, 0, "{stderr}");
+    assert!(stderr.contains("slept over"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_process_tree_ends_as_each_process_saw_itself() {
     let dir = scratch("tree");
