@@ -77,7 +77,7 @@ pub mod arch {
     pub const AUDIT_ARCH: u32 = 0xc000_003e;
 
     /// The calls the tracer stops on, with their names.
-    pub const MEMORY_CALLS: [(u64, &str); 18] = [
+    pub const MEMORY_CALLS: [(u64, &str); 20] = [
         (9, "mmap"),
         (10, "mprotect"),
         (11, "munmap"),
@@ -92,9 +92,11 @@ pub mod arch {
         (151, "mlockall"),
         (152, "munlockall"),
         (157, "prctl"),
+        (216, "remap_file_pages"),
         (237, "mbind"),
         (325, "mlock2"),
         (329, "pkey_mprotect"),
+        (440, "process_madvise"),
         (462, "mseal"),
     ];
 
@@ -316,13 +318,31 @@ mod live {
             match name {
                 "mmap" if a[3] & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 => vec![(a[0], a[0].saturating_add(a[1]))],
                 "mprotect" | "pkey_mprotect" | "munmap" | "madvise" | "mlock" | "munlock" | "mlock2" | "mseal"
-                | "mbind" => {
+                | "mbind" | "remap_file_pages" => {
                     vec![(a[0], a[0].saturating_add(a[1]))]
                 }
                 "mremap" => vec![(a[0], a[0].saturating_add(a[1])), (a[4], a[4].saturating_add(a[2]))],
                 "prctl" => vec![(a[2], a[2].saturating_add(a[3]))],
                 _ => Vec::new(),
             }
+        }
+
+        /// Tells the replayer the device and inode of `pid`'s open file
+        /// `fd`, read from the descriptor itself: a memfd, shmem or a file
+        /// deleted since has no path to look them up by.
+        fn learn_fd(&mut self, pid: Pid, fd: i32) {
+            use std::os::unix::fs::MetadataExt;
+            if fd < 0 {
+                return;
+            }
+            let link = format!("/proc/{pid}/fd/{fd}");
+            let (Ok(path), Ok(meta)) = (std::fs::read_link(&link), std::fs::metadata(&link)) else { return };
+            let dev = meta.dev();
+            // Linux's encoding of a device number (`MAJOR`, `MINOR`).
+            let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+            let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+            let path = path.to_string_lossy();
+            self.replayer.learn_fd(pid.as_raw() as u32, i64::from(fd), &path, major as u32, minor as u32, meta.ino());
         }
 
         /// A word of the tracee's memory.
@@ -368,9 +388,28 @@ mod live {
                 "munmap" | "mlock" | "munlock" => format!("{}, {}", ptr(a[0]), a[1]),
                 "brk" | "shmdt" => ptr(a[0]),
                 "mremap" => format!("{}, {}, {}, {:#x}, {}", ptr(a[0]), a[1], a[2], a[3], ptr(a[4])),
-                "shmget" => format!("{}, {}, {:#o}", a[0] as i32, a[1], a[2]),
-                "shmat" => format!("{}, {}, {:#o}", a[0] as i32, ptr(a[1]), a[2]),
+                // As strace prints them: the mode in C's octal, the flags
+                // by number.
+                "shmget" => format!("{}, {}, 0{:o}", a[0] as i32, a[1], a[2]),
+                "shmat" => format!("{}, {}, {:#x}", a[0] as i32, ptr(a[1]), a[2]),
                 "mlockall" => format!("{:#x}", a[0]),
+                "remap_file_pages" => format!("{}, {}, {:#x}, {}, {:#x}", ptr(a[0]), a[1], a[2], a[3], a[4]),
+                "process_madvise" => {
+                    // The process the pidfd names, as `strace -yy` shows it.
+                    let fdinfo =
+                        std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", a[0] as i32)).unwrap_or_default();
+                    let target = fdinfo.lines().find_map(|l| l.strip_prefix("Pid:")).map(str::trim);
+                    let dec = target.map(|t| format!("<pid:{t}>")).unwrap_or_default();
+                    // (The kernel takes at most UIO_MAXIOV ranges.)
+                    let iov: Vec<String> = (0..a[2].min(1024))
+                        .map_while(|i| {
+                            let base = Self::word(pid, a[1] + 16 * i)?;
+                            let len = Self::word(pid, a[1] + 16 * i + 8)?;
+                            Some(format!("{{iov_base={base:#x}, iov_len={len}}}"))
+                        })
+                        .collect();
+                    format!("{}{dec}, [{}], {}, {:#x}, {:#x}", a[0] as i32, iov.join(", "), a[2], a[3], a[4])
+                }
                 "munlockall" => String::new(),
                 "prctl" => {
                     const PR_SET_VMA: u64 = 0x5356_4d41;
@@ -741,6 +780,9 @@ mod live {
                         if ret > 0 && (nr == 9 || nr == 30) {
                             let len = if nr == 9 { a[1] } else { 0 };
                             t.sync_written(pid, &[(ret as u64, ret as u64 + len)]);
+                        }
+                        if nr == 9 && ret >= 0 {
+                            t.learn_fd(pid, a[4] as i32);
                         }
                         if let Some(text) = Tracer::call_line(pid, nr, a, ret) {
                             t.applied += 1;

@@ -124,6 +124,40 @@ fn a_call_asleep_on_another_thread_does_not_deadlock() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every memory call of this kernel and its flags (droppable memory,
+/// validated and synchronous mappings, huge page sizes, stacks, every
+/// advice with guard regions, `process_madvise`, locks, seals, System V
+/// segments with every flag, `remap_file_pages`, memfd and names, the
+/// fork-like calls and an exec), traced with the model compared after
+/// every call; and the same program recorded by `strace -f -yy`, replayed
+/// without a disagreement.
+#[test]
+fn every_memory_call_of_this_kernel_verifies() {
+    let dir = scratch("calls");
+    let calls = dir.join("calls");
+    assert!(cc("tests/data/calls.c", &calls, &[]), "cc failed");
+    let (calls, dir_s) = (calls.to_str().unwrap(), dir.to_str().unwrap());
+    let o = maple_within(&["trace", "--verify", "-o", "/dev/null", "--", calls, dir_s], 60);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let (applied, differences) = summary(&stderr);
+    assert!(applied > 200 && differences == 0, "{stderr}");
+    assert_eq!(compared(&stderr), applied, "{stderr}");
+    assert!(!stderr.contains("event log line"), "a call the model answered otherwise: {stderr}");
+    if installed("strace") {
+        let log = dir.join("calls.strace");
+        let st = Command::new("strace").args(["-f", "-yy", "-o"]).arg(&log).args([calls, dir_s]).output().unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let o = maple(&["replay", log.to_str().unwrap()], &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains(", the model "), "{stderr}");
+    } else {
+        eprintln!("strace not installed: the recorded log not replayed");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_process_tree_ends_as_each_process_saw_itself() {
     let dir = scratch("tree");

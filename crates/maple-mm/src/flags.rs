@@ -42,6 +42,10 @@ bitflags! {
         const PRIVATE = 0x02;
         /// `MAP_SHARED_VALIDATE`: shared, and unknown flags are an error.
         const SHARED_VALIDATE = 0x03;
+        /// `MAP_DROPPABLE` (Linux 6.11+, anonymous only): private memory
+        /// the kernel may drop under pressure; never locked, reserved,
+        /// dumped or copied to a forked child.
+        const DROPPABLE = 0x08;
         /// `MAP_FIXED`: exactly at the address, replacing what is there.
         const FIXED = 0x10;
         /// `MAP_ANONYMOUS`
@@ -252,6 +256,14 @@ bitflags! {
         /// moved, resized or re-protected, nor its data discarded where
         /// it is read-only anonymous memory (`EPERM`).
         const SEALED = 1 << 42;
+        /// Droppable (`MAP_DROPPABLE`; `smaps` shows `dp`): its pages may
+        /// be dropped under pressure, so it is never locked, dumped, kept
+        /// on fork or offered to KSM.
+        const DROPPABLE = 1 << 43;
+        /// Synchronous page faults (`MAP_SYNC`; `smaps` shows `sf`): kept
+        /// by anonymous and shmem mappings, which do not look at it; a
+        /// file on a disk file system refuses it but on DAX.
+        const SYNC = 1 << 44;
         /// A special mapping the kernel installs (`[vdso]`, `[vvar]`,
         /// `[vsyscall]`, device memory): never merges, cannot be advised
         /// to fork differently.

@@ -174,7 +174,9 @@ impl<T: VmaStore> AddressSpace<T> {
             if let Err(e) = mm.modify_in(start, end, Holes::Stop, &mut |d| Ok(relocked(d, lock)), false)? {
                 return Ok(Err(e));
             }
-            if lock != VmFlags::LOCKED {
+            // A lock populates the range (an unlock does not); VMAs locked
+            // on fault are left as they are.
+            if lock.is_empty() {
                 return Ok(Ok(()));
             }
             mm.populate_locked(start, end, false)
@@ -194,7 +196,7 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Ok(Err(e));
                 }
             }
-            if lock != VmFlags::LOCKED {
+            if lock.is_empty() {
                 return Ok(Ok(()));
             }
             mm.populate_locked(0, top, true)
@@ -214,7 +216,11 @@ impl<T: VmaStore> AddressSpace<T> {
     ) -> core::result::Result<Result<()>, AllocFail> {
         let vmas: Vec<(u64, u64, VmaData)> = self.range(start, end).map(|v| (v.start, v.end, v.data.clone())).collect();
         for (s, e, d) in vmas {
-            if d.flags.contains(VmFlags::SPECIAL) || !d.flags.locked_now() {
+            // Linux populates every VMA of the range, also one the lock
+            // left unlocked (droppable memory); a locked one only if it is
+            // not locked on fault.
+            let unlockable = d.flags.contains(VmFlags::DROPPABLE);
+            if d.flags.contains(VmFlags::SPECIAL) || !(d.flags.locked_now() || unlockable) {
                 continue;
             }
             let (ps, pe) = (s.max(start), e.min(end));
@@ -240,10 +246,10 @@ impl<T: VmaStore> AddressSpace<T> {
     }
 }
 
-/// `d` with the lock bits `lock` instead of its own (special mappings keep
-/// theirs: none); `None` if that changes nothing.
+/// `d` with the lock bits `lock` instead of its own (special and
+/// droppable mappings keep theirs: none); `None` if that changes nothing.
 fn relocked(d: &VmaData, lock: VmFlags) -> Option<VmaData> {
-    if d.flags.contains(VmFlags::SPECIAL) {
+    if d.flags.intersects(VmFlags::SPECIAL | VmFlags::DROPPABLE) {
         return None;
     }
     let flags = (d.flags - VmFlags::LOCKED_MASK) | lock;

@@ -745,6 +745,8 @@ fn hidden_flags(shown: &str) -> VmFlags {
             "mg" => VmFlags::MERGEABLE,
             "sl" => VmFlags::SEALED,
             "gu" => VmFlags::MAYBE_GUARD,
+            "dp" => VmFlags::DROPPABLE,
+            "sf" => VmFlags::SYNC,
             "io" | "pf" => VmFlags::SPECIAL,
             _ => VmFlags::empty(),
         })

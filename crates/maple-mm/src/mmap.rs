@@ -4,17 +4,24 @@ use std::sync::Arc;
 
 use crate::{
     error::{Errno, Result},
-    flags::{MapFlags, Prot, VmFlags},
+    flags::{Advice, MapFlags, Prot, VmFlags},
     space::{AddressSpace, Brk},
     store::VmaStore,
     value::VmaValue,
     vma::{Backing, Extra, MappedFile, VmaData},
 };
 
-/// Flags Linux knows (`MAP_SHARED_VALIDATE` rejects others).
+/// Linux's `LEGACY_MAP_MASK` on x86-64: the flags `MAP_SHARED_VALIDATE`
+/// lets through (others are `EOPNOTSUPP`, `MAP_FIXED_NOREPLACE` and
+/// `MAP_SYNC` among them: a file system that takes `MAP_SYNC` refuses it
+/// but on DAX, which the model does not know). `MAP_32BIT`,
+/// `MAP_ABOVE4G` and the huge page size field (bits 26 to 30, which
+/// `MAP_UNINITIALIZED` shares) are in it.
 const KNOWN_MAP_FLAGS: u32 = 0x03
     | 0x10
     | 0x20
+    | 0x40
+    | 0x80
     | 0x100
     | 0x800
     | 0x1000
@@ -24,9 +31,7 @@ const KNOWN_MAP_FLAGS: u32 = 0x03
     | 0x10000
     | 0x20000
     | 0x40000
-    | 0x80000
-    | 0x10_0000
-    | 0x400_0000;
+    | 0x7c00_0000;
 
 impl<T: VmaStore> AddressSpace<T> {
     /// Maps `len` bytes (rounded up to pages), as `mmap(2)` does, and
@@ -99,6 +104,11 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let anonymous = flags.contains(MapFlags::ANONYMOUS);
         let file = if anonymous { None } else { Some(file.ok_or(Errno::EBADF)?) };
+        let droppable = bits & 0x0f == MapFlags::DROPPABLE.bits();
+        // A huge page mapping is a file's, which cannot be droppable.
+        if droppable && flags.contains(MapFlags::HUGETLB) {
+            return Err(Errno::EINVAL);
+        }
         if flags.contains(MapFlags::HUGETLB) {
             // No huge pages are reserved (a default Linux): hugetlbfs
             // cannot back the mapping.
@@ -147,11 +157,22 @@ impl<T: VmaStore> AddressSpace<T> {
                 return Err(Errno::EOVERFLOW);
             }
         }
+        // A file on a disk file system (ext4, xfs) takes MAP_SYNC through
+        // validation and then refuses it, not being on DAX (which the model
+        // does not know); shmem (memfd) lets validation refuse it, and
+        // ignores it otherwise.
+        let sync = flags.contains(MapFlags::SYNC);
+        let shmem = file.as_ref().is_some_and(|f| f.anon_shmem || f.path.starts_with("/memfd:"));
+        let refuses_sync = sync && file.is_some() && !shmem;
+        let known = if file.is_some() && !shmem { KNOWN_MAP_FLAGS | MapFlags::SYNC.bits() } else { KNOWN_MAP_FLAGS };
         let shared = match (bits & 0x0f, anonymous) {
             (0x01, _) => true,
             (0x02, _) => false,
+            // Droppable memory cannot be locked nor grow.
+            (0x08, true) if flags.intersects(MapFlags::LOCKED | MapFlags::GROWSDOWN) => return Err(Errno::EINVAL),
+            (0x08, true) => false,
             (0x03, false) => {
-                if bits & !KNOWN_MAP_FLAGS != 0 {
+                if bits & !known != 0 {
                     return Err(Errno::EOPNOTSUPP);
                 }
                 true
@@ -183,8 +204,18 @@ impl<T: VmaStore> AddressSpace<T> {
         vm.set(VmFlags::LOCKED, flags.contains(MapFlags::LOCKED));
         vm.set(VmFlags::NOHUGEPAGE, flags.contains(MapFlags::STACK));
         vm.set(VmFlags::NORESERVE, flags.contains(MapFlags::NORESERVE));
-        // `mlockall(MCL_FUTURE)` locks every new mapping.
+        vm.set(VmFlags::SYNC, sync);
+        // `mlockall(MCL_FUTURE)` locks every new mapping (but a droppable
+        // one, which is populated all the same).
         vm |= self.def_flags;
+        let lock = vm & VmFlags::LOCKED_MASK;
+        if droppable {
+            vm = (vm - VmFlags::LOCKED_MASK)
+                | VmFlags::DROPPABLE
+                | VmFlags::NORESERVE
+                | VmFlags::WIPEONFORK
+                | VmFlags::DONTDUMP;
+        }
         // RLIMIT_MEMLOCK, for a locked mapping.
         if flags.contains(MapFlags::LOCKED) && !self.can_do_mlock() {
             return Err(Errno::EPERM);
@@ -213,6 +244,17 @@ impl<T: VmaStore> AddressSpace<T> {
                 Ok(Err(Errno::ENOMEM))
             });
         }
+        if refuses_sync {
+            // The file's own mmap refuses it, after a MAP_FIXED has
+            // unmapped the range: Linux cannot put back what it unmapped
+            // and leaves a hole.
+            return self.transact(&[(start, end)], |mm| {
+                if fixed {
+                    mm.clear(start, end)?;
+                }
+                Ok(Err(Errno::EOPNOTSUPP))
+            });
+        }
         if matches!(backing, Backing::Anon) {
             offset = start;
         }
@@ -230,8 +272,10 @@ impl<T: VmaStore> AddressSpace<T> {
         // ignores the prefault's failures; a write fault past the end of
         // the file prepares the anon_vma before it fails).
         let asked = flags & (MapFlags::POPULATE | MapFlags::NONBLOCK) == MapFlags::POPULATE;
+        // (Asked by the lock bits the call would set, skipped by those the
+        // VMA has: a droppable one populates under mlockall(MCL_ONFAULT).)
         let populate =
-            (asked || vm.contains(VmFlags::LOCKED)) && !vm.contains(VmFlags::LOCKONFAULT) && vm.private_writable();
+            (asked || lock.contains(VmFlags::LOCKED)) && !vm.contains(VmFlags::LOCKONFAULT) && vm.private_writable();
         self.transact(&[(start, end)], |mm| {
             mm.clear(start, end)?;
             mm.put(start, end, data)?;
@@ -383,6 +427,75 @@ impl<T: VmaStore> AddressSpace<T> {
                 _ => return Ok(start),
             }
         }
+    }
+
+    /// `remap_file_pages(2)`: `size` bytes at `start` of a shared file
+    /// mapping now show the file from page `pgoff` on. Linux emulates the
+    /// old non-linear mappings with a new `MAP_FIXED` mapping of the same
+    /// open file (a VMA of its own, populated), so the model does the same.
+    ///
+    /// `start` and `size` are rounded down to pages. The range must lie in
+    /// one shared mapping of a file opened for writing (or run on through
+    /// touching mappings of the same open file with the same flags).
+    ///
+    /// Errors: `EINVAL` (a non-zero `prot`, a flag other than
+    /// `MAP_NONBLOCK`, an empty or wrapping range, an offset that wraps, a
+    /// range not in such mappings), and those of [`mmap`](Self::mmap).
+    pub fn remap_file_pages(&mut self, start: u64, size: u64, prot: u64, pgoff: u64, flags: u64) -> Result<()> {
+        let nonblock = u64::from(MapFlags::NONBLOCK.bits());
+        if prot != 0 || flags & !nonblock != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (start, size) = (self.page_size().align_down(start), self.page_size().align_down(size));
+        let end = start.checked_add(size).filter(|&e| e > start).ok_or(Errno::EINVAL)?;
+        if pgoff.checked_add(self.page_size().pages(size)).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        let first = self.vma_at(start).ok_or(Errno::EINVAL)?;
+        let file = match first.backing() {
+            // Linux keeps a shared mapping of a file opened read-only as
+            // "may share" only (`VM_SHARED` clear).
+            Backing::File(f) if first.is_shared() && f.writable => Arc::clone(f),
+            _ => return Err(Errno::EINVAL),
+        };
+        let flags_of = first.flags();
+        let mut reach = first.end;
+        while reach < end {
+            match self.vma_at(reach) {
+                Some(next) if next.file().is_some_and(|f| core::ptr::eq(f, &*file)) && next.flags() == flags_of => {
+                    reach = next.end;
+                }
+                _ => return Err(Errno::EINVAL),
+            }
+        }
+        let mut map = MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE;
+        map.set(MapFlags::NONBLOCK, flags & nonblock != 0);
+        map.set(MapFlags::LOCKED, flags_of.contains(VmFlags::LOCKED));
+        let offset = pgoff.checked_mul(self.page_size().bytes()).ok_or(Errno::EINVAL)?;
+        self.mmap(start, size, flags_of.prot(), map, Some(file), offset).map(|_| ())
+    }
+
+    /// `process_madvise(2)` on this space: `advice` to each range in
+    /// turn (as `madvise`), stopping at the first refused. Returns the
+    /// bytes advised; a refusal is the result only if nothing was advised
+    /// before it.
+    ///
+    /// Errors: `EINVAL` (flags, or more than 1,024 ranges), and those of
+    /// [`madvise`](Self::madvise).
+    pub fn process_madvise(&mut self, ranges: &[(u64, u64)], advice: Advice, flags: u64) -> Result<u64> {
+        const UIO_MAXIOV: usize = 1024;
+        if flags != 0 || ranges.len() > UIO_MAXIOV {
+            return Err(Errno::EINVAL);
+        }
+        let mut done = 0u64;
+        for &(addr, len) in ranges {
+            match self.madvise(addr, len, advice) {
+                Ok(()) => done = done.saturating_add(len),
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
     }
 
     /// Unmaps `[addr, addr + len)` (rounded up to pages), as `munmap(2)`:

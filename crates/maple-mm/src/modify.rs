@@ -102,8 +102,9 @@ enum PageEffect {
     Zap,
     /// `MADV_FREE`: kept, lazily freeable until written again.
     Free,
-    /// `MADV_PAGEOUT`: the lazily freeable ones thrown away; the others
-    /// stay (the model has no swap to write them to).
+    /// `MADV_PAGEOUT`: the lazily freeable ones thrown away, and all of a
+    /// droppable VMA's (never swapped); the others stay (the model has no
+    /// swap to write them to).
     PageOut,
 }
 
@@ -117,9 +118,18 @@ impl PageEffect {
         }
     }
 
-    fn apply<T: VmaStore>(self, mm: &mut AddressSpace<T>, s: u64, e: u64) -> core::result::Result<(), AllocFail> {
+    /// Applies the effect to `[s, e)`, a piece of one VMA (`droppable`:
+    /// of droppable memory).
+    fn apply<T: VmaStore>(
+        self,
+        mm: &mut AddressSpace<T>,
+        s: u64,
+        e: u64,
+        droppable: bool,
+    ) -> core::result::Result<(), AllocFail> {
         match self {
             PageEffect::Zap => mm.zap(s, e),
+            PageEffect::PageOut if droppable => mm.zap(s, e),
             PageEffect::Free => mm.anon.copy_into(&mut mm.lazy, s, e),
             PageEffect::PageOut => {
                 for (rs, re) in mm.lazy.runs(s, e) {
@@ -364,6 +374,8 @@ impl<T: VmaStore> AddressSpace<T> {
                     return Err(Errno::EINVAL);
                 }
                 Advice::WipeOnFork => old | VmFlags::WIPEONFORK,
+                // Droppable memory is never kept on fork nor dumped.
+                Advice::KeepOnFork | Advice::DoDump if old.contains(VmFlags::DROPPABLE) => return Err(Errno::EINVAL),
                 Advice::KeepOnFork => old - VmFlags::WIPEONFORK,
                 Advice::DontDump => old | VmFlags::DONTDUMP,
                 Advice::DoDump if special => return Err(Errno::EINVAL),
@@ -371,7 +383,7 @@ impl<T: VmaStore> AddressSpace<T> {
                 Advice::HugePage => (old - VmFlags::NOHUGEPAGE) | VmFlags::HUGEPAGE,
                 Advice::NoHugePage => (old - VmFlags::HUGEPAGE) | VmFlags::NOHUGEPAGE,
                 // KSM takes private memory only, and ignores the rest.
-                Advice::Mergeable if old.intersects(VmFlags::SHARED | VmFlags::SPECIAL) => old,
+                Advice::Mergeable if old.intersects(VmFlags::SHARED | VmFlags::SPECIAL | VmFlags::DROPPABLE) => old,
                 Advice::Mergeable => old | VmFlags::MERGEABLE,
                 Advice::Unmergeable => old - VmFlags::MERGEABLE,
                 Advice::Other(code) => {
@@ -387,11 +399,14 @@ impl<T: VmaStore> AddressSpace<T> {
         let Some(effect) = effect else { return self.modify(addr, end, Holes::Skip, &mut visit) };
         // Advice that changes pages, not VMAs: the pieces it reached are
         // the first `accepted` ones.
-        let pieces: Vec<(u64, u64)> = self.range(addr, end).map(|v| (v.start.max(addr), v.end.min(end))).collect();
+        let pieces: Vec<(u64, u64, bool)> = self
+            .range(addr, end)
+            .map(|v| (v.start.max(addr), v.end.min(end), v.flags().contains(VmFlags::DROPPABLE)))
+            .collect();
         self.transact(&[(addr, end)], |mm| {
             let res = mm.modify_in(addr, end, Holes::Skip, &mut visit, false)?;
-            for &(s, e) in &pieces[..accepted.get()] {
-                effect.apply(mm, s, e)?;
+            for &(s, e, droppable) in &pieces[..accepted.get()] {
+                effect.apply(mm, s, e, droppable)?;
             }
             Ok(res)
         })

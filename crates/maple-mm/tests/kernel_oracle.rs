@@ -269,6 +269,17 @@ const KNOWN: &[&str] = &[
     // mapping grows by is populated, so the grown private VMA is written
     // and keeps its charge when made inaccessible.
     "protect 7 6 3; lock 3 9 0; remap 8 3 12 3 26; protect 18 10 0; protect 7 2 3; remap 7 1 3 0 0; protect 7 4 0",
+    // Droppable memory: never locked (mlock and mlockall succeed but
+    // leave it unlocked, and populate it), never kept on fork nor dumped
+    // (advice to is refused), not offered to KSM; it merges only with
+    // droppable memory. With a file, locked or growing it is refused.
+    "map 10 4 3 fixed 0 anon 0 8; map 14 2 3 fixed 0 anon 0 8; map 16 2 3 fixed 0 anon 0 0; lock 11 2 0; \
+     advise 10 1 19; advise 10 1 17; advise 10 1 12; advise 10 2 18; lockall 3; map 20 2 3 fixed 0 anon 0 8; \
+     unlockall; fork; map 24 2 3 fixed 0 file 0 8; map 26 2 3 fixed 0 anon 0 8200; map 28 2 3 fixed 0 anon 0 264",
+    // Validated shared mappings: the legacy flags and a huge page size
+    // pass, MAP_FIXED_NOREPLACE, MAP_SYNC (off DAX) and unknown bits not.
+    "map 10 2 3 hint 0 file 0 16387; map 12 2 3 hint 0 file 0 1073741827; map 14 2 3 fixed 0 file 0 1048579; \
+     map 16 2 3 hint 0 file 0 524291; map 18 2 3 fixed 0 file 0 4194307; map 20 2 3 fixed 0 anon 0 3",
     // An unlock stops at a hole: the lock past it stays, and keeps a new
     // neighbour apart.
     "map 20 2 3 fixed 0 anon 0 0; unmap 22 2 0; map 24 2 3 fixed 0 anon 0 0; lock 20 6 1; lock 20 2 1; \
@@ -391,6 +402,19 @@ enum Op {
         pages: u64,
         prot: u32,
     },
+    /// `remap_file_pages` of the range to the file's page `pgoff`.
+    RemapPages {
+        page: u64,
+        pages: u64,
+        pgoff: u64,
+    },
+    /// `process_madvise` on this process of the range, as two ranges
+    /// (its first page, then the rest).
+    ProcessAdvise {
+        page: u64,
+        pages: u64,
+        advice: i32,
+    },
 }
 
 impl fmt::Display for Op {
@@ -426,6 +450,8 @@ impl fmt::Display for Op {
             Op::Mbind { page, pages, mode, nodes, flags } => write!(f, "mbind {page} {pages} {mode} {nodes} {flags}"),
             Op::Fork => write!(f, "fork"),
             Op::ForkMap { page, pages, prot } => write!(f, "forkmap {page} {pages} {prot}"),
+            Op::RemapPages { page, pages, pgoff } => write!(f, "rfp {page} {pages} {pgoff}"),
+            Op::ProcessAdvise { page, pages, advice } => write!(f, "padvise {page} {pages} {advice}"),
         }
     }
 }
@@ -469,12 +495,22 @@ fn parse_op(line: &str) -> Op {
         "mbind" => Op::Mbind { page: n(1), pages: n(2), mode: n(3) as u32, nodes: n(4), flags: n(5) as u32 },
         "fork" => Op::Fork,
         "forkmap" => Op::ForkMap { page: n(1), pages: n(2), prot: n(3) as u32 },
+        "rfp" => Op::RemapPages { page: n(1), pages: n(2), pgoff: n(3) },
+        "padvise" => Op::ProcessAdvise { page: n(1), pages: n(2), advice: n(3) as i32 },
         other => panic!("unknown op {other}"),
     }
 }
 
+/// The `mmap` flags of a `map` op. A map type among the extra flags
+/// (`MAP_SHARED_VALIDATE`, `MAP_DROPPABLE`) takes the place of the one
+/// `shared` gives.
 fn map_flags(place: Place, shared: bool, src: Src, extra: u32) -> u32 {
-    let mut f = if shared { 0x01 } else { 0x02 } | extra;
+    let kind = match extra & 0x0f {
+        0 if shared => 0x01,
+        0 => 0x02,
+        k => k,
+    };
+    let mut f = kind | (extra & !0x0f);
     if src == Src::Anon {
         f |= 0x20;
     }
@@ -688,6 +724,20 @@ fn apply_on<T: VmaStore>(
                 Err(e) => errno(e),
             }
         }
+        Op::RemapPages { page, pages, pgoff } => {
+            result_of(mm.remap_file_pages(at(page), pages * PAGE_SIZE, 0, pgoff, 0))
+        }
+        Op::ProcessAdvise { page, pages, advice } => {
+            let ranges = [(at(page), PAGE_SIZE), (at(page + 1), (pages - 1) * PAGE_SIZE)];
+            let r = match Advice::from_code(advice) {
+                Some(a) => mm.process_madvise(&ranges, a, 0),
+                None => Err(Errno::EINVAL),
+            };
+            match r {
+                Ok(n) => format!("ok {n}"),
+                Err(e) => errno(e),
+            }
+        }
         Op::Touch { page, pages } => match mm.touch(at(page), pages * PAGE_SIZE) {
             Ok(()) => "ok".into(),
             Err(e) => errno(e),
@@ -765,11 +815,29 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
         let page = rng.gen_range(0..W);
         let pages = rng.gen_range(1..=(W - page).min(12));
         let prot = *[0u32, 1, 3, 3, 5, 7, 1, 3].get(rng.gen_range(0..8)).unwrap();
-        let op = match rng.gen_range(0..127) {
+        let op = match rng.gen_range(0..133) {
             0..=29 => {
                 let src = [Src::Anon, Src::Anon, Src::File, Src::FileRo][rng.gen_range(0..4)];
                 let place = [Place::Fixed, Place::Fixed, Place::NoReplace, Place::Hint][rng.gen_range(0..4)];
-                let extra = [0, 0, 0, 0x4000, 0x20000, 0x8000, 0x100, 0x2000, 0x18000][rng.gen_range(0..9)];
+                // Now and then droppable memory (populated, locked, growing:
+                // refused but populated), or shared with validated flags
+                // (known, unknown, a huge page size's bits).
+                let extra = [
+                    0,
+                    0,
+                    0,
+                    0x4000,
+                    0x20000,
+                    0x8000,
+                    0x100,
+                    0x2000,
+                    0x18000,
+                    0x08,
+                    0x08 | 0x8000,
+                    0x08 | [0x2000, 0x100, 0x4000][rng.gen_range(0..3)],
+                    0x03 | [0, 0x4000, 0x10_0000, 0x80000, 0x4000_0000, 0x80][rng.gen_range(0..6)],
+                    0x80000,
+                ][rng.gen_range(0..14)];
                 // Some file mappings reach past the file's end.
                 let off = if src == Src::Anon { 0 } else { rng.gen_range(0..FILE_PAGES + 8 - pages) };
                 Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }
@@ -816,6 +884,11 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
                 let nodes = [0, 1, 1, 1, 2, 3][rng.gen_range(0..6)];
                 let flags = [0, 0, 0, 2, 4, 8][rng.gen_range(0..6)];
                 Op::Mbind { page, pages, mode, nodes, flags }
+            }
+            127..=129 => Op::RemapPages { page, pages, pgoff: rng.gen_range(0..FILE_PAGES + 4) },
+            130..=132 => {
+                let advice = ADVICE[rng.gen_range(0..ADVICE.len())];
+                Op::ProcessAdvise { page, pages, advice }
             }
             _ => Op::Probe { page, write: rng.gen_bool(0.5) },
         };
@@ -877,6 +950,20 @@ fn numa_nodes() -> Option<u64> {
 
 /// Whether this machine lets a process make System V shared memory (a
 /// container may not).
+/// Whether the test file is on a file system that takes `MAP_SYNC` and
+/// then refuses it off DAX (ext4, xfs), as the model takes every file but
+/// shmem's.
+fn sync_refused_by_files() -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(dir) = std::ffi::CString::new(std::env::temp_dir().as_os_str().as_bytes()) else { return false };
+    // SAFETY: an all-zero statfs is a valid value of the plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` is a NUL-terminated path and `st` a statfs to fill,
+    // both alive across the call.
+    let ok = unsafe { libc::statfs(dir.as_ptr(), &mut st) } == 0;
+    ok && matches!(st.f_type as u64, 0xEF53 | 0x5846_5342)
+}
+
 fn sysv_available() -> bool {
     // SAFETY: makes a private segment and removes it again; no memory of
     // this process is touched.
@@ -934,6 +1021,10 @@ fn run_parent() -> i32 {
     if !lock_all {
         println!("kernel oracle: a locked-memory limit binds here: sequences with mlockall(MCL_CURRENT) left out");
     }
+    let disk = sync_refused_by_files();
+    if !disk {
+        println!("kernel oracle: the test file is not on ext4 or xfs: sequences mapping it with MAP_SYNC left out");
+    }
     let nice = has_capability(CAP_SYS_NICE);
     if !nice {
         println!("kernel oracle: no CAP_SYS_NICE: sequences with mbind(MPOL_MF_MOVE_ALL) left out");
@@ -950,6 +1041,13 @@ fn run_parent() -> i32 {
             continue;
         }
         if numa_nodes().is_none() && ops.iter().any(|op| matches!(op, Op::Mbind { .. })) {
+            continue;
+        }
+        if !disk
+            && ops
+                .iter()
+                .any(|op| matches!(op, Op::Map { src, extra, .. } if *src != Src::Anon && extra & 0x80000 != 0))
+        {
             continue;
         }
         if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
@@ -1224,6 +1322,28 @@ mod child {
                     }
                     Op::Advise { page, pages, advice } => {
                         result(libc::madvise(at(page) as *mut _, (pages * PAGE_SIZE) as usize, advice) as i64)
+                    }
+                    Op::RemapPages { page, pages, pgoff } => result(libc::syscall(
+                        libc::SYS_remap_file_pages,
+                        at(page),
+                        (pages * PAGE_SIZE) as usize,
+                        0,
+                        pgoff as usize,
+                        0,
+                    )),
+                    Op::ProcessAdvise { page, pages, advice } => {
+                        let iov = [
+                            libc::iovec { iov_base: at(page) as *mut _, iov_len: PAGE_SIZE as usize },
+                            libc::iovec {
+                                iov_base: at(page + 1) as *mut _,
+                                iov_len: ((pages - 1) * PAGE_SIZE) as usize,
+                            },
+                        ];
+                        let pidfd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+                        let n = libc::syscall(libc::SYS_process_madvise, pidfd, iov.as_ptr(), 2usize, advice, 0);
+                        let r = if n < 0 { result(n) } else { format!("ok {n}") };
+                        libc::close(pidfd as i32);
+                        r
                     }
                     Op::Touch { page, pages } => {
                         // A one-byte write into each page in turn, by the

@@ -14,10 +14,12 @@ pub(crate) const MAP: &[(&str, u64)] = &[
     ("MAP_SHARED", 0x01),
     ("MAP_PRIVATE", 0x02),
     ("MAP_SHARED_VALIDATE", 0x03),
+    ("MAP_DROPPABLE", 0x08),
     ("MAP_FIXED", 0x10),
     ("MAP_ANONYMOUS", 0x20),
     ("MAP_ANON", 0x20),
     ("MAP_32BIT", 0x40),
+    ("MAP_ABOVE4G", 0x80),
     ("MAP_GROWSDOWN", 0x100),
     ("MAP_DENYWRITE", 0x800),
     ("MAP_EXECUTABLE", 0x1000),
@@ -31,6 +33,10 @@ pub(crate) const MAP: &[(&str, u64)] = &[
     ("MAP_FIXED_NOREPLACE", 0x10_0000),
     ("MAP_UNINITIALIZED", 0x400_0000),
     ("MAP_FILE", 0),
+    // A huge page size is printed `21<<MAP_HUGE_SHIFT`.
+    ("MAP_HUGE_SHIFT", 26),
+    ("MAP_HUGE_2MB", 21 << 26),
+    ("MAP_HUGE_1GB", 30 << 26),
 ];
 
 pub(crate) const MREMAP: &[(&str, u64)] = &[("MREMAP_MAYMOVE", 1), ("MREMAP_FIXED", 2), ("MREMAP_DONTUNMAP", 4)];

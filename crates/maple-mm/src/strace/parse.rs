@@ -128,7 +128,8 @@ pub fn parse_ret(s: &str) -> Result<Ret<'_>, ParseError> {
     Ok(Ret::Value(v))
 }
 
-/// A decimal, `0x` hexadecimal or negative integer (`u64` values above
+/// A decimal, `0x` hexadecimal, C-style octal (`0600`, as strace prints
+/// modes and `shmat`'s flags) or negative integer (`u64` values above
 /// `i64::MAX` wrap, as addresses do in registers).
 pub fn parse_int(s: &str) -> Option<i64> {
     parse_int_bytes(s.as_bytes())
@@ -143,12 +144,13 @@ fn parse_int_bytes(s: &[u8]) -> Option<i64> {
     };
     let v = match body {
         [b'0', b'x', hex @ ..] => parse_digits(hex, 16)?,
+        [b'0', oct @ ..] if !oct.is_empty() => parse_digits(oct, 8)?,
         dec => parse_digits(dec, 10)?,
     };
     Some(if neg { (v as i64).wrapping_neg() } else { v as i64 })
 }
 
-/// A non-empty run of digits in `radix` (10 or 16) that fits in a `u64`.
+/// A non-empty run of digits in `radix` (8, 10 or 16) that fits in a `u64`.
 #[inline]
 fn parse_digits(b: &[u8], radix: u64) -> Option<u64> {
     if b.is_empty() {
@@ -157,7 +159,7 @@ fn parse_digits(b: &[u8], radix: u64) -> Option<u64> {
     let mut v = 0u64;
     for &c in b {
         let d = match c {
-            b'0'..=b'9' => c - b'0',
+            b'0'..=b'9' if u64::from(c - b'0') < radix => c - b'0',
             b'a'..=b'f' if radix == 16 => c - b'a' + 10,
             b'A'..=b'F' if radix == 16 => c - b'A' + 10,
             _ => return None,
@@ -320,7 +322,8 @@ pub fn split_args(args: &str) -> Args<'_> {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth -= 1,
             // A decoration follows an fd: `3</path>`, `AT_FDCWD</dir>`.
-            b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
+            // (Not a shift: `16<<MAP_HUGE_SHIFT`.)
+            b'<' if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') && b.get(i + 1) != Some(&b'<') => {
                 if let Some(e) = b[i..].iter().position(|&c| c == b'>') {
                     i += e;
                 }
@@ -350,9 +353,20 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
     if a == "NULL" {
         return Ok(0);
     }
-    // A number ends at a decoration (`3</path>`) or at `-X verbose`'s
-    // comment (`0x3 /* PROT_READ|PROT_WRITE */`); flag names at neither.
-    let a = match a.bytes().position(|c| c == b'<' || c == b'/') {
+    // Comments go: `-X verbose`'s `0x3 /* PROT_READ|PROT_WRITE */`, and
+    // a bit strace cannot name, `0x8 /* MAP_??? */|MAP_ANONYMOUS`.
+    let uncommented;
+    let a = if a.contains("/*") {
+        uncommented = without_comments(a);
+        uncommented.as_str()
+    } else {
+        a
+    };
+    // A number ends at a decoration (`3</path>`); a shift
+    // (`21<<MAP_HUGE_SHIFT`) is none.
+    let b = a.as_bytes();
+    let starts = |i: usize| b[i] == b'<' && b.get(i + 1) != Some(&b'<') && (i == 0 || b[i - 1] != b'<');
+    let a = match (0..b.len()).find(|&i| starts(i)) {
         Some(i) if i > 0 => a[..i].trim_ascii_end(),
         _ => a,
     };
@@ -362,9 +376,17 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
     let mut v = 0u64;
     for part in a.as_bytes().split(|&c| c == b'|') {
         let part = part.trim_ascii();
+        let named = |w: &[u8]| names.iter().find(|(n, _)| n.as_bytes() == w).map(|&(_, bits)| bits);
         if let Some(n) = parse_int_bytes(part) {
             v |= n as u64;
-        } else if let Some((_, bits)) = names.iter().find(|(n, _)| n.as_bytes() == part) {
+        } else if let Some((l, r)) = part.windows(2).position(|w| w == b"<<").map(|i| (&part[..i], &part[i + 2..])) {
+            // A field shifted into place: `21<<MAP_HUGE_SHIFT`.
+            let shift = parse_int_bytes(r).map(|r| r as u64).or_else(|| named(r));
+            let (Some(l), Some(r)) = (parse_int_bytes(l), shift) else {
+                return err(format!("unknown flag {:?}", String::from_utf8_lossy(part)));
+            };
+            v |= u32::try_from(r).ok().and_then(|r| (l as u64).checked_shl(r)).unwrap_or(0);
+        } else if let Some(bits) = named(part) {
             v |= bits;
         } else if names.is_empty() {
             // A plain number was wanted (an address, a length, an fd).
@@ -374,6 +396,18 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
         }
     }
     Ok(v)
+}
+
+/// `arg` without its `/* … */` comments.
+fn without_comments(arg: &str) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(i) = rest.find("/*") {
+        out.push_str(&rest[..i]);
+        rest = rest[i..].find("*/").map_or("", |j| &rest[i + j + 2..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The path of a decorated fd or return value (`3</usr/lib/libc.so.6>`).
@@ -460,6 +494,32 @@ mod tests {
         assert!(matches!(l.event, Event::Call { name: "write", ret: Ret::Value(9), .. }));
         assert!(parse_line("1 mmap(NULL, 4096, PROT_READ").is_err());
         assert!(parse_line("garbage here").is_err());
+    }
+
+    #[test]
+    fn octal_as_strace_prints_modes_and_shm_flags() {
+        let shm = crate::strace::names::SHM;
+        assert_eq!(arg_value("IPC_CREAT|0600", &[("IPC_CREAT", 0o1000)]), Ok(0o1600));
+        assert_eq!(arg_value("020000", shm), Ok(0o20000));
+        assert_eq!(arg_value("SHM_RND|SHM_RDONLY", shm), Ok(0o30000));
+        assert_eq!(arg_value("0", shm), Ok(0));
+        assert_eq!(arg_value("0x2000", shm), Ok(0o20000));
+        assert_eq!(parse_int("0755"), Some(0o755));
+        // Huge page sizes, shifted into place; droppable memory.
+        let map = crate::strace::names::MAP;
+        assert_eq!(
+            arg_value("MAP_PRIVATE|MAP_ANONYMOUS|MAP_HUGETLB|21<<MAP_HUGE_SHIFT", map),
+            Ok(0x2 | 0x20 | 0x40000 | (21 << 26))
+        );
+        assert_eq!(arg_value("MAP_DROPPABLE|MAP_ANONYMOUS", map), Ok(0x28));
+        assert!(arg_value("MAP_PRIVATE|21<<MAP_NOSUCH", map).is_err());
+        assert_eq!(arg_value("3</tmp/a<b>", &[]), Ok(3));
+        // A bit strace has no name for.
+        assert_eq!(arg_value("0x8 /* MAP_??? */|MAP_ANONYMOUS", map), Ok(0x28));
+        let a = split_args("NULL, 4096, PROT_READ, MAP_SHARED_VALIDATE|16<<MAP_HUGE_SHIFT, 3</tmp/f>, 0");
+        assert_eq!(a.len(), 6);
+        // Not octal digits, not a number.
+        assert_eq!(parse_int("089"), None);
     }
 
     #[test]

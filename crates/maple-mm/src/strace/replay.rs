@@ -145,6 +145,10 @@ struct OpenFile {
     /// Whether `path` came from `-y` (already resolved by the kernel).
     resolved: bool,
     writable: bool,
+    /// Its device and inode, where the caller knew them (a live tracer
+    /// reads them from the open descriptor: a memfd or a deleted file
+    /// has no path to look up).
+    id: Option<FileId>,
     mapped: std::cell::OnceCell<Arc<MappedFile>>,
 }
 
@@ -277,6 +281,8 @@ fn is_memory_call(name: &str) -> bool {
             | "shmat"
             | "shmdt"
             | "mbind"
+            | "remap_file_pages"
+            | "process_madvise"
     )
 }
 
@@ -760,7 +766,7 @@ impl Replayer {
                     };
                     let flags = if name == "creat" { "O_WRONLY" } else { a.get(flags_arg).copied().unwrap_or("") };
                     let writable = flags.contains("O_RDWR") || flags.contains("O_WRONLY");
-                    let open = OpenFile { path, resolved, writable, mapped: std::cell::OnceCell::new() };
+                    let open = OpenFile { path, resolved, writable, id: None, mapped: std::cell::OnceCell::new() };
                     self.procs[&pid].files.borrow_mut().insert(fd, Rc::new(open));
                 }
                 return Ok(());
@@ -822,7 +828,14 @@ impl Replayer {
         // does), an mprotect or an madvise after it changed what came
         // before the sealed VMA.
         let sealed = failed == Some("EPERM") && matches!(name, "munmap" | "mprotect" | "pkey_mprotect" | "madvise");
+        // A file's mmap refusing MAP_SYNC (off DAX) after a MAP_FIXED has
+        // unmapped the range leaves a hole.
+        let synced = failed == Some("EOPNOTSUPP")
+            && matches!(name, "mmap" | "mmap2")
+            && num(3, names::MAP)? & u64::from((MapFlags::FIXED | MapFlags::SYNC).bits())
+                == u64::from((MapFlags::FIXED | MapFlags::SYNC).bits());
         let partial = sealed
+            || synced
             || failed == Some("ENOMEM")
                 && match name {
                     "mprotect" | "pkey_mprotect" | "madvise" | "munlock" => true,
@@ -914,6 +927,41 @@ impl Replayer {
                 let (addr, len, mode) = (num(0, &[])?, num(1, &[])?, num(2, names::MPOL)? as u32);
                 mm.mbind(addr, len, mode, nodes, MbindFlags::from_bits_retain(num(5, names::MPOL_MF)? as u32))
             }
+            "remap_file_pages" => {
+                let (start, size, prot) = (num(0, &[])?, num(1, &[])?, num(2, names::PROT)?);
+                mm.remap_file_pages(start, size, prot, num(3, &[])?, num(4, names::MAP)?)
+            }
+            "process_madvise" => {
+                // Only advice to the calling process changes this space;
+                // another's takes none that changes mappings.
+                let own = a.first().and_then(|s| decoration(s)).and_then(|d| d.strip_prefix("pid:"));
+                let Some(target) = own.and_then(|p| p.parse::<u32>().ok()) else {
+                    drop(mm);
+                    self.disagree(
+                        no,
+                        "process_madvise: the log does not say which process the pidfd names (strace -yy shows it)"
+                            .into(),
+                    );
+                    return Ok(());
+                };
+                let same = self.procs.get(&target).is_some_and(|p| Rc::ptr_eq(&p.space, &space));
+                if !same {
+                    return Ok(());
+                }
+                let ranges = iovecs(a.get(1).copied().unwrap_or(""))?;
+                let flags = num(4, &[])?;
+                match Advice::from_code(num(3, names::MADV)? as i32) {
+                    Some(adv) => match (mm.process_madvise(&ranges, adv, flags), ret) {
+                        (Ok(n), Ret::Value(k)) if n != k as u64 => {
+                            drop(mm);
+                            self.disagree(no, format!("process_madvise: the kernel advised {k} bytes, the model {n}"));
+                            return Ok(());
+                        }
+                        (r, _) => r.map(drop),
+                    },
+                    None => Err(Errno::EINVAL),
+                }
+            }
             "mlock" => mm.mlock(num(0, &[])?, num(1, &[])?),
             "mlock2" => {
                 let flags = MlockFlags::from_bits_retain(num(2, names::MLOCK)? as u32);
@@ -981,7 +1029,8 @@ impl Replayer {
                     Some(p) => (p, true),
                     None => (format!("fd {fd}"), false),
                 };
-                let f = Rc::new(OpenFile { path, resolved, writable: true, mapped: std::cell::OnceCell::new() });
+                let f =
+                    Rc::new(OpenFile { path, resolved, writable: true, id: None, mapped: std::cell::OnceCell::new() });
                 files.borrow_mut().insert(fd, Rc::clone(&f));
                 f
             }
@@ -989,8 +1038,36 @@ impl Replayer {
         if let Some(file) = open.mapped.get() {
             return Arc::clone(file);
         }
-        let file = self.file_for(&open.path, open.resolved, open.writable);
+        let file = match open.id {
+            Some((maj, min, ino)) => {
+                let mut f = MappedFile::new(maj, min, ino, open.path.clone());
+                f.writable = open.writable;
+                Arc::new(f)
+            }
+            None => self.file_for(&open.path, open.resolved, open.writable),
+        };
         Arc::clone(open.mapped.get_or_init(|| file))
+    }
+
+    /// Tells the replayer the device and inode of the file open as `fd` in
+    /// `pid`, at `path` (the kernel's name for it, as `-y` shows it),
+    /// before a line maps it: a live tracer reads them from the open
+    /// descriptor, where a path cannot be looked up (a memfd, shmem, a
+    /// file deleted since). An open file already mapped keeps what it
+    /// has; an unknown pid is ignored.
+    pub fn learn_fd(&mut self, pid: u32, fd: i64, path: &str, dev_major: u32, dev_minor: u32, inode: u64) {
+        let Some(proc) = self.procs.get(&pid) else { return };
+        let files = Rc::clone(&proc.files);
+        let mut files = files.borrow_mut();
+        let writable = match files.get(&fd) {
+            Some(f) if f.path == path && (f.mapped.get().is_some() || f.id.is_some()) => return,
+            Some(f) if f.path == path => f.writable,
+            _ => true,
+        };
+        let id = Some((dev_major, dev_minor, inode));
+        let open =
+            OpenFile { path: path.to_string(), resolved: true, writable, id, mapped: std::cell::OnceCell::new() };
+        files.insert(fd, Rc::new(open));
     }
 
     /// A new open file for `path`: its identity from the initial maps file
@@ -1201,4 +1278,19 @@ fn node_mask(arg: &str) -> Result<u64, ParseError> {
         return Err(ParseError(format!("nodes past 63 in {arg:?}")));
     }
     Ok(first)
+}
+
+/// The ranges of an iovec array as strace prints it:
+/// `[{iov_base=0x7f…, iov_len=16384}, …]`.
+fn iovecs(arg: &str) -> Result<Vec<(u64, u64)>, ParseError> {
+    let field = |item: &str, name: &str| -> Result<u64, ParseError> {
+        let at = item.find(name).ok_or_else(|| ParseError(format!("no {name} in {item:?}")))?;
+        let rest = &item[at + name.len()..];
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        arg_value(&rest[..end], &[])
+    };
+    arg.split("}, {")
+        .filter(|item| item.contains("iov_base="))
+        .map(|item| Ok((field(item, "iov_base=")?, field(item, "iov_len=")?)))
+        .collect()
 }

@@ -49,7 +49,7 @@ pub fn matching_lines(want: &str, got: &str) -> (usize, usize) {
 
 /// The flags compared besides the maps lines, by the names `smaps` gives
 /// them: every flag the model keeps that a maps line does not show.
-pub const HIDDEN: [(&str, VmFlags); 15] = [
+pub const HIDDEN: [(&str, VmFlags); 17] = [
     ("gd", VmFlags::GROWSDOWN),
     ("lo", VmFlags::LOCKED),
     ("lf", VmFlags::LOCKONFAULT),
@@ -65,6 +65,8 @@ pub const HIDDEN: [(&str, VmFlags); 15] = [
     ("mg", VmFlags::MERGEABLE),
     ("sl", VmFlags::SEALED),
     ("gu", VmFlags::MAYBE_GUARD),
+    ("dp", VmFlags::DROPPABLE),
+    ("sf", VmFlags::SYNC),
 ];
 
 /// The hidden flags among an smaps `VmFlags:` value's names.
