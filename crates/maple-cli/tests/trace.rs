@@ -103,6 +103,37 @@ fn threads_racing_over_one_space_verify_after_every_call() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The race program recorded by `strace -f` (four threads, their calls
+/// overlapping on most lines): replayed without a disagreement, its
+/// arena at the end as the program saw it in its own maps.
+#[test]
+fn threads_racing_recorded_by_strace_replay_without_a_disagreement() {
+    let dir = format!("{}/tests/data/race", env!("CARGO_MANIFEST_DIR"));
+    for run in ["race1", "race2"] {
+        let log = format!("{dir}/{run}.strace.gz");
+        let o = maple(&["replay", &log], &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{run}: {stderr}");
+        assert!(!stderr.contains(".strace.gz:") || stderr.lines().all(|l| l.contains("execve at")), "{run}: {stderr}");
+        let fin = std::fs::read_to_string(format!("{dir}/{run}.final")).unwrap();
+        let (head, kernel) = fin.split_once('\n').unwrap();
+        let bound = |i: usize| u64::from_str_radix(head.split_whitespace().nth(i).unwrap(), 16).unwrap();
+        let (lo, hi) = (bound(1), bound(2));
+        let arena = |maps: &str| -> Vec<String> {
+            maps.lines()
+                .filter(|l| {
+                    let (s, e) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
+                    u64::from_str_radix(e, 16).unwrap() > lo && u64::from_str_radix(s, 16).unwrap() < hi
+                })
+                .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+                .collect()
+        };
+        let model = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(arena(&model), arena(kernel), "{run}");
+        assert!(arena(kernel).len() > 10, "{run}: the arena is cut up");
+    }
+}
+
 /// A call that sleeps until another thread of the program acts (here a
 /// populate of a userfaultfd range, filled by a thread that maps a page
 /// first) does not deadlock the program: its space is let loose, said in

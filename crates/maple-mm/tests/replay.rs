@@ -87,6 +87,58 @@ fn lines_of_a_child_before_its_clone_returns() {
     assert_eq!(r.stats.skipped, 1);
 }
 
+/// Threads whose calls overlap in the log (`<unfinished ...>`): the
+/// kernel ran them in some order between their halves, not necessarily
+/// the order they returned in. Here thread 2's `mmap` returns the range
+/// thread 1's `munmap`, still in flight, frees: applied in the order of
+/// the lines, the `munmap` would then remove 2's mapping and its
+/// `mprotect` fail in the model.
+#[test]
+fn overlapping_calls_of_threads_apply_in_an_order_their_results_allow() {
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 munmap(0x10000000, 8192 <unfinished ...>
+2 mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 <... munmap resumed>) = 0
+2 mprotect(0x10000000, 4096, PROT_READ) = 0
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(r.space(2).unwrap().maps(), "10000000-10001000 r--p 00000000 00:00 0 \n");
+    // Calls that both agree in the order they returned, until a later one
+    // shows the other order: thread 2's MAP_FIXED went first, and thread
+    // 1's mremap moved what it had mapped, leaving the range free for the
+    // last mmap.
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 mmap(NULL, 12288, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x20000000
+1 mremap(0x20000000, 12288, 20480, MREMAP_MAYMOVE <unfinished ...>
+2 mmap(0x1ffff000, 16384, PROT_READ, MAP_PRIVATE|MAP_FIXED|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+1 <... mremap resumed>) = 0x40000000
+2 <... mmap resumed>) = 0x1ffff000
+1 munmap(0x40000000, 20480) = 0
+2 mmap(NULL, 12288, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x20000000
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(
+        r.space(1).unwrap().maps(),
+        "1ffff000-20000000 r--p 00000000 00:00 0 \n20000000-20003000 rw-p 00000000 00:00 0 \n"
+    );
+    // No order agrees: reported once, at the call's line.
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 mprotect(0x10000000, 8192, PROT_READ <unfinished ...>
+2 mprotect(0x30000000, 4096, PROT_READ) = 0
+1 <... mprotect resumed>) = 0
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    let lines: Vec<usize> = r.stats.disagreements.iter().map(|d| d.line).collect();
+    assert_eq!(lines, [4], "{:?}", r.stats.disagreements);
+}
+
 /// A mapped file shows under the path the kernel would show (symlinks
 /// resolved) with its device and inode on this machine, whether the log
 /// names it as opened (no `-y`) or as strace resolved it (`-y`).

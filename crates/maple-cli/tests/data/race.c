@@ -3,7 +3,8 @@
  * others map too, and now and then one forks. The kernel runs their
  * calls in some order; `maple trace --verify` checks the model applied
  * them in that order after every call.
- * Usage: race THREADS ROUNDS */
+ * Usage: race THREADS ROUNDS [OUT]: with OUT, the arena's bounds and the
+ * process's final maps are written there. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -71,5 +72,14 @@ int main(int argc, char **argv) {
     pthread_t t[64];
     for (long i = 0; i < n; i++) pthread_create(&t[i], 0, worker, (void *)i);
     for (int i = 0; i < n; i++) pthread_join(t[i], 0);
+    if (argc > 3) {
+        FILE *out = fopen(argv[3], "w"), *maps = fopen("/proc/self/maps", "r");
+        if (!out || !maps) return 1;
+        fprintf(out, "arena %lx %lx\n", (unsigned long)arena, (unsigned long)(arena + ARENA_PAGES * 4096));
+        char line[4096];
+        while (fgets(line, sizeof line, maps)) fputs(line, out);
+        fclose(maps);
+        fclose(out);
+    }
     return 0;
 }

@@ -199,7 +199,10 @@ pub struct Replayer {
     initial: Option<AddressSpace>,
     /// Path → (major, minor, inode), from the initial maps file.
     known: HashMap<String, FileId>,
-    pending: PidMap<(String, String)>,
+    /// Unfinished calls: name, arguments so far, the line they began on.
+    pending: PidMap<(String, String, usize)>,
+    /// Spaces with calls in flight: see `order`.
+    overlaps: HashMap<*const RefCell<AddressSpace>, order::Overlap>,
     /// Lines of pids not created yet while a clone is in flight.
     deferred: PidMap<Vec<(usize, String)>>,
     clones_in_flight: usize,
@@ -286,6 +289,8 @@ fn is_memory_call(name: &str) -> bool {
     )
 }
 
+mod order;
+
 impl Replayer {
     /// A replayer; `initial` is the root process's address space at the
     /// `from` line (from a maps file), if known.
@@ -308,6 +313,7 @@ impl Replayer {
             initial,
             known,
             pending: PidMap::default(),
+            overlaps: HashMap::new(),
             deferred: PidMap::default(),
             clones_in_flight: 0,
             brk: PidMap::default(),
@@ -609,16 +615,22 @@ impl Replayer {
 
     fn event_inner(&mut self, no: usize, pid: u32, event: Event<'_>) -> Result<(), ReplayError> {
         match event {
-            Event::Call { name, args, ret, ret_text } => self.call(no, pid, name, args, ret, ret_text),
+            Event::Call { name, args, ret, ret_text } => {
+                if self.overlapping(pid, name) {
+                    let line = format!("{pid} {name}({args}) = {ret_text}");
+                    return self.ordered(order::Logged { no, entry: no, pid, line });
+                }
+                self.call(no, pid, name, args, ret, ret_text)
+            }
             Event::Unfinished { name, args } => {
                 if is_clone(name) {
                     self.clones_in_flight += 1;
                 }
-                self.pending.insert(pid, (name.to_string(), args.to_string()));
+                self.pending.insert(pid, (name.to_string(), args.to_string(), no));
                 Ok(())
             }
             Event::Resumed { name, args, ret, ret_text } => {
-                let Some((pname, head)) = self.pending.remove(&pid) else {
+                let Some((pname, head, entry)) = self.pending.remove(&pid) else {
                     // The first half came before the log starts (or `to`).
                     return Ok(());
                 };
@@ -629,6 +641,10 @@ impl Replayer {
                     self.clones_in_flight -= 1;
                 }
                 let full = format!("{head}{args}");
+                if self.overlapping(pid, name) {
+                    let line = format!("{pid} {name}({full}) = {ret_text}");
+                    return self.ordered(order::Logged { no, entry, pid, line });
+                }
                 self.call(no, pid, name, &full, ret, ret_text)
             }
             Event::Exited(_) | Event::Killed => {
@@ -899,6 +915,17 @@ impl Replayer {
                     let dec = a.get(4).and_then(|s| decoration(s)).map(str::to_string);
                     Some(self.fd_file(pid, fd, dec))
                 };
+                // Where the kernel chose, or refused to replace, the range
+                // was free: in the model too, or a call is out of order.
+                let chosen = !flags.contains(MapFlags::FIXED) && failed.is_none();
+                if chosen && mm.find_vma_intersection(at as u64, (at as u64).saturating_add(len)).is_some() {
+                    drop(mm);
+                    self.disagree(
+                        no,
+                        format!("{name}: the kernel placed it at {at:#x}, where the model has a mapping"),
+                    );
+                    return Ok(());
+                }
                 let flags = (flags - MapFlags::FIXED_NOREPLACE) | MapFlags::FIXED;
                 mm.mmap(at as u64, len, Prot::from_bits_retain(prot as u32), flags, file, off).map(drop)
             }
@@ -983,6 +1010,12 @@ impl Replayer {
                 let (old, old_len, new_len) = (num(0, &[])?, num(1, &[])?, num(2, &[])?);
                 let mut flags = MremapFlags::from_bits_retain(num(3, names::MREMAP)? as u32);
                 let to = to as u64;
+                let chosen = to != old && !flags.contains(MremapFlags::FIXED);
+                if chosen && mm.find_vma_intersection(to, to.saturating_add(new_len)).is_some() {
+                    drop(mm);
+                    self.disagree(no, format!("mremap: the kernel moved it to {to:#x}, where the model has a mapping"));
+                    return Ok(());
+                }
                 if to != old || flags.contains(MremapFlags::FIXED) || flags.contains(MremapFlags::DONTUNMAP) {
                     flags |= MremapFlags::MAYMOVE | MremapFlags::FIXED;
                 } else {
@@ -1164,6 +1197,7 @@ impl Replayer {
 
     /// Ends the log: lines of pids never created go to the root's space.
     pub fn finish(mut self) -> Result<Replay, ReplayError> {
+        self.flush_held()?;
         self.clones_in_flight = 0;
         let mut deferred: Vec<(usize, String)> = self.deferred.drain().flat_map(|(_, v)| v).collect();
         deferred.sort_by_key(|d| d.0);

@@ -1,0 +1,231 @@
+//! Calls that overlapped in a log, applied in an order their results
+//! allow.
+//!
+//! strace writes a call that another thread's line interrupts in two
+//! halves, `<unfinished ...>` at its entry and `<... resumed>` at its
+//! return; the kernel ran it at some moment in between, under the
+//! space's mmap lock. Two calls of one space whose halves interleave
+//! could have run in either order, and the order of their returns (the
+//! order the lines give) is often not the one they ran in: one thread's
+//! `munmap` returns after another's `mmap` was given the range it freed.
+//!
+//! So while a space has a call in flight, each call of it that returns is
+//! applied where its result agrees with the model: after the calls
+//! applied before it (the order of returns), or before the last few of
+//! those that returned after it began (each kept with the space as it
+//! was before it, and applied again after it), whichever position first
+//! gives every one of them its logged result. A call no position
+//! satisfies waits for the calls still in flight and is tried again when
+//! one returns. When none is left in flight, two calls applied earlier
+//! that overlapped may have run the other way round (a thread's
+//! `mremap` moving what another's `MAP_FIXED` had just put in its place
+//! agrees either way, until a later call shows which): each such pair
+//! among the last [`KEPT`] calls is swapped in turn, the calls after it
+//! applied again; the first swap that makes every call agree stays.
+//! Failing that, the call is applied after all others and its
+//! disagreement reported. A log that does not overlap goes the plain
+//! way, at no cost.
+
+use std::{cell::RefCell, rc::Rc};
+
+use super::{is_memory_call, ReplayError, Replayer};
+use crate::{
+    space::AddressSpace,
+    strace::parse::{parse_line, Event},
+};
+
+/// A memory call as the log gave it, to be applied (again) in some order.
+#[derive(Clone, Debug)]
+pub(super) struct Logged {
+    /// The line it returned on (its number in disagreements).
+    pub no: usize,
+    /// The line it began on.
+    pub entry: usize,
+    pub pid: u32,
+    /// The call as one line: `PID NAME(ARGS) = RESULT`.
+    pub line: String,
+}
+
+/// How many calls of a space that overlapped others are kept, with the
+/// space before each, for a later disagreement to reorder.
+const KEPT: usize = 64;
+
+/// The calls of one space returned while another of its calls was in
+/// flight.
+#[derive(Default)]
+pub(super) struct Overlap {
+    /// Applied, in this order, each with the space before it.
+    applied: Vec<(Logged, AddressSpace)>,
+    /// Disagreeing wherever tried, waiting for a call in flight.
+    held: Vec<Logged>,
+}
+
+type Key = *const RefCell<AddressSpace>;
+
+impl Replayer {
+    /// Whether memory call `name` of `pid` returning now takes the
+    /// ordered path: its space has another call in flight, or calls
+    /// applied while one was. (Not while changes are recorded: a trial
+    /// would be told to the observer.)
+    pub(super) fn overlapping(&self, pid: u32, name: &str) -> bool {
+        if self.heard.is_some() || !is_memory_call(name) {
+            return false;
+        }
+        let Some(proc) = self.procs.get(&pid) else { return false };
+        let key = Rc::as_ptr(&proc.space);
+        self.overlaps.contains_key(&key) || self.in_flight(key, Some(pid)).is_some()
+    }
+
+    /// The earliest entry line of a memory call of space `key` in flight
+    /// (in a thread other than `but`).
+    fn in_flight(&self, key: Key, but: Option<u32>) -> Option<usize> {
+        self.pending
+            .iter()
+            .filter(|(p, (name, _, _))| Some(**p) != but && is_memory_call(name))
+            .filter(|(p, _)| self.procs.get(p).is_some_and(|q| Rc::as_ptr(&q.space) == key))
+            .map(|(_, (_, _, entry))| *entry)
+            .min()
+    }
+
+    /// Applies `call` (and whatever was held for it) in an order the
+    /// results allow.
+    pub(super) fn ordered(&mut self, call: Logged) -> Result<(), ReplayError> {
+        let space = Rc::clone(&self.procs[&call.pid].space);
+        let key = Rc::as_ptr(&space);
+        let mut ov = self.overlaps.remove(&key).unwrap_or_default();
+        let mut queue = vec![call];
+        while let Some(c) = queue.pop() {
+            if self.place(&space, &mut ov, &c)? {
+                // What waited may fit now: oldest first.
+                queue.extend(ov.held.drain(..).rev());
+            } else if self.in_flight(key, Some(c.pid)).is_some() {
+                ov.held.push(c);
+            } else if self.swap_earlier(&space, &mut ov, &c)? {
+                queue.extend(ov.held.drain(..).rev());
+            } else {
+                // Nothing left to go before it: after all, disagreeing.
+                let before = space.borrow().clone();
+                self.apply_logged(&c)?;
+                ov.applied.push((c, before));
+            }
+        }
+        // Kept: the calls that returned after the earliest still able to
+        // move (in flight, or held) began, and the last few that
+        // overlapped. With none of those, the record goes.
+        let oldest = ov.held.iter().map(|h| h.entry).chain(self.in_flight(key, None)).min();
+        let keep_from = ov.applied.len().saturating_sub(KEPT);
+        let mut i = 0;
+        ov.applied.retain(|(a, _)| {
+            i += 1;
+            i > keep_from || oldest.is_some_and(|e| a.no > e)
+        });
+        let overlapped = ov.applied.windows(2).any(|w| overlap(&w[0].0, &w[1].0));
+        if oldest.is_some() || overlapped {
+            self.overlaps.insert(key, ov);
+        }
+        Ok(())
+    }
+
+    /// Tries `c` at each position from the end back to the first call
+    /// that returned after it began, keeping the first where every call
+    /// agrees. Returns whether one did; if not, the space is as before.
+    fn place(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<bool, ReplayError> {
+        let movable = ov.applied.iter().rev().take_while(|(a, _)| a.no > c.entry).count();
+        let now = space.borrow().clone();
+        for back in 0..=movable {
+            let at = ov.applied.len() - back;
+            let base = if back == 0 { now.clone() } else { ov.applied[at].1.clone() };
+            *space.borrow_mut() = base;
+            let mark = (self.stats.disagreements.len(), self.stats.applied);
+            let mut redone = Vec::with_capacity(back + 1);
+            let mut agreed = true;
+            for l in std::iter::once(c).chain(ov.applied[at..].iter().map(|(l, _)| l)) {
+                let before = space.borrow().clone();
+                self.apply_logged(l)?;
+                if self.stats.disagreements.len() > mark.0 {
+                    agreed = false;
+                    break;
+                }
+                redone.push((l.clone(), before));
+            }
+            if agreed {
+                ov.applied.truncate(at);
+                ov.applied.extend(redone);
+                return Ok(true);
+            }
+            self.stats.disagreements.truncate(mark.0);
+            self.stats.applied = mark.1;
+        }
+        *space.borrow_mut() = now;
+        Ok(false)
+    }
+
+    /// Swaps two neighbours among the calls applied that overlapped, the
+    /// latest pair first, applies those after them again and then `c`:
+    /// keeps the first swap under which every call agrees. If none does,
+    /// the space is as before.
+    fn swap_earlier(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        ov: &mut Overlap,
+        c: &Logged,
+    ) -> Result<bool, ReplayError> {
+        let now = space.borrow().clone();
+        for i in (0..ov.applied.len().saturating_sub(1)).rev() {
+            if !overlap(&ov.applied[i].0, &ov.applied[i + 1].0) {
+                continue;
+            }
+            *space.borrow_mut() = ov.applied[i].1.clone();
+            let mark = (self.stats.disagreements.len(), self.stats.applied);
+            let order = [&ov.applied[i + 1].0, &ov.applied[i].0];
+            let rest = ov.applied[i + 2..].iter().map(|(l, _)| l);
+            let mut redone = Vec::new();
+            let mut agreed = true;
+            for l in order.into_iter().chain(rest).chain(std::iter::once(c)) {
+                let before = space.borrow().clone();
+                self.apply_logged(l)?;
+                if self.stats.disagreements.len() > mark.0 {
+                    agreed = false;
+                    break;
+                }
+                redone.push((l.clone(), before));
+            }
+            if agreed {
+                ov.applied.truncate(i);
+                ov.applied.extend(redone);
+                return Ok(true);
+            }
+            self.stats.disagreements.truncate(mark.0);
+            self.stats.applied = mark.1;
+        }
+        *space.borrow_mut() = now;
+        Ok(false)
+    }
+
+    /// Applies a logged call through the plain path.
+    fn apply_logged(&mut self, l: &Logged) -> Result<(), ReplayError> {
+        let parsed = parse_line(&l.line).map_err(|e| ReplayError { line: l.no, msg: e.0 })?;
+        match parsed.event {
+            Event::Call { name, args, ret, ret_text } => self.call(l.no, l.pid, name, args, ret, ret_text),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies every held call, after all others (at the end of a log).
+    pub(super) fn flush_held(&mut self) -> Result<(), ReplayError> {
+        let keys: Vec<Key> = self.overlaps.keys().copied().collect();
+        for key in keys {
+            let Some(ov) = self.overlaps.remove(&key) else { continue };
+            for c in ov.held {
+                self.apply_logged(&c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two calls were in flight at once (each began before the other
+/// returned).
+fn overlap(a: &Logged, b: &Logged) -> bool {
+    a.entry < b.no && b.entry < a.no
+}
