@@ -50,6 +50,9 @@ bitflags! {
         const FIXED = 0x10;
         /// `MAP_ANONYMOUS`
         const ANONYMOUS = 0x20;
+        /// `MAP_32BIT` (x86-64): placed in the second GiB of the address
+        /// space, bottom-up, for code that needs 32-bit pointers.
+        const BITS32 = 0x40;
         /// `MAP_GROWSDOWN`: a stack that grows down.
         const GROWSDOWN = 0x100;
         /// `MAP_DENYWRITE` (ignored, as by Linux).

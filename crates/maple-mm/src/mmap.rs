@@ -143,7 +143,11 @@ impl<T: VmaStore> AddressSpace<T> {
             addr
         } else {
             let hint = self.round_hint(addr);
-            self.unmapped_area(hint, len, &probe, offset)?
+            if flags.contains(MapFlags::BITS32) && self.layout.arch == crate::space::Arch::X86_64 {
+                self.area_below_2g(hint, len)?
+            } else {
+                self.unmapped_area(hint, len, &probe, offset)?
+            }
         };
         if flags.contains(MapFlags::FIXED_NOREPLACE) && self.find_vma_intersection(start, start + len).is_some() {
             return Err(Errno::EEXIST);
@@ -371,6 +375,28 @@ impl<T: VmaStore> AddressSpace<T> {
         }
         let low = page.align_up(l.legacy_base.max(l.mmap_min_addr)).unwrap_or(u64::MAX);
         self.bottomup(low, end, len)
+    }
+
+    /// x86-64's placement for `MAP_32BIT`: the hint if the range is free
+    /// and ends below 2 GiB, else the lowest free range in `[1 GiB,
+    /// 2 GiB)` (Linux randomizes its start by up to 32 MiB where address
+    /// space randomization is on; the model, as `setarch -R`, does not).
+    fn area_below_2g(&self, hint: u64, len: u64) -> Result<u64> {
+        const BEGIN: u64 = 0x4000_0000;
+        const END: u64 = 0x8000_0000;
+        if len > END {
+            return Err(Errno::ENOMEM);
+        }
+        if hint != 0 && hint <= END - len {
+            let free = match self.find_vma(hint) {
+                None => true,
+                Some(v) => hint + len <= self.start_gap(&v),
+            } && self.reserved.first_in(hint, hint + len).is_none();
+            if free {
+                return Ok(hint);
+            }
+        }
+        self.bottomup(BEGIN.max(self.layout.mmap_min_addr), END, len)
     }
 
     /// The lowest address a mapping may end at below `v` (its guard gap if

@@ -835,9 +835,10 @@ fn generate(seed: u64, file: &MappedFile, sysv: bool) -> Vec<Op> {
                     0x08,
                     0x08 | 0x8000,
                     0x08 | [0x2000, 0x100, 0x4000][rng.gen_range(0..3)],
-                    0x03 | [0, 0x4000, 0x10_0000, 0x80000, 0x4000_0000, 0x80][rng.gen_range(0..6)],
+                    0x03 | [0, 0x4000, 0x10_0000, 0x80000, 0x4000_0000, 0x80, 0x40][rng.gen_range(0..7)],
                     0x80000,
-                ][rng.gen_range(0..14)];
+                    0x40,
+                ][rng.gen_range(0..15)];
                 // Some file mappings reach past the file's end.
                 let off = if src == Src::Anon { 0 } else { rng.gen_range(0..FILE_PAGES + 8 - pages) };
                 Op::Map { page, pages, prot, place, shared: rng.gen_ratio(1, 4), src, off, extra }

@@ -1307,3 +1307,24 @@ fn lookups_and_stats_at<const P: u64>() {
     mm.exec();
     assert_eq!(mm.vma_count(), 0);
 }
+
+/// `MAP_32BIT` on x86-64: bottom-up from 1 GiB, below 2 GiB; a hint is
+/// taken only if the range ends below 2 GiB; a length over 2 GiB is
+/// refused. Elsewhere the flag is not looked at.
+#[test]
+fn map_32bit_places_low() {
+    let low = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::BITS32;
+    let mut mm = AddressSpace::with_layout(maple_mm::Layout::x86_64());
+    let a = mm.mmap(0, 8192, Prot::READ | Prot::WRITE, low, None, 0).unwrap();
+    assert_eq!(a, 0x4000_0000);
+    let b = mm.mmap(0, 4096, Prot::READ, low, None, 0).unwrap();
+    assert_eq!(b, 0x4000_2000);
+    let hinted = mm.mmap(0x5000_0000, 4096, Prot::READ, low, None, 0).unwrap();
+    assert_eq!(hinted, 0x5000_0000);
+    let high = mm.mmap(0x9000_0000, 4096, Prot::READ, low, None, 0).unwrap();
+    assert_eq!(high, 0x4000_3000, "a hint above 2 GiB is not taken");
+    assert_eq!(mm.mmap(0, 0x8000_1000, Prot::READ, low, None, 0), Err(Errno::ENOMEM));
+    let mut arm = AddressSpace::with_layout(maple_mm::Layout::arm64(maple_mm::PageSize::K4));
+    let c = arm.mmap(0, 4096, Prot::READ, low, None, 0).unwrap();
+    assert!(c > 0x1_0000_0000, "{c:#x}");
+}

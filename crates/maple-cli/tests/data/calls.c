@@ -87,6 +87,11 @@ static void mmap_flags(const char *dir) {
     }
     p = map(4, RW, ANON | MAP_STACK);
     munmap(p, 4 * PG);
+    /* Low memory for 32-bit pointers (placed between 1 and 2 GiB). */
+    p = map(2, RW, ANON | MAP_32BIT);
+    char *low = map(2, RW, ANON | MAP_32BIT);
+    if (p) munmap(p, 2 * PG);
+    if (low) munmap(low, 2 * PG);
     /* MAP_SYNC needs a DAX file: EOPNOTSUPP on others, ignored without
      * MAP_SHARED_VALIDATE. */
     char path[4096];
