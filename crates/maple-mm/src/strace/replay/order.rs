@@ -16,12 +16,13 @@
 //! was before it, and applied again after it), whichever position first
 //! gives every one of them its logged result. A call no position
 //! satisfies waits for the calls still in flight and is tried again when
-//! one returns. When none is left in flight, two calls applied earlier
-//! that overlapped may have run the other way round (a thread's
-//! `mremap` moving what another's `MAP_FIXED` had just put in its place
-//! agrees either way, until a later call shows which): each such pair
-//! among the last [`KEPT`] calls is swapped in turn, the calls after it
-//! applied again; the first swap that makes every call agree stays.
+//! one returns. When none is left in flight, calls applied earlier may
+//! have run in another order (a thread's `mremap` moving what another's
+//! `MAP_FIXED` had just put in its place agrees either way, until a
+//! later call shows which): each of the last [`KEPT`] calls is moved
+//! after those that began before it returned, one position at a time,
+//! the calls after it applied again; the first move that makes every
+//! call agree stays.
 //! Failing that, the call is applied after all others and its
 //! disagreement reported. A log that does not overlap goes the plain
 //! way, at no cost.
@@ -160,10 +161,11 @@ impl Replayer {
         Ok(false)
     }
 
-    /// Swaps two neighbours among the calls applied that overlapped, the
-    /// latest pair first, applies those after them again and then `c`:
-    /// keeps the first swap under which every call agrees. If none does,
-    /// the space is as before.
+    /// Moves one call applied earlier after some of those that followed
+    /// it (only past calls that began before it returned), the latest
+    /// call and the shortest move first, applies the calls after it
+    /// again and then `c`: keeps the first move under which every call
+    /// agrees. If none does, the space is as before.
     fn swap_earlier(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
@@ -171,32 +173,39 @@ impl Replayer {
         c: &Logged,
     ) -> Result<bool, ReplayError> {
         let now = space.borrow().clone();
-        for i in (0..ov.applied.len().saturating_sub(1)).rev() {
-            if !overlap(&ov.applied[i].0, &ov.applied[i + 1].0) {
-                continue;
-            }
-            *space.borrow_mut() = ov.applied[i].1.clone();
-            let mark = (self.stats.disagreements.len(), self.stats.applied);
-            let order = [&ov.applied[i + 1].0, &ov.applied[i].0];
-            let rest = ov.applied[i + 2..].iter().map(|(l, _)| l);
-            let mut redone = Vec::new();
-            let mut agreed = true;
-            for l in order.into_iter().chain(rest).chain(std::iter::once(c)) {
-                let before = space.borrow().clone();
-                self.apply_logged(l)?;
-                if self.stats.disagreements.len() > mark.0 {
-                    agreed = false;
-                    break;
+        let n = ov.applied.len();
+        for i in (0..n.saturating_sub(1)).rev() {
+            let moved = ov.applied[i].0.clone();
+            // After calls i+1..=j, each of which began before it returned.
+            for j in (i + 1..n).take_while(|&j| ov.applied[j].0.entry < moved.no) {
+                *space.borrow_mut() = ov.applied[i].1.clone();
+                let mark = (self.stats.disagreements.len(), self.stats.applied);
+                let order: Vec<Logged> = ov.applied[i + 1..=j]
+                    .iter()
+                    .map(|(l, _)| l.clone())
+                    .chain(std::iter::once(moved.clone()))
+                    .chain(ov.applied[j + 1..].iter().map(|(l, _)| l.clone()))
+                    .chain(std::iter::once(c.clone()))
+                    .collect();
+                let mut redone = Vec::with_capacity(order.len());
+                let mut agreed = true;
+                for l in order {
+                    let before = space.borrow().clone();
+                    self.apply_logged(&l)?;
+                    if self.stats.disagreements.len() > mark.0 {
+                        agreed = false;
+                        break;
+                    }
+                    redone.push((l, before));
                 }
-                redone.push((l.clone(), before));
+                if agreed {
+                    ov.applied.truncate(i);
+                    ov.applied.extend(redone);
+                    return Ok(true);
+                }
+                self.stats.disagreements.truncate(mark.0);
+                self.stats.applied = mark.1;
             }
-            if agreed {
-                ov.applied.truncate(i);
-                ov.applied.extend(redone);
-                return Ok(true);
-            }
-            self.stats.disagreements.truncate(mark.0);
-            self.stats.applied = mark.1;
         }
         *space.borrow_mut() = now;
         Ok(false)
