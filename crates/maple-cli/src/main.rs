@@ -181,7 +181,7 @@ fn main() -> ExitCode {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             let res = replay::run_logs(&trace, &args, &mut out)
-                .and_then(|()| out.flush().map_err(|e| replay::Failure { msg: format!("cannot write: {e}"), code: 1 }));
+                .and_then(|()| out.flush().map_err(|e| replay::Failure::output(&e)));
             finish(res)
         }
         Cmd::Trace { verify, pid, all, json, strace_log, svg, output, cmd } => {
@@ -190,13 +190,10 @@ fn main() -> ExitCode {
             let mut out = BufWriter::new(stdout.lock());
             match trace::run(&args, &mut out) {
                 Ok(code) => ExitCode::from(code),
-                Err(f) => {
-                    eprintln!("maple: {}", f.msg);
-                    ExitCode::from(f.code)
-                }
+                Err(f) => finish(Err(f)),
             }
         }
-        Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).map(|text| print!("{text}"))),
+        Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).and_then(|text| emit(&text))),
         Cmd::Maps { what, find, diff, json, layout } => {
             let layout = layout.as_ref();
             let res = match diff {
@@ -216,14 +213,25 @@ fn main() -> ExitCode {
                     (None, true) => format!("{}\n", maps::summary_json(&mm)),
                 }),
             };
-            finish(res.map(|text| print!("{text}")))
+            finish(res.and_then(|text| emit(&text)))
         }
     }
+}
+
+/// Writes `text` to standard output: a write error is a failure, never a
+/// panic.
+fn emit(text: &str) -> Result<(), replay::Failure> {
+    let mut out = io::stdout().lock();
+    io::Write::write_all(&mut out, text.as_bytes())
+        .and_then(|()| io::Write::flush(&mut out))
+        .map_err(|e| replay::Failure::output(&e))
 }
 
 fn finish(res: Result<(), replay::Failure>) -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away: quietly.
+        Err(f) if f.code == 0 => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("maple: {}", f.msg);
             ExitCode::from(f.code)
@@ -258,7 +266,7 @@ fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
     let res = ops::run(&name, &parsed, gaps, validate, &mut out).and_then(|()| out.flush().map_err(Into::into));
     match res {
         Ok(()) => ExitCode::SUCCESS,
-        Err(ops::RunError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(ops::RunError::Io(e)) => finish(Err(replay::Failure::output(&e))),
         Err(e) => {
             eprintln!("maple: {e}");
             ExitCode::from(1)

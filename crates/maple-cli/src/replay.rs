@@ -51,6 +51,18 @@ pub struct Failure {
     pub code: u8,
 }
 
+impl Failure {
+    /// Output that could not be written: exit 1 naming why; a reader
+    /// that went away (a closed pipe, `| head`) ends maple quietly, as
+    /// coreutils do (code 0, no message).
+    pub fn output(e: &io::Error) -> Failure {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Failure { msg: String::new(), code: 0 };
+        }
+        Failure { msg: format!("cannot write the output: {}", crate::io_reason(e)), code: 1 }
+    }
+}
+
 fn fail(msg: String) -> Failure {
     Failure { msg, code: 2 }
 }
@@ -278,7 +290,7 @@ fn run_on(
     if args.events {
         replayer.record_changes();
     }
-    let io = |e: io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+    let io = |e: io::Error| Failure::output(&e);
     let bar = progress(size);
     let mut line = Vec::new();
     let mut no = 0usize;

@@ -885,7 +885,7 @@ mod live {
 
     /// The output, the verification's summary and maple's exit status.
     fn report(t: Tracer<'_>, args: &Args, out: &mut dyn Write, status: u8) -> Result<u8, Failure> {
-        let io = |e: std::io::Error| Failure { msg: format!("cannot write: {e}"), code: 1 };
+        let io = |e: std::io::Error| Failure::output(&e);
         let mut file;
         let out: &mut dyn Write = match &args.output {
             Some(path) => {

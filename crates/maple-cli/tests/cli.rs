@@ -643,3 +643,50 @@ fn maps_takes_a_files_layout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a live process"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Output that cannot be written (a full disk) is an error naming why,
+/// exit 1, never a panic; a reader that goes away (`| head`) ends maple
+/// quietly with success, as coreutils do. Every subcommand that prints.
+#[cfg(target_os = "linux")]
+#[test]
+fn output_errors_are_errors_and_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let sample = format!("{}/../maple-mm/tests/data/strace-sample", env!("CARGO_MANIFEST_DIR"));
+    let (maps, start) = (format!("{sample}/sample.end.maps"), format!("{sample}/sample.start.maps"));
+    let ops = data("demo.ops");
+    let log = format!("{}/tests/data/race/race1.strace.gz", env!("CARGO_MANIFEST_DIR"));
+    let me = std::process::id().to_string();
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["maps", &maps],
+        vec!["maps", "--json", &maps],
+        vec!["maps", &me],
+        vec!["maps", "--diff", &start, &maps],
+        vec!["swap-extents", &log],
+        vec!["replay", "--all", &log],
+        vec!["ops", "--validate", &ops],
+    ];
+    for args in &runs {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_maple")).args(args).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        // (A swap file refused for its extents writes nothing.)
+        if o.status.code() != Some(2) {
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(stderr.contains("no space left on device"), "{args:?}: {stderr}");
+        }
+        // A reader that takes ten bytes and goes.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_maple"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 10];
+        let _ = child.stdout.take().unwrap().read(&mut head);
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked") && !stderr.contains("cannot write"), "{args:?}: {stderr}");
+        assert!(matches!(o.status.code(), Some(0 | 2)), "{args:?}: {stderr}");
+    }
+}

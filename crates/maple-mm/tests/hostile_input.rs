@@ -278,7 +278,7 @@ proptest! {
                 e
             })
             .collect();
-        if let Ok(map) = swap_extents_from(&extents) {
+        if let Ok(map) = swap_extents_from(&extents, None) {
             let mut next = 0u64;
             let mut pages = 0u64;
             for (start, n, _block) in map.iter() {

@@ -111,7 +111,7 @@ fn recorded_fragmented_files() {
                 }
             })
             .collect();
-        let map = swap_extents_from(&raw).unwrap();
+        let map = swap_extents_from(&raw, None).unwrap();
         assert_eq!(map.len(), want, "{name}");
         let pages: u64 = raw.iter().map(|e| e.length / 4096).sum();
         assert_eq!(map.pages(), pages);
@@ -176,7 +176,7 @@ mod live {
             assert_eq!(map.map(page), Ok((e.physical + (byte - e.logical)) / 4096), "page {page}");
         }
         // The same from the list, as recorded data would give it.
-        assert_eq!(swap_extents_from(&raw).unwrap().iter().collect::<Vec<_>>(), map.iter().collect::<Vec<_>>());
+        assert_eq!(swap_extents_from(&raw, Some(len)).unwrap().iter().collect::<Vec<_>>(), map.iter().collect::<Vec<_>>());
         // filefrag counts physically discontiguous extents.
         if let Ok(out) = Command::new("filefrag").arg(&path).output() {
             let text = String::from_utf8_lossy(&out.stdout);
@@ -187,6 +187,41 @@ mod live {
             eprintln!("filefrag is not installed: extent count not cross-checked");
         }
         eprintln!("{} FIEMAP extents, {} after merging, {} pages", raw.len(), map.len(), map.pages());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_whole_pages_below_the_size_count() {
+        use std::os::unix::fs::FileExt;
+        let dir = std::env::temp_dir().join(format!("maple-swap-size-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: usize| {
+            let path = dir.join(name);
+            let f = std::fs::File::create(&path).unwrap();
+            f.write_all_at(&vec![7u8; bytes], 0).unwrap();
+            f.sync_all().unwrap();
+            (path, f)
+        };
+        // Four pages with a mebibyte allocated past the end (fallocate
+        // with FALLOC_FL_KEEP_SIZE, as `fallocate -n`): Linux's swapfile
+        // activation walks the file up to its size.
+        let (path, f) = write("kept", 4 * 4096);
+        // SAFETY: fallocate on an open file with integer arguments.
+        let rc = unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 1, 0, 4 * 4096 + (1 << 20)) };
+        match swap_extents_of_file(&path) {
+            Err(FiemapError::Unsupported) => {
+                eprintln!("FIEMAP is not supported on {}: skipped", dir.display());
+                std::fs::remove_dir_all(&dir).unwrap();
+                return;
+            }
+            Ok((map, _)) if rc == 0 => assert_eq!(map.pages(), 4),
+            other => panic!("{other:?} (fallocate {rc})"),
+        }
+        // 10,000 bytes: two whole pages; 3 bytes: none.
+        let (path, _f) = write("partial", 10_000);
+        assert_eq!(swap_extents_of_file(&path).unwrap().0.pages(), 2);
+        let (path, _f) = write("tiny", 3);
+        assert!(matches!(swap_extents_of_file(&path), Err(FiemapError::Rejected(_))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -144,24 +144,30 @@ pub fn read_extents(path: impl AsRef<Path>) -> Result<Vec<FileExtent>, FiemapErr
     Ok(out)
 }
 
-/// The swap extents `swapon` would make of a file: FIEMAP's extents, each
-/// trimmed to whole pages on disk, numbered from page 0 (the swap header)
-/// in file order. Holes, inline or tail-packed data, data not yet placed,
-/// and shared (reflinked) or encoded extents are refused, as `swapon`
-/// refuses them.
+/// The swap extents `swapon` would make of a file: FIEMAP's extents below
+/// the file's last whole page (blocks allocated past its size do not
+/// count), each trimmed to whole pages on disk, numbered from page 0 (the
+/// swap header) in file order. Holes, inline or tail-packed data, data
+/// not yet placed, and shared (reflinked) or encoded extents are refused,
+/// as `swapon` refuses them.
 pub fn swap_extents_of_file(path: impl AsRef<Path>) -> Result<(SwapExtents, usize), FiemapError> {
+    let size = std::fs::metadata(path.as_ref()).map_err(FiemapError::Io)?.len();
     let extents = read_extents(path)?;
-    Ok((swap_extents_from(&extents)?, extents.len()))
+    Ok((swap_extents_from(&extents, Some(size))?, extents.len()))
 }
 
-/// [`swap_extents_of_file`] for extents already read (or recorded).
-pub fn swap_extents_from(extents: &[FileExtent]) -> Result<SwapExtents, FiemapError> {
+/// [`swap_extents_of_file`] for extents already read (or recorded), of a
+/// file of `size` bytes (`None`: every extent counts).
+pub fn swap_extents_from(extents: &[FileExtent], size: Option<u64>) -> Result<SwapExtents, FiemapError> {
     let mut map = SwapExtents::new();
     // The kernel's pages: swap slots are pages of the running kernel.
     let page_size = PageSize::host_bytes();
+    // Linux walks the file up to its size rounded down to pages.
+    let end = size.map_or(u64::MAX, |s| s / page_size * page_size);
     let mut page = 0u64;
     let mut expect = 0u64;
-    for e in extents {
+    for e in extents.iter().filter(|e| e.logical < end) {
+        let e = FileExtent { length: e.length.min(end - e.logical), ..*e };
         if e.logical != expect {
             return Err(FiemapError::Rejected(format!("the file has a hole at byte {expect}")));
         }
