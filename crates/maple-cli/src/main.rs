@@ -102,14 +102,15 @@ enum Cmd {
     /// Run a command under ptrace and keep a model of every address space
     /// it makes: each program's exec image read from /proc, then every
     /// memory call applied with the kernel's result (the command stops
-    /// only on those). Prints the first process's final maps, as
-    /// `replay` does. Exits with the command's status.
+    /// only on those). Prints the first process's final maps, as `replay`
+    /// does, on standard error (or -o): standard output is the command's.
+    /// Exits with the command's status.
     Trace {
         /// Compare the model with /proc/PID/maps after every N-th applied
         /// call (default 1); a difference is reported with the call's line
         /// in the event log and both maps, and makes maple exit 1 if the
         /// command succeeded.
-        #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N")]
+        #[arg(long, num_args = 0..=1, default_missing_value = "1", require_equals = true, value_name = "N")]
         verify: Option<u64>,
         /// Print this process (default: the first one).
         #[arg(long)]
@@ -128,11 +129,12 @@ enum Cmd {
         /// memory per process, where memory lives) into this SVG.
         #[arg(long, value_name = "FILE")]
         svg: Option<String>,
-        /// Write maple's output here instead of standard output.
+        /// Write maple's output here instead of standard error (which
+        /// keeps it apart from the command's own output).
         #[arg(short, long, value_name = "FILE")]
         output: Option<String>,
-        /// The command and its arguments (after --).
-        #[arg(required = true, last = true)]
+        /// The command and its arguments (`--` before them is optional).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
     /// The swap extents `swapon` would make of a file (read with FIEMAP):
@@ -186,8 +188,9 @@ fn main() -> ExitCode {
         }
         Cmd::Trace { verify, pid, all, json, strace_log, svg, output, cmd } => {
             let args = trace::Args { cmd, verify, pid, all, json, strace_log, svg, output };
-            let stdout = io::stdout();
-            let mut out = BufWriter::new(stdout.lock());
+            // On standard error, as strace: the command owns standard output.
+            let stderr = io::stderr();
+            let mut out = BufWriter::new(stderr.lock());
             match trace::run(&args, &mut out) {
                 Ok(code) => ExitCode::from(code),
                 Err(f) => finish(Err(f)),

@@ -919,8 +919,13 @@ mod live {
             eprintln!("maple trace: event log line {}: {}", d.line, d.msg);
         }
         if args.verify.is_some() {
+            let loose = if skipped > 0 {
+                format!(" ({skipped} not: their space was let loose while a call slept)")
+            } else {
+                String::new()
+            };
             eprintln!(
-                "maple trace: {applied} calls applied, the model compared with /proc after {verified} ({skipped} skipped: a space let loose while a call slept), {} difference(s); {} VMA(s) learned written from /proc/PID/pagemap (page faults are not calls)",
+                "maple trace: {applied} calls applied, the model compared with /proc after {verified}{loose}, {} difference(s); {} VMA(s) learned written from /proc/PID/pagemap (page faults are not calls)",
                 divergences.len(),
                 synced / PAGE_SIZE
             );

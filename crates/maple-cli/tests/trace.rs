@@ -59,7 +59,8 @@ fn summary(stderr: &str) -> (u64, u64) {
 fn compared(stderr: &str) -> u64 {
     let line = stderr.lines().find(|l| l.contains("calls applied")).unwrap_or_else(|| panic!("no summary in {stderr}"));
     let after = line.split_once("/proc after ").map(|(_, r)| r).unwrap_or_else(|| panic!("no count in {line}"));
-    after.split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("no count in {line}"))
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("no count in {line}"))
 }
 
 /// Runs maple with `args`, killing it if it has not ended after `secs`
@@ -299,6 +300,22 @@ fn real_programs_verify_without_a_difference() {
         assert!(applied > 0 && differences == 0, "{cmd:?}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// As strace: the command follows the options without `--` (its own
+/// options are its own), and maple's output goes to standard error,
+/// leaving standard output to the command.
+#[test]
+fn the_command_needs_no_dashes_and_keeps_standard_output() {
+    let o = maple(&["trace", "--verify", "sh", "-c", "echo out; echo err >&2"], &[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout, "out\n");
+    assert!(stderr.contains("err\n") && stderr.contains("[stack]") && stderr.contains("calls applied"), "{stderr}");
+    // `--verify=N` takes its count with `=`, so a command is never taken
+    // for one.
+    let o = maple(&["trace", "--verify=2", "-o", "/dev/null", "true"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

@@ -176,7 +176,10 @@ mod live {
             assert_eq!(map.map(page), Ok((e.physical + (byte - e.logical)) / 4096), "page {page}");
         }
         // The same from the list, as recorded data would give it.
-        assert_eq!(swap_extents_from(&raw, Some(len)).unwrap().iter().collect::<Vec<_>>(), map.iter().collect::<Vec<_>>());
+        assert_eq!(
+            swap_extents_from(&raw, Some(len)).unwrap().iter().collect::<Vec<_>>(),
+            map.iter().collect::<Vec<_>>()
+        );
         // filefrag counts physically discontiguous extents.
         if let Ok(out) = Command::new("filefrag").arg(&path).output() {
             let text = String::from_utf8_lossy(&out.stdout);
