@@ -356,14 +356,8 @@ impl<T: VmaStore> AddressSpace<T> {
         let (l, page) = (&self.layout, self.page_size());
         // (Bounds on pages, whatever a layout made by hand holds.)
         let end = page.align_down(l.mmap_end(hint));
-        if hint != 0 && len <= end && hint <= end - len {
-            let free = match self.find_vma(hint) {
-                None => true,
-                Some(v) => hint + len <= self.start_gap(&v),
-            } && self.reserved.first_in(hint, hint + len).is_none();
-            if free {
-                return Ok(hint);
-            }
+        if hint != 0 && len <= end && hint <= end - len && self.hint_free(hint, len) {
+            return Ok(hint);
         }
         if !l.bottom_up {
             let low = page.align_up(l.mmap_min_addr).unwrap_or(u64::MAX).max(page.bytes());
@@ -387,16 +381,20 @@ impl<T: VmaStore> AddressSpace<T> {
         if len > END {
             return Err(Errno::ENOMEM);
         }
-        if hint != 0 && hint <= END - len {
-            let free = match self.find_vma(hint) {
-                None => true,
-                Some(v) => hint + len <= self.start_gap(&v),
-            } && self.reserved.first_in(hint, hint + len).is_none();
-            if free {
-                return Ok(hint);
-            }
+        if hint != 0 && hint <= END - len && self.hint_free(hint, len) {
+            return Ok(hint);
         }
         self.bottomup(BEGIN.max(self.layout.mmap_min_addr), END, len)
+    }
+
+    /// Whether `[hint, hint + len)` (within the address space) is free,
+    /// keeping the guard gap below a grows-down mapping above it.
+    fn hint_free(&self, hint: u64, len: u64) -> bool {
+        let below_next = match self.find_vma(hint) {
+            None => true,
+            Some(v) => hint + len <= self.start_gap(&v),
+        };
+        below_next && self.reserved.first_in(hint, hint + len).is_none()
     }
 
     /// The lowest address a mapping may end at below `v` (its guard gap if

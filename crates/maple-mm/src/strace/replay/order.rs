@@ -136,26 +136,12 @@ impl Replayer {
         for back in 0..=movable {
             let at = ov.applied.len() - back;
             let base = if back == 0 { now.clone() } else { ov.applied[at].1.clone() };
-            *space.borrow_mut() = base;
-            let mark = (self.stats.disagreements.len(), self.stats.applied);
-            let mut redone = Vec::with_capacity(back + 1);
-            let mut agreed = true;
-            for l in std::iter::once(c).chain(ov.applied[at..].iter().map(|(l, _)| l)) {
-                let before = space.borrow().clone();
-                self.apply_logged(l)?;
-                if self.stats.disagreements.len() > mark.0 {
-                    agreed = false;
-                    break;
-                }
-                redone.push((l.clone(), before));
-            }
-            if agreed {
+            let order = std::iter::once(c.clone()).chain(ov.applied[at..].iter().map(|(l, _)| l.clone())).collect();
+            if let Some(redone) = self.try_order(space, base, order)? {
                 ov.applied.truncate(at);
                 ov.applied.extend(redone);
                 return Ok(true);
             }
-            self.stats.disagreements.truncate(mark.0);
-            self.stats.applied = mark.1;
         }
         *space.borrow_mut() = now;
         Ok(false)
@@ -178,37 +164,47 @@ impl Replayer {
             let moved = ov.applied[i].0.clone();
             // After calls i+1..=j, each of which began before it returned.
             for j in (i + 1..n).take_while(|&j| ov.applied[j].0.entry < moved.no) {
-                *space.borrow_mut() = ov.applied[i].1.clone();
-                let mark = (self.stats.disagreements.len(), self.stats.applied);
-                let order: Vec<Logged> = ov.applied[i + 1..=j]
+                let order = ov.applied[i + 1..=j]
                     .iter()
                     .map(|(l, _)| l.clone())
                     .chain(std::iter::once(moved.clone()))
                     .chain(ov.applied[j + 1..].iter().map(|(l, _)| l.clone()))
                     .chain(std::iter::once(c.clone()))
                     .collect();
-                let mut redone = Vec::with_capacity(order.len());
-                let mut agreed = true;
-                for l in order {
-                    let before = space.borrow().clone();
-                    self.apply_logged(&l)?;
-                    if self.stats.disagreements.len() > mark.0 {
-                        agreed = false;
-                        break;
-                    }
-                    redone.push((l, before));
-                }
-                if agreed {
+                if let Some(redone) = self.try_order(space, ov.applied[i].1.clone(), order)? {
                     ov.applied.truncate(i);
                     ov.applied.extend(redone);
                     return Ok(true);
                 }
-                self.stats.disagreements.truncate(mark.0);
-                self.stats.applied = mark.1;
             }
         }
         *space.borrow_mut() = now;
         Ok(false)
+    }
+
+    /// Applies `order` to `base`: each call with the space before it if
+    /// every one agrees; else `None`, the disagreements and counts as
+    /// before (the space is left to the caller to put back).
+    fn try_order(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        base: AddressSpace,
+        order: Vec<Logged>,
+    ) -> Result<Option<Vec<(Logged, AddressSpace)>>, ReplayError> {
+        *space.borrow_mut() = base;
+        let mark = (self.stats.disagreements.len(), self.stats.applied);
+        let mut redone = Vec::with_capacity(order.len());
+        for l in order {
+            let before = space.borrow().clone();
+            self.apply_logged(&l)?;
+            if self.stats.disagreements.len() > mark.0 {
+                self.stats.disagreements.truncate(mark.0);
+                self.stats.applied = mark.1;
+                return Ok(None);
+            }
+            redone.push((l, before));
+        }
+        Ok(Some(redone))
     }
 
     /// Applies a logged call through the plain path.
