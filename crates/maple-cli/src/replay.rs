@@ -51,6 +51,15 @@ pub struct Failure {
     pub code: u8,
 }
 
+/// `" (threads 12, 13)"` after a process's heading, or nothing.
+pub fn threads_note(threads: &[u32]) -> String {
+    if threads.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = threads.iter().map(u32::to_string).collect();
+    format!(" (threads {})", list.join(", "))
+}
+
 impl Failure {
     /// Output that could not be written: exit 1 naming why; a reader
     /// that went away (a closed pipe, `| head`) ends maple quietly, as
@@ -380,13 +389,21 @@ fn run_on(
     }
     let as_json = |pid: u32, space: &AddressSpace| serde_json::json!({ "pid": (pid != 0).then_some(pid), "vmas": space.iter().map(|v| crate::maps::vma_json(space, &v)).collect::<Vec<_>>() });
     if args.all {
+        // Processes, each once, its threads named under it.
+        let procs = replay.processes.iter().filter(|(pid, _)| replay.process_of(*pid).is_none());
         if args.json {
-            let all: Vec<_> = replay.processes.iter().map(|(pid, space)| as_json(*pid, space)).collect();
+            let all: Vec<_> = procs
+                .map(|(pid, space)| {
+                    let mut j = as_json(*pid, space);
+                    j["threads"] = serde_json::json!(replay.threads_of(*pid));
+                    j
+                })
+                .collect();
             writeln!(out, "{}", serde_json::Value::Array(all)).map_err(io)?;
             return Ok(());
         }
-        for (pid, space) in &replay.processes {
-            writeln!(out, "# {}", pid_name(*pid)).map_err(io)?;
+        for (pid, space) in procs {
+            writeln!(out, "# {}{}", pid_name(*pid), threads_note(&replay.threads_of(*pid))).map_err(io)?;
             write!(out, "{}", space.maps()).map_err(io)?;
         }
         return Ok(());

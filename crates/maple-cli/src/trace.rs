@@ -905,8 +905,9 @@ mod live {
                 writeln!(out, "{}", crate::replay::change_json(c)).map_err(io)?;
             }
         } else if args.all {
-            for (pid, space) in &done.processes {
-                writeln!(out, "# pid {pid}").map_err(io)?;
+            // Processes, each once, its threads named under it.
+            for (pid, space) in done.processes.iter().filter(|(pid, _)| done.process_of(*pid).is_none()) {
+                writeln!(out, "# pid {pid}{}", crate::replay::threads_note(&done.threads_of(*pid))).map_err(io)?;
                 write!(out, "{}", space.maps()).map_err(io)?;
             }
         } else {

@@ -218,7 +218,15 @@ fn a_process_tree_ends_as_each_process_saw_itself() {
     let (applied, differences) = summary(&stderr);
     assert!(applied > 20 && differences == 0, "{stderr}");
     let text = std::fs::read_to_string(&out).unwrap();
-    let sections: HashMap<&str, &str> = text.split("# pid ").skip(1).map(|s| s.split_once('\n').unwrap()).collect();
+    // One section a process, headed `# pid N` and its threads, if any:
+    // `# pid N (threads 12, 13)`.
+    let sections: HashMap<&str, &str> = text
+        .split("# pid ")
+        .skip(1)
+        .map(|s| s.split_once('\n').unwrap())
+        .map(|(head, maps)| (head.split_once(" (threads ").map_or(head, |(pid, _)| pid), maps))
+        .collect();
+    assert!(text.contains(" (threads "), "the tree's threads are named under their process: {text}");
     let mut compared = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();

@@ -245,6 +245,9 @@ pub struct Replay {
     pub processes: Vec<(u32, AddressSpace)>,
     /// The first process.
     pub root: Option<u32>,
+    /// The threads (made with `CLONE_THREAD`), each with the process it
+    /// belongs to: their spaces are their process's.
+    pub threads: Vec<(u32, u32)>,
     /// Counts and disagreements.
     pub stats: ReplayStats,
     /// With [`Replayer::record_changes`]: the changes not taken yet (those
@@ -256,6 +259,16 @@ impl Replay {
     /// The final address space of `pid`.
     pub fn space(&self, pid: u32) -> Option<&AddressSpace> {
         self.processes.iter().find(|(p, _)| *p == pid).map(|(_, s)| s)
+    }
+
+    /// The process `pid` is a thread of, if it is one.
+    pub fn process_of(&self, pid: u32) -> Option<u32> {
+        self.threads.iter().find(|(t, _)| *t == pid).map(|&(_, p)| p)
+    }
+
+    /// The threads of process `pid`, in order of appearance.
+    pub fn threads_of(&self, pid: u32) -> Vec<u32> {
+        self.threads.iter().filter(|(_, p)| *p == pid).map(|&(t, _)| t).collect()
     }
 }
 
@@ -1197,7 +1210,6 @@ impl Replayer {
 
     /// Ends the log: lines of pids never created go to the root's space.
     pub fn finish(mut self) -> Result<Replay, ReplayError> {
-        self.flush_held()?;
         self.clones_in_flight = 0;
         let mut deferred: Vec<(usize, String)> = self.deferred.drain().flat_map(|(_, v)| v).collect();
         deferred.sort_by_key(|d| d.0);
@@ -1205,6 +1217,16 @@ impl Replayer {
             self.feed(n, &l)?;
             self.stats.lines -= 1;
         }
+        self.flush_held()?;
+        let threads = self
+            .order
+            .iter()
+            .filter_map(|pid| {
+                let p = &self.procs[pid];
+                (p.owner != *pid && !p.borrowed && Rc::ptr_eq(&p.space, &self.procs.get(&p.owner)?.space))
+                    .then_some((*pid, p.owner))
+            })
+            .collect();
         let mut seen: Vec<(*const RefCell<AddressSpace>, AddressSpace)> = Vec::new();
         let mut processes = Vec::new();
         for pid in &self.order {
@@ -1222,7 +1244,7 @@ impl Replayer {
         }
         // What the held-back lines changed, when recording.
         let changes = self.take_changes();
-        Ok(Replay { processes, root: self.root, stats: self.stats, changes })
+        Ok(Replay { processes, root: self.root, threads, stats: self.stats, changes })
     }
 }
 
