@@ -51,6 +51,22 @@ pub struct Failure {
     pub code: u8,
 }
 
+/// Refuses an output file that cannot be written before any work is
+/// done. Nothing is left behind: a file that was not there is removed
+/// again, one that was is opened without truncating it.
+pub fn writable(path: &str) -> Result<(), Failure> {
+    let existed = std::path::Path::new(path).exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| fail(format!("cannot create {path}: {}", crate::io_reason(&e))))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// `" (threads 12, 13)"` after a process's heading, or nothing.
 pub fn threads_note(threads: &[u32]) -> String {
     if threads.is_empty() {
@@ -284,6 +300,9 @@ fn run_on(
             return Err(fail(format!("--from {f} is not before --to {t}: no line would be replayed")));
         }
     }
+    if let Some(svg) = &args.svg {
+        writable(svg)?;
+    }
     let initial = match &args.maps {
         Some(m) => Some(AddressSpace::from_maps_file_with(m, args.layout.clone()).map_err(|e| fail(e.to_string()))?),
         None => None,
@@ -309,7 +328,9 @@ fn run_on(
     let every = size.map_or(256, |s| ((s / 80) / 400).max(16)) as usize;
     loop {
         line.clear();
-        let n = log.read_until(b'\n', &mut line).map_err(|e| fail(format!("cannot read {trace}: {e}")))?;
+        let n = log
+            .read_until(b'\n', &mut line)
+            .map_err(|e| fail(format!("cannot read {trace}: {}", crate::io_reason(&e))))?;
         if n == 0 {
             break;
         }
@@ -331,7 +352,12 @@ fn run_on(
             }
             Err(_) => return Err(fail(format!("{}: not valid UTF-8", locate(no)))),
         };
-        replayer.feed(no, text).map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
+        // A last line without its newline: strace was stopped mid-line.
+        let cut = !line.ends_with(b"\n");
+        replayer.feed(no, text).map_err(|e| {
+            let hint = if cut && e.line == no { " (the log ends mid-line; --lenient skips it)" } else { "" };
+            fail(format!("{}: {}{hint}", locate(e.line), e.msg))
+        })?;
         if args.events {
             for c in replayer.take_changes() {
                 writeln!(out, "{}", change_json(&c)).map_err(io)?;
@@ -354,6 +380,10 @@ fn run_on(
     let replay = replayer.finish().map_err(|e| fail(format!("{}: {}", locate(e.line), e.msg)))?;
     for c in &replay.changes {
         writeln!(out, "{}", change_json(c)).map_err(io)?;
+    }
+    // (Nothing to draw from a log without a process.)
+    if args.svg.is_some() && replay.root.is_none() {
+        return Err(fail(format!("{trace}: no process in the log")));
     }
     if let Some(svg) = &args.svg {
         crate::picture::draw(&timeline, svg, trace).map_err(|msg| Failure { msg, code: 1 })?;

@@ -272,7 +272,8 @@ mod live {
         fn next_line(&mut self, line: &str) -> Result<usize, Failure> {
             self.line += 1;
             if let Some(log) = &mut self.log {
-                writeln!(log, "{line}").map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
+                writeln!(log, "{line}")
+                    .map_err(|e| fail(format!("cannot write the strace log: {}", crate::io_reason(&e))))?;
             }
             Ok(self.line)
         }
@@ -673,10 +674,14 @@ mod live {
 
     pub(super) fn run(args: &Args, out: &mut dyn Write) -> Result<u8, Failure> {
         let Some((prog, rest)) = args.cmd.split_first() else { return Err(fail("no command given".into())) };
+        // Every output file is refused before the command runs.
+        for path in [&args.svg, &args.output].into_iter().flatten() {
+            crate::replay::writable(path)?;
+        }
         let log = match &args.strace_log {
-            Some(path) => {
-                Some(BufWriter::new(File::create(path).map_err(|e| fail(format!("cannot create {path}: {e}")))?))
-            }
+            Some(path) => Some(BufWriter::new(
+                File::create(path).map_err(|e| fail(format!("cannot create {path}: {}", crate::io_reason(&e))))?,
+            )),
             None => None,
         };
         let mut cmd = Command::new(prog);
@@ -878,7 +883,7 @@ mod live {
             eprintln!("maple trace: wrote {svg}");
         }
         if let Some(mut log) = t.log.take() {
-            log.flush().map_err(|e| fail(format!("cannot write the strace log: {e}")))?;
+            log.flush().map_err(|e| fail(format!("cannot write the strace log: {}", crate::io_reason(&e))))?;
         }
         report(t, args, out, status)
     }
@@ -889,7 +894,9 @@ mod live {
         let mut file;
         let out: &mut dyn Write = match &args.output {
             Some(path) => {
-                file = BufWriter::new(File::create(path).map_err(|e| fail(format!("cannot create {path}: {e}")))?);
+                file = BufWriter::new(
+                    File::create(path).map_err(|e| fail(format!("cannot create {path}: {}", crate::io_reason(&e))))?,
+                );
                 &mut file
             }
             None => out,

@@ -690,3 +690,41 @@ fn output_errors_are_errors_and_a_closed_pipe_ends_quietly() {
         assert!(matches!(o.status.code(), Some(0 | 2)), "{args:?}: {stderr}");
     }
 }
+
+/// Output paths are checked before any work, and a failed run leaves no
+/// output behind; a log cut off mid-line (strace stopped) says how to
+/// replay what is there.
+#[test]
+fn outputs_are_checked_first_and_a_cut_log_says_so() {
+    let dir = std::env::temp_dir().join(format!("maple-cli-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let svg = dir.join("e.svg");
+    let o = maple(&["replay", "--svg", svg.to_str().unwrap(), empty.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!svg.exists(), "a picture of nothing was left behind");
+    let o = maple(&["replay", "--svg", "/nonexistent/x.svg", empty.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot create /nonexistent/x.svg: no such file or directory"));
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let mark = dir.join("ran");
+        let touch = format!("touch {}", mark.display());
+        let o = maple(&["trace", "--svg", "/nonexistent/x.svg", "sh", "-c", &touch], None);
+        assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!mark.exists(), "the command ran before its output was refused");
+    }
+    let cut = dir.join("cut.log");
+    std::fs::write(
+        &cut,
+        "1 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000\n1 munmap(0x10000, 40",
+    )
+    .unwrap();
+    let o = maple(&["replay", cut.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(":2: ") && String::from_utf8_lossy(&o.stderr).contains("--lenient")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
