@@ -452,7 +452,7 @@ fn run_on(
 /// without `-f` (no pid on its lines), says so.
 fn pid_name(pid: u32) -> String {
     if pid == 0 {
-        "pid unknown: the log names none (record with strace -f)".to_string()
+        "the first process (the log names no pid for it: strace names its lines only with -f and once another process exists; strace -f -o FILE names every line)".to_string()
     } else {
         format!("pid {pid}")
     }

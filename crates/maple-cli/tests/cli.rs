@@ -498,7 +498,7 @@ fn a_log_without_pids_says_so() {
     let out = maple(&["replay", "--all", "-"], Some(&log));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("# pid unknown: the log names none"), "{text}");
+    assert!(text.starts_with("# the first process (the log names no pid for it"), "{text}");
     let out = maple(&["replay", "--json", "-"], Some(&log));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["pid"].is_null() && !v["vmas"].as_array().unwrap().is_empty());
@@ -727,4 +727,27 @@ fn outputs_are_checked_first_and_a_cut_log_says_so() {
         String::from_utf8_lossy(&o.stderr).contains(":2: ") && String::from_utf8_lossy(&o.stderr).contains("--lenient")
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What strace prints besides calls: its own messages, even in the
+/// middle of a call's line when it writes to a terminal with the
+/// program's output (`clone(…strace: Process 7 attached` then the rest
+/// of the call on the next line), the decorations of `-i`, `-n`, `-k` and
+/// `--decode-pids=comm`: read, not refused.
+#[test]
+fn strace_messages_and_decorations_are_read() {
+    let log = "\
+mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000
+clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLDstrace: Process 7 attached
+, child_tidptr=0x7f1310902a10) = 7
+[pid     7] munmap(0x7f0000000000, 4096) = 0
+strace: Process 7 detached
+9<sh> [  11] [00007f6cd1561ca3] munmap(0x7f0000001000, 4096) = 0
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(munmap+0xb) [0x11ba26]
+[pid 7<sh>] [????????????????] +++ exited with 0 +++
+";
+    let o = maple(&["replay", "--all", "-"], Some(log));
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("# pid 7\n7f0000001000-7f0000002000 rw-p"), "{stdout}");
 }

@@ -178,24 +178,45 @@ pub fn parse_line(line: &str) -> Result<Line<'_>, ParseError> {
     if let Some(r) = rest.strip_prefix("[pid") {
         let r = skip_spaces(r);
         let end = r.find(']').ok_or_else(|| ParseError("unterminated [pid ...]".into()))?;
-        pid = Some(r[..end].trim().parse().map_err(|_| ParseError(format!("bad pid {:?}", &r[..end])))?);
+        // (`--decode-pids=comm` adds the command: `[pid 12<sh>]`.)
+        let n = r[..end].split('<').next().unwrap_or("").trim();
+        pid = Some(n.parse().map_err(|_| ParseError(format!("bad pid {:?}", &r[..end])))?);
         rest = skip_spaces(&r[end + 1..]);
-    } else if let Some(r) = rest.strip_prefix("strace: Process ") {
-        let n = r.split(' ').next().unwrap_or("");
-        return match n.parse() {
-            Ok(p) => Ok(Line { pid: Some(p), event: Event::Attached(p) }),
-            Err(_) => err(format!("bad pid {n:?}")),
-        };
+    } else if let Some(r) = rest.strip_prefix("strace: ") {
+        // strace's own messages (on its standard error, among the calls).
+        let n = r.strip_prefix("Process ").and_then(|r| r.strip_suffix(" attached"));
+        return Ok(match n.and_then(|n| n.parse().ok()) {
+            Some(p) => Line { pid: Some(p), event: Event::Attached(p) },
+            None => Line { pid: None, event: Event::Other },
+        });
+    } else if rest.starts_with("> ") {
+        // A stack frame of `-k`.
+        return Ok(Line { pid: None, event: Event::Other });
     } else {
         let end = rest.bytes().position(|c| !c.is_ascii_digit()).unwrap_or(rest.len());
-        // A pid is digits followed by spaces (a timestamp has ':' or '.').
-        if end > 0 && rest.as_bytes().get(end) == Some(&b' ') {
+        // A pid is digits followed by spaces (a timestamp has ':' or '.'),
+        // or by the command `--decode-pids=comm` names: `12<sh> `.
+        let after = match rest.as_bytes().get(end) {
+            Some(b' ') => Some(end),
+            Some(b'<') => rest[end..].find("> ").map(|i| end + i + 1),
+            _ => None,
+        };
+        if let Some(after) = after.filter(|_| end > 0) {
             let n = parse_digits(&rest.as_bytes()[..end], 10).and_then(|n| u32::try_from(n).ok());
             pid = Some(n.ok_or_else(|| ParseError(format!("bad pid {:?}", &rest[..end])))?);
-            rest = skip_spaces(&rest[end..]);
+            rest = skip_spaces(&rest[after..]);
         }
     }
     rest = skip_timestamp(rest);
+    // `-n`'s call number and `-i`'s instruction pointer: `[  9] [00007f…] `.
+    for _ in 0..2 {
+        match rest.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+            Some((inner, r)) if inner.trim().bytes().all(|c| c.is_ascii_hexdigit() || c == b'?') => {
+                rest = skip_spaces(r)
+            }
+            _ => break,
+        }
+    }
     let event = parse_event(rest)?;
     Ok(Line { pid, event })
 }
@@ -489,6 +510,17 @@ mod tests {
         assert_eq!(parse_line("11146 --- SIGCHLD {si_signo=SIGCHLD} ---").unwrap().event, Event::Signal);
         assert_eq!(parse_line("11147 +++ exited with 0 +++").unwrap().event, Event::Exited(0));
         assert_eq!(parse_line("strace: Process 77 attached").unwrap().event, Event::Attached(77));
+        // strace's other messages, and the decorations of -i, -n, -k and
+        // --decode-pids=comm.
+        assert_eq!(parse_line("strace: Process 77 detached").unwrap().event, Event::Other);
+        let l = parse_line("28369<true> [   9] [00007f6cd1561ca3] munmap(0x1000, 4096) = 0").unwrap();
+        assert_eq!(
+            (l.pid, l.event),
+            (Some(28369), Event::Call { name: "munmap", args: "0x1000, 4096", ret: Ret::Value(0), ret_text: "0" })
+        );
+        let l = parse_line("[pid 12<sh>] 10:11:12.123456 [  11] munmap(0x1000, 4096) = 0").unwrap();
+        assert_eq!(l.pid, Some(12));
+        assert_eq!(parse_line(" > /usr/lib/libc.so.6(mmap64+0x26) [0x11ba26]").unwrap().event, Event::Other);
         // The last ") = " splits, even if an argument contains one.
         let l = parse_line(r#"1 write(1, "f(x) = 3\n", 9) = 9"#).unwrap();
         assert!(matches!(l.event, Event::Call { name: "write", ret: Ret::Value(9), .. }));

@@ -201,6 +201,9 @@ pub struct Replayer {
     known: HashMap<String, FileId>,
     /// Unfinished calls: name, arguments so far, the line they began on.
     pending: PidMap<(String, String, usize)>,
+    /// The first part of a call's line that strace's own message cut, and
+    /// the message.
+    partial: Option<(usize, String, String)>,
     /// Spaces with calls in flight: see `order`.
     overlaps: HashMap<*const RefCell<AddressSpace>, order::Overlap>,
     /// Lines of pids not created yet while a clone is in flight.
@@ -327,6 +330,7 @@ impl Replayer {
             known,
             pending: PidMap::default(),
             overlaps: HashMap::new(),
+            partial: None,
             deferred: PidMap::default(),
             clones_in_flight: 0,
             brk: PidMap::default(),
@@ -571,6 +575,23 @@ impl Replayer {
     pub fn feed(&mut self, no: usize, line: &str) -> Result<(), ReplayError> {
         if self.opts.to.is_some_and(|t| no >= t) {
             return Ok(());
+        }
+        // strace writing to a terminal or a pipe with the program's own
+        // output puts its messages in the middle of a call's line
+        // (`clone(…SIGCHLDstrace: Process 7 attached` then `, …) = 7`):
+        // the call is joined with the next line, and the message follows
+        // it (the process it names is the call's child).
+        if let Some((_, head, msg)) = self.partial.take() {
+            let joined = format!("{head}{}", line.trim_start_matches(['\n', '\r']));
+            self.feed(no, &joined)?;
+            return self.feed(no, &msg);
+        }
+        if let Some(at) = line.find("strace: ").filter(|&at| at > 0) {
+            let head = &line[..at];
+            if !head.trim().is_empty() && !head.trim_end().ends_with(')') {
+                self.partial = Some((no, head.to_string(), line[at..].trim_end().to_string()));
+                return Ok(());
+            }
         }
         self.stats.lines += 1;
         let parsed = match parse_line(line) {
@@ -1210,6 +1231,11 @@ impl Replayer {
 
     /// Ends the log: lines of pids never created go to the root's space.
     pub fn finish(mut self) -> Result<Replay, ReplayError> {
+        // A call cut by a message and never continued: as it stands.
+        if let Some((no, head, msg)) = self.partial.take() {
+            self.feed(no, &head)?;
+            self.feed(no, &msg)?;
+        }
         self.clones_in_flight = 0;
         let mut deferred: Vec<(usize, String)> = self.deferred.drain().flat_map(|(_, v)| v).collect();
         deferred.sort_by_key(|d| d.0);
