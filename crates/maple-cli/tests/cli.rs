@@ -751,3 +751,15 @@ strace: Process 7 detached
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(stdout.contains("# pid 7\n7f0000001000-7f0000002000 rw-p"), "{stdout}");
 }
+
+/// A log replayed with a layout of larger pages than the machine it was
+/// recorded on had: said, not replayed silently.
+#[test]
+fn a_layout_with_larger_pages_than_the_log_s_is_reported() {
+    let log = format!("{}/tests/data/race/race1.strace.gz", env!("CARGO_MANIFEST_DIR"));
+    let o = maple(&["replay", "--layout", "arm64-16k", &log], None);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("not on this layout's 16384-byte pages"), "{stderr}");
+    let o = maple(&["replay", &log], None);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("pages:"), "{}", String::from_utf8_lossy(&o.stderr));
+}

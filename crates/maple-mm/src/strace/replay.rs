@@ -201,6 +201,8 @@ pub struct Replayer {
     known: HashMap<String, FileId>,
     /// Unfinished calls: name, arguments so far, the line they began on.
     pending: PidMap<(String, String, usize)>,
+    /// Whether a returned address off the layout's pages was reported.
+    misaligned: bool,
     /// The first part of a call's line that strace's own message cut, and
     /// the message.
     partial: Option<(usize, String, String)>,
@@ -331,6 +333,7 @@ impl Replayer {
             pending: PidMap::default(),
             overlaps: HashMap::new(),
             partial: None,
+            misaligned: false,
             deferred: PidMap::default(),
             clones_in_flight: 0,
             brk: PidMap::default(),
@@ -942,6 +945,18 @@ impl Replayer {
                 let (len, prot, flags) = (num(1, &[])?, num(2, names::PROT)?, num(3, names::MAP)?);
                 let off = num(5, &[])?.wrapping_mul(if name == "mmap2" { 4096 } else { 1 });
                 let flags = MapFlags::from_bits_retain(flags as u32);
+                // The kernel returns page-aligned addresses: one off this
+                // layout's pages comes from a machine with smaller ones.
+                if failed.is_none() && !mm.page_size().is_aligned(at as u64) && !self.misaligned {
+                    self.misaligned = true;
+                    let page = mm.page_size().bytes();
+                    drop(mm);
+                    self.disagree(
+                        no,
+                        format!("{name} returned {at:#x}, not on this layout's {page}-byte pages: the log comes from a machine with smaller pages (--layout)"),
+                    );
+                    return Ok(());
+                }
                 let file = if flags.contains(MapFlags::ANONYMOUS) {
                     None
                 } else {
