@@ -139,6 +139,24 @@ fn overlapping_calls_of_threads_apply_in_an_order_their_results_allow() {
     assert_eq!(lines, [4], "{:?}", r.stats.disagreements);
 }
 
+/// After an `execve` the new program's image is not in the log, but what
+/// its calls map and unmap is: calls there are still checked.
+#[test]
+fn calls_after_an_exec_are_checked_where_the_log_made_the_pages() {
+    let log = "\
+1 execve(\"/bin/true\", [\"true\"], 0x7ffd /* 20 vars */) = 0
+1 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 munmap(0x10000000, 8192) = 0
+1 mprotect(0x10000000, 4096, PROT_READ) = 0
+1 mprotect(0x20000000, 4096, PROT_READ) = 0
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    let lines: Vec<usize> = r.stats.disagreements.iter().map(|d| d.line).collect();
+    // The range the log unmapped is known empty; the other may be the
+    // program's image.
+    assert_eq!(lines, [4], "{:?}", r.stats.disagreements);
+}
+
 /// A mapped file shows under the path the kernel would show (symlinks
 /// resolved) with its device and inode on this machine, whether the log
 /// names it as opened (no `-y`) or as strace resolved it (`-y`).

@@ -201,6 +201,9 @@ pub struct Replayer {
     known: HashMap<String, FileId>,
     /// Unfinished calls: name, arguments so far, the line they began on.
     pending: PidMap<(String, String, usize)>,
+    /// In spaces only partly known: the ranges calls since mapped or
+    /// unmapped, where the model knows every page.
+    known_ranges: HashMap<*const RefCell<AddressSpace>, Ranges>,
     /// Whether a returned address off the layout's pages was reported.
     misaligned: bool,
     /// The first part of a call's line that strace's own message cut, and
@@ -334,6 +337,7 @@ impl Replayer {
             overlaps: HashMap::new(),
             partial: None,
             misaligned: false,
+            known_ranges: HashMap::new(),
             deferred: PidMap::default(),
             clones_in_flight: 0,
             brk: PidMap::default(),
@@ -466,6 +470,14 @@ impl Replayer {
         self.applying(line) || self.initial.is_some()
     }
 
+    /// Marks `space` as only partly known, nothing of it known yet (its
+    /// address may be a dropped space's).
+    fn mark_unknown(&mut self, space: &Space) {
+        let key = Rc::as_ptr(space);
+        self.unknown.insert(key);
+        self.known_ranges.remove(&key);
+    }
+
     fn disagree(&mut self, line: usize, msg: String) {
         self.stats.disagreements.push(Disagreement { line, msg });
     }
@@ -494,7 +506,7 @@ impl Replayer {
                 if self.opts.from.is_some() {
                     // Before `from`, a shadow: its calls may fail in the
                     // model (it began empty) with nothing to report.
-                    self.unknown.insert(Rc::as_ptr(&space));
+                    self.mark_unknown(&space);
                 }
                 Proc { space, files: Rc::default(), owner: pid, borrowed: false }
             }
@@ -793,7 +805,7 @@ impl Replayer {
                     if self.applying(no) {
                         let fresh = AddressSpace::with_layout(self.procs[&pid].space.borrow().layout().clone());
                         let space = self.exec_into(pid, fresh);
-                        self.unknown.insert(Rc::as_ptr(&space));
+                        self.mark_unknown(&space);
                         self.stats.execs.push((no, pid));
                     }
                 }
@@ -1087,8 +1099,36 @@ impl Replayer {
         };
         drop(mm);
         self.stats.applied += 1;
-        if self.unknown.contains(&Rc::as_ptr(&space)) {
-            return Ok(());
+        let key = Rc::as_ptr(&space);
+        if self.unknown.contains(&key) {
+            // A space only partly known (a new program's, whose image the
+            // log does not show) is checked where the calls since made
+            // every page known: what they mapped or unmapped.
+            let page = space.borrow().page_size().bytes();
+            let span = |s: u64, l: u64| (s & !(page - 1), s.saturating_add(l).saturating_add(page - 1) & !(page - 1));
+            let checked = match name {
+                "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
+                | "mbind" | "remap_file_pages" | "mremap" => {
+                    let r = span(num(0, &[])?, num(1, &[])?);
+                    self.known_ranges.get(&key).is_some_and(|k| k.covers(r.0, r.1))
+                }
+                _ => false,
+            };
+            let made: Vec<(u64, u64)> = match (name, ret) {
+                ("mmap" | "mmap2", Ret::Value(at)) => vec![span(at as u64, num(1, &[])?)],
+                ("munmap", Ret::Value(_)) => vec![span(num(0, &[])?, num(1, &[])?)],
+                ("mremap", Ret::Value(to)) if to as u64 != num(0, &[])? => {
+                    vec![span(num(0, &[])?, num(1, &[])?), span(to as u64, num(2, &[])?)]
+                }
+                _ => Vec::new(),
+            };
+            let known = self.known_ranges.entry(key).or_default();
+            for (s, e) in made {
+                known.add(s, e);
+            }
+            if !checked {
+                return Ok(());
+            }
         }
         let want = failed.map(|e| e.to_string());
         let got = result.err().map(|e| e.name().to_string());
@@ -1226,10 +1266,16 @@ impl Replayer {
             self.replaced(child, &AddressSpace::new(), &mut s);
             Rc::new(RefCell::new(s))
         };
-        let p = &self.procs[&parent];
-        if self.unknown.contains(&Rc::as_ptr(&p.space)) {
-            self.unknown.insert(Rc::as_ptr(&space));
+        let parent_key = Rc::as_ptr(&self.procs[&parent].space);
+        if self.unknown.contains(&parent_key) && !Rc::ptr_eq(&space, &self.procs[&parent].space) {
+            // A fork's copy is known where its parent's was.
+            let known = self.known_ranges.get(&parent_key).map(|r| Ranges(r.0.clone()));
+            self.mark_unknown(&space);
+            if let Some(k) = known {
+                self.known_ranges.insert(Rc::as_ptr(&space), k);
+            }
         }
+        let p = &self.procs[&parent];
         let files = if flags & names::CLONE_FILES != 0 {
             Rc::clone(&p.files)
         } else {
@@ -1390,4 +1436,31 @@ fn iovecs(arg: &str) -> Result<Vec<(u64, u64)>, ParseError> {
         .filter(|item| item.contains("iov_base="))
         .map(|item| Ok((field(item, "iov_base=")?, field(item, "iov_len=")?)))
         .collect()
+}
+
+/// Disjoint ranges `[start, end)`, joined where they touch.
+#[derive(Default)]
+struct Ranges(Vec<(u64, u64)>);
+
+impl Ranges {
+    fn add(&mut self, s: u64, e: u64) {
+        if s >= e {
+            return;
+        }
+        let (mut s, mut e) = (s, e);
+        self.0.retain(|&(a, b)| {
+            let apart = b < s || a > e;
+            if !apart {
+                s = s.min(a);
+                e = e.max(b);
+            }
+            apart
+        });
+        let at = self.0.partition_point(|&(a, _)| a < s);
+        self.0.insert(at, (s, e));
+    }
+
+    fn covers(&self, s: u64, e: u64) -> bool {
+        s < e && self.0.iter().any(|&(a, b)| a <= s && e <= b)
+    }
 }
