@@ -44,11 +44,13 @@ pub fn run(path: &str, json: bool) -> Result<String, Failure> {
         return Ok(format!("{out}\n"));
     }
     let mut out = String::new();
+    let n = |count: u64, one: &str, many: &str| format!("{count} {}", if count == 1 { one } else { many });
     let _ = writeln!(
         out,
-        "{path}: {} swap extents of {} pages ({raw} extents as FIEMAP reports them); the tree takes {} bytes",
-        map.len(),
-        map.pages(),
+        "{path}: {} of {} ({} as FIEMAP reports them); the tree takes {} bytes",
+        n(map.len() as u64, "swap extent", "swap extents"),
+        n(map.pages(), "page", "pages"),
+        n(raw as u64, "extent", "extents"),
         map.bytes()
     );
     let _ = writeln!(out, "{:>5}  {:>21}  {:>21}  {:>10}", "ext", "swap pages", "disk blocks (pages)", "pages");
