@@ -601,18 +601,22 @@ impl Replayer {
             self.feed(no, &joined)?;
             return self.feed(no, &msg);
         }
-        if let Some(at) = line.find("strace: ").filter(|&at| at > 0) {
-            let head = &line[..at];
-            if !head.trim().is_empty() && !head.trim_end().ends_with(')') {
-                self.partial = Some((no, head.to_string(), line[at..].trim_end().to_string()));
-                return Ok(());
-            }
-        }
-        self.stats.lines += 1;
         let parsed = match parse_line(line) {
             Ok(p) => p,
-            Err(ParseError(msg)) => return self.bad(no, msg),
+            Err(ParseError(msg)) => {
+                // (Only a line that does not parse is looked at for one.)
+                if let Some(at) = line.find("strace: ").filter(|&at| at > 0) {
+                    let head = &line[..at];
+                    if !head.trim().is_empty() && !head.trim_end().ends_with(')') {
+                        self.partial = Some((no, head.to_string(), line[at..].trim_end().to_string()));
+                        return Ok(());
+                    }
+                }
+                self.stats.lines += 1;
+                return self.bad(no, msg);
+            }
         };
+        self.stats.lines += 1;
         let pid = parsed.pid.or(self.root).unwrap_or(0);
         if self.root == Some(0) && pid != 0 && !self.procs.contains_key(&pid) {
             // strace writing to stderr names no pid until a second process
@@ -1106,25 +1110,32 @@ impl Replayer {
             // every page known: what they mapped or unmapped.
             let page = space.borrow().page_size().bytes();
             let span = |s: u64, l: u64| (s & !(page - 1), s.saturating_add(l).saturating_add(page - 1) & !(page - 1));
+            let known = self.known_ranges.entry(key).or_default();
             let checked = match name {
                 "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
-                | "mbind" | "remap_file_pages" | "mremap" => {
+                | "mbind" | "remap_file_pages" | "mremap"
+                    if !known.0.is_empty() =>
+                {
                     let r = span(num(0, &[])?, num(1, &[])?);
-                    self.known_ranges.get(&key).is_some_and(|k| k.covers(r.0, r.1))
+                    known.covers(r.0, r.1)
                 }
                 _ => false,
             };
-            let made: Vec<(u64, u64)> = match (name, ret) {
-                ("mmap" | "mmap2", Ret::Value(at)) => vec![span(at as u64, num(1, &[])?)],
-                ("munmap", Ret::Value(_)) => vec![span(num(0, &[])?, num(1, &[])?)],
-                ("mremap", Ret::Value(to)) if to as u64 != num(0, &[])? => {
-                    vec![span(num(0, &[])?, num(1, &[])?), span(to as u64, num(2, &[])?)]
+            match (name, ret) {
+                ("mmap" | "mmap2", Ret::Value(at)) => {
+                    let r = span(at as u64, num(1, &[])?);
+                    known.add(r.0, r.1);
                 }
-                _ => Vec::new(),
-            };
-            let known = self.known_ranges.entry(key).or_default();
-            for (s, e) in made {
-                known.add(s, e);
+                ("munmap", Ret::Value(_)) => {
+                    let r = span(num(0, &[])?, num(1, &[])?);
+                    known.add(r.0, r.1);
+                }
+                ("mremap", Ret::Value(to)) if to as u64 != num(0, &[])? => {
+                    let (old, new) = (span(num(0, &[])?, num(1, &[])?), span(to as u64, num(2, &[])?));
+                    known.add(old.0, old.1);
+                    known.add(new.0, new.1);
+                }
+                _ => {}
             }
             if !checked {
                 return Ok(());
@@ -1447,20 +1458,18 @@ impl Ranges {
         if s >= e {
             return;
         }
-        let (mut s, mut e) = (s, e);
-        self.0.retain(|&(a, b)| {
-            let apart = b < s || a > e;
-            if !apart {
-                s = s.min(a);
-                e = e.max(b);
-            }
-            apart
-        });
-        let at = self.0.partition_point(|&(a, _)| a < s);
-        self.0.insert(at, (s, e));
+        // The ranges touching `[s, e)` are a run: joined into one.
+        let lo = self.0.partition_point(|&(_, b)| b < s);
+        let hi = self.0.partition_point(|&(a, _)| a <= e);
+        let (s, e) = match self.0.get(lo..hi) {
+            Some(run) if !run.is_empty() => (s.min(run[0].0), e.max(run[run.len() - 1].1)),
+            _ => (s, e),
+        };
+        self.0.splice(lo..hi, [(s, e)]);
     }
 
     fn covers(&self, s: u64, e: u64) -> bool {
-        s < e && self.0.iter().any(|&(a, b)| a <= s && e <= b)
+        let i = self.0.partition_point(|&(_, b)| b < e);
+        s < e && self.0.get(i).is_some_and(|&(a, b)| a <= s && e <= b)
     }
 }

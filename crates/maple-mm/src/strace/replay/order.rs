@@ -12,9 +12,9 @@
 //! So while a space has a call in flight, each call of it that returns is
 //! applied where its result agrees with the model: after the calls
 //! applied before it (the order of returns), or before the last few of
-//! those that returned after it began (each kept with the space as it
-//! was before it, and applied again after it), whichever position first
-//! gives every one of them its logged result. A call no position
+//! those that returned after it began (applied again after it, on the
+//! space as it was before the first of the kept calls), whichever
+//! position first gives every one of them its logged result. A call no position
 //! satisfies waits for the calls still in flight and is tried again when
 //! one returns. When none is left in flight, calls applied earlier may
 //! have run in another order (a thread's `mremap` moving what another's
@@ -25,7 +25,11 @@
 //! call agree stays.
 //! Failing that, the call is applied after all others and its
 //! disagreement reported. A log that does not overlap goes the plain
-//! way, at no cost.
+//! way, at no cost; one that does pays a copy of the space when a run
+//! of overlapping calls begins, and each kept call is applied twice
+//! (the second time to that copy, when it leaves the window). Trying
+//! other orders, which copies and applies again, happens only where a
+//! result disagrees.
 
 use std::{cell::RefCell, rc::Rc};
 
@@ -47,16 +51,18 @@ pub(super) struct Logged {
     pub line: String,
 }
 
-/// How many calls of a space that overlapped others are kept, with the
-/// space before each, for a later disagreement to reorder.
+/// How many calls of a space that overlapped others are kept for a later
+/// disagreement to reorder.
 const KEPT: usize = 64;
 
 /// The calls of one space returned while another of its calls was in
 /// flight.
 #[derive(Default)]
 pub(super) struct Overlap {
-    /// Applied, in this order, each with the space before it.
-    applied: Vec<(Logged, AddressSpace)>,
+    /// The space before the first of `applied`.
+    base: Option<AddressSpace>,
+    /// Applied, in this order.
+    applied: Vec<Logged>,
     /// Disagreeing wherever tried, waiting for a call in flight.
     held: Vec<Logged>,
 }
@@ -94,117 +100,171 @@ impl Replayer {
         let space = Rc::clone(&self.procs[&call.pid].space);
         let key = Rc::as_ptr(&space);
         let mut ov = self.overlaps.remove(&key).unwrap_or_default();
+        if ov.base.is_none() {
+            ov.base = Some(space.borrow().clone());
+        }
         let mut queue = vec![call];
         while let Some(c) = queue.pop() {
-            if self.place(&space, &mut ov, &c)? {
+            if self.place(&space, &mut ov, &c)? || self.move_earlier(&space, &mut ov, &c)? {
                 // What waited may fit now: oldest first.
                 queue.extend(ov.held.drain(..).rev());
             } else if self.in_flight(key, Some(c.pid)).is_some() {
                 ov.held.push(c);
-            } else if self.swap_earlier(&space, &mut ov, &c)? {
-                queue.extend(ov.held.drain(..).rev());
             } else {
                 // Nothing left to go before it: after all, disagreeing.
-                let before = space.borrow().clone();
                 self.apply_logged(&c)?;
-                ov.applied.push((c, before));
+                ov.applied.push(c);
             }
         }
         // Kept: the calls that returned after the earliest still able to
-        // move (in flight, or held) began, and the last few that
-        // overlapped. With none of those, the record goes.
+        // move (in flight, or held) began, and the last few. The others
+        // go into the base. With nothing to keep, the record goes.
         let oldest = ov.held.iter().map(|h| h.entry).chain(self.in_flight(key, None)).min();
         let keep_from = ov.applied.len().saturating_sub(KEPT);
-        let mut i = 0;
-        ov.applied.retain(|(a, _)| {
-            i += 1;
-            i > keep_from || oldest.is_some_and(|e| a.no > e)
-        });
-        let overlapped = ov.applied.windows(2).any(|w| overlap(&w[0].0, &w[1].0));
+        let gone = ov.applied[..keep_from].iter().take_while(|a| oldest.is_none_or(|e| a.no <= e)).count();
+        let overlapped = ov.applied[gone..].windows(2).any(|w| overlap(&w[0], &w[1]));
         if oldest.is_some() || overlapped {
+            let gone: Vec<Logged> = ov.applied.drain(..gone).collect();
+            if let Some(base) = ov.base.as_mut() {
+                self.advance(&space, base, &gone)?;
+            }
             self.overlaps.insert(key, ov);
         }
         Ok(())
     }
 
-    /// Tries `c` at each position from the end back to the first call
-    /// that returned after it began, keeping the first where every call
-    /// agrees. Returns whether one did; if not, the space is as before.
+    /// Tries `c` after the calls applied (on the space as it is), then
+    /// before each of the last that returned after it began. Returns
+    /// whether a position agreed; if not, the space is as before.
     fn place(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<bool, ReplayError> {
-        let movable = ov.applied.iter().rev().take_while(|(a, _)| a.no > c.entry).count();
-        let now = space.borrow().clone();
-        for back in 0..=movable {
+        let mark = (self.stats.disagreements.len(), self.stats.applied);
+        self.apply_logged(c)?;
+        if self.stats.disagreements.len() == mark.0 {
+            ov.applied.push(c.clone());
+            return Ok(true);
+        }
+        self.stats.disagreements.truncate(mark.0);
+        self.stats.applied = mark.1;
+        let movable = ov.applied.iter().rev().take_while(|a| a.no > c.entry).count();
+        for back in 1..=movable {
             let at = ov.applied.len() - back;
-            let base = if back == 0 { now.clone() } else { ov.applied[at].1.clone() };
-            let order = std::iter::once(c.clone()).chain(ov.applied[at..].iter().map(|(l, _)| l.clone())).collect();
-            if let Some(redone) = self.try_order(space, base, order)? {
-                ov.applied.truncate(at);
-                ov.applied.extend(redone);
+            let order: Vec<Logged> = std::iter::once(c.clone()).chain(ov.applied[at..].iter().cloned()).collect();
+            if self.try_order(space, ov, at, order)? {
                 return Ok(true);
             }
         }
-        *space.borrow_mut() = now;
+        // The space as it was: the base with every applied call.
+        let rebuilt = self.trial(space, ov, ov.applied.len(), &[])?;
+        *space.borrow_mut() = rebuilt.expect("an empty order agrees");
         Ok(false)
     }
 
     /// Moves one call applied earlier after some of those that followed
     /// it (only past calls that began before it returned), the latest
-    /// call and the shortest move first, applies the calls after it
-    /// again and then `c`: keeps the first move under which every call
-    /// agrees. If none does, the space is as before.
-    fn swap_earlier(
+    /// call and the shortest move first, then applies `c`: keeps the
+    /// first move under which every call agrees. If none does, the space
+    /// is as before.
+    fn move_earlier(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
         ov: &mut Overlap,
         c: &Logged,
     ) -> Result<bool, ReplayError> {
-        let now = space.borrow().clone();
+        if self.in_flight(Rc::as_ptr(space), Some(c.pid)).is_some() {
+            // (A call in flight may yet go first: wait for it.)
+            return Ok(false);
+        }
         let n = ov.applied.len();
         for i in (0..n.saturating_sub(1)).rev() {
-            let moved = ov.applied[i].0.clone();
+            let moved = ov.applied[i].clone();
             // After calls i+1..=j, each of which began before it returned.
-            for j in (i + 1..n).take_while(|&j| ov.applied[j].0.entry < moved.no) {
+            let past: Vec<usize> = (i + 1..n).take_while(|&j| ov.applied[j].entry < moved.no).collect();
+            for j in past {
                 let order = ov.applied[i + 1..=j]
                     .iter()
-                    .map(|(l, _)| l.clone())
+                    .cloned()
                     .chain(std::iter::once(moved.clone()))
-                    .chain(ov.applied[j + 1..].iter().map(|(l, _)| l.clone()))
+                    .chain(ov.applied[j + 1..].iter().cloned())
                     .chain(std::iter::once(c.clone()))
                     .collect();
-                if let Some(redone) = self.try_order(space, ov.applied[i].1.clone(), order)? {
-                    ov.applied.truncate(i);
-                    ov.applied.extend(redone);
+                if self.try_order(space, ov, i, order)? {
                     return Ok(true);
                 }
             }
         }
-        *space.borrow_mut() = now;
         Ok(false)
     }
 
-    /// Applies `order` to `base`: each call with the space before it if
-    /// every one agrees; else `None`, the disagreements and counts as
-    /// before (the space is left to the caller to put back).
+    /// The kept calls up to `at`, then `order`: if every call of `order`
+    /// agrees, the space becomes that and the kept calls those.
     fn try_order(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
-        base: AddressSpace,
+        ov: &mut Overlap,
+        at: usize,
         order: Vec<Logged>,
-    ) -> Result<Option<Vec<(Logged, AddressSpace)>>, ReplayError> {
-        *space.borrow_mut() = base;
+    ) -> Result<bool, ReplayError> {
+        let Some(state) = self.trial(space, ov, at, &order)? else { return Ok(false) };
+        *space.borrow_mut() = state;
+        // (The one new call is counted; the others were.)
+        self.stats.applied += 1;
+        ov.applied.truncate(at);
+        ov.applied.extend(order);
+        Ok(true)
+    }
+
+    /// The base with the first `at` kept calls and then `order` applied,
+    /// if every call of `order` agrees. The live space and the counts are
+    /// as before either way.
+    fn trial(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        ov: &Overlap,
+        at: usize,
+        order: &[Logged],
+    ) -> Result<Option<AddressSpace>, ReplayError> {
+        let Some(base) = &ov.base else { return Ok(None) };
+        let mut state = base.clone();
+        std::mem::swap(&mut *space.borrow_mut(), &mut state);
         let mark = (self.stats.disagreements.len(), self.stats.applied);
-        let mut redone = Vec::with_capacity(order.len());
-        for l in order {
-            let before = space.borrow().clone();
-            self.apply_logged(&l)?;
-            if self.stats.disagreements.len() > mark.0 {
-                self.stats.disagreements.truncate(mark.0);
-                self.stats.applied = mark.1;
-                return Ok(None);
+        let mut agreed = true;
+        let res = (|| {
+            for l in &ov.applied[..at] {
+                self.apply_logged(l)?;
             }
-            redone.push((l, before));
+            let before = self.stats.disagreements.len();
+            for l in order {
+                self.apply_logged(l)?;
+                if self.stats.disagreements.len() > before {
+                    agreed = false;
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        self.stats.disagreements.truncate(mark.0);
+        self.stats.applied = mark.1;
+        std::mem::swap(&mut *space.borrow_mut(), &mut state);
+        res.map(|()| agreed.then_some(state))
+    }
+
+    /// Applies `calls` to `base` (as they were applied to the space).
+    fn advance(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        base: &mut AddressSpace,
+        calls: &[Logged],
+    ) -> Result<(), ReplayError> {
+        if calls.is_empty() {
+            return Ok(());
         }
-        Ok(Some(redone))
+        std::mem::swap(&mut *space.borrow_mut(), base);
+        let mark = (self.stats.disagreements.len(), self.stats.applied);
+        let res = calls.iter().try_for_each(|l| self.apply_logged(l));
+        self.stats.disagreements.truncate(mark.0);
+        self.stats.applied = mark.1;
+        std::mem::swap(&mut *space.borrow_mut(), base);
+        res
     }
 
     /// Applies a logged call through the plain path.
