@@ -107,6 +107,8 @@ pub mod arch {
     pub const VFORK: u64 = 58;
     pub const CLONE3: u64 = 435;
     pub const FORKS: [u64; 4] = [CLONE, FORK, VFORK, CLONE3];
+    /// `CLONE_VM`: the child shares the address space (a thread, a vfork).
+    pub const CLONE_VM: u64 = 0x100;
 
     /// A stopped tracee's call: its number, arguments and (at its exit)
     /// result.
@@ -492,14 +494,13 @@ mod live {
         fn forked(&mut self, pid: Pid, child: Pid) -> Result<(), Failure> {
             let regs = ptrace::getregs(pid).map_err(|e| fail(format!("cannot read pid {pid}'s registers: {e}")))?;
             let (nr, a, _) = arch::call(&regs);
-            const CLONE_VM: u64 = 0x100;
             let flags = Self::clone_flags(pid, nr, a);
             let text = match nr {
                 arch::FORK => format!("fork() = {child}"),
                 arch::VFORK => format!("vfork() = {child}"),
                 _ => format!("clone(child_stack=NULL, flags={flags:#x}) = {child}"),
             };
-            if flags & CLONE_VM == 0 {
+            if flags & arch::CLONE_VM == 0 {
                 // The child inherits the anon_vma of every VMA written by
                 // the fork, which decides its merges: the parent's pages
                 // as the fork left them (it is stopped here) say which.
@@ -507,7 +508,7 @@ mod live {
             }
             self.feed(pid, &text)?;
             let mm = match self.tracees.get(&pid) {
-                Some(t) if flags & CLONE_VM != 0 => t.mm,
+                Some(t) if flags & arch::CLONE_VM != 0 => t.mm,
                 _ => self.new_space(),
             };
             self.tracees.insert(child, Tracee::new(mm));
@@ -528,10 +529,9 @@ mod live {
         /// The flags of the fork-like call `nr` with `a` (`CLONE_VM`
         /// among them for a thread or a vfork).
         fn clone_flags(pid: Pid, nr: u64, a: [u64; 6]) -> u64 {
-            const CLONE_VM: u64 = 0x100;
             match nr {
                 arch::FORK => 0,
-                arch::VFORK => CLONE_VM,
+                arch::VFORK => arch::CLONE_VM,
                 // (`clone3` passes its flags first in a structure.)
                 arch::CLONE3 => Self::word(pid, a[0]).unwrap_or(0),
                 _ => a[0],
@@ -541,8 +541,7 @@ mod live {
         /// `pid` stopped at the entry of call `nr` (its seccomp stop): it
         /// runs now, or waits at the gate while its space runs another.
         fn entered(&mut self, pid: Pid, nr: u64, a: [u64; 6]) {
-            const CLONE_VM: u64 = 0x100;
-            if arch::FORKS.contains(&nr) && Self::clone_flags(pid, nr, a) & CLONE_VM != 0 {
+            if arch::FORKS.contains(&nr) && Self::clone_flags(pid, nr, a) & arch::CLONE_VM != 0 {
                 // A thread or a vfork copies nothing: it needs no turn.
                 let _ = ptrace::cont(pid, None);
                 return;
