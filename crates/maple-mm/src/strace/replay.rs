@@ -1111,27 +1111,27 @@ impl Replayer {
             let page = space.borrow().page_size().bytes();
             let span = |s: u64, l: u64| (s & !(page - 1), s.saturating_add(l).saturating_add(page - 1) & !(page - 1));
             let known = self.known_ranges.entry(key).or_default();
-            let checked = match name {
+            // The range the call names, for the calls that name one.
+            let named = match name {
                 "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
-                | "mbind" | "remap_file_pages" | "mremap"
-                    if !known.0.is_empty() =>
-                {
-                    let r = span(num(0, &[])?, num(1, &[])?);
-                    known.covers(r.0, r.1)
-                }
-                _ => false,
+                | "mbind" | "remap_file_pages" | "mremap" => Some((num(0, &[])?, num(1, &[])?)),
+                _ => None,
             };
-            match (name, ret) {
-                ("mmap" | "mmap2", Ret::Value(at)) => {
+            let checked = named.is_some_and(|(s, l)| {
+                let r = span(s, l);
+                known.covers(r.0, r.1)
+            });
+            match (name, ret, named) {
+                ("mmap" | "mmap2", Ret::Value(at), _) => {
                     let r = span(at as u64, num(1, &[])?);
                     known.add(r.0, r.1);
                 }
-                ("munmap", Ret::Value(_)) => {
-                    let r = span(num(0, &[])?, num(1, &[])?);
+                ("munmap", Ret::Value(_), Some((s, l))) => {
+                    let r = span(s, l);
                     known.add(r.0, r.1);
                 }
-                ("mremap", Ret::Value(to)) if to as u64 != num(0, &[])? => {
-                    let (old, new) = (span(num(0, &[])?, num(1, &[])?), span(to as u64, num(2, &[])?));
+                ("mremap", Ret::Value(to), Some((s, l))) if to as u64 != s => {
+                    let (old, new) = (span(s, l), span(to as u64, num(2, &[])?));
                     known.add(old.0, old.1);
                     known.add(new.0, new.1);
                 }
