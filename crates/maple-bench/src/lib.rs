@@ -28,6 +28,7 @@
 //! otherwise pick; `lzma-rs` unpacks the recorded strace logs.
 
 pub mod baselines;
+pub mod busy;
 pub mod experiments;
 pub mod instructions;
 pub mod measure;
@@ -124,6 +125,8 @@ pub enum SectionId {
     OldDesign,
     /// `maple replay` speed on the recorded strace logs.
     Replay,
+    /// `maple trace` against `strace` on the same programs.
+    Trace,
     /// The tree against `BTreeMap` and `rangemap`.
     Compare,
     /// Concurrent readers against a busy writer, tree and alternatives.
@@ -134,7 +137,7 @@ pub enum SectionId {
 
 impl SectionId {
     /// Every section, in running order.
-    pub const ALL: [SectionId; 11] = [
+    pub const ALL: [SectionId; 12] = [
         SectionId::Forking,
         SectionId::ForkScaling,
         SectionId::Swap,
@@ -143,6 +146,7 @@ impl SectionId {
         SectionId::MmCalls,
         SectionId::OldDesign,
         SectionId::Replay,
+        SectionId::Trace,
         SectionId::Compare,
         SectionId::Concurrent,
         SectionId::Kernel,
@@ -159,6 +163,7 @@ impl SectionId {
             SectionId::MmCalls => "mm-calls",
             SectionId::OldDesign => "old-design",
             SectionId::Replay => "replay",
+            SectionId::Trace => "trace",
             SectionId::Compare => "compare",
             SectionId::Concurrent => "concurrent",
             SectionId::Kernel => "kernel",
@@ -168,7 +173,10 @@ impl SectionId {
     /// Whether the section runs more than one thread (it must not be
     /// pinned to one CPU).
     fn threaded(self) -> bool {
-        matches!(self, SectionId::Swap | SectionId::MmReaders | SectionId::OldDesign | SectionId::Concurrent)
+        matches!(
+            self,
+            SectionId::Swap | SectionId::MmReaders | SectionId::OldDesign | SectionId::Concurrent | SectionId::Trace
+        )
     }
 
     /// Parses a comma-separated list of section names (and the groups

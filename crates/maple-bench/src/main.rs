@@ -22,7 +22,7 @@ use maple_bench::{render, Options, SectionId};
 ///
 /// --quick (the default) takes 2–3 minutes on two cores; --full uses the
 /// series' exact sizes and takes longer. Sections: forking, fork-scaling,
-/// swap, names, mm-readers, mm-calls, old-design, replay, compare,
+/// swap, names, mm-readers, mm-calls, old-design, replay, trace, compare,
 /// concurrent, kernel (groups: mm, fork). Exit status: 0 done, 1 a failure while measuring
 /// or writing, 2 bad usage or input (nothing is measured then).
 #[derive(Parser)]
@@ -78,7 +78,10 @@ struct Failure {
 fn main() -> ExitCode {
     // A run of this program as the report's memory probe (see
     // `maple_bench::resident`): measure, print, exit.
-    if maple_bench::resident::serve_probe() || maple_bench::instructions::serve_probe() {
+    if maple_bench::resident::serve_probe()
+        || maple_bench::instructions::serve_probe()
+        || maple_bench::busy::serve_probe()
+    {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();

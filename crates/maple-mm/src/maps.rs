@@ -406,7 +406,8 @@ impl AddressSpace {
         let maybe: Vec<(u64, u64)> =
             self.iter().filter(|v| v.flags().contains(VmFlags::MAYBE_GUARD)).map(|v| (v.start, v.end)).collect();
         let guards = &mut self.guards;
-        pagemap_runs(pagemap, &maybe, |w| w & PM_GUARD_REGION != 0, |s, e| guards.install(s, e))
+        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
+        pagemap_runs(&f, pagemap, &maybe, |w| w & PM_GUARD_REGION != 0, |s, e| guards.install(s, e))
     }
 
     /// Gives each VMA of this space (read from a maps file) the flags that
@@ -482,11 +483,31 @@ impl AddressSpace {
     ///
     /// Needs page frame numbers from pagemap (`CAP_SYS_ADMIN`) to tell the
     /// zero page apart; without them, or without pagemap, nothing is
-    /// written.
+    /// written. A tracer doing this at every call keeps the file open and
+    /// calls [`sync_written_from`](Self::sync_written_from).
     ///
     /// [`touch`]: Self::touch
     #[cfg(target_os = "linux")]
     pub fn sync_written(&mut self, pid: u32, start: u64, end: u64) -> Result<u64, MapsError> {
+        let path = format!("/proc/{pid}/pagemap");
+        match std::fs::File::open(&path) {
+            Ok(f) => self.sync_written_from(&f, &path, start, end),
+            Err(_) => Ok(0),
+        }
+    }
+
+    /// [`sync_written`](Self::sync_written) from `pagemap`, the process's
+    /// `/proc/PID/pagemap` opened (named `name` in errors). The file reads
+    /// the address space the process had when it was opened: after an
+    /// `execve` it must be opened again.
+    #[cfg(target_os = "linux")]
+    pub fn sync_written_from(
+        &mut self,
+        pagemap: &std::fs::File,
+        name: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<u64, MapsError> {
         let unwritten: Vec<(u64, u64)> = self
             .range(self.page_size().align_down(start), self.page_size().align_up(end).unwrap_or(u64::MAX))
             .filter(|v| v.flags().private_writable() && v.anon_vma().is_none())
@@ -500,7 +521,8 @@ impl AddressSpace {
         // first anonymous page.
         let mut runs: Vec<(u64, u64)> = Vec::new();
         pagemap_runs(
-            &format!("/proc/{pid}/pagemap"),
+            pagemap,
+            name,
             &unwritten,
             |w| is_anon_word(w, zero),
             |s, e| {
@@ -532,7 +554,8 @@ impl AddressSpace {
         }
         let Some(zero) = zero_page_frame() else { return Ok(()) };
         let anon = &mut self.anon;
-        pagemap_runs(pagemap, written, |w| is_anon_word(w, zero), |s, e| anon.install(s, e))?;
+        let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
+        pagemap_runs(&f, pagemap, written, |w| is_anon_word(w, zero), |s, e| anon.install(s, e))?;
         // The process may have changed between the reads: a page read as
         // a guard page before is not also an anonymous page.
         let guards: Vec<(u64, u64)> = self.guards.iter().collect();
@@ -550,12 +573,13 @@ fn out_of_memory(file: &str) -> MapsError {
 }
 
 /// Calls `add(start, end)` for every run of pages in `ranges` whose word
-/// in `pagemap` (a `/proc/PID/pagemap`) passes `keep`, reading 4,096
-/// pages' words at a time (a process's huge reservations cost no more
-/// memory than that). A range stops where pagemap cannot be read; an
-/// unreadable pagemap adds nothing.
+/// in `f` (a `/proc/PID/pagemap`, named `pagemap` in errors) passes
+/// `keep`, reading 4,096 pages' words at a time (a process's huge
+/// reservations cost no more memory than that). A range stops where
+/// pagemap cannot be read.
 #[cfg(unix)]
 fn pagemap_runs(
+    f: &std::fs::File,
     pagemap: &str,
     ranges: &[(u64, u64)],
     keep: impl Fn(u64) -> bool,
@@ -567,10 +591,10 @@ fn pagemap_runs(
     if ranges.is_empty() {
         return Ok(());
     }
-    let Ok(f) = std::fs::File::open(pagemap) else { return Ok(()) };
     let mut add = |s, e| add(s, e).map_err(|_| out_of_memory(pagemap));
-    let mut bytes = vec![0u8; (CHUNK * 8) as usize];
     let page_size = PageSize::host_bytes();
+    let most = ranges.iter().map(|&(s, e)| e.saturating_sub(s) / page_size).max().unwrap_or(0);
+    let mut bytes = vec![0u8; (most.min(CHUNK) * 8) as usize];
     for &(s, e) in ranges {
         let mut run: Option<u64> = None;
         let mut at = s;
@@ -613,12 +637,20 @@ fn is_anon_word(w: u64, zero: u64) -> bool {
     bit(62) && !bit(58) || bit(63) && !bit(61) && w & ((1 << 55) - 1) != zero
 }
 
+/// The shared zero page's frame number, learned once (it does not move
+/// while the system runs): see [`learn_zero_page_frame`].
+#[cfg(target_os = "linux")]
+fn zero_page_frame() -> Option<u64> {
+    static FRAME: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *FRAME.get_or_init(learn_zero_page_frame)
+}
+
 /// The shared zero page's frame number: a fresh private page, read, maps
 /// it, and this process's pagemap says where. `None` where frames are
 /// hidden (without `CAP_SYS_ADMIN` pagemap shows 0) or anything fails.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn zero_page_frame() -> Option<u64> {
+fn learn_zero_page_frame() -> Option<u64> {
     use std::os::unix::fs::FileExt;
     let page_size = PageSize::host_bytes();
     let len = page_size as usize;

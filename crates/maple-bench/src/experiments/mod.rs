@@ -8,6 +8,7 @@ mod mm;
 mod old_design;
 mod replay;
 mod swap;
+mod trace;
 
 pub use swap::{lookup_rates, lookup_table};
 
@@ -24,6 +25,7 @@ pub fn run(id: SectionId, opts: &Options, progress: &mut dyn FnMut(&str)) -> Sec
         SectionId::MmCalls => mm::calls(opts, progress),
         SectionId::OldDesign => old_design::run(opts, progress),
         SectionId::Replay => replay::run(opts, progress),
+        SectionId::Trace => trace::run(opts, progress),
         SectionId::Compare => compare::run(opts, progress),
         SectionId::Concurrent => concurrent::run(opts, progress),
         SectionId::Kernel => kernel::run(opts, progress),
