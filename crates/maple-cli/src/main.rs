@@ -160,9 +160,15 @@ enum Cmd {
         /// Show what changed between two snapshots (pids or files).
         #[arg(long, num_args = 2, value_names = ["A", "B"])]
         diff: Option<Vec<String>>,
-        /// Print JSON: the totals and every VMA; with --find, the VMA
-        /// holding the address ("in") or the next one ("next"); with
-        /// --diff, the lines removed, added and changed.
+        /// List every mapping, as `pmap -x` does: address, size, resident
+        /// size (a live process's, from its smaps), permissions, offset,
+        /// device, inode and name.
+        #[arg(short = 'x', long, conflicts_with_all = ["diff", "find"])]
+        list: bool,
+        /// Print JSON: every figure of the summary and every VMA; with
+        /// --list, every VMA with its size and resident size; with
+        /// --find, the VMA holding the address ("in") or the next one
+        /// ("next"); with --diff, the VMAs removed, added and changed.
         #[arg(long)]
         json: bool,
         /// The layout of the machine a maps file was saved on: x86-64,
@@ -197,7 +203,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::SwapExtents { json, file } => finish(swap::run(&file, json).and_then(|text| emit(&text))),
-        Cmd::Maps { what, find, diff, json, layout } => {
+        Cmd::Maps { what, find, diff, list, json, layout } => {
             let layout = layout.as_ref();
             let res = match diff {
                 Some(d) => replay::load_maps(Some(&d[0]), layout).and_then(|a| {
@@ -208,6 +214,18 @@ fn main() -> ExitCode {
                             maps::diff(&a, &b)
                         }
                     })
+                }),
+                None if list => replay::load_maps(what.as_deref(), layout).map(|mm| {
+                    let rss = match what.as_deref().map(str::parse::<u32>) {
+                        None => maps::resident(std::process::id()),
+                        Some(Ok(pid)) => maps::resident(pid),
+                        Some(Err(_)) => Default::default(),
+                    };
+                    if json {
+                        format!("{}\n", maps::listing_json(&mm, &rss))
+                    } else {
+                        maps::listing(&mm, &rss)
+                    }
                 }),
                 None => replay::load_maps(what.as_deref(), layout).map(|mm| match (find, json) {
                     (Some(addr), false) => maps::find(&mm, addr),

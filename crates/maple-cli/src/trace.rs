@@ -197,23 +197,10 @@ mod live {
         format!("ptrace refused ({e}): {why}")
     }
 
-    /// A maps file without what a tracer cannot know: whether a mapped
-    /// file was unlinked since (" (deleted)"; an unlink is no memory
-    /// call), and the inode numbers the kernel gives shared anonymous
-    /// memory (`/dev/zero`), which the model numbers itself.
+    /// A maps file without what a tracer cannot know (see
+    /// [`unseen_removed`](crate::maps::unseen_removed)).
     fn normalized(maps: &str) -> Vec<String> {
-        maps.lines()
-            .map(|l| {
-                let l = l.strip_suffix(" (deleted)").unwrap_or(l);
-                let f: Vec<&str> = l.splitn(6, ' ').collect();
-                let path = f.get(5).map_or("", |p| p.trim_start());
-                if path == "/dev/zero" && f.len() == 6 {
-                    format!("{} {} {} - - {path}", f[0], f[1], f[2])
-                } else {
-                    format!("{} {path}", f[..f.len().min(5)].join(" "))
-                }
-            })
-            .collect()
+        maps.lines().map(crate::maps::unseen_removed).collect()
     }
 
     /// A thread being traced.

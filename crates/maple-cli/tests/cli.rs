@@ -763,3 +763,151 @@ fn a_layout_with_larger_pages_than_the_log_s_is_reported() {
     let o = maple(&["replay", &log], None);
     assert!(!String::from_utf8_lossy(&o.stderr).contains("pages:"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `maple maps -x PID` lists every mapping of a live process, field by
+/// field as its `/proc/PID/smaps` gives them; the totals add up.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_listing_of_a_live_process_is_its_smaps() {
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id().to_string();
+    // (Until its exec is done, the child is still this test's copy.)
+    let exe = |p: &str| std::fs::read_link(format!("/proc/{p}/exe")).ok();
+    for _ in 0..500 {
+        if exe(&pid).is_some_and(|e| e.ends_with("sleep")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let out = maple(&["maps", "-x", &pid], None);
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // smaps: each VMA's maps line, then its fields.
+    let mut want = Vec::new();
+    for l in smaps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 5 && f[0].contains('-') && !f[0].ends_with(':') {
+            let (s, e) = f[0].split_once('-').unwrap();
+            let name = if f.len() > 5 { f[5..].join(" ") } else { "[ anon ]".into() };
+            let size = (u64::from_str_radix(e, 16).unwrap() - u64::from_str_radix(s, 16).unwrap()) / 1024;
+            want.push(vec![
+                format!("{:0>16}", s),
+                size.to_string(),
+                String::new(),
+                f[1].to_string(),
+                f[2].to_string(),
+                f[3].to_string(),
+                f[4].to_string(),
+                name,
+            ]);
+        } else if let Some(kb) = l.strip_prefix("Rss:") {
+            let last = want.last_mut().unwrap();
+            last[2] = kb.trim().trim_end_matches(" kB").to_string();
+            // smaps gives Size too: the same as the range's.
+        } else if let Some(kb) = l.strip_prefix("Size:") {
+            assert_eq!(want.last().unwrap()[1], kb.trim().trim_end_matches(" kB"));
+        }
+    }
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["Address", "Kbytes", "RSS", "Mode", "Offset", "Device", "Inode", "Mapping"]);
+    let rows: Vec<Vec<String>> = lines
+        .clone()
+        .take_while(|l| !l.starts_with("total"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let mut row: Vec<String> = f[..7].iter().map(|s| s.to_string()).collect();
+            row.push(f[7..].join(" "));
+            row
+        })
+        .collect();
+    assert_eq!(rows, want, "{text}");
+    let total: Vec<&str> = lines.last().unwrap().split_whitespace().collect();
+    let sum = |i: usize| want.iter().map(|r| r[i].parse::<u64>().unwrap()).sum::<u64>().to_string();
+    assert_eq!(total, ["total", "kB", &sum(1), &sum(2)]);
+    // The same in JSON, in bytes.
+    let file = sample("sample.start.maps");
+    let out = maple(&["maps", "-x", "--json", &file], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &v["vmas"][0];
+    assert_eq!(first["size"].as_u64(), Some(first["end"].as_u64().unwrap() - first["start"].as_u64().unwrap()));
+    assert!(first["rss"].is_null(), "a maps file has no resident sizes");
+    let text = String::from_utf8(maple(&["maps", "-x", &file], None).stdout).unwrap();
+    assert!(text.lines().nth(1).unwrap().split_whitespace().nth(2) == Some("-"), "{text}");
+}
+
+/// The summary's JSON holds every figure its text shows.
+#[test]
+fn the_summary_s_json_holds_what_its_text_shows() {
+    let file = sample("sample.end.maps");
+    let text = String::from_utf8(maple(&["maps", &file], None).stdout).unwrap();
+    let out = maple(&["maps", "--json", &file], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["mapped", "file", "anonymous", "shared", "heap", "stack", "written"] {
+        assert!(v[key].is_u64(), "{key}: {v}");
+    }
+    assert!(text.contains("heap") && v["heap"].as_u64().unwrap() > 0, "{text}");
+    assert_eq!(v["guard_pages"]["pages"].as_u64(), Some(0));
+    let limits: Vec<&str> = v["limits"].as_array().unwrap().iter().map(|l| l["resource"].as_str().unwrap()).collect();
+    assert_eq!(limits, ["RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_MEMLOCK", "RLIMIT_STACK"]);
+    for l in v["limits"].as_array().unwrap() {
+        assert!(text.contains(l["resource"].as_str().unwrap()));
+    }
+    // The protections and gaps, as the text lists them.
+    for (p, b) in v["by_protection"].as_object().unwrap() {
+        assert!(text.contains(&format!("  {p} ")), "{p}");
+        assert!(b.as_u64().unwrap() > 0);
+    }
+    let gaps = v["largest_gaps"].as_array().unwrap();
+    assert!(!gaps.is_empty());
+    for g in gaps {
+        let (s, e) = (g["start"].as_u64().unwrap(), g["end"].as_u64().unwrap());
+        assert!(text.contains(&format!("  {s:x}-{e:x}  ")), "{s:x}-{e:x}");
+        assert_eq!(g["bytes"].as_u64(), Some(e - s));
+    }
+}
+
+/// `--diff` marks a VMA that changed as changed, says which fields, and
+/// counts apart what no memory call shows (as `trace --verify` does).
+#[test]
+fn a_diff_marks_what_changed() {
+    let dir = std::env::temp_dir().join(format!("maple-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.maps"), dir.join("b.maps"));
+    std::fs::write(
+        &a,
+        "00400000-00402000 r-xp 00000000 08:01 12 /bin/x\n\
+         7f0000000000-7f0000004000 rw-p 00000000 00:00 0 \n\
+         7f0000010000-7f0000011000 rw-s 00000000 00:01 1044 /dev/zero (deleted)\n\
+         7f0000020000-7f0000021000 r--p 00000000 00:00 0 \n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "00400000-00402000 r-xp 00000000 08:01 12 /bin/x\n\
+         7f0000000000-7f0000002000 r--p 00000000 00:00 0 \n\
+         7f0000010000-7f0000011000 rw-s 00000000 00:01 7 /dev/zero (deleted)\n\
+         7f0000030000-7f0000031000 r--p 00000000 00:00 0 \n",
+    )
+    .unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let text = String::from_utf8(maple(&["maps", "--diff", a, b], None).stdout).unwrap();
+    assert!(text.contains("~ 7f0000000000-7f0000004000 rw-p"), "{text}");
+    assert!(text.contains("\n  7f0000000000-7f0000002000 r--p"), "{text}");
+    assert!(text.contains("(end, perms changed)"), "{text}");
+    assert!(text.contains("- 7f0000020000-7f0000021000") && text.contains("+ 7f0000030000-7f0000031000"), "{text}");
+    assert!(!text.contains("- 7f0000000000"), "a change is not a removal: {text}");
+    assert!(text.contains("1 removed, 1 added, 1 changed, 1 equal but for"), "{text}");
+    let out = maple(&["maps", "--json", "--diff", a, b], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["changed"][0];
+    assert_eq!(c["before"]["end"].as_u64(), Some(0x7f00_0000_4000));
+    assert_eq!(c["after"]["perms"].as_str(), Some("r--p"));
+    assert_eq!(c["fields"], serde_json::json!(["end", "perms"]));
+    assert_eq!(v["removed"][0]["start"].as_u64(), Some(0x7f00_0002_0000));
+    assert_eq!(v["equal_but_unseen"].as_u64(), Some(1));
+    std::fs::remove_dir_all(dir).unwrap();
+}

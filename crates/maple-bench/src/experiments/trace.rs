@@ -36,12 +36,26 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     for (name, cmd) in programs(opts) {
         progress(&format!("trace: {name}"));
         if !have_strace {
-            tab.row(vec![Cell::text(name), Cell::text("strace is not installed"), Cell::Empty, Cell::Empty, Cell::Empty, Cell::Empty]);
+            tab.row(vec![
+                Cell::text(name),
+                Cell::text("strace is not installed"),
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+            ]);
             continue;
         }
         let cmd = quiet(&cmd);
         let Some(calls) = memory_calls(&cmd) else {
-            tab.row(vec![Cell::text(name), Cell::text("cannot be traced here"), Cell::Empty, Cell::Empty, Cell::Empty, Cell::Empty]);
+            tab.row(vec![
+                Cell::text(name),
+                Cell::text("cannot be traced here"),
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+            ]);
             continue;
         };
         let (mut maple, mut strace, mut bpf) = (Vec::new(), Vec::new(), Vec::new());
@@ -66,7 +80,11 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let worst = ratios.iter().copied().fold(0.0, f64::max);
     s.goal(Goal::new(
         "maple trace no slower than strace -f -e trace=memory",
-        if ratios.is_empty() { "not measured".to_string() } else { format!("maple / strace {}", span(&ratios, 2, "×")) },
+        if ratios.is_empty() {
+            "not measured".to_string()
+        } else {
+            format!("maple / strace {}", span(&ratios, 2, "×"))
+        },
         (opts.mode != Mode::Tiny && !ratios.is_empty()).then_some(worst <= 1.0),
     ));
     s
@@ -119,11 +137,8 @@ fn quiet(cmd: &[String]) -> Vec<String> {
 /// writes of it (not timed); `None` if it cannot be traced.
 fn memory_calls(cmd: &[String]) -> Option<u64> {
     let log = std::env::temp_dir().join(format!("maple-report-trace-{}.strace", std::process::id()));
-    let args = maple_cli::trace::Args {
-        cmd: cmd.to_vec(),
-        strace_log: Some(log.display().to_string()),
-        ..Default::default()
-    };
+    let args =
+        maple_cli::trace::Args { cmd: cmd.to_vec(), strace_log: Some(log.display().to_string()), ..Default::default() };
     let ok = maple_cli::trace::run(&args, &mut std::io::sink()).is_ok_and(|s| s == 0);
     let text = std::fs::read_to_string(&log).ok();
     let _ = std::fs::remove_file(&log);
