@@ -288,10 +288,9 @@ mod live {
             Ok(())
         }
 
-        /// Brings the model's written pages around `windows` of `pid`'s
-        /// space up to the live process's (see
-        /// `AddressSpace::sync_written`): faults are not calls, and a
-        /// written VMA merges differently.
+        /// Brings the model's written pages in `windows` of `pid`'s space
+        /// up to the live process's (see `AddressSpace::sync_written`):
+        /// faults are not calls, and a written VMA merges differently.
         fn sync_written(&mut self, pid: Pid, windows: &[(u64, u64)]) {
             if windows.is_empty() {
                 return;
@@ -304,27 +303,44 @@ mod live {
             let Some(pagemap) = &tracee.pagemap else { return };
             let Some(mut mm) = self.replayer.space_mut(pid.as_raw() as u32) else { return };
             for &(s, e) in windows {
-                let (s, e) = (s.saturating_sub(PAGE_SIZE) & !(PAGE_SIZE - 1), e.saturating_add(PAGE_SIZE));
                 if let Ok(n) = mm.sync_written_from(pagemap, &name, s, e) {
                     self.synced += n;
                 }
             }
         }
 
-        /// The ranges memory call `nr` may change, from its arguments
-        /// (before it runs): `(start, end)`.
-        fn windows(nr: u64, a: [u64; 6]) -> Vec<(u64, u64)> {
+        /// The ranges whose VMAs' written pages memory call `nr` of `pid`
+        /// depends on, from its arguments (before it runs): its range and
+        /// a page either side, whose VMAs it may merge with. An `munmap`
+        /// merges nothing and what it unmaps whole is gone: only the VMAs
+        /// it cuts matter, each by a page beside the cut.
+        fn windows(&self, pid: Pid, nr: u64, a: [u64; 6]) -> Vec<(u64, u64)> {
             let name = arch::MEMORY_CALLS.iter().find(|(n, _)| *n == nr).map_or("", |c| c.1);
             const MAP_FIXED: u64 = 0x10;
             const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+            let around = |s: u64, len: u64| {
+                (s.saturating_sub(PAGE_SIZE) & !(PAGE_SIZE - 1), s.saturating_add(len).saturating_add(PAGE_SIZE))
+            };
             match name {
-                "mmap" if a[3] & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 => vec![(a[0], a[0].saturating_add(a[1]))],
-                "mprotect" | "pkey_mprotect" | "munmap" | "madvise" | "mlock" | "munlock" | "mlock2" | "mseal"
-                | "mbind" | "remap_file_pages" => {
-                    vec![(a[0], a[0].saturating_add(a[1]))]
+                "munmap" => {
+                    let (s, e) = (a[0] & !(PAGE_SIZE - 1), a[0].saturating_add(a[1]));
+                    let Some(mm) = self.replayer.space(pid.as_raw() as u32) else { return Vec::new() };
+                    let mut cut = Vec::new();
+                    for v in mm.range(s, e) {
+                        if v.start() < s {
+                            cut.push((s - PAGE_SIZE, s));
+                        }
+                        if v.end() > e {
+                            cut.push((e, e.saturating_add(PAGE_SIZE)));
+                        }
+                    }
+                    cut
                 }
-                "mremap" => vec![(a[0], a[0].saturating_add(a[1])), (a[4], a[4].saturating_add(a[2]))],
-                "prctl" => vec![(a[2], a[2].saturating_add(a[3]))],
+                "mmap" if a[3] & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0 => vec![around(a[0], a[1])],
+                "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "munlock" | "mlock2" | "mseal" | "mbind"
+                | "remap_file_pages" => vec![around(a[0], a[1])],
+                "mremap" => vec![around(a[0], a[1]), around(a[4], a[2])],
+                "prctl" => vec![around(a[2], a[3])],
                 _ => Vec::new(),
             }
         }
@@ -562,7 +578,8 @@ mod live {
             while let Some(pid) = next.take() {
                 let call = self.tracees.get(&pid).and_then(|t| t.call);
                 if let Some((nr, a)) = call {
-                    self.sync_written(pid, &Self::windows(nr, a));
+                    let windows = self.windows(pid, nr, a);
+                    self.sync_written(pid, &windows);
                 }
                 if call.is_none() || ptrace::syscall(pid, None).is_err() {
                     next = self.gate.leave(pid.as_raw(), Instant::now()).map(Pid::from_raw);
@@ -815,7 +832,8 @@ mod live {
                         // decide its merges.
                         if ret > 0 && (nr == 9 || nr == 30) {
                             let len = if nr == 9 { a[1] } else { 0 };
-                            t.sync_written(pid, &[(ret as u64, ret as u64 + len)]);
+                            let (at, end) = (ret as u64, (ret as u64).saturating_add(len));
+                            t.sync_written(pid, &[(at.saturating_sub(PAGE_SIZE), end.saturating_add(PAGE_SIZE))]);
                         }
                         if nr == 9 && ret >= 0 {
                             t.learn_fd(pid, a[4] as i32);
