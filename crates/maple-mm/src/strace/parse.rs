@@ -371,6 +371,10 @@ pub fn split_args(args: &str) -> Args<'_> {
 /// looked up with `names`), or `-X verbose`'s `0x3 /* PROT_READ|... */`.
 pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
     let a = arg.trim_ascii();
+    // Most arguments are plain numbers.
+    if let Some(v) = parse_int(a) {
+        return Ok(v as u64);
+    }
     if a == "NULL" {
         return Ok(0);
     }
@@ -385,9 +389,7 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
     };
     // A number ends at a decoration (`3</path>`); a shift
     // (`21<<MAP_HUGE_SHIFT`) is none.
-    let b = a.as_bytes();
-    let starts = |i: usize| b[i] == b'<' && b.get(i + 1) != Some(&b'<') && (i == 0 || b[i - 1] != b'<');
-    let a = match (0..b.len()).find(|&i| starts(i)) {
+    let a = match decoration_start(a) {
         Some(i) if i > 0 => a[..i].trim_ascii_end(),
         _ => a,
     };
@@ -400,6 +402,8 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
         let named = |w: &[u8]| names.iter().find(|(n, _)| n.as_bytes() == w).map(|&(_, bits)| bits);
         if let Some(n) = parse_int_bytes(part) {
             v |= n as u64;
+        } else if let Some(bits) = named(part) {
+            v |= bits;
         } else if let Some((l, r)) = part.windows(2).position(|w| w == b"<<").map(|i| (&part[..i], &part[i + 2..])) {
             // A field shifted into place: `21<<MAP_HUGE_SHIFT`.
             let shift = parse_int_bytes(r).map(|r| r as u64).or_else(|| named(r));
@@ -407,8 +411,6 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
                 return err(format!("unknown flag {:?}", String::from_utf8_lossy(part)));
             };
             v |= u32::try_from(r).ok().and_then(|r| (l as u64).checked_shl(r)).unwrap_or(0);
-        } else if let Some(bits) = named(part) {
-            v |= bits;
         } else if names.is_empty() {
             // A plain number was wanted (an address, a length, an fd).
             return err(format!("not a number: {a:?}"));
@@ -417,6 +419,20 @@ pub fn arg_value(arg: &str, names: &[(&str, u64)]) -> Result<u64, ParseError> {
         }
     }
     Ok(v)
+}
+
+/// Where a decoration (`<…>`) starts in `a`: its first `<` that is not
+/// half of a shift (`<<`).
+fn decoration_start(a: &str) -> Option<usize> {
+    let b = a.as_bytes();
+    let mut from = 0;
+    while let Some(i) = a[from..].find('<').map(|i| i + from) {
+        if b.get(i + 1) != Some(&b'<') {
+            return Some(i);
+        }
+        from = i + 2;
+    }
+    None
 }
 
 /// `arg` without its `/* … */` comments.
