@@ -8,4 +8,4 @@ pub mod replay;
 pub mod swap;
 pub mod trace;
 
-pub use num::io_reason;
+pub use maple_mm::io_reason;

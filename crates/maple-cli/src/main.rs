@@ -271,7 +271,7 @@ fn run_ops(file: &std::path::Path, gaps: bool, validate: bool) -> ExitCode {
     let text = match text {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("maple: cannot read {name}: {}", num::io_reason(&e));
+            eprintln!("maple: cannot read {name}: {}", maple_cli::io_reason(&e));
             return ExitCode::from(2);
         }
     };

@@ -47,21 +47,6 @@ fn hex_digits(whole: &str, hex: &str) -> Result<u64, String> {
     u64::from_str_radix(hex, 16).map_err(|_| format!("{whole:?} does not fit in 64 bits"))
 }
 
-/// Why an I/O call failed, in words and without the OS error number
-/// (`no such file or directory`, `permission denied`, …).
-pub fn io_reason(e: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    let text = match e.kind() {
-        K::NotFound => "no such file or directory",
-        K::PermissionDenied => "permission denied",
-        K::IsADirectory => "is a directory",
-        K::NotADirectory => "a part of the path is not a directory",
-        K::InvalidData => return format!("unreadable data ({e})"),
-        _ => return e.to_string().split(" (os error").next().unwrap_or_default().to_lowercase(),
-    };
-    text.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -489,6 +489,9 @@ pub fn load_maps(what: Option<&str>, layout: Option<&Layout>) -> Result<AddressS
         Some(w) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => match w.parse() {
             Ok(pid) => {
                 live(&format!("pid {pid}"))?;
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    return Err(fail(format!("no process {pid}")));
+                }
                 AddressSpace::from_pid(pid)
             }
             Err(_) => return Err(fail(format!("bad pid {w}"))),
@@ -500,5 +503,8 @@ pub fn load_maps(what: Option<&str>, layout: Option<&Layout>) -> Result<AddressS
             AddressSpace::from_maps_file_with(path, layout.cloned().unwrap_or_default())
         }
     };
-    r.map_err(|e| fail(e.to_string()))
+    r.map_err(|e| match e.line {
+        0 => fail(format!("cannot read {}: {}", e.file, e.msg)),
+        _ => fail(e.to_string()),
+    })
 }

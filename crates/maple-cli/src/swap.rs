@@ -19,10 +19,16 @@ pub fn run(path: &str, json: bool) -> Result<String, Failure> {
                 code: 2,
             })
         }
-        Err(e) => return Err(Failure { msg: format!("{path}: {}", crate::io_reason(&e)), code: 2 }),
+        Err(e) => return Err(Failure { msg: format!("cannot read {path}: {}", crate::io_reason(&e)), code: 2 }),
         Ok(_) => {}
     }
-    let (map, raw) = swap_extents_of_file(path).map_err(|e| Failure { msg: format!("{path}: {e}"), code: 2 })?;
+    let (map, raw) = swap_extents_of_file(path).map_err(|e| {
+        let msg = match e {
+            maple_mm::swap::FiemapError::Io(e) => format!("cannot read {path}: {}", crate::io_reason(&e)),
+            e => format!("{path}: {e}"),
+        };
+        Failure { msg, code: 2 }
+    })?;
     if map.is_empty() {
         return Err(Failure {
             msg: format!("{path}: no whole page to swap to (the file is empty or shorter than a page)"),

@@ -911,3 +911,27 @@ fn a_diff_marks_what_changed() {
     assert_eq!(v["equal_but_unseen"].as_u64(), Some(1));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Every command says what it could not do in the same words: `maple:`,
+/// then `cannot read PATH: reason` (lower case, no error number) for a
+/// file it cannot read, and `no process PID` for a pid that is gone.
+#[test]
+fn errors_speak_in_one_voice() {
+    let gone = "/nonexistent/x";
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["maps", gone], format!("cannot read {gone}: no such file or directory")),
+        (vec!["maps", "-x", gone], format!("cannot read {gone}: no such file or directory")),
+        (vec!["maps", "--diff", gone, gone], format!("cannot read {gone}: no such file or directory")),
+        (vec!["maps", "99999999999"], "bad pid 99999999999".into()),
+        (vec!["maps", "4194303"], "no process 4194303".into()),
+        (vec!["replay", gone], format!("cannot read {gone}: no such file or directory")),
+        (vec!["swap-extents", gone], format!("cannot read {gone}: no such file or directory")),
+        (vec!["ops", gone], format!("cannot read {gone}: no such file or directory")),
+    ];
+    for (args, want) in cases {
+        let out = maple(&args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end(), format!("maple: {want}"), "{args:?}");
+    }
+}

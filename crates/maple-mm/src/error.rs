@@ -144,3 +144,19 @@ impl From<AllocFail> for Errno {
         Errno::ENOMEM
     }
 }
+
+/// What went wrong with a file, in lower case and without the error
+/// number (`no such file or directory`), for messages that name the file
+/// first: `cannot read PATH: REASON`.
+pub fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let text = match e.kind() {
+        K::NotFound => "no such file or directory",
+        K::PermissionDenied => "permission denied",
+        K::IsADirectory => "is a directory",
+        K::NotADirectory => "a part of the path is not a directory",
+        K::InvalidData => return format!("unreadable data ({e})"),
+        _ => return e.to_string().split(" (os error").next().unwrap_or_default().to_lowercase(),
+    };
+    text.to_string()
+}

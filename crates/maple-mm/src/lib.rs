@@ -140,7 +140,7 @@ mod vma_slab;
 
 pub use access::{Access, Fault};
 pub use change::{Change, Observer};
-pub use error::{Errno, Result};
+pub use error::{io_reason, Errno, Result};
 pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, VmFlags};
 #[cfg(feature = "fault-injection")]
 pub use fork::fault;

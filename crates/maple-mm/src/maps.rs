@@ -738,7 +738,8 @@ fn soft_limit(limits: &str, what: &str) -> Option<u64> {
 /// line where it stops being UTF-8).
 fn read_text(path: &Path) -> Result<(String, String), MapsError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| MapsError { file: name.clone(), line: 0, msg: e.to_string() })?;
+    let bytes =
+        std::fs::read(path).map_err(|e| MapsError { file: name.clone(), line: 0, msg: crate::io_reason(&e) })?;
     match String::from_utf8(bytes) {
         Ok(t) => Ok((t, name)),
         Err(e) => {

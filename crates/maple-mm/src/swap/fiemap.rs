@@ -79,7 +79,7 @@ pub enum FiemapError {
 impl fmt::Display for FiemapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FiemapError::Io(e) => write!(f, "{e}"),
+            FiemapError::Io(e) => f.write_str(&crate::io_reason(e)),
             FiemapError::Unsupported => {
                 f.write_str("the file system does not report file extents (FIEMAP is not supported here, e.g. tmpfs)")
             }
