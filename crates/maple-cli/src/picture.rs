@@ -17,10 +17,23 @@ const REGION_SHIFT: u32 = 32;
 pub struct Sample {
     /// Log line.
     pub line: usize,
-    /// (pid, VMAs, mapped bytes) of every process with its own space.
+    /// (pid, VMAs, mapped bytes) of every live process with its own space.
     pub procs: Vec<(u32, usize, u64)>,
     /// Mapped bytes per region of the followed process.
     pub regions: BTreeMap<u64, u64>,
+}
+
+/// A process's last state: at its exit, or at the end of the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Final {
+    /// The line it was seen at (its exit's, or the last).
+    pub line: usize,
+    /// Its VMAs.
+    pub vmas: usize,
+    /// Its mapped bytes.
+    pub mapped: u64,
+    /// Whether it had exited.
+    pub exited: bool,
 }
 
 /// Samples of a replay.
@@ -28,19 +41,24 @@ pub struct Sample {
 pub struct Timeline {
     /// In line order.
     pub samples: Vec<Sample>,
+    /// Every process's last state, by pid (threads counted in their
+    /// process).
+    pub finals: BTreeMap<u32, Final>,
+    /// The replayer's [`Replayer::process_events`] at the last sample.
+    events: usize,
 }
 
 impl Timeline {
     /// Records the replayer's state at `line`; `follow` is the process
     /// whose regions are drawn (default: the first).
     pub fn sample(&mut self, line: usize, r: &Replayer, follow: Option<u32>) {
-        let procs = r.processes();
+        self.events = r.process_events();
         let mut seen: Vec<*const AddressSpace> = Vec::new();
         let mut s = Sample { line, ..Sample::default() };
         let follow = follow.or(r.root());
-        for (pid, space) in &procs {
+        for (pid, space, exited) in &r.every_process() {
             let ptr: *const AddressSpace = &**space;
-            if Some(*pid) == follow {
+            if Some(*pid) == follow && !exited {
                 for v in space.iter() {
                     *s.regions.entry(v.start() >> REGION_SHIFT).or_default() += v.len();
                 }
@@ -50,41 +68,71 @@ impl Timeline {
             }
             seen.push(ptr);
             let st = space.stats();
-            s.procs.push((*pid, st.vmas, st.mapped));
+            if !exited {
+                s.procs.push((*pid, st.vmas, st.mapped));
+            }
+            // An exited process's state stays as it was at its exit.
+            if !self.finals.get(pid).is_some_and(|f| f.exited && *exited) {
+                self.finals.insert(*pid, Final { line, vmas: st.vmas, mapped: st.mapped, exited: *exited });
+            }
         }
         self.samples.push(s);
     }
-}
 
-/// Draws the timeline as an SVG file: VMA count and mapped MiB per
-/// process, and where in the address space the followed process's memory
-/// lives (a band per 4 GiB region, darker for more mapped memory).
-pub fn draw(t: &Timeline, path: &str, title: &str) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1100, 900)).into_drawing_area();
-    let err = |e: &dyn std::fmt::Display| format!("cannot draw {path}: {e}");
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (top, rest) = root.split_vertically(300);
-    let (mid, bottom) = rest.split_vertically(300);
-    let last_line = t.samples.last().map_or(1, |s| s.line.max(1));
-    // The processes with the most VMAs at any point, at most eight.
-    let mut peak: BTreeMap<u32, usize> = BTreeMap::new();
-    for s in &t.samples {
-        for &(pid, n, _) in &s.procs {
-            let e = peak.entry(pid).or_default();
-            *e = (*e).max(n);
+    /// Samples at `line` if a process appeared or exited since the last
+    /// sample, or if `due` (the caller's regular interval): so every
+    /// process, however short-lived, is drawn, and its last state.
+    pub fn sample_if(&mut self, due: bool, line: usize, r: &Replayer, follow: Option<u32>) {
+        if due || r.process_events() != self.events {
+            self.sample(line, r, follow);
         }
     }
-    let mut shown: Vec<(u32, usize)> = peak.into_iter().collect();
+}
+
+/// Processes listed in a legend before "… and N more".
+const LEGEND_ROWS: usize = 24;
+
+/// Draws the timeline as an SVG file: VMA count and mapped MiB of every
+/// process (each line ending at its last state, marked: a filled dot for
+/// a process that exited, a ring for one alive at the end), the legend
+/// beside the charts, and where in the address space the followed
+/// process's memory lives (a band per 4 GiB region, darker for more
+/// mapped memory).
+pub fn draw(t: &Timeline, path: &str, title: &str) -> Result<(), String> {
+    let root = SVGBackend::new(path, (1300, 900)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| format!("cannot draw {path}: {e}");
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (charts, legend) = root.split_horizontally(1040);
+    let (top, rest) = charts.split_vertically(300);
+    let (mid, bottom) = rest.split_vertically(300);
+    let last_line = t.samples.last().map_or(1, |s| s.line.max(1));
+    // Every process, the ones with the most VMAs first (their colours
+    // stay apart).
+    let mut shown: Vec<(u32, usize)> = t.finals.keys().map(|&pid| (pid, 0)).collect();
+    for (pid, peak) in &mut shown {
+        *peak = t.samples.iter().flat_map(|s| s.procs.iter()).filter(|p| p.0 == *pid).map(|p| p.1).max().unwrap_or(0);
+        *peak = (*peak).max(t.finals[pid].vmas);
+    }
     shown.sort_by_key(|&(p, n)| (std::cmp::Reverse(n), p));
-    shown.truncate(8);
+    let color = |i: usize| Palette99::pick(i).to_rgba();
+    // A process's points: its samples, then its last state.
     let series = |pid: u32, f: &dyn Fn(usize, u64) -> f64| -> Vec<(usize, f64)> {
-        t.samples
+        let mut v: Vec<(usize, f64)> = t
+            .samples
             .iter()
             .filter_map(|s| s.procs.iter().find(|p| p.0 == pid).map(|&(_, n, b)| (s.line, f(n, b))))
-            .collect()
+            .collect();
+        if let Some(fin) = t.finals.get(&pid) {
+            if v.last().is_none_or(|l| l.0 < fin.line) {
+                v.push((fin.line, f(fin.vmas, fin.mapped)));
+            }
+        }
+        v
     };
     let max_vmas = shown.first().map_or(1, |s| s.1).max(1) as f64;
-    let max_mib = t.samples.iter().flat_map(|s| s.procs.iter().map(|p| p.2)).max().unwrap_or(1) as f64 / 1048576.0;
+    let max_bytes =
+        t.samples.iter().flat_map(|s| s.procs.iter().map(|p| p.2)).chain(t.finals.values().map(|f| f.mapped));
+    let max_mib = max_bytes.max().unwrap_or(1) as f64 / 1048576.0;
     for (area, caption, ymax, f) in [
         (
             &top,
@@ -103,19 +151,30 @@ pub fn draw(t: &Timeline, path: &str, title: &str) -> Result<(), String> {
             .map_err(|e| err(&e))?;
         chart.configure_mesh().x_desc("log line").draw().map_err(|e| err(&e))?;
         for (i, &(pid, _)) in shown.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(series(pid, f), color.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(format!("pid {pid}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
+            let points = series(pid, f);
+            chart.draw_series(LineSeries::new(points.clone(), color(i).stroke_width(2))).map_err(|e| err(&e))?;
+            let (Some(&end), Some(fin)) = (points.last(), t.finals.get(&pid)) else { continue };
+            let style = if fin.exited { color(i).filled() } else { color(i).stroke_width(2) };
+            chart.draw_series(std::iter::once(Circle::new(end, 4, style))).map_err(|e| err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
+    }
+    // The legend, beside the charts: each process and its last state.
+    let text = |s: &str, y: i32, size: i32| Text::new(s.to_string(), (10, y), ("sans-serif", size).into_font());
+    legend.draw(&text("processes (last state)", 20, 16)).map_err(|e| err(&e))?;
+    legend.draw(&text("● exited   ○ alive at the end", 42, 13)).map_err(|e| err(&e))?;
+    for (i, &(pid, _)) in shown.iter().take(LEGEND_ROWS).enumerate() {
+        let y = 70 + 22 * i as i32;
+        let fin = t.finals[&pid];
+        legend
+            .draw(&PathElement::new(vec![(10, y + 7), (30, y + 7)], color(i).stroke_width(3)))
             .map_err(|e| err(&e))?;
+        let mark = if fin.exited { "●" } else { "○" };
+        let label = format!("{mark} {pid}: {} VMAs, {:.1} MiB", fin.vmas, fin.mapped as f64 / 1048576.0);
+        legend.draw(&Text::new(label, (36, y), ("sans-serif", 13).into_font())).map_err(|e| err(&e))?;
+    }
+    if shown.len() > LEGEND_ROWS {
+        let y = 70 + 22 * LEGEND_ROWS as i32;
+        legend.draw(&text(&format!("… and {} more", shown.len() - LEGEND_ROWS), y, 13)).map_err(|e| err(&e))?;
     }
     // Bands: one row per region, one column per sample.
     let regions: Vec<u64> = {

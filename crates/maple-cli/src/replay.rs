@@ -363,8 +363,8 @@ fn run_on(
                 writeln!(out, "{}", change_json(&c)).map_err(io)?;
             }
         }
-        if args.svg.is_some() && no % every == 0 {
-            timeline.sample(no, &replayer, args.pid);
+        if args.svg.is_some() {
+            timeline.sample_if(no % every == 0, no, &replayer, args.pid);
         }
     }
     if args.svg.is_some() {

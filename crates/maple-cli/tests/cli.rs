@@ -334,11 +334,48 @@ fn replay_draws_an_svg() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
-    for what in ["VMAs per process", "mapped MiB per process", "where the first process", "pid 11146", "pid 11147"] {
+    for what in ["VMAs per process", "mapped MiB per process", "where the first process", "11146: ", "11147: "] {
         assert!(text.contains(what), "missing {what}");
     }
     assert!(text.matches("<rect").count() > 5, "no bands drawn");
     std::fs::remove_file(svg).unwrap();
+}
+
+/// A child that lives for three lines of a long log is drawn, with its
+/// last state, and the legend stands beside the charts.
+#[test]
+fn the_picture_shows_every_process_and_its_last_state() {
+    let mut log = String::new();
+    for i in 0..400u64 {
+        log += &format!(
+            "100 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = {:#x}\n",
+            0x7f00_0000_0000u64 + i * 0x10000
+        );
+        if i == 201 {
+            log += "100 clone(child_stack=NULL, flags=SIGCHLD) = 101\n";
+            log += "101 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7e0000000000\n";
+            log += "101 +++ exited with 0 +++\n";
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("maple-picture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, svg) = (dir.join("short.strace"), dir.join("short.svg"));
+    std::fs::write(&file, log).unwrap();
+    let out = maple(&["replay", "--svg", svg.to_str().unwrap(), file.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    // The child's last state: the parent's 202 VMAs and its own.
+    assert!(text.contains("● 101: 203 VMAs"), "{text}");
+    assert!(text.contains("○ 100: 400 VMAs"), "{text}");
+    // The legend's text starts right of the charts (1,040 pixels wide).
+    let legend_x: Vec<u32> = text
+        .split("<text ")
+        .skip(1)
+        .filter(|t| t.contains("VMAs,"))
+        .filter_map(|t| t.split("x=\"").nth(1)?.split('"').next()?.parse().ok())
+        .collect();
+    assert!(!legend_x.is_empty() && legend_x.iter().all(|&x| x >= 1040), "{legend_x:?}");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[cfg(target_os = "linux")]

@@ -224,6 +224,8 @@ pub struct Replayer {
     lookups: HashMap<String, (String, Option<FileId>)>,
     /// Processes that have exited (or were killed).
     exited: std::collections::HashSet<u32>,
+    /// Exits seen, counted (see [`process_events`](Self::process_events)).
+    exits: usize,
     /// System V segments made in the log (`shmget`), by id: what `shmat`
     /// maps (segments are the system's, not a process's).
     segments: HashMap<u64, ShmSegment>,
@@ -344,6 +346,7 @@ impl Replayer {
             unknown: std::collections::HashSet::new(),
             lookups: HashMap::new(),
             exited: std::collections::HashSet::new(),
+            exits: 0,
             segments: HashMap::new(),
             stats: ReplayStats::default(),
             heard: None,
@@ -525,6 +528,22 @@ impl Replayer {
             .collect()
     }
 
+    /// Every process and thread seen so far, in order of appearance, with
+    /// its address space (as it was at its exit, for one that has exited)
+    /// and whether it has exited.
+    pub fn every_process(&self) -> Vec<(u32, std::cell::Ref<'_, AddressSpace>, bool)> {
+        self.order
+            .iter()
+            .filter_map(|p| self.procs.get(p).map(|pr| (*p, pr.space.borrow(), self.exited.contains(p))))
+            .collect()
+    }
+
+    /// A count that changes whenever a process or thread appears or
+    /// exits: a drawing samples the spaces then, so that none is missed.
+    pub fn process_events(&self) -> usize {
+        self.order.len() + self.exits
+    }
+
     /// The address space of `pid` as it stands (shared with its threads),
     /// if the process is known.
     pub fn space(&self, pid: u32) -> Option<std::cell::Ref<'_, AddressSpace>> {
@@ -701,7 +720,7 @@ impl Replayer {
                 self.call(no, pid, name, &full, ret, ret_text)
             }
             Event::Exited(_) | Event::Killed => {
-                self.exited.insert(pid);
+                self.exits += usize::from(self.exited.insert(pid));
                 Ok(())
             }
             Event::Signal | Event::Attached(_) | Event::Other => Ok(()),
@@ -816,7 +835,7 @@ impl Replayer {
                 return Ok(());
             }
             "exit_group" => {
-                self.exited.insert(pid);
+                self.exits += usize::from(self.exited.insert(pid));
                 return Ok(());
             }
             "brk" => {
