@@ -72,6 +72,26 @@ pub mod arch {
     //! x86-64: system call numbers, the registers of a stopped tracee, the
     //! seccomp filter's architecture.
 
+    /// The length of the mapping call `nr` (arguments `a`) placed where
+    /// the kernel chose, if it did, at `ret`: an `mmap`, an `shmat` (its
+    /// length unknown here: 0), an `mremap` that moved.
+    pub fn placed(nr: u64, a: [u64; 6], ret: i64) -> Option<u64> {
+        // The calls' numbers.
+        const MMAP: u64 = 9;
+        const MREMAP: u64 = 25;
+        const SHMAT: u64 = 30;
+        // (User addresses are below 2^63; errors are negative.)
+        if ret <= 0 {
+            return None;
+        }
+        match nr {
+            MMAP => Some(a[1]),
+            SHMAT => Some(0),
+            MREMAP if ret as u64 != a[0] => Some(a[2]),
+            _ => None,
+        }
+    }
+
     /// `AUDIT_ARCH_X86_64`: what `seccomp_data.arch` holds for a 64-bit
     /// call (32-bit calls through `int 0x80` are let through untraced).
     pub const AUDIT_ARCH: u32 = 0xc000_003e;
@@ -285,6 +305,10 @@ mod live {
             let no = self.next_line(&line)?;
             self.replayer.feed(no, &line).map_err(|e| fail(format!("event log line {}: {}", e.line, e.msg)))?;
             self.collect_events();
+            if self.args.svg.is_some() {
+                // (A process that appeared or exited: drawn, however brief.)
+                self.timeline.sample_if(false, self.line, &self.replayer, self.args.pid);
+            }
             Ok(())
         }
 
@@ -828,10 +852,9 @@ mod live {
                     let call = t.tracees.get(&pid).and_then(|tr| tr.call);
                     if let (Some((nr, a)), Ok(regs)) = (call, ptrace::getregs(pid)) {
                         let ret = arch::call(&regs).2;
-                        // A mapping placed by the kernel: its neighbours
-                        // decide its merges.
-                        if ret > 0 && (nr == 9 || nr == 30) {
-                            let len = if nr == 9 { a[1] } else { 0 };
+                        // A mapping placed (or moved) where the kernel
+                        // chose: its new neighbours decide its merges.
+                        if let Some(len) = arch::placed(nr, a, ret) {
                             let (at, end) = (ret as u64, (ret as u64).saturating_add(len));
                             t.sync_written(pid, &[(at.saturating_sub(PAGE_SIZE), end.saturating_add(PAGE_SIZE))]);
                         }
@@ -854,8 +877,8 @@ mod live {
                                 t.feed(pid, &text)?;
                             }
                             t.verify(pid);
-                            if args.svg.is_some() && t.applied % 16 == 0 {
-                                t.timeline.sample(t.line, &t.replayer, args.pid);
+                            if args.svg.is_some() {
+                                t.timeline.sample_if(t.applied % 16 == 0, t.line, &t.replayer, args.pid);
                             }
                         }
                     }
