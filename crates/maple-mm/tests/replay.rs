@@ -137,6 +137,9 @@ fn overlapping_calls_of_threads_apply_in_an_order_their_results_allow() {
     let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
     let lines: Vec<usize> = r.stats.disagreements.iter().map(|d| d.line).collect();
     assert_eq!(lines, [4], "{:?}", r.stats.disagreements);
+    // The message says the log could not decide, and among which calls.
+    let msg = &r.stats.disagreements[0].msg;
+    assert!(msg.contains("overlapped the calls returned on lines 5; no order of them gives every result"), "{msg}");
 }
 
 /// After an `execve` the new program's image is not in the log, but what

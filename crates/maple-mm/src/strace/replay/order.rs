@@ -57,10 +57,9 @@ const KEPT: usize = 64;
 
 /// The calls of one space returned while another of its calls was in
 /// flight.
-#[derive(Default)]
 pub(super) struct Overlap {
     /// The space before the first of `applied`.
-    base: Option<AddressSpace>,
+    base: AddressSpace,
     /// Applied, in this order.
     applied: Vec<Logged>,
     /// Disagreeing wherever tried, waiting for a call in flight.
@@ -99,10 +98,10 @@ impl Replayer {
     pub(super) fn ordered(&mut self, call: Logged) -> Result<(), ReplayError> {
         let space = Rc::clone(&self.procs[&call.pid].space);
         let key = Rc::as_ptr(&space);
-        let mut ov = self.overlaps.remove(&key).unwrap_or_default();
-        if ov.base.is_none() {
-            ov.base = Some(space.borrow().clone());
-        }
+        let mut ov = match self.overlaps.remove(&key) {
+            Some(ov) => ov,
+            None => Overlap { base: space.borrow().clone(), applied: Vec::new(), held: Vec::new() },
+        };
         let mut queue = vec![call];
         while let Some(c) = queue.pop() {
             if self.place(&space, &mut ov, &c)? || self.move_earlier(&space, &mut ov, &c)? {
@@ -111,8 +110,21 @@ impl Replayer {
             } else if self.in_flight(key, Some(c.pid)).is_some() {
                 ov.held.push(c);
             } else {
-                // Nothing left to go before it: after all, disagreeing.
+                // Nothing left to go before it: after all, disagreeing,
+                // and said so, with the calls it could have gone among.
+                let mark = self.stats.disagreements.len();
                 self.apply_logged(&c)?;
+                let among: Vec<String> =
+                    ov.applied.iter().filter(|a| overlap(a, &c)).map(|a| a.no.to_string()).collect();
+                if !among.is_empty() {
+                    let note = format!(
+                        " (it overlapped the calls returned on lines {}; no order of them gives every result the log shows, so it is applied after them)",
+                        among.join(", ")
+                    );
+                    for d in &mut self.stats.disagreements[mark..] {
+                        d.msg.push_str(&note);
+                    }
+                }
                 ov.applied.push(c);
             }
         }
@@ -125,9 +137,7 @@ impl Replayer {
         let overlapped = ov.applied[gone..].windows(2).any(|w| overlap(&w[0], &w[1]));
         if oldest.is_some() || overlapped {
             let gone: Vec<Logged> = ov.applied.drain(..gone).collect();
-            if let Some(base) = ov.base.as_mut() {
-                self.advance(&space, base, &gone)?;
-            }
+            self.advance(&space, &mut ov.base, &gone)?;
             self.overlaps.insert(key, ov);
         }
         Ok(())
@@ -154,8 +164,9 @@ impl Replayer {
             }
         }
         // The space as it was: the base with every applied call.
-        let rebuilt = self.trial(space, ov, ov.applied.len(), &[])?;
-        *space.borrow_mut() = rebuilt.expect("an empty order agrees");
+        let mut rebuilt = ov.base.clone();
+        self.advance(space, &mut rebuilt, &ov.applied)?;
+        *space.borrow_mut() = rebuilt;
         Ok(false)
     }
 
@@ -223,8 +234,7 @@ impl Replayer {
         at: usize,
         order: &[Logged],
     ) -> Result<Option<AddressSpace>, ReplayError> {
-        let Some(base) = &ov.base else { return Ok(None) };
-        let mut state = base.clone();
+        let mut state = ov.base.clone();
         std::mem::swap(&mut *space.borrow_mut(), &mut state);
         let mark = (self.stats.disagreements.len(), self.stats.applied);
         let mut agreed = true;
@@ -248,7 +258,8 @@ impl Replayer {
         res.map(|()| agreed.then_some(state))
     }
 
-    /// Applies `calls` to `base` (as they were applied to the space).
+    /// Applies `calls` to `base` (as they were applied to the space, their
+    /// disagreements told then).
     fn advance(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
