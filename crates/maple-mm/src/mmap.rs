@@ -33,6 +33,9 @@ const KNOWN_MAP_FLAGS: u32 = 0x03
     | 0x40000
     | 0x7c00_0000;
 
+/// Where `mmap`'s flags hold the log2 of a huge page size (`MAP_HUGE_SHIFT`).
+const MAP_HUGE_SHIFT: u32 = 26;
+
 impl<T: VmaStore> AddressSpace<T> {
     /// Maps `len` bytes (rounded up to pages), as `mmap(2)` does, and
     /// returns the address.
@@ -105,20 +108,32 @@ impl<T: VmaStore> AddressSpace<T> {
         let anonymous = flags.contains(MapFlags::ANONYMOUS);
         let file = if anonymous { None } else { Some(file.ok_or(Errno::EBADF)?) };
         let droppable = bits & 0x0f == MapFlags::DROPPABLE.bits();
-        // A huge page mapping is a file's, which cannot be droppable.
-        if droppable && flags.contains(MapFlags::HUGETLB) {
-            return Err(Errno::EINVAL);
-        }
-        if flags.contains(MapFlags::HUGETLB) {
-            // No huge pages are reserved (a default Linux): hugetlbfs
-            // cannot back the mapping.
-            return Err(Errno::ENOMEM);
-        }
+        // MAP_HUGETLB: anonymous memory from a hugetlbfs file of huge
+        // pages of a size the machine has (a file other than hugetlbfs's
+        // cannot give them).
+        let huge = if flags.contains(MapFlags::HUGETLB) {
+            if file.is_some() {
+                return Err(Errno::EINVAL);
+            }
+            let log = (bits >> MAP_HUGE_SHIFT) & 0x3f;
+            let size = if log == 0 { self.page_size().pmd_size() } else { 1u64 << log };
+            if !self.huge_page_sizes().contains(&size) {
+                return Err(Errno::EINVAL);
+            }
+            Some(size)
+        } else {
+            None
+        };
         if len == 0 {
             return Err(Errno::EINVAL);
         }
         let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-        let len = self.page_size().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        let len = match huge {
+            // (Rounded up to whole huge pages first; a length that wraps
+            // to 0 is no length.)
+            Some(size) => len.checked_next_multiple_of(size).filter(|&l| l != 0).ok_or(Errno::EINVAL)?,
+            None => self.page_size().align_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?,
+        };
         let pgoff = self.page_size().pages(offset);
         if pgoff.checked_add(self.page_size().pages(len)).is_none() {
             return Err(Errno::EOVERFLOW);
@@ -131,6 +146,10 @@ impl<T: VmaStore> AddressSpace<T> {
             None => Backing::Anon,
         };
         let start = if fixed {
+            // hugetlbfs places a fixed mapping only on a huge page.
+            if huge.is_some_and(|size| len <= self.layout.task_size && addr % size != 0) {
+                return Err(Errno::EINVAL);
+            }
             if addr > self.layout.task_size || len > self.layout.task_size - addr {
                 return Err(Errno::ENOMEM);
             }
@@ -174,6 +193,8 @@ impl<T: VmaStore> AddressSpace<T> {
             (0x02, _) => false,
             // Droppable memory cannot be locked nor grow.
             (0x08, true) if flags.intersects(MapFlags::LOCKED | MapFlags::GROWSDOWN) => return Err(Errno::EINVAL),
+            // (A hugetlbfs file's mapping is private or shared.)
+            (0x08, true) if huge.is_some() => return Err(Errno::EINVAL),
             (0x08, true) => false,
             (0x03, false) => {
                 if bits & !known != 0 {
@@ -259,6 +280,19 @@ impl<T: VmaStore> AddressSpace<T> {
                 Ok(Err(Errno::EOPNOTSUPP))
             });
         }
+        if let Some(size) = huge {
+            // hugetlbfs's own mmap, where MAP_SYNC is refused (above): the
+            // offset on a huge page, then the reservation of every huge
+            // page, which fails: none are reserved (a default Linux,
+            // `vm.nr_hugepages` 0).
+            let err = if offset % size != 0 { Errno::EINVAL } else { Errno::ENOMEM };
+            return self.transact(&[(start, end)], |mm| {
+                if fixed {
+                    mm.clear(start, end)?;
+                }
+                Ok(Err(err))
+            });
+        }
         if matches!(backing, Backing::Anon) {
             offset = start;
         }
@@ -289,6 +323,15 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             Ok(Ok(start))
         })
+    }
+
+    /// The huge page sizes Linux has on this layout's machine (the
+    /// `hstate`s `MAP_HUGE_*` may name): the page-middle-directory size
+    /// and, with 4 KiB pages, 1 GiB.
+    fn huge_page_sizes(&self) -> [u64; 2] {
+        let pmd = self.page_size().pmd_size();
+        let pud = if self.page_size() == crate::PageSize::K4 { 1 << 30 } else { pmd };
+        [pmd, pud]
     }
 
     /// Linux's `round_hint_to_min`: a hint below `mmap_min_addr` moves up to it.

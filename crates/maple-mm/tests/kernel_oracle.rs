@@ -79,6 +79,13 @@ const FILE_BYTES: u64 = FILE_PAGES * PAGE_SIZE - 100;
 /// Sequences that once diverged, run every time before the random ones
 /// (ops as `Op`'s `Display` writes them).
 const KNOWN: &[&str] = &[
+    // MAP_HUGETLB: a regular file refuses it, a size the machine lacks is
+    // invalid, a fixed address off a huge page too; with no huge page
+    // reserved every other mapping fails, and a fixed one over a mapping
+    // leaves a hole.
+    "map 10 4 3 fixed 0 anon 0 0; map 10 4 3 fixed 0 file 0 262144; map 2 4 3 hint 0 anon 0 262144; \
+     map 10 4 3 fixed 0 anon 0 1409548288; map 10 4 3 fixed 1 anon 0 2013528064; \
+     map 10 4 3 fixed 0 anon 0 1476657152; map 10 4 3 fixed 0 filero 0 1409548288; map 0 4 3 fixed 0 anon 0 262144",
     // A zero old length duplicates a shared mapping from the offset of
     // the old address on, past the VMA's end if asked: not a
     // private one, not without MREMAP_MAYMOVE, not with DONTUNMAP, not a
@@ -965,6 +972,16 @@ fn sync_refused_by_files() -> bool {
     ok && matches!(st.f_type as u64, 0xEF53 | 0x5846_5342)
 }
 
+/// Whether this machine has huge pages reserved for `MAP_HUGETLB` (the
+/// model has none: a default Linux).
+fn huge_pages_reserved() -> bool {
+    let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") else { return false };
+    dir.flatten().any(|d| {
+        let total = std::fs::read_to_string(d.path().join("nr_hugepages")).unwrap_or_default();
+        total.trim().parse::<u64>().is_ok_and(|n| n > 0)
+    })
+}
+
 fn sysv_available() -> bool {
     // SAFETY: makes a private segment and removes it again; no memory of
     // this process is touched.
@@ -1026,6 +1043,10 @@ fn run_parent() -> i32 {
     if !disk {
         println!("kernel oracle: the test file is not on ext4 or xfs: sequences mapping it with MAP_SYNC left out");
     }
+    let huge_pages_reserved = huge_pages_reserved();
+    if huge_pages_reserved {
+        println!("kernel oracle: huge pages are reserved here (vm.nr_hugepages): sequences with MAP_HUGETLB left out");
+    }
     let nice = has_capability(CAP_SYS_NICE);
     if !nice {
         println!("kernel oracle: no CAP_SYS_NICE: sequences with mbind(MPOL_MF_MOVE_ALL) left out");
@@ -1052,6 +1073,9 @@ fn run_parent() -> i32 {
             continue;
         }
         if !lock_all && ops.iter().any(|op| matches!(op, Op::LockAll { flags } if flags & 1 != 0)) {
+            continue;
+        }
+        if huge_pages_reserved && ops.iter().any(|op| matches!(op, Op::Map { extra, .. } if extra & 0x40000 != 0)) {
             continue;
         }
         if !nice && ops.iter().any(|op| matches!(op, Op::Mbind { flags, .. } if flags & 4 != 0)) {

@@ -290,3 +290,16 @@ fn memory_policies_replay() {
     let e = replay(wide.lines(), ReplayOptions::default(), None).unwrap_err();
     assert_eq!(e.line, 2, "{e}");
 }
+
+/// A log of a machine with huge pages reserved: the model has none, and
+/// says so by name rather than as a wrong result.
+#[test]
+fn a_huge_page_mapping_the_model_cannot_have_is_named() {
+    let log = "1 mmap(NULL, 2097152, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_HUGETLB, -1, 0) = 0x7f0000000000\n\
+               1 mmap(NULL, 2097152, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_HUGETLB, -1, 0) = -1 ENOMEM (Cannot allocate memory)\n";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    let msgs: Vec<(usize, &str)> = r.stats.disagreements.iter().map(|d| (d.line, d.msg.as_str())).collect();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(msgs[0].0, 1);
+    assert!(msgs[0].1.contains("MAP_HUGETLB succeeded") && msgs[0].1.contains("vm.nr_hugepages"), "{msgs:?}");
+}

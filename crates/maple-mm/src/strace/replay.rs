@@ -992,6 +992,14 @@ impl Replayer {
                     );
                     return Ok(());
                 }
+                if flags.contains(MapFlags::ANONYMOUS | MapFlags::HUGETLB) && failed.is_none() {
+                    drop(mm);
+                    self.disagree(
+                        no,
+                        format!("{name}: MAP_HUGETLB succeeded: the machine had huge pages reserved (vm.nr_hugepages), which the model does not have; the mapping is left out"),
+                    );
+                    return Ok(());
+                }
                 let file = if flags.contains(MapFlags::ANONYMOUS) {
                     None
                 } else {
