@@ -126,6 +126,28 @@ fn overlapping_calls_of_threads_apply_in_an_order_their_results_allow() {
         r.space(1).unwrap().maps(),
         "1ffff000-20000000 r--p 00000000 00:00 0 \n20000000-20003000 rw-p 00000000 00:00 0 \n"
     );
+    // Three calls that ran in the reverse of the order they returned:
+    // thread 3's munmap freed the range thread 1's mremap moved to,
+    // freeing the range thread 2's mmap got. The held calls wait for
+    // each other, not only for the calls in flight.
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 3
+1 mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10003000
+3 mmap(NULL, 12288, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+2 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+1 mremap(0x10003000, 4096, 12288, MREMAP_MAYMOVE <unfinished ...>
+3 munmap(0x10000000, 12288 <unfinished ...>
+2 <... mmap resumed>) = 0x10003000
+1 <... mremap resumed>) = 0x10000000
+3 <... munmap resumed>) = 0
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(
+        r.space(1).unwrap().maps(),
+        "10000000-10003000 rw-p 00000000 00:00 0 \n10003000-10004000 r--p 00000000 00:00 0 \n"
+    );
     // No order agrees: reported once, at the call's line.
     let log = "\
 1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2

@@ -15,16 +15,17 @@
 //! those that returned after it began (applied again after it, on the
 //! space as it was before the first of the kept calls), whichever
 //! position first gives every one of them its logged result. A call no position
-//! satisfies waits for the calls still in flight and is tried again when
-//! one returns. When none is left in flight, calls applied earlier may
+//! satisfies waits for the calls still in flight, and for the others
+//! waiting, and is tried again whenever one of them is applied. When none is left in flight, calls applied earlier may
 //! have run in another order (a thread's `mremap` moving what another's
 //! `MAP_FIXED` had just put in its place agrees either way, until a
 //! later call shows which): each of the last [`KEPT`] calls is moved
 //! after those that began before it returned, one position at a time,
 //! the calls after it applied again; the first move that makes every
 //! call agree stays.
-//! Failing that, the call is applied after all others and its
-//! disagreement reported. A log that does not overlap goes the plain
+//! Failing that, the first to return of the calls waiting is applied
+//! after all others, its disagreement reported with the lines of the
+//! calls it overlapped, and the rest are tried again. A log that does not overlap goes the plain
 //! way, at no cost; one that does pays a copy of the space when a run
 //! of overlapping calls begins, and each kept call is applied twice
 //! (the second time to that copy, when it leaves the window). Trying
@@ -103,30 +104,39 @@ impl Replayer {
             None => Overlap { base: space.borrow().clone(), applied: Vec::new(), held: Vec::new() },
         };
         let mut queue = vec![call];
-        while let Some(c) = queue.pop() {
-            if self.place(&space, &mut ov, &c)? || self.move_earlier(&space, &mut ov, &c)? {
-                // What waited may fit now: oldest first.
-                queue.extend(ov.held.drain(..).rev());
-            } else if self.in_flight(key, Some(c.pid)).is_some() {
-                ov.held.push(c);
-            } else {
-                // Nothing left to go before it: after all, disagreeing,
-                // and said so, with the calls it could have gone among.
-                let mark = self.stats.disagreements.len();
-                self.apply_logged(&c)?;
-                let among: Vec<String> =
-                    ov.applied.iter().filter(|a| overlap(a, &c)).map(|a| a.no.to_string()).collect();
-                if !among.is_empty() {
-                    let note = format!(
-                        " (it overlapped the calls returned on lines {}; no order of them gives every result the log shows, so it is applied after them)",
-                        among.join(", ")
-                    );
-                    for d in &mut self.stats.disagreements[mark..] {
-                        d.msg.push_str(&note);
-                    }
+        loop {
+            while let Some(c) = queue.pop() {
+                if self.place(&space, &mut ov, &c)? || self.move_earlier(&space, &mut ov, &c)? {
+                    // What waited may fit now: oldest first.
+                    queue.extend(ov.held.drain(..).rev());
+                } else {
+                    // A call in flight, or one held, may have to go first.
+                    ov.held.push(c);
                 }
-                ov.applied.push(c);
             }
+            if ov.held.is_empty() || self.in_flight(key, None).is_some() {
+                break;
+            }
+            // Every call has returned and none of those held fits: the
+            // first to return goes after all, disagreeing, and said so
+            // with the calls it could have gone among; the others are
+            // tried again after it.
+            let first = (0..ov.held.len()).min_by_key(|&i| ov.held[i].no).unwrap_or(0);
+            let c = ov.held.remove(first);
+            let mark = self.stats.disagreements.len();
+            self.apply_logged(&c)?;
+            let among: Vec<String> = ov.applied.iter().filter(|a| overlap(a, &c)).map(|a| a.no.to_string()).collect();
+            if !among.is_empty() {
+                let note = format!(
+                    " (it overlapped the calls returned on lines {}; no order of them gives every result the log shows, so it is applied after them)",
+                    among.join(", ")
+                );
+                for d in &mut self.stats.disagreements[mark..] {
+                    d.msg.push_str(&note);
+                }
+            }
+            ov.applied.push(c);
+            queue.extend(ov.held.drain(..).rev());
         }
         // Kept: the calls that returned after the earliest still able to
         // move (in flight, or held) began, and the last few. The others
