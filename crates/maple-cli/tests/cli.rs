@@ -808,10 +808,15 @@ fn a_layout_with_larger_pages_than_the_log_s_is_reported() {
 fn the_listing_of_a_live_process_is_its_smaps() {
     let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
     let pid = child.id().to_string();
-    // (Until its exec is done, the child is still this test's copy.)
+    // Until its exec is done the child is this test's copy, and until
+    // its loader is done it maps: it is settled asleep in its sleep.
     let exe = |p: &str| std::fs::read_link(format!("/proc/{p}/exe")).ok();
-    for _ in 0..500 {
-        if exe(&pid).is_some_and(|e| e.ends_with("sleep")) {
+    let asleep = |p: &str| {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('S'))
+    };
+    for _ in 0..1000 {
+        if exe(&pid).is_some_and(|e| e.ends_with("sleep")) && asleep(&pid) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
