@@ -211,6 +211,8 @@ pub struct Replayer {
     partial: Option<(usize, String, String)>,
     /// Spaces with calls in flight: see `order`.
     overlaps: HashMap<*const RefCell<AddressSpace>, order::Overlap>,
+    /// Calls applied in trying orders so far (see `order::PER_REPLAY`).
+    order_spent: usize,
     /// Lines of pids not created yet while a clone is in flight.
     deferred: PidMap<Vec<(usize, String)>>,
     clones_in_flight: usize,
@@ -337,6 +339,7 @@ impl Replayer {
             known,
             pending: PidMap::default(),
             overlaps: HashMap::new(),
+            order_spent: 0,
             partial: None,
             misaligned: false,
             known_ranges: HashMap::new(),

@@ -28,9 +28,13 @@
 //! calls it overlapped, and the rest are tried again. A log that does not overlap goes the plain
 //! way, at no cost; one that does pays a copy of the space when a run
 //! of overlapping calls begins, and each kept call is applied twice
-//! (the second time to that copy, when it leaves the window). Trying
-//! other orders, which copies and applies again, happens only where a
-//! result disagrees.
+//! (the second time to that copy, when it leaves the window), with a
+//! copy of the space every [`MARK_EVERY`] kept calls, from which an
+//! order tried at a position is applied. Trying other orders happens
+//! only where a result disagrees, and is bounded: [`PER_CALL`]
+//! applications per returning call, and once a replay has spent
+//! [`PER_REPLAY`] none (a log no order fits, one with lines missing,
+//! costs a few seconds at most).
 
 use std::{cell::RefCell, rc::Rc};
 
@@ -53,8 +57,21 @@ pub(super) struct Logged {
 }
 
 /// How many calls of a space that overlapped others are kept for a later
-/// disagreement to reorder.
-const KEPT: usize = 64;
+/// disagreement to reorder (two racing threads' calls can show a wrong
+/// order some hundred calls later).
+const KEPT: usize = 512;
+
+/// Kept calls between two copies of the space (see `Overlap::marks`).
+const MARK_EVERY: usize = 32;
+
+/// How many calls the orders one returning call tries may apply in all
+/// (a few tenths of a second)...
+const PER_CALL: usize = 1 << 18;
+
+/// ...until a replay has applied this many in trying orders (some
+/// seconds): then its calls go where they first agree, or last, and a
+/// log no order fits (a log with lines missing) costs no more.
+const PER_REPLAY: usize = 1 << 21;
 
 /// The calls of one space returned while another of its calls was in
 /// flight.
@@ -65,6 +82,34 @@ pub(super) struct Overlap {
     applied: Vec<Logged>,
     /// Disagreeing wherever tried, waiting for a call in flight.
     held: Vec<Logged>,
+    /// Copies of the space along `applied`: `(i, the base with the first
+    /// i applied)`, every [`MARK_EVERY`] calls, so that an order tried at
+    /// some position applies the calls from the mark before it, not from
+    /// the base.
+    marks: Vec<(usize, AddressSpace)>,
+    /// How many of `applied` were split by other lines (began before the
+    /// line they returned on): while any is kept, the record is.
+    split: usize,
+    /// Calls the orders tried for the call being placed may still apply
+    /// (see [`PER_CALL`]).
+    budget: std::cell::Cell<usize>,
+}
+
+impl Overlap {
+    /// Appends `c`, applied: `space` is the base with every applied call.
+    fn push(&mut self, c: Logged, space: &AddressSpace) {
+        self.split += usize::from(c.entry < c.no);
+        self.applied.push(c);
+        if self.applied.len() % MARK_EVERY == 0 {
+            self.marks.push((self.applied.len(), space.clone()));
+        }
+    }
+
+    /// The latest copy of the space with at most the first `at` applied
+    /// calls, and how many it has.
+    fn mark_before(&self, at: usize) -> (&AddressSpace, usize) {
+        self.marks.iter().rev().find(|(i, _)| *i <= at).map_or((&self.base, 0), |(i, m)| (m, *i))
+    }
 }
 
 type Key = *const RefCell<AddressSpace>;
@@ -101,8 +146,17 @@ impl Replayer {
         let key = Rc::as_ptr(&space);
         let mut ov = match self.overlaps.remove(&key) {
             Some(ov) => ov,
-            None => Overlap { base: space.borrow().clone(), applied: Vec::new(), held: Vec::new() },
+            None => Overlap {
+                base: space.borrow().clone(),
+                applied: Vec::new(),
+                held: Vec::new(),
+                marks: Vec::new(),
+                split: 0,
+                budget: std::cell::Cell::new(0),
+            },
         };
+        let budget = if self.order_spent < PER_REPLAY { PER_CALL } else { 0 };
+        ov.budget.set(budget);
         let mut queue = vec![call];
         loop {
             while let Some(c) = queue.pop() {
@@ -135,7 +189,7 @@ impl Replayer {
                     d.msg.push_str(&note);
                 }
             }
-            ov.applied.push(c);
+            ov.push(c, &space.borrow());
             queue.extend(ov.held.drain(..).rev());
         }
         // Kept: the calls that returned after the earliest still able to
@@ -144,11 +198,17 @@ impl Replayer {
         let oldest = ov.held.iter().map(|h| h.entry).chain(self.in_flight(key, None)).min();
         let keep_from = ov.applied.len().saturating_sub(KEPT);
         let gone = ov.applied[..keep_from].iter().take_while(|a| oldest.is_none_or(|e| a.no <= e)).count();
-        let overlapped = ov.applied[gone..].windows(2).any(|w| overlap(&w[0], &w[1]));
+        let split_gone = ov.applied[..gone].iter().filter(|a| a.entry < a.no).count();
+        let overlapped = ov.split > split_gone;
         if oldest.is_some() || overlapped {
             let gone: Vec<Logged> = ov.applied.drain(..gone).collect();
+            ov.split -= split_gone;
+            ov.marks.retain_mut(|(i, _)| i.checked_sub(gone.len()).map(|j| *i = j).is_some());
+            self.order_spent += budget - ov.budget.get();
             self.advance(&space, &mut ov.base, &gone)?;
             self.overlaps.insert(key, ov);
+        } else {
+            self.order_spent += budget - ov.budget.get();
         }
         Ok(())
     }
@@ -160,23 +220,32 @@ impl Replayer {
         let mark = (self.stats.disagreements.len(), self.stats.applied);
         self.apply_logged(c)?;
         if self.stats.disagreements.len() == mark.0 {
-            ov.applied.push(c.clone());
+            ov.push(c.clone(), &space.borrow());
             return Ok(true);
         }
         self.stats.disagreements.truncate(mark.0);
         self.stats.applied = mark.1;
         let movable = ov.applied.iter().rev().take_while(|a| a.no > c.entry).count();
+        // The space before the first call `c` may go before, made once:
+        // each position is tried from it.
+        let first = ov.applied.len() - movable;
+        let (mark, done) = ov.mark_before(first);
+        let mut prefix = mark.clone();
+        self.advance(space, &mut prefix, &ov.applied[done..first])?;
+        let cost = movable + 1;
         for back in 1..=movable {
+            if ov.budget.get() < cost {
+                break;
+            }
             let at = ov.applied.len() - back;
             let order: Vec<Logged> = std::iter::once(c.clone()).chain(ov.applied[at..].iter().cloned()).collect();
-            if self.try_order(space, ov, at, order)? {
+            if self.try_order(space, ov, (&prefix, first), at, order)? {
                 return Ok(true);
             }
         }
-        // The space as it was: the base with every applied call.
-        let mut rebuilt = ov.base.clone();
-        self.advance(space, &mut rebuilt, &ov.applied)?;
-        *space.borrow_mut() = rebuilt;
+        // The space as it was: with every applied call.
+        self.advance(space, &mut prefix, &ov.applied[first..])?;
+        *space.borrow_mut() = prefix;
         Ok(false)
     }
 
@@ -197,6 +266,9 @@ impl Replayer {
         }
         let n = ov.applied.len();
         for i in (0..n.saturating_sub(1)).rev() {
+            if ov.budget.get() < n + 1 {
+                break;
+            }
             let moved = ov.applied[i].clone();
             // After calls i+1..=j, each of which began before it returned.
             let past: Vec<usize> = (i + 1..n).take_while(|&j| ov.applied[j].entry < moved.no).collect();
@@ -208,7 +280,9 @@ impl Replayer {
                     .chain(ov.applied[j + 1..].iter().cloned())
                     .chain(std::iter::once(c.clone()))
                     .collect();
-                if self.try_order(space, ov, i, order)? {
+                let (mark, done) = ov.mark_before(i);
+                let mark = mark.clone();
+                if self.try_order(space, ov, (&mark, done), i, order)? {
                     return Ok(true);
                 }
             }
@@ -222,34 +296,41 @@ impl Replayer {
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
         ov: &mut Overlap,
+        from: (&AddressSpace, usize),
         at: usize,
         order: Vec<Logged>,
     ) -> Result<bool, ReplayError> {
-        let Some(state) = self.trial(space, ov, at, &order)? else { return Ok(false) };
+        let Some(state) = self.trial(space, ov, from, at, &order)? else { return Ok(false) };
         *space.borrow_mut() = state;
         // (The one new call is counted; the others were.)
         self.stats.applied += 1;
         ov.applied.truncate(at);
         ov.applied.extend(order);
+        ov.marks.retain(|(i, _)| *i <= at);
+        ov.split = ov.applied.iter().filter(|a| a.entry < a.no).count();
         Ok(true)
     }
 
-    /// The base with the first `at` kept calls and then `order` applied,
-    /// if every call of `order` agrees. The live space and the counts are
-    /// as before either way.
+    /// `from` (the base with the first `done` kept calls applied) with the
+    /// kept calls up to `at` and then `order` applied,
+    /// if every call of `order` agrees (none, once the call's budget is
+    /// spent: [`PER_CALL`]). The live space and the counts are as before either way.
     fn trial(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
         ov: &Overlap,
+        (from, done): (&AddressSpace, usize),
         at: usize,
         order: &[Logged],
     ) -> Result<Option<AddressSpace>, ReplayError> {
-        let mut state = ov.base.clone();
+        let Some(left) = ov.budget.get().checked_sub(at - done + order.len()) else { return Ok(None) };
+        ov.budget.set(left);
+        let mut state = from.clone();
         std::mem::swap(&mut *space.borrow_mut(), &mut state);
         let mark = (self.stats.disagreements.len(), self.stats.applied);
         let mut agreed = true;
         let res = (|| {
-            for l in &ov.applied[..at] {
+            for l in &ov.applied[done..at] {
                 self.apply_logged(l)?;
             }
             let before = self.stats.disagreements.len();
