@@ -35,27 +35,19 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut ratios = Vec::new();
     for (name, cmd) in programs(opts) {
         progress(&format!("trace: {name}"));
+        // A program not measured: why, in its row.
+        let unmeasured = |why: &str| {
+            let mut row = vec![Cell::text(name.as_str()), Cell::text(why)];
+            row.resize(6, Cell::Empty);
+            row
+        };
         if !have_strace {
-            tab.row(vec![
-                Cell::text(name),
-                Cell::text("strace is not installed"),
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-            ]);
+            tab.row(unmeasured("strace is not installed"));
             continue;
         }
         let cmd = quiet(&cmd);
         let Some(calls) = memory_calls(&cmd) else {
-            tab.row(vec![
-                Cell::text(name),
-                Cell::text("cannot be traced here"),
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-            ]);
+            tab.row(unmeasured("cannot be traced here"));
             continue;
         };
         let (mut maple, mut strace, mut bpf) = (Vec::new(), Vec::new(), Vec::new());
