@@ -685,7 +685,8 @@ mod live {
         let start = Instant::now();
         while start.elapsed() < spin {
             match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => std::hint::spin_loop(),
+                // (A yield, not a spin: a tracee waiting for this CPU runs.)
+                Ok(WaitStatus::StillAlive) => std::thread::yield_now(),
                 other => return other,
             }
         }
