@@ -61,6 +61,10 @@ pub(super) struct Logged {
 /// order some hundred calls later).
 const KEPT: usize = 512;
 
+/// How many calls in a row that no other line split end the record of
+/// a run of overlapping calls (and its window).
+const QUIET: usize = 64;
+
 /// Kept calls between two copies of the space (see `Overlap::marks`).
 const MARK_EVERY: usize = 32;
 
@@ -87,9 +91,6 @@ pub(super) struct Overlap {
     /// some position applies the calls from the mark before it, not from
     /// the base.
     marks: Vec<(usize, AddressSpace)>,
-    /// How many of `applied` were split by other lines (began before the
-    /// line they returned on): while any is kept, the record is.
-    split: usize,
     /// Calls the orders tried for the call being placed may still apply
     /// (see [`PER_CALL`]).
     budget: std::cell::Cell<usize>,
@@ -98,7 +99,6 @@ pub(super) struct Overlap {
 impl Overlap {
     /// Appends `c`, applied: `space` is the base with every applied call.
     fn push(&mut self, c: Logged, space: &AddressSpace) {
-        self.split += usize::from(c.entry < c.no);
         self.applied.push(c);
         if self.applied.len() % MARK_EVERY == 0 {
             self.marks.push((self.applied.len(), space.clone()));
@@ -151,7 +151,6 @@ impl Replayer {
                 applied: Vec::new(),
                 held: Vec::new(),
                 marks: Vec::new(),
-                split: 0,
                 budget: std::cell::Cell::new(0),
             },
         };
@@ -198,11 +197,11 @@ impl Replayer {
         let oldest = ov.held.iter().map(|h| h.entry).chain(self.in_flight(key, None)).min();
         let keep_from = ov.applied.len().saturating_sub(KEPT);
         let gone = ov.applied[..keep_from].iter().take_while(|a| oldest.is_none_or(|e| a.no <= e)).count();
-        let split_gone = ov.applied[..gone].iter().filter(|a| a.entry < a.no).count();
-        let overlapped = ov.split > split_gone;
+        // (A run of calls that did not overlap ends the record: the
+        // window is not kept for the calls of a thread alone.)
+        let overlapped = ov.applied[gone..].iter().rev().take(QUIET).any(|a| a.entry < a.no);
         if oldest.is_some() || overlapped {
             let gone: Vec<Logged> = ov.applied.drain(..gone).collect();
-            ov.split -= split_gone;
             ov.marks.retain_mut(|(i, _)| i.checked_sub(gone.len()).map(|j| *i = j).is_some());
             self.order_spent += budget - ov.budget.get();
             self.advance(&space, &mut ov.base, &gone)?;
@@ -307,7 +306,6 @@ impl Replayer {
         ov.applied.truncate(at);
         ov.applied.extend(order);
         ov.marks.retain(|(i, _)| *i <= at);
-        ov.split = ov.applied.iter().filter(|a| a.entry < a.no).count();
         Ok(true)
     }
 
