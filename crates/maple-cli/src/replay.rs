@@ -414,6 +414,17 @@ fn run_on(
     if s.disagreements.len() > 10 {
         eprintln!("maple replay: … {} more disagreements", s.disagreements.len() - 10);
     }
+    if let Some(&(a, b)) = s.undecided.first() {
+        let more = match s.undecided.len() {
+            1 => String::new(),
+            n => format!(" (and {} more pairs)", n - 1),
+        };
+        eprintln!(
+            "maple replay: {} and {}: the log cannot decide the order of these calls{more}: they overlapped, either order gives every result it shows, and the layouts differ; the model took the order they returned in",
+            locate(a),
+            locate(b)
+        );
+    }
     if args.events {
         return Ok(());
     }

@@ -273,6 +273,24 @@ fn replay_rejects_an_empty_window() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Two overlapping calls whose order no result in the log decides, the
+/// layouts differing: the replay says so, naming both lines.
+#[test]
+fn replay_says_where_the_log_cannot_decide_an_order() {
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 mmap(NULL, 12288, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 mprotect(0x10001000, 8192, PROT_READ <unfinished ...>
+2 mprotect(0x10000000, 12288, PROT_NONE <unfinished ...>
+1 <... mprotect resumed>) = 0
+2 <... mprotect resumed>) = 0
+";
+    let out = maple(&["replay", "-"], Some(log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("-:5 and -:6: the log cannot decide the order of these calls"), "{err}");
+}
+
 #[test]
 fn replay_errors_name_the_line() {
     let out = maple(

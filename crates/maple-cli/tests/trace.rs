@@ -110,8 +110,11 @@ fn threads_racing_over_one_space_verify_after_every_call() {
 #[test]
 fn threads_racing_recorded_by_strace_replay_without_a_disagreement() {
     let dir = format!("{}/tests/data/race", env!("CARGO_MANIFEST_DIR"));
-    // (race3: 2,000 rounds, where a wrong order shows 230 lines later.)
-    for run in ["race1", "race2", "race3"] {
+    // (race3: 2,000 rounds, where a wrong order shows 230 lines later;
+    // race4: a call in flight for 750 lines, which others need not wait
+    // for; race5: two calls that agree in either order, decided 750 lines
+    // later, past the calls kept for reordering.)
+    for run in ["race1", "race2", "race3", "race4", "race5"] {
         let log = format!("{dir}/{run}.strace.gz");
         let o = maple(&["replay", &log], &[]);
         let stderr = String::from_utf8_lossy(&o.stderr);

@@ -164,6 +164,72 @@ fn overlapping_calls_of_threads_apply_in_an_order_their_results_allow() {
     assert!(msg.contains("overlapped the calls returned on lines 5; no order of them gives every result"), "{msg}");
 }
 
+/// A call no position fits waits only for the calls in flight that could
+/// change its result. Here thread 3's `mmap` is in flight throughout; a
+/// new mapping cannot free the place the kernel gave thread 2's second
+/// `mmap`, so that call does not wait for it: it shows at once that
+/// thread 2's `MAP_FIXED` ran before thread 1's `munmap`. (Held until
+/// thread 3 returned, it would go after the calls that followed it and
+/// disagree.)
+#[test]
+fn a_call_waits_only_for_calls_in_flight_that_could_change_its_result() {
+    let log = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 3
+1 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+3 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+1 munmap(0x10000000, 8192 <unfinished ...>
+2 mmap(0x10001000, 4096, PROT_READ, MAP_PRIVATE|MAP_FIXED|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+1 <... munmap resumed>) = 0
+2 <... mmap resumed>) = 0x10001000
+2 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+2 munmap(0x10000000, 8192) = 0
+1 mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+3 <... mmap resumed>) = 0x50000000
+";
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(
+        r.space(1).unwrap().maps(),
+        "10000000-10001000 rw-p 00000000 00:00 0 \n50000000-50001000 r--p 00000000 00:00 0 \n"
+    );
+}
+
+/// Two calls that agree in either order but leave different layouts: the
+/// model follows both orders, and a result far later (past the calls kept
+/// for reordering) decides; where nothing decides, the replay says so.
+#[test]
+fn an_order_no_result_decides_is_followed_and_named() {
+    let head = "\
+1 clone(child_stack=0x7f0000000000, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 2
+1 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000
+1 munmap(0x10000000, 4096 <unfinished ...>
+2 mmap(0x10000000, 4096, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_FIXED|MAP_ANONYMOUS, -1, 0 <unfinished ...>
+1 <... munmap resumed>) = 0
+2 <... mmap resumed>) = 0x10000000
+";
+    // 600 calls elsewhere, then a mapping the kernel placed where thread
+    // 2's MAP_FIXED went: the munmap ran last.
+    let mut log = head.to_string();
+    log.push_str("2 mmap(0x30000000, 4096, PROT_READ, MAP_PRIVATE|MAP_FIXED|MAP_ANONYMOUS, -1, 0) = 0x30000000\n");
+    for i in 0..600 {
+        let prot = if i % 2 == 0 { "PROT_NONE" } else { "PROT_READ" };
+        log.push_str(&format!("2 mprotect(0x30000000, 4096, {prot}) = 0\n"));
+    }
+    log.push_str("1 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x10000000\n");
+    let r = replay(log.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert!(r.stats.undecided.is_empty(), "{:?}", r.stats.undecided);
+    assert_eq!(
+        r.space(1).unwrap().maps(),
+        "10000000-10001000 r--p 00000000 00:00 0 \n30000000-30001000 r--p 00000000 00:00 0 \n"
+    );
+    // Nothing after: either layout may be the kernel's.
+    let r = replay(head.lines(), ReplayOptions::default(), None).unwrap();
+    assert!(r.stats.disagreements.is_empty(), "{:?}", r.stats.disagreements);
+    assert_eq!(r.stats.undecided, [(5, 6)]);
+}
+
 /// After an `execve` the new program's image is not in the log, but what
 /// its calls map and unmap is: calls there are still checked.
 #[test]

@@ -87,6 +87,11 @@ pub struct ReplayStats {
     pub disagreements: Vec<Disagreement>,
     /// Lines where a process called `execve` (its new layout is unknown).
     pub execs: Vec<(usize, u32)>,
+    /// Pairs of calls (the lines they returned on) that overlapped and
+    /// agree with every result the log shows in either order, the two
+    /// orders leaving different layouts at the end: the model took the
+    /// order they returned in, and the log cannot decide.
+    pub undecided: Vec<(usize, usize)>,
 }
 
 /// How many skipped lines [`ReplayStats::skipped_lines`] names.

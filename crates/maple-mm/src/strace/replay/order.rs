@@ -9,40 +9,61 @@
 //! order the lines give) is often not the one they ran in: one thread's
 //! `munmap` returns after another's `mmap` was given the range it freed.
 //!
-//! So while a space has a call in flight, each call of it that returns is
-//! applied where its result agrees with the model: after the calls
-//! applied before it (the order of returns), or before the last few of
-//! those that returned after it began (applied again after it, on the
-//! space as it was before the first of the kept calls), whichever
-//! position first gives every one of them its logged result. A call no position
-//! satisfies waits for the calls still in flight, and for the others
-//! waiting, and is tried again whenever one of them is applied. When none is left in flight, calls applied earlier may
-//! have run in another order (a thread's `mremap` moving what another's
-//! `MAP_FIXED` had just put in its place agrees either way, until a
-//! later call shows which): each of the last [`KEPT`] calls is moved
-//! after those that began before it returned, one position at a time,
-//! the calls after it applied again; the first move that makes every
-//! call agree stays.
-//! Failing that, the first to return of the calls waiting is applied
-//! after all others, its disagreement reported with the lines of the
-//! calls it overlapped, and the rest are tried again. A log that does not overlap goes the plain
-//! way, at no cost; one that does pays a copy of the space when a run
-//! of overlapping calls begins, and each kept call is applied twice
-//! (the second time to that copy, when it leaves the window), with a
-//! copy of the space every [`MARK_EVERY`] kept calls, from which an
-//! order tried at a position is applied. Trying other orders happens
-//! only where a result disagrees, and is bounded: [`PER_CALL`]
-//! applications per returning call, and once a replay has spent
-//! [`PER_REPLAY`] none (a log no order fits, one with lines missing,
-//! costs a few seconds at most).
+//! So while a space has a call in flight, each call of it that returns
+//! goes through these steps, the first that gives every call its logged
+//! result winning:
+//!
+//! 1. **Place**: after the calls applied before it (the order of
+//!    returns), or before the last few of those that returned after it
+//!    began (they are applied again after it, from a copy of the space).
+//! 2. **Move earlier**: one of the last [`KEPT`] calls moved after those
+//!    that began before it returned, the calls after it applied again (a
+//!    thread's `mremap` moving what another's `MAP_FIXED` had just put
+//!    in its place agrees either way, until a later call shows which).
+//!    Skipped while a call in flight could still change its result (its
+//!    range reaches the call's, see [`Reach`]; or it may map anywhere and
+//!    the kernel did not place the call: a new mapping cannot free a
+//!    place).
+//! 3. **Switch**: an alternative space agrees (below).
+//! 4. **Wait** for the calls in flight and the others waiting, tried again
+//!    whenever one of them is applied; when none is left, the first to
+//!    return goes after all others, its disagreement reported with the
+//!    lines of the calls it overlapped.
+//!
+//! **Alternatives.** Two overlapping calls of one range can agree in
+//! either order and leave different layouts (thread 1's `munmap` and
+//! thread 2's `MAP_FIXED` of one page). When a call placed after the
+//! others also agrees before the last of them it shares a page with,
+//! the space that order leaves is kept beside the model's (at most
+//! [`ALTERNATIVES`]) and every later call applied to it too; it goes
+//! when a result rules it out or the layouts are alike again, and it
+//! becomes the model's when a call agrees with it and nothing else (a
+//! decision the log shows hundreds of calls later, past the window of
+//! kept calls). One still apart at the end is the log's own ambiguity,
+//! told in [`ReplayStats::undecided`](super::ReplayStats::undecided).
+//!
+//! A log that does not overlap goes the plain way, at no cost; one that
+//! does pays a copy of the space when a run of overlapping calls begins,
+//! and each kept call is applied twice (the second time to that copy,
+//! when it leaves the window), with a copy of the space every
+//! [`MARK_EVERY`] kept calls, from which an order tried at a position is
+//! applied, and one before each call returning while another thread's
+//! is in flight (the last [`NEAR`]), from which its other order is. Trying
+//! orders after a disagreement is bounded: [`PER_CALL`] applications per
+//! returning call, and once a replay has spent [`PER_REPLAY`] none (a
+//! log no order fits, one with lines missing, costs a few seconds at
+//! most).
 
 use std::{cell::RefCell, rc::Rc};
 
 use super::{is_memory_call, ReplayError, Replayer};
 use crate::{
     space::AddressSpace,
-    strace::parse::{parse_line, Event},
+    strace::parse::{arg_value, parse_line, split_args, Event},
 };
+
+/// A page: calls whose ranges touch may merge or split each other's VMAs.
+const PAGE: u64 = 4096;
 
 /// A memory call as the log gave it, to be applied (again) in some order.
 #[derive(Clone, Debug)]
@@ -64,6 +85,13 @@ const KEPT: usize = 512;
 /// How many calls in a row that no other line split end the record of
 /// a run of overlapping calls (and its window).
 const QUIET: usize = 64;
+
+/// How many other orders a space follows at once (see `Overlap::alts`).
+const ALTERNATIVES: usize = 8;
+
+/// How far back among the calls it overlapped a call's other order is
+/// looked for (see `Overlap::alts`).
+const NEAR: usize = 8;
 
 /// Kept calls between two copies of the space (see `Overlap::marks`).
 const MARK_EVERY: usize = 32;
@@ -94,15 +122,37 @@ pub(super) struct Overlap {
     /// Calls the orders tried for the call being placed may still apply
     /// (see [`PER_CALL`]).
     budget: std::cell::Cell<usize>,
+    /// The space before each of the last [`NEAR`] applied calls (while
+    /// they were applied in this order), for a call's other order.
+    recent: std::collections::VecDeque<Option<AddressSpace>>,
+    /// The other order of two calls that agreed both ways but left
+    /// different spaces, followed call by call until a result rules it
+    /// out or the spaces are alike again (at most [`ALTERNATIVES`]).
+    alts: Vec<Alternative>,
+}
+
+/// A space the log allows as well as the model's.
+struct Alternative {
+    /// The lines the two calls returned on, the later one first in this
+    /// order.
+    lines: (usize, usize),
+    space: AddressSpace,
 }
 
 impl Overlap {
     /// Appends `c`, applied: `space` is the base with every applied call.
-    fn push(&mut self, c: Logged, space: &AddressSpace) {
+    /// `before` is the space before `c`, kept (in `recent`) where a call
+    /// of another thread was in flight when `c` returned: only such a
+    /// call can come back to go before `c`.
+    fn push(&mut self, c: Logged, space: &AddressSpace, before: Option<AddressSpace>) {
         self.applied.push(c);
         if self.applied.len() % MARK_EVERY == 0 {
             self.marks.push((self.applied.len(), space.clone()));
         }
+        if self.recent.len() >= NEAR {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(before);
     }
 
     /// The latest copy of the space with at most the first `at` applied
@@ -113,6 +163,15 @@ impl Overlap {
 }
 
 type Key = *const RefCell<AddressSpace>;
+
+/// Where an order tried starts (see `Replayer::trial`).
+enum Start<'a> {
+    /// The latest copy in `Overlap::marks` with at most this many kept
+    /// calls.
+    MarkBefore(usize),
+    /// This space, with this many kept calls applied.
+    Space(&'a AddressSpace, usize),
+}
 
 impl Replayer {
     /// Whether memory call `name` of `pid` returning now takes the
@@ -139,6 +198,22 @@ impl Replayer {
             .min()
     }
 
+    /// Whether a call of space `key` in flight in another thread than
+    /// `c`'s may change what `c` found: it reaches `c`'s range or next to
+    /// it (merges), or it may map where its text does not say and `c`
+    /// is not a placed call (a new mapping cannot free a place).
+    fn in_flight_touching(&self, key: Key, c: &Logged) -> bool {
+        let mine = Reach::of_logged(c);
+        self.pending
+            .iter()
+            .filter(|(p, (name, _, _))| **p != c.pid && is_memory_call(name))
+            .filter(|(p, _)| self.procs.get(p).is_some_and(|q| Rc::as_ptr(&q.space) == key))
+            .any(|(_, (name, args, _))| {
+                let theirs = Reach::of(name, args, None);
+                theirs.meets(&mine) || (theirs.places && !mine.placed)
+            })
+    }
+
     /// Applies `call` (and whatever was held for it) in an order the
     /// results allow.
     pub(super) fn ordered(&mut self, call: Logged) -> Result<(), ReplayError> {
@@ -152,6 +227,8 @@ impl Replayer {
                 held: Vec::new(),
                 marks: Vec::new(),
                 budget: std::cell::Cell::new(0),
+                recent: std::collections::VecDeque::new(),
+                alts: Vec::new(),
             },
         };
         let budget = if self.order_spent < PER_REPLAY { PER_CALL } else { 0 };
@@ -159,7 +236,10 @@ impl Replayer {
         let mut queue = vec![call];
         loop {
             while let Some(c) = queue.pop() {
-                if self.place(&space, &mut ov, &c)? || self.move_earlier(&space, &mut ov, &c)? {
+                if self.place(&space, &mut ov, &c)?
+                    || self.move_earlier(&space, &mut ov, &c)?
+                    || self.switch(&space, &mut ov, &c)?
+                {
                     // What waited may fit now: oldest first.
                     queue.extend(ov.held.drain(..).rev());
                 } else {
@@ -176,6 +256,7 @@ impl Replayer {
             // tried again after it.
             let first = (0..ov.held.len()).min_by_key(|&i| ov.held[i].no).unwrap_or(0);
             let c = ov.held.remove(first);
+            ov.alts.clear();
             let mark = self.stats.disagreements.len();
             self.apply_logged(&c)?;
             let among: Vec<String> = ov.applied.iter().filter(|a| overlap(a, &c)).map(|a| a.no.to_string()).collect();
@@ -188,7 +269,7 @@ impl Replayer {
                     d.msg.push_str(&note);
                 }
             }
-            ov.push(c, &space.borrow());
+            ov.push(c, &space.borrow(), None);
             queue.extend(ov.held.drain(..).rev());
         }
         // Kept: the calls that returned after the earliest still able to
@@ -200,7 +281,7 @@ impl Replayer {
         // (A run of calls that did not overlap ends the record: the
         // window is not kept for the calls of a thread alone.)
         let overlapped = ov.applied[gone..].iter().rev().take(QUIET).any(|a| a.entry < a.no);
-        if oldest.is_some() || overlapped {
+        if oldest.is_some() || overlapped || !ov.alts.is_empty() {
             let gone: Vec<Logged> = ov.applied.drain(..gone).collect();
             ov.marks.retain_mut(|(i, _)| i.checked_sub(gone.len()).map(|j| *i = j).is_some());
             self.order_spent += budget - ov.budget.get();
@@ -217,9 +298,12 @@ impl Replayer {
     /// whether a position agreed; if not, the space is as before.
     fn place(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<bool, ReplayError> {
         let mark = (self.stats.disagreements.len(), self.stats.applied);
+        let before = self.in_flight(Rc::as_ptr(space), Some(c.pid)).map(|_| space.borrow().clone());
         self.apply_logged(c)?;
         if self.stats.disagreements.len() == mark.0 {
-            ov.push(c.clone(), &space.borrow());
+            self.follow(space, ov, c)?;
+            self.other_order(space, ov, c)?;
+            ov.push(c.clone(), &space.borrow(), before);
             return Ok(true);
         }
         self.stats.disagreements.truncate(mark.0);
@@ -238,7 +322,8 @@ impl Replayer {
             }
             let at = ov.applied.len() - back;
             let order: Vec<Logged> = std::iter::once(c.clone()).chain(ov.applied[at..].iter().cloned()).collect();
-            if self.try_order(space, ov, (&prefix, first), at, order)? {
+            if self.try_order(space, ov, Start::Space(&prefix, first), at, order)? {
+                self.follow(space, ov, c)?;
                 return Ok(true);
             }
         }
@@ -246,6 +331,102 @@ impl Replayer {
         self.advance(space, &mut prefix, &ov.applied[first..])?;
         *space.borrow_mut() = prefix;
         Ok(false)
+    }
+
+    /// Applies `c` to each alternative space: one it disagrees with, or
+    /// that is now the model's, is dropped.
+    fn follow(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<(), ReplayError> {
+        let mut alts = std::mem::take(&mut ov.alts);
+        let mut res = Ok(());
+        alts.retain_mut(|alt| {
+            let mark = (self.stats.disagreements.len(), self.stats.applied);
+            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
+            let applied = self.apply_logged(c);
+            let agreed = self.stats.disagreements.len() == mark.0;
+            self.stats.disagreements.truncate(mark.0);
+            self.stats.applied = mark.1;
+            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
+            if let Err(e) = applied {
+                res = Err(e);
+            }
+            agreed && !same_layout(&alt.space, &space.borrow())
+        });
+        ov.alts = alts;
+        res
+    }
+
+    /// `c` disagrees wherever it goes among the kept calls: if it agrees
+    /// with an alternative space, that becomes the model's (the kept
+    /// calls were of the order it replaces: the record starts again from
+    /// it).
+    fn switch(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<bool, ReplayError> {
+        let mut res = Ok(());
+        let found = ov.alts.iter_mut().position(|alt| {
+            let mark = (self.stats.disagreements.len(), self.stats.applied);
+            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
+            let applied = self.apply_logged(c);
+            let agreed = self.stats.disagreements.len() == mark.0;
+            self.stats.disagreements.truncate(mark.0);
+            self.stats.applied = mark.1;
+            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
+            if let Err(e) = applied {
+                res = Err(e);
+            }
+            agreed
+        });
+        res?;
+        let Some(i) = found else { return Ok(false) };
+        let alt = ov.alts.swap_remove(i);
+        ov.alts.clear();
+        *space.borrow_mut() = alt.space;
+        self.stats.applied += 1;
+        ov.base = space.borrow().clone();
+        ov.applied.clear();
+        ov.marks.clear();
+        ov.recent.clear();
+        Ok(true)
+    }
+
+    /// `c` agreed after the kept calls: if it also agrees before the
+    /// last of them whose range it meets and that was in flight with it,
+    /// and the space that order leaves differs, that space is followed
+    /// as an alternative (the log may not decide between them).
+    fn other_order(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        ov: &mut Overlap,
+        c: &Logged,
+    ) -> Result<(), ReplayError> {
+        if ov.alts.len() >= ALTERNATIVES {
+            return Ok(());
+        }
+        let movable = ov.applied.iter().rev().take_while(|a| a.no > c.entry).count().min(NEAR);
+        if movable == 0 {
+            return Ok(());
+        }
+        let reach = Reach::of_logged(c);
+        let Some(back) = (1..=movable).find(|&b| Reach::of_logged(&ov.applied[ov.applied.len() - b]).shares(&reach))
+        else {
+            return Ok(());
+        };
+        let at = ov.applied.len() - back;
+        let order: Vec<Logged> = std::iter::once(c.clone()).chain(ov.applied[at..].iter().cloned()).collect();
+        let kept: &Overlap = ov;
+        // The space before call `at` (kept: `c` was in flight when it
+        // returned, unless the kept calls were reordered since).
+        let Some(before) = kept.recent.len().checked_sub(back).and_then(|i| kept.recent.get(i)?.as_ref()) else {
+            return Ok(());
+        };
+        // (Outside the budget: at most NEAR + 1 applications.)
+        let budget = kept.budget.replace(usize::MAX);
+        let alt = self.trial(space, kept, (before, at), at, &order);
+        kept.budget.set(budget);
+        if let Some(alt) = alt? {
+            if !same_layout(&alt, &space.borrow()) {
+                ov.alts.push(Alternative { lines: (c.no, ov.applied[at].no), space: alt });
+            }
+        }
+        Ok(())
     }
 
     /// Moves one call applied earlier after some of those that followed
@@ -259,7 +440,7 @@ impl Replayer {
         ov: &mut Overlap,
         c: &Logged,
     ) -> Result<bool, ReplayError> {
-        if self.in_flight(Rc::as_ptr(space), Some(c.pid)).is_some() {
+        if self.in_flight_touching(Rc::as_ptr(space), c) {
             // (A call in flight may yet go first: wait for it.)
             return Ok(false);
         }
@@ -279,9 +460,8 @@ impl Replayer {
                     .chain(ov.applied[j + 1..].iter().cloned())
                     .chain(std::iter::once(c.clone()))
                     .collect();
-                let (mark, done) = ov.mark_before(i);
-                let mark = mark.clone();
-                if self.try_order(space, ov, (&mark, done), i, order)? {
+                if self.try_order(space, ov, Start::MarkBefore(i), i, order)? {
+                    self.follow(space, ov, c)?;
                     return Ok(true);
                 }
             }
@@ -295,10 +475,14 @@ impl Replayer {
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
         ov: &mut Overlap,
-        from: (&AddressSpace, usize),
+        start: Start<'_>,
         at: usize,
         order: Vec<Logged>,
     ) -> Result<bool, ReplayError> {
+        let from = match start {
+            Start::MarkBefore(i) => ov.mark_before(i),
+            Start::Space(s, done) => (s, done),
+        };
         let Some(state) = self.trial(space, ov, from, at, &order)? else { return Ok(false) };
         *space.borrow_mut() = state;
         // (The one new call is counted; the others were.)
@@ -306,6 +490,7 @@ impl Replayer {
         ov.applied.truncate(at);
         ov.applied.extend(order);
         ov.marks.retain(|(i, _)| *i <= at);
+        ov.recent.clear();
         Ok(true)
     }
 
@@ -376,16 +561,123 @@ impl Replayer {
         }
     }
 
-    /// Applies every held call, after all others (at the end of a log).
+    /// Applies every held call, after all others (at the end of a log),
+    /// and tells the orders the log did not decide.
     pub(super) fn flush_held(&mut self) -> Result<(), ReplayError> {
         let keys: Vec<Key> = self.overlaps.keys().copied().collect();
         for key in keys {
             let Some(ov) = self.overlaps.remove(&key) else { continue };
+            let exact = ov.held.is_empty();
             for c in ov.held {
                 self.apply_logged(&c)?;
             }
+            if exact {
+                self.stats.undecided.extend(ov.alts.iter().map(|a| (a.lines.1, a.lines.0)));
+            }
         }
+        self.stats.undecided.sort_unstable();
         Ok(())
+    }
+}
+
+/// Whether two spaces have the same VMAs (bounds, protection, flags).
+fn same_layout(a: &AddressSpace, b: &AddressSpace) -> bool {
+    a.vma_count() == b.vma_count()
+        && a.iter().zip(b.iter()).all(|(v, w)| v.range() == w.range() && v.prot() == w.prot() && v.flags() == w.flags())
+}
+
+/// The memory a call reaches, as far as its text shows.
+#[derive(Debug, Default)]
+struct Reach {
+    /// Address ranges `[start, end)` it reads or changes.
+    ranges: Vec<(u64, u64)>,
+    /// It may reach anywhere (a call whose ranges the text does not give).
+    all: bool,
+    /// It may map at an address its text does not give (in flight: the
+    /// result is not known yet).
+    places: bool,
+    /// The kernel chose its address (an `mmap` without `MAP_FIXED`, a
+    /// moving `mremap`) and the result gives it.
+    placed: bool,
+}
+
+impl Reach {
+    /// A returned call's reach.
+    fn of_logged(l: &Logged) -> Reach {
+        match parse_line(&l.line).map(|p| p.event) {
+            Ok(Event::Call { name, args, ret, .. }) => {
+                let ret = match ret {
+                    crate::strace::parse::Ret::Value(v) => Some(v as u64),
+                    _ => None,
+                };
+                Reach::of(name, args, Some(ret))
+            }
+            _ => Reach { all: true, ..Reach::default() },
+        }
+    }
+
+    /// The reach of `name(args)`; `ret` is `None` in flight, `Some(None)`
+    /// for a failed call.
+    fn of(name: &str, args: &str, ret: Option<Option<u64>>) -> Reach {
+        let a = split_args(args);
+        let num = |i: usize| a.get(i).and_then(|s| arg_value(s, &[]).ok());
+        let flag = |i: usize, f: &str| a.get(i).is_some_and(|s| s.contains(f));
+        let span = |at: Option<u64>, len: Option<u64>| at.zip(len).map(|(s, n)| (s, s.saturating_add(n)));
+        let mut r = Reach::default();
+        match name {
+            "mmap" | "mmap2" => {
+                let fixed = flag(3, "MAP_FIXED");
+                if fixed {
+                    r.ranges.extend(span(num(0), num(1)));
+                } else {
+                    match ret {
+                        None => r.places = true,
+                        Some(Some(at)) => {
+                            r.placed = true;
+                            r.ranges.extend(span(Some(at), num(1)));
+                        }
+                        Some(None) => {}
+                    }
+                }
+            }
+            "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
+            | "remap_file_pages" | "msync" | "mbind" => r.ranges.extend(span(num(0), num(1))),
+            "mremap" => {
+                r.ranges.extend(span(num(0), num(1)));
+                r.ranges.extend(span(num(0), num(2)));
+                match ret {
+                    None if flag(3, "MREMAP_FIXED") => r.ranges.extend(span(num(4), num(2))),
+                    None => r.places = flag(3, "MREMAP_MAYMOVE"),
+                    Some(Some(to)) => {
+                        r.placed = Some(to) != num(0);
+                        r.ranges.extend(span(Some(to), num(2)));
+                    }
+                    Some(None) => {}
+                }
+            }
+            _ => r.all = true,
+        }
+        if r.ranges.is_empty() && !r.places && ret.is_none() && !r.all {
+            // (Arguments cut short in flight: anything.)
+            r.all = true;
+        }
+        r
+    }
+
+    /// Whether two reaches share a page (calls that do not commute: the
+    /// layouts their two orders leave may differ).
+    fn shares(&self, other: &Reach) -> bool {
+        self.all || other.all || self.ranges.iter().any(|&(s, e)| other.ranges.iter().any(|&(t, f)| s < f && t < e))
+    }
+
+    /// Whether two reaches share a page or touch (a merge across the
+    /// boundary).
+    fn meets(&self, other: &Reach) -> bool {
+        self.all
+            || other.all
+            || self.ranges.iter().any(|&(s, e)| {
+                other.ranges.iter().any(|&(t, f)| s <= f.saturating_add(PAGE) && t <= e.saturating_add(PAGE))
+            })
     }
 }
 
