@@ -342,9 +342,6 @@ mod live {
             let name = arch::MEMORY_CALLS.iter().find(|(n, _)| *n == nr).map_or("", |c| c.1);
             const MAP_FIXED: u64 = 0x10;
             const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
-            let around = |s: u64, len: u64| {
-                (s.saturating_sub(PAGE_SIZE) & !(PAGE_SIZE - 1), s.saturating_add(len).saturating_add(PAGE_SIZE))
-            };
             match name {
                 "munmap" => {
                     let (s, e) = (a[0] & !(PAGE_SIZE - 1), a[0].saturating_add(a[1]));
@@ -676,6 +673,12 @@ mod live {
         }
     }
 
+    /// The range a call on `[start, start + len)` may merge across: the
+    /// range and a page either side, from page boundaries.
+    fn around(start: u64, len: u64) -> (u64, u64) {
+        (start.saturating_sub(PAGE_SIZE) & !(PAGE_SIZE - 1), start.saturating_add(len).saturating_add(PAGE_SIZE))
+    }
+
     /// The next stop of any tracee. A tracee that makes memory calls one
     /// after another stops again within microseconds: the tracer polls
     /// for up to `spin` before it sleeps, since waking a sleeping CPU for
@@ -856,8 +859,7 @@ mod live {
                         // A mapping placed (or moved) where the kernel
                         // chose: its new neighbours decide its merges.
                         if let Some(len) = arch::placed(nr, a, ret) {
-                            let (at, end) = (ret as u64, (ret as u64).saturating_add(len));
-                            t.sync_written(pid, &[(at.saturating_sub(PAGE_SIZE), end.saturating_add(PAGE_SIZE))]);
+                            t.sync_written(pid, &[around(ret as u64, len)]);
                         }
                         if nr == 9 && ret >= 0 {
                             t.learn_fd(pid, a[4] as i32);
