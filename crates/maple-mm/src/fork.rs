@@ -92,7 +92,7 @@ impl<T: VmaStore> AddressSpace<T> {
 
     /// [`fork`](Self::fork) as Linux did before names were reference
     /// counted: every name string is copied for the child. Only for the
-    /// benchmark that measures what sharing saves (seed 003).
+    /// benchmark that measures what sharing saves.
     #[doc(hidden)]
     pub fn fork_copying_names(&self) -> Result<AddressSpace<T::Owned>> {
         self.fork_impl(true)

@@ -290,8 +290,8 @@ impl<T: VmaStore> AddressSpace<T> {
 
 /// Whether growing this VMA populates the new part with writes: Linux
 /// faults in what a locked mapping grows by (not a lock on fault), and a
-/// private writable one is written, which gives it an anon_vma (found by
-/// the kernel oracle, seed 350,502 of a million).
+/// private writable one is written, which gives it an anon_vma (a
+/// sequence in the kernel oracle's `KNOWN` checks it).
 fn populates_growth(d: &VmaData) -> bool {
     d.flags.locked_now() && d.flags.private_writable()
 }

@@ -11,14 +11,14 @@
 //! of all 512 (free cells, list links), so a node finds its chunk's header
 //! by masking its address, and the headers cost 1/170 over the nodes; no
 //! other memory is spent on a block. (The global allocator adds about two
-//! pages of its own per block, 1/256 more: see [`map_block`]. Blocks of
-//! 256 KiB had the same header share and eight times the allocator's.)
+//! pages of its own per block, 1/256 more: see [`map_block`]; smaller
+//! blocks would keep the header share and multiply the allocator's.)
 //!
 //! A block is as big, and as aligned, as an x86-64 huge page, so that the
 //! kernel can map it with one TLB entry instead of 512: a random lookup in
 //! a tree of a million ranges misses the TLB on nearly every node below
-//! the top levels otherwise (on the project's machines, under
-//! virtualisation, a 2-D page walk each). On Linux a new block is mapped
+//! the top levels otherwise (under virtualisation, a 2-D page walk
+//! each). On Linux a new block is mapped
 //! with small pages only (`MADV_NOHUGEPAGE`: a small tree makes resident
 //! only the pages it touches, whatever the system's transparent huge page
 //! setting), and once every chunk of it has been handed out, if a big

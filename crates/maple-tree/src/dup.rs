@@ -40,8 +40,8 @@ impl RawTree {
         let Some(root) = self.root_node() else {
             return Ok((out, Vec::new()));
         };
-        // Sized once from the entry count (growing the vector cost a fifth
-        // of a small tree's duplication): a leaf holds at least 6 of the at
+        // Sized once from the entry count (not grown while copying): a
+        // leaf holds at least 6 of the at
         // most 2 * len + 1 ranges (entries and the gaps between them),
         // except on the right-most spine.
         let leaves_max = (2 * self.len.get() + 1) / 6 + self.height.get() + 1;

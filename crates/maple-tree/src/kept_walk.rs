@@ -158,7 +158,7 @@ mod tests {
     /// trees of one to three levels), compared entry for entry and
     /// validated after each.
     // (Not under Miri: the tree walking from the root is what every
-    // other test's first writes do; 300 steps took Miri 150 s.)
+    // other test's first writes do, and 300 steps are slow there.)
     #[test]
     #[cfg_attr(miri, ignore)]
     fn a_tree_without_room_for_its_walk_writes_alike() {

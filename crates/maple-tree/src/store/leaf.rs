@@ -1037,8 +1037,7 @@ mod tests {
     /// A root leaf holding one range, emptied by an erase or a removal of
     /// that range or of everything, leaves an empty tree (no node), with and without
     /// gap tracking; a range that leaves room around it empties the tree
-    /// too. (The slot-store lane once kept a root leaf of one empty range:
-    /// `[0, u64::MAX]` stored, then erased, found by the CLI's fuzz test.)
+    /// too (`[0, u64::MAX]` stored, then erased, among them).
     #[test]
     fn emptying_a_root_leaf_of_one_range_empties_the_tree() {
         for gaps in [false, true] {

@@ -255,7 +255,7 @@ pub(super) fn lay_out(
 ) -> ([Item; 3], usize) {
     // The array is written whole, never piece by piece at a computed
     // offset: a later copy of it could then not be forwarded from those
-    // scattered stores (a stall the profile showed on every write).
+    // scattered stores (a store-forwarding stall).
     let front = Item { last: first.wrapping_sub(1), slot: lval, gap: 0 };
     let mid = Item { last, slot: entry, gap: 0 };
     let back = Item { last: rmax, slot: right, gap: 0 };
@@ -505,9 +505,9 @@ impl RawTree {
         let split_word = if right_made { pieces[pieces.len() - 1].slot } else { ptr::null_mut() };
 
         // The values that fall out of the tree, listed straight in `out`
-        // (empty on entry; emptied again if the write fails). (Built in a
-        // local and moved, the list was copied twice per rebuild through
-        // words that straddled the stores that built it.)
+        // (empty on entry; emptied again if the write fails), not built in
+        // a local and moved: a move would copy it through words that
+        // straddle the stores that built it.
         debug_assert_eq!(out.removed.len(), 0);
         let removed = &mut out.removed;
         if l.node == r.node {
