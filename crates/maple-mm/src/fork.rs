@@ -32,8 +32,8 @@ impl<T: VmaStore> AddressSpace<T> {
     /// point with the tree's reserved marker, torn down up to it, and the
     /// call returns `ENOMEM`; the parent is untouched and nothing leaks.
     ///
-    /// The old design's store ([`RbTree`](crate::rbtree::RbTree)) copies
-    /// VMA by VMA instead, as Linux's `dup_mmap` did.
+    /// The old design's store (the `baseline` feature's red-black tree)
+    /// copies VMA by VMA instead, as Linux's `dup_mmap` did.
     pub fn fork(&self) -> Result<AddressSpace<T::Owned>> {
         self.fork_impl(false)
     }
@@ -93,7 +93,7 @@ impl<T: VmaStore> AddressSpace<T> {
     /// [`fork`](Self::fork) as Linux did before names were reference
     /// counted: every name string is copied for the child. Only for the
     /// benchmark that measures what sharing saves.
-    #[doc(hidden)]
+    #[cfg(feature = "baseline")]
     pub fn fork_copying_names(&self) -> Result<AddressSpace<T::Owned>> {
         self.fork_impl(true)
     }
@@ -103,6 +103,7 @@ impl AddressSpace {
     /// [`fork`](Self::fork) the way Linux did before `__mt_dup`: every VMA
     /// copied and inserted one by one into a new tree. Same result; kept as
     /// the benchmark baseline.
+    #[cfg(feature = "baseline")]
     pub fn fork_by_insertion(&self) -> Result<AddressSpace> {
         let mut tree = MapleTree::with_gaps();
         let mut uncopied: Vec<(u64, u64, bool)> = Vec::new();

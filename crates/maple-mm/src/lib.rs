@@ -110,9 +110,11 @@
 
 mod access;
 mod change;
+mod edit;
 mod error;
 mod flags;
 mod fork;
+mod layout;
 mod lock;
 mod maps;
 mod mbind;
@@ -120,9 +122,14 @@ mod mmap;
 mod modify;
 mod mremap;
 mod name;
+#[cfg(feature = "baseline")]
+mod old_design;
 mod page;
 mod pages;
 mod policy;
+mod primitives;
+mod proc;
+#[cfg(feature = "baseline")]
 pub mod rbtree;
 mod seal;
 mod shared;
@@ -134,6 +141,7 @@ mod stack;
 mod store;
 pub mod strace;
 pub mod swap;
+mod transact;
 mod value;
 mod vma;
 mod vma_slab;
@@ -144,6 +152,7 @@ pub use error::{io_reason, Errno, Result};
 pub use flags::{Advice, MapFlags, MclFlags, MlockFlags, MremapFlags, Prot, ShmFlags, VmFlags};
 #[cfg(feature = "fault-injection")]
 pub use fork::fault;
+pub use layout::{Arch, Layout};
 pub use maple_tree;
 pub use maps::{MapsError, MapsLine};
 pub use name::{AnonName, MAX_NAME_LEN};
@@ -151,7 +160,7 @@ pub use page::{BadPageSize, PageSize, PAGE_SIZE};
 pub use policy::{MbindFlags, MemPolicy, MempolicyFlags, MempolicyMode};
 pub use shared::{SharedAddressSpace, SpaceWriter};
 pub use shm::ShmSegment;
-pub use space::{prot_of_index, AddressSpace, Arch, Brk, Layout, SpaceStats};
+pub use space::{prot_of_index, AddressSpace, Brk, SpaceStats};
 pub use store::{TreeStore, VmaStore};
 pub use value::VmaValue;
 pub use vma::{AnonVma, Backing, MappedFile, Vma, VmaData};

@@ -31,11 +31,12 @@
 //!   growth) where the locked memory would.
 
 use crate::{
+    edit::Holes,
     error::AllocFail,
     error::{Errno, Result},
     flags::{MclFlags, MlockFlags, VmFlags},
-    modify::Holes,
-    space::{within, AddressSpace},
+    layout::within,
+    space::AddressSpace,
     store::VmaStore,
     vma::VmaData,
 };

@@ -2,8 +2,8 @@
 //! policy itself, and what is modelled of it: [`MemPolicy`]).
 
 use crate::{
+    edit::Holes,
     error::{Errno, Result},
-    modify::Holes,
     policy::{sanitize, MbindFlags, MemPolicy},
     space::AddressSpace,
     store::VmaStore,

@@ -162,7 +162,7 @@ impl<T: VmaStore> AddressSpace<T> {
             addr
         } else {
             let hint = self.round_hint(addr);
-            if flags.contains(MapFlags::BITS32) && self.layout.arch == crate::space::Arch::X86_64 {
+            if flags.contains(MapFlags::BITS32) && self.layout.arch == crate::layout::Arch::X86_64 {
                 self.area_below_2g(hint, len)?
             } else {
                 self.unmapped_area(hint, len, &probe, offset)?

@@ -299,7 +299,7 @@ fn populates_growth(d: &VmaData) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::{
-        space::{each_page, test_layout},
+        layout::{each_page, test_layout},
         AddressSpace, MapFlags, MremapFlags, Prot,
     };
 

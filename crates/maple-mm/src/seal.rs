@@ -18,10 +18,10 @@
 //! * a fork's child keeps the seals.
 
 use crate::{
+    edit::Holes,
     error::AllocFail,
     error::{Errno, Result},
     flags::VmFlags,
-    modify::Holes,
     space::AddressSpace,
     store::VmaStore,
     vma::VmaData,

@@ -166,7 +166,7 @@ impl<T: VmaStore> AddressSpace<T> {
 mod tests {
     use super::ShmSegment;
     use crate::{
-        space::{each_page, test_layout},
+        layout::{each_page, test_layout},
         AddressSpace, Errno, MapFlags, Prot, ShmFlags,
     };
 

@@ -21,9 +21,10 @@ use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::{
     flags::VmFlags,
+    layout::Layout,
     name::AnonName,
     policy::{MemPolicy, MempolicyFlags, MempolicyMode},
-    space::{AddressSpace, Brk, Layout},
+    space::{AddressSpace, Brk},
     value::ErasedValue,
     vma::{AnonVma, Backing, MappedFile, VmaData},
     VmaValue,

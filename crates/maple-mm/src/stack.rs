@@ -29,7 +29,8 @@
 use crate::{
     error::AllocFail,
     flags::VmFlags,
-    space::{vm_counts, within, AddressSpace, Layout},
+    layout::{vm_counts, within, Layout},
+    space::AddressSpace,
     store::VmaStore,
     vma::Vma,
 };
@@ -134,7 +135,7 @@ impl<T: VmaStore> AddressSpace<T> {
 #[cfg(test)]
 mod tests {
     use crate::{
-        space::{each_page, test_layout},
+        layout::{each_page, test_layout},
         Access, AddressSpace, Fault, Layout, MapFlags, Prot, VmFlags,
     };
 

@@ -10,9 +10,9 @@ use core::ops::{Range, RangeInclusive};
 
 use maple_tree::{DupError, Handle, InsertError, Iter, MapleTree, RangeCloned, WriteGuard, U63};
 
-use crate::{error::Errno, rbtree::RbTree, vma::VmaData, vma_slab::VmaRef};
+use crate::{error::Errno, vma::VmaData, vma_slab::VmaRef};
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -237,112 +237,4 @@ impl<'g> VmaStore for WriteGuard<'g, VmaRef> {
         Self: 'a;
 
     maple_reads!();
-}
-
-impl sealed::Sealed for RbTree<VmaRef> {}
-
-/// An rbtree entry as the maple stores lend theirs.
-#[inline]
-fn lent<'a>((r, v): (Range<u64>, &'a VmaRef)) -> Entry<'a> {
-    (r.start..=r.end - 1, v)
-}
-
-/// An rbtree entry, owned.
-#[inline]
-fn owned((r, v): (Range<u64>, &VmaRef)) -> (RangeInclusive<u64>, VmaRef) {
-    (r.start..=r.end - 1, v.clone())
-}
-
-/// The old design: Linux's VMA structures before the maple tree, as a
-/// baseline for the same address-space code. Lookups go through the
-/// four-entry cache as `find_vma` did; a fork links every VMA into a new
-/// tree one by one, as `dup_mmap` did.
-impl VmaStore for RbTree<VmaRef> {
-    type GuardTree = MapleTree<U63>;
-    type Owned = RbTree<VmaRef>;
-    type Iter<'a> = core::iter::Map<crate::rbtree::Iter<'a, VmaRef>, fn((Range<u64>, &'a VmaRef)) -> Entry<'a>>;
-    type Cloned<'a> =
-        core::iter::Map<crate::rbtree::Iter<'a, VmaRef>, fn((Range<u64>, &'a VmaRef)) -> (RangeInclusive<u64>, VmaRef)>;
-
-    #[inline]
-    fn get_range(&self, addr: u64) -> Option<Entry<'_>> {
-        self.find(addr).map(lent)
-    }
-
-    #[inline]
-    fn range_at(&self, addr: u64) -> (RangeInclusive<u64>, Option<&VmaData>) {
-        match self.find_vma_prev(addr) {
-            (Some((r, v)), _) if r.start <= addr => (r.start..=r.end - 1, Some(v)),
-            (next, prev) => {
-                let lo = prev.map_or(0, |(r, _)| r.end);
-                let hi = next.map_or(u64::MAX, |(r, _)| r.start - 1);
-                (lo..=hi, None)
-            }
-        }
-    }
-
-    #[inline]
-    fn next_after(&self, addr: u64) -> Option<Entry<'_>> {
-        self.find_vma(addr).map(lent)
-    }
-
-    #[inline]
-    fn prev_before(&self, addr: u64) -> Option<Entry<'_>> {
-        self.last_at_or_below(addr).map(lent)
-    }
-
-    #[inline]
-    fn range(&self, r: RangeInclusive<u64>) -> Self::Iter<'_> {
-        RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(lent as fn(_) -> _)
-    }
-
-    #[inline]
-    fn range_cloned(&self, r: RangeInclusive<u64>) -> Self::Cloned<'_> {
-        RbTree::range(self, *r.start()..r.end().saturating_add(1)).map(owned as fn(_) -> _)
-    }
-
-    #[inline]
-    fn count(&self) -> usize {
-        RbTree::len(self)
-    }
-
-    #[inline]
-    fn empty_area(&self, window: Range<u64>, len: u64) -> Option<u64> {
-        RbTree::empty_area(self, window, len)
-    }
-
-    #[inline]
-    fn empty_area_rev(&self, window: Range<u64>, len: u64) -> Option<u64> {
-        RbTree::empty_area_rev(self, window, len)
-    }
-
-    #[inline]
-    fn store(&mut self, r: Range<u64>, v: VmaRef) -> Result<(), InsertError<VmaRef>> {
-        RbTree::store(self, r, v);
-        Ok(())
-    }
-
-    #[inline]
-    fn remove(&mut self, r: Range<u64>) -> Result<(), maple_tree::Error> {
-        RbTree::remove(self, r);
-        Ok(())
-    }
-
-    #[inline]
-    fn dup_with(
-        &self,
-        mut f: impl FnMut(RangeInclusive<u64>, &VmaData) -> Result<Option<VmaRef>, Errno>,
-    ) -> Result<RbTree<VmaRef>, Errno> {
-        let mut child = RbTree::new();
-        for (r, v) in self.iter() {
-            let record = f(r.start..=r.end - 1, v)?.unwrap_or_else(|| v.clone());
-            child.store(r, record);
-        }
-        Ok(child)
-    }
-
-    #[inline]
-    fn check(&self) -> Result<(), String> {
-        self.validate()
-    }
 }
