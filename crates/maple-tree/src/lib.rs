@@ -110,8 +110,10 @@
 //! where that is cheapest and frees replaced nodes at once. A
 //! [`ConcurrentMapleTree`]'s writer cannot: every change of more than one
 //! word is built in fresh nodes and published by one pointer store. Which
-//! of the two a tree does is its type ([`Writes`]): `MapleTree<V>` writes
-//! in place, `MapleTree<V, FreshNodes>` as the concurrent tree does.
+//! of the two a tree does is part of its type, so that the in-place
+//! writes cannot be reached where readers exist; `MapleTree<V>` writes in
+//! place. (The crate's tests run the fresh-node writes on a plain tree,
+//! with the whole plain API, through its `testing` feature.)
 //!
 //! A tree keeps the walk of its last write (in trees of two levels or
 //! more; a kilobyte, allocated once, after the tree's first 32 writes): a
@@ -282,8 +284,7 @@ mod write;
 #[cfg(feature = "fault-injection")]
 pub use alloc::fault;
 pub use alloc::trim_thread_cache;
-#[cfg(all(feature = "std", not(loom)))]
-#[doc(hidden)]
+#[cfg(all(feature = "std", feature = "testing", not(loom)))]
 pub use concurrent::collect_garbage;
 #[cfg(all(feature = "std", not(loom)))]
 pub use concurrent::{ConcurrentIter, ConcurrentMapleTree, ReadGuard, WriteCursor, WriteGuard};
@@ -296,7 +297,9 @@ pub use handle::{Handle, HandleMut, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use tree::{FreshNodes, InPlace, MapleTree, Moved, Stats, Writes};
+#[cfg(any(test, feature = "testing"))]
+pub use tree::{FreshNodes, InPlace, Writes};
+pub use tree::{MapleTree, Moved, Stats};
 pub use validate::ValidateError;
 
 /// The crate README's examples, compiled and run as doctests.

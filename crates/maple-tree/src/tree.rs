@@ -71,6 +71,7 @@ pub enum InPlace {}
 
 /// Writes every change of more than one word into fresh nodes, as the
 /// concurrent tree must (see [`Writes`]).
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug)]
 pub enum FreshNodes {}
 
@@ -78,6 +79,7 @@ impl Writes for InPlace {
     const FRESH: bool = false;
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Writes for FreshNodes {
     const FRESH: bool = true;
 }
@@ -85,6 +87,7 @@ impl Writes for FreshNodes {
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::InPlace {}
+    #[cfg(any(test, feature = "testing"))]
     impl Sealed for super::FreshNodes {}
 }
 
@@ -135,6 +138,7 @@ impl<V: Handle> MapleTree<V> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl<V: Handle> MapleTree<V, FreshNodes> {
     /// An empty tree that writes every change of more than one word into
     /// fresh nodes (see [`Writes`]), gap-tracking if `gaps`.
@@ -156,6 +160,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     }
 
     /// The same tree, written as `W2` says from now on (see [`Writes`]).
+    #[cfg(any(test, feature = "testing"))]
     ///
     /// ```
     /// use maple_tree::{FreshNodes, MapleTree, U63};
@@ -169,6 +174,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     }
 
     /// Takes the raw tree out (leaving an empty one to drop).
+    #[cfg(any(test, feature = "testing", feature = "std"))]
     pub(crate) fn into_raw(mut self) -> RawTree {
         core::mem::replace(&mut self.raw, RawTree::new(false))
     }

@@ -534,7 +534,7 @@ impl<V: Handle + Send + Sync + 'static> Drop for ConcurrentMapleTree<V> {
 /// thread's epoch state a few times. Garbage is otherwise freed in batches
 /// as threads pin; tests call this to count drops deterministically once no
 /// other thread is reading.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn collect_garbage() {
     // Each flush collects a bounded number of bags; the epoch must also
     // advance twice past the newest garbage.
