@@ -1,32 +1,19 @@
 //! # maple-tree
 //!
-//! A userspace implementation of the Linux maple tree: a B-tree over
-//! non-overlapping inclusive `u64` ranges, built from 256-byte nodes, with
-//! gap tracking for O(log n) free-range search.
+//! A map from non-overlapping `u64` ranges to values, with the free
+//! ranges between them found in O(log n): a userspace implementation of
+//! the Linux kernel's maple tree (the structure that has held each
+//! process's memory areas since Linux 6.1), with its 256-byte nodes, its
+//! gap search, its cursors, O(n) duplication, writes that fail without
+//! changing anything, and a concurrent flavour whose readers take no
+//! lock.
 //!
-//! ## Overview
-//!
-//! * Keys are ranges `[first, last]`; a new tree is one empty range
-//!   `[0, u64::MAX]`. Storing over a range overwrites (trimming or cutting
-//!   neighbours); storing nothing empties it; adjacent empty ranges are always
-//!   merged. `insert` fails if anything is present; `erase` removes the whole
-//!   entry containing an index.
-//! * Nodes are the kernel's: leaves and plain internal nodes hold 16 slots
-//!   and 15 pivots, gap-tracking internal nodes 10 slots, 9 pivots and 10 gap
-//!   values; every node is exactly 256 bytes and 256-byte aligned (four cache
-//!   lines), and the low bits of node pointers carry the node type.
-//! * Values are one word each ([`Handle`]): `Box<T>`, `Arc<T>`, or inline
-//!   integers ([`U63`]).
-//!
-//! ## Normal and advanced API
-//!
-//! The normal API ([`MapleTree::load`], [`MapleTree::insert_range`],
-//! [`MapleTree::store_range`], [`MapleTree::erase`], iteration, gap search)
-//! takes an index or a range and finds its place itself. The advanced API
-//! is the cursor ([`Cursor`], [`CursorMut`]), the equivalent of the
-//! kernel's `ma_state`: a cursor stands on one range (an entry *or* an empty
-//! range, with exact bounds), steps over entries or over all ranges, and can
-//! write where it stands, without a walk from the root.
+//! Keys are inclusive ranges `[first, last]`; a new tree is one empty
+//! range `[0, u64::MAX]`. Storing over a range overwrites (trimming or
+//! cutting neighbours); storing nothing empties it; `insert` fails if
+//! anything is present; `erase` removes the whole entry holding an index.
+//! Values are one word each ([`Handle`]): `Box<T>`, `Arc<T>`, or inline
+//! integers ([`U63`]).
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -40,6 +27,16 @@
 //! assert_eq!(vmas.empty_area_rev(..0x8000, 0x2000), Ok(0x6000));
 //! ```
 //!
+//! ## Normal and advanced API
+//!
+//! The normal API ([`MapleTree::load`], [`MapleTree::insert_range`],
+//! [`MapleTree::store_range`], [`MapleTree::erase`], iteration, gap search)
+//! takes an index or a range and finds its place itself. The advanced API
+//! is the cursor ([`Cursor`], [`CursorMut`]), the equivalent of the
+//! kernel's `ma_state`: a cursor stands on one range (an entry *or* an empty
+//! range, with exact bounds), steps over entries or over all ranges, and can
+//! write where it stands, without a walk from the root.
+//!
 //! ```
 //! use maple_tree::{MapleTree, U63};
 //! let mut t = MapleTree::new();
@@ -51,6 +48,23 @@
 //! assert_eq!(c.next_range(), Some((20..=29, None)));
 //! assert_eq!(c.next().map(|(r, v)| (r, v.get())), Some((30..=39, 2)));
 //! ```
+//!
+//! ## Gaps
+//!
+//! [`MapleTree::gaps`] iterates over the empty ranges inside a window (both
+//! directions); [`MapleTree::empty_area`] and
+//! [`empty_area_rev`](MapleTree::empty_area_rev) find the lowest or highest
+//! free window of a size. On a gap-tracking tree
+//! ([`MapleTree::with_gaps`]) both skip full subtrees: O(log n) per gap.
+//!
+//! ## Mutable access
+//!
+//! Values a handle owns alone (`Box<T>`, see [`HandleMut`]) can be changed
+//! in place through `&mut` access to the tree: [`MapleTree::get_mut`],
+//! [`iter_mut`](MapleTree::iter_mut), [`range_mut`](MapleTree::range_mut),
+//! [`values_mut`](MapleTree::values_mut). `Arc<T>` values are shared, so
+//! they offer `&T` only (use interior mutability, or store a new value);
+//! `U63` values are replaced by storing over their range.
 //!
 //! ## Locking and reading
 //!
@@ -78,34 +92,102 @@
 //!   runs): a [`ConcurrentMapleTree`]. Hold one [`ReadGuard`] across a
 //!   batch of lookups: reading under a guard costs about what a plain
 //!   `&MapleTree` lookup does, while pinning per lookup (`load_with`)
-//!   adds one atomic swap (see `docs/BENCHMARKS.md`). Removed values are
+//!   adds one atomic swap. Removed values are
 //!   dropped later, on the writer's thread.
 //! * Both in turn: [`ConcurrentMapleTree::with_mut`] lends the tree out as
 //!   a plain `MapleTree` while `&mut` proves nobody else is looking, and
 //!   `From`/[`ConcurrentMapleTree::into_inner`] convert in O(1). The
 //!   writer's guard hands out a [`WriteCursor`] for walking and editing in
 //!   one pass.
-
-//! ## Memory reclamation
 //!
-//! Replaced nodes and replaced or erased values of a `ConcurrentMapleTree`
-//! are freed once every reader that could see them has unpinned. The
-//! writer collects them in batches of 32 and keeps each batch itself;
-//! `crossbeam-epoch` only raises a flag when a batch's grace period is
-//! over, and the writer then frees the batch on its own thread during a
-//! later write. So nodes and values are freed, and values dropped, only by
-//! the thread holding the writer lock or by the thread that drops the tree
-//! (which frees everything at once: no reader can be left then) — never by
-//! a reader, never on a thread the collector happens to run on, and never
-//! after the tree is gone. [`WriteGuard::reclaim`] seals the current batch
-//! and frees what is due right away, for use after a burst of writes. A
-//! `MapleTree` frees at once.
+//! ## Speed: when to choose it
 //!
-//! ## Writes
+//! The project's benchmark report (`maple-report`, in the `maple-bench`
+//! crate) measures it side by side with `BTreeMap<u64, (u64, V)>` used as a range
+//! map (the entry starting at or below a key, its end checked). Where the
+//! two differ, and why:
+//!
+//! * lookups are faster: 16-way nodes of four cache lines make a short
+//!   tree; free ranges are found in O(log n), which a `BTreeMap` cannot;
+//! * ascending stores are faster: a write that starts in the leaf the
+//!   last one wrote to searches that leaf only (`extend` and `collect` of
+//!   sorted ranges benefit), and [`MapleTree::from_sorted`] builds fastest
+//!   of all, filling nodes level by level;
+//! * random stores are slower, random erases about even: a range takes two
+//!   slots (its entry and the gap after it) and leaves are kept dense, so
+//!   about every other random insert refills a leaf with its sibling, a
+//!   write long enough that the processor cannot start the next one's
+//!   walk early, as it can `BTreeMap`'s short insert;
+//! * forward iteration is about even; backward iteration by `sum`, `fold`
+//!   or `for_each` runs on `rfold`, which reads whole leaves; short range
+//!   queries are faster, since an iterator walks only when first asked,
+//!   from the end it is asked at;
+//! * duplication is O(n) ([`MapleTree::try_dup`]: nodes copied, not
+//!   entries re-inserted);
+//! * and, as a [`ConcurrentMapleTree`], readers run without a lock while a
+//!   writer works.
+//!
+//! Writes that stay near each other (a region carved up, a range grown or
+//! shrunk in place) are cheapest through one [`CursorMut`], which keeps its
+//! place between writes; the tree's own methods keep the walk of their
+//! last write too. A workload of mostly random inserts and erases of
+//! single keys, with no use for ranges, gaps or lock-free readers, is
+//! better served by `BTreeMap`.
+//!
+//! ## Guarantees
+//!
+//! * No panic on any input: invalid ranges, sizes and windows return
+//!   [`Error::InvalidRange`]; failures hand the value back
+//!   ([`InsertError`]).
+//! * [`MapleTree::validate`] checks every invariant: pivots ascending inside
+//!   the implied bounds, unused pivots and slots cleared, minimum fill
+//!   (6 slots in leaves and plain nodes, 4 in gap nodes; the root and the
+//!   right-most spine are exempt), parent back-links, gap values, no two
+//!   adjacent empty ranges anywhere, all leaves at one depth, no reachable
+//!   dead node, and the entry count.
+//! * Unwind safety: a value's `Drop` runs only after the tree is consistent.
+//!
+//! ## Features
+//!
+//! * `std` (default): [`ConcurrentMapleTree`] (with `crossbeam-epoch`),
+//!   a per-thread cache of empty node chunks (at most 64 MiB, so that a
+//!   tree built after another was dropped reuses its memory instead of
+//!   having it faulted in afresh; [`trim_thread_cache`] gives it back),
+//!   and on Linux
+//!   huge pages for big trees: nodes come in 2 MiB blocks, and once a tree
+//!   holds 8 MiB of nodes, each block it has used up is collapsed into one
+//!   huge page (`madvise`, Linux 6.1 and later; no memory is added), which
+//!   spares random lookups in trees of millions of ranges most of their
+//!   TLB misses. Smaller trees keep small pages whatever the system's
+//!   transparent-huge-page setting. [`Stats::held_bytes`] counts a tree's
+//!   node memory. Without `std` the crate is
+//!   `no_std` + `alloc`: [`MapleTree`], its cursors and everything above
+//!   works, each tree's node chunks coming straight from the global
+//!   allocator (CI builds it for `x86_64-unknown-none`).
+//! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
+//!   `(first, last, value)` in ascending order; read back in any order, an
+//!   overlap or a backwards range is an error naming the entry) and for
+//!   [`U63`]; `serde_with_gaps` reads into a gap-tracking tree. `Arc`
+//!   values need serde's own `rc` feature.
+//! * `fault-injection`: counts node allocations and fails the N-th one
+//!   (module `fault`), for testing that every failed write changes nothing.
+//! * `testing`: for this crate's own tests, not a stable API (plain trees
+//!   that write as the concurrent tree does, and a way to collect
+//!   deferred frees at once).
+//!
+//! ## How it works
+//!
+//! Nodes are the kernel's: leaves and plain internal nodes hold 16 slots
+//! and 15 pivots, gap-tracking internal nodes 10 slots, 9 pivots and 10
+//! gap values; every node is exactly 256 bytes and 256-byte aligned (four
+//! cache lines), and the low bits of node pointers carry the node type.
+//! Adjacent empty ranges are always merged.
+//!
+//! ### Writes
 //!
 //! Every write is planned before anything visible changes: the nodes it
 //! needs are allocated and filled first, so a failed allocation leaves the
-//! tree exactly as it was (see `store/` for the algorithm). A tree borrowed
+//! tree exactly as it was. A tree borrowed
 //! `&mut` has no reader, so a write changes the nodes it touches in place
 //! where that is cheapest and frees replaced nodes at once. A
 //! [`ConcurrentMapleTree`]'s writer cannot: every change of more than one
@@ -138,102 +220,28 @@
 //! assert_eq!(t.load(165), None);
 //! ```
 //!
-//! ## Guarantees
+//! ### Memory reclamation
 //!
-//! * No panic on any input: invalid ranges, sizes and windows return
-//!   [`Error::InvalidRange`]; failures hand the value back
-//!   ([`InsertError`]).
-//! * [`MapleTree::validate`] checks every invariant: pivots ascending inside
-//!   the implied bounds, unused pivots and slots cleared, minimum fill
-//!   (6 slots in leaves and plain nodes, 4 in gap nodes; the root and the
-//!   right-most spine are exempt), parent back-links, gap values, no two
-//!   adjacent empty ranges anywhere, all leaves at one depth, no reachable
-//!   dead node, and the entry count.
-//! * Unwind safety: a value's `Drop` runs only after the tree is consistent.
+//! Replaced nodes and replaced or erased values of a `ConcurrentMapleTree`
+//! are freed once every reader that could see them has unpinned. The
+//! writer collects them in batches of 32 and keeps each batch itself;
+//! `crossbeam-epoch` only raises a flag when a batch's grace period is
+//! over, and the writer then frees the batch on its own thread during a
+//! later write. So nodes and values are freed, and values dropped, only by
+//! the thread holding the writer lock or by the thread that drops the tree
+//! (which frees everything at once: no reader can be left then) — never by
+//! a reader, never on a thread the collector happens to run on, and never
+//! after the tree is gone. [`WriteGuard::reclaim`] seals the current batch
+//! and frees what is due right away, for use after a burst of writes. A
+//! `MapleTree` frees at once.
 //!
-//! ## Node statistics
+//! ### Node statistics
 //!
 //! [`MapleTree::stats`] counts leaves and internal nodes and the bytes they
 //! use. Trees are kept about as dense as the kernel's: a node that
 //! overflows is pushed into a sibling with room before it is split, and
-//! bulk-built trees are filled level by level. The bytes per range, for
-//! each way of building, are in `docs/BENCHMARKS.md`.
-//!
-//! ## Speed: when to choose it
-//!
-//! `docs/BENCHMARKS.md` holds the figures, generated by `maple-report` and
-//! measured side by side with `BTreeMap<u64, (u64, V)>` used as a range
-//! map (the entry starting at or below a key, its end checked). Where the
-//! two differ, and why:
-//!
-//! * lookups are faster: 16-way nodes of four cache lines make a short
-//!   tree; free ranges are found in O(log n), which a `BTreeMap` cannot;
-//! * ascending stores are faster: a write that starts in the leaf the
-//!   last one wrote to searches that leaf only (`extend` and `collect` of
-//!   sorted ranges benefit), and [`MapleTree::from_sorted`] builds fastest
-//!   of all, filling nodes level by level;
-//! * random stores are slower, random erases about even: a range takes two
-//!   slots (its entry and the gap after it) and leaves are kept dense, so
-//!   about every other random insert refills a leaf with its sibling, a
-//!   write long enough that the processor cannot start the next one's
-//!   walk early, as it can `BTreeMap`'s short insert;
-//! * forward iteration is about even; backward iteration by `sum`, `fold`
-//!   or `for_each` runs on `rfold`, which reads whole leaves; short range
-//!   queries are faster, since an iterator walks only when first asked,
-//!   from the end it is asked at;
-//! * duplication is O(n) ([`MapleTree::try_dup`]: nodes copied, not
-//!   entries re-inserted);
-//! * and, as a [`ConcurrentMapleTree`], readers run without a lock while a
-//!   writer works.
-//!
-//! Writes that stay near each other (a region carved up, a range grown or
-//! shrunk in place) are cheapest through one [`CursorMut`], which keeps its
-//! place between writes; the tree's own methods keep the walk of their
-//! last write too. A workload of mostly random inserts and erases of
-//! single keys, with no use for ranges, gaps or lock-free readers, is
-//! better served by `BTreeMap`.
-//!
-//! ## Gaps
-//!
-//! [`MapleTree::gaps`] iterates over the empty ranges inside a window (both
-//! directions); [`MapleTree::empty_area`] and
-//! [`empty_area_rev`](MapleTree::empty_area_rev) find the lowest or highest
-//! free window of a size. On a gap-tracking tree
-//! ([`MapleTree::with_gaps`]) both skip full subtrees: O(log n) per gap.
-//!
-//! ## Mutable access
-//!
-//! Values a handle owns alone (`Box<T>`, see [`HandleMut`]) can be changed
-//! in place through `&mut` access to the tree: [`MapleTree::get_mut`],
-//! [`iter_mut`](MapleTree::iter_mut), [`range_mut`](MapleTree::range_mut),
-//! [`values_mut`](MapleTree::values_mut). `Arc<T>` values are shared, so
-//! they offer `&T` only (use interior mutability, or store a new value);
-//! `U63` values are replaced by storing over their range.
-//!
-//! ## Features
-//!
-//! * `std` (default): [`ConcurrentMapleTree`] (with `crossbeam-epoch`),
-//!   a per-thread cache of empty node chunks (at most 64 MiB, so that a
-//!   tree built after another was dropped reuses its memory instead of
-//!   having it faulted in afresh; [`trim_thread_cache`] gives it back),
-//!   and on Linux
-//!   huge pages for big trees: nodes come in 2 MiB blocks, and once a tree
-//!   holds 8 MiB of nodes, each block it has used up is collapsed into one
-//!   huge page (`madvise`, Linux 6.1 and later; no memory is added), which
-//!   spares random lookups in trees of millions of ranges most of their
-//!   TLB misses. Smaller trees keep small pages whatever the system's
-//!   transparent-huge-page setting. [`Stats::held_bytes`] counts a tree's
-//!   node memory. Without `std` the crate is
-//!   `no_std` + `alloc`: [`MapleTree`], its cursors and everything above
-//!   works, each tree's node chunks coming straight from the global
-//!   allocator (CI builds it for `x86_64-unknown-none`).
-//! * `serde`: `Serialize`/`Deserialize` for [`MapleTree`] (a sequence of
-//!   `(first, last, value)` in ascending order; read back in any order, an
-//!   overlap or a backwards range is an error naming the entry) and for
-//!   [`U63`]; `serde_with_gaps` reads into a gap-tracking tree. `Arc`
-//!   values need serde's own `rc` feature.
-//! * `fault-injection`: counts node allocations and fails the N-th one
-//!   (module `fault`), for testing that every failed write changes nothing.
+//! bulk-built trees are filled level by level. The benchmark report
+//! gives the bytes per range for each way of building.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
