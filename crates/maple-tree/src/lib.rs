@@ -279,6 +279,7 @@ mod iter;
 mod kept_walk;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod navigate;
 mod node;
 mod raw;
 #[cfg(feature = "serde")]

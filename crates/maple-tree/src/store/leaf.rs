@@ -20,9 +20,10 @@
 
 use core::{ops::RangeInclusive, ptr};
 
-use super::{cousin_fork, cut, edge_neighbour, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
+use super::{cut, lay_out, split::Run, Ends, Piece, Removed, StoreFail};
 use crate::{
     handle::is_value,
+    navigate::{cousin_fork, edge_neighbour},
     node::{range_len, slot_bounds, Item, Kind},
     raw::{Exclusive, Level, Path, RawTree},
     sync::Ordering,

@@ -49,8 +49,9 @@ use arrayvec::ArrayVec;
 use crate::{
     error::AllocError,
     handle::is_value,
+    navigate::{empty_across, prefetch_siblings},
     node::{Content, Item, Kind, NodeRef},
-    raw::{prefetch_beside, Access, Exclusive, Level, Path, RawTree},
+    raw::{Access, Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -723,83 +724,6 @@ impl RawTree {
     }
 }
 
-/// For [`RawTree::empty_before`] and [`RawTree::empty_after`]: if the
-/// range in the next leaf (`forward`) or the previous one, beside the slot
-/// `path` points at, is empty, moves `path` onto it and returns its far
-/// end. The walk steps there (up to the first level with a slot on that
-/// side, down the edge) instead of walking from the root; out of line, as
-/// most writes never get here.
-#[inline(never)]
-fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
-    let leaf = path.len() - 1;
-    // Most often the neighbour holds an entry and nothing moves.
-    let (d, true) = edge_neighbour(path, forward)? else {
-        return None;
-    };
-    path[d].off = if forward { path[d].off + 1 } else { path[d].off - 1 };
-    path.truncate(d + 1);
-    RawTree::descend_edge(path, !forward);
-    let (lo, hi) = path[leaf].leaf_range();
-    Some(if forward { hi } else { lo })
-}
-
-/// The range beside the leaf at the end of `path` (after it if `forward`,
-/// else before it), which lies in the next (previous) leaf: the level of
-/// `path` whose node holds the bound between the two leaves (the parent's
-/// for a sibling), and whether that range is empty; `None` at the edge of
-/// the index space (or in a root leaf). Found by stepping up to that level
-/// and down the other side's edge, without touching `path`. The in-leaf
-/// lane asks it about an erase at either edge of its leaf (which stays in
-/// the leaf when the neighbour holds an entry, and gives its range to the
-/// next leaf when that one starts empty), the general path through
-/// [`empty_across`].
-#[inline]
-pub(super) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
-    let leaf = path.len() - 1;
-    let d = fork_level(path, leaf, forward)?;
-    let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
-    // SAFETY: `path[d]` is above the leaf level, so a live internal node,
-    // and `off` a used slot (`has_next`, or one before a used one).
-    let mut node = unsafe { path[d].node.child(off) };
-    for _ in d + 1..leaf {
-        let edge = if forward { 0 } else { node.count() - 1 };
-        // SAFETY: above the leaf level, so internal; a used slot.
-        node = unsafe { node.child(edge) };
-    }
-    let edge = if forward { 0 } else { node.count() - 1 };
-    Some((d, node.as_leaf().expect("all leaves are one level").slot(edge).is_null()))
-}
-
-/// For a walk whose leaf is the last child of its parent but not the
-/// tree's last leaf, so that the next leaf is a cousin: the lowest level
-/// with a slot after the walk's, where the walk to that cousin forks off.
-/// `None` for a leaf with a next sibling, the tree's last leaf, and a
-/// root leaf or a leaf under the root (which have no cousins).
-pub(super) fn cousin_fork(path: &Path) -> Option<usize> {
-    let leaf = path.len().checked_sub(1)?;
-    if leaf < 2 || path[leaf].max == u64::MAX || path[leaf - 1].node.has_next(path[leaf - 1].off) {
-        return None;
-    }
-    fork_level(path, leaf - 1, true)
-}
-
-/// The lowest level of `path` below `below` with a slot after (`forward`)
-/// or before the walk's: where the walk to the next (or previous) leaf
-/// forks off. `None` at the tree's edge.
-fn fork_level(path: &Path, below: usize, forward: bool) -> Option<usize> {
-    (0..below).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })
-}
-
-/// The walk to the first leaf under slot `path[d].off + 1`: the next leaf
-/// after `path`'s, where the two walks fork at level `d` (a level of
-/// `path` above its leaf whose slot has a next one).
-pub(super) fn walk_to_next_leaf(path: &Path, d: usize) -> Path {
-    let mut next: Path = path[..=d].iter().copied().collect();
-    let stepped = RawTree::step_next(&mut next);
-    debug_assert!(stepped, "level {d} has a next slot");
-    next
-}
-
 /// A xorshift generator from `seed` (not zero), for the write tests'
 /// random sequences.
 #[cfg(test)]
@@ -809,16 +733,5 @@ pub(super) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
-    }
-}
-
-/// Asks the CPU to start loading the siblings (same parent) of the leaf
-/// at the end of `lpath`.
-#[inline]
-pub(super) fn prefetch_siblings(lpath: &Path) {
-    if let [.., p, _leaf] = lpath.as_slice() {
-        // SAFETY: a walk's level above the leaf: a live internal node, at a
-        // used slot; `has_next` says whether the next one is used.
-        unsafe { prefetch_beside(p.node.arrays().1, p.off, p.node.has_next(p.off)) };
     }
 }

@@ -35,6 +35,7 @@ use super::{Removed, Retired, StoreFail, Stored};
 use crate::{
     alloc::Slab,
     error::AllocError,
+    navigate::{descend_left_edge_to, fork_level, sibling_at},
     node::{Content, Item, Kind, NodeRef},
     raw::{free_subtree, leaf_words, visit_subtree, Exclusive, Level, Path, RawTree},
     sync::Ordering,
@@ -664,14 +665,8 @@ fn fix_children(node: NodeRef) {
 /// the current right node is not on the right-most spine, so a neighbour
 /// exists.
 fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<NodeRef, 160>) -> Level {
-    let mut j = d;
-    while j > 0 {
-        j -= 1;
-        if rpath[j].off + 1 < rpath[j].node.count() {
-            break;
-        }
-    }
-    debug_assert!(rpath[j].off + 1 < rpath[j].node.count(), "no right neighbour");
+    let j = fork_level(rpath, d, true).unwrap_or(0);
+    debug_assert!(rpath[j].node.has_next(rpath[j].off), "no right neighbour");
     for k in j + 1..=d {
         if rpath[k].node != lpath[k].node {
             old.push(rpath[k].node);
@@ -679,13 +674,7 @@ fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<
     }
     rpath[j].off += 1;
     rpath.truncate(j + 1);
-    while rpath.len() <= d {
-        let top = rpath[rpath.len() - 1];
-        let (min, max) = top.slot_range();
-        // SAFETY: internal node (we are above level d), used slot.
-        let node = unsafe { top.node.child(top.off) };
-        rpath.push(Level { node, min, max, off: 0 });
-    }
+    descend_left_edge_to(rpath, d);
     rpath[d]
 }
 
@@ -708,14 +697,8 @@ fn absorb_right(
 /// node it is on, and returns that level. The node it leaves stays on
 /// `rpath`, which the caller retires with it.
 fn left_sibling(lpath: &mut Path, d: usize) -> Level {
-    let p = &mut lpath[d - 1];
-    debug_assert!(p.off > 0, "no left sibling");
-    p.off -= 1;
-    let (min, max) = p.slot_range();
-    // SAFETY: internal node (above level d), used slot.
-    let node = unsafe { p.node.child(p.off) };
-    lpath[d] = Level { node, min, max, off: 0 };
-    lpath[d]
+    debug_assert!(lpath[d - 1].off > 0, "no left sibling");
+    sibling_at(lpath, d, false)
 }
 
 #[cfg(test)]

@@ -65,12 +65,12 @@ use crate::prelude::*;
 use core::{mem::MaybeUninit, ptr};
 
 use super::{
-    prefetch_siblings,
     rebuild::{biased_split, next_cut, push_fits, split_points_by, underflows, PUSH_SIBLING_ROOM},
-    walk_to_next_leaf, Removed,
+    Removed,
 };
 use crate::{
     error::AllocError,
+    navigate::{prefetch_siblings, siblings, walk_to_next_leaf},
     node::{load_ptrs, load_words, Content, FreshNode, Item, Kind, LeafRef, NodeRef},
     raw::{Exclusive, Level, Path},
     sync::Ordering,
@@ -217,22 +217,6 @@ impl Run {
     fn empty(&self, i: usize) -> bool {
         self.parts().1[i].is_null()
     }
-}
-
-/// The siblings (same parent) of the node `parent`'s slot leads to: the
-/// next one (none where that node ends the tree, `spine`: the rebuild
-/// never looks right of the right-most spine) and the previous one.
-fn siblings(parent: Level, spine: bool) -> (Option<NodeRef>, Option<NodeRef>) {
-    let right = (!spine && parent.node.has_next(parent.off)).then(|| {
-        // SAFETY: `parent` is an internal node (it has a level below) and
-        // `has_next` says slot `off + 1` is used.
-        unsafe { parent.node.child(parent.off + 1) }
-    });
-    let left = (parent.off > 0).then(|| {
-        // SAFETY: as above; slot `off - 1` is used, as `off` is.
-        unsafe { parent.node.child(parent.off - 1) }
-    });
-    (right, left)
 }
 
 /// A split or push worked out by [`Exclusive::plan_split`], not yet written
