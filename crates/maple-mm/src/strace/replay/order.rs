@@ -333,58 +333,56 @@ impl Replayer {
         Ok(false)
     }
 
+    /// Applies `c` to `other`, a space beside the model's, and tells
+    /// whether it agreed (the disagreements and counts are as before).
+    fn apply_beside(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        other: &mut AddressSpace,
+        c: &Logged,
+    ) -> Result<bool, ReplayError> {
+        let mark = (self.stats.disagreements.len(), self.stats.applied);
+        std::mem::swap(&mut *space.borrow_mut(), other);
+        let applied = self.apply_logged(c);
+        let agreed = self.stats.disagreements.len() == mark.0;
+        self.stats.disagreements.truncate(mark.0);
+        self.stats.applied = mark.1;
+        std::mem::swap(&mut *space.borrow_mut(), other);
+        applied.map(|()| agreed)
+    }
+
     /// Applies `c` to each alternative space: one it disagrees with, or
     /// that is now the model's, is dropped.
     fn follow(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<(), ReplayError> {
-        let mut alts = std::mem::take(&mut ov.alts);
-        let mut res = Ok(());
-        alts.retain_mut(|alt| {
-            let mark = (self.stats.disagreements.len(), self.stats.applied);
-            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
-            let applied = self.apply_logged(c);
-            let agreed = self.stats.disagreements.len() == mark.0;
-            self.stats.disagreements.truncate(mark.0);
-            self.stats.applied = mark.1;
-            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
-            if let Err(e) = applied {
-                res = Err(e);
+        let mut kept = Vec::new();
+        for mut alt in std::mem::take(&mut ov.alts) {
+            if self.apply_beside(space, &mut alt.space, c)? && !same_layout(&alt.space, &space.borrow()) {
+                kept.push(alt);
             }
-            agreed && !same_layout(&alt.space, &space.borrow())
-        });
-        ov.alts = alts;
-        res
+        }
+        ov.alts = kept;
+        Ok(())
     }
 
     /// `c` disagrees wherever it goes among the kept calls: if it agrees
     /// with an alternative space, that becomes the model's (the kept
     /// calls were of the order it replaces: the record starts again from
-    /// it).
+    /// it). The alternatives are tried on copies: `c` may yet go elsewhere.
     fn switch(&mut self, space: &Rc<RefCell<AddressSpace>>, ov: &mut Overlap, c: &Logged) -> Result<bool, ReplayError> {
-        let mut res = Ok(());
-        let found = ov.alts.iter_mut().position(|alt| {
-            let mark = (self.stats.disagreements.len(), self.stats.applied);
-            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
-            let applied = self.apply_logged(c);
-            let agreed = self.stats.disagreements.len() == mark.0;
-            self.stats.disagreements.truncate(mark.0);
-            self.stats.applied = mark.1;
-            std::mem::swap(&mut *space.borrow_mut(), &mut alt.space);
-            if let Err(e) = applied {
-                res = Err(e);
+        for i in 0..ov.alts.len() {
+            let mut trial = ov.alts[i].space.clone();
+            if self.apply_beside(space, &mut trial, c)? {
+                ov.alts.clear();
+                *space.borrow_mut() = trial;
+                self.stats.applied += 1;
+                ov.base = space.borrow().clone();
+                ov.applied.clear();
+                ov.marks.clear();
+                ov.recent.clear();
+                return Ok(true);
             }
-            agreed
-        });
-        res?;
-        let Some(i) = found else { return Ok(false) };
-        let alt = ov.alts.swap_remove(i);
-        ov.alts.clear();
-        *space.borrow_mut() = alt.space;
-        self.stats.applied += 1;
-        ov.base = space.borrow().clone();
-        ov.applied.clear();
-        ov.marks.clear();
-        ov.recent.clear();
-        Ok(true)
+        }
+        Ok(false)
     }
 
     /// `c` agreed after the kept calls: if it also agrees before the
