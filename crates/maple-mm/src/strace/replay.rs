@@ -319,6 +319,25 @@ fn is_memory_call(name: &str) -> bool {
     )
 }
 
+/// Whether memory call `name` names the range it changes as its first
+/// two arguments (address and length).
+fn names_range(name: &str) -> bool {
+    matches!(
+        name,
+        "munmap"
+            | "mprotect"
+            | "pkey_mprotect"
+            | "madvise"
+            | "mlock"
+            | "mlock2"
+            | "munlock"
+            | "mseal"
+            | "mbind"
+            | "remap_file_pages"
+            | "mremap"
+    )
+}
+
 mod order;
 
 impl Replayer {
@@ -1147,11 +1166,7 @@ impl Replayer {
             let span = |s: u64, l: u64| (s & !(page - 1), s.saturating_add(l).saturating_add(page - 1) & !(page - 1));
             let known = self.known_ranges.entry(key).or_default();
             // The range the call names, for the calls that name one.
-            let named = match name {
-                "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
-                | "mbind" | "remap_file_pages" | "mremap" => Some((num(0, &[])?, num(1, &[])?)),
-                _ => None,
-            };
+            let named = if names_range(name) { Some((num(0, &[])?, num(1, &[])?)) } else { None };
             let checked = named.is_some_and(|(s, l)| {
                 let r = span(s, l);
                 known.covers(r.0, r.1)

@@ -56,14 +56,12 @@
 
 use std::{cell::RefCell, rc::Rc};
 
-use super::{is_memory_call, ReplayError, Replayer};
+use super::{is_memory_call, names_range, ReplayError, Replayer};
 use crate::{
     space::AddressSpace,
     strace::parse::{arg_value, parse_line, split_args, Event},
+    PAGE_SIZE,
 };
-
-/// A page: calls whose ranges touch may merge or split each other's VMAs.
-const PAGE: u64 = 4096;
 
 /// A memory call as the log gave it, to be applied (again) in some order.
 #[derive(Clone, Debug)]
@@ -333,22 +331,37 @@ impl Replayer {
         Ok(false)
     }
 
+    /// Runs `f` with `other`, a space beside the model's, in the model's
+    /// place, then puts both back: the disagreements and counts `f`
+    /// makes are dropped.
+    fn beside<R>(
+        &mut self,
+        space: &Rc<RefCell<AddressSpace>>,
+        other: &mut AddressSpace,
+        f: impl FnOnce(&mut Replayer) -> Result<R, ReplayError>,
+    ) -> Result<R, ReplayError> {
+        std::mem::swap(&mut *space.borrow_mut(), other);
+        let mark = (self.stats.disagreements.len(), self.stats.applied);
+        let res = f(self);
+        self.stats.disagreements.truncate(mark.0);
+        self.stats.applied = mark.1;
+        std::mem::swap(&mut *space.borrow_mut(), other);
+        res
+    }
+
     /// Applies `c` to `other`, a space beside the model's, and tells
-    /// whether it agreed (the disagreements and counts are as before).
+    /// whether it agreed.
     fn apply_beside(
         &mut self,
         space: &Rc<RefCell<AddressSpace>>,
         other: &mut AddressSpace,
         c: &Logged,
     ) -> Result<bool, ReplayError> {
-        let mark = (self.stats.disagreements.len(), self.stats.applied);
-        std::mem::swap(&mut *space.borrow_mut(), other);
-        let applied = self.apply_logged(c);
-        let agreed = self.stats.disagreements.len() == mark.0;
-        self.stats.disagreements.truncate(mark.0);
-        self.stats.applied = mark.1;
-        std::mem::swap(&mut *space.borrow_mut(), other);
-        applied.map(|()| agreed)
+        self.beside(space, other, |r| {
+            let before = r.stats.disagreements.len();
+            r.apply_logged(c)?;
+            Ok(r.stats.disagreements.len() == before)
+        })
     }
 
     /// Applies `c` to each alternative space: one it disagrees with, or
@@ -386,7 +399,7 @@ impl Replayer {
     }
 
     /// `c` agreed after the kept calls: if it also agrees before the
-    /// last of them whose range it meets and that was in flight with it,
+    /// last of them it shares a page with and that was in flight with it,
     /// and the space that order leaves differs, that space is followed
     /// as an alternative (the log may not decide between them).
     fn other_order(
@@ -507,27 +520,20 @@ impl Replayer {
         let Some(left) = ov.budget.get().checked_sub(at - done + order.len()) else { return Ok(None) };
         ov.budget.set(left);
         let mut state = from.clone();
-        std::mem::swap(&mut *space.borrow_mut(), &mut state);
-        let mark = (self.stats.disagreements.len(), self.stats.applied);
-        let mut agreed = true;
-        let res = (|| {
+        let agreed = self.beside(space, &mut state, |r| {
             for l in &ov.applied[done..at] {
-                self.apply_logged(l)?;
+                r.apply_logged(l)?;
             }
-            let before = self.stats.disagreements.len();
+            let before = r.stats.disagreements.len();
             for l in order {
-                self.apply_logged(l)?;
-                if self.stats.disagreements.len() > before {
-                    agreed = false;
-                    break;
+                r.apply_logged(l)?;
+                if r.stats.disagreements.len() > before {
+                    return Ok(false);
                 }
             }
-            Ok(())
-        })();
-        self.stats.disagreements.truncate(mark.0);
-        self.stats.applied = mark.1;
-        std::mem::swap(&mut *space.borrow_mut(), &mut state);
-        res.map(|()| agreed.then_some(state))
+            Ok(true)
+        })?;
+        Ok(agreed.then_some(state))
     }
 
     /// Applies `calls` to `base` (as they were applied to the space, their
@@ -541,13 +547,7 @@ impl Replayer {
         if calls.is_empty() {
             return Ok(());
         }
-        std::mem::swap(&mut *space.borrow_mut(), base);
-        let mark = (self.stats.disagreements.len(), self.stats.applied);
-        let res = calls.iter().try_for_each(|l| self.apply_logged(l));
-        self.stats.disagreements.truncate(mark.0);
-        self.stats.applied = mark.1;
-        std::mem::swap(&mut *space.borrow_mut(), base);
-        res
+        self.beside(space, base, |r| calls.iter().try_for_each(|l| r.apply_logged(l)))
     }
 
     /// Applies a logged call through the plain path.
@@ -638,8 +638,6 @@ impl Reach {
                     }
                 }
             }
-            "munmap" | "mprotect" | "pkey_mprotect" | "madvise" | "mlock" | "mlock2" | "munlock" | "mseal"
-            | "remap_file_pages" | "msync" | "mbind" => r.ranges.extend(span(num(0), num(1))),
             "mremap" => {
                 r.ranges.extend(span(num(0), num(1)));
                 r.ranges.extend(span(num(0), num(2)));
@@ -653,6 +651,7 @@ impl Reach {
                     Some(None) => {}
                 }
             }
+            _ if names_range(name) => r.ranges.extend(span(num(0), num(1))),
             _ => r.all = true,
         }
         if r.ranges.is_empty() && !r.places && ret.is_none() && !r.all {
@@ -674,7 +673,7 @@ impl Reach {
         self.all
             || other.all
             || self.ranges.iter().any(|&(s, e)| {
-                other.ranges.iter().any(|&(t, f)| s <= f.saturating_add(PAGE) && t <= e.saturating_add(PAGE))
+                other.ranges.iter().any(|&(t, f)| s <= f.saturating_add(PAGE_SIZE) && t <= e.saturating_add(PAGE_SIZE))
             })
     }
 }
