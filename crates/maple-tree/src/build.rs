@@ -24,7 +24,6 @@ impl RawTree {
         drop_value: &mut dyn FnMut(*mut ()),
     ) -> Result<(), Error> {
         debug_assert!(self.root_node().is_none());
-        self.kept.forget();
         let mut items: Vec<Item> = Vec::new();
         let mut next_free: Option<u64> = Some(0); // first index not yet covered
         let mut count = 0usize;

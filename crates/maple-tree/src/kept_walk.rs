@@ -7,28 +7,20 @@
 //! any other walks afresh into the same storage. In a big tree the walk
 //! from the root is a good part of a short write.
 //!
-//! Soundness rests on one rule: the kept walk is used only while no change
-//! to the tree's shape (its nodes, their bounds) has happened since the
-//! write that left it, and that write reported it still good (see
-//! [`store_walked`](RawTree::store_walked)'s result). A change to the
-//! nodes needs one of three things, and each forgets the kept walk before
-//! anything changes:
-//!
-//! * an [`Exclusive`](crate::raw::Exclusive), the only way to write in
-//!   place: [`RawTree::exclusive`] forgets it as it makes one;
-//! * the engine's entry, [`store_walked`](RawTree::store_walked), the
-//!   only way to write in fresh nodes;
-//! * `&mut` to replace the whole tree ([`build_sorted`](RawTree::build_sorted),
-//!   [`clear_with`](RawTree::clear_with)); a duplicate is a new tree,
-//!   which starts with nothing kept.
-//!
-//! Taking the walk out ([`take_kept_walk`](RawTree::take_kept_walk))
-//! forgets it too, and only [`put_kept_walk`](RawTree::put_kept_walk),
-//! after the write made from it answered that it is still good (or no
-//! write was made), marks it good again. So cursor writes, the concurrent
-//! tree's writers, bulk builds and clears all leave it forgotten, whichever
-//! path they take. Values replaced in their slots (a cursor's `replace`,
-//! `get_mut`, `values_mut`) change no walk.
+//! The walk is valid only while the tree has not changed since the write
+//! that left it, and that write answered that the walk is still good (see
+//! [`store_walked`](RawTree::store_walked)'s result). That rule is kept by
+//! where the walk lives, not by a flag each writer must remember to clear:
+//! it is a state of [`KeptTree`], the plain tree's raw tree together with
+//! its walk, and the only ways to change a tree are through `&mut
+//! RawTree` (in place, through an [`Exclusive`](crate::raw::Exclusive), or
+//! `build_sorted`, `clear_with`) or through the engine's entry, which
+//! also needs the only writer. `&mut RawTree` comes out of a `KeptTree`
+//! only through [`DerefMut`], which turns a current walk stale first; the
+//! one other way in, [`write_from_walk`](KeptTree::write_from_walk), lends
+//! the walk to a single write and keeps it current only on that write's
+//! word. The concurrent tree has no kept walk at all, and a tree that
+//! becomes concurrent (or goes back) leaves its walk behind.
 //!
 //! The walk costs a kilobyte (a [`Path`] has room for the tallest tree),
 //! taken from the global allocator once a tree of two levels or more has
@@ -41,6 +33,7 @@ use crate::prelude::*;
 
 #[cfg(test)]
 use core::cell::Cell;
+use core::ops::{Deref, DerefMut};
 
 use crate::raw::{Path, RawTree};
 
@@ -65,76 +58,144 @@ fn new_walk() -> Option<Box<[Path; 1]>> {
     v.into_boxed_slice().try_into().ok()
 }
 
-impl RawTree {
-    /// The kept walk, taken out of the tree and aimed at `first` for a
-    /// write that starts there: within its leaf if it is good and its leaf
-    /// holds `first` (no walk from the root), else by a fresh write walk.
-    /// `None` for a tree under [`KEEP_FROM_HEIGHT`] levels, before its
-    /// [`ROOM_AFTER`]th write, or when no room can be had for the walk.
-    /// Give it back with [`put_kept_walk`](Self::put_kept_walk). (Through
-    /// [`start_walk`](Self::start_walk).)
-    #[inline(always)]
-    fn take_kept_walk(&mut self, first: u64) -> Option<Box<[Path; 1]>> {
-        if self.height.get() < KEEP_FROM_HEIGHT {
-            return None;
-        }
-        let mut walk = match self.kept.walk.take() {
-            Some(w) => w,
-            // Room only after `ROOM_AFTER` writes without it.
-            None if self.kept.unkept < ROOM_AFTER => {
-                self.kept.unkept += 1;
-                return None;
-            }
-            None => new_walk()?,
-        };
-        let good = self.kept.good.replace(false);
-        let path = &mut walk[0];
-        match path.last() {
-            // SAFETY: `good`: a walk of the tree as it is (the flag is
-            // cleared before any change to the nodes and set only with
-            // `put_kept_walk`'s promise), as `aim` asks.
-            Some(leaf) if good && leaf.min <= first && first <= leaf.max => unsafe { self.aim(path, first) },
-            _ => self.walk_to_write(first, path),
-        }
-        Some(walk)
-    }
+/// A plain tree's raw tree with the walk of its last write (see the
+/// module docs). Reads go to the tree through [`Deref`]; anything that
+/// needs `&mut RawTree` gets it through [`DerefMut`], which makes the walk
+/// stale. (`repr(C)`, the tree first: the concurrent tree pads around
+/// the tree's fields by their offsets.)
+#[repr(C)]
+pub(crate) struct KeptTree {
+    tree: RawTree,
+    walk: Kept,
+}
 
-    /// The walk a write to `first` with no walk of its own starts from:
-    /// the kept walk, taken out into `kept` and aimed at `first` (see
-    /// [`take_kept_walk`](Self::take_kept_walk)), or else a fresh write
-    /// walk into `own`. Give `kept` back with
-    /// [`put_kept_walk`](Self::put_kept_walk) if it is `Some`.
+/// What a [`KeptTree`] keeps of its last write's walk.
+#[derive(Debug)]
+enum Kept {
+    /// No room yet: the writes made without it (counted up to
+    /// [`ROOM_AFTER`]).
+    NoRoom(u32),
+    /// Room, holding a walk of the tree as it was: not to be followed.
+    Stale(Box<[Path; 1]>),
+    /// A walk of the tree as it is now, to the leaf holding the start of
+    /// the last write.
+    Current(Box<[Path; 1]>),
+}
+
+impl Deref for KeptTree {
+    type Target = RawTree;
+
     #[inline(always)]
-    pub(crate) fn start_walk<'p>(
-        &mut self,
-        kept: &'p mut Option<Box<[Path; 1]>>,
-        own: &'p mut Path,
-        first: u64,
-    ) -> &'p mut Path {
-        *kept = self.take_kept_walk(first);
-        match kept.as_deref_mut() {
-            Some([path]) => path,
-            None => {
-                self.walk_to_write(first, own);
-                own
-            }
+    fn deref(&self) -> &RawTree {
+        &self.tree
+    }
+}
+
+impl DerefMut for KeptTree {
+    /// The tree, to change as the caller likes: the kept walk goes stale.
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut RawTree {
+        self.walk.stale();
+        &mut self.tree
+    }
+}
+
+impl Kept {
+    /// Marks the walk in the room a walk of the tree as it is.
+    #[inline(always)]
+    fn current(&mut self) {
+        if let Kept::Stale(_) = self {
+            let Kept::Stale(w) = core::mem::replace(self, Kept::NoRoom(0)) else { unreachable!() };
+            *self = Kept::Current(w);
         }
     }
 
-    /// Gives back the walk [`take_kept_walk`](Self::take_kept_walk) lent;
-    /// `good` if the write made from it reported it still good, or no
-    /// write was made.
+    #[inline(always)]
+    fn stale(&mut self) {
+        if let Kept::Current(_) = self {
+            let Kept::Current(w) = core::mem::replace(self, Kept::NoRoom(0)) else { unreachable!() };
+            *self = Kept::Stale(w);
+        }
+    }
+}
+
+impl KeptTree {
+    pub(crate) fn new(tree: RawTree) -> KeptTree {
+        KeptTree { tree, walk: Kept::NoRoom(0) }
+    }
+
+    /// The tree, without its walk.
+    pub(crate) fn into_inner(self) -> RawTree {
+        self.tree
+    }
+
+    /// Makes one write to `first` from the kept walk: `write` is given the
+    /// tree and a walk of it to the leaf slot holding `first` (the kept
+    /// walk, aimed within its leaf if it is current and the leaf holds
+    /// `first`; else a fresh write walk, into the kept room or, in a tree
+    /// under [`KEEP_FROM_HEIGHT`] levels, before its [`ROOM_AFTER`]th write
+    /// or with no room to be had, into a path of its own). The walk stays
+    /// current only if `write` answers `Ok(true)`.
     ///
     /// # Safety
     ///
-    /// With `good`, `walk` is a walk of this tree as it is now (the next
-    /// write may start from it without checking): the storage lent by
-    /// this tree's `take_kept_walk`, and since then the tree changed only
-    /// by a write from it that answered true.
-    #[inline]
-    pub(crate) unsafe fn put_kept_walk(&mut self, walk: Box<[Path; 1]>, good: bool) {
-        self.kept.walk = Some(walk);
-        self.kept.good.set(good);
+    /// `write` answers `Ok(true)` only if, when it returns, the walk it
+    /// was given is a walk of the tree as it then is (the engine's answer
+    /// for a write made from it, or no change at all).
+    #[inline(always)]
+    pub(crate) unsafe fn write_from_walk<R, E>(
+        &mut self,
+        first: u64,
+        write: impl FnOnce(&mut RawTree, &mut Path) -> Result<(R, bool), E>,
+    ) -> Result<R, E> {
+        let KeptTree { tree, walk } = self;
+        let mut own = Path::new();
+        // (Only a tall tree's walk is ever made current: a write that
+        // leaves the walk good keeps the tree's height.)
+        let (path, kept) = match walk {
+            Kept::Current(w) => {
+                let path = &mut w[0];
+                match path.last() {
+                    // SAFETY: `Current`: a walk of the tree as it is, as
+                    // `aim` asks.
+                    Some(leaf) if leaf.min <= first && first <= leaf.max => unsafe { tree.aim(path, first) },
+                    _ => tree.walk_to_write(first, path),
+                }
+                (path, true)
+            }
+            _ => {
+                let tall = tree.height.get() >= KEEP_FROM_HEIGHT;
+                match walk {
+                    Kept::NoRoom(n) if tall && *n < ROOM_AFTER => *n += 1,
+                    Kept::NoRoom(_) if tall => {
+                        if let Some(w) = new_walk() {
+                            *walk = Kept::Stale(w);
+                        }
+                    }
+                    _ => {}
+                }
+                match walk {
+                    Kept::Stale(w) if tall => {
+                        tree.walk_to_write(first, &mut w[0]);
+                        (&mut w[0], true)
+                    }
+                    // A short tree walks through one node: nothing to
+                    // keep (what room it has goes unused, and stays
+                    // stale).
+                    _ => {
+                        tree.walk_to_write(first, &mut own);
+                        (&mut own, false)
+                    }
+                }
+            }
+        };
+        let res = write(tree, path);
+        match res {
+            // The caller's contract: the walk is one of the tree as it is.
+            Ok((_, true)) if kept => walk.current(),
+            _ => walk.stale(),
+        }
+        res.map(|(r, _)| r)
     }
 }
 
@@ -143,7 +204,7 @@ mod tests {
     #[cfg(test)]
     use core::cell::Cell;
 
-    use super::{Vec, ROOM_AFTER};
+    use super::{Kept, Vec, ROOM_AFTER};
     use crate::{MapleTree, U63};
 
     std::thread_local! {
@@ -193,13 +254,13 @@ mod tests {
             NO_ROOM.with(|n| n.set(false));
             assert_eq!(got, want, "step {step}");
             without.validate().unwrap();
-            assert!(without.raw.kept.walk.is_none(), "step {step}: room taken");
+            assert!(matches!(without.raw.walk, Kept::NoRoom(_)), "step {step}: room taken");
             let a: Vec<_> = with.iter().map(|(r, v)| (r, v.get())).collect();
             let b: Vec<_> = without.iter().map(|(r, v)| (r, v.get())).collect();
             assert_eq!(a, b, "step {step}");
             tallest = tallest.max(with.height());
         }
-        assert!(with.raw.kept.walk.is_some(), "the other tree never took room");
+        assert!(!matches!(with.raw.walk, Kept::NoRoom(_)), "the other tree never took room");
         assert!(tallest >= 3, "the trees stayed {tallest} levels tall");
     }
 
@@ -214,20 +275,20 @@ mod tests {
             t.insert_range(i * 16..=i * 16 + 9, U63::from(i as u32)).unwrap();
             i += 1;
         }
-        assert!(t.raw.kept.walk.is_none(), "no room in a root leaf");
+        assert!(matches!(t.raw.walk, Kept::NoRoom(_)), "no room in a root leaf");
         // A write that found nothing to erase counts as one too.
         for k in 0..ROOM_AFTER {
-            assert!(t.raw.kept.walk.is_none(), "room after {k} writes");
+            assert!(matches!(t.raw.walk, Kept::NoRoom(_)), "room after {k} writes");
             let _ = t.erase(u64::MAX - 1);
         }
         t.store_range(0..=3, U63::from(1u32)).unwrap();
-        assert!(t.raw.kept.walk.is_some(), "no room after {} writes", ROOM_AFTER + 1);
+        assert!(!matches!(t.raw.walk, Kept::NoRoom(_)), "no room after {} writes", ROOM_AFTER + 1);
         // Rewrites of entries of the first leaf, from the kept walk (an
         // exact fit changes no node).
         for k in 0..40u64 {
             let f = k % 4 * 16;
             t.store_range(f..=f + 9, U63::from(k as u32)).unwrap();
-            assert!(t.raw.kept.good.get(), "walk not kept after rewrite {k}");
+            assert!(matches!(t.raw.walk, Kept::Current(_)), "walk not kept after rewrite {k}");
             t.validate().unwrap();
             assert_eq!(t.load(f + 2).map(U63::get), Some(k));
         }

@@ -8,7 +8,7 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{cell::Cell, ops::Deref, ptr};
+use core::{ops::Deref, ptr};
 
 use arrayvec::ArrayVec;
 
@@ -157,8 +157,6 @@ pub(crate) struct RawTree {
     pub(crate) len: Shared,
     /// Where this tree's nodes come from and go back to.
     pub(crate) slab: Slab,
-    /// The walk of the plain tree's last write (see `kept_walk.rs`).
-    pub(crate) kept: KeptWalk,
 }
 
 /// A tree no reader can be in: made only from `&mut RawTree`
@@ -203,38 +201,6 @@ impl<'t> Access<'t> for Exclusive<'t> {
     }
 }
 
-/// A tree's kept walk (see `kept_walk.rs`).
-pub(crate) struct KeptWalk {
-    /// Storage for the walk, allocated after `ROOM_AFTER` writes
-    /// without it; taken out while a write uses it.
-    pub(crate) walk: Option<Box<[Path; 1]>>,
-    /// Writes made without storage (counted up to `ROOM_AFTER`).
-    pub(crate) unkept: u32,
-    /// True only while `walk` is a walk of the tree as it is now, to the
-    /// leaf holding the start of the last write. A `Cell` because
-    /// [`store_walked`](RawTree::store_walked), which forgets it, works
-    /// through `&RawTree`; only the tree's single writer touches it.
-    pub(crate) good: Cell<bool>,
-}
-
-impl KeptWalk {
-    pub(crate) const fn new() -> KeptWalk {
-        KeptWalk { walk: None, unkept: 0, good: Cell::new(false) }
-    }
-
-    /// Marks the kept walk stale: called before any change to the nodes.
-    #[inline]
-    pub(crate) fn forget(&self) {
-        self.good.set(false);
-    }
-}
-
-impl core::fmt::Debug for KeptWalk {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeptWalk").field("good", &self.good.get()).finish_non_exhaustive()
-    }
-}
-
 /// A word that only the tree's single writer changes and anyone may read
 /// (so that a writer holding only `&RawTree` can update it while readers
 /// look on).
@@ -266,19 +232,13 @@ unsafe impl Send for RawTree {}
 // by the tree's single writer (its methods are `unsafe` and ask for
 // exactly that) and read (`held_bytes`, for `stats`) only where no writer
 // can run: through `&` to a plain tree, or under the concurrent tree's
-// writer lock; the kept walk's flag is set only by writes (which the
-// same rule makes single) and read only by the plain tree's writes
-// (`&mut`).
+// writer lock.
 unsafe impl Sync for RawTree {}
 
 impl RawTree {
     /// The proof that no reader can be in this tree while `&mut` lasts.
-    /// Making one forgets the kept walk (see `kept_walk.rs`): whatever is
-    /// written through it may change the tree's shape, and only a write
-    /// made from the kept walk itself may mark it good again.
     #[inline(always)]
     pub(crate) fn exclusive(&mut self) -> Exclusive<'_> {
-        self.kept.forget();
         Exclusive(self)
     }
 
@@ -290,7 +250,6 @@ impl RawTree {
             len: Shared::new(0),
             cyclic_wrapped: Shared::new(0),
             slab: Slab::new(),
-            kept: KeptWalk::new(),
         }
     }
 
@@ -448,7 +407,7 @@ impl RawTree {
     /// concurrent tree's erase of the entry, which then starts from `path`
     /// (its leaf holds the entry's start; the plain tree's erase walks the
     /// same way, from its kept walk when it can, see
-    /// [`start_walk`](Self::start_walk)). The walk is a write's
+    /// [`KeptTree`](crate::kept_walk::KeptTree)). The walk is a write's
     /// ([`walk_to_write`](Self::walk_to_write)): an erase often leaves its
     /// leaf below its minimum fill and takes a sibling in, and asking for
     /// the siblings on the way down hides the miss on the one it takes.
@@ -529,7 +488,6 @@ impl RawTree {
 
     /// Frees every node, calling `drop_value` for each value word.
     pub(crate) fn clear_with(&mut self, drop_value: Option<&mut dyn FnMut(*mut ())>) {
-        self.kept.forget();
         let raw = self.root.swap(ptr::null_mut(), Ordering::AcqRel);
         self.height.set(0);
         self.len.set(0);

@@ -14,9 +14,10 @@ pub(crate) use crate::write::{clone_word, to_inclusive};
 use crate::{
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
+    kept_walk::KeptTree,
     node::NodeRef,
     raw::{Path, RawTree},
-    store::{Removed, Store, Stored},
+    store::{Removed, Store, StoreFail, Stored},
     validate::ValidateError,
     write::{self, WriteTarget},
 };
@@ -39,11 +40,11 @@ use crate::{
 /// let (range, v) = t.next_after(0x2000).unwrap();
 /// assert_eq!((range, *v), (0x3000..=0x3fff, "data"));
 /// ```
-// `repr(transparent)`: `ConcurrentMapleTree::with_mut` lends its `RawTree`
-// out as a `MapleTree`.
+// `repr(transparent)`: `WriteGuard::tree` lends the concurrent tree's
+// `KeptTree` out as a `&MapleTree`.
 #[repr(transparent)]
 pub struct MapleTree<V: Handle, W: Writes = InPlace> {
-    pub(crate) raw: RawTree,
+    pub(crate) raw: KeptTree,
     _values: PhantomData<V>,
     _writes: PhantomData<W>,
 }
@@ -93,7 +94,9 @@ mod sealed {
 
 // SAFETY: the tree owns its values; moving it to another thread moves them.
 unsafe impl<V: Handle + Send, W: Writes> Send for MapleTree<V, W> {}
-// SAFETY: `&MapleTree` hands out shared borrows of values only.
+// SAFETY: `&MapleTree` hands out shared borrows of values only (the kept
+// walk, the one part not shared with readers, is touched only through
+// `&mut`).
 unsafe impl<V: Handle + Sync, W: Writes> Sync for MapleTree<V, W> {}
 
 pub(crate) fn abort_oom() -> ! {
@@ -156,7 +159,7 @@ impl<V: Handle> MapleTree<V, FreshNodes> {
 
 impl<V: Handle, W: Writes> MapleTree<V, W> {
     pub(crate) fn from_raw(raw: RawTree) -> Self {
-        MapleTree { raw, _values: PhantomData, _writes: PhantomData }
+        MapleTree { raw: KeptTree::new(raw), _values: PhantomData, _writes: PhantomData }
     }
 
     /// The same tree, written as `W2` says from now on (see [`Writes`]).
@@ -176,7 +179,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// Takes the raw tree out (leaving an empty one to drop).
     #[cfg(any(test, feature = "testing", feature = "std"))]
     pub(crate) fn into_raw(mut self) -> RawTree {
-        core::mem::replace(&mut self.raw, RawTree::new(false))
+        core::mem::replace(&mut self.raw, KeptTree::new(RawTree::new(false))).into_inner()
     }
 
     /// Whether this tree tracks gaps.
@@ -314,50 +317,62 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (Error, *mut ())> {
-        let first = op.first;
-        // Without a walk of its own, the write starts from the tree's kept
-        // walk (see `kept_walk.rs`), or, in a short tree, walks afresh.
-        let (mut kept, mut own) = (None, Path::new());
-        let path = match at {
+        let (first, e) = (op.first, op.entry);
+        let res = match at {
             Some(p) => {
                 // SAFETY: `at` is a walk of this tree as it is (our
                 // caller's contract, from `write_words`).
                 unsafe { self.raw.aim(p, first) };
-                p
+                // SAFETY: the caller's contract; `p` is aimed at `first`.
+                unsafe { Self::write_from(&mut self.raw, p, op, out) }
             }
-            None => self.raw.start_walk(&mut kept, &mut own, first),
+            // Without a walk of its own, the write starts from the tree's
+            // kept walk (see `kept_walk.rs`).
+            // SAFETY: the caller's contract; `write_from_walk` gives a walk
+            // to `first`; `true` is the engine's word that the walk it was
+            // given is still good.
+            None => unsafe {
+                self.raw
+                    .write_from_walk(first, |raw, path| Self::write_from(raw, path, op, out).map(|good| (good, good)))
+            },
         };
-        let e = op.entry;
-        // The commonest writes go straight from the walk: the removal of
-        // exactly one entry, a store into an empty range with room.
-        let direct = if W::FRESH {
-            None
-        } else {
-            // SAFETY: `&mut self` rules out readers and other writers;
-            // `path` is a walk of this tree as it is (just aimed at
-            // `first`; the kept walk only while it is one); `first <=
-            // last` and `e` is null, a fresh handle or a marker (the
-            // caller's contract).
-            unsafe { self.raw.exclusive().store_direct(path, first, op.last, e, &mut out.removed) }
-        };
-        let res = match direct {
-            Some(res) => res,
-            // SAFETY: the caller's contract; `path` was just aimed at
-            // `first` (the kept walk only while it is a walk of the tree
-            // as it is).
-            None => unsafe { self.raw.store_mut_walked(W::FRESH, path, op, out) },
-        };
-        if let Some(walk) = kept {
-            // SAFETY: lent by this tree; the only change since is the
-            // write just made from it, and `true` is the engine's word
-            // that the walk is still good.
-            unsafe { self.raw.put_kept_walk(walk, matches!(res, Ok(true))) };
-        }
         res.map_err(|(fail, unused_clone)| {
             // SAFETY: a clone the engine made and did not keep.
             unsafe { write::drop_unused::<V>(unused_clone) };
             (fail.into(), e)
         })
+    }
+
+    /// The write `op` from `path`, a walk to `op.first`; see
+    /// [`write_raw`](Self::write_raw).
+    ///
+    /// # Safety
+    ///
+    /// As for `write_raw`; `path` is a walk of `raw` as it is, aimed at
+    /// `op.first`.
+    #[inline(always)]
+    unsafe fn write_from(
+        raw: &mut RawTree,
+        path: &mut Path,
+        op: Store<'_>,
+        out: &mut Stored,
+    ) -> Result<bool, (StoreFail, *mut ())> {
+        // The commonest writes go straight from the walk: the removal of
+        // exactly one entry, a store into an empty range with room.
+        let direct = if W::FRESH {
+            None
+        } else {
+            // SAFETY: `&mut` rules out readers and other writers; `path` is
+            // a walk of this tree as it is, aimed at `first`; `first <=
+            // last` and the entry is null, a fresh handle or a marker (the
+            // caller's contract).
+            unsafe { raw.exclusive().store_direct(path, op.first, op.last, op.entry, &mut out.removed) }
+        };
+        match direct {
+            Some(res) => res,
+            // SAFETY: the caller's contract.
+            None => unsafe { raw.store_mut_walked(W::FRESH, path, op, out) },
+        }
     }
 
     fn drop_removed(removed: Removed) {
@@ -563,41 +578,36 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
         // One walk: the write starts from the walk that found the entry
         // (the tree's kept walk if it has one, see `kept_walk.rs`).
-        let (mut kept, mut own) = (None, Path::new());
-        let path = self.raw.start_walk(&mut kept, &mut own, index);
-        let Some((lo, hi, _)) = RawTree::entry_at(path) else {
-            if let Some(walk) = kept {
-                // SAFETY: lent by this tree, which has not changed since
-                // (no write was made), so the walk is one of it as it is.
-                unsafe { self.raw.put_kept_walk(walk, true) };
-            }
-            return Ok(None);
-        };
-        // (A reserved range is erased too; it returns no value.)
         let mut out = Stored::default();
-        let direct = if W::FRESH {
-            None
-        } else {
-            // SAFETY: `&mut self` rules out readers and other writers;
-            // `path` is a walk of this tree made just now or kept while the
-            // tree did not change, ending at an entry.
-            unsafe { self.raw.exclusive().erase_entry_in_leaf(path, &mut out.removed) }
+        let erase = |raw: &mut RawTree, path: &mut Path| {
+            let Some((lo, hi, _)) = RawTree::entry_at(path) else {
+                // Nothing written: the walk is still one of the tree.
+                return Ok((false, true));
+            };
+            // (A reserved range is erased too; it returns no value.)
+            let direct = if W::FRESH {
+                None
+            } else {
+                // SAFETY: `&mut` rules out readers and other writers;
+                // `path` is a walk of this tree as it is, ending at an
+                // entry.
+                unsafe { raw.exclusive().erase_entry_in_leaf(path, &mut out.removed) }
+            };
+            match direct {
+                Some(good) => Ok((true, good)),
+                // SAFETY: lo <= hi; no entry and no `split` (nothing is
+                // cut: the write covers its slot exactly); `path` is a
+                // walk of this tree whose leaf holds `lo`.
+                None => unsafe { raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }
+                    .map(|good| (true, good)),
+            }
         };
-        let res = if let Some(good) = direct {
-            Ok(good)
-        } else {
-            // SAFETY: lo <= hi; no entry and no `split` (nothing is cut:
-            // the write covers its slot exactly); `path` is a walk of this
-            // tree to `index`, made just now or kept while the tree did
-            // not change, whose leaf holds `lo`.
-            unsafe { self.raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }
-        };
-        if let Some(walk) = kept {
-            // SAFETY: as in `write_raw`: the write just made from it is
-            // the only change, and `true` is the engine's word.
-            unsafe { self.raw.put_kept_walk(walk, matches!(res, Ok(true))) };
+        // SAFETY: `true` is the engine's word that the walk is still good,
+        // or no write was made.
+        let found = unsafe { self.raw.write_from_walk(index, erase) };
+        if !found.map_err(|_| AllocError)? {
+            return Ok(None);
         }
-        res.map_err(|_| AllocError)?;
         debug_assert!(out.removed.len() <= 1);
         // SAFETY: the one value the write took out; ours now.
         Ok(out.removed.single().map(|nn| unsafe { V::from_raw(nn) }))

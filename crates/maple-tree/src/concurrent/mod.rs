@@ -75,6 +75,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, reserved_word, Handle},
     iter::{iter_bounds, Entries, RawIter},
+    kept_walk::KeptTree,
     node::NodeRef,
     raw::{Level, Path, RawTree},
     store::{Store, Stored},
@@ -130,7 +131,10 @@ pub struct ConcurrentMapleTree<V: Handle + Send + Sync + 'static> {
 #[repr(C, align(128))]
 struct Lines {
     _pad: [u8; LINES_PAD],
-    raw: RawTree,
+    /// A raw tree in the plain tree's wrapper, so that the writer can
+    /// lend it out as one (`WriteGuard::tree`); its kept walk stays
+    /// empty: only a plain tree's own writes keep one.
+    raw: KeptTree,
 }
 
 const LINES_PAD: usize = 128 - core::mem::offset_of!(RawTree, len);
@@ -149,6 +153,12 @@ impl core::ops::Deref for Lines {
 impl core::ops::DerefMut for Lines {
     fn deref_mut(&mut self) -> &mut RawTree {
         &mut self.raw
+    }
+}
+
+impl Lines {
+    fn new(raw: RawTree) -> Lines {
+        Lines { _pad: [0; LINES_PAD], raw: KeptTree::new(raw) }
     }
 }
 
@@ -248,7 +258,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
 impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     fn with_raw(raw: RawTree) -> Self {
         ConcurrentMapleTree {
-            raw: Lines { _pad: [0; LINES_PAD], raw },
+            raw: Lines::new(raw),
             writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), sealed: VecDeque::new() })),
         }
     }
@@ -457,18 +467,33 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// ```
     pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut MapleTree<V>) -> R) -> R {
         self.free_garbage();
-        let raw: *mut RawTree = &mut *self.raw;
-        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `RawTree`, and this
-        // tree's value words are `V`s; `raw` comes from `&mut self`, so no
-        // reader or writer can reach the tree while `f` has it: its writes
-        // in place are sound.
-        f(unsafe { &mut *raw.cast::<MapleTree<V>>() })
+        // The tree is lent out as a plain tree and put back, even if `f`
+        // panics; `&mut self` means no reader or writer can reach it
+        // meanwhile, so its writes in place are sound.
+        let mut lent = Lent { home: &mut self.raw, tree: MapleTree::new() };
+        core::mem::swap(lent.home, &mut *lent.tree.raw);
+        f(&mut lent.tree)
     }
 
     /// Back to a plain tree (no readers can exist: `self` is owned).
     pub fn into_inner(mut self) -> MapleTree<V> {
         self.free_garbage();
         MapleTree::from_raw(core::mem::replace(&mut *self.raw, RawTree::new(false)))
+    }
+}
+
+/// A concurrent tree's nodes lent out as a plain tree by
+/// [`ConcurrentMapleTree::with_mut`], and given back when it goes.
+struct Lent<'a, V: Handle> {
+    home: &'a mut RawTree,
+    tree: MapleTree<V>,
+}
+
+impl<V: Handle> Drop for Lent<'_, V> {
+    fn drop(&mut self) {
+        // (The plain tree keeps the empty tree it was made with, and
+        // drops it.)
+        core::mem::swap(self.home, &mut *self.tree.raw);
     }
 }
 
@@ -716,8 +741,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// assert_eq!(w.tree().empty_area(0..=100, 10), Ok(0));
     /// ```
     pub fn tree(&self) -> &MapleTree<V> {
-        let raw: *const RawTree = &self.tree.raw.raw;
-        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `RawTree` whose
+        let raw: *const KeptTree = &self.tree.raw.raw;
+        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `KeptTree` whose
         // value words are `V`s, as this tree's are. Only `&self` methods
         // are reachable through the shared reference, and none of them
         // writes. Holding the writer lock (this guard) means no other

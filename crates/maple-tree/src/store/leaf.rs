@@ -119,7 +119,7 @@ impl Exclusive<'_> {
     /// walk of this tree to `first` made since its last change; `first <=
     /// last`; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree if this returns `Some(Ok(_))`.
-    #[inline]
+    #[inline(always)]
     unsafe fn store_in_empty(
         self,
         lpath: &mut Path,

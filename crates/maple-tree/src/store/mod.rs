@@ -430,9 +430,6 @@ impl RawTree {
     ) -> Result<bool, (StoreFail, *mut ())> {
         let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
         debug_assert!(first <= last);
-        // Whatever follows may change nodes: the plain tree's kept walk is
-        // stale from here until its own write says otherwise.
-        t.kept.forget();
         match Self::classify(t, lpath, first, last, entry) {
             WriteKind::EmptyRoot => {
                 // SAFETY: the caller makes us the only writer.
