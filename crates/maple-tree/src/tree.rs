@@ -357,22 +357,9 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
-        // The commonest writes go straight from the walk: the removal of
-        // exactly one entry, a store into an empty range with room.
-        let direct = if W::FRESH {
-            None
-        } else {
-            // SAFETY: `&mut` rules out readers and other writers; `path` is
-            // a walk of this tree as it is, aimed at `first`; `first <=
-            // last` and the entry is null, a fresh handle or a marker (the
-            // caller's contract).
-            unsafe { raw.exclusive().store_direct(path, op.first, op.last, op.entry, &mut out.removed) }
-        };
-        match direct {
-            Some(res) => res,
-            // SAFETY: the caller's contract.
-            None => unsafe { raw.store_mut_walked(W::FRESH, path, op, out) },
-        }
+        // SAFETY: the caller's contract; `&mut` rules out readers and
+        // other writers.
+        unsafe { raw.store_mut_walked(W::FRESH, path, op, out) }
     }
 
     fn drop_removed(removed: Removed) {
@@ -585,22 +572,11 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
                 return Ok((false, true));
             };
             // (A reserved range is erased too; it returns no value.)
-            let direct = if W::FRESH {
-                None
-            } else {
-                // SAFETY: `&mut` rules out readers and other writers;
-                // `path` is a walk of this tree as it is, ending at an
-                // entry.
-                unsafe { raw.exclusive().erase_entry_in_leaf(path, &mut out.removed) }
-            };
-            match direct {
-                Some(good) => Ok((true, good)),
-                // SAFETY: lo <= hi; no entry and no `split` (nothing is
-                // cut: the write covers its slot exactly); `path` is a
-                // walk of this tree whose leaf holds `lo`.
-                None => unsafe { raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }
-                    .map(|good| (true, good)),
-            }
+            // SAFETY: lo <= hi; no entry and no `split` (nothing is cut:
+            // the write covers its slot exactly); `path` is a walk of this
+            // tree whose leaf holds `lo`; `&mut` rules out readers and
+            // other writers.
+            unsafe { raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }.map(|good| (true, good))
         };
         // SAFETY: `true` is the engine's word that the walk is still good,
         // or no write was made.

@@ -69,37 +69,9 @@ impl RawTree {
 }
 
 impl Exclusive<'_> {
-    /// The plain tree's own writes straight from its walk, before any
-    /// [`Store`](super::Store) is made (the direct kinds of the table in
-    /// the module docs): emptying exactly one entry's range when `entry` is
-    /// null ([`erase_in_leaf`](Self::erase_in_leaf)), else a store into
-    /// an empty range ([`store_in_empty`](Self::store_in_empty)). `None`,
-    /// with nothing changed, where the engine's entry must do the write.
-    ///
-    /// # Safety
-    ///
-    /// As for [`store_in_empty`](Self::store_in_empty), but `entry` may be
-    /// null.
-    #[inline(always)]
-    pub(crate) unsafe fn store_direct(
-        self,
-        lpath: &mut Path,
-        first: u64,
-        last: u64,
-        entry: *mut (),
-        removed: &mut Removed,
-    ) -> Option<Result<bool, (StoreFail, *mut ())>> {
-        if entry.is_null() {
-            // SAFETY: this function's contract.
-            unsafe { self.erase_in_leaf(lpath, first, last, removed) }.map(Ok)
-        } else {
-            // SAFETY: this function's contract.
-            unsafe { self.store_in_empty(lpath, first, last, entry) }
-        }
-    }
-
     /// A store of `entry` (not null) over `[first, last]` inside the empty
-    /// range `lpath` ends at: that empty range becomes the entry with what
+    /// range `[lo, hi]` `lpath` ends at (the table's fill-empty row): that
+    /// empty range becomes the entry with what
     /// is left of it on either side (one to three slots), in place when
     /// the leaf has room, else by the leaf's refill with a sibling (a push
     /// or a split, [`split_leaf`](Self::split_leaf)) where the parent takes
@@ -108,35 +80,31 @@ impl Exclusive<'_> {
     /// entries cut in two, overwritten or absorbed. `Some(Ok(good))` when
     /// done: `good` says whether the walk is still good (in place: the
     /// leaf keeps its place and bounds; after a refill it is emptied).
-    /// `Some(Err)` when the refill's allocation failed, `None` for any
-    /// other write (the general write does it): either way nothing
-    /// changed.
+    /// `Some(Err)` when the refill's allocation failed, `None` where the
+    /// parent cannot take the refill in place (the general write does
+    /// it): either way nothing changed.
     ///
     /// # Safety
     ///
     /// The caller is the tree's only writer (`self` proves that no reader
-    /// can be in it); `lpath` is a
-    /// walk of this tree to `first` made since its last change; `first <=
-    /// last`; `entry` is a reserved marker or a value handle whose
-    /// ownership passes to the tree if this returns `Some(Ok(_))`.
+    /// can be in it); `lpath` is a walk of this tree to `first` made since
+    /// its last change, ending at an empty slot over `[lo, hi]`; `lo <=
+    /// first <= last <= hi`; `entry` is a reserved marker or a value
+    /// handle whose ownership passes to the tree if this returns
+    /// `Some(Ok(_))`.
     #[inline(always)]
-    unsafe fn store_in_empty(
+    pub(super) unsafe fn store_in_empty(
         self,
         lpath: &mut Path,
         first: u64,
         last: u64,
         entry: *mut (),
+        lo: u64,
+        hi: u64,
     ) -> Option<Result<bool, (StoreFail, *mut ())>> {
-        debug_assert!(!entry.is_null() && first <= last);
-        let l = *lpath.last()?;
-        let node = l.leaf();
-        if !node.slots()[l.off].load(Ordering::Relaxed).is_null() {
-            return None;
-        }
-        let (lo, hi) = slot_bounds(node.pivots(), l.off, l.min, l.max);
-        if last > hi {
-            return None;
-        }
+        debug_assert!(!entry.is_null() && lo <= first && first <= last && last <= hi);
+        let l = lpath[lpath.len() - 1];
+        debug_assert!(l.leaf().slot(l.off).is_null() && l.leaf_range() == (lo, hi));
         // What is left of the empty range on either side, and the entry.
         let (pieces, n) = lay_out(first, last, entry, lo, ptr::null_mut(), hi, ptr::null_mut());
         let count = if n == 1 {
@@ -172,41 +140,15 @@ impl Exclusive<'_> {
         Some(Ok(true))
     }
 
-    /// The erase of the entry `lpath` ends at, when it covers exactly
-    /// `[first, last]`, done as [`erase_entry_in_leaf`](Self::erase_entry_in_leaf)
-    /// does it (in place, or a leaf's last entry given to the next leaf):
-    /// `remove_range` of exactly one entry, without the general write's
-    /// bookkeeping for ranges that cut entries or absorb empty neighbours
-    /// in other leaves. The erased word is pushed on `removed` (empty
-    /// before). Returns whether the walk is still good, or `None`, with
-    /// nothing changed, for any other write (the general write does it).
-    ///
-    /// # Safety
-    ///
-    /// The caller is the tree's only writer (`self` proves that no reader
-    /// can be in it); `lpath` is a
-    /// walk of this tree made since its last change.
-    #[inline(always)]
-    unsafe fn erase_in_leaf(self, lpath: &mut Path, first: u64, last: u64, removed: &mut Removed) -> Option<bool> {
-        let l = *lpath.last()?;
-        if slot_bounds(l.leaf().pivots(), l.off, l.min, l.max) != (first, last) {
-            return None;
-        }
-        // SAFETY: this function's contract; the write is the slot's whole
-        // range.
-        unsafe { self.erase_entry_in_leaf(lpath, removed) }
-    }
-
-    /// The erase of the whole slot `lpath` ends at, for `erase` (which
-    /// found that slot's bounds itself) and [`erase_in_leaf`](Self::erase_in_leaf):
-    /// a slot strictly inside its leaf, whose entry and empty neighbours
+    /// The erase of the whole entry `lpath` ends at (the table's
+    /// erase-entry row): a slot strictly inside its leaf, whose entry and empty neighbours
     /// become one empty slot in place if the leaf keeps a legal fill; and
     /// a leaf's last slot (not its first), whose right neighbour is
     /// the next leaf's first range: when that holds an entry, the slot is
     /// emptied in place the same way; when it is empty, the leaf's tail is
     /// given to the next leaf ([`give_tail_to_next`](Self::give_tail_to_next)).
     /// About one erase in five of a tree's ranges is of a leaf's last slot
-    /// (leaves end with an entry), so it has a lane of its own rather than
+    /// (leaves end with an entry), so the row takes it too rather than
     /// the general write, which reaches the same two outcomes. Either way, an
     /// erase that would leave the leaf below its minimum fill takes the
     /// next sibling in ([`erase_by_refill`](Self::erase_by_refill)), as
@@ -218,9 +160,12 @@ impl Exclusive<'_> {
     ///
     /// # Safety
     ///
-    /// As for `erase_in_leaf`; the erase takes out the slot's whole range.
+    /// The caller is the tree's only writer (`self` proves that no reader
+    /// can be in it); `lpath` is a walk of this tree made since its last
+    /// change, ending at a slot that holds an entry; the erase takes out
+    /// that slot's whole range.
     #[inline(always)]
-    pub(crate) unsafe fn erase_entry_in_leaf(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
+    pub(super) unsafe fn erase_entry_in_leaf(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
         if let Some(l) = self.inside_slot(lpath) {
             // SAFETY: this function's contract; the slot lies inside its
             // leaf.
@@ -299,7 +244,7 @@ impl Exclusive<'_> {
         }
     }
 
-    /// The leaf level of `lpath`, if the direct erase may take its slot:
+    /// The leaf level of `lpath`, if the erase may empty its slot in place:
     /// neither the leaf's first slot nor its last.
     #[inline(always)]
     fn inside_slot(self, lpath: &Path) -> Option<Level> {
@@ -307,14 +252,14 @@ impl Exclusive<'_> {
         (l.off != 0 && l.node.has_next(l.off)).then_some(l)
     }
 
-    /// The body of the direct erase, for the slot `l` (`lpath`'s leaf
+    /// The erase in place, for the slot `l` (`lpath`'s leaf
     /// level, checked by [`inside_slot`](Self::inside_slot)), or, with
     /// `at_end`, the leaf's last slot, whose right neighbour (in the next
     /// leaf) holds an entry.
     ///
     /// # Safety
     ///
-    /// As for [`erase_in_leaf`](Self::erase_in_leaf); `l` is `lpath`'s
+    /// As for [`erase_entry_in_leaf`](Self::erase_entry_in_leaf); `l` is `lpath`'s
     /// last level and passed `inside_slot`, or, with `at_end`, is the
     /// leaf's last slot and not its first, and the next leaf starts with
     /// an entry.

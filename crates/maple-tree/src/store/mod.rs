@@ -2,42 +2,41 @@
 //! comes down to "put `entry` over `[first, last]`", from a walk to the
 //! leaf holding `first` (a cursor's, the tree's kept walk, or a fresh one).
 //!
-//! The kinds of write, best first. Each takes the write only where it can
-//! do the job, and declines, changing nothing, elsewhere:
+//! One classifier, [`RawTree::classify`], looks at the walk, the request
+//! and the access and returns the kind of the write ([`WriteKind`]); one
+//! `match`, in [`RawTree::store_by`], runs it. Every write goes through
+//! both (the trees' own writes, the cursors' and the concurrent
+//! writer's) but one: a cursor standing on an entry that it replaces
+//! runs the exact-fit row's [`replace_at`](RawTree::replace_at) itself,
+//! as its walk already says the row (the engine's bookkeeping would
+//! double the cost of the kernel's fork loop, which replaces every
+//! entry of a copy). The access narrows the rows: through
+//! `&RawTree` (the concurrent tree's writer: readers may be walking the
+//! tree) only the rows marked "any" are open, and every multi-word change
+//! is built in fresh nodes; an [`Exclusive`], which only `&mut RawTree`
+//! can make, opens the in-place rows too.
 //!
-//! | kind | when | needs | where |
-//! | --- | --- | --- | --- |
-//! | direct store, direct erase | the plain tree's own store into an empty range with room, or erase of one entry, staying in its leaf | `Exclusive` | [`Exclusive::store_direct`], before any [`Store`] is made |
-//! | empty root | the tree is empty | any access | [`WriteKind::EmptyRoot`] |
-//! | exact fit | one entry replaced by another over exactly its range: one slot store | any access | [`WriteKind::ExactFit`] |
-//! | in-leaf lane | the range ends in the leaf holding its start; any empty neighbour to absorb is in that leaf; the leaf keeps a legal fill, or its parent takes a refill in place | `Exclusive` | [`WriteKind::Lane`] ([`leaf`]) |
-//! | in-leaf store | the same change, reached by the general path | `Exclusive` | [`GeneralKind::InLeaf`] ([`leaf`]) |
-//! | split, push, take right | a leaf (and the next one under the same parent) overflows or underflows, and the parent takes the result in place | `Exclusive` | [`GeneralKind::Refill`] ([`split`]) |
-//! | rebuild | everything else: a spanning store, a full parent, a cousin to take in, and every multi-word write where readers may be | any access | [`rebuild`] |
+//! | row | when | access | done by | where it declines, the write goes on to |
+//! | --- | --- | --- | --- | --- |
+//! | empty root | the tree is empty | any | a root leaf | — |
+//! | exact fit | an entry replaced by another over exactly its range | any | one slot store | — |
+//! | erase entry | exactly one entry's range emptied | `Exclusive` | in place (a slot store, or the slot merged with its empty neighbours); at a leaf's end, the tail given to the next leaf; below the minimum fill, the next sibling or cousin taken in ([`leaf`]) | the lane |
+//! | fill empty | a store inside one empty range | `Exclusive` | in place, or, if the leaf overflows, its refill with a sibling (push or split) where the parent takes it in place ([`leaf`], [`split`]) | the lane |
+//! | lane | any other range that ends in its start's leaf | `Exclusive` | on the leaf's arrays: in place, the tail given to the next leaf, or the refill ([`leaf`]) | the general path |
+//! | general | everything else | any | in-leaf store, then refill (push, split, take right: [`split`]) where no reader can be; else the [`rebuild`] (spanning stores, full parents, new root, collapse, cousins) | — (the rebuild does every write) |
 //!
-//! [`RawTree::store_walked`] classifies a write from the walk and the
-//! request alone ([`WriteKind`], one `match`): the first three kinds are
-//! done at once, the lane tries the leaf's arrays before any right path or
-//! piece list is built. What the lane declines and every `General` write
-//! goes on: the walk to `last` (only if it lies beyond the leaf), the
-//! absorbed empty neighbours, the one to three pieces that replace the
-//! touched slots, and the removed values; then the general kinds open to
-//! it ([`general_kinds`]) in turn, and the rebuild for what they decline.
-//!
-//! The in-place kinds walk nothing more and update gaps incrementally (a
+//! The in-place rows walk nothing more and update gaps incrementally (a
 //! leaf is rescanned only when its largest empty range may have shrunk).
 //! The rebuild plans fresh nodes level by level (push into a sibling,
 //! split, rebalance, new root) and publishes them with one pointer store.
-//! Every kind keeps the same guarantees: nothing visible changes until the
+//! Every row keeps the same guarantees: nothing visible changes until the
 //! write cannot fail, and where readers may be they only ever see
 //! single-word updates (the exact fit) or whole fresh nodes.
 //!
-//! Which kinds are open is decided by types, not by a flag: a write
-//! reaches the tree through an [`Access`], either `&RawTree` (the
-//! concurrent tree's writer: readers may be walking it) or an
-//! [`Exclusive`], which only `&mut RawTree` can make. The in-place kinds
-//! are methods of `Exclusive` ([`leaf`], [`split`]) or, in the rebuild,
-//! steps that take one.
+//! The general path works out, before any change: the walk to `last`
+//! (only if it lies beyond the leaf), the absorbed empty neighbours, the
+//! one to three pieces that replace the touched slots, and the removed
+//! values; then it tries its kinds in turn ([`general_kinds`]).
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -109,17 +108,25 @@ impl<'p> Store<'p> {
     }
 }
 
-/// The kinds of write, chosen from the walk and the request before
-/// anything is worked out (see the module docs).
+/// The kind of a write: the table in the module docs, chosen once by
+/// [`RawTree::classify`] from the walk and the request, and run by the one
+/// `match` in [`RawTree::store_by`].
 enum WriteKind<'t> {
     /// The tree is empty: it becomes a root leaf.
     EmptyRoot,
     /// One entry replaced by another over exactly its range: one slot
     /// store, at this walk level.
     ExactFit(Level),
-    /// The range ends in the leaf holding its start, and no reader can be
-    /// in the tree: the in-leaf lane, which declines (changing nothing)
-    /// where the write needs more than the leaf.
+    /// The removal of exactly one entry's range, where no reader can be:
+    /// in place, or by the leaf's tail given to the next leaf, or by a
+    /// refill with its sibling or cousin ([`leaf`]).
+    EraseEntry(Exclusive<'t>),
+    /// A store into one empty range (whose bounds these are), where no
+    /// reader can be: in place, or by the leaf's refill with a sibling
+    /// ([`leaf`]).
+    FillEmpty(Exclusive<'t>, u64, u64),
+    /// Any other write whose range ends in the leaf holding its start,
+    /// where no reader can be: the in-leaf lane ([`leaf`]).
     Lane(Exclusive<'t>),
     /// Everything else: the general path, below.
     General,
@@ -395,67 +402,127 @@ impl RawTree {
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
         // SAFETY: the caller's contract.
-        unsafe { Self::store_walked_by(self, lpath, op, out) }
+        unsafe { Self::store_by(self, lpath, op, out) }
     }
 
-    /// [`store_walked`](Self::store_walked) where no reader can be: the
-    /// in-place kinds of write are open too.
-    ///
-    /// # Safety
-    ///
-    /// As for [`store_walked`](Self::store_walked).
-    pub(crate) unsafe fn store_walked_exclusive(
-        ex: Exclusive<'_>,
-        lpath: &mut Path,
-        op: Store<'_>,
-        out: &mut Stored,
-    ) -> Result<bool, (StoreFail, *mut ())> {
-        // SAFETY: the caller's contract.
-        unsafe { Self::store_walked_by(ex, lpath, op, out) }
-    }
-
-    /// The body of both: `t` decides which kinds of write are open.
-    /// (Inlined into the two, so that each is compiled here, with the
-    /// lanes it calls.)
+    /// The one `match` over the kinds of write ([`WriteKind`]), for both
+    /// accesses: `t` decides which kinds are open. Inlined into its
+    /// callers, so that the kinds done straight from the walk cost no
+    /// call; the lane and the general path are out of line
+    /// ([`store_rest`](Self::store_rest)).
     ///
     /// # Safety
     ///
     /// As for [`store_walked`](Self::store_walked).
     #[inline(always)]
-    unsafe fn store_walked_by<'t>(
+    unsafe fn store_by<'t>(
         t: impl Access<'t>,
         lpath: &mut Path,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
-        let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
-        debug_assert!(first <= last);
+        debug_assert!(op.first <= op.last);
+        let (first, last, entry) = (op.first, op.last, op.entry);
         match Self::classify(t, lpath, first, last, entry) {
             WriteKind::EmptyRoot => {
                 // SAFETY: the caller makes us the only writer.
                 let stored = unsafe { t.store_empty_root(first, last, entry) };
-                return stored.map(|()| false).map_err(|e| (e, ptr::null_mut()));
+                stored.map(|()| false).map_err(|e| (e, ptr::null_mut()))
             }
             WriteKind::ExactFit(l) => {
-                if insert_only {
+                if op.insert_only {
                     return Err((StoreFail::Occupied, ptr::null_mut()));
                 }
                 // SAFETY: `lpath` is a current walk and we the only writer
                 // (this function's contract); `entry` passes to the tree.
                 out.removed.push(unsafe { t.replace_at(l, entry) });
-                return Ok(true);
+                Ok(true)
             }
-            WriteKind::Lane(ex) => {
-                let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
-                // SAFETY: `ex`: no reader exists; we are the only writer
-                // (the caller's contract); `lpath` leads to `first` and
-                // `last` lies in its leaf.
-                if let Some(done) = unsafe { ex.store_leaf_lane(lpath, w, &mut out.removed) } {
-                    // An emptied walk: the leaf was refilled with a sibling.
-                    return done.map(|()| !lpath.is_empty());
+            WriteKind::EraseEntry(ex) => {
+                // SAFETY: `ex`: no reader exists; we are the only writer;
+                // `lpath` leads to the slot whose whole range is erased.
+                match unsafe { ex.erase_entry_in_leaf(lpath, &mut out.removed) } {
+                    Some(good) => Ok(good),
+                    // SAFETY: as above; nothing changed.
+                    None => unsafe { Self::store_rest(t, lpath, op, out, Some(ex)) },
                 }
             }
-            WriteKind::General => {}
+            WriteKind::FillEmpty(ex, lo, hi) => {
+                // SAFETY: `ex`: no reader exists; we are the only writer;
+                // `lpath` leads to the empty slot `[lo, hi]`, which holds
+                // `[first, last]`; `entry` is not null.
+                match unsafe { ex.store_in_empty(lpath, first, last, entry, lo, hi) } {
+                    Some(res) => res,
+                    // SAFETY: as above; nothing changed.
+                    None => unsafe { Self::store_rest(t, lpath, op, out, Some(ex)) },
+                }
+            }
+            // SAFETY: the caller's contract; the range ends in the leaf.
+            WriteKind::Lane(ex) => unsafe { Self::store_rest(t, lpath, op, out, Some(ex)) },
+            // SAFETY: the caller's contract.
+            WriteKind::General => unsafe { Self::store_rest(t, lpath, op, out, None) },
+        }
+    }
+
+    /// The kind of a write (the table in the module docs), from the walk
+    /// `lpath` to `first`, the request and the access alone.
+    #[inline(always)]
+    fn classify<'t>(t: impl Access<'t>, lpath: &Path, first: u64, last: u64, entry: *mut ()) -> WriteKind<'t> {
+        // (The walk of an empty tree is empty.)
+        let Some(&l) = lpath.last() else {
+            debug_assert!(t.root_node().is_none());
+            return WriteKind::EmptyRoot;
+        };
+        debug_assert!(l.leaf_range().0 <= first && first <= l.leaf_range().1);
+        let word = l.leaf().slot(l.off);
+        let ex = t.no_readers();
+        if entry.is_null() {
+            if let Some(ex) = ex.filter(|_| !word.is_null() && l.leaf_range() == (first, last)) {
+                return WriteKind::EraseEntry(ex);
+            }
+        } else if !word.is_null() {
+            if l.leaf_range() == (first, last) {
+                return WriteKind::ExactFit(l);
+            }
+        } else if let Some(ex) = ex {
+            let (lo, hi) = l.leaf_range();
+            if last <= hi {
+                return WriteKind::FillEmpty(ex, lo, hi);
+            }
+        }
+        match ex {
+            Some(ex) if last <= l.max => WriteKind::Lane(ex),
+            _ => WriteKind::General,
+        }
+    }
+
+    /// The kinds of write that are not done straight from the walk: the
+    /// in-leaf lane first, given `lane` (the proof that no reader can be,
+    /// for a range that ends in its start's leaf), then the general path:
+    /// in-leaf store, refill and rebuild.
+    ///
+    /// # Safety
+    ///
+    /// As for [`store_walked`](Self::store_walked); with `lane`, `op.last`
+    /// lies in the leaf `lpath` ends at.
+    #[inline(never)]
+    unsafe fn store_rest<'t>(
+        t: impl Access<'t>,
+        lpath: &mut Path,
+        op: Store<'_>,
+        out: &mut Stored,
+        lane: Option<Exclusive<'t>>,
+    ) -> Result<bool, (StoreFail, *mut ())> {
+        let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
+        if let Some(ex) = lane {
+            let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
+            // SAFETY: `ex`: no reader exists; we are the only writer
+            // (the caller's contract); `lpath` leads to `first` and
+            // `last` lies in its leaf.
+            if let Some(done) = unsafe { ex.store_leaf_lane(lpath, w, &mut out.removed) } {
+                // An emptied walk: the leaf was refilled with a sibling.
+                return done.map(|()| !lpath.is_empty());
+            }
         }
         let leaf = lpath.len() - 1;
         // What follows most often ends in a rebuild, which reads the leaf's
@@ -580,35 +647,16 @@ impl RawTree {
         }
     }
 
-    /// The kind of write to try first (the table in the module docs),
-    /// from the walk `lpath` to `first` and the request alone.
-    #[inline(always)]
-    fn classify<'t>(t: impl Access<'t>, lpath: &Path, first: u64, last: u64, entry: *mut ()) -> WriteKind<'t> {
-        if t.root_node().is_none() {
-            return WriteKind::EmptyRoot;
-        }
-        let l = lpath[lpath.len() - 1];
-        debug_assert!(l.leaf_range().0 <= first && first <= l.leaf_range().1);
-        if !entry.is_null() && !l.leaf().slot(l.off).is_null() && l.leaf_range() == (first, last) {
-            return WriteKind::ExactFit(l);
-        }
-        match t.no_readers() {
-            Some(ex) if last <= l.max => WriteKind::Lane(ex),
-            _ => WriteKind::General,
-        }
-    }
-
     /// [`store_walked`](Self::store_walked) through `&mut`, with the
     /// in-place writes open (or, for a tree that writes in fresh nodes,
     /// `fresh`, with the nodes retired freed at once: no reader can need
     /// them; `out.retired` is left empty). Inlined into the plain tree's
-    /// write, which spares the shortest writes a frame and six saved
-    /// registers.
+    /// write, so that the kinds done straight from the walk cost no call.
     ///
     /// # Safety
     ///
     /// As for [`store_walked`](Self::store_walked).
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn store_mut_walked(
         &mut self,
         fresh: bool,
@@ -616,27 +664,26 @@ impl RawTree {
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
-        // SAFETY: the caller's contract; `&mut self` makes us the only writer
-        // and rules out readers.
-        let res = unsafe {
-            if fresh {
-                self.store_walked(lpath, op, out)
-            } else {
-                Self::store_walked_exclusive(self.exclusive(), lpath, op, out)
-            }
-        };
+        if !fresh {
+            // SAFETY: the caller's contract; `&mut self` makes us the only
+            // writer and rules out readers. (Through an `Exclusive` nodes
+            // are freed as they are replaced: nothing is retired.)
+            let res = unsafe { Self::store_by(self.exclusive(), lpath, op, out) };
+            debug_assert!(out.retired.len() == 0, "a write through an `Exclusive` retired nodes");
+            return res;
+        }
+        // SAFETY: as above.
+        let res = unsafe { self.store_walked(lpath, op, out) };
         // A failed write hands nothing back: what it listed is still in the
         // tree (the fault-injection sweeps fail every write this way).
         debug_assert!(res.is_ok() || out.removed.len() == 0 && out.retired.len() == 0, "a failed write left results");
         let kept = res?;
-        if out.retired.len() > 0 {
-            for n in out.retired.iter() {
-                // SAFETY: retired nodes are unreachable and, with no readers,
-                // need no grace period; each is listed once; `&mut self`.
-                unsafe { self.slab.free(n) };
-            }
-            out.retired = Retired::default();
+        for n in out.retired.iter() {
+            // SAFETY: retired nodes are unreachable and, with no readers,
+            // need no grace period; each is listed once; `&mut self`.
+            unsafe { self.slab.free(n) };
         }
+        out.retired = Retired::default();
         Ok(kept)
     }
 
