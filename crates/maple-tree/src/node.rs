@@ -51,6 +51,7 @@
 use crate::prelude::*;
 
 use core::{
+    marker::PhantomData,
     mem::{ManuallyDrop, MaybeUninit},
     ptr::{self, NonNull},
 };
@@ -216,6 +217,27 @@ pub(crate) struct Item {
 
 /// Content of up to a few nodes while a write is planned.
 pub(crate) type Content = ArrayVec<Item, 64>;
+
+/// The proof that no reader can be in a tree while `'t` lasts: what the
+/// node writers that change several words of a node in place ask for. Only
+/// [`Exclusive`](crate::raw::Exclusive) holds one, made with it from
+/// `&mut RawTree`; the concurrent tree's writer, which holds `&RawTree`,
+/// has none, so those writers cannot be reached where readers may be
+/// (nor can an in-place pivot write race with a reader's plain pivot
+/// reads, [`load_words`]).
+#[derive(Clone, Copy)]
+pub(crate) struct NoReaders<'t>(PhantomData<&'t mut ()>);
+
+impl NoReaders<'_> {
+    /// # Safety
+    ///
+    /// No reader can be in the tree while the lifetime lasts: the caller
+    /// holds it through `&mut`.
+    #[inline(always)]
+    pub(crate) unsafe fn new() -> Self {
+        NoReaders(PhantomData)
+    }
+}
 
 /// A typed reference to a live node.
 ///
@@ -450,12 +472,13 @@ impl NodeRef {
     ///
     /// # Safety
     ///
-    /// No reader can be in the node (the writer holds an `Exclusive`): a reader between this store and the rest of the
-    /// write could be sent to a slot whose content does not cover its
-    /// index. `v` keeps the pivots ascending, and what lies below slots
+    /// The node is in the tree the proof is for (a reader between this
+    /// store and the rest of the write could be sent to a slot whose
+    /// content does not cover its index: the proof rules readers out); the
+    /// caller is its only writer. `v` keeps the pivots ascending, and what lies below slots
     /// `i` and `i + 1` covers their new bounds once the write is done.
     #[inline]
-    pub(crate) unsafe fn set_pivot(self, i: usize, v: u64) {
+    pub(crate) unsafe fn set_pivot(self, _: NoReaders<'_>, i: usize, v: u64) {
         self.pivot_array()[i].store(v, Ordering::Relaxed)
     }
 
@@ -698,11 +721,12 @@ impl NodeRef {
     ///
     /// # Safety
     ///
-    /// No reader can be in `self` (the writer holds an `Exclusive`, or the
-    /// node is fresh): its words change one after the other. `items` are what the
-    /// node's place in the tree allows (the bounds inside the node's, the
+    /// The node is in the tree the proof is for, or fresh (its words
+    /// change one after the other; the proof rules readers out); the
+    /// caller is its only writer. `items` are what the node's place in the
+    /// tree allows (the bounds inside the node's, the
     /// last one its maximum; words as for [`set_slot`](Self::set_slot)).
-    pub(crate) unsafe fn overwrite(self, items: &[Item]) {
+    pub(crate) unsafe fn overwrite(self, _: NoReaders<'_>, items: &[Item]) {
         self.write_items(items);
     }
 
@@ -715,7 +739,7 @@ impl NodeRef {
     /// As for [`overwrite`](Self::overwrite); and `keep` is below the
     /// node's slot count and `items[..keep]` are the node's first `keep`
     /// slots, as [`read_items`](Self::read_items) would read them now.
-    pub(crate) unsafe fn overwrite_from(self, items: &[Item], keep: usize) {
+    pub(crate) unsafe fn overwrite_from(self, _: NoReaders<'_>, items: &[Item], keep: usize) {
         #[cfg(debug_assertions)]
         {
             let mut own = Content::new();
@@ -782,8 +806,8 @@ impl NodeRef {
     ///
     /// # Safety
     ///
-    /// As for `LeafRef::splice`: no reader can be in `self`.
-    pub(crate) unsafe fn splice_internal(self, from: usize, to: usize, count: usize, items: &[Item]) {
+    /// As for `LeafRef::splice`: the node is in the tree the proof is for.
+    pub(crate) unsafe fn splice_internal(self, _: NoReaders<'_>, from: usize, to: usize, count: usize, items: &[Item]) {
         debug_assert!(!self.is_leaf());
         let (piv, slots) = self.arrays();
         let gaps = (self.kind == Kind::Arange64).then(|| &self.arange_to_write().gap[..]);
@@ -886,10 +910,10 @@ impl LeafRef {
     ///
     /// # Safety
     ///
-    /// As for [`NodeRef::overwrite_from`]: no reader can be in the leaf;
-    /// the bounds fit the leaf's place in the tree; `keep` is below its
+    /// As for [`NodeRef::overwrite_from`]: the leaf is in the tree the
+    /// proof is for; the bounds fit the leaf's place in the tree; `keep` is below its
     /// slot count and the first `keep` slots given are its own already.
-    pub(crate) unsafe fn write_run(self, last: &[u64], slot: &[*mut ()], keep: usize) {
+    pub(crate) unsafe fn write_run(self, _: NoReaders<'_>, last: &[u64], slot: &[*mut ()], keep: usize) {
         #[cfg(debug_assertions)]
         {
             let count = self.0.count();
@@ -940,14 +964,14 @@ impl LeafRef {
     ///
     /// # Safety
     ///
-    /// No reader can be in `self`: several words change one after the
-    /// other, and a reader between them could pair a pivot with the wrong
-    /// slot and hand out a value the writer is about to drop (and the
-    /// shifted words move as plain accesses, which would race with a
-    /// reader's); the caller is the tree's only writer. Callers hold an
-    /// `Exclusive`.
+    /// The leaf is in the tree the proof is for: several words change one
+    /// after the other, and a reader between them could pair a pivot with
+    /// the wrong slot and hand out a value the writer is about to drop
+    /// (and the shifted words move as plain accesses, which would race
+    /// with a reader's); the proof rules readers out. The caller is the
+    /// tree's only writer.
     #[inline]
-    pub(crate) unsafe fn splice(self, from: usize, to: usize, count: usize, items: &[Item]) {
+    pub(crate) unsafe fn splice(self, _: NoReaders<'_>, from: usize, to: usize, count: usize, items: &[Item]) {
         // SAFETY: this function's contract: no reader is in the leaf, and
         // the caller is the only writer.
         unsafe { splice_words(self.pivots(), self.slots(), None, from, to, count, items) };
@@ -1028,7 +1052,9 @@ unsafe fn copy_small<T: Copy>(src: *const T, dst: *mut T, n: usize) {
 /// Nobody writes `src` meanwhile: the caller is the tree's only writer
 /// (readers only read, and plain reads beside their atomic reads are no
 /// race), or `src` is pivots of a node readers can reach (nothing writes
-/// those in place then: the writes readers may meet are slot stores).
+/// those in place then: every in-place writer of pivots asks for
+/// [`NoReaders`], which the concurrent tree's writer cannot have; the
+/// writes readers may meet are slot stores).
 #[inline]
 pub(crate) unsafe fn load_words(src: &[AtomicU64], dst: &mut [MaybeUninit<u64>]) {
     assert_eq!(src.len(), dst.len());
@@ -1071,7 +1097,7 @@ pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [MaybeUninit<*mu
 /// # Safety
 ///
 /// Nobody else reads or writes `dst` meanwhile: a node no reader can be in
-/// (the writer holds an `Exclusive`) or a fresh one.
+/// (its writer holds [`NoReaders`]) or a fresh one.
 #[inline]
 unsafe fn store_words(src: &[u64], dst: &[AtomicU64]) {
     assert_eq!(src.len(), dst.len());
@@ -1359,8 +1385,9 @@ mod tests {
             // SAFETY: `raw` encodes the live node `n`.
             let back = unsafe { NodeRef::decode(raw) };
             assert_eq!(back, n);
-            // SAFETY: the node is this test's alone, and read only below.
-            unsafe { back.set_pivot(0, 42) }; // writes through the decoded pointer
+            // SAFETY: the node is this test's alone (no reader can be in
+            // it), and read only below.
+            unsafe { back.set_pivot(NoReaders::new(), 0, 42) }; // writes through the decoded pointer
             assert_eq!(n.pivot(0), 42);
             // SAFETY: allocated above, freed once.
             unsafe { slab.free(n) };
@@ -1384,8 +1411,9 @@ mod tests {
                 let items: Vec<Item> = (0..used as u64)
                     .map(|i| Item { last: i * 3 + 2, slot: core::ptr::without_provenance_mut(1), gap: 0 })
                     .collect();
-                // SAFETY: the node is this test's alone.
-                unsafe { n.overwrite(&items) };
+                // SAFETY: the node is this test's alone: no reader can be
+                // in it.
+                unsafe { n.overwrite(NoReaders::new(), &items) };
                 for index in 0..used as u64 * 3 + 4 {
                     let want = (index as usize / 3).min(used - 1);
                     assert_eq!(n.find(index), want, "{kind:?}, {used} slots, index {index}");
@@ -1426,8 +1454,8 @@ mod tests {
         assert_eq!(leaf.pivot(4), PIVOT_UNUSED);
         // Full node: 16 slots, all 15 pivots used.
         let full: Vec<Item> = (0..16u64).map(|i| Item { last: i, slot: core::ptr::null_mut(), gap: 0 }).collect();
-        // SAFETY: the leaf is this test's alone.
-        unsafe { leaf.overwrite(&full) };
+        // SAFETY: the leaf is this test's alone: no reader can be in it.
+        unsafe { leaf.overwrite(NoReaders::new(), &full) };
         assert_eq!(leaf.count(), 16);
         assert_eq!(leaf.find(15), 15);
         // SAFETY: as above.

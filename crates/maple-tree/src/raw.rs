@@ -14,7 +14,7 @@ use arrayvec::ArrayVec;
 
 use crate::{
     alloc::Slab,
-    node::{find_in, slot_bounds, Kind, LeafRef, NodeRef, MAX_HEIGHT},
+    node::{find_in, slot_bounds, Kind, LeafRef, NoReaders, NodeRef, MAX_HEIGHT},
     sync::{AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -167,7 +167,16 @@ pub(crate) struct RawTree {
 /// take one (`store/rebuild.rs`). The concurrent tree's writer holds only
 /// `&RawTree`, so where readers may exist none of them can be reached.
 #[derive(Clone, Copy)]
-pub(crate) struct Exclusive<'t>(&'t RawTree);
+pub(crate) struct Exclusive<'t>(&'t RawTree, NoReaders<'t>);
+
+impl<'t> Exclusive<'t> {
+    /// The proof the node writers that change several words in place ask
+    /// for.
+    #[inline(always)]
+    pub(crate) fn proof(self) -> NoReaders<'t> {
+        self.1
+    }
+}
 
 impl Deref for Exclusive<'_> {
     type Target = RawTree;
@@ -239,7 +248,9 @@ impl RawTree {
     /// The proof that no reader can be in this tree while `&mut` lasts.
     #[inline(always)]
     pub(crate) fn exclusive(&mut self) -> Exclusive<'_> {
-        Exclusive(self)
+        // SAFETY: `&mut self` for as long as the proof lives: no reader can
+        // be in the tree.
+        Exclusive(self, unsafe { NoReaders::new() })
     }
 
     pub(crate) fn new(gaps: bool) -> RawTree {

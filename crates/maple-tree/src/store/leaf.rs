@@ -676,7 +676,7 @@ impl Exclusive<'_> {
         }
         // SAFETY: no reader exists (the caller's contract), so the words
         // may change one after the other.
-        unsafe { node.splice(from, to + 1, count, pieces) };
+        unsafe { node.splice(self.proof(), from, to + 1, count, pieces) };
         if self.gaps && leaf > 0 {
             let p = lpath[leaf - 1];
             let had = p.node.gap(p.off);

@@ -513,7 +513,7 @@ impl RawTree {
                 // SAFETY: `ex`: no reader can be in the leaf; the content is
                 // the leaf's own, rewritten over its bounds (this
                 // function's contract).
-                unsafe { lpath[level].node.overwrite(content) };
+                unsafe { lpath[level].node.overwrite(ex.proof(), content) };
                 Some(level)
             }
             Publish::Splice { level, to, count, mut up, ex } => {
@@ -524,14 +524,14 @@ impl RawTree {
                     // bounds are the ones the splice below gives the node;
                     // its first `keep` items are the node's own, in place
                     // (this function's contract).
-                    unsafe { r.node.overwrite_from(part, r.keep) };
+                    unsafe { r.node.overwrite_from(ex.proof(), part, r.keep) };
                     if self.gaps {
                         up[at].gap = r.node.max_gap(r.min, part[part.len() - 1].last);
                     }
                 }
                 let Level { node, off, .. } = lpath[level];
                 // SAFETY: `ex`: no reader can be in the node.
-                unsafe { node.splice_internal(off, to + 1, count, &up) };
+                unsafe { node.splice_internal(ex.proof(), off, to + 1, count, &up) };
                 // Only the fresh children need their parent word: the others
                 // stay under this node, shifted or not. (Touching them would
                 // cost a cache miss each in a big tree.)

@@ -560,7 +560,7 @@ impl Exclusive<'_> {
         // SAFETY: no reader exists (this function's contract); each part's
         // bounds are the ones the parent gives its node below; the first
         // `keep_a` slots of the first part are its node's own, in place.
-        unsafe { a.write_run(&last[..cut], &slot[..cut], keep_a) };
+        unsafe { a.write_run(self.proof(), &last[..cut], &slot[..cut], keep_a) };
         let mid = last[cut - 1];
         let hi = last[total - 1];
         if cut == total {
@@ -580,7 +580,7 @@ impl Exclusive<'_> {
         if shape != Shape::Split {
             let b = b.as_leaf().expect("a leaf's sibling is a leaf");
             // SAFETY: as above, nothing kept.
-            unsafe { b.write_run(&last[cut..], &slot[cut..], 0) };
+            unsafe { b.write_run(self.proof(), &last[cut..], &slot[cut..], 0) };
         }
         let lo = if shape == Shape::PushLeft { p.node.slot_min(sib, p.min) } else { l.min };
         let up = [self.item_for(a.into(), lo, mid), self.item_for(b, mid + 1, hi)];
@@ -624,7 +624,7 @@ impl Exclusive<'_> {
         // SAFETY: this function's contract: the slot after `first` is
         // used, so its bound is a stored pivot, and the new bound keeps the
         // pivots ascending.
-        unsafe { parent.set_pivot(first, up[0].last) };
+        unsafe { parent.set_pivot(self.proof(), first, up[0].last) };
         if self.gaps {
             parent.set_child_gap(first, up[0].gap);
             parent.set_child_gap(first + 1, up[1].gap);
@@ -674,9 +674,9 @@ impl Exclusive<'_> {
         // SAFETY: no reader exists (this function's contract); the parts'
         // bounds are the ones the grandparent gives the nodes below.
         unsafe {
-            x0.overwrite(&content[..cut]);
+            x0.overwrite(self.proof(), &content[..cut]);
             if shape != Shape::Split {
-                x1.overwrite(&content[cut..]);
+                x1.overwrite(self.proof(), &content[cut..]);
             }
         }
         // Parent words: the fresh leaf's, and those of children that moved
@@ -723,7 +723,7 @@ impl Exclusive<'_> {
     ) {
         let parent = lpath[level].node;
         // SAFETY: this function's contract.
-        unsafe { parent.splice_internal(first, first + replaced, parent.count(), up) };
+        unsafe { parent.splice_internal(self.proof(), first, first + replaced, parent.count(), up) };
         if let Some(f) = fresh {
             f.set_parent(parent);
         }
@@ -792,7 +792,7 @@ impl Exclusive<'_> {
         }
         // SAFETY: no reader exists (this function's contract); the leaf
         // keeps `a` slots, at least its minimum fill.
-        unsafe { node.splice(a, count, count, &[]) };
+        unsafe { node.splice(self.proof(), a, count, count, &[]) };
         if d == leaf - 1 {
             // A sibling: the parent's two slots, rewritten with their new
             // bound and gaps.
@@ -812,7 +812,7 @@ impl Exclusive<'_> {
             // slot's range (above the leaf's minimum, since `a > 0`), and
             // once the leaf is cut and the next leaf's empty range grown,
             // what lies below each side covers it.
-            unsafe { lpath[d].node.set_pivot(lpath[d].off, bound) };
+            unsafe { lpath[d].node.set_pivot(self.proof(), lpath[d].off, bound) };
             if self.gaps {
                 // Each leaf's largest gap, up its own walk.
                 self.propagate_gap(lpath, leaf, l.node.max_gap(l.min, bound));
@@ -926,23 +926,23 @@ impl Exclusive<'_> {
         // at least the minimum fill, which the leaf was left below); the
         // first part ends at `mid`, the leaf's maximum once the shared
         // ancestor's bound moves there below.
-        unsafe { node.write_run(&lasts[..cut], &slots[..cut], a) };
+        unsafe { node.write_run(self.proof(), &lasts[..cut], &slots[..cut], a) };
         // SAFETY: as above; the shared ancestor's slot for the leaf's
         // subtree has a next one, so its bound is a stored pivot; the new
         // bound lies inside the two subtrees' range, and once both leaves
         // are rewritten what lies below each side covers it.
-        unsafe { lpath[d].node.set_pivot(lpath[d].off, mid) };
+        unsafe { lpath[d].node.set_pivot(self.proof(), lpath[d].off, mid) };
         if merge {
             // SAFETY: as above; the cousin's parent keeps a legal fill
             // (checked), its first child now starting after `mid`.
-            unsafe { q.node.splice_internal(0, 1, qcount, &[]) };
+            unsafe { q.node.splice_internal(self.proof(), 0, 1, qcount, &[]) };
             // SAFETY: `self`: no reader can hold the cousin, now
             // unreachable and listed nowhere else; we are the only writer.
             unsafe { self.slab.free(r.node) };
         } else {
             // SAFETY: as above; the second part's bounds are `mid + 1` to
             // the cousin's maximum.
-            unsafe { cousin.write_run(&lasts[cut..], &slots[cut..], 0) };
+            unsafe { cousin.write_run(self.proof(), &lasts[cut..], &slots[cut..], 0) };
         }
         if self.gaps {
             // Each side's largest gap, up its own walk (the shared
