@@ -424,7 +424,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     // Random inserts into an empty gap tree, and random erases of them
     // all, at the same sizes: the kernel's writes take its lock and
     // allocate every node they write; ours work in place where no reader
-    // can be (see DESIGN, "The write path").
+    // can be (see docs/DESIGN.md, "Writes").
     for &n in &lookup_sizes {
         progress(&format!("kernel: random inserts and erases, {n} ranges"));
         let order = shuffled(n, 7);
