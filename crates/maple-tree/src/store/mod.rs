@@ -637,7 +637,7 @@ impl RawTree {
         // The rebuild does every write the kinds above decline.
         // SAFETY: the caller's contract (only writer; retired nodes and
         // removed values freed after the readers that may see them).
-        match unsafe { t.rebuild(t.no_readers(), lpath, &mut rpath, pieces, out, added) } {
+        match unsafe { Self::rebuild(t, lpath, &mut rpath, pieces, out, added) } {
             Ok(()) => Ok(false),
             Err(e) => {
                 // Nothing left the tree: the words listed are still in it.

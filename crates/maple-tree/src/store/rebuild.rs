@@ -37,7 +37,7 @@ use crate::{
     error::AllocError,
     navigate::{descend_left_edge_to, fork_level, sibling_at},
     node::{Content, Item, Kind, NodeRef},
-    raw::{free_subtree, leaf_words, visit_subtree, Exclusive, Level, Path, RawTree},
+    raw::{free_subtree, leaf_words, visit_subtree, Access, Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -101,6 +101,61 @@ pub(super) fn push_fits(n: usize, sibling: usize, kind: Kind) -> bool {
 #[inline]
 pub(super) fn underflows(n: usize, kind: Kind, right_spine: bool) -> bool {
     n < kind.min_fill() && !right_spine
+}
+
+/// Where the content of a node that overflows goes, by one rule for the
+/// rebuild (at every level) and the in-place refill (a leaf and its
+/// parent): a sibling under the same parent with room for a push takes
+/// part of it (the right one first, then the left), else the node splits.
+/// The siblings' counts are asked for only as the rule needs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Overflow {
+    PushRight,
+    PushLeft,
+    Split,
+}
+
+/// The rule of [`Overflow`], for `n` items of `kind`, given the item
+/// counts of the right and left siblings (`None`: no such sibling).
+#[inline(always)]
+pub(super) fn overflow(
+    n: usize,
+    kind: Kind,
+    right: impl FnOnce() -> Option<usize>,
+    left: impl FnOnce() -> Option<usize>,
+) -> Overflow {
+    if right().is_some_and(|c| push_fits(n, c, kind)) {
+        Overflow::PushRight
+    } else if left().is_some_and(|c| push_fits(n, c, kind)) {
+        Overflow::PushLeft
+    } else {
+        Overflow::Split
+    }
+}
+
+/// Where a push's content (`total` items: the node's and its sibling's,
+/// in key order; `empty(i)`: item `i` is an empty slot) is cut in two,
+/// for both the rebuild and the refill: for leaves the sibling's part
+/// nearly full and the rest to the node the write went to, for internal
+/// nodes balanced (`right_spine`: the pair ends the tree). `None` where
+/// the leaves' biased cut cannot be made (the rebuild then cuts balanced;
+/// the refill leaves the write to it).
+#[inline(always)]
+pub(super) fn push_cut(
+    total: usize,
+    empty: impl Fn(usize) -> bool + Copy,
+    kind: Kind,
+    shape: Overflow,
+    right_spine: bool,
+) -> Option<usize> {
+    if kind.is_leaf() {
+        let sibling_part = kind.slots() - PUSH_SIBLING_ROOM;
+        let want = if shape == Overflow::PushLeft { sibling_part } else { total.saturating_sub(sibling_part) };
+        biased_split(total, empty, kind, want)
+    } else {
+        let ends = split_points_by(total, empty, kind, right_spine);
+        (ends.len() == 2).then(|| ends[0])
+    }
 }
 
 /// Free slots a leaf push leaves in the sibling: none. The leaf that
@@ -259,6 +314,9 @@ impl RawTree {
     /// tree (the rebuild adds those of whole subtrees the write covers, and
     /// the replaced nodes to `out.retired`) and `added` how many enter it.
     /// On failure nothing has changed (and `out` is the caller's to empty).
+    /// The access `t` is both the tree and, where it is an [`Exclusive`],
+    /// the proof that no reader can be in it: one value, so the proof the
+    /// in-place steps use is always this tree's.
     ///
     /// # Safety
     ///
@@ -267,15 +325,15 @@ impl RawTree {
     // make every write's frame that big, the writes the lane finishes in
     // place too.
     #[inline(never)]
-    pub(super) unsafe fn rebuild(
-        &self,
-        ex: Option<Exclusive<'_>>,
+    pub(super) unsafe fn rebuild<'t>(
+        t: impl Access<'t>,
         lpath: &mut Path,
         rpath: &mut Path,
         pieces: &[Item],
         out: &mut Stored,
         added: usize,
     ) -> Result<(), StoreFail> {
+        let (this, ex): (&RawTree, _) = (&t, t.no_readers());
         let leaf = lpath.len() - 1;
         let (l, r) = (lpath[leaf], rpath[leaf]);
         // Leaf-level content.
@@ -302,10 +360,10 @@ impl RawTree {
         }
 
         // SAFETY: the caller makes us the tree's only writer.
-        let mut fresh = unsafe { Fresh::new(&self.slab) };
+        let mut fresh = unsafe { Fresh::new(&this.slab) };
         let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
         let mut reuse = ArrayVec::new();
-        let plan = self.plan(ex, lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
+        let plan = this.plan(ex, lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
         let publish = match plan {
             Ok(p) => p,
             Err(e) => {
@@ -322,12 +380,12 @@ impl RawTree {
         }
         // SAFETY: the plan just made from these paths, unchanged since (the
         // parent words above only); we are the only writer (our contract).
-        let top_level = unsafe { self.publish(publish, lpath, &content, &reuse) };
+        let top_level = unsafe { this.publish(publish, lpath, &content, &reuse) };
         if let Some(level) = top_level {
-            self.update_gaps(lpath, level);
+            this.update_gaps(lpath, level);
         }
         // SAFETY: the caller makes us the only writer.
-        unsafe { self.collapse_root(ex, &mut old, &fresh) };
+        unsafe { this.collapse_root(ex, &mut old, &fresh) };
         let Stored { removed, retired } = out;
         if let Some(ex) = ex {
             for &n in &old {
@@ -352,7 +410,7 @@ impl RawTree {
                 collect_subtree(d, retired, removed);
             }
         }
-        self.len.set(self.len.get() + added - removed.len());
+        this.len.set(this.len.get() + added - removed.len());
         Ok(())
     }
 
@@ -389,41 +447,44 @@ impl RawTree {
             // sibling (same parent) with room, is rewritten together with
             // that sibling as two nodes instead of becoming two beside it.
             // Random inserts then leave fuller nodes behind.
+            // Push into a sibling before splitting (the kernel's
+            // `mas_push_data`): a node that overflows into two, beside a
+            // sibling (same parent) with room, is rewritten together with
+            // that sibling as two nodes instead of becoming two beside it.
+            // Random inserts then leave fuller nodes behind.
             if !extended && ends.len() == 2 && d > 0 && lpath[d].node == rpath[d].node {
                 let p = lpath[d - 1];
-                let fits = |off: usize| {
-                    // SAFETY: `p` is an internal node (above level d) and the
-                    // callers pass a used slot of it.
-                    let sib = unsafe { p.node.child(off) };
-                    push_fits(content.len(), sib.count(), kind)
-                };
-                let mut pushed_left = false;
+                // SAFETY: `p` is an internal node (above level d) and the
+                // offsets asked for are used slots of it.
+                let count_at = |off: usize| unsafe { p.node.child(off) }.count();
                 // One node at this level: both paths share the parent slot.
-                if cmax != u64::MAX && p.off + 1 < p.node.count() && fits(p.off + 1) {
-                    cmax = absorb_right(lpath, rpath, d, old, content);
-                    extended = true;
-                } else if p.off > 0 && fits(p.off - 1) {
-                    let nb = left_sibling(lpath, d);
-                    // The sibling's items go in front (read after, rotated:
-                    // no copy of the whole content).
-                    let k = nb.node.count();
-                    nb.node.read_items(nb.max, 0..k, content);
-                    content.rotate_right(k);
-                    // All but the last: its bound becomes a pivot.
-                    leaf_kept = k - 1;
-                    cmin = nb.min;
-                    extended = true;
-                    pushed_left = true;
+                let right = || (cmax != u64::MAX && p.off + 1 < p.node.count()).then(|| count_at(p.off + 1));
+                let left = || (p.off > 0).then(|| count_at(p.off - 1));
+                let shape = overflow(content.len(), kind, right, left);
+                match shape {
+                    Overflow::PushRight => {
+                        cmax = absorb_right(lpath, rpath, d, old, content);
+                        extended = true;
+                    }
+                    Overflow::PushLeft => {
+                        let nb = left_sibling(lpath, d);
+                        // The sibling's items go in front (read after,
+                        // rotated: no copy of the whole content).
+                        let k = nb.node.count();
+                        nb.node.read_items(nb.max, 0..k, content);
+                        content.rotate_right(k);
+                        // All but the last: its bound becomes a pivot.
+                        leaf_kept = k - 1;
+                        cmin = nb.min;
+                        extended = true;
+                    }
+                    Overflow::Split => {}
                 }
                 if extended {
-                    // The sibling's half nearly full, the rest to the node
-                    // the insert went to; balanced where that cannot be.
-                    let sibling_part = kind.slots() - PUSH_SIBLING_ROOM;
-                    let want = if pushed_left { sibling_part } else { content.len().saturating_sub(sibling_part) };
                     let n = content.len();
-                    ends = match biased_split(n, |i| content[i].slot.is_null(), kind, want) {
-                        Some(e) if kind.is_leaf() => [e, content.len()].into_iter().collect(),
-                        _ => split_points(content, kind, cmax == u64::MAX),
+                    ends = match push_cut(n, |i| content[i].slot.is_null(), kind, shape, cmax == u64::MAX) {
+                        Some(e) => [e, n].into_iter().collect(),
+                        None => split_points(content, kind, cmax == u64::MAX),
                     };
                 }
             }

@@ -65,7 +65,7 @@ use crate::prelude::*;
 use core::{mem::MaybeUninit, ptr};
 
 use super::{
-    rebuild::{biased_split, next_cut, push_fits, split_points_by, underflows, PUSH_SIBLING_ROOM},
+    rebuild::{next_cut, overflow, push_cut, split_points_by, underflows, Overflow},
     Removed,
 };
 use crate::{
@@ -346,21 +346,34 @@ impl Exclusive<'_> {
             return None;
         }
         let p = lpath[leaf - 1];
-        // The rebuild's rule for overflow: push only where the leaf alone
-        // would split in two (checked below), into the right sibling first,
-        // and only where the pair keeps the push slack free.
-        // (Each sibling's count is found once: a count is a search of the
-        // node's pivots.)
-        let room = |count: usize| push_fits(n, count, Kind::Leaf);
+        // The rebuild's rules, shared: an underflowing leaf takes in the
+        // next one (here only a sibling: a cousin changes two parents); an
+        // overflowing one pushes or splits by [`overflow`] (a push only
+        // where the leaf alone would split in two, checked below). Each
+        // sibling's count is found once: a count is a search of the node's
+        // pivots.
         let (right, left) = siblings(p, right_spine);
-        let (shape, sib, sib_node, sib_count) = match right.map(|r| (r, r.count())) {
-            Some((r, c)) if under => (Shape::TakeRight, p.off + 1, r, c),
-            _ if under => return None,
-            Some((r, c)) if room(c) => (Shape::PushRight, p.off + 1, r, c),
-            _ => match left.map(|s| (s, s.count())) {
-                Some((s, c)) if room(c) => (Shape::PushLeft, p.off - 1, s, c),
-                _ => (Shape::Split, p.off, l.node, 0),
-            },
+        let rc = right.map(|r| (r, r.count()));
+        let (shape, sib, sib_node, sib_count) = if under {
+            let (r, c) = rc?;
+            (Shape::TakeRight, p.off + 1, r, c)
+        } else {
+            let mut lc = None;
+            let left_count = || {
+                lc = left.map(|s| (s, s.count()));
+                lc.map(|(_, c)| c)
+            };
+            match overflow(n, Kind::Leaf, || rc.map(|(_, c)| c), left_count) {
+                Overflow::PushRight => {
+                    let (r, c) = rc.expect("a push right has its sibling");
+                    (Shape::PushRight, p.off + 1, r, c)
+                }
+                Overflow::PushLeft => {
+                    let (s, c) = lc.expect("a push left has its sibling");
+                    (Shape::PushLeft, p.off - 1, s, c)
+                }
+                Overflow::Split => (Shape::Split, p.off, l.node, 0),
+            }
         };
         let sib_leaf = sib_node.as_leaf().expect("a leaf's sibling is a leaf");
 
@@ -393,9 +406,10 @@ impl Exclusive<'_> {
         let half = next_cut(n, |i| run.empty(own + i), Kind::Leaf, 0, 2, right_spine)?;
         let cut = match shape {
             Shape::Split => half,
-            // The sibling's half nearly full, the rest to the leaf.
-            Shape::PushRight => biased_split(total, |i| run.empty(i), Kind::Leaf, total - (cap - PUSH_SIBLING_ROOM))?,
-            Shape::PushLeft => biased_split(total, |i| run.empty(i), Kind::Leaf, cap - PUSH_SIBLING_ROOM)?,
+            // The rebuild's cut of a push (for leaves the spine plays no
+            // part).
+            Shape::PushRight => push_cut(total, |i| run.empty(i), Kind::Leaf, Overflow::PushRight, false)?,
+            Shape::PushLeft => push_cut(total, |i| run.empty(i), Kind::Leaf, Overflow::PushLeft, false)?,
             Shape::TakeRight => unreachable!("planned above"),
         };
         // A split's parent takes one more child in place, or is full and
@@ -456,22 +470,31 @@ impl Exclusive<'_> {
         // Internal nodes have no empty slots to avoid ending a part on.
         let none = |_| false;
         let spine = p.max == u64::MAX;
-        let room = |count: usize| push_fits(m, count, inner);
+        // The rebuild's rule and cut, shared ([`overflow`], [`push_cut`]).
         let (right, left) = siblings(gp, spine);
-        let (shape, sib, ends) = match right.map(NodeRef::count) {
-            Some(c) if room(c) => {
-                let sib_max = gp.node.slot_max(gp.off + 1, gp.max);
-                (Shape::PushRight, gp.off + 1, split_points_by(m + c, none, inner, sib_max == u64::MAX))
-            }
-            _ => match left.map(NodeRef::count) {
-                Some(c) if room(c) => (Shape::PushLeft, gp.off - 1, split_points_by(m + c, none, inner, spine)),
-                _ if gpcount < cap => {
-                    (Shape::Split, gp.off, [next_cut(m, none, inner, 0, 2, spine)?, m].into_iter().collect())
-                }
-                _ => return None,
-            },
+        let rc = right.map(NodeRef::count);
+        let mut lc = None;
+        let left_count = || {
+            lc = left.map(NodeRef::count);
+            lc
         };
-        (ends.len() == 2).then(|| (shape, ends[0], sib))
+        match overflow(m, inner, || rc, left_count) {
+            Overflow::PushRight => {
+                let sib_max = gp.node.slot_max(gp.off + 1, gp.max);
+                let c = rc.expect("a push right has its sibling");
+                Some((
+                    Shape::PushRight,
+                    push_cut(m + c, none, inner, Overflow::PushRight, sib_max == u64::MAX)?,
+                    gp.off + 1,
+                ))
+            }
+            Overflow::PushLeft => {
+                let c = lc.expect("a push left has its sibling");
+                Some((Shape::PushLeft, push_cut(m + c, none, inner, Overflow::PushLeft, spine)?, gp.off - 1))
+            }
+            Overflow::Split if gpcount < cap => Some((Shape::Split, next_cut(m, none, inner, 0, 2, spine)?, gp.off)),
+            Overflow::Split => None,
+        }
     }
 
     /// The end of [`plan_split`](Self::plan_split) for content (in `run`,
