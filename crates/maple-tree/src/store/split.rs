@@ -40,11 +40,11 @@
 //!   The rebuild would merge the two leaves instead ([`give_tail_to_next`]).
 //!
 //! Those last two the rebuild does not make; the other shapes' decisions
-//! are the rebuild's own (the same [`split_points`], [`biased_split`] and
-//! push rule, applied to the same content), so the tree comes out node for
-//! node as the rebuild would leave it (a unit test compares the two after
-//! every write of a random sequence; both trees give tails away and take
-//! cousins in alike); any case they do not cover (a root or a full
+//! are the rebuild's own (the same underflow rule, [`overflow`] rule and
+//! [`push_cut`], applied to the same content), so the tree comes out node
+//! for node as the rebuild would leave it (a unit test compares it after
+//! every write of a random sequence with a copy that writes in fresh
+//! nodes, where the rebuild does every write); any case they do not cover (a root or a full
 //! grandparent over a full parent, a parent left below its fill or a root
 //! left with one child, a cousin to take in for a write other than an
 //! erase, a cut the biased rule cannot make, a split into three) is handed
@@ -55,7 +55,8 @@
 //! half when that splits too) come before any write, so a failed one
 //! changes nothing (the other is given back).
 //!
-//! [`split_points`]: super::rebuild::split_points
+//! [`overflow`]: super::rebuild::overflow
+//! [`push_cut`]: super::rebuild::push_cut
 //! [`give_tail_to_next`]: Exclusive::give_tail_to_next
 //! [`take_in_cousin`]: Exclusive::take_in_cousin
 
@@ -297,10 +298,6 @@ impl Exclusive<'_> {
     ) -> Option<Result<SplitPlan, AllocError>> {
         let leaf = lpath.len() - 1;
         if leaf == 0 {
-            return None;
-        }
-        #[cfg(test)]
-        if tests::DECLINE.with(core::cell::Cell::get) {
             return None;
         }
         // The siblings are read next (their counts first): start loading
@@ -797,10 +794,6 @@ impl Exclusive<'_> {
         if a < Kind::Leaf.min_fill() {
             return false;
         }
-        #[cfg(test)]
-        if tests::NO_GIVE.with(core::cell::Cell::get) {
-            return false;
-        }
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         let node = l.leaf();
@@ -892,10 +885,6 @@ impl Exclusive<'_> {
     /// `lpath` with a slot after the walk's; with `last` `None`, `b` is the
     /// leaf's last slot and the next leaf's first slot is empty.
     pub(super) unsafe fn take_in_cousin(self, lpath: &Path, a: usize, b: usize, last: Option<u64>, d: usize) -> bool {
-        #[cfg(test)]
-        if tests::NO_COUSIN.with(core::cell::Cell::get) {
-            return false;
-        }
         let leaf = lpath.len() - 1;
         debug_assert!(d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
         let l = lpath[leaf];
@@ -1018,48 +1007,46 @@ impl Exclusive<'_> {
 
 #[cfg(test)]
 mod tests {
-    use core::cell::{Cell, RefCell};
-    use std::thread::LocalKey;
+    use core::cell::RefCell;
 
     #[allow(unused_imports)]
     use crate::prelude::*;
 
-    use crate::{MapleTree, U63};
+    use crate::{FreshNodes, MapleTree, Writes, U63};
 
     std::thread_local! {
-        /// Set: the direct path declines every write (the rebuild does all).
-        pub(super) static DECLINE: Cell<bool> = const { Cell::new(false) };
-        /// How often the direct path made each shape (split, push right,
+        /// How often the in-place path made each shape (split, push right,
         /// push left, sibling taken in), planned a write across two leaves,
         /// refilled a split's full parent, and gave a leaf's emptied tail
         /// to the next leaf, a sibling or a cousin; and took in a cousin
         /// straight from `erase`, in one leaf or cut over the two, and of
-        /// those the ones whose emptied range ran on into the cousin.
+        /// those the ones whose emptied range ran on into the cousin. Only
+        /// counted, never read by the engine: which path made a tree is
+        /// not visible in the tree (the in-place shapes leave it node for
+        /// node as the rebuild does), so a count is how a test shows it
+        /// exercised each.
         pub(super) static TAKEN: RefCell<[usize; 11]> = const { RefCell::new([0; 11]) };
-        /// Set: a leaf's emptied tail is never given to the next leaf
-        /// (the general path merges the two instead).
-        pub(super) static NO_GIVE: Cell<bool> = const { Cell::new(false) };
-        /// Set: a thin leaf never takes in a cousin straight from `erase`
-        /// (the general path rebuilds instead).
-        pub(super) static NO_COUSIN: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Erases the range starting at `k * 10` (holding `k`) from `t`, and
-    /// from `general` with the direct shape `off` turns off set: the
-    /// erase tests' two trees, one written with the shape and one
-    /// without.
-    fn erase_both(t: &mut MapleTree<U63>, general: &mut MapleTree<U63>, k: u64, off: &'static LocalKey<Cell<bool>>) {
+    /// A tree of the same flavour that writes every change of more than
+    /// one word in fresh nodes: the rebuild does all of them, so none of
+    /// the in-place shapes is open to it. The tests' oracle.
+    fn oracle(gaps: bool) -> MapleTree<U63, FreshNodes> {
+        MapleTree::fresh(gaps)
+    }
+
+    /// Erases the range starting at `k * 10` (holding `k`) from `t` and
+    /// from `general` (the oracle).
+    fn erase_both(t: &mut MapleTree<U63>, general: &mut MapleTree<U63, FreshNodes>, k: u64) {
         assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "k {k}");
-        off.with(|x| x.set(true));
         assert_eq!(general.erase(k * 10).map(U63::get), Some(k), "k {k}");
-        off.with(|x| x.set(false));
     }
 
     /// `t` checked against `general` (the same content written another
     /// way): `validate()`, the content, and in a gap tree the largest
     /// empty range below `end`, found where it is (the gaps recorded
     /// above the leaves).
-    fn check_against(t: &MapleTree<U63>, general: &MapleTree<U63>, end: u64, what: &str) {
+    fn check_against(t: &MapleTree<U63>, general: &MapleTree<U63, FreshNodes>, end: u64, what: &str) {
         t.validate().unwrap_or_else(|e| panic!("{what}: {e:?}"));
         assert!(t.iter().eq(general.iter()), "{what}");
         if t.tracks_gaps() && !t.is_empty() {
@@ -1071,11 +1058,11 @@ mod tests {
     /// Erasing a leaf's last range when the next leaf starts with an empty
     /// range moves the boundary between them: the next leaf's empty range
     /// takes the erased range (and the empty one before it), no node is
-    /// made or freed, and the tree holds what the general path (which
-    /// merges the two leaves) leaves, gaps included. Every range of a
-    /// bulk-built tree (whose leaves end with an entry and start with the
-    /// gap after it) erased in a scrambled order, on two trees, with and
-    /// without the boundary move, each checked after every erase; so
+    /// made or freed, and the tree holds what the rebuild (which merges
+    /// the two leaves) leaves, gaps included. Every range of a bulk-built
+    /// tree (whose leaves end with an entry and start with the gap after
+    /// it) erased in a scrambled order, on the tree and on its copy that
+    /// writes in fresh nodes ([`oracle`]), each checked after every erase; so
     /// later erases find leaves already shortened, next leaves whose empty
     /// range already grew, and leaves too thin to give anything away. The
     /// trees have several parents, so some next leaves are cousins (the
@@ -1094,7 +1081,7 @@ mod tests {
         let given = || TAKEN.with(|t| [t.borrow()[6], t.borrow()[7]]);
         let flavours: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
         for &gaps in flavours {
-            let (mut t, mut general) = (build(gaps), build(gaps));
+            let (mut t, mut general) = (build(gaps), build(gaps).into_writes::<FreshNodes>());
             assert!(t.stats().internal >= 3, "gaps {gaps}: several parents");
             let was = given();
             // A permutation of 0..n (11 is prime to both sizes).
@@ -1102,7 +1089,7 @@ mod tests {
                 // (Node counts walk the whole tree: not under Miri.)
                 let before = (!cfg!(miri)).then(|| t.stats());
                 let at = given();
-                erase_both(&mut t, &mut general, k, &NO_GIVE);
+                erase_both(&mut t, &mut general, k);
                 let now = given();
                 if let (Some(before), true) = (before, now != at) {
                     // The boundary moved: nothing made or freed.
@@ -1127,10 +1114,10 @@ mod tests {
     /// (the bound between them moved in the shared ancestor), with no node
     /// made. Every range of a tree erased in a scrambled order (or in
     /// scrambled runs of eight neighbours, which leave most next leaves
-    /// full enough to cut over two), on two trees, with and without the
-    /// cousin taken in straight from `erase`
-    /// (the general path rebuilds the two leaves and rebalances their
-    /// parents, so the trees differ in shape but not in content), checked
+    /// full enough to cut over two), on the tree and on its copy that
+    /// writes in fresh nodes ([`oracle`]: the rebuild takes the two leaves
+    /// in and rebalances their parents, so the trees differ in shape but
+    /// not in content), checked
     /// after every erase: `validate()`, the content, the node counts, and
     /// in gap trees the largest gaps. Bulk-built trees (leaves end with an
     /// entry and the next leaf starts with a gap, so some erases run on
@@ -1172,7 +1159,7 @@ mod tests {
             ]
         };
         for &(gaps, bulk, scrambled) in flavours {
-            let (mut t, mut general) = (build(gaps, bulk), build(gaps, bulk));
+            let (mut t, mut general) = (build(gaps, bulk), build(gaps, bulk).into_writes::<FreshNodes>());
             assert!(t.stats().internal >= 4, "gaps {gaps}: several parents");
             let was = taken();
             // A permutation of 0..n (13 is prime to both sizes and to
@@ -1184,7 +1171,7 @@ mod tests {
                 // (Node counts walk the whole tree: not under Miri.)
                 let before = (!cfg!(miri)).then(|| t.stats());
                 let at = taken();
-                erase_both(&mut t, &mut general, k, &NO_COUSIN);
+                erase_both(&mut t, &mut general, k);
                 let now = taken();
                 if let (Some(before), true) = (before, now != at) {
                     // Nothing made; in a merge the cousin freed.
@@ -1207,63 +1194,78 @@ mod tests {
         }
     }
 
-    /// The direct path leaves the tree node for node as the rebuild would:
-    /// random inserts, overwrites and removals of ranges, then the removal
-    /// of every range in a random order (so that leaves fall below their
-    /// minimum fill), applied to a tree written with it and one written
-    /// without it, the two pictures (every node, its bounds, slots and
-    /// gaps) compared after every write, with and without gap tracking.
-    /// Every shape is made many times.
+    /// One random write of the node-for-node test.
+    enum Op {
+        Remove(u64, u64),
+        Store(u64, u64, u64),
+        Insert(u64, u64, u64),
+    }
+
+    /// `op` on `t`: whether it was done.
+    fn apply<W: Writes>(t: &mut MapleTree<U63, W>, op: &Op) -> bool {
+        match *op {
+            Op::Remove(lo, hi) => t.remove_range(lo..=hi).is_ok(),
+            Op::Store(lo, hi, v) => t.store_range(lo..=hi, U63::new_truncate(v)).is_ok(),
+            Op::Insert(lo, hi, v) => t.insert_range(lo..=hi, U63::new_truncate(v)).is_ok(),
+        }
+    }
+
+    /// The in-place shapes leave the tree node for node as the rebuild
+    /// does: random inserts, overwrites and removals of ranges applied to
+    /// a tree and to its copy that writes in fresh nodes ([`oracle`]: the
+    /// rebuild does every write), the two pictures (every node, its
+    /// bounds, slots and gaps) compared after every write, with and
+    /// without gap tracking; then the removal of every range in a random
+    /// order (so that leaves fall below their minimum fill), compared by
+    /// content (the in-place path gives a leaf's tail to the next leaf and
+    /// takes cousins in, which the rebuild does not: shapes part from
+    /// there). Every shape is made many times.
     #[test]
-    fn direct_splits_and_pushes_match_the_rebuild_node_for_node() {
+    fn in_place_splits_and_pushes_match_the_rebuild_node_for_node() {
         // Under Miri (slow at walking and formatting whole trees) fewer
         // writes, the trees checked and compared (by content and shape, not
         // pictures) at every tenth write and at the end.
         let (writes, span, every) = if cfg!(miri) { (70, 900, 10) } else { (3_000, 40_000, 1) };
         let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d_u64);
-        // One write on both trees, with and without the direct path: same
-        // result, same picture. Returns the number of leaves.
-        let both =
-            |d: &mut MapleTree<U63>, r: &mut MapleTree<U63>, i: u64, write: &dyn Fn(&mut MapleTree<U63>) -> bool| {
-                let a = write(d);
-                DECLINE.with(|x| x.set(true));
-                let b = write(r);
-                DECLINE.with(|x| x.set(false));
-                assert_eq!(a, b, "write {i}");
-                if i % every != 0 && !d.is_empty() {
-                    return 0;
-                }
-                d.validate().unwrap_or_else(|e| panic!("write {i}: {e:?}"));
-                if cfg!(miri) {
-                    assert!(d.iter().eq(r.iter()), "write {i}");
+        // One write on both trees: same result, and (while `shape`) the
+        // same picture. Returns the number of leaves.
+        let both = |d: &mut MapleTree<U63>, r: &mut MapleTree<U63, FreshNodes>, i: u64, op: Op, shape: bool| {
+            assert_eq!(apply(d, &op), apply(r, &op), "write {i}");
+            if i % every != 0 && !d.is_empty() {
+                return 0;
+            }
+            d.validate().unwrap_or_else(|e| panic!("write {i}: {e:?}"));
+            if cfg!(miri) || !shape {
+                assert!(d.iter().eq(r.iter()), "write {i}");
+                if shape {
                     assert_eq!(d.stats(), r.stats(), "write {i}");
-                } else {
-                    assert_eq!(d.dump(), r.dump(), "write {i}");
                 }
-                d.stats().leaves
-            };
+            } else {
+                assert_eq!(d.dump(), r.dump(), "write {i}");
+            }
+            d.stats().leaves
+        };
         TAKEN.with(|t| *t.borrow_mut() = [0; 11]);
         for gaps in [false, true] {
             let new = || if gaps { MapleTree::<U63>::with_gaps() } else { MapleTree::new() };
-            let (mut direct, mut rebuilt) = (new(), new());
+            let (mut direct, mut rebuilt) = (new(), oracle(gaps));
             let mut most = 0;
             for i in 0..writes {
                 let lo = next() % span;
                 let len = 1 + next() % 8;
-                let v = U63::new_truncate(i);
-                let op = next() % 10;
-                most = most.max(both(&mut direct, &mut rebuilt, i, &|t| match op {
-                    0 => t.remove_range(lo..=lo + len).is_ok(),
-                    1 => t.store_range(lo..=lo + 2 * len, v).is_ok(),
-                    _ => t.insert_range(lo..=lo + len, v).is_ok(),
-                }));
+                let op = match next() % 10 {
+                    0 => Op::Remove(lo, lo + len),
+                    1 => Op::Store(lo, lo + 2 * len, i),
+                    _ => Op::Insert(lo, lo + len, i),
+                };
+                most = most.max(both(&mut direct, &mut rebuilt, i, op, true));
             }
             assert!(most >= if cfg!(miri) { 6 } else { 20 }, "the trees grew to {most} leaves");
             // Then every range, in a scrambled order.
             let mut ranges: Vec<_> = direct.iter().map(|(r, _)| r).collect();
             ranges.sort_by_key(|r| r.start().wrapping_mul(0x9e37_79b9_7f4a_7c15));
             for (i, r) in (writes..).zip(ranges) {
-                both(&mut direct, &mut rebuilt, i, &|t| t.remove_range(r.clone()).is_ok());
+                both(&mut direct, &mut rebuilt, i, Op::Remove(*r.start(), *r.end()), false);
             }
             assert!(direct.is_empty());
         }
@@ -1316,16 +1318,14 @@ mod tests {
                 let ranges = (0..3 * per_parent).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)));
                 if gaps { MapleTree::from_sorted_with_gaps(ranges) } else { MapleTree::from_sorted(ranges) }.unwrap()
             };
-            let (mut direct, mut rebuilt) = (build(), build());
+            let (mut direct, mut rebuilt) = (build(), build().into_writes::<FreshNodes>());
             let before = direct.stats();
             let at = per_parent / 2 * 10 + 7;
             let upper = || TAKEN.with(|t| t.borrow()[5]);
             let was = upper();
             direct.insert_range(at..=at + 1, U63::new_truncate(999)).unwrap();
             assert_eq!(upper(), was + 1, "gaps {gaps}: the parent was refilled in place");
-            DECLINE.with(|x| x.set(true));
             rebuilt.insert_range(at..=at + 1, U63::new_truncate(999)).unwrap();
-            DECLINE.with(|x| x.set(false));
             direct.validate().unwrap();
             if cfg!(miri) {
                 assert!(direct.iter().eq(rebuilt.iter()));
