@@ -16,14 +16,19 @@
 //! is built in fresh nodes; an [`Exclusive`], which only `&mut RawTree`
 //! can make, opens the in-place rows too.
 //!
-//! | row | when | access | done by | where it declines, the write goes on to |
-//! | --- | --- | --- | --- | --- |
-//! | empty root | the tree is empty | any | a root leaf | — |
-//! | exact fit | an entry replaced by another over exactly its range | any | one slot store | — |
-//! | erase entry | exactly one entry's range emptied | `Exclusive` | in place (a slot store, or the slot merged with its empty neighbours); at a leaf's end, the tail given to the next leaf; below the minimum fill, the next sibling or cousin taken in ([`leaf`]) | the lane |
-//! | fill empty | a store inside one empty range | `Exclusive` | in place, or, if the leaf overflows, its refill with a sibling (push or split) where the parent takes it in place ([`leaf`], [`split`]) | the lane |
-//! | lane | any other range that ends in its start's leaf | `Exclusive` | on the leaf's arrays: in place, the tail given to the next leaf, or the refill ([`leaf`]) | the general path |
-//! | general | everything else | any | in-leaf store, then refill (push, split, take right: [`split`]) where no reader can be; else the [`rebuild`] (spanning stores, full parents, new root, collapse, cousins) | — (the rebuild does every write) |
+//! | row | when | access | done by | allocates | where it declines, the write goes on to |
+//! | --- | --- | --- | --- | --- | --- |
+//! | empty root | the tree is empty | any | a root leaf | 1 node | — |
+//! | exact fit | an entry replaced by another over exactly its range | any | one slot store | nothing | — |
+//! | erase entry | exactly one entry's range emptied | `Exclusive` | in place (a slot store, or the slot merged with its empty neighbours); at a leaf's end, the tail given to the next leaf; below the minimum fill, the next sibling or cousin taken in ([`leaf`]) | nothing | the lane |
+//! | fill empty | a store inside one empty range | `Exclusive` | in place, or, if the leaf overflows, its refill with a sibling (push or split) where the parent takes it in place ([`leaf`], [`split`]) | nothing, or a split's leaf and its full parent's second half | the lane |
+//! | lane | any other range that ends in its start's leaf | `Exclusive` | on the leaf's arrays: in place, the tail given to the next leaf, or the refill ([`leaf`]) | as fill empty | the general path |
+//! | general | everything else | any | in-leaf store, then refill (push, split, take right: [`split`]) where no reader can be; else the [`rebuild`] (spanning stores, full parents, new root, collapse, cousins) | the rebuild: one to four fresh nodes per level it rebuilds, and a new root's | — (the rebuild does every write) |
+//!
+//! Every allocation comes before the first visible change, so a write
+//! that cannot get its nodes fails with the tree as it was; nothing is
+//! reserved ahead (the kernel's `mas_preallocate`), because nothing here
+//! holds a lock that allocating could not be done under.
 //!
 //! The in-place rows walk nothing more and update gaps incrementally (a
 //! leaf is rescanned only when its largest empty range may have shrunk).
