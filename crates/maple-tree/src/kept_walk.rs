@@ -125,6 +125,7 @@ impl KeptTree {
     }
 
     /// The tree, without its walk.
+    #[cfg(any(test, feature = "testing", feature = "std"))]
     pub(crate) fn into_inner(self) -> RawTree {
         self.tree
     }
