@@ -2,16 +2,18 @@
 //!
 //! A node slot is one pointer-sized word, as in the kernel. Values therefore
 //! go into the tree as *handles*: an owning pointer (`Box<T>`, `Arc<T>`) is
-//! stored as its address, and small integers ([`U63`]) are stored inline,
-//! shifted left with the low bit set, so `MapleTree<U63>` needs no
-//! allocation per entry at all.
+//! stored as its address, and small `Copy` values ([`Inline`]: the
+//! integers up to 32 bits, `bool`, `char`, [`U63`], small tuples of them,
+//! and a user's own small types) are stored in the slot itself, shifted
+//! left with the low bit set, so `MapleTree<u32>` needs no allocation per
+//! entry at all.
 //!
 //! The trade-off: a lookup hands out a [`Handle::Borrowed`] view (for
-//! `Box<T>` and `Arc<T>` a `&T`, for [`U63`] the integer itself) rather than
-//! `&V`, because a slot holds only the raw word, not a `V` value. Values
-//! larger than a word must live behind a pointer; that costs one allocation
-//! per value but keeps every node 256 bytes and every slot update one atomic
-//! store, which is what lets readers run without locks.
+//! `Box<T>` and `Arc<T>` a `&T`, for an inline value the value itself)
+//! rather than `&V`, because a slot holds only the raw word, not a `V`
+//! value. Values larger than a word live behind a pointer; that costs one
+//! allocation per value but keeps every node 256 bytes and every slot
+//! update one atomic store, which is what lets readers run without locks.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -311,3 +313,276 @@ unsafe impl Handle for U63 {
         U63((raw.as_ptr().addr() >> 1) as u64)
     }
 }
+
+/// A small `Copy` value that lives in a tree slot itself, with no
+/// allocation per entry: every integer type up to 32 bits, `bool`,
+/// `char`, `()`, [`U63`], and tuples of two or three of them that fit in
+/// 63 bits together. Implement it for your own small types (an id, a
+/// pair of flags, an enum) without `unsafe`, then make them storable with
+/// [`inline_value!`](crate::inline_value):
+///
+/// ```
+/// use maple_tree::{Inline, MapleTree};
+///
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// struct Frame(u32);
+///
+/// impl Inline for Frame {
+///     const BITS: u32 = 32;
+///     fn to_bits(self) -> u64 {
+///         self.0.into()
+///     }
+///     fn from_bits(bits: u64) -> Self {
+///         Frame(bits as u32)
+///     }
+/// }
+/// maple_tree::inline_value!(Frame);
+///
+/// let mut t: MapleTree<Frame> = MapleTree::new();
+/// t.insert_range(0x1000..=0x1fff, Frame(7)).unwrap();
+/// assert_eq!(t.load(0x1234), Some(Frame(7)));
+///
+/// // The built-in kinds need nothing more.
+/// let mut flags: MapleTree<(bool, u16)> = MapleTree::new();
+/// flags.store_range_merging(0..=9, (true, 3)).unwrap();
+/// flags.store_range_merging(10..=19, (true, 3)).unwrap();
+/// assert_eq!(flags.get_range(5), Some((0..=19, (true, 3))));
+/// ```
+///
+/// A lookup hands out the value itself ([`Handle::Borrowed`] is `Self`).
+/// Values cannot be changed in place (there is no `&mut` into a slot that
+/// holds an encoded word): store a new one over the range.
+pub trait Inline: Copy {
+    /// How many low bits of [`to_bits`](Self::to_bits) carry the value:
+    /// at most 63 (a slot keeps one bit for itself). Tuples add their
+    /// parts' widths, and fail to compile where they pass 63.
+    const BITS: u32;
+
+    /// The value as the low [`BITS`](Self::BITS) bits of a word (the
+    /// rest zero).
+    fn to_bits(self) -> u64;
+
+    /// The value back from what [`to_bits`](Self::to_bits) gave.
+    fn from_bits(bits: u64) -> Self;
+}
+
+/// The slot word of an inline value's bits: shifted up with the low bit
+/// set, so it is odd (never null, never the even reserved marker, never a
+/// pointer a `Box` or `Arc` could give). Carries no provenance.
+#[doc(hidden)]
+#[inline(always)]
+pub fn inline_word(bits: u64) -> NonNull<()> {
+    let word = ((bits as usize) << 1) | 1;
+    // SAFETY: the low bit is set, so the address is non-zero.
+    unsafe { NonNull::new_unchecked(core::ptr::without_provenance_mut(word)) }
+}
+
+/// The bits of an inline value's slot word (see [`inline_word`]).
+#[doc(hidden)]
+#[inline(always)]
+pub fn inline_bits(raw: NonNull<()>) -> u64 {
+    (raw.as_ptr().addr() >> 1) as u64
+}
+
+/// Makes a type that implements [`Inline`] storable in a tree
+/// ([`MapleTree`](crate::MapleTree), [`ConcurrentMapleTree`](crate::ConcurrentMapleTree)):
+/// it writes the [`Handle`] implementation, which is `unsafe` to write by
+/// hand, from the safe [`Inline`] one. See [`Inline`] for an example.
+#[macro_export]
+macro_rules! inline_value {
+    ($($t:ty),+ $(,)?) => {$(
+        // SAFETY: the word is `inline_word` of at most 63 bits: odd, so
+        // never null nor the (even) reserved marker; it is the whole value
+        // (a copy is the same word; `Inline` types are `Copy`, nothing to
+        // drop), decoded by `inline_bits`, and borrowing hands out a copy.
+        unsafe impl $crate::Handle for $t {
+            const INLINE: bool = true;
+
+            type Borrowed<'a> = $t;
+
+            #[inline]
+            fn into_raw(self) -> ::core::ptr::NonNull<()> {
+                const { assert!(<$t as $crate::Inline>::BITS <= 63, "an inline value has at most 63 bits") };
+                $crate::inline_word(<$t as $crate::Inline>::to_bits(self))
+            }
+
+            #[inline]
+            unsafe fn from_raw(raw: ::core::ptr::NonNull<()>) -> Self {
+                <$t as $crate::Inline>::from_bits($crate::inline_bits(raw))
+            }
+
+            #[inline]
+            unsafe fn borrow<'a>(raw: ::core::ptr::NonNull<()>) -> $t
+            where
+                Self: 'a,
+            {
+                <$t as $crate::Inline>::from_bits($crate::inline_bits(raw))
+            }
+        }
+    )+};
+}
+
+/// `Inline` for unsigned integers: the value's bits.
+macro_rules! inline_unsigned {
+    ($($t:ty),+) => {$(
+        impl Inline for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline]
+            fn to_bits(self) -> u64 {
+                self.into()
+            }
+            #[inline]
+            fn from_bits(bits: u64) -> Self {
+                bits as $t
+            }
+        }
+    )+};
+}
+
+/// `Inline` for signed integers: the two's-complement bits, as the
+/// unsigned type of the same width.
+macro_rules! inline_signed {
+    ($($t:ty => $u:ty),+) => {$(
+        impl Inline for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline]
+            fn to_bits(self) -> u64 {
+                (self as $u).into()
+            }
+            #[inline]
+            fn from_bits(bits: u64) -> Self {
+                bits as $u as $t
+            }
+        }
+    )+};
+}
+
+inline_unsigned!(u8, u16, u32);
+inline_signed!(i8 => u8, i16 => u16, i32 => u32);
+
+impl Inline for bool {
+    const BITS: u32 = 1;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        self.into()
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        bits & 1 != 0
+    }
+}
+
+impl Inline for char {
+    const BITS: u32 = 21;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        u32::from(self).into()
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        // Only a char's own bits come back (the word is the tree's); any
+        // other would be the replacement character, not undefined.
+        char::from_u32(bits as u32).unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
+}
+
+impl Inline for () {
+    const BITS: u32 = 0;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        0
+    }
+    #[inline]
+    fn from_bits(_: u64) -> Self {}
+}
+
+impl Inline for U63 {
+    const BITS: u32 = 63;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        U63::new_truncate(bits)
+    }
+}
+
+/// The low `bits` bits of a word.
+#[inline(always)]
+const fn low(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    }
+}
+
+impl<A: Inline, B: Inline> Inline for (A, B) {
+    const BITS: u32 = A::BITS + B::BITS;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        const { assert!(Self::BITS <= 63, "a tuple stored inline has at most 63 bits") };
+        self.0.to_bits() | self.1.to_bits() << A::BITS
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        (A::from_bits(bits & low(A::BITS)), B::from_bits(bits >> A::BITS & low(B::BITS)))
+    }
+}
+
+impl<A: Inline, B: Inline, C: Inline> Inline for (A, B, C) {
+    const BITS: u32 = A::BITS + B::BITS + C::BITS;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        const { assert!(Self::BITS <= 63, "a tuple stored inline has at most 63 bits") };
+        self.0.to_bits() | self.1.to_bits() << A::BITS | self.2.to_bits() << (A::BITS + B::BITS)
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        (
+            A::from_bits(bits & low(A::BITS)),
+            B::from_bits(bits >> A::BITS & low(B::BITS)),
+            C::from_bits(bits >> (A::BITS + B::BITS) & low(C::BITS)),
+        )
+    }
+}
+
+inline_value!(u8, u16, u32, i8, i16, i32, bool, char, ());
+
+/// [`inline_value!`] for tuples, generic over their parts.
+macro_rules! inline_tuple {
+    ($($p:ident),+) => {
+        // SAFETY: as in `inline_value!`: the tuple's `Inline` bits (at most
+        // 63, checked when the word is made) in an odd word.
+        unsafe impl<$($p: Inline),+> Handle for ($($p,)+) {
+            const INLINE: bool = true;
+
+            type Borrowed<'a>
+                = Self
+            where
+                Self: 'a;
+
+            #[inline]
+            fn into_raw(self) -> NonNull<()> {
+                inline_word(Inline::to_bits(self))
+            }
+
+            #[inline]
+            unsafe fn from_raw(raw: NonNull<()>) -> Self {
+                Inline::from_bits(inline_bits(raw))
+            }
+
+            #[inline]
+            unsafe fn borrow<'a>(raw: NonNull<()>) -> Self
+            where
+                Self: 'a,
+            {
+                Inline::from_bits(inline_bits(raw))
+            }
+        }
+    };
+}
+
+inline_tuple!(A, B);
+inline_tuple!(A, B, C);

@@ -12,8 +12,10 @@
 //! range `[0, u64::MAX]`. Storing over a range overwrites (trimming or
 //! cutting neighbours); storing nothing empties it; `insert` fails if
 //! anything is present; `erase` removes the whole entry holding an index.
-//! Values are one word each ([`Handle`]): `Box<T>`, `Arc<T>`, or inline
-//! integers ([`U63`]).
+//! Values are one word each ([`Handle`]): small `Copy` values stored in
+//! the slot itself ([`Inline`]: `u8`…`u32`, `i8`…`i32`, `bool`, `char`,
+//! [`U63`], tuples of them, and your own small types), or `Box<T>` and
+//! `Arc<T>` for anything else.
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -302,7 +304,7 @@ pub use dup::DupError;
 pub use entry::{OccupiedRange, RangeEntry, VacantRange};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
-pub use handle::{Handle, HandleMut, U63};
+pub use handle::{inline_bits, inline_word, Handle, HandleMut, Inline, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
