@@ -589,9 +589,60 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         Ok(out.removed.single().map(|nn| unsafe { V::from_raw(nn) }))
     }
 
+    /// Keeps only the entries for which `keep(range, value)` is true, in
+    /// ascending order; the others are removed (their ranges left empty)
+    /// and dropped. Reserved ranges are not values and stay. `BTreeMap`'s
+    /// `retain`.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<u32> = (0..10u64).map(|i| (i * 10..=i * 10 + 4, i as u32)).collect();
+    /// t.retain(|range, v| v % 3 == 0 && *range.start() < 80);
+    /// let left: Vec<_> = t.iter().map(|(_, v)| v).collect();
+    /// assert_eq!(left, [0, 3, 6]);
+    /// ```
+    pub fn retain(&mut self, mut keep: impl for<'b> FnMut(RangeInclusive<u64>, V::Borrowed<'b>) -> bool) {
+        let mut c = self.cursor_mut(0);
+        let mut verdict = c.get_entry().map(|(r, v)| keep(r, v));
+        loop {
+            if verdict == Some(false) {
+                drop(c.erase());
+            }
+            match c.next() {
+                Some((r, v)) => verdict = Some(keep(r, v)),
+                None => return,
+            }
+        }
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) {
         clear_values::<V>(&mut self.raw);
+    }
+
+    /// The entry with the lowest range, or `None` if the tree holds no
+    /// value (reserved ranges are not values). `BTreeMap`'s
+    /// `first_key_value`.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<u32> = MapleTree::new();
+    /// assert_eq!(t.first(), None);
+    /// t.insert_range(40..=49, 2).unwrap();
+    /// t.insert_range(10..=19, 1).unwrap();
+    /// assert_eq!(t.first(), Some((10..=19, 1)));
+    /// assert_eq!(t.last(), Some((40..=49, 2)));
+    /// ```
+    pub fn first(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        self.next_after(0)
+    }
+
+    /// The entry with the highest range, or `None` if the tree holds no
+    /// value. `BTreeMap`'s `last_key_value`.
+    pub fn last(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+        self.prev_before(u64::MAX)
     }
 
     /// First entry whose range ends at or after `index` (kernel `mt_find`).

@@ -35,6 +35,11 @@ enum Op {
     AlignedGap(u64, u64, u64, u32, bool),
     /// `range(a..=b)`: the entries overlapping it, ascending.
     Range(u64, u64),
+    /// `first()` and `last()`.
+    Ends,
+    /// `retain`: keeps the entries whose value is not `k` modulo 3, and
+    /// those starting below the key given.
+    Retain(u64, u64),
 }
 
 fn apply<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usize) {
@@ -144,6 +149,25 @@ fn apply<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usi
                 let hi = l.checked_add(1).and_then(|n| m.get(n)).filter(|e| e.2 == x).map_or(l, |e| e.1);
                 assert_eq!(got, Ok(lo..=hi), "{what}");
                 m.store(lo, hi, x);
+            }
+        }
+        Op::Ends => {
+            let values = m.values();
+            let first = t.first().map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            let last = t.last().map(|(r, x)| (*r.start(), *r.end(), x.get()));
+            assert_eq!((first, last), (values.first().copied(), values.last().copied()), "{what}");
+        }
+        Op::Retain(k, below) => {
+            let mut seen = Vec::new();
+            t.retain(|r, x| {
+                seen.push((*r.start(), *r.end(), x.get()));
+                x.get() % 3 != k || *r.start() < below
+            });
+            assert_eq!(seen, m.values(), "{what}: every entry asked once, in order");
+            for (s, e, x) in m.values() {
+                if x % 3 == k && s >= below {
+                    m.clear(s, e);
+                }
             }
         }
         Op::Range(a, b) => {
@@ -279,6 +303,8 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
             .prop_map(|(a, b, s, al, r)| Op::AlignedGap(a.min(b), a.max(b), s, al, r)),
         1 => (key(max), key(max)).prop_map(|(a, b)| Op::Range(a.min(b), a.max(b))),
         1 => range.clone().prop_map(|(a, b)| Op::Range(a, b)),
+        1 => Just(Op::Ends),
+        1 => (0..3u64, key(max)).prop_map(|(k, below)| Op::Retain(k, below)),
     ]
 }
 
