@@ -1001,26 +1001,65 @@ where
     for<'a> V::Borrowed<'a>: PartialEq,
 {
     fn eq(&self, other: &Self) -> bool {
-        if self.len() != other.len() {
-            return false;
-        }
-        // Range by range, empty ones included: a tree's ranges are fixed by
-        // its content (empty ranges never touch, `validate` checks it).
-        let (mut a, mut b) = (self.cursor(0), other.cursor(0));
-        loop {
-            if a.range() != b.range() || a.is_reserved() != b.is_reserved() || a.get() != b.get() {
-                return false;
-            }
-            match (a.next_range(), b.next_range()) {
-                (Some(_), Some(_)) => {}
-                (None, None) => return true,
-                _ => return false,
-            }
-        }
+        // The occupied ranges fix the empty ones (empty ranges never
+        // touch, `validate` checks it).
+        self.len() == other.len() && self.occupied().eq(other.occupied())
     }
 }
 
 impl<V: Handle, W: Writes> Eq for MapleTree<V, W> where for<'a> V::Borrowed<'a>: Eq {}
+
+impl<V: Handle, W: Writes> MapleTree<V, W> {
+    /// Every occupied range in ascending order, with its value (`None`:
+    /// reserved): what `==`, `Hash` and the ordering compare.
+    fn occupied(&self) -> impl Iterator<Item = (u64, u64, Option<V::Borrowed<'_>>)> + '_ {
+        let mut c = self.cursor(0);
+        let mut started = false;
+        core::iter::from_fn(move || loop {
+            if started {
+                c.next_range()?;
+            }
+            started = true;
+            let (r, reserved) = (c.range(), c.is_reserved());
+            match c.get() {
+                Some(v) => return Some((*r.start(), *r.end(), Some(v))),
+                None if reserved => return Some((*r.start(), *r.end(), None)),
+                None => {}
+            }
+        })
+    }
+}
+
+/// Trees are ordered as their occupied ranges are, in ascending order,
+/// lexicographically (as `BTreeMap`s are by their entries): each as
+/// (first, last, value), a reserved range before a value over the same
+/// bounds. Consistent with `==`.
+///
+/// ```
+/// use maple_tree::MapleTree;
+///
+/// let a: MapleTree<u32> = [(0..=9, 1), (20..=29, 2)].into_iter().collect();
+/// let b: MapleTree<u32> = [(0..=9, 1), (20..=29, 3)].into_iter().collect();
+/// let c: MapleTree<u32> = [(0..=9, 1)].into_iter().collect();
+/// assert!(a < b && c < a);
+/// ```
+impl<V: Handle, W: Writes> PartialOrd for MapleTree<V, W>
+where
+    for<'a> V::Borrowed<'a>: PartialOrd,
+{
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        self.occupied().partial_cmp(other.occupied())
+    }
+}
+
+impl<V: Handle, W: Writes> Ord for MapleTree<V, W>
+where
+    for<'a> V::Borrowed<'a>: Ord,
+{
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.occupied().cmp(other.occupied())
+    }
+}
 
 /// Hashes what [`PartialEq`] compares: each occupied range, whether it is
 /// reserved, and its value.
@@ -1030,17 +1069,7 @@ where
 {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
         self.len().hash(state);
-        let mut c = self.cursor(0);
-        loop {
-            if c.get().is_some() || c.is_reserved() {
-                c.range().hash(state);
-                c.is_reserved().hash(state);
-                c.get().hash(state);
-            }
-            if c.next_range().is_none() {
-                return;
-            }
-        }
+        self.occupied().for_each(|e| e.hash(state));
     }
 }
 

@@ -1,6 +1,7 @@
-//! `==` and `Hash` of trees against the model: equal exactly when they
-//! hold the same entries and reserve the same ranges, whatever their
-//! history and gap tracking; equal trees hash alike.
+//! `==`, `Hash` and the ordering of trees against the model: equal
+//! exactly when they hold the same entries and reserve the same ranges,
+//! whatever their history and gap tracking; equal trees hash alike; trees
+//! order as their occupied ranges do.
 
 mod common;
 
@@ -64,6 +65,13 @@ fn equality_follows_the_content() {
             random_write(&mut b, &mut mb, &mut st);
         }
         assert_eq!(a == b, ma == mb, "{a:?} against {b:?}");
+        // The order is the model's occupied ranges', lexicographically (a
+        // reserved range before a value over the same bounds).
+        let seq = |m: &Model| -> Vec<(u64, u64, Option<u64>)> {
+            m.entries().into_iter().map(|(f, l, v)| (f, l, (v != RESERVED).then_some(v))).collect()
+        };
+        assert_eq!(a.cmp(&b), seq(&ma).cmp(&seq(&mb)), "{a:?} against {b:?}");
+        assert_eq!(a.partial_cmp(&b), Some(a.cmp(&b)));
         assert!(a == a && b == b);
         if ma == mb {
             equal += 1;
@@ -83,6 +91,8 @@ fn equality_follows_the_content() {
         t
     };
     assert_ne!(swapped(0), swapped(10));
+    // The reserved range at 0 comes before the value at 5.
+    assert!(swapped(0) < swapped(10));
     assert_eq!(swapped(10), swapped(10));
     // Both answers were put to the test.
     assert!(cfg!(miri) || (equal > 50 && unequal > 50), "{equal} equal, {unequal} unequal pairs");
