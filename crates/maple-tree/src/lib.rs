@@ -102,6 +102,38 @@
 //!   writer's guard hands out a [`WriteCursor`] for walking and editing in
 //!   one pass.
 //!
+//! ## Coming from `BTreeMap`, `rangemap` or `nodit`
+//!
+//! Keys are `u64` ranges, inclusive at both ends (`a..=b`; any
+//! `RangeBounds<u64>` is accepted where a range is asked for). A
+//! `BTreeMap<u64, (u64, V)>` from each range's start to its end and value
+//! is the usual hand-written idiom; `rangemap::RangeInclusiveMap` and
+//! `nodit::NoditMap` are crates. Their calls, and ours:
+//!
+//! | what | `BTreeMap` idiom | `rangemap` | `nodit` | maple |
+//! | --- | --- | --- | --- | --- |
+//! | value at a key | `range(..=k).next_back()`, then check the end | `get(&k)` | – | [`load`](MapleTree::load) |
+//! | entry at a key | the same, keeping the start | `get_key_value(&k)` | – | [`get_range`](MapleTree::get_range) |
+//! | is a key covered | the same | `contains_key(&k)` | – | [`contains`](MapleTree::contains) |
+//! | insert where nothing is | check the neighbours, then `insert` | – | `insert_strict` | [`insert_range`](MapleTree::insert_range) |
+//! | store over what is there | trim or split the neighbours by hand | – | `insert_overwrite` | [`store_range`](MapleTree::store_range) |
+//! | store, joining equal neighbours | by hand | `insert` | – | [`store_range_merging`](MapleTree::store_range_merging) |
+//! | empty a range | trim or split by hand | `remove` | `cut` (ours hands back nothing: read [`range`](MapleTree::range) first) | [`remove_range`](MapleTree::remove_range) |
+//! | entries overlapping a range | `range(..=b)` from the entry before `a` | `overlapping(&r)` | – | [`range`](MapleTree::range) |
+//! | any overlap at all | the same | `overlaps(&r)` | – | `range(r).next().is_some()` |
+//! | the free ranges in a window | walk the entries | `gaps(&r)` | – | [`gaps`](MapleTree::gaps), [`empty_area`](MapleTree::empty_area) (first fit) |
+//! | lowest, highest entry | `first_key_value`, `last_key_value` | `first_range_value`, `last_range_value` | – | [`first`](MapleTree::first), [`last`](MapleTree::last) |
+//! | keep some entries | `retain` | – | – | [`retain`](MapleTree::retain) |
+//! | all entries | `iter` | `iter` | – | [`iter`](MapleTree::iter) |
+//!
+//! Differences to know: `len` counts entries as stored (`rangemap` counts
+//! its coalesced ranges, which is ours after storing with
+//! `store_range_merging` only); `collect` and `extend` store without
+//! joining equal neighbours; `nodit`'s merging inserts (`insert_merge_*`)
+//! have no counterpart yet. A value is handed out as
+//! [`Handle::Borrowed`]: `&T` for `Box<T>` and `Arc<T>`, the value itself
+//! for the [`Inline`] kinds.
+//!
 //! ## Speed: when to choose it
 //!
 //! The project's benchmark report (`maple-report`, in the `maple-bench`
