@@ -120,7 +120,7 @@ impl Kept {
 }
 
 impl KeptTree {
-    pub(crate) fn new(tree: RawTree) -> KeptTree {
+    pub(crate) const fn new(tree: RawTree) -> KeptTree {
         KeptTree { tree, walk: Kept::NoRoom(0) }
     }
 

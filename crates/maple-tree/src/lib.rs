@@ -129,8 +129,10 @@
 //! Differences to know: `len` counts entries as stored (`rangemap` counts
 //! its coalesced ranges, which is ours after storing with
 //! `store_range_merging` only); `collect` and `extend` store without
-//! joining equal neighbours; `nodit`'s merging inserts (`insert_merge_*`)
-//! have no counterpart yet. A value is handed out as
+//! joining equal neighbours ([`from_iter_merging`](MapleTree::from_iter_merging)
+//! and [`extend_merging`](MapleTree::extend_merging) join, as `rangemap`'s
+//! do); `nodit`'s merging inserts (`insert_merge_*`) have no counterpart
+//! yet. A value is handed out as
 //! [`Handle::Borrowed`]: `&T` for `Box<T>` and `Arc<T>`, the value itself
 //! for the [`Inline`] kinds.
 //!
@@ -295,6 +297,20 @@ mod prelude {
         string::{String, ToString},
         vec,
         vec::Vec,
+    };
+}
+
+/// Defines a function as `const`, but for loom builds, whose atomics
+/// cannot be made in a constant.
+macro_rules! const_unless_loom {
+    ($(#[$m:meta])* $v:vis fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
+        $(#[$m])*
+        #[cfg(not(loom))]
+        $v const fn $name($($a: $t),*) -> $r $body
+
+        $(#[$m])*
+        #[cfg(loom)]
+        $v fn $name($($a: $t),*) -> $r $body
     };
 }
 

@@ -217,8 +217,10 @@ impl<'t> Access<'t> for Exclusive<'t> {
 pub(crate) struct Shared(AtomicUsize);
 
 impl Shared {
-    pub(crate) fn new(v: usize) -> Shared {
-        Shared(AtomicUsize::new(v))
+    const_unless_loom! {
+        pub(crate) fn new(v: usize) -> Shared {
+            Shared(AtomicUsize::new(v))
+        }
     }
 
     #[inline]
@@ -253,14 +255,16 @@ impl RawTree {
         Exclusive(self, unsafe { NoReaders::new() })
     }
 
-    pub(crate) fn new(gaps: bool) -> RawTree {
-        RawTree {
-            root: AtomicPtr::new(ptr::null_mut()),
-            height: Shared::new(0),
-            gaps,
-            len: Shared::new(0),
-            cyclic_wrapped: Shared::new(0),
-            slab: Slab::new(),
+    const_unless_loom! {
+        pub(crate) fn new(gaps: bool) -> RawTree {
+            RawTree {
+                root: AtomicPtr::new(ptr::null_mut()),
+                height: Shared::new(0),
+                gaps,
+                len: Shared::new(0),
+                cyclic_wrapped: Shared::new(0),
+                slab: Slab::new(),
+            }
         }
     }
 

@@ -110,16 +110,42 @@ impl<V: Handle> Default for MapleTree<V> {
 }
 
 impl<V: Handle> MapleTree<V> {
-    /// An empty tree without gap tracking.
-    pub fn new() -> Self {
-        MapleTree::from_raw(RawTree::new(false))
+    const_unless_loom! {
+        /// An empty tree without gap tracking. It allocates nothing until
+        /// its first write, and is `const`: a `static` can hold one.
+        ///
+        /// ```
+        /// use std::sync::Mutex;
+        /// use maple_tree::MapleTree;
+        ///
+        /// static FRAMES: Mutex<MapleTree<u32>> = Mutex::new(MapleTree::new());
+        /// FRAMES.lock().unwrap().insert_range(0x1000..=0x1fff, 7).unwrap();
+        /// assert_eq!(FRAMES.lock().unwrap().load(0x1800), Some(7));
+        /// ```
+        pub fn new() -> Self {
+            MapleTree::from_raw(RawTree::new(false))
+        }
     }
 
-    /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
-    /// nodes keep the largest empty range below each child, making
-    /// [`empty_area`](Self::empty_area) O(log n).
-    pub fn with_gaps() -> Self {
-        MapleTree::from_raw(RawTree::new(true))
+    /// A tree of the pairs, joining equal neighbours (`rangemap`'s
+    /// `collect`); see [`extend_merging`](Self::extend_merging).
+    pub fn from_iter_merging(iter: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Self
+    where
+        V: Clone,
+        for<'b> V::Borrowed<'b>: PartialEq,
+    {
+        let mut t = MapleTree::new();
+        t.extend_merging(iter);
+        t
+    }
+
+    const_unless_loom! {
+        /// An empty gap-tracking tree (kernel `MT_FLAGS_ALLOC_RANGE`): internal
+        /// nodes keep the largest empty range below each child, making
+        /// [`empty_area`](Self::empty_area) O(log n).
+        pub fn with_gaps() -> Self {
+            MapleTree::from_raw(RawTree::new(true))
+        }
     }
 
     /// Builds a plain tree from entries sorted by range, in O(n), with every
@@ -158,7 +184,7 @@ impl<V: Handle> MapleTree<V, FreshNodes> {
 }
 
 impl<V: Handle, W: Writes> MapleTree<V, W> {
-    pub(crate) fn from_raw(raw: RawTree) -> Self {
+    pub(crate) const fn from_raw(raw: RawTree) -> Self {
         MapleTree { raw: KeptTree::new(raw), _values: PhantomData, _writes: PhantomData }
     }
 
@@ -450,6 +476,33 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         // SAFETY: turned back once, from its own `into_raw`.
         let value = unsafe { V::from_raw(word) };
         self.store_range(first..=last, value).map(|()| first..=last)
+    }
+
+    /// [`Extend::extend`] joining equal neighbours: each pair stored with
+    /// [`store_range_merging`](Self::store_range_merging), in order, so a
+    /// run of touching ranges with equal values becomes one entry (what
+    /// `rangemap`'s `extend` does). Empty or inverted ranges are skipped;
+    /// aborts on allocation failure, like `std`.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<u32> = MapleTree::new();
+    /// t.extend_merging([(0..=9, 1), (10..=19, 1), (20..=29, 2)]);
+    /// let entries: Vec<_> = t.iter().collect();
+    /// assert_eq!(entries, [(0..=19, 1), (20..=29, 2)]);
+    /// ```
+    pub fn extend_merging(&mut self, iter: impl IntoIterator<Item = (RangeInclusive<u64>, V)>)
+    where
+        V: Clone,
+        for<'b> V::Borrowed<'b>: PartialEq,
+    {
+        for (r, v) in iter {
+            match self.store_range_merging(r, v) {
+                Ok(_) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}
+                Err(_) => abort_oom(),
+            }
+        }
     }
 
     /// Stores `value` at the single index `index`, overwriting.

@@ -79,3 +79,26 @@ fn keys_near_the_top() {
         against_rangemap(u64::MAX - 2_999, 3_000, gaps);
     }
 }
+
+/// Collecting: `rangemap`'s `collect` joins equal neighbours as it
+/// inserts, as `from_iter_merging` does; the same random pairs (touching,
+/// overlapping and apart, in any order) give the same entries.
+#[test]
+fn collecting_joins_as_rangemap_does() {
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let rounds = if cfg!(miri) { 5 } else { 300 };
+    for round in 0..rounds {
+        let pairs: Vec<_> = (0..next() % 60)
+            .map(|_| {
+                let first = next() % 400;
+                (first..=first + next() % 20, (next() % 3) as u32)
+            })
+            .collect();
+        let theirs: RangeInclusiveMap<u64, u32> = pairs.iter().cloned().collect();
+        let ours = MapleTree::from_iter_merging(pairs.iter().cloned());
+        ours.validate().unwrap();
+        let t: Vec<_> = theirs.iter().map(|(r, v)| (r.clone(), *v)).collect();
+        let o: Vec<_> = ours.iter().collect();
+        assert_eq!(o, t, "round {round}: {pairs:?}");
+    }
+}
