@@ -17,7 +17,7 @@ use crate::{
     kept_walk::KeptTree,
     node::NodeRef,
     raw::{Path, RawTree},
-    store::{Removed, Store, StoreFail, Stored},
+    store::{Removed, Store, Stored},
     validate::ValidateError,
     write::{self, WriteTarget},
 };
@@ -349,17 +349,20 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
                 // SAFETY: `at` is a walk of this tree as it is (our
                 // caller's contract, from `write_words`).
                 unsafe { self.raw.aim(p, first) };
-                // SAFETY: the caller's contract; `p` is aimed at `first`.
-                unsafe { Self::write_from(&mut self.raw, p, op, out) }
+                // SAFETY: the caller's contract; `p` is aimed at `first`;
+                // `&mut` rules out readers and other writers.
+                unsafe { self.raw.store_mut_walked(W::FRESH, p, op, out) }
             }
             // Without a walk of its own, the write starts from the tree's
             // kept walk (see `kept_walk.rs`).
             // SAFETY: the caller's contract; `write_from_walk` gives a walk
-            // to `first`; `true` is the engine's word that the walk it was
-            // given is still good.
+            // to `first`, and `&mut` rules out readers and other writers;
+            // `true` is the engine's word that the walk it was given is
+            // still good.
             None => unsafe {
-                self.raw
-                    .write_from_walk(first, |raw, path| Self::write_from(raw, path, op, out).map(|good| (good, good)))
+                self.raw.write_from_walk(first, |raw, path| {
+                    raw.store_mut_walked(W::FRESH, path, op, out).map(|good| (good, good))
+                })
             },
         };
         res.map_err(|(fail, unused_clone)| {
@@ -367,25 +370,6 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             unsafe { write::drop_unused::<V>(unused_clone) };
             (fail.into(), e)
         })
-    }
-
-    /// The write `op` from `path`, a walk to `op.first`; see
-    /// [`write_raw`](Self::write_raw).
-    ///
-    /// # Safety
-    ///
-    /// As for `write_raw`; `path` is a walk of `raw` as it is, aimed at
-    /// `op.first`.
-    #[inline(always)]
-    unsafe fn write_from(
-        raw: &mut RawTree,
-        path: &mut Path,
-        op: Store<'_>,
-        out: &mut Stored,
-    ) -> Result<bool, (StoreFail, *mut ())> {
-        // SAFETY: the caller's contract; `&mut` rules out readers and
-        // other writers.
-        unsafe { raw.store_mut_walked(W::FRESH, path, op, out) }
     }
 
     fn drop_removed(removed: Removed) {
