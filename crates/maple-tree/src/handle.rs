@@ -289,31 +289,6 @@ impl From<U63> for u64 {
     }
 }
 
-// SAFETY: `(v << 1) | 1` is odd, hence non-null and never the (even)
-// reserved address; it carries no provenance and is decoded by shifting back.
-unsafe impl Handle for U63 {
-    const INLINE: bool = true;
-
-    type Borrowed<'a> = U63;
-
-    fn into_raw(self) -> NonNull<()> {
-        let word = ((self.0 as usize) << 1) | 1;
-        // SAFETY: the low bit is set, so the address is non-zero.
-        unsafe { NonNull::new_unchecked(core::ptr::without_provenance_mut(word)) }
-    }
-
-    unsafe fn from_raw(raw: NonNull<()>) -> Self {
-        U63((raw.as_ptr().addr() >> 1) as u64)
-    }
-
-    unsafe fn borrow<'a>(raw: NonNull<()>) -> U63
-    where
-        Self: 'a,
-    {
-        U63((raw.as_ptr().addr() >> 1) as u64)
-    }
-}
-
 /// A small `Copy` value that lives in a tree slot itself, with no
 /// allocation per entry: every integer type up to 32 bits, `bool`,
 /// `char`, `()`, [`U63`], and tuples of two or three of them that fit in
@@ -390,15 +365,20 @@ pub fn inline_bits(raw: NonNull<()>) -> u64 {
 /// hand, from the safe [`Inline`] one. See [`Inline`] for an example.
 #[macro_export]
 macro_rules! inline_value {
-    ($($t:ty),+ $(,)?) => {$(
+    // One implementation, `impl<generics> Handle for type` (the tuples
+    // come this way too, with their parts' parameters).
+    (@impl [$($generics:tt)*] $t:ty) => {
         // SAFETY: the word is `inline_word` of at most 63 bits: odd, so
         // never null nor the (even) reserved marker; it is the whole value
         // (a copy is the same word; `Inline` types are `Copy`, nothing to
         // drop), decoded by `inline_bits`, and borrowing hands out a copy.
-        unsafe impl $crate::Handle for $t {
+        unsafe impl<$($generics)*> $crate::Handle for $t {
             const INLINE: bool = true;
 
-            type Borrowed<'a> = $t;
+            type Borrowed<'a>
+                = $t
+            where
+                Self: 'a;
 
             #[inline]
             fn into_raw(self) -> ::core::ptr::NonNull<()> {
@@ -419,6 +399,9 @@ macro_rules! inline_value {
                 <$t as $crate::Inline>::from_bits($crate::inline_bits(raw))
             }
         }
+    };
+    ($($t:ty),+ $(,)?) => {$(
+        $crate::inline_value!(@impl [] $t);
     )+};
 }
 
@@ -548,41 +531,7 @@ impl<A: Inline, B: Inline, C: Inline> Inline for (A, B, C) {
     }
 }
 
-inline_value!(u8, u16, u32, i8, i16, i32, bool, char, ());
+inline_value!(u8, u16, u32, i8, i16, i32, bool, char, (), U63);
 
-/// [`inline_value!`] for tuples, generic over their parts.
-macro_rules! inline_tuple {
-    ($($p:ident),+) => {
-        // SAFETY: as in `inline_value!`: the tuple's `Inline` bits (at most
-        // 63, checked when the word is made) in an odd word.
-        unsafe impl<$($p: Inline),+> Handle for ($($p,)+) {
-            const INLINE: bool = true;
-
-            type Borrowed<'a>
-                = Self
-            where
-                Self: 'a;
-
-            #[inline]
-            fn into_raw(self) -> NonNull<()> {
-                inline_word(Inline::to_bits(self))
-            }
-
-            #[inline]
-            unsafe fn from_raw(raw: NonNull<()>) -> Self {
-                Inline::from_bits(inline_bits(raw))
-            }
-
-            #[inline]
-            unsafe fn borrow<'a>(raw: NonNull<()>) -> Self
-            where
-                Self: 'a,
-            {
-                Inline::from_bits(inline_bits(raw))
-            }
-        }
-    };
-}
-
-inline_tuple!(A, B);
-inline_tuple!(A, B, C);
+inline_value!(@impl [A: Inline, B: Inline] (A, B));
+inline_value!(@impl [A: Inline, B: Inline, C: Inline] (A, B, C));
