@@ -5,6 +5,9 @@
 
 use std::fmt::Debug;
 
+mod common;
+
+use common::words;
 use maple_tree::{ConcurrentMapleTree, Handle, Inline, MapleTree};
 
 /// A user's own small type, made storable without `unsafe`.
@@ -29,15 +32,6 @@ maple_tree::inline_value!(Frame);
 /// the words' encoding rather than at long sequences).
 const SPAN: u64 = if cfg!(miri) { 60 } else { 700 };
 
-fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
-
 /// Random writes of every kind on a tree of `V` and on a model (one
 /// `Option<V>` per key), `pick` making a value from a random word (often
 /// the type's extremes); every key and every entry compared, the tree
@@ -50,7 +44,7 @@ where
     for &gaps in flavours {
         let mut t: MapleTree<V> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
         let mut model: Vec<Option<V>> = vec![None; SPAN as usize];
-        let mut next = xorshift(0x9e37_79b9_7f4a_7c15 ^ what.len() as u64);
+        let mut next = words(0x9e37_79b9_7f4a_7c15 ^ what.len() as u64);
         let steps = if cfg!(miri) { 15 } else { 3_000 };
         for step in 0..steps {
             let first = next() % (SPAN - 20);

@@ -5,17 +5,11 @@
 //! query compared after each call, in both tree flavours, with keys near
 //! 0 and near `u64::MAX`.
 
+mod common;
+
+use common::words;
 use maple_tree::MapleTree;
 use rangemap::RangeInclusiveMap;
-
-fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
 
 /// Random calls in a window of `span` keys from `base` (so near either
 /// end of the key space).
@@ -23,7 +17,7 @@ fn against_rangemap(base: u64, span: u64, gaps: bool) {
     let what = format!("base {base:#x}, gaps {gaps}");
     let mut theirs: RangeInclusiveMap<u64, u32> = RangeInclusiveMap::new();
     let mut ours: MapleTree<u32> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-    let mut next = xorshift(0x2545_f491_4f6c_dd1d ^ base ^ u64::from(gaps));
+    let mut next = words(0x2545_f491_4f6c_dd1d ^ base ^ u64::from(gaps));
     let steps = if cfg!(miri) { 30 } else { 4_000 };
     let top = base + (span - 1);
     for step in 0..steps {
@@ -85,7 +79,7 @@ fn keys_near_the_top() {
 /// overlapping and apart, in any order) give the same entries.
 #[test]
 fn collecting_joins_as_rangemap_does() {
-    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut next = words(0x9e37_79b9_7f4a_7c15);
     let rounds = if cfg!(miri) { 5 } else { 300 };
     for round in 0..rounds {
         let pairs: Vec<_> = (0..next() % 60)

@@ -6,6 +6,12 @@ use std::collections::BTreeMap;
 
 pub mod shuffle;
 
+/// Random words from `seed`, by the shuffle's splitmix64: the random
+/// tests' source.
+pub fn words(mut seed: u64) -> impl FnMut() -> u64 {
+    move || shuffle::splitmix64(&mut seed)
+}
+
 use maple_tree::{Error, MapleTree, Writes, U63};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
