@@ -422,17 +422,15 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
     #[inline]
     pub fn replace(&mut self, value: V) -> Result<Option<V>, InsertError<V>> {
         let e = value.into_raw().as_ptr();
-        if let Some(&here) = self.pos.walk.path.last() {
-            if !here.leaf().slot(here.off).is_null() {
-                // An entry replaced by an entry: one word, where the cursor is.
-                // SAFETY: the cursor's walk is current (every write through
-                // it re-aims or re-walks it) and the cursor holds the tree
-                // `&mut`; the handle `e` passes to the tree.
-                let old = unsafe { self.tree.raw.replace_at(here, e) };
-                // SAFETY: the word just taken out of the tree; ours now (a
-                // reserved marker is no value and is not handed out).
-                return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
-            }
+        // An entry replaced by an entry is the table's exact-fit row, one
+        // word where the cursor stands, asked of the classifier alone.
+        // SAFETY: the cursor's walk is current (every write through it
+        // re-aims or re-walks it) and the cursor holds the tree `&mut`; the
+        // handle `e` passes to the tree if the row is taken.
+        if let Some(old) = unsafe { RawTree::replace_here(&*self.tree.raw, &self.pos.walk.path, e) } {
+            // SAFETY: the word just taken out of the tree; ours now (a
+            // reserved marker is no value and is not handed out).
+            return Ok(is_value(old).then(|| unsafe { V::from_raw(NonNull::new_unchecked(old)) }));
         }
         let (lo, hi, _) = self.pos.current();
         let mut out = Stored::default();
@@ -440,7 +438,12 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
         // `e` is a fresh handle; the cursor's walk leads to `lo` in this
         // tree (it is redone after any write that moves nodes).
         let res = unsafe {
-            self.tree.raw.store_mut_walked(W::FRESH, &mut self.pos.walk.path, Store::new(lo, hi).entry(e), &mut out)
+            self.tree.raw.store_mut_walked(
+                W::FRESH,
+                &mut self.pos.walk.path,
+                Store::new(lo, hi).exact().entry(e),
+                &mut out,
+            )
         };
         match res {
             Ok(kept) => {
@@ -467,8 +470,9 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
         let mut out = Stored::default();
         // SAFETY: as in `replace`; storing nothing over exactly the current
         // range cuts nothing.
-        let res =
-            unsafe { self.tree.raw.store_mut_walked(W::FRESH, &mut self.pos.walk.path, Store::new(lo, hi), &mut out) };
+        let res = unsafe {
+            self.tree.raw.store_mut_walked(W::FRESH, &mut self.pos.walk.path, Store::new(lo, hi).exact(), &mut out)
+        };
         let Ok(kept) = res else { crate::tree::abort_oom() };
         self.settle(lo, lo, Some(kept));
         // SAFETY: the one value the write took out; ours now.

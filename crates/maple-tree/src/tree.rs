@@ -613,7 +613,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             // the write covers its slot exactly); `path` is a walk of this
             // tree whose leaf holds `lo`; `&mut` rules out readers and
             // other writers.
-            unsafe { raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi), &mut out) }.map(|good| (true, good))
+            unsafe { raw.store_mut_walked(W::FRESH, path, Store::new(lo, hi).exact(), &mut out) }
+                .map(|good| (true, good))
         };
         // SAFETY: `true` is the engine's word that the walk is still good,
         // or no write was made.

@@ -77,14 +77,11 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     /// range). Replacing one entry by another is one word written in place:
     /// it never allocates, and readers see the old or the new value.
     pub fn replace(&mut self, value: V) -> Result<(), InsertError<V>> {
-        let (lo, hi, was) = self.pos.current();
-        if let (Some(&here), false) = (self.pos.walk.path.last(), was.is_null()) {
-            // An entry replaced by an entry: one word, where the cursor is.
-            // SAFETY: the cursor's walk was made under the guard's lock and
-            // kept current by every write through the cursor.
-            unsafe { self.guard.replace_at(here, value) };
-            return Ok(());
-        }
+        // An entry replaced by an entry: one word, where the cursor is.
+        // SAFETY: the cursor's walk was made under the guard's lock and
+        // kept current by every write through the cursor.
+        let Err(value) = (unsafe { self.guard.replace_here(&self.pos.walk.path, value) }) else { return Ok(()) };
+        let (lo, hi, _) = self.pos.current();
         let res = self.guard.store_exact(lo, hi, value);
         self.reseek(lo);
         res

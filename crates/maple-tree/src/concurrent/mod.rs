@@ -77,7 +77,7 @@ use crate::{
     iter::{iter_bounds, Entries, RawIter},
     kept_walk::KeptTree,
     node::NodeRef,
-    raw::{Level, Path, RawTree},
+    raw::{Path, RawTree},
     store::{Store, Stored},
     tree::{abort_oom, clear_values, to_inclusive, MapleTree, Stats},
     write::{self, WriteTarget},
@@ -752,21 +752,27 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         unsafe { &*raw.cast::<MapleTree<V>>() }
     }
 
-    /// Writes `value` into the slot `here` (a walk made under this lock,
-    /// since the last write) points at, which holds an entry: one word,
-    /// which readers see before or after; the old value waits for the
-    /// grace period like any removed one.
+    /// Replaces the entry `path` stands on (a walk made under this lock
+    /// since the last write) by `value`, if the write is the table's exact
+    /// fit: one word, which readers see before or after; the old value
+    /// waits for the grace period like any removed one. Otherwise hands
+    /// `value` back, nothing changed.
     ///
     /// # Safety
     ///
-    /// `here` is the leaf level of a walk of this tree made under this
-    /// lock since the last write, at a slot that holds an entry.
-    pub(crate) unsafe fn replace_at(&mut self, here: Level, value: V) {
+    /// `path` is a walk of this tree made under this lock since the last
+    /// write.
+    pub(crate) unsafe fn replace_here(&mut self, path: &Path, value: V) -> Result<(), V> {
+        let e = value.into_raw().as_ptr();
         // SAFETY: a current walk (the caller's contract) under the writer
-        // lock we hold; the handle passes to the tree.
-        let old = unsafe { self.tree.raw.replace_at(here, value.into_raw().as_ptr()) };
-        let value = NonNull::new(old).filter(|_| is_value(old));
-        self.state.defer(core::iter::empty(), |v| v.extend(value));
+        // lock we hold; the handle passes to the tree if the row is taken.
+        let Some(old) = (unsafe { RawTree::replace_here(&*self.tree.raw, path, e) }) else {
+            // SAFETY: the handle made above, not taken.
+            return Err(unsafe { V::from_raw(NonNull::new_unchecked(e)) });
+        };
+        let old = NonNull::new(old).filter(|_| is_value(old));
+        self.state.defer(core::iter::empty(), |v| v.extend(old));
+        Ok(())
     }
 
     /// Stores `value` over `[lo, hi]`, one current range (so nothing is
@@ -777,7 +783,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         }
         let e = value.into_raw().as_ptr();
         // SAFETY: lo <= hi (checked); `e` is a fresh handle; no `split`.
-        unsafe { self.write(Store::new(lo, hi).entry(e)) }.map_err(|(c, w)| Self::give_back(w, c))
+        unsafe { self.write(Store::new(lo, hi).exact().entry(e)) }.map_err(|(c, w)| Self::give_back(w, c))
     }
 
     /// Empties `[lo, hi]`, one current range.
@@ -786,7 +792,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
             return Err(Error::InvalidRange);
         }
         // SAFETY: lo <= hi (checked); no entry, no `split`.
-        unsafe { self.write(Store::new(lo, hi)) }.map_err(|(c, _)| c)
+        unsafe { self.write(Store::new(lo, hi).exact()) }.map_err(|(c, _)| c)
     }
 
     fn give_back(value: *mut (), cause: Error) -> InsertError<V> {
@@ -829,7 +835,9 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         // SAFETY: lo <= hi; no entry and nothing cut (the write covers its
         // slot exactly); `path` is a walk of this tree to `index`, made
         // just now under the lock (no other writer), whose leaf holds `lo`.
-        unsafe { self.write_words(Some(&mut path), Store::new(lo, hi)) }.map(|_| is_value(w)).map_err(|(c, _)| c)
+        unsafe { self.write_words(Some(&mut path), Store::new(lo, hi).exact()) }
+            .map(|_| is_value(w))
+            .map_err(|(c, _)| c)
     }
 
     /// Reserves `range`; see [`MapleTree::reserve_range`].

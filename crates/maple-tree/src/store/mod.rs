@@ -6,11 +6,14 @@
 //! and the access and returns the kind of the write ([`WriteKind`]); one
 //! `match`, in [`RawTree::store_by`], runs it. Every write goes through
 //! both (the trees' own writes, the cursors' and the concurrent
-//! writer's) but one: a cursor standing on an entry that it replaces
-//! runs the exact-fit row's [`replace_at`](RawTree::replace_at) itself,
-//! as its walk already says the row (the engine's bookkeeping would
-//! double the cost of the kernel's fork loop, which replaces every
-//! entry of a copy). The access narrows the rows: through
+//! writer's). A write over exactly the range of the slot its walk stands
+//! on says so ([`Store::exact`]): the classifier then tells the exact fit
+//! and the erase of an entry from the slot's word alone. A cursor
+//! replacing the range it stands on first asks the classifier alone
+//! ([`replace_here`](RawTree::replace_here)), whose
+//! exact-fit row then needs none of the match's lists of removed values
+//! and retired nodes (the kernel's fork loop replaces every entry of a
+//! copy this way). The access narrows the rows: through
 //! `&RawTree` (the concurrent tree's writer: readers may be walking the
 //! tree) only the rows marked "any" are open, and every multi-word change
 //! is built in fresh nodes; an [`Exclusive`], which only `&mut RawTree`
@@ -87,13 +90,17 @@ pub(crate) struct Store<'p> {
     /// Also ask `split` for a new handle for a value whose front the write
     /// overwrites (values that record their own start).
     pub(crate) rebase: bool,
+    /// `[first, last]` is exactly the range of the slot the walk stands
+    /// on (an erase or a replace where a cursor or a lookup stands): the
+    /// classifier then need not compare the bounds.
+    pub(crate) exact: bool,
 }
 
 impl<'p> Store<'p> {
     /// Nothing over `[first, last]`, overwriting, cutting nothing in two;
     /// the methods below change that.
     pub(crate) fn new(first: u64, last: u64) -> Self {
-        Store { first, last, entry: ptr::null_mut(), insert_only: false, split: None, rebase: false }
+        Store { first, last, entry: ptr::null_mut(), insert_only: false, split: None, rebase: false, exact: false }
     }
 
     pub(crate) fn entry(self, entry: *mut ()) -> Self {
@@ -110,6 +117,10 @@ impl<'p> Store<'p> {
 
     pub(crate) fn rebase(self) -> Self {
         Store { rebase: true, ..self }
+    }
+
+    pub(crate) fn exact(self) -> Self {
+        Store { exact: true, ..self }
     }
 }
 
@@ -135,6 +146,56 @@ enum WriteKind<'t> {
     Lane(Exclusive<'t>),
     /// Everything else: the general path, below.
     General,
+}
+
+impl WriteKind<'_> {
+    /// At most how many nodes the write allocates in a tree of `height`
+    /// levels: the table's "allocates" column, with the rows a kind may
+    /// decline to (the kernel's `mas_prealloc_calc`). Every allocation
+    /// comes before the first visible change, so the count is what a write
+    /// needs free to succeed; the debug builds of the tests check each
+    /// write against it ([`Budget`]).
+    #[cfg(all(debug_assertions, feature = "fault-injection"))]
+    fn max_nodes(&self, height: usize) -> usize {
+        // A refill allocates a split's leaf and its full parent's second
+        // half; the rebuild up to four nodes a level (one leaf level and
+        // every level above it, replaced in turn) and a new root over them.
+        const REFILL: usize = 2;
+        let rebuild = 4 * height + 1;
+        match self {
+            WriteKind::EmptyRoot => 1,
+            WriteKind::ExactFit(_) => 0,
+            // Each declines, nothing changed, to the lane, then to the
+            // general path, whose worst is the rebuild.
+            WriteKind::EraseEntry(_) | WriteKind::FillEmpty(..) | WriteKind::Lane(_) | WriteKind::General => {
+                REFILL.max(rebuild)
+            }
+        }
+    }
+}
+
+/// The debug builds' check of a write against its kind's
+/// [`max_nodes`](WriteKind::max_nodes): the nodes allocated while it
+/// lives, at most the kind's count.
+#[cfg(all(debug_assertions, feature = "fault-injection"))]
+struct Budget {
+    most: u64,
+    before: u64,
+}
+
+#[cfg(all(debug_assertions, feature = "fault-injection"))]
+impl Budget {
+    fn new(kind: &WriteKind<'_>, height: usize) -> Budget {
+        Budget { most: kind.max_nodes(height) as u64, before: crate::alloc::fault::allocated() }
+    }
+}
+
+#[cfg(all(debug_assertions, feature = "fault-injection"))]
+impl Drop for Budget {
+    fn drop(&mut self) {
+        let used = crate::alloc::fault::allocated() - self.before;
+        debug_assert!(used <= self.most, "a write took {used} nodes, its kind at most {}", self.most);
+    }
 }
 
 /// The general path's kinds that may decline, best first; the rebuild
@@ -426,9 +487,12 @@ impl RawTree {
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
+        let kind = Self::classify(t, lpath, op.entry, op.exact, || (op.first, op.last));
         debug_assert!(op.first <= op.last);
         let (first, last, entry) = (op.first, op.last, op.entry);
-        match Self::classify(t, lpath, first, last, entry) {
+        #[cfg(all(debug_assertions, feature = "fault-injection"))]
+        let _budget = Budget::new(&kind, t.height.get());
+        match kind {
             WriteKind::EmptyRoot => {
                 // SAFETY: the caller makes us the only writer.
                 let stored = unsafe { t.store_empty_root(first, last, entry) };
@@ -469,18 +533,63 @@ impl RawTree {
         }
     }
 
-    /// The kind of a write (the table in the module docs), from the walk
-    /// `lpath` to `first`, the request and the access alone.
+    /// The table's exact-fit row for a cursor replacing the range it
+    /// stands on with `entry` (not null): the old word, if the classifier
+    /// finds that row, else `None` with nothing changed (the write then
+    /// goes through [`store_walked`](Self::store_walked)). A replace is a
+    /// cursor's commonest write (the kernel's fork replaces every entry of
+    /// a copy), and the row needs none of the match's lists.
+    ///
+    /// # Safety
+    ///
+    /// `lpath` is a walk of this tree made since its last change; the
+    /// caller is the only writer; `entry` is a reserved marker or a
+    /// handle, which passes to the tree if the row is taken.
     #[inline(always)]
-    fn classify<'t>(t: impl Access<'t>, lpath: &Path, first: u64, last: u64, entry: *mut ()) -> WriteKind<'t> {
+    pub(crate) unsafe fn replace_here<'t>(t: impl Access<'t>, lpath: &Path, entry: *mut ()) -> Option<*mut ()> {
+        debug_assert!(!entry.is_null());
+        let slot = || lpath.last().map_or((0, u64::MAX), |l| l.leaf_range());
+        match Self::classify(t, lpath, entry, true, slot) {
+            // SAFETY: the caller's contract: a current walk, and we the
+            // only writer.
+            WriteKind::ExactFit(l) => Some(unsafe { t.replace_at(l, entry) }),
+            _ => None,
+        }
+    }
+
+    /// The kind of a write (the table in the module docs), from the walk
+    /// `lpath`, the request and the access alone: `entry` over the range
+    /// `range` gives, whose first index lies in the slot the walk stands
+    /// on; `exact` if that range is exactly the slot's (then the exact fit
+    /// and the erase of an entry are told from the words alone, and
+    /// `range` is asked only for the other rows: a caller that has not
+    /// read the bounds need not).
+    #[inline(always)]
+    fn classify<'t>(
+        t: impl Access<'t>,
+        lpath: &Path,
+        entry: *mut (),
+        exact: bool,
+        range: impl FnOnce() -> (u64, u64),
+    ) -> WriteKind<'t> {
         // (The walk of an empty tree is empty.)
         let Some(&l) = lpath.last() else {
             debug_assert!(t.root_node().is_none());
             return WriteKind::EmptyRoot;
         };
-        debug_assert!(l.leaf_range().0 <= first && first <= l.leaf_range().1);
         let word = l.leaf().slot(l.off);
         let ex = t.no_readers();
+        if exact && !word.is_null() {
+            if !entry.is_null() {
+                return WriteKind::ExactFit(l);
+            }
+            if let Some(ex) = ex {
+                return WriteKind::EraseEntry(ex);
+            }
+        }
+        let (first, last) = range();
+        debug_assert!(!exact || l.leaf_range() == (first, last), "an exact write off its slot");
+        debug_assert!(l.leaf_range().0 <= first && first <= l.leaf_range().1);
         if entry.is_null() {
             if let Some(ex) = ex.filter(|_| !word.is_null() && l.leaf_range() == (first, last)) {
                 return WriteKind::EraseEntry(ex);
@@ -518,7 +627,7 @@ impl RawTree {
         out: &mut Stored,
         lane: Option<Exclusive<'t>>,
     ) -> Result<bool, (StoreFail, *mut ())> {
-        let Store { mut first, mut last, entry, insert_only, mut split, rebase } = op;
+        let Store { mut first, mut last, entry, insert_only, mut split, rebase, exact: _ } = op;
         if let Some(ex) = lane {
             let w = LeafWrite { first, last, entry, insert_only, split: &mut split, rebase };
             // SAFETY: `ex`: no reader exists; we are the only writer
