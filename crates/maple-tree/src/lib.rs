@@ -136,6 +136,13 @@
 //! [`Handle::Borrowed`]: `&T` for `Box<T>` and `Arc<T>`, the value itself
 //! for the [`Inline`] kinds.
 //!
+//! A set of ranges (`rangemap::RangeInclusiveSet`, `BTreeSet` of ranges by
+//! hand) is a [`MapleSet`]: touching and overlapping ranges join as they
+//! go in, and the set operations (`union`, `intersection`, `difference`,
+//! `symmetric_difference`, and `|`, `&`, `-`, `^` for new sets) walk both
+//! sets once; [`Combined`] does the same for any two sorted range lists,
+//! a map's keys among them.
+//!
 //! ## Speed: when to choose it
 //!
 //! The project's benchmark report (`maple-report`, in the `maple-bench`
@@ -334,6 +341,7 @@ mod node;
 mod raw;
 #[cfg(feature = "serde")]
 mod serde_impl;
+mod set;
 mod store;
 mod sync;
 mod tree;
@@ -356,6 +364,7 @@ pub use handle::{inline_bits, inline_word, Handle, HandleMut, Inline, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
+pub use set::{Combined, MapleSet, Ranges};
 #[cfg(any(test, feature = "testing"))]
 pub use tree::{FreshNodes, InPlace, Writes};
 pub use tree::{MapleTree, Moved, Stats};
