@@ -368,7 +368,7 @@ struct DupGuard<W: Handle> {
 
 impl<W: Handle> Drop for DupGuard<W> {
     fn drop(&mut self) {
-        if !core::mem::needs_drop::<W>() {
+        if W::INLINE {
             self.raw.clear_with(None);
             return;
         }

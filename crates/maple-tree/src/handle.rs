@@ -6,7 +6,8 @@
 //! integers up to 32 bits, `bool`, `char`, [`U63`], small tuples of them,
 //! and a user's own small types) are stored in the slot itself, shifted
 //! left with the low bit set, so `MapleTree<u32>` needs no allocation per
-//! entry at all.
+//! entry at all. The std types wider than that or owning memory (`u64`,
+//! `String`, `Vec<T>` …) are boxed by the tree itself.
 //!
 //! The trade-off: a lookup hands out a [`Handle::Borrowed`] view (for
 //! `Box<T>` and `Arc<T>` a `&T`, for an inline value the value itself)
@@ -58,7 +59,9 @@ pub(crate) fn is_value(w: *mut ()) -> bool {
 pub unsafe trait Handle: Sized {
     /// The word is the value itself (as for [`U63`]): nothing to clone or
     /// drop, so [`MapleTree::try_dup`](crate::MapleTree::try_dup) copies
-    /// the nodes and is done. False unless the implementation says so.
+    /// the nodes and is done, and dropping a tree frees its nodes without
+    /// visiting the values. False unless the implementation says so (then
+    /// every value word is handed back to `from_raw` to be dropped).
     const INLINE: bool = false;
 
     /// What a lookup hands out.
@@ -535,3 +538,91 @@ inline_value!(u8, u16, u32, i8, i16, i32, bool, char, (), U63);
 
 inline_value!(@impl [A: Inline, B: Inline] (A, B));
 inline_value!(@impl [A: Inline, B: Inline, C: Inline] (A, B, C));
+
+impl Inline for f32 {
+    const BITS: u32 = 32;
+    #[inline]
+    fn to_bits(self) -> u64 {
+        f32::to_bits(self).into()
+    }
+    #[inline]
+    fn from_bits(bits: u64) -> Self {
+        f32::from_bits(bits as u32)
+    }
+}
+
+inline_value!(f32);
+
+/// `Handle` and `HandleMut` for values stored behind a box the tree makes
+/// (one allocation per entry, as `Box<T>` would be): the `Copy` values
+/// wider than a slot's 63 bits, handed out by value (`copy`), and the
+/// owning ones, handed out by reference (`owned`).
+macro_rules! boxed_value {
+    (copy $($t:ty),+) => {$(
+        boxed_value!(@impl [] $t, $t, |b: &$t| *b);
+    )+};
+    (owned [$($generics:tt)*] $t:ty) => {
+        boxed_value!(@impl [$($generics)*] $t, &'a $t, |b: &'a $t| b);
+    };
+    (@impl [$($generics:tt)*] $t:ty, $borrowed:ty, $out:expr) => {
+        // SAFETY: the word is a `Box<$t>`'s (see `Box`'s implementation:
+        // non-null, never the reserved page), made here and turned back
+        // once by `from_raw`; `borrow` reads the live box; `clone_raw`
+        // clones the value without taking the box.
+        unsafe impl<$($generics)*> Handle for $t {
+            type Borrowed<'a>
+                = $borrowed
+            where
+                Self: 'a;
+
+            #[inline]
+            fn into_raw(self) -> NonNull<()> {
+                Box::new(self).into_raw()
+            }
+
+            #[inline]
+            unsafe fn from_raw(raw: NonNull<()>) -> Self {
+                // SAFETY: the caller's contract: a word from `into_raw`,
+                // which is a `Box<$t>`'s, turned back once.
+                *unsafe { <Box<$t> as Handle>::from_raw(raw) }
+            }
+
+            #[inline]
+            unsafe fn borrow<'a>(raw: NonNull<()>) -> $borrowed
+            where
+                Self: 'a,
+            {
+                // SAFETY: the caller's contract: the box is alive while
+                // the borrow lives.
+                let b: &'a $t = unsafe { <Box<$t> as Handle>::borrow(raw) };
+                ($out)(b)
+            }
+
+            unsafe fn clone_raw(raw: NonNull<()>) -> Self
+            where
+                Self: Clone,
+            {
+                // SAFETY: as for `borrow`; the tree's box stays.
+                let b: &$t = unsafe { <Box<$t> as Handle>::borrow(raw) };
+                b.clone()
+            }
+        }
+
+        // SAFETY: each entry's box is its own: two never share a value.
+        unsafe impl<$($generics)*> HandleMut for $t {
+            type Target = $t;
+
+            unsafe fn borrow_mut<'a>(raw: NonNull<()>) -> &'a mut $t
+            where
+                Self: 'a,
+            {
+                // SAFETY: the caller's contract, as for `Box<$t>`.
+                unsafe { <Box<$t> as HandleMut>::borrow_mut(raw) }
+            }
+        }
+    };
+}
+
+boxed_value!(copy u64, i64, usize, isize, u128, i128, f64);
+boxed_value!(owned [] String);
+boxed_value!(owned [T] Vec<T>);

@@ -13,9 +13,11 @@
 //! cutting neighbours); storing nothing empties it; `insert` fails if
 //! anything is present; `erase` removes the whole entry holding an index.
 //! Values are one word each ([`Handle`]): small `Copy` values stored in
-//! the slot itself ([`Inline`]: `u8`…`u32`, `i8`…`i32`, `bool`, `char`,
-//! [`U63`], tuples of them, and your own small types), or `Box<T>` and
-//! `Arc<T>` for anything else.
+//! the slot itself ([`Inline`]: `u8`…`u32`, `i8`…`i32`, `f32`, `bool`,
+//! `char`, [`U63`], tuples of them, and your own small types); `u64`,
+//! `i64`, `usize`, `u128`, `f64`, `String` and `Vec<T>` in a box the tree
+//! makes (one allocation per entry); `Box<T>` and `Arc<T>` for anything
+//! else.
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};

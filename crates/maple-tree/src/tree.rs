@@ -908,10 +908,12 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     }
 }
 
-/// Frees every node of `raw` and drops its values as `V`s; values that
-/// need no drop (inline integers) are not even visited.
+/// Frees every node of `raw` and drops its values as `V`s; inline values
+/// (nothing to drop: [`Handle::INLINE`]) are not even visited. (Whether
+/// `V` has drop glue says nothing here: a `u64` has none, but its word is
+/// a box the tree made.)
 pub(crate) fn clear_values<V: Handle>(raw: &mut RawTree) {
-    if core::mem::needs_drop::<V>() {
+    if !V::INLINE {
         raw.clear_with(Some(&mut |w| {
             if is_value(w) {
                 // SAFETY: each value word is handed over exactly once.
