@@ -3,9 +3,9 @@
 
 use std::{collections::BTreeMap, hint::black_box};
 
-use maple_tree::{MapleTree, U63};
+use maple_tree::{MapleSet, MapleTree, U63};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
-use rangemap::RangeInclusiveMap;
+use rangemap::{RangeInclusiveMap, RangeInclusiveSet};
 
 use super::{div, span};
 use crate::{
@@ -53,23 +53,41 @@ fn bump_all(t: &mut MapleTree<Box<u64>>) -> u64 {
 /// keeps its part before `f`, one reaching out to the right its part after
 /// `l`, split in two if it does both) and the rest removed, then `[f, l]`
 /// is inserted. The job `MapleTree::store_range` does.
-fn btree_store(m: &mut BTreeMap<u64, (u64, u64)>, f: u64, l: u64, v: u64) {
-    if let Some((&s, &(e, w))) = m.range(..f).next_back() {
+fn btree_store<V: Clone>(m: &mut BTreeMap<u64, (u64, V)>, f: u64, l: u64, v: V) {
+    if let Some((&s, (e, w))) = m.range(..f).next_back() {
+        let (e, w) = (*e, w.clone());
         if e >= f {
-            m.insert(s, (f - 1, w));
             if e > l {
-                m.insert(l + 1, (e, w));
+                m.insert(l + 1, (e, w.clone()));
             }
+            m.insert(s, (f - 1, w));
         }
     }
-    while let Some((&s, &(e, w))) = m.range(f..=l).next() {
-        m.remove(&s);
+    while let Some((&s, &(e, _))) = m.range(f..=l).next() {
+        let (_, w) = m.remove(&s).expect("just seen");
         if e > l {
             m.insert(l + 1, (e, w));
             break;
         }
     }
     m.insert(f, (l, v));
+}
+
+/// A set of ranges on the `BTreeMap` idiom (start → last): `[f, l]`
+/// joined with every range it touches or overlaps. The job
+/// `MapleSet::insert` does.
+fn btree_set_insert(m: &mut BTreeMap<u64, u64>, mut f: u64, mut l: u64) {
+    if let Some((&s, &e)) = m.range(..=f).next_back() {
+        if e.saturating_add(1) >= f {
+            m.remove(&s);
+            (f, l) = (s, l.max(e));
+        }
+    }
+    while let Some((&s, &e)) = m.range(f..=l.saturating_add(1)).next() {
+        m.remove(&s);
+        l = l.max(e);
+    }
+    m.insert(f, l);
 }
 
 /// A range map's erase of the entry holding `index` on the idiom: the
@@ -445,10 +463,186 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             btree: tm[1],
             rangemap: Some(tm[2]),
         });
+
+        // Other values: `u32` stored inline, `u64` and `String` in a box
+        // the tree makes (the idiom and `rangemap` hold them inline in
+        // their entries).
+        progress(&format!("compare: other values, n = {n}"));
+        let items = |i: u64| (range(i).0..=range(i).1, i);
+        let t32: MapleTree<u32> = MapleTree::from_sorted((0..n).map(|i| (items(i).0, i as u32))).expect("sorted");
+        let m32: BTreeMap<u64, (u64, u32)> = (0..n).map(|i| (range(i).0, (range(i).1, i as u32))).collect();
+        let r32: RangeInclusiveMap<u64, u32> = (0..n).map(|i| (items(i).0, i as u32)).collect();
+        let at32 = |m: &BTreeMap<u64, (u64, u32)>, k: u64| {
+            m.range(..=k).next_back().filter(|(_, v)| v.0 >= k).map(|(_, v)| v.1)
+        };
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t32.load(k).map_or(0, u64::from))),
+                case(lookups, || (), |()| sum(&|k| at32(&m32, k).map_or(0, u64::from))),
+                case(lookups, || (), |()| sum(&|k| r32.get(&k).map_or(0, |&v| u64::from(v)))),
+            ],
+        );
+        rows.push(Row {
+            what: "load (random), u32 values (inline)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
+        drop((t32, m32, r32));
+
+        let t64: MapleTree<u64> = MapleTree::from_sorted((0..n).map(items)).expect("sorted");
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| t64.load(k).unwrap_or(0))),
+                case(lookups, || (), |()| sum(&|k| btree_load(&m, k).unwrap_or(0))),
+                case(lookups, || (), |()| sum(&|k| r.get(&k).copied().unwrap_or(0))),
+            ],
+        );
+        rows.push(Row {
+            what: "load (random), u64 values (boxed)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
+        drop(t64);
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, MapleTree::<u64>::new, |mut t| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        t.store_range(f..=l, i).expect("store");
+                    }
+                    t
+                }),
+                case(n, BTreeMap::<u64, (u64, u64)>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        btree_store(&mut m, f, l, i);
+                    }
+                    m
+                }),
+                case(n, RangeInclusiveMap::<u64, u64>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        m.insert(f..=l, i);
+                    }
+                    m
+                }),
+            ],
+        );
+        rows.push(Row {
+            what: "store (random), u64 values (boxed)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: Some(tm[2]),
+        });
+
+        let names: Vec<String> = (0..n).map(|i| format!("range {i}")).collect();
+        let ts: MapleTree<String> =
+            MapleTree::from_sorted((0..n).map(|i| (items(i).0, names[i as usize].clone()))).expect("sorted");
+        let ms: BTreeMap<u64, (u64, String)> =
+            (0..n).map(|i| (range(i).0, (range(i).1, names[i as usize].clone()))).collect();
+        let rs: RangeInclusiveMap<u64, String> = (0..n).map(|i| (items(i).0, names[i as usize].clone())).collect();
+        let len = |s: Option<&String>| s.map_or(0, |s| s.len() as u64);
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| len(ts.load(k)))),
+                case(
+                    lookups,
+                    || (),
+                    |()| sum(&|k| len(ms.range(..=k).next_back().filter(|(_, v)| v.0 >= k).map(|(_, v)| &v.1))),
+                ),
+                case(lookups, || (), |()| sum(&|k| len(rs.get(&k)))),
+            ],
+        );
+        rows.push(Row { what: "load (random), String values", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+        drop((ts, ms, rs));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, MapleTree::<String>::new, |mut t| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        t.store_range(f..=l, names[i as usize].clone()).expect("store");
+                    }
+                    t
+                }),
+                case(n, BTreeMap::<u64, (u64, String)>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        btree_store(&mut m, f, l, names[i as usize].clone());
+                    }
+                    m
+                }),
+                case(n, RangeInclusiveMap::<u64, String>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        m.insert(f..=l, names[i as usize].clone());
+                    }
+                    m
+                }),
+            ],
+        );
+        rows.push(Row { what: "store (random), String values", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+        drop(names);
+
+        // A set of ranges: inserts join what they touch (here nothing:
+        // the ranges lie apart), lookups ask whether an index is in.
+        progress(&format!("compare: sets, n = {n}"));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, MapleSet::new, |mut t| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        t.insert(f..=l).expect("insert");
+                    }
+                    t
+                }),
+                case(n, BTreeMap::<u64, u64>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        btree_set_insert(&mut m, f, l);
+                    }
+                    m
+                }),
+                case(n, RangeInclusiveSet::<u64>::new, |mut m| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        m.insert(f..=l);
+                    }
+                    m
+                }),
+            ],
+        );
+        rows.push(Row { what: "set insert (random)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+        let set: MapleSet = (0..n).map(|i| range(i).0..=range(i).1).collect();
+        let mset: BTreeMap<u64, u64> = (0..n).map(range).collect();
+        let rset: RangeInclusiveSet<u64> = (0..n).map(|i| range(i).0..=range(i).1).collect();
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| u64::from(set.contains(k)))),
+                case(
+                    lookups,
+                    || (),
+                    |()| sum(&|k| u64::from(mset.range(..=k).next_back().is_some_and(|(_, &e)| e >= k))),
+                ),
+                case(lookups, || (), |()| sum(&|k| u64::from(rset.contains(&k)))),
+            ],
+        );
+        rows.push(Row { what: "set contains (random)", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. The value rows at the end store `u32` values inline in the slot, and `u64` and `String` values in a box the tree makes (one allocation per entry; the `BTreeMap` and `rangemap` hold them in their entries); the set rows time `MapleSet` against `rangemap::RangeInclusiveSet` and a `BTreeMap<start, last>` that joins what an insert touches. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
@@ -616,6 +810,23 @@ mod tests {
             }
             let a: Vec<_> = t.iter().map(|(r, v)| (*r.start(), *r.end(), v.get())).collect();
             let b: Vec<_> = m.iter().map(|(&s, &(e, v))| (s, e, v)).collect();
+            assert_eq!(a, b, "step {i}");
+        }
+    }
+
+    /// The idiom's set insert does `MapleSet::insert`'s job.
+    #[test]
+    fn the_set_idiom_does_the_same_job() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut t = MapleSet::new();
+        let mut m = BTreeMap::<u64, u64>::new();
+        for i in 0..3000u64 {
+            let f = rng.gen_range(0..2000u64);
+            let l = f + rng.gen_range(0..12u64);
+            t.insert(f..=l).unwrap();
+            btree_set_insert(&mut m, f, l);
+            let a: Vec<_> = t.iter().map(|r| (*r.start(), *r.end())).collect();
+            let b: Vec<_> = m.iter().map(|(&s, &e)| (s, e)).collect();
             assert_eq!(a, b, "step {i}");
         }
     }
