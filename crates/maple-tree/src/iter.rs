@@ -1422,7 +1422,15 @@ impl<V> Iterator for IntoIter<V> {
     }
 }
 
+impl<V> DoubleEndedIterator for IntoIter<V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back()
+    }
+}
+
 impl<V> ExactSizeIterator for IntoIter<V> {}
+
+impl<V> core::iter::FusedIterator for IntoIter<V> {}
 
 impl<V> fmt::Debug for IntoIter<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

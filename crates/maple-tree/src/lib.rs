@@ -127,6 +127,8 @@
 //! | lowest, highest entry | `first_key_value`, `last_key_value` | `first_range_value`, `last_range_value` | – | [`first`](MapleTree::first), [`last`](MapleTree::last) |
 //! | keep some entries | `retain` | – | – | [`retain`](MapleTree::retain) |
 //! | all entries | `iter` | `iter` | – | [`iter`](MapleTree::iter) |
+//! | split at a key | `split_off` (then trim the entry across it) | – | `split_off` | [`split_off`](MapleTree::split_off) |
+//! | move another map in | `append` (overlaps by hand) | `extend` | – | [`append`](MapleTree::append) |
 //!
 //! Differences to know: `len` counts entries as stored (`rangemap` counts
 //! its coalesced ranges, which is ours after storing with
@@ -366,7 +368,7 @@ pub use handle::{inline_bits, inline_word, Handle, HandleMut, Inline, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
-pub use set::{Combined, MapleSet, Ranges};
+pub use set::{Combined, IntoRanges, MapleSet, Ranges};
 #[cfg(any(test, feature = "testing"))]
 pub use tree::{FreshNodes, InPlace, Writes};
 pub use tree::{MapleTree, Moved, Stats};

@@ -14,7 +14,7 @@ use core::{
 use crate::{
     error::Error,
     gap_iter::Gaps,
-    iter::Iter,
+    iter::{IntoIter, Iter},
     tree::{abort_oom, MapleTree},
 };
 
@@ -193,6 +193,28 @@ impl MapleSet {
         self.intersection(other).next().is_none()
     }
 
+    /// Splits the set at `at`: the indices from `at` on move to the
+    /// returned set (of the same flavour). O(m log n) for the m ranges
+    /// that move; aborts on allocation failure, like `std`.
+    ///
+    /// ```
+    /// use maple_tree::MapleSet;
+    ///
+    /// let mut low: MapleSet = [0..=9, 20..=29].into_iter().collect();
+    /// let high = low.split_off(25);
+    /// assert_eq!(format!("{low:?} {high:?}"), "{0..=9, 20..=24} {25..=29}");
+    /// ```
+    pub fn split_off(&mut self, at: u64) -> MapleSet {
+        MapleSet { tree: self.tree.split_off(at) }
+    }
+
+    /// Adds every index of `other` and leaves it empty. Aborts on
+    /// allocation failure, like `std`.
+    pub fn append(&mut self, other: &mut MapleSet) {
+        self.extend(other.iter());
+        other.clear();
+    }
+
     /// The tree underneath: its ranges hold `()`.
     pub fn as_tree(&self) -> &MapleTree<()> {
         &self.tree
@@ -272,6 +294,47 @@ impl Extend<RangeInclusive<u64>> for MapleSet {
                 Err(_) => abort_oom(),
             }
         }
+    }
+}
+
+/// The ranges, ascending (or from the back).
+impl IntoIterator for MapleSet {
+    type Item = RangeInclusive<u64>;
+    type IntoIter = IntoRanges;
+
+    fn into_iter(self) -> IntoRanges {
+        IntoRanges(self.tree.into_iter())
+    }
+}
+
+/// The owning iterator of a [`MapleSet`]'s ranges.
+pub struct IntoRanges(IntoIter<()>);
+
+impl Iterator for IntoRanges {
+    type Item = RangeInclusive<u64>;
+
+    fn next(&mut self) -> Option<RangeInclusive<u64>> {
+        self.0.next().map(|(r, ())| r)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for IntoRanges {
+    fn next_back(&mut self) -> Option<RangeInclusive<u64>> {
+        self.0.next_back().map(|(r, ())| r)
+    }
+}
+
+impl ExactSizeIterator for IntoRanges {}
+
+impl FusedIterator for IntoRanges {}
+
+impl fmt::Debug for IntoRanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntoRanges").field("remaining", &self.0.len()).finish()
     }
 }
 

@@ -659,6 +659,102 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         clear_values::<V>(&mut self.raw);
     }
 
+    /// An empty tree of this one's flavour (gap tracking or not).
+    fn empty_like(&self) -> Self {
+        Self::from_raw(RawTree::new(self.tracks_gaps()))
+    }
+
+    /// Splits the tree in two at `at`: everything from `at` on moves to
+    /// the returned tree (of the same flavour), everything before stays.
+    /// An entry that holds both `at - 1` and `at` is cut: it keeps its part
+    /// before `at`, and a clone of its value covers the rest in the new
+    /// tree. Reserved ranges move as entries do. `BTreeMap`'s `split_off`;
+    /// O(m log n) for the m entries that move. Aborts on allocation
+    /// failure, like `std`.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut low: MapleTree<u32> = [(0..=9, 1), (10..=29, 2), (40..=49, 3)].into_iter().collect();
+    /// let high = low.split_off(20);
+    /// assert_eq!(low.iter().collect::<Vec<_>>(), [(0..=9, 1), (10..=19, 2)]);
+    /// assert_eq!(high.iter().collect::<Vec<_>>(), [(20..=29, 2), (40..=49, 3)]);
+    /// ```
+    pub fn split_off(&mut self, at: u64) -> Self
+    where
+        V: Clone,
+    {
+        let mut right = self.empty_like();
+        // What holds `at` and starts before it: its part from `at` on moves.
+        let (held, value) = self.range_at(at);
+        let (lo, hi) = (*held.start(), *held.end());
+        if lo < at && (value.is_some() || self.is_reserved(at)) {
+            let cut = if self.is_reserved(at) { None } else { self.get_range_cloned(at).map(|(_, v)| v) };
+            self.remove_range(at..=hi).unwrap_or_else(|_| abort_oom());
+            match cut {
+                Some(v) => right.insert_range(at..=hi, v).unwrap_or_else(|_| abort_oom()),
+                None => right.reserve_range(at..=hi).unwrap_or_else(|_| abort_oom()),
+            }
+        }
+        // The rest, range by range, taken out whole.
+        let mut c = self.cursor_mut(at);
+        loop {
+            let here = c.range();
+            let (lo, hi) = (*here.start(), *here.end());
+            if lo >= at {
+                if c.is_reserved() {
+                    c.remove_range(lo..=hi).unwrap_or_else(|_| abort_oom());
+                    right.reserve_range(lo..=hi).unwrap_or_else(|_| abort_oom());
+                } else if let Some(v) = c.erase() {
+                    right.insert_range(lo..=hi, v).unwrap_or_else(|_| abort_oom());
+                }
+            }
+            if hi == u64::MAX || c.next_range().is_none() {
+                return right;
+            }
+        }
+    }
+
+    /// Moves every entry of `other` into this tree, storing each over
+    /// what is there (as [`store_range`](Self::store_range) does: what it
+    /// overlaps is trimmed or cut), and leaves `other` empty. Reserved
+    /// ranges move too. `BTreeMap`'s `append`; O(m log(n + m)). Aborts on
+    /// allocation failure, like `std`.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut a: MapleTree<u32> = [(0..=9, 1), (20..=29, 2)].into_iter().collect();
+    /// let mut b: MapleTree<u32> = [(5..=14, 7)].into_iter().collect();
+    /// a.append(&mut b);
+    /// assert!(b.is_empty());
+    /// assert_eq!(a.iter().collect::<Vec<_>>(), [(0..=4, 1), (5..=14, 7), (20..=29, 2)]);
+    /// ```
+    pub fn append(&mut self, other: &mut Self)
+    where
+        V: Clone,
+    {
+        let mut reserved = Vec::new();
+        let mut c = other.cursor(0);
+        loop {
+            if c.is_reserved() {
+                reserved.push(c.range());
+            }
+            if c.next_range().is_none() {
+                break;
+            }
+        }
+        let empty = other.empty_like();
+        let taken = core::mem::replace(other, empty);
+        for r in reserved {
+            self.remove_range(r.clone()).unwrap_or_else(|_| abort_oom());
+            self.reserve_range(r).unwrap_or_else(|_| abort_oom());
+        }
+        for (r, v) in taken {
+            self.store_range(r, v).unwrap_or_else(|_| abort_oom());
+        }
+    }
+
     /// The entry with the lowest range, or `None` if the tree holds no
     /// value (reserved ranges are not values). `BTreeMap`'s
     /// `first_key_value`.

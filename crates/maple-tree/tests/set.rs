@@ -141,6 +141,17 @@ fn set_operations_hold_the_indices_they_should() {
         // Equal sets are equal however they were built.
         let rebuilt: MapleSet = runs(&pa).into_iter().rev().collect();
         assert_eq!(rebuilt, a, "{what}: rebuilt");
+        // Split anywhere and appended back, the same set (the cut range
+        // joins again); owned, the same ranges from either end.
+        let at = key(&mut next);
+        let (mut low, mut high) = (a.clone(), MapleSet::new());
+        let mut back = low.split_off(at);
+        assert!(low.iter().all(|r| *r.end() < at) && back.iter().all(|r| *r.start() >= at), "{what}: split at {at}");
+        high.append(&mut back);
+        assert!(back.is_empty());
+        low.append(&mut high);
+        assert_eq!(low, a, "{what}: split at {at} and appended");
+        assert_eq!(a.clone().into_iter().rev().collect::<Vec<_>>(), runs(&pa).into_iter().rev().collect::<Vec<_>>());
     }
 }
 
