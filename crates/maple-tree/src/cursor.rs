@@ -348,6 +348,12 @@ pub struct Cursor<'a, V: Handle> {
 }
 
 impl<'a, V: Handle> Cursor<'a, V> {
+    /// The current range's word, if it holds a value.
+    pub(crate) fn word(&self) -> Option<NonNull<()>> {
+        let (_, _, v) = self.pos.current();
+        NonNull::new(v).filter(|_| is_value(v))
+    }
+
     /// A cursor on `raw`.
     ///
     /// # Safety

@@ -112,6 +112,27 @@ pub unsafe trait Handle: Sized {
         let tmp = core::mem::ManuallyDrop::new(unsafe { Self::from_raw(raw) });
         (*tmp).clone()
     }
+
+    /// Calls `f` with the value behind `raw` as a `&Self`: how `==`,
+    /// `Hash`, the orderings, `Debug` and the merging stores look at
+    /// values, through `Self`'s own implementations (so a tree of
+    /// non-`'static` values compares as its values do).
+    ///
+    /// The default materialises `Self` from the word without dropping it,
+    /// right for handles that claim no uniqueness (as
+    /// [`clone_raw`](Self::clone_raw)'s default); `Box` and the values
+    /// the tree boxes itself override it.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must come from `into_raw` of the same type and still be owned
+    /// by its tree, not borrowed mutably meanwhile.
+    unsafe fn with_ref<R>(raw: NonNull<()>, f: impl FnOnce(&Self) -> R) -> R {
+        // SAFETY: per the contract `raw` is a live handle; ManuallyDrop
+        // leaves its ownership untouched.
+        let tmp = core::mem::ManuallyDrop::new(unsafe { Self::from_raw(raw) });
+        f(&tmp)
+    }
 }
 
 /// A [`Handle`] that owns its value alone (`Box<T>`), so that `&mut`
@@ -196,6 +217,15 @@ unsafe impl<T> Handle for Box<T> {
         // the value handed out earlier stay valid; `Box::clone` only reads it.
         let b: &Box<T> = unsafe { &*core::ptr::addr_of!(word).cast::<Box<T>>() };
         b.clone()
+    }
+
+    unsafe fn with_ref<R>(raw: NonNull<()>, f: impl FnOnce(&Self) -> R) -> R {
+        let word: *mut T = raw.cast::<T>().as_ptr();
+        #[allow(clippy::borrowed_box)]
+        // SAFETY: as in `clone_raw`: a shared reference to a local copy of
+        // the pointer, which claims no uniqueness of the live boxed `T`.
+        let b: &Box<T> = unsafe { &*core::ptr::addr_of!(word).cast::<Box<T>>() };
+        f(b)
     }
 }
 
@@ -605,6 +635,11 @@ macro_rules! boxed_value {
                 // SAFETY: as for `borrow`; the tree's box stays.
                 let b: &$t = unsafe { <Box<$t> as Handle>::borrow(raw) };
                 b.clone()
+            }
+
+            unsafe fn with_ref<R>(raw: NonNull<()>, f: impl FnOnce(&Self) -> R) -> R {
+                // SAFETY: as for `borrow`.
+                f(unsafe { <Box<$t> as Handle>::borrow(raw) })
             }
         }
 

@@ -131,8 +131,7 @@ impl<V: Handle> MapleTree<V> {
     /// `collect`); see [`extend_merging`](Self::extend_merging).
     pub fn from_iter_merging(iter: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Self
     where
-        V: Clone,
-        for<'b> V::Borrowed<'b>: PartialEq,
+        V: Clone + PartialEq,
     {
         let mut t = MapleTree::new();
         t.extend_merging(iter);
@@ -430,31 +429,32 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         value: V,
     ) -> Result<RangeInclusive<u64>, InsertError<V>>
     where
-        V: Clone,
-        for<'b> V::Borrowed<'b>: PartialEq,
+        V: Clone + PartialEq,
     {
         let (mut first, mut last) = match to_inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
-        // Compare through the value's own borrow: no clone needed. (If a
-        // user's `==` panics, the value leaks; nothing unsound.)
+        // Compare as the values themselves (no clone needed): the
+        // neighbour's word and ours, each a live handle. (If a user's `==`
+        // panics, the value leaks; nothing unsound.)
         let word = value.into_raw();
-        {
-            // SAFETY: `word` is a live handle we own until `from_raw` below,
-            // and this borrow ends before that.
-            let ours = unsafe { V::borrow(word) };
-            if let Some(prev) = first.checked_sub(1) {
-                let (lo, _, w) = self.raw.lookup(prev);
-                if self.borrow(w).is_some_and(|theirs| theirs == ours) {
-                    first = lo;
-                }
+        let equal = |w: *mut ()| {
+            is_value(w)
+                // SAFETY: `w` is a value word of this tree, borrowed with
+                // it; `word` is a live handle we own until `from_raw` below.
+                && unsafe { V::with_ref(NonNull::new_unchecked(w), |theirs| V::with_ref(word, |ours| theirs == ours)) }
+        };
+        if let Some(prev) = first.checked_sub(1) {
+            let (lo, _, w) = self.raw.lookup(prev);
+            if equal(w) {
+                first = lo;
             }
-            if let Some(next) = last.checked_add(1) {
-                let (_, hi, w) = self.raw.lookup(next);
-                if self.borrow(w).is_some_and(|theirs| theirs == ours) {
-                    last = hi;
-                }
+        }
+        if let Some(next) = last.checked_add(1) {
+            let (_, hi, w) = self.raw.lookup(next);
+            if equal(w) {
+                last = hi;
             }
         }
         // SAFETY: turned back once, from its own `into_raw`.
@@ -478,8 +478,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn extend_merging(&mut self, iter: impl IntoIterator<Item = (RangeInclusive<u64>, V)>)
     where
-        V: Clone,
-        for<'b> V::Borrowed<'b>: PartialEq,
+        V: Clone + PartialEq,
     {
         for (r, v) in iter {
             match self.store_range_merging(r, v) {
@@ -987,11 +986,11 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// A text picture of the nodes, for debugging.
     pub fn dump(&self) -> String
     where
-        for<'a> V::Borrowed<'a>: fmt::Debug,
+        V: fmt::Debug,
     {
         let mut out = String::new();
-        self.raw.dump(&mut out, &|w| match self.borrow(w) {
-            Some(b) => format!("{b:?}"),
+        self.raw.dump(&mut out, &|w| match NonNull::new(w).filter(|_| is_value(w)) {
+            Some(nn) => format!("{:?}", ValueOf::<V>::new(self, nn)),
             None => "-".into(),
         });
         out
@@ -1106,12 +1105,62 @@ impl<V: Handle, W: Writes> Drop for MapleTree<V, W> {
     }
 }
 
-impl<V: Handle, W: Writes> fmt::Debug for MapleTree<V, W>
-where
-    for<'a> V::Borrowed<'a>: fmt::Debug,
-{
+impl<V: Handle + fmt::Debug, W: Writes> fmt::Debug for MapleTree<V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
+        f.debug_map().entries(self.raw_entries().map(|(lo, hi, w)| (lo..=hi, ValueOf::new(self, w)))).finish()
+    }
+}
+
+/// A value word of a tree borrowed for `'t`, compared, hashed and printed
+/// as the `V` it is ([`Handle::with_ref`]): what lets `==`, `Hash`, the
+/// orderings and `Debug` ask only `V: PartialEq` (and so on), with no
+/// `'static` needed.
+struct ValueOf<'t, V: Handle>(NonNull<()>, PhantomData<&'t V>);
+
+impl<'t, V: Handle> ValueOf<'t, V> {
+    /// `w`, a value word of `tree`.
+    fn new<W: Writes>(tree: &'t MapleTree<V, W>, w: NonNull<()>) -> Self {
+        debug_assert!(is_value(w.as_ptr()));
+        let _ = tree;
+        ValueOf(w, PhantomData)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&V) -> R) -> R {
+        // SAFETY: a value word of a tree borrowed for `'t` (`new`): the
+        // value lives and nothing changes it while `self` does.
+        unsafe { V::with_ref(self.0, f) }
+    }
+}
+
+impl<V: Handle + PartialEq> PartialEq for ValueOf<'_, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.with(|a| other.with(|b| a == b))
+    }
+}
+
+impl<V: Handle + Eq> Eq for ValueOf<'_, V> {}
+
+impl<V: Handle + PartialOrd> PartialOrd for ValueOf<'_, V> {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        self.with(|a| other.with(|b| a.partial_cmp(b)))
+    }
+}
+
+impl<V: Handle + Ord> Ord for ValueOf<'_, V> {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.with(|a| other.with(|b| a.cmp(b)))
+    }
+}
+
+impl<V: Handle + core::hash::Hash> core::hash::Hash for ValueOf<'_, V> {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.with(|v| v.hash(state));
+    }
+}
+
+impl<V: Handle + fmt::Debug> fmt::Debug for ValueOf<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.with(|v| v.fmt(f))
     }
 }
 
@@ -1132,10 +1181,7 @@ where
 /// backwards.reserve_range(1000..=1009).unwrap();
 /// assert_ne!(sorted, backwards);
 /// ```
-impl<V: Handle, W: Writes> PartialEq for MapleTree<V, W>
-where
-    for<'a> V::Borrowed<'a>: PartialEq,
-{
+impl<V: Handle + PartialEq, W: Writes> PartialEq for MapleTree<V, W> {
     fn eq(&self, other: &Self) -> bool {
         // The occupied ranges fix the empty ones (empty ranges never
         // touch, `validate` checks it).
@@ -1143,12 +1189,12 @@ where
     }
 }
 
-impl<V: Handle, W: Writes> Eq for MapleTree<V, W> where for<'a> V::Borrowed<'a>: Eq {}
+impl<V: Handle + Eq, W: Writes> Eq for MapleTree<V, W> {}
 
 impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// Every occupied range in ascending order, with its value (`None`:
     /// reserved): what `==`, `Hash` and the ordering compare.
-    fn occupied(&self) -> impl Iterator<Item = (u64, u64, Option<V::Borrowed<'_>>)> + '_ {
+    fn occupied(&self) -> impl Iterator<Item = (u64, u64, Option<ValueOf<'_, V>>)> + '_ {
         let mut c = self.cursor(0);
         let mut started = false;
         core::iter::from_fn(move || loop {
@@ -1157,8 +1203,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             }
             started = true;
             let (r, reserved) = (c.range(), c.is_reserved());
-            match c.get() {
-                Some(v) => return Some((*r.start(), *r.end(), Some(v))),
+            match c.word() {
+                Some(w) => return Some((*r.start(), *r.end(), Some(ValueOf::new(self, w)))),
                 None if reserved => return Some((*r.start(), *r.end(), None)),
                 None => {}
             }
@@ -1179,19 +1225,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 /// let c: MapleTree<u32> = [(0..=9, 1)].into_iter().collect();
 /// assert!(a < b && c < a);
 /// ```
-impl<V: Handle, W: Writes> PartialOrd for MapleTree<V, W>
-where
-    for<'a> V::Borrowed<'a>: PartialOrd,
-{
+impl<V: Handle + PartialOrd, W: Writes> PartialOrd for MapleTree<V, W> {
     fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
         self.occupied().partial_cmp(other.occupied())
     }
 }
 
-impl<V: Handle, W: Writes> Ord for MapleTree<V, W>
-where
-    for<'a> V::Borrowed<'a>: Ord,
-{
+impl<V: Handle + Ord, W: Writes> Ord for MapleTree<V, W> {
     fn cmp(&self, other: &Self) -> core::cmp::Ordering {
         self.occupied().cmp(other.occupied())
     }
@@ -1199,10 +1239,7 @@ where
 
 /// Hashes what [`PartialEq`] compares: each occupied range, whether it is
 /// reserved, and its value.
-impl<V: Handle, W: Writes> core::hash::Hash for MapleTree<V, W>
-where
-    for<'a> V::Borrowed<'a>: core::hash::Hash,
-{
+impl<V: Handle + core::hash::Hash, W: Writes> core::hash::Hash for MapleTree<V, W> {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
         self.len().hash(state);
         self.occupied().for_each(|e| e.hash(state));

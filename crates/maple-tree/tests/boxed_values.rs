@@ -145,3 +145,20 @@ fn the_concurrent_tree_takes_them_too() {
     assert_eq!(t.load_with(17, |v| v.cloned()), Some("ten".to_string()));
     assert_eq!(t.load_with(14, |v| v.cloned()), None);
 }
+
+/// `==`, `Debug` and the merging stores look at boxed values in place
+/// (`Handle::with_ref`: under Miri, without claiming the box).
+#[test]
+fn boxed_values_compare_print_and_merge() {
+    let mut a: MapleTree<String> = MapleTree::new();
+    let mut b: MapleTree<Box<String>> = MapleTree::new();
+    for at in [0u64, 10, 30] {
+        a.store_range_merging(at..=at + 9, "x".to_string()).unwrap();
+        b.store_range_merging(at..=at + 9, Box::new("x".to_string())).unwrap();
+    }
+    assert_eq!(a.iter().map(|(r, _)| r).collect::<Vec<_>>(), [0..=19, 30..=39]);
+    assert_eq!(b.len(), 2);
+    assert_eq!(a.clone(), a);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert!(a.dump().contains("\"x\""));
+}

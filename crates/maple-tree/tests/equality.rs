@@ -97,3 +97,34 @@ fn equality_follows_the_content() {
     // Both answers were put to the test.
     assert!(cfg!(miri) || (equal > 50 && unequal > 50), "{equal} equal, {unequal} unequal pairs");
 }
+
+/// Values that borrow from the caller (not `'static`) compare, hash,
+/// print and merge on their own `PartialEq`, `Hash` and `Debug`.
+#[test]
+fn borrowed_values_compare_hash_print_and_merge() {
+    use std::{collections::hash_map::DefaultHasher, hash::Hasher, sync::Arc};
+    let text = String::from("alpha beta");
+    let (alpha, beta) = (&text[..5], &text[6..]);
+    #[derive(Debug, PartialEq, Eq, Hash, PartialOrd)]
+    struct Word<'s>(&'s str);
+    fn build<'s>(order: &[(u64, &'s str)]) -> MapleTree<Arc<Word<'s>>> {
+        let mut t = MapleTree::new();
+        for &(at, s) in order {
+            t.store_range_merging(at..=at + 9, Arc::new(Word(s))).unwrap();
+        }
+        t
+    }
+    let a = build(&[(0, alpha), (10, alpha), (20, beta)]);
+    let b = build(&[(20, beta), (10, alpha), (0, alpha)]);
+    // The two alphas joined, whatever the order.
+    assert_eq!(a.len(), 2);
+    assert_eq!(a, b);
+    let hash = |t: &MapleTree<Arc<Word<'_>>>| {
+        let mut h = DefaultHasher::new();
+        std::hash::Hash::hash(t, &mut h);
+        h.finish()
+    };
+    assert_eq!(hash(&a), hash(&b));
+    assert_eq!(format!("{a:?}"), r#"{0..=19: Word("alpha"), 20..=29: Word("beta")}"#);
+    assert!(a <= b);
+}
