@@ -33,13 +33,14 @@ impl<'de> Deserialize<'de> for U63 {
 /// out) as a sequence of `(first, last, value)`.
 impl<V> Serialize for MapleTree<V>
 where
-    V: Handle,
-    for<'a> V::Borrowed<'a>: Serialize,
+    V: Handle + Serialize,
 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.len()))?;
-        for (r, v) in self.iter() {
-            seq.serialize_element(&(*r.start(), *r.end(), v))?;
+        for (lo, hi, w) in self.raw_entries() {
+            // SAFETY: a value word of this tree, which `&self` keeps alive
+            // and unchanged.
+            unsafe { V::with_ref(w, |v| seq.serialize_element(&(lo, hi, v))) }?;
         }
         seq.end()
     }
@@ -107,8 +108,7 @@ pub mod serde_with_gaps {
     /// Serialises as the tree's own `Serialize` does.
     pub fn serialize<V, S>(t: &MapleTree<V>, s: S) -> Result<S::Ok, S::Error>
     where
-        V: Handle,
-        for<'a> V::Borrowed<'a>: Serialize,
+        V: Handle + Serialize,
         S: Serializer,
     {
         t.serialize(s)
