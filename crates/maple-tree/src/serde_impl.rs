@@ -1,7 +1,8 @@
 //! `serde` support (feature `serde`): a tree is a sequence of
 //! `(first, last, value)` triples in ascending order, and is checked on the
 //! way in: a bad range or an overlap is an error naming the entry, never a
-//! corrupt tree.
+//! corrupt tree. A [`MapleSet`] is a sequence of `(first, last)` pairs,
+//! joined on the way in as its inserts join them.
 
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -14,7 +15,7 @@ use serde::{
     Deserialize, Deserializer, Serialize, Serializer,
 };
 
-use crate::{handle::Handle, tree::MapleTree, U63};
+use crate::{handle::Handle, set::MapleSet, tree::MapleTree, U63};
 
 impl Serialize for U63 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -121,5 +122,47 @@ pub mod serde_with_gaps {
         D: Deserializer<'de>,
     {
         d.deserialize_seq(TreeVisitor { gaps: true, _v: PhantomData })
+    }
+}
+
+/// Serialises the ranges as a sequence of `(first, last)` pairs.
+impl Serialize for MapleSet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for r in self {
+            seq.serialize_element(&(*r.start(), *r.end()))?;
+        }
+        seq.end()
+    }
+}
+
+/// Reads a sequence of `(first, last)` pairs in any order, joining those
+/// that touch or overlap (as [`MapleSet::insert`] does); `first > last` is
+/// an error naming the pair.
+impl<'de> Deserialize<'de> for MapleSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<MapleSet, D::Error> {
+        d.deserialize_seq(SetVisitor)
+    }
+}
+
+struct SetVisitor;
+
+impl<'de> Visitor<'de> for SetVisitor {
+    type Value = MapleSet;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence of (first, last) ranges")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MapleSet, A::Error> {
+        let mut ranges = Vec::new();
+        while let Some((first, last)) = seq.next_element::<(u64, u64)>()? {
+            if first > last {
+                let i = ranges.len();
+                return Err(de::Error::custom(format_args!("range {i}: {first:#x}..={last:#x} is backwards")));
+            }
+            ranges.push(first..=last);
+        }
+        Ok(ranges.into_iter().collect())
     }
 }

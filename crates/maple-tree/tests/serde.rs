@@ -75,3 +75,17 @@ fn a_field_can_ask_for_gap_tracking() {
     assert!(!plain.tracks_gaps());
     assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"areas":[[0,99,1],[200,299,2]]}"#);
 }
+
+#[test]
+fn a_set_is_its_ranges() {
+    let s: maple_tree::MapleSet = [0..=9, 20..=29, 30..=31].into_iter().collect();
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(json, "[[0,9],[20,31]]");
+    let back: maple_tree::MapleSet = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, s);
+    // Any order, touching and overlapping pairs join as inserts do.
+    let joined: maple_tree::MapleSet = serde_json::from_str("[[20,25],[0,9],[26,31],[5,12]]").unwrap();
+    assert_eq!(format!("{joined:?}"), "{0..=12, 20..=31}");
+    let err = serde_json::from_str::<maple_tree::MapleSet>("[[0,9],[7,3]]").unwrap_err().to_string();
+    assert!(err.contains("range 1: 0x7..=0x3 is backwards"), "{err}");
+}
