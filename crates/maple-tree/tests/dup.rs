@@ -3,12 +3,12 @@
 
 mod common;
 
-use std::{
-    cell::Cell,
-    panic::{catch_unwind, AssertUnwindSafe},
-};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use common::*;
+use common::{
+    counted::{live, Tracked},
+    *,
+};
 use maple_tree::{fault, Error, MapleTree, U63};
 
 fn grow(n: u64, gaps: bool) -> MapleTree<U63> {
@@ -71,36 +71,6 @@ fn copies_are_independent() {
     m.clear(0, n * 3);
     check(&t, &m, "source after writes");
     check(&c, &mc, "copy after writes to the source");
-}
-
-thread_local! {
-    static LIVE: Cell<i64> = const { Cell::new(0) };
-}
-
-#[derive(Debug)]
-struct Tracked(u64);
-
-impl Tracked {
-    fn new(x: u64) -> Tracked {
-        LIVE.with(|l| l.set(l.get() + 1));
-        Tracked(x)
-    }
-}
-
-impl Clone for Tracked {
-    fn clone(&self) -> Self {
-        Tracked::new(self.0)
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        LIVE.with(|l| l.set(l.get() - 1));
-    }
-}
-
-fn live() -> i64 {
-    LIVE.with(|l| l.get())
 }
 
 #[test]

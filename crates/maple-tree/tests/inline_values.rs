@@ -7,8 +7,7 @@ use std::fmt::Debug;
 
 mod common;
 
-use common::words;
-use maple_tree::{ConcurrentMapleTree, Handle, Inline, MapleTree};
+use maple_tree::{ConcurrentMapleTree, Handle, Inline};
 
 /// A user's own small type, made storable without `unsafe`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,70 +30,17 @@ maple_tree::inline_value!(Frame);
 /// Keys the writes touch: `0..SPAN` (fewer under Miri, which looks at
 /// the words' encoding rather than at long sequences).
 const SPAN: u64 = if cfg!(miri) { 60 } else { 700 };
+const STEPS: usize = if cfg!(miri) { 15 } else { 3_000 };
 
-/// Random writes of every kind on a tree of `V` and on a model (one
-/// `Option<V>` per key), `pick` making a value from a random word (often
-/// the type's extremes); every key and every entry compared, the tree
-/// validated, after each write.
+/// The shared value model (`common::values`) on both flavours (one under
+/// Miri, which looks at the words' encoding rather than long sequences).
 fn against_model<V>(what: &str, pick: impl Fn(u64) -> V)
 where
     V: for<'a> Handle<Borrowed<'a> = V> + Inline + Clone + PartialEq + Debug + 'static,
 {
     let flavours: &[bool] = if cfg!(miri) { &[true] } else { &[false, true] };
     for &gaps in flavours {
-        let mut t: MapleTree<V> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
-        let mut model: Vec<Option<V>> = vec![None; SPAN as usize];
-        let mut next = words(0x9e37_79b9_7f4a_7c15 ^ what.len() as u64);
-        let steps = if cfg!(miri) { 15 } else { 3_000 };
-        for step in 0..steps {
-            let first = next() % (SPAN - 20);
-            let last = first + next() % 12;
-            let v = pick(next());
-            let span = first as usize..=last as usize;
-            match next() % 5 {
-                0 => {
-                    t.store_range(first..=last, v).unwrap();
-                    model[span].iter_mut().for_each(|m| *m = Some(v));
-                }
-                1 => {
-                    let free = model[span.clone()].iter().all(Option::is_none);
-                    assert_eq!(t.insert_range(first..=last, v).is_ok(), free, "{what} step {step}");
-                    if free {
-                        model[span].iter_mut().for_each(|m| *m = Some(v));
-                    }
-                }
-                2 => {
-                    t.remove_range(first..=last).unwrap();
-                    model[span].iter_mut().for_each(|m| *m = None);
-                }
-                3 => {
-                    t.store_range_merging(first..=last, v).unwrap();
-                    model[span].iter_mut().for_each(|m| *m = Some(v));
-                }
-                _ => {
-                    let had = t.get_range(first);
-                    let gone = t.erase(first);
-                    assert_eq!(gone, had.as_ref().map(|(_, v)| *v), "{what} step {step}");
-                    if let Some((r, _)) = had {
-                        model[*r.start() as usize..=*r.end() as usize].iter_mut().for_each(|m| *m = None);
-                    }
-                }
-            }
-            t.validate().unwrap_or_else(|e| panic!("{what} step {step}: {e:?}"));
-            for (k, want) in model.iter().enumerate() {
-                assert_eq!(t.load(k as u64), *want, "{what} step {step} key {k}");
-            }
-            // Every entry holds what the model has under all its keys.
-            for (r, v) in t.iter() {
-                for k in r {
-                    assert_eq!(model[k as usize], Some(v), "{what} step {step} key {k}");
-                }
-            }
-        }
-        // A copy holds the same words (nothing to clone), and the tree
-        // drops with nothing to free.
-        let copy = t.try_dup().unwrap();
-        assert!(copy.iter().eq(t.iter()), "{what}");
+        common::values::against_model(what, gaps, (SPAN, STEPS), &pick, |v| v);
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
+pub mod counted;
 pub mod shuffle;
+pub mod values;
 
 /// Random words from `seed`, by the shuffle's splitmix64: the random
 /// tests' source.
