@@ -144,8 +144,8 @@
 //! hand) is a [`MapleSet`]: touching and overlapping ranges join as they
 //! go in, and the set operations (`union`, `intersection`, `difference`,
 //! `symmetric_difference`, and `|`, `&`, `-`, `^` for new sets) walk both
-//! sets once; [`Combined`] does the same for any two sorted range lists,
-//! a map's keys among them.
+//! sets once, and `complement` (`!`) is the gaps; [`Combined`] does the
+//! same for any two sorted range lists, a map's keys among them.
 //!
 //! ## Speed: when to choose it
 //!

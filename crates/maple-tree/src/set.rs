@@ -8,7 +8,7 @@ use crate::prelude::*;
 use core::{
     fmt,
     iter::{FusedIterator, Peekable},
-    ops::{BitAnd, BitOr, BitXor, RangeBounds, RangeInclusive, Sub},
+    ops::{BitAnd, BitOr, BitXor, Not, RangeBounds, RangeInclusive, Sub},
 };
 
 use crate::{
@@ -176,6 +176,18 @@ impl MapleSet {
     /// The indices in exactly one of the two.
     pub fn symmetric_difference<'a>(&'a self, other: &'a MapleSet) -> Combined<Ranges<'a>, Ranges<'a>> {
         Combined::new(self.iter(), other.iter(), |a, b| a != b)
+    }
+
+    /// The indices not in the set, as a new set (also `!&set`).
+    ///
+    /// ```
+    /// use maple_tree::MapleSet;
+    ///
+    /// let s: MapleSet = [0..=9, 20..=u64::MAX].into_iter().collect();
+    /// assert_eq!((!&s).iter().collect::<Vec<_>>(), [10..=19]);
+    /// ```
+    pub fn complement(&self) -> MapleSet {
+        Self::from_sorted_ranges(self.gaps(..))
     }
 
     /// True if every index of `self` is in `other`.
@@ -358,6 +370,15 @@ macro_rules! set_operator {
             }
         }
     };
+}
+
+/// The complement, as a new set.
+impl Not for &MapleSet {
+    type Output = MapleSet;
+
+    fn not(self) -> MapleSet {
+        self.complement()
+    }
 }
 
 set_operator!(BitOr, bitor, union, "The union, as a new set (built in O(n)).");

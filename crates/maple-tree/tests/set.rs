@@ -135,6 +135,12 @@ fn set_operations_hold_the_indices_they_should() {
             set.as_tree().validate().unwrap();
             assert_eq!(set.iter().collect::<Vec<_>>(), runs(want), "{what}: operator");
         }
+        // The complement: apart from the set, together the whole space.
+        let not_a = !&a;
+        not_a.as_tree().validate().unwrap();
+        assert!(a.is_disjoint(&not_a), "{what}: complement");
+        assert_eq!((&a | &not_a).iter().collect::<Vec<_>>(), [0..=u64::MAX], "{what}: complement");
+        assert_eq!(!&not_a, a, "{what}: complement twice");
         assert_eq!(a.is_subset(&b), pa.is_subset(&pb), "{what}: subset");
         assert_eq!(a.is_superset(&b), pa.is_superset(&pb), "{what}: superset");
         assert_eq!(a.is_disjoint(&b), pa.is_disjoint(&pb), "{what}: disjoint");
