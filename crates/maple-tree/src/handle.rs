@@ -564,7 +564,7 @@ impl<A: Inline, B: Inline, C: Inline> Inline for (A, B, C) {
     }
 }
 
-inline_value!(u8, u16, u32, i8, i16, i32, bool, char, (), U63);
+inline_value!(u8, u16, u32, i8, i16, i32, f32, bool, char, (), U63);
 
 inline_value!(@impl [A: Inline, B: Inline] (A, B));
 inline_value!(@impl [A: Inline, B: Inline, C: Inline] (A, B, C));
@@ -580,8 +580,6 @@ impl Inline for f32 {
         f32::from_bits(bits as u32)
     }
 }
-
-inline_value!(f32);
 
 /// `Handle` and `HandleMut` for values stored behind a box the tree makes
 /// (one allocation per entry, as `Box<T>` would be): the `Copy` values

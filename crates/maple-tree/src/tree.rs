@@ -685,14 +685,16 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     {
         let mut right = self.empty_like();
         // What holds `at` and starts before it: its part from `at` on moves.
-        let (held, value) = self.range_at(at);
-        let (lo, hi) = (*held.start(), *held.end());
-        if lo < at && (value.is_some() || self.is_reserved(at)) {
-            let cut = if self.is_reserved(at) { None } else { self.get_range_cloned(at).map(|(_, v)| v) };
-            self.remove_range(at..=hi).unwrap_or_else(|_| abort_oom());
-            match cut {
-                Some(v) => right.insert_range(at..=hi, v).unwrap_or_else(|_| abort_oom()),
-                None => right.reserve_range(at..=hi).unwrap_or_else(|_| abort_oom()),
+        let held = self.range_at(at).0;
+        if *held.start() < at {
+            let hi = *held.end();
+            let cut = self.get_range_cloned(at).map(|(_, v)| v);
+            if cut.is_some() || self.is_reserved(at) {
+                self.remove_range(at..=hi).unwrap_or_else(|_| abort_oom());
+                match cut {
+                    Some(v) => right.insert_range(at..=hi, v).unwrap_or_else(|_| abort_oom()),
+                    None => right.reserve_range(at..=hi).unwrap_or_else(|_| abort_oom()),
+                }
             }
         }
         // The rest, range by range, taken out whole.
@@ -733,16 +735,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     where
         V: Clone,
     {
-        let mut reserved = Vec::new();
-        let mut c = other.cursor(0);
-        loop {
-            if c.is_reserved() {
-                reserved.push(c.range());
-            }
-            if c.next_range().is_none() {
-                break;
-            }
-        }
+        let reserved: Vec<_> = other.occupied().filter(|(_, _, v)| v.is_none()).map(|(lo, hi, _)| lo..=hi).collect();
         let empty = other.empty_like();
         let taken = core::mem::replace(other, empty);
         for r in reserved {

@@ -3,13 +3,13 @@
 
 use std::{collections::BTreeMap, hint::black_box};
 
-use maple_tree::{MapleSet, MapleTree, U63};
+use maple_tree::{Handle, MapleSet, MapleTree, U63};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use rangemap::{RangeInclusiveMap, RangeInclusiveSet};
 
 use super::{div, span};
 use crate::{
-    measure::{alternate, case, Timing},
+    measure::{alternate, case, Candidate, Timing},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     resident::{self, Build},
     workloads::{
@@ -100,6 +100,38 @@ fn btree_store<V: Clone>(m: &mut BTreeMap<u64, (u64, V)>, f: u64, l: u64, v: V) 
         }
     }
     m.insert(f, (l, v));
+}
+
+/// The random-store cases for the values `value` makes, in `order`: the
+/// maple tree's `store_range`, the idiom's store ([`btree_store`]),
+/// `rangemap`'s `insert`; each round builds a fresh map.
+fn store_cases<'a, V>(n: u64, order: &'a [u64], value: impl Fn(u64) -> V + Copy + 'a) -> Vec<Candidate<'a>>
+where
+    V: Handle + Clone + Eq + 'a,
+{
+    vec![
+        case(n, MapleTree::<V>::new, move |mut t| {
+            for &i in order {
+                let (f, l) = range(i);
+                t.store_range(f..=l, value(i)).expect("store");
+            }
+            t
+        }),
+        case(n, BTreeMap::<u64, (u64, V)>::new, move |mut m| {
+            for &i in order {
+                let (f, l) = range(i);
+                btree_store(&mut m, f, l, value(i));
+            }
+            m
+        }),
+        case(n, RangeInclusiveMap::<u64, V>::new, move |mut m| {
+            for &i in order {
+                let (f, l) = range(i);
+                m.insert(f..=l, value(i));
+            }
+            m
+        }),
+    ]
 }
 
 /// A set of ranges on the `BTreeMap` idiom (start → last): `[f, l]`
@@ -538,32 +570,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             rangemap: Some(tm[2]),
         });
         drop(t64);
-        let tm = alternate(
-            reps,
-            vec![
-                case(n, MapleTree::<u64>::new, |mut t| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        t.store_range(f..=l, i).expect("store");
-                    }
-                    t
-                }),
-                case(n, BTreeMap::<u64, (u64, u64)>::new, |mut m| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        btree_store(&mut m, f, l, i);
-                    }
-                    m
-                }),
-                case(n, RangeInclusiveMap::<u64, u64>::new, |mut m| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        m.insert(f..=l, i);
-                    }
-                    m
-                }),
-            ],
-        );
+        let tm = alternate(reps, store_cases(n, &shuffled, |i| i));
         rows.push(Row {
             what: "store (random), u64 values (boxed)",
             n,
@@ -593,32 +600,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         );
         rows.push(Row { what: "load (random), String values", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
         drop((ts, ms, rs));
-        let tm = alternate(
-            reps,
-            vec![
-                case(n, MapleTree::<String>::new, |mut t| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        t.store_range(f..=l, names[i as usize].clone()).expect("store");
-                    }
-                    t
-                }),
-                case(n, BTreeMap::<u64, (u64, String)>::new, |mut m| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        btree_store(&mut m, f, l, names[i as usize].clone());
-                    }
-                    m
-                }),
-                case(n, RangeInclusiveMap::<u64, String>::new, |mut m| {
-                    for &i in &shuffled {
-                        let (f, l) = range(i);
-                        m.insert(f..=l, names[i as usize].clone());
-                    }
-                    m
-                }),
-            ],
-        );
+        let tm = alternate(reps, store_cases(n, &shuffled, |i| names[i as usize].clone()));
         rows.push(Row { what: "store (random), String values", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
         drop(names);
 

@@ -157,18 +157,16 @@ impl WriteKind<'_> {
     /// write against it ([`Budget`]).
     #[cfg(all(debug_assertions, feature = "fault-injection"))]
     fn max_nodes(&self, height: usize) -> usize {
-        // A refill allocates a split's leaf and its full parent's second
-        // half; the rebuild up to four nodes a level (one leaf level and
-        // every level above it, replaced in turn) and a new root over them.
-        const REFILL: usize = 2;
-        let rebuild = 4 * height + 1;
         match self {
             WriteKind::EmptyRoot => 1,
             WriteKind::ExactFit(_) => 0,
             // Each declines, nothing changed, to the lane, then to the
-            // general path, whose worst is the rebuild.
+            // general path, whose worst is the rebuild: up to four nodes a
+            // level (the leaf level and every level above it, replaced in
+            // turn) and a new root over them. A refill's two (a split's
+            // leaf and its full parent's second half) lie below that.
             WriteKind::EraseEntry(_) | WriteKind::FillEmpty(..) | WriteKind::Lane(_) | WriteKind::General => {
-                REFILL.max(rebuild)
+                4 * height + 1
             }
         }
     }
