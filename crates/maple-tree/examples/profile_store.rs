@@ -69,7 +69,6 @@ fn main() {
                 let v = U63::new_truncate(v.get() + 1);
                 c.replace(v).unwrap();
             }
-            drop(c);
             total += copy.len();
         }
         println!("{total}");

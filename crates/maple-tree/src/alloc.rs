@@ -64,7 +64,7 @@ use core::ptr::addr_of_mut;
 
 use crate::{
     error::AllocError,
-    node::{FreshNode, Kind, Node, NodeRef},
+    node::{FreshNode, Kind, Node, Unlinked},
 };
 
 /// Bytes per chunk, and its alignment.
@@ -331,9 +331,9 @@ impl Slab {
     ///
     /// As for [`alloc`](Self::alloc); and `node` came from `alloc` of this
     /// slab, is not freed twice, and nobody can reach it after this call.
-    pub(crate) unsafe fn free(&self, node: NodeRef) {
+    pub(crate) unsafe fn free(&self, node: impl Into<Unlinked>) {
         // SAFETY: the caller's guarantees, passed on.
-        unsafe { self.free_cell(node.as_ptr()) }
+        unsafe { self.free_cell(node.into().as_ptr()) }
     }
 
     /// [`free`](Self::free) by address.
@@ -988,7 +988,7 @@ pub mod fault {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::node::Item;
+    use crate::node::{Item, NodeRef};
     use core::ptr;
 
     /// Chunk base of a node.
@@ -1248,7 +1248,7 @@ mod tests {
     #[test]
     fn random_alloc_free_never_overlaps() {
         let slab = Slab::new();
-        let mut live: Vec<(NodeRef, u64)> = Vec::new();
+        let mut live: Vec<(NodeRef<'_>, u64)> = Vec::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let steps = if cfg!(miri) { 400 } else { 20_000 };
         for step in 0..steps {

@@ -82,7 +82,7 @@ impl RawTree {
 
     /// Builds every level above `leaves` (the leaf level's items); on
     /// failure the nodes made so far are left for the caller to free.
-    fn build_levels(&mut self, leaves: &[Item]) -> Result<(NodeRef, usize), AllocError> {
+    fn build_levels(&self, leaves: &[Item]) -> Result<(NodeRef<'_>, usize), AllocError> {
         let mut kind = Kind::Leaf;
         let mut height = 0;
         let mut owned: Vec<Item>;

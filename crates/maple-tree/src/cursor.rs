@@ -40,7 +40,7 @@ use crate::{
     error::{Error, InsertError},
     handle::{is_value, Handle},
     node::PIVOT_UNUSED,
-    raw::{Entrance, LeafWalk, Level, Path, RawTree},
+    raw::{rebind, Entrance, LeafWalk, Level, Path, RawTree},
     store::{Store, Stored},
     sync::Ordering,
     tree::{InPlace, MapleTree, Writes},
@@ -56,13 +56,25 @@ use crate::{
 /// fresh walk is [`seek`](Pos::seek), which goes to a new index and so
 /// starts a new picture.)
 #[derive(Clone)]
-pub(crate) struct Pos {
-    pub(crate) walk: LeafWalk,
+pub(crate) struct Pos<'t> {
+    pub(crate) walk: LeafWalk<'t>,
 }
 
-impl Pos {
-    pub(crate) fn seek(raw: &RawTree, index: u64) -> Pos {
+impl<'t> Pos<'t> {
+    pub(crate) fn seek(raw: &'t RawTree, index: u64) -> Pos<'t> {
         Pos { walk: LeafWalk::new(raw, index) }
+    }
+
+    /// The same position, its nodes taken as live for `'u` (a write
+    /// cursor's, kept beside the tree it changes).
+    ///
+    /// # Safety
+    ///
+    /// As for [`rebind`](crate::raw::rebind).
+    pub(crate) unsafe fn rebind<'u>(mut self) -> Pos<'u> {
+        // SAFETY: the caller's contract.
+        let path = unsafe { rebind(&mut self.walk.path) };
+        Pos { walk: LeafWalk { path: core::mem::take(path) } }
     }
 
     /// Current range and value word.
@@ -120,8 +132,7 @@ impl Pos {
                 return Some(found);
             }
         }
-        self.walk.path.clear();
-        self.walk.path.extend(saved);
+        self.walk.path = saved;
         None
     }
 }
@@ -131,7 +142,7 @@ impl Pos {
 /// leaf has one layout: no dispatch on the node kind per slot); the level
 /// then points at it. `None` (the level unmoved) if there is none.
 #[inline]
-fn value_in_leaf(lv: &mut Level, from: usize, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
+fn value_in_leaf(lv: &mut Level<'_>, from: usize, forward: bool) -> Option<(u64, u64, NonNull<()>)> {
     let leaf = lv.leaf();
     let (piv, slots) = (leaf.pivots(), leaf.slots());
     let mut i = from;
@@ -237,8 +248,7 @@ macro_rules! read_methods {
                     Some((start, _, _)) if start <= limit => {}
                     Some(_) => {
                         // Too far: back to where the cursor was.
-                        self.pos.walk.path.clear();
-                        self.pos.walk.path.extend(saved);
+                        self.pos.walk.path = saved;
                         return None;
                     }
                     None => return None,
@@ -273,7 +283,10 @@ macro_rules! range_write_methods {
                 // from it was the only change, and the engine answered
                 // that the walk is still good.
                 Some(true) => unsafe { raw.aim(&mut pos.walk.path, first) },
-                Some(false) => raw.walk_into(first, &mut pos.walk.path),
+                // SAFETY: walked afresh, of the tree as it is; the tree
+                // changes only through the cursor, which keeps its walk
+                // current.
+                Some(false) => raw.walk_into(first, unsafe { $crate::raw::rebind(&mut pos.walk.path) }),
                 // SAFETY: as above, and a failed write changed nothing.
                 None => unsafe { raw.aim(&mut pos.walk.path, was) },
             }
@@ -343,7 +356,7 @@ pub struct Cursor<'a, V: Handle> {
     /// All the cursor keeps of its tree: the way in for a fresh walk
     /// (`seek`). Its steps move through the nodes its walk reached.
     entrance: Entrance<'a>,
-    pos: Pos,
+    pos: Pos<'a>,
     _values: PhantomData<&'a V>,
 }
 
@@ -398,12 +411,17 @@ impl<V: Handle> fmt::Debug for Cursor<'_, V> {
 /// the range containing the first index written.
 pub struct CursorMut<'a, V: Handle, W: Writes = InPlace> {
     tree: &'a mut MapleTree<V, W>,
-    pos: Pos,
+    /// A walk of `tree` as it is: every change to the tree is a write
+    /// through this cursor, which keeps the walk current (`settle`).
+    pos: Pos<'a>,
 }
 
 impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
     pub(crate) fn new(tree: &'a mut MapleTree<V, W>, index: u64) -> Self {
-        let pos = Pos::seek(&tree.raw, index);
+        // SAFETY: a walk of the tree just made; the tree changes only
+        // through this cursor (it holds it `&mut`), which keeps the walk
+        // current.
+        let pos = unsafe { Pos::seek(&tree.raw, index).rebind() };
         CursorMut { tree, pos }
     }
 
@@ -414,10 +432,11 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
     read_methods!('_);
 
     fn reseek(&mut self, index: u64) {
-        self.pos = Pos::seek(&self.tree.raw, index);
+        // SAFETY: as in `new`.
+        self.pos = unsafe { Pos::seek(&self.tree.raw, index).rebind() };
     }
 
-    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+    fn parts(&mut self) -> (&RawTree, &mut Pos<'a>) {
         (&self.tree.raw, &mut self.pos)
     }
 

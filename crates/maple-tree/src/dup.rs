@@ -25,20 +25,42 @@ use crate::{
     tree::{clone_word, MapleTree, Writes},
 };
 
-/// A leaf of a copy with its bounds, in index order.
-pub(crate) type LeafList = Vec<(LeafRef, u64, u64)>;
+/// The leaves of a copy with their bounds, in index order.
+pub(crate) type LeafList<'t> = Vec<(LeafRef<'t>, u64, u64)>;
+
+/// A copy of a tree's nodes, sharing the source's value words, with the
+/// copy's leaves listed for the pass that replaces those words.
+pub(crate) struct NodeCopy {
+    tree: RawTree,
+    /// Leaves of `tree`, handed out only borrowed from `self` (so never
+    /// past the tree, which frees no node while it is held here).
+    leaves: LeafList<'static>,
+}
+
+impl NodeCopy {
+    /// The copy's leaves (none unless asked for), in index order.
+    #[inline]
+    pub(crate) fn leaves(&self) -> &[(LeafRef<'_>, u64, u64)] {
+        &self.leaves
+    }
+
+    #[inline]
+    pub(crate) fn into_tree(self) -> RawTree {
+        self.tree
+    }
+}
 
 impl RawTree {
     /// A copy of the node structure sharing this tree's value words, and
     /// (if `want_leaves`) the copy's leaves in index order, for the value
     /// replacement pass.
-    pub(crate) fn dup_nodes(&self, want_leaves: bool) -> Result<(RawTree, LeafList), AllocError> {
+    pub(crate) fn dup_nodes(&self, want_leaves: bool) -> Result<NodeCopy, AllocError> {
         let mut out = RawTree::new(self.gaps);
         // Tree-wide state is copied whatever the shape (an empty tree can
         // have a pending wrap too).
         out.cyclic_wrapped.set(self.cyclic_wrapped.get());
         let Some(root) = self.root_node() else {
-            return Ok((out, Vec::new()));
+            return Ok(NodeCopy { tree: out, leaves: Vec::new() });
         };
         // Sized once from the entry count (not grown while copying): a
         // leaf holds at least 6 of the at
@@ -52,7 +74,7 @@ impl RawTree {
                 out.root.store(new_root.encode(), crate::sync::Ordering::Release);
                 out.height.set(self.height.get());
                 out.len.set(self.len.get());
-                Ok((out, leaves))
+                Ok(NodeCopy { tree: out, leaves })
             }
             Err(e) => {
                 // Slots of the partial copy may still point at source nodes,
@@ -67,13 +89,13 @@ impl RawTree {
 
 /// A node of the source, its copy, and the copy's bounds: an internal node
 /// whose children are still to be copied.
-type Waiting = (NodeRef, NodeRef, u64, u64);
+type Waiting<'s, 'c> = (NodeRef<'s>, NodeRef<'c>, u64, u64);
 
 /// The stack of [`Waiting`] nodes: a vector on the call stack for trees
 /// of up to [`ON_STACK_HEIGHT`] levels, else on the heap.
-trait DupStack: core::ops::DerefMut<Target = [Waiting]> {
-    fn push_node(&mut self, w: Waiting);
-    fn pop_node(&mut self) -> Option<Waiting>;
+trait DupStack<'s, 'c>: core::ops::DerefMut<Target = [Waiting<'s, 'c>]> {
+    fn push_node(&mut self, w: Waiting<'s, 'c>);
+    fn pop_node(&mut self) -> Option<Waiting<'s, 'c>>;
 }
 
 /// Tree heights whose dup stack lives on the call stack (about 6 KiB):
@@ -81,30 +103,30 @@ trait DupStack: core::ops::DerefMut<Target = [Waiting]> {
 /// allocation and free were a tenth of a small tree's duplication.
 const ON_STACK_HEIGHT: usize = 8;
 
-impl<const N: usize> DupStack for ArrayVec<Waiting, N> {
-    fn push_node(&mut self, w: Waiting) {
+impl<'s, 'c, const N: usize> DupStack<'s, 'c> for ArrayVec<Waiting<'s, 'c>, N> {
+    fn push_node(&mut self, w: Waiting<'s, 'c>) {
         self.push(w);
     }
-    fn pop_node(&mut self) -> Option<Waiting> {
+    fn pop_node(&mut self) -> Option<Waiting<'s, 'c>> {
         self.pop()
     }
 }
 
-impl DupStack for Vec<Waiting> {
-    fn push_node(&mut self, w: Waiting) {
+impl<'s, 'c> DupStack<'s, 'c> for Vec<Waiting<'s, 'c>> {
+    fn push_node(&mut self, w: Waiting<'s, 'c>) {
         self.push(w);
     }
-    fn pop_node(&mut self) -> Option<Waiting> {
+    fn pop_node(&mut self) -> Option<Waiting<'s, 'c>> {
         self.pop()
     }
 }
 
-fn dup_from(
+fn dup_from<'c>(
     slab: &mut Slab,
-    root: NodeRef,
+    root: NodeRef<'_>,
     height: usize,
-    leaves: Option<&mut LeafList>,
-) -> Result<NodeRef, AllocError> {
+    leaves: Option<&mut LeafList<'c>>,
+) -> Result<NodeRef<'c>, AllocError> {
     // At most one level's children wait per level, the root's level aside.
     if height <= ON_STACK_HEIGHT {
         dup_with(slab, root, leaves, ArrayVec::<Waiting, { ON_STACK_HEIGHT * RANGE64_SLOTS + 1 }>::new())
@@ -113,12 +135,12 @@ fn dup_from(
     }
 }
 
-fn dup_with(
+fn dup_with<'s, 'c>(
     slab: &mut Slab,
-    root: NodeRef,
-    mut leaves: Option<&mut LeafList>,
-    mut stack: impl DupStack,
-) -> Result<NodeRef, AllocError> {
+    root: NodeRef<'s>,
+    mut leaves: Option<&mut LeafList<'c>>,
+    mut stack: impl DupStack<'s, 'c>,
+) -> Result<NodeRef<'c>, AllocError> {
     // SAFETY: `&mut` makes us the slab's only user (here and below).
     let new_root = unsafe { slab.alloc(root.kind()) }?.copy_of(root);
     new_root.set_root_parent();
@@ -187,11 +209,11 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> U,
     ) -> Result<MapleTree<U, W>, AllocError> {
-        let (copy, leaves) = self.raw.dup_nodes(true)?;
+        let copy = self.raw.dup_nodes(true)?;
         // Until every word is replaced, the copy holds words of `self`:
         // the guard frees it without dropping those if `f` panics.
-        let mut guard = DupGuard::<U> { raw: copy, replaced: 0, _w: PhantomData };
-        for (leaf, min, max) in leaves {
+        let mut guard = DupGuard::<U> { copy, replaced: 0, _w: PhantomData };
+        for &(leaf, min, max) in guard.copy.leaves() {
             let replace = |lo: u64, hi: u64, w| {
                 let v = self.borrow(w)?;
                 let new = f(lo..=hi, v).into_raw().as_ptr();
@@ -202,9 +224,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             // this function can reach.
             unsafe { leaf.for_each_entry(min, max, replace) };
         }
-        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
-        core::mem::forget(guard);
-        Ok(MapleTree::from_raw(raw))
+        Ok(MapleTree::from_raw(guard.into_tree()))
     }
 
     /// [`try_dup_map`](Self::try_dup_map) with a map function that may
@@ -262,12 +282,12 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         &self,
         mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
     ) -> Result<MapleTree<U, W>, DupError<E>> {
-        let (copy, leaves) = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
+        let copy = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
         // Until every word is replaced (or marked), the copy holds words of
         // `self`, and the guard knows which.
-        let mut guard = DupGuard::<U> { raw: copy, replaced: 0, _w: PhantomData };
+        let mut guard = DupGuard::<U> { copy, replaced: 0, _w: PhantomData };
         let mut failed: Option<(u64, E)> = None;
-        for (leaf, min, max) in leaves {
+        for &(leaf, min, max) in guard.copy.leaves() {
             let replace = |lo: u64, hi: u64, w| {
                 if failed.is_some() {
                     // Past the failure point: the kernel's zero entry.
@@ -289,9 +309,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             // this function can reach.
             unsafe { leaf.for_each_entry(min, max, replace) };
         }
-        let raw = core::mem::replace(&mut guard.raw, RawTree::new(false));
         let made = guard.replaced;
-        core::mem::forget(guard);
+        let raw = guard.into_tree();
         let copy = MapleTree::<U, W>::from_raw(raw);
         match failed {
             None => Ok(copy),
@@ -320,15 +339,15 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         V: Clone,
     {
         // Inline values are copied with the nodes: no value pass.
-        let (copy, leaves) = raw.dup_nodes(!V::INLINE)?;
-        for (leaf, min, max) in leaves {
+        let copy = raw.dup_nodes(!V::INLINE)?;
+        for &(leaf, min, max) in copy.leaves() {
             // SAFETY: `leaf` belongs to the unpublished copy; `w` is a live
             // handle of the source (the copy only shares it). A panic in
             // `clone` leaks the copy's nodes at worst (a `RawTree` drops
             // no node), never a double drop.
             unsafe { leaf.for_each_entry(min, max, |_, _, w| is_value(w).then(|| clone_word::<V>(w))) };
         }
-        Ok(MapleTree::from_raw(copy))
+        Ok(MapleTree::from_raw(copy.into_tree()))
     }
 }
 
@@ -361,20 +380,29 @@ impl<E: fmt::Debug + fmt::Display> core::error::Error for DupError<E> {}
 /// Frees a half-replaced copy: the first `replaced` entries (in index
 /// order) are `W`s made by the map function; the rest belong to the source.
 struct DupGuard<W: Handle> {
-    raw: RawTree,
+    copy: NodeCopy,
     replaced: usize,
     _w: PhantomData<W>,
+}
+
+impl<W: Handle> DupGuard<W> {
+    /// The copy, every word replaced (or marked): nothing left to undo.
+    fn into_tree(mut self) -> RawTree {
+        let copy = core::mem::replace(&mut self.copy, NodeCopy { tree: RawTree::new(false), leaves: Vec::new() });
+        core::mem::forget(self);
+        copy.into_tree()
+    }
 }
 
 impl<W: Handle> Drop for DupGuard<W> {
     fn drop(&mut self) {
         if W::INLINE {
-            self.raw.clear_with(None);
+            self.copy.tree.clear_with(None);
             return;
         }
         let mut seen = 0;
         let replaced = self.replaced;
-        self.raw.clear_with(Some(&mut |w| {
+        self.copy.tree.clear_with(Some(&mut |w| {
             if !is_value(w) {
                 return; // a reserved marker: kept as is by the copy
             }
@@ -397,7 +425,7 @@ mod tests {
 
     /// The source's nodes copied with the waiting stack on the call stack
     /// or on the heap (trees taller than `ON_STACK_HEIGHT` levels).
-    fn copy(root: NodeRef, heap: bool) -> Leaves {
+    fn copy(root: NodeRef<'_>, heap: bool) -> Leaves {
         let mut slab = Slab::new();
         let mut leaves = LeafList::new();
         if heap {

@@ -82,10 +82,10 @@ impl RawTree {
     /// or at its last slot, and the way back up is a small stack of resume
     /// points rather than recursion (a call per level cost the kernel's
     /// first-fit search a third of its time).
-    fn search<const REV: bool>(&self, root: NodeRef, wmin: u64, wmax: u64, size: u64) -> Option<u64> {
+    fn search<'t, const REV: bool>(&'t self, root: NodeRef<'t>, wmin: u64, wmax: u64, size: u64) -> Option<u64> {
         // Resume points: an internal node, its bounds, and the slot whose
         // child is being searched.
-        let mut up: ArrayVec<(NodeRef, u64, u64, usize), MAX_HEIGHT> = ArrayVec::new();
+        let mut up: ArrayVec<(NodeRef<'t>, u64, u64, usize), MAX_HEIGHT> = ArrayVec::new();
         let (mut node, mut nmin, mut nmax) = (root, 0, u64::MAX);
         let mut i = first_slot::<REV>(node, nmin, nmax, wmin, wmax);
         loop {
@@ -136,7 +136,7 @@ impl RawTree {
 /// search whose window covers the node's start begins at slot 0 without a
 /// count (every node of a search from index 0).
 #[inline(always)]
-fn first_slot<const REV: bool>(node: NodeRef, nmin: u64, nmax: u64, wmin: u64, wmax: u64) -> usize {
+fn first_slot<const REV: bool>(node: NodeRef<'_>, nmin: u64, nmax: u64, wmin: u64, wmax: u64) -> usize {
     match REV {
         true => node.find(wmax.min(nmax)),
         false if wmin <= nmin => 0,

@@ -40,11 +40,11 @@ pub struct Gaps<'a, V: Handle> {
     back: u64,
     done: bool,
     /// The front's walk along the leaves, ascending.
-    fwd: Side,
+    fwd: Side<'a>,
     /// The gaps of the front's last leaf that `next` has not handed out.
     fbuf: LeafGaps,
     /// The back's walk, descending.
-    bwd: Side,
+    bwd: Side<'a>,
     /// The gaps of the back's last leaf, descending, that `next_back` has
     /// not handed out.
     bbuf: LeafGaps,
@@ -80,8 +80,8 @@ enum Resume {
 }
 
 /// One end of a [`Gaps`]: a walk along the leaves.
-struct Side {
-    walk: LeafWalk,
+struct Side<'t> {
+    walk: LeafWalk<'t>,
     resume: Resume,
     /// Entries in a row since the last gap seen.
     run: usize,
@@ -115,7 +115,7 @@ impl LeafGaps {
     /// `forward`) that has any, read by `side` inside `[lo, hi]` (`n & 15`
     /// is `n`: at most 16 slots, and it spares a bound check); false if
     /// there are none.
-    fn refill(&mut self, side: &mut Side, raw: &RawTree, forward: bool, lo: u64, hi: u64) -> bool {
+    fn refill<'t>(&mut self, side: &mut Side<'t>, raw: &'t RawTree, forward: bool, lo: u64, hi: u64) -> bool {
         let (start, end) = (&mut self.start, &mut self.end);
         let n = side.scan(raw, forward, lo, hi, 0usize, true, |n, s, e| {
             start[n & 15] = s;
@@ -127,8 +127,8 @@ impl LeafGaps {
     }
 }
 
-impl Side {
-    fn new() -> Side {
+impl<'t> Side<'t> {
+    fn new() -> Side<'t> {
         Side { walk: LeafWalk { path: Path::new() }, resume: Resume::Start, run: 0 }
     }
 
@@ -141,7 +141,7 @@ impl Side {
     #[allow(clippy::too_many_arguments)]
     fn scan<B>(
         &mut self,
-        raw: &RawTree,
+        raw: &'t RawTree,
         forward: bool,
         lo: u64,
         hi: u64,
@@ -224,7 +224,7 @@ impl Side {
 /// `hi`).
 #[inline(always)]
 fn scan_leaf_gaps<B>(
-    lv: Level,
+    lv: Level<'_>,
     lo: u64,
     hi: u64,
     run: &mut usize,
@@ -251,7 +251,7 @@ fn scan_leaf_gaps<B>(
 /// `lo` or the tree's start. The first slot scanned ends at or above `lo`.
 #[inline(always)]
 fn scan_leaf_gaps_back<B>(
-    lv: Level,
+    lv: Level<'_>,
     lo: u64,
     hi: u64,
     run: &mut usize,

@@ -39,13 +39,13 @@ use crate::{
 /// the front stops at an entry reaching it (the ends meet) and the back
 /// skips one. An entry present the whole time cannot reach it: it would
 /// overlap what the back handed out.
-pub(crate) struct Entries<const SHARED: bool> {
-    pub(crate) raw: RawIter,
-    back: Back,
+pub(crate) struct Entries<'t, const SHARED: bool> {
+    pub(crate) raw: RawIter<'t>,
+    back: Back<'t>,
     floor: Option<u64>,
 }
 
-impl<const SHARED: bool> Entries<SHARED> {
+impl<'t, const SHARED: bool> Entries<'t, SHARED> {
     /// The ends of `raw`, neither walked yet.
     ///
     /// # Safety
@@ -56,7 +56,7 @@ impl<const SHARED: bool> Entries<SHARED> {
     /// meanwhile, changed at most by the single-word slot stores readers
     /// may meet, and so do the values they held.
     #[inline]
-    pub(crate) unsafe fn new(raw: RawIter) -> Self {
+    pub(crate) unsafe fn new(raw: RawIter<'t>) -> Self {
         Entries { raw, back: Back::new(), floor: None }
     }
 
@@ -125,7 +125,7 @@ impl<const SHARED: bool> Entries<SHARED> {
 
 /// Iterator over entries with mutable values; see [`MapleTree::iter_mut`].
 pub struct IterMut<'a, V: HandleMut> {
-    pub(crate) entries: Entries<false>,
+    pub(crate) entries: Entries<'a, false>,
     /// The tree stays borrowed mutably: nothing else reads or changes it.
     pub(crate) _tree: PhantomData<&'a mut MapleTree<V>>,
 }
@@ -300,8 +300,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 /// into a [`LeafCopy`] and a mask of the slots holding values, which
 /// `next_entry` then hands out (the next one is the mask's lowest bit);
 /// the root-to-leaf path is consulted once per leaf.
-pub(crate) struct RawIter {
-    walk: LeafWalk,
+pub(crate) struct RawIter<'t> {
+    walk: LeafWalk<'t>,
     /// The current leaf, read ([`load_leaf`](Self::load_leaf)).
     copy: LeafCopy,
     /// The slots of `copy` not yet handed out that hold values, one bit
@@ -318,7 +318,7 @@ pub(crate) struct RawIter {
     /// not walked yet (see [`lazy`](Self::lazy)). A front that has not
     /// walked with `last_leaf` set never will: the back has handed out
     /// everything.
-    pending: Option<NodeRef>,
+    pending: Option<NodeRef<'t>>,
     /// The back end stops the front (sets `last_leaf`) when it hands out
     /// an entry that starts at or below this: the index after the front's
     /// leaf, or, before the front has walked, the first index. (One
@@ -370,7 +370,7 @@ impl LeafCopy {
     /// `lv`'s node is a live leaf, changed at most by the single-word slot
     /// stores readers may meet.
     #[inline(always)]
-    unsafe fn load(&mut self, lv: Level) -> u32 {
+    unsafe fn load(&mut self, lv: Level<'_>) -> u32 {
         let leaf = lv.leaf();
         let (piv, slots) = (leaf.pivots(), leaf.slots());
         self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
@@ -428,7 +428,7 @@ pub(crate) fn iter_bounds(range: &impl RangeBounds<u64>) -> (u64, u64, bool) {
     }
 }
 
-impl RawIter {
+impl<'t> RawIter<'t> {
     /// An iterator over `first..=last` of `tree` (nothing if `done`) whose
     /// front end walks on its first call, not here: what is made and
     /// never stepped forwards (`range(..=k).next_back()`, the entry at or
@@ -444,7 +444,7 @@ impl RawIter {
     /// that outlives the iterator. The root recorded here is walked from
     /// later, by the iterator's safe methods.
     #[inline]
-    pub(crate) unsafe fn lazy(tree: &RawTree, first: u64, last: u64, done: bool) -> RawIter {
+    pub(crate) unsafe fn lazy(tree: &'t RawTree, first: u64, last: u64, done: bool) -> RawIter<'t> {
         let pending = if done { None } else { tree.root_node() };
         // One literal (no local changed, then moved): the iterator is
         // ~1.3 KiB, and each move of it a copy of all of that.
@@ -477,7 +477,7 @@ impl RawIter {
     /// [`start_front`](Self::start_front)'s walk, out of line.
     #[cold]
     #[inline(never)]
-    fn walk_front(&mut self, root: NodeRef) {
+    fn walk_front(&mut self, root: NodeRef<'t>) {
         // SAFETY: the root `lazy` recorded, whose nodes stay alive while
         // the iterator lives (`lazy`'s contract).
         unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
@@ -684,7 +684,7 @@ impl RawIter {
     #[inline]
     pub(crate) unsafe fn rfold_entries<const SHARED: bool, B>(
         &mut self,
-        back: &mut Back,
+        back: &mut Back<'t>,
         init: B,
         mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
     ) -> B {
@@ -769,7 +769,7 @@ impl RawIter {
     #[inline]
     pub(crate) unsafe fn next_back_entry<const SHARED: bool>(
         &mut self,
-        back: &mut Back,
+        back: &mut Back<'t>,
     ) -> Option<(u64, u64, NonNull<()>)> {
         // The common case: the back's own leaf still has values, and the
         // front cannot be on it (the front stands on the back's leaf only
@@ -803,7 +803,7 @@ impl RawIter {
     /// `SHARED`; with it, `None` where the back has met the front and the
     /// front's copy has nothing left.
     #[inline(always)]
-    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back<'t>) -> Option<(u64, u64, NonNull<()>)> {
         debug_assert_ne!(back.mask, 0);
         let i = (31 - back.mask.leading_zeros()) as usize & 15;
         back.mask &= !(1 << i);
@@ -841,7 +841,7 @@ impl RawIter {
     ///
     /// As for `next_back_entry`.
     #[inline(never)]
-    unsafe fn next_back_slow<const SHARED: bool>(&mut self, back: &mut Back) -> Option<(u64, u64, NonNull<()>)> {
+    unsafe fn next_back_slow<const SHARED: bool>(&mut self, back: &mut Back<'t>) -> Option<(u64, u64, NonNull<()>)> {
         if self.is_done() {
             return None;
         }
@@ -926,7 +926,7 @@ impl RawIter {
 /// Called only in trees of four levels or more, as lookups prefetch
 /// ([`PREFETCH_HEIGHT`]): a smaller tree stays in the cache.
 #[cold]
-fn prefetch_cousin(path: &Path, d: usize, k: usize) {
+fn prefetch_cousin(path: &Path<'_>, d: usize, k: usize) {
     let Some(g) = d.checked_sub(1).map(|g| &path[g]) else { return };
     if !g.node.has_next(g.off) {
         return;
@@ -951,11 +951,11 @@ fn prefetch_cousin(path: &Path, d: usize, k: usize) {
 /// the parent before goes through the grandparent, and only a step under
 /// another grandparent walks from the root again.
 #[derive(Clone)]
-pub(crate) struct Back {
-    leaf: Option<Level>,
-    parent: Option<Level>,
+pub(crate) struct Back<'t> {
+    leaf: Option<Level<'t>>,
+    parent: Option<Level<'t>>,
     /// The parent's parent, in trees of three levels or more.
-    grand: Option<Level>,
+    grand: Option<Level<'t>>,
     /// A tree of [`PREFETCH_HEIGHT`] levels or more, where steps back ask
     /// for leaves under the parent before.
     tall: bool,
@@ -969,10 +969,10 @@ pub(crate) struct Back {
     ramp: bool,
 }
 
-impl Back {
+impl<'t> Back<'t> {
     /// A back end that has not walked yet.
     #[inline]
-    pub(crate) fn new() -> Back {
+    pub(crate) fn new() -> Back<'t> {
         Back { leaf: None, parent: None, grand: None, tall: false, copy: LeafCopy::new(), mask: 0, ramp: false }
     }
 
@@ -983,7 +983,7 @@ impl Back {
     ///
     /// As for [`descend`]: `root` is the root of a tree that stays alive
     /// and unchanged meanwhile.
-    unsafe fn walk(&mut self, root: NodeRef, index: u64, first: bool) {
+    unsafe fn walk(&mut self, root: NodeRef<'t>, index: u64, first: bool) {
         let mut path = Path::new();
         // SAFETY: this function's contract.
         unsafe { descend::<false>(root, index, &mut path) };
@@ -1026,7 +1026,7 @@ impl Back {
     /// As for [`walk`](Self::walk).
     // (Inline: it runs once per leaf of every backward scan.)
     #[inline(always)]
-    unsafe fn step_back(&mut self, root: NodeRef) -> bool {
+    unsafe fn step_back(&mut self, root: NodeRef<'t>) -> bool {
         let Some(leaf) = self.leaf else { return false };
         // SAFETY: this function's contract.
         if unsafe { self.step_to_sibling::<false, true>(0) }.is_some() {
@@ -1092,7 +1092,7 @@ impl Back {
     ///
     /// As for [`walk`](Self::walk): the back's nodes are alive.
     #[inline(always)]
-    unsafe fn step_to_sibling<const BOUNDED: bool, const MASK: bool>(&mut self, above: u64) -> Option<Level> {
+    unsafe fn step_to_sibling<const BOUNDED: bool, const MASK: bool>(&mut self, above: u64) -> Option<Level<'t>> {
         let p = self.parent.as_mut()?;
         let (off, min, max) = slot_before(p)?;
         if BOUNDED && min <= above {
@@ -1132,7 +1132,7 @@ impl Back {
 /// `parent` is a live internal node and `off` one of its used slots (so
 /// the slots before it are used too, and hold live children).
 #[inline(always)]
-unsafe fn prefetch_before(parent: NodeRef, off: usize) {
+unsafe fn prefetch_before(parent: NodeRef<'_>, off: usize) {
     for k in off.saturating_sub(PREFETCH_AHEAD)..off {
         // SAFETY: this function's contract.
         unsafe { parent.child(k) }.prefetch();
@@ -1142,7 +1142,7 @@ unsafe fn prefetch_before(parent: NodeRef, off: usize) {
 /// The slot before the one the level `l` stands on, with its bounds, or
 /// `None` at its node's first slot.
 #[inline(always)]
-fn slot_before(l: &Level) -> Option<(usize, u64, u64)> {
+fn slot_before(l: &Level<'_>) -> Option<(usize, u64, u64)> {
     let off = l.off.checked_sub(1)?;
     let (min, max) = slot_bounds(l.node.arrays().0, off, l.min, l.max);
     Some((off, min, max))
@@ -1153,7 +1153,7 @@ fn slot_before(l: &Level) -> Option<(usize, u64, u64)> {
 /// there, the `back`-th child from that parent's end (its grandparent
 /// level is `g`). The mirror of [`prefetch_cousin`].
 #[cold]
-fn prefetch_cousin_before(g: Level, back: usize) {
+fn prefetch_cousin_before(g: Level<'_>, back: usize) {
     let Some(off) = g.off.checked_sub(1) else { return };
     // SAFETY: the slot before a used one is used, and a live internal
     // node's used slots hold live children.
@@ -1173,7 +1173,7 @@ fn up_to(upto: usize) -> u32 {
 /// Calls `f(acc, word)` for every value slot of `leaf`, in order: all
 /// sixteen slots are read (unused ones are null), no bound is.
 #[inline(always)]
-fn scan_values<B>(leaf: LeafRef, mut acc: B, f: &mut impl FnMut(B, NonNull<()>) -> B) -> B {
+fn scan_values<B>(leaf: LeafRef<'_>, mut acc: B, f: &mut impl FnMut(B, NonNull<()>) -> B) -> B {
     for s in leaf.slots() {
         let w = s.load(Ordering::Acquire);
         if is_value(w) {
@@ -1192,7 +1192,7 @@ fn scan_values<B>(leaf: LeafRef, mut acc: B, f: &mut impl FnMut(B, NonNull<()>) 
 /// first unused pivot marks its last slot.
 #[inline(always)]
 pub(crate) fn scan_leaf<B>(
-    lv: Level,
+    lv: Level<'_>,
     last: u64,
     mut acc: B,
     mut emit: impl FnMut(B, u64, u64, *mut ()) -> B,
@@ -1235,7 +1235,7 @@ pub(crate) fn scan_leaf<B>(
 /// mirror of [`scan_leaf`] for a whole leaf). The leaf's pivots never
 /// change while it is reachable; its last used slot ends at `lv.max`.
 #[inline(always)]
-fn rscan_leaf<B>(lv: Level, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> B {
+fn rscan_leaf<B>(lv: Level<'_>, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> B {
     let leaf = lv.leaf();
     let (piv, slots) = (leaf.pivots(), leaf.slots());
     // `& 15`: a leaf has 16 slots (spares the bound checks).
@@ -1270,7 +1270,7 @@ fn rscan_leaf<B>(lv: Level, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut (
 pub struct Iter<'a, V: Handle> {
     /// The tree stays borrowed: its values live while the iterator does.
     pub(crate) _tree: PhantomData<&'a MapleTree<V>>,
-    pub(crate) entries: Entries<false>,
+    pub(crate) entries: Entries<'a, false>,
 }
 
 impl<'a, V: Handle> Iterator for Iter<'a, V> {

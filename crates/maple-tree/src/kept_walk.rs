@@ -35,7 +35,7 @@ use crate::prelude::*;
 use core::cell::Cell;
 use core::ops::{Deref, DerefMut};
 
-use crate::raw::{Path, RawTree};
+use crate::raw::{rebind, Path, RawTree};
 
 /// Trees shorter than this (a root leaf) walk through one node: nothing
 /// to keep.
@@ -47,7 +47,7 @@ const ROOM_AFTER: u32 = 32;
 
 /// Room for a walk, or `None` if the allocator has none to give (the
 /// caller then walks into a path of its own, as without a kept walk).
-fn new_walk() -> Option<Box<[Path; 1]>> {
+fn new_walk() -> Option<Box<[Path<'static>; 1]>> {
     #[cfg(test)]
     if tests::NO_ROOM.with(Cell::get) {
         return None;
@@ -76,10 +76,13 @@ enum Kept {
     /// [`ROOM_AFTER`]).
     NoRoom(u32),
     /// Room, holding a walk of the tree as it was: not to be followed.
-    Stale(Box<[Path; 1]>),
+    /// (The kept walks' nodes are typed as living for good: the tree
+    /// beside them is what keeps them alive, as long as they are current;
+    /// see [`rebind`].)
+    Stale(Box<[Path<'static>; 1]>),
     /// A walk of the tree as it is now, to the leaf holding the start of
     /// the last write.
-    Current(Box<[Path; 1]>),
+    Current(Box<[Path<'static>; 1]>),
 }
 
 impl Deref for KeptTree {
@@ -147,10 +150,10 @@ impl KeptTree {
     pub(crate) unsafe fn write_from_walk<R, E>(
         &mut self,
         first: u64,
-        write: impl FnOnce(&mut RawTree, &mut Path) -> Result<(R, bool), E>,
+        write: impl FnOnce(&mut RawTree, &mut Path<'_>) -> Result<(R, bool), E>,
     ) -> Result<R, E> {
         let KeptTree { tree, walk } = self;
-        let mut own = Path::new();
+        let mut own: Path<'static> = Path::new();
         // (Only a tall tree's walk is ever made current: a write that
         // leaves the walk good keeps the tree's height.)
         let (path, kept) = match walk {
@@ -160,7 +163,10 @@ impl KeptTree {
                     // SAFETY: `Current`: a walk of the tree as it is, as
                     // `aim` asks.
                     Some(leaf) if leaf.min <= first && first <= leaf.max => unsafe { tree.aim(path, first) },
-                    _ => tree.walk_to_write(first, path),
+                    // SAFETY: walked afresh here, and read only as a walk of
+                    // the tree as it then is (by the write below, the one
+                    // change).
+                    _ => tree.walk_to_write(first, unsafe { rebind(path) }),
                 }
                 (path, true)
             }
@@ -177,14 +183,16 @@ impl KeptTree {
                 }
                 match walk {
                     Kept::Stale(w) if tall => {
-                        tree.walk_to_write(first, &mut w[0]);
+                        // SAFETY: as above.
+                        tree.walk_to_write(first, unsafe { rebind(&mut w[0]) });
                         (&mut w[0], true)
                     }
                     // A short tree walks through one node: nothing to
                     // keep (what room it has goes unused, and stays
                     // stale).
                     _ => {
-                        tree.walk_to_write(first, &mut own);
+                        // SAFETY: as above.
+                        tree.walk_to_write(first, unsafe { rebind(&mut own) });
                         (&mut own, false)
                     }
                 }

@@ -25,7 +25,7 @@ use crate::{
     cursor::Cursor,
     handle::U63,
     iter::{Back, RawIter},
-    raw::{LeafWalk, Path, RawTree},
+    raw::{rebind, LeafWalk, Path, RawTree},
     store::{Removed, Store, Stored},
 };
 
@@ -41,7 +41,9 @@ fn val(w: *mut ()) -> Option<u64> {
 /// through `&mut` (in place where it can: the setup adds no interleaving).
 fn setup_store(t: &mut RawTree, first: u64, last: u64, v: u64) {
     let mut path = Path::new();
-    t.walk_to_write(first, &mut path);
+    // SAFETY: walked just now; read only by the write below, the one
+    // change.
+    t.walk_to_write(first, unsafe { rebind(&mut path) });
     let mut out = Stored::default();
     // SAFETY: valid range; integer words own nothing; `&mut`: no reader,
     // no other writer; `path` was just walked to `first`.

@@ -14,7 +14,7 @@ use crate::{
 
 /// Appends levels below `path`'s last (internal) level, always taking
 /// the first (`rightmost == false`) or last slot.
-pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {
+pub(crate) fn descend_edge(path: &mut Path<'_>, rightmost: bool) {
     loop {
         let top = *path.last().expect("descend from a non-empty path");
         if top.node.is_leaf() {
@@ -31,7 +31,7 @@ pub(crate) fn descend_edge(path: &mut Path, rightmost: bool) {
 /// Appends levels below `path`'s last (internal) level down to level
 /// `depth` (not to the leaves), each on its node's first slot: the left
 /// edge of the subtree the last level's slot leads to, as far as `depth`.
-pub(crate) fn descend_left_edge_to(path: &mut Path, depth: usize) {
+pub(crate) fn descend_left_edge_to(path: &mut Path<'_>, depth: usize) {
     while path.len() <= depth {
         let top = path[path.len() - 1];
         let (min, max) = top.slot_range();
@@ -45,7 +45,7 @@ pub(crate) fn descend_left_edge_to(path: &mut Path, depth: usize) {
 /// sibling under the same parent (level `d - 1`), on its first slot, and
 /// returns that level. The levels below `d` are left as they were: the
 /// caller truncates or rewrites them. The sibling must exist.
-pub(crate) fn sibling_at(path: &mut Path, d: usize, forward: bool) -> Level {
+pub(crate) fn sibling_at<'t>(path: &mut Path<'t>, d: usize, forward: bool) -> Level<'t> {
     let p = &mut path[d - 1];
     if forward {
         p.off += 1;
@@ -61,7 +61,7 @@ pub(crate) fn sibling_at(path: &mut Path, d: usize, forward: bool) -> Level {
 }
 
 /// Moves `path` to the next leaf slot; false (path unchanged) at the end.
-pub(crate) fn step_next(path: &mut Path) -> bool {
+pub(crate) fn step_next(path: &mut Path<'_>) -> bool {
     let mut depth = path.len();
     while depth > 0 {
         let lv = &mut path[depth - 1];
@@ -77,7 +77,7 @@ pub(crate) fn step_next(path: &mut Path) -> bool {
 }
 
 /// Moves `path` to the previous leaf slot; false (path unchanged) at the start.
-pub(crate) fn step_prev(path: &mut Path) -> bool {
+pub(crate) fn step_prev(path: &mut Path<'_>) -> bool {
     let mut depth = path.len();
     while depth > 0 {
         let lv = &mut path[depth - 1];
@@ -92,7 +92,7 @@ pub(crate) fn step_prev(path: &mut Path) -> bool {
     false
 }
 
-impl LeafWalk {
+impl LeafWalk<'_> {
     /// Moves to the next slot; false (unmoved) at the end.
     #[inline]
     pub(crate) fn next(&mut self) -> bool {
@@ -182,7 +182,7 @@ impl LeafWalk {
 /// side, down the edge) instead of walking from the root; out of line, as
 /// most writes never get here.
 #[inline(never)]
-pub(crate) fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
+pub(crate) fn empty_across(path: &mut Path<'_>, forward: bool) -> Option<u64> {
     let leaf = path.len() - 1;
     // Most often the neighbour holds an entry and nothing moves.
     let (d, true) = edge_neighbour(path, forward)? else {
@@ -206,7 +206,7 @@ pub(crate) fn empty_across(path: &mut Path, forward: bool) -> Option<u64> {
 /// next leaf when that one starts empty), the general path through
 /// [`empty_across`].
 #[inline]
-pub(crate) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)> {
+pub(crate) fn edge_neighbour(path: &Path<'_>, forward: bool) -> Option<(usize, bool)> {
     let leaf = path.len() - 1;
     let d = fork_level(path, leaf, forward)?;
     let off = if forward { path[d].off + 1 } else { path[d].off - 1 };
@@ -227,7 +227,7 @@ pub(crate) fn edge_neighbour(path: &Path, forward: bool) -> Option<(usize, bool)
 /// with a slot after the walk's, where the walk to that cousin forks off.
 /// `None` for a leaf with a next sibling, the tree's last leaf, and a
 /// root leaf or a leaf under the root (which have no cousins).
-pub(crate) fn cousin_fork(path: &Path) -> Option<usize> {
+pub(crate) fn cousin_fork(path: &Path<'_>) -> Option<usize> {
     let leaf = path.len().checked_sub(1)?;
     if leaf < 2 || path[leaf].max == u64::MAX || path[leaf - 1].node.has_next(path[leaf - 1].off) {
         return None;
@@ -238,15 +238,15 @@ pub(crate) fn cousin_fork(path: &Path) -> Option<usize> {
 /// The lowest level of `path` above `below` with a slot after (`forward`)
 /// or before the walk's: where the walk to the next (or previous) leaf
 /// forks off. `None` at the tree's edge.
-pub(crate) fn fork_level(path: &Path, below: usize, forward: bool) -> Option<usize> {
+pub(crate) fn fork_level(path: &Path<'_>, below: usize, forward: bool) -> Option<usize> {
     (0..below).rev().find(|&d| if forward { path[d].node.has_next(path[d].off) } else { path[d].off > 0 })
 }
 
 /// The walk to the first leaf under slot `path[d].off + 1`: the next leaf
 /// after `path`'s, where the two walks fork at level `d` (a level of
 /// `path` above its leaf whose slot has a next one).
-pub(crate) fn walk_to_next_leaf(path: &Path, d: usize) -> Path {
-    let mut next: Path = path[..=d].iter().copied().collect();
+pub(crate) fn walk_to_next_leaf<'t>(path: &Path<'t>, d: usize) -> Path<'t> {
+    let mut next: Path<'t> = path[..=d].iter().copied().collect();
     let stepped = step_next(&mut next);
     debug_assert!(stepped, "level {d} has a next slot");
     next
@@ -255,7 +255,7 @@ pub(crate) fn walk_to_next_leaf(path: &Path, d: usize) -> Path {
 /// The siblings (same parent) of the node `parent`'s slot leads to: the
 /// next one (none where that node ends the tree, `spine`: the rebuild
 /// never looks right of the right-most spine) and the previous one.
-pub(crate) fn siblings(parent: Level, spine: bool) -> (Option<NodeRef>, Option<NodeRef>) {
+pub(crate) fn siblings<'t>(parent: Level<'t>, spine: bool) -> (Option<NodeRef<'t>>, Option<NodeRef<'t>>) {
     let right = (!spine && parent.node.has_next(parent.off)).then(|| {
         // SAFETY: `parent` is an internal node (it has a level below) and
         // `has_next` says slot `off + 1` is used.
@@ -271,7 +271,7 @@ pub(crate) fn siblings(parent: Level, spine: bool) -> (Option<NodeRef>, Option<N
 /// Asks the CPU to start loading the siblings (same parent) of the leaf
 /// at the end of `lpath`.
 #[inline]
-pub(crate) fn prefetch_siblings(lpath: &Path) {
+pub(crate) fn prefetch_siblings(lpath: &Path<'_>) {
     if let [.., p, _leaf] = lpath.as_slice() {
         // SAFETY: a walk's level above the leaf: a live internal node, at a
         // used slot; `has_next` says whether the next one is used.

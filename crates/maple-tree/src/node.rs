@@ -239,24 +239,51 @@ impl NoReaders<'_> {
     }
 }
 
-/// A typed reference to a live node.
+/// A typed reference to a live node, read through a borrow `'t` of its
+/// tree.
 ///
 /// # Invariants
 ///
 /// `ptr` points to a node allocated by [`crate::alloc`] whose kind is
 /// `kind`, and the node stays allocated for as long as this value (or a
-/// copy) is used. Inside the crate this holds because every `NodeRef` is
-/// derived from the tree while the tree is borrowed, and nodes are freed only
-/// by the tree's `&mut` paths after they are unreachable.
+/// copy) is used. `'t` is the borrow it was read through: a walk from
+/// `&'t RawTree` hands out `NodeRef<'t>` and everything below it, so a
+/// reader's nodes (a plain tree borrowed, a concurrent tree read under a
+/// guard of the same lifetime) cannot outlive what keeps them allocated.
+/// Nodes are freed only by the tree's single writer once unreachable, and
+/// through the grace period where readers may exist; the writer's own
+/// walks kept across its writes are the documented exception
+/// ([`rebind`](crate::raw::rebind)).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeRef {
+pub(crate) struct NodeRef<'t> {
     ptr: NonNull<Node>,
     kind: Kind,
+    life: PhantomData<&'t Node>,
 }
 
-impl core::fmt::Debug for NodeRef {
+impl core::fmt::Debug for NodeRef<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{:?}@{:p}", self.kind, self.ptr)
+    }
+}
+
+/// A node taken out of its tree and marked dead, waiting to be freed
+/// (after a grace period where readers may still be in it): an address
+/// with nothing to read it by, so it carries no lifetime and can wait in a
+/// write's results or the concurrent tree's batches.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Unlinked(NonNull<Node>);
+
+impl Unlinked {
+    pub(crate) fn as_ptr(self) -> NonNull<Node> {
+        self.0
+    }
+}
+
+impl From<NodeRef<'_>> for Unlinked {
+    #[inline]
+    fn from(node: NodeRef<'_>) -> Unlinked {
+        Unlinked(node.ptr)
     }
 }
 
@@ -302,7 +329,7 @@ impl FreshNode {
     /// Writes `items` (at most `kind.slots()`, at least one) as the node's
     /// content, as [`NodeRef::overwrite`] does, and hands the node out.
     #[inline]
-    pub(crate) fn fill(self, items: &[Item]) -> NodeRef {
+    pub(crate) fn fill<'t>(self, items: &[Item]) -> NodeRef<'t> {
         // SAFETY: the cell is allocated for a node of this kind (type
         // invariant); its content is written right below, before anything
         // reads it.
@@ -314,7 +341,7 @@ impl FreshNode {
     /// [`fill`](Self::fill) for a leaf, from its bounds and words apart
     /// (as [`LeafRef::write_run`] writes them).
     #[inline]
-    pub(crate) fn fill_leaf(self, last: &[u64], slot: &[*mut ()]) -> NodeRef {
+    pub(crate) fn fill_leaf<'t>(self, last: &[u64], slot: &[*mut ()]) -> NodeRef<'t> {
         assert!(self.kind.is_leaf(), "a leaf's content written into an internal node");
         // SAFETY: the cell is allocated for a leaf (type invariant and the
         // assertion); its content is written right below, before anything
@@ -328,7 +355,7 @@ impl FreshNode {
     /// Makes the node a copy of `src` (a live node of the same kind), word
     /// for word, parent word included (the caller sets it), and hands it
     /// out.
-    pub(crate) fn copy_of(self, src: NodeRef) -> NodeRef {
+    pub(crate) fn copy_of<'t>(self, src: NodeRef<'_>) -> NodeRef<'t> {
         assert_eq!(src.kind, self.kind, "a node copied into a node of another kind");
         // SAFETY: `src` is live (`NodeRef`'s invariant) and `self` is an
         // allocated cell nobody else can reach (this type's), so the two
@@ -347,14 +374,14 @@ impl core::fmt::Debug for FreshNode {
     }
 }
 
-impl NodeRef {
+impl<'t> NodeRef<'t> {
     /// # Safety
     ///
-    /// `ptr` must point to a live node of kind `kind` that outlives every use
-    /// of the returned value.
+    /// `ptr` must point to a live node of kind `kind` that stays live for
+    /// `'t`.
     #[inline]
-    pub(crate) unsafe fn new(ptr: NonNull<Node>, kind: Kind) -> NodeRef {
-        NodeRef { ptr, kind }
+    pub(crate) unsafe fn new(ptr: NonNull<Node>, kind: Kind) -> NodeRef<'t> {
+        NodeRef { ptr, kind, life: PhantomData }
     }
 
     /// Decodes a tagged child pointer (from a slot or the root).
@@ -364,7 +391,7 @@ impl NodeRef {
     /// `raw` must be a tagged pointer produced by [`NodeRef::encode`] for a
     /// node that outlives every use of the returned value.
     #[inline]
-    pub(crate) unsafe fn decode(raw: *mut ()) -> NodeRef {
+    pub(crate) unsafe fn decode(raw: *mut ()) -> NodeRef<'t> {
         // SAFETY: `raw` came from `encode` (this function's contract).
         let kind = unsafe { Kind::from_bits(raw.addr()) };
         let ptr = raw.map_addr(|a| a & ADDR_MASK).cast::<Node>();
@@ -458,7 +485,7 @@ impl NodeRef {
 
     /// This node as a leaf, if it is one.
     #[inline]
-    pub(crate) fn as_leaf(self) -> Option<LeafRef> {
+    pub(crate) fn as_leaf(self) -> Option<LeafRef<'t>> {
         self.is_leaf().then_some(LeafRef(self))
     }
 
@@ -614,7 +641,7 @@ impl NodeRef {
     /// outlive every use of the returned reference (it does while the tree is
     /// borrowed).
     #[inline]
-    pub(crate) unsafe fn child(self, i: usize) -> NodeRef {
+    pub(crate) unsafe fn child(self, i: usize) -> NodeRef<'t> {
         debug_assert!(!self.is_leaf());
         // SAFETY: used slots of internal nodes hold encoded live children.
         unsafe { NodeRef::decode(self.slot(i)) }
@@ -631,7 +658,7 @@ impl NodeRef {
     /// it the children that only shift within their parent keep their
     /// words, where rewriting them costs a cache miss each.)
     #[inline]
-    pub(crate) fn set_parent(self, parent: NodeRef) {
+    pub(crate) fn set_parent(self, parent: NodeRef<'_>) {
         self.node().parent.store(parent.ptr.as_ptr(), Ordering::Release)
     }
 
@@ -869,16 +896,16 @@ impl NodeRef {
 /// layout, gap nodes do not: read as a leaf, a gap node's last slot would
 /// be its spare word, which is never written.)
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct LeafRef(NodeRef);
+pub(crate) struct LeafRef<'t>(NodeRef<'t>);
 
-impl From<LeafRef> for NodeRef {
+impl<'t> From<LeafRef<'t>> for NodeRef<'t> {
     #[inline]
-    fn from(leaf: LeafRef) -> NodeRef {
+    fn from(leaf: LeafRef<'t>) -> NodeRef<'t> {
         leaf.0
     }
 }
 
-impl LeafRef {
+impl<'t> LeafRef<'t> {
     /// The leaf's pivots, without the layout dispatch of a [`NodeRef`]'s
     /// accessors (leaves have one layout).
     #[inline]

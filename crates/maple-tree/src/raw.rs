@@ -8,9 +8,11 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{ops::Deref, ptr};
-
-use arrayvec::ArrayVec;
+use core::{
+    mem::MaybeUninit,
+    ops::{Deref, DerefMut},
+    ptr,
+};
 
 use crate::{
     alloc::Slab,
@@ -20,14 +22,14 @@ use crate::{
 
 /// One level of a walk: the node, its implied bounds and the slot taken.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Level {
-    pub(crate) node: NodeRef,
+pub(crate) struct Level<'t> {
+    pub(crate) node: NodeRef<'t>,
     pub(crate) min: u64,
     pub(crate) max: u64,
     pub(crate) off: usize,
 }
 
-impl Level {
+impl<'t> Level<'t> {
     /// Bounds of the slot this level points at.
     #[inline]
     pub(crate) fn slot_range(&self) -> (u64, u64) {
@@ -44,7 +46,7 @@ impl Level {
     /// This level's node as a leaf. A walk's last level is always one; a
     /// panic here means a broken walk, never bad input.
     #[inline]
-    pub(crate) fn leaf(&self) -> LeafRef {
+    pub(crate) fn leaf(&self) -> LeafRef<'t> {
         self.node.as_leaf().expect("the last level of a walk is a leaf")
     }
 }
@@ -85,7 +87,7 @@ pub(crate) unsafe fn prefetch_beside(slots: &[AtomicPtr<()>], off: usize, next_u
 /// meanwhile but for the single-word slot stores readers may meet (a tree
 /// borrowed, or the concurrent tree read under a guard).
 #[inline(always)]
-pub(crate) unsafe fn descend<const WRITE: bool>(root: NodeRef, index: u64, path: &mut Path) {
+pub(crate) unsafe fn descend<'t, const WRITE: bool>(root: NodeRef<'t>, index: u64, path: &mut Path<'t>) {
     let mut node = root;
     let (mut min, mut max) = (0, u64::MAX);
     loop {
@@ -111,8 +113,132 @@ pub(crate) unsafe fn descend<const WRITE: bool>(root: NodeRef, index: u64, path:
     }
 }
 
-/// Root-to-leaf walk; `path[0]` is the root.
-pub(crate) type Path = ArrayVec<Level, MAX_HEIGHT>;
+/// Root-to-leaf walk; `path[0]` is the root. A stack of levels with room
+/// for the tallest tree, read as a slice. It has no drop glue (its levels
+/// are `Copy`), so a reader holding one (a cursor, an iterator) keeps its
+/// tree borrowed only for as long as it is used, as any borrow would.
+pub(crate) struct Path<'t> {
+    len: usize,
+    levels: [MaybeUninit<Level<'t>>; MAX_HEIGHT],
+}
+
+impl<'t> Path<'t> {
+    #[inline(always)]
+    pub(crate) const fn new() -> Self {
+        Path { len: 0, levels: [const { MaybeUninit::uninit() }; MAX_HEIGHT] }
+    }
+
+    /// Adds a level below the last. Panics if the walk has
+    /// [`MAX_HEIGHT`] levels already (no tree is that tall).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, level: Level<'t>) {
+        self.levels[self.len] = MaybeUninit::new(level);
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    pub(crate) fn pop(&mut self) -> Option<Level<'t>> {
+        self.len = self.len.checked_sub(1)?;
+        // SAFETY: levels below the old length are written.
+        Some(unsafe { self.levels[self.len].assume_init() })
+    }
+
+    #[inline(always)]
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    #[inline(always)]
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    #[inline(always)]
+    pub(crate) fn as_slice(&self) -> &[Level<'t>] {
+        // SAFETY: the first `len` levels (at most `MAX_HEIGHT`: `push`
+        // checks) are written; `MaybeUninit<T>` has `T`'s layout.
+        unsafe { core::slice::from_raw_parts(self.levels.as_ptr().cast(), self.len) }
+    }
+
+    #[inline(always)]
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Level<'t>] {
+        // SAFETY: as in `as_slice`.
+        unsafe { core::slice::from_raw_parts_mut(self.levels.as_mut_ptr().cast(), self.len) }
+    }
+}
+
+impl Clone for Path<'_> {
+    /// The levels in use only.
+    #[inline]
+    fn clone(&self) -> Self {
+        self.iter().copied().collect()
+    }
+}
+
+impl Default for Path<'_> {
+    fn default() -> Self {
+        Path::new()
+    }
+}
+
+impl<'t> Deref for Path<'t> {
+    type Target = [Level<'t>];
+
+    #[inline(always)]
+    fn deref(&self) -> &[Level<'t>] {
+        self.as_slice()
+    }
+}
+
+impl DerefMut for Path<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.as_mut_slice()
+    }
+}
+
+impl<'t> Extend<Level<'t>> for Path<'t> {
+    #[inline]
+    fn extend<I: IntoIterator<Item = Level<'t>>>(&mut self, levels: I) {
+        levels.into_iter().for_each(|l| self.push(l));
+    }
+}
+
+impl<'t> FromIterator<Level<'t>> for Path<'t> {
+    #[inline]
+    fn from_iter<I: IntoIterator<Item = Level<'t>>>(levels: I) -> Self {
+        let mut p = Path::new();
+        p.extend(levels);
+        p
+    }
+}
+
+impl core::fmt::Debug for Path<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// `path` with its nodes taken as live for `'u`: for a walk kept beside
+/// the tree it walks and carried across writes to that tree (a plain
+/// tree's kept walk, a write cursor's position), whose nodes the borrow
+/// checker cannot follow through the `&mut` (or writer lock) that changes
+/// them. The writers' entry points ([`aim`](RawTree::aim),
+/// [`store_walked`](RawTree::store_walked), …) take such a walk under the
+/// contract that it is one of the tree as it is now.
+///
+/// # Safety
+///
+/// Read as a `Path<'u>`, the walk's nodes are live: it is a walk of the
+/// tree as it is (its holder keeps it so: every change to the tree is a
+/// write made from it, which answers whether it is still good), or it is
+/// only written (walked afresh) until it is one again.
+#[inline(always)]
+pub(crate) unsafe fn rebind<'a, 'u>(path: &'a mut Path<'_>) -> &'a mut Path<'u> {
+    // SAFETY: the two types differ in a lifetime alone; the nodes'
+    // liveness is the caller's to keep.
+    unsafe { &mut *ptr::from_mut(path).cast::<Path<'u>>() }
+}
 
 /// The depth from which a write's walk asks for the leaf's siblings too
 /// ([`RawTree::walk_to_write`]): a leaf at this depth or deeper (a tree of
@@ -194,6 +320,10 @@ impl Deref for Exclusive<'_> {
 pub(crate) trait Access<'t>: Copy + Deref<Target = RawTree> {
     /// The proof that no reader can be in the tree, where there is one.
     fn no_readers(self) -> Option<Exclusive<'t>>;
+
+    /// The tree, for as long as the access lasts (so that the walks made
+    /// through it carry that lifetime).
+    fn tree(self) -> &'t RawTree;
 }
 
 impl<'t> Access<'t> for &'t RawTree {
@@ -201,12 +331,22 @@ impl<'t> Access<'t> for &'t RawTree {
     fn no_readers(self) -> Option<Exclusive<'t>> {
         None
     }
+
+    #[inline(always)]
+    fn tree(self) -> &'t RawTree {
+        self
+    }
 }
 
 impl<'t> Access<'t> for Exclusive<'t> {
     #[inline(always)]
     fn no_readers(self) -> Option<Exclusive<'t>> {
         Some(self)
+    }
+
+    #[inline(always)]
+    fn tree(self) -> &'t RawTree {
+        self.0
     }
 }
 
@@ -279,7 +419,7 @@ impl RawTree {
     }
 
     #[inline]
-    pub(crate) fn root_node(&self) -> Option<NodeRef> {
+    pub(crate) fn root_node(&self) -> Option<NodeRef<'_>> {
         let raw = self.root.load(Ordering::Acquire);
         if raw.is_null() {
             None
@@ -395,19 +535,19 @@ impl RawTree {
     /// Walks from the root to the leaf slot containing `index`, recording
     /// every level in `path` (cleared first). Leaves `path` empty for an
     /// empty tree.
-    pub(crate) fn walk_into(&self, index: u64, path: &mut Path) {
+    pub(crate) fn walk_into<'t>(&'t self, index: u64, path: &mut Path<'t>) {
         self.walk::<false>(index, path);
     }
 
     /// [`walk_into`](Self::walk_into) for a write: in a big tree it also
     /// asks the CPU for the leaf's siblings on the way down (see
     /// [`SIBLING_PREFETCH_DEPTH`]).
-    pub(crate) fn walk_to_write(&self, index: u64, path: &mut Path) {
+    pub(crate) fn walk_to_write<'t>(&'t self, index: u64, path: &mut Path<'t>) {
         self.walk::<true>(index, path);
     }
 
     #[inline(always)]
-    fn walk<const WRITE: bool>(&self, index: u64, path: &mut Path) {
+    fn walk<'t, const WRITE: bool>(&'t self, index: u64, path: &mut Path<'t>) {
         path.clear();
         if let Some(root) = self.root_node() {
             // SAFETY: the tree's root, live while `self` is borrowed; its
@@ -429,7 +569,7 @@ impl RawTree {
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     #[inline]
-    pub(crate) fn walk_to_entry(&self, index: u64, path: &mut Path) -> Option<(u64, u64, *mut ())> {
+    pub(crate) fn walk_to_entry<'t>(&'t self, index: u64, path: &mut Path<'t>) -> Option<(u64, u64, *mut ())> {
         self.walk_to_write(index, path);
         Self::entry_at(path)
     }
@@ -437,7 +577,7 @@ impl RawTree {
     /// The bounds and word of the entry in the slot `path` (a walk) ends
     /// at, or `None` if that slot is empty (or the path is).
     #[inline]
-    pub(crate) fn entry_at(path: &Path) -> Option<(u64, u64, *mut ())> {
+    pub(crate) fn entry_at(path: &Path<'_>) -> Option<(u64, u64, *mut ())> {
         let l = path.last()?;
         let w = l.leaf().slot(l.off);
         if w.is_null() {
@@ -458,7 +598,9 @@ impl RawTree {
     /// live and its leaf's bounds are the leaf's (a walk made since the
     /// tree last changed, or kept through writes that answered that it is
     /// still good). A stale walk would be read through freed nodes.
-    pub(crate) unsafe fn aim(&self, path: &mut Path, index: u64) {
+    pub(crate) unsafe fn aim(&self, path: &mut Path<'_>, index: u64) {
+        // SAFETY: a walk of this tree as it is (the caller's contract).
+        let path = unsafe { rebind(path) };
         match path.last_mut() {
             Some(leaf) if leaf.min <= index && index <= leaf.max => {
                 // Most often the slot the path points at holds `index`
@@ -487,10 +629,18 @@ impl RawTree {
     /// `at`, if given, is as [`aim`](Self::aim) asks.
     // Used by the concurrent tree (feature `std`).
     #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
-    pub(crate) unsafe fn walk_for<'p>(&self, at: Option<&'p mut Path>, own: &'p mut Path, first: u64) -> &'p mut Path {
+    pub(crate) unsafe fn walk_for<'p, 't>(
+        &'t self,
+        at: Option<&'p mut Path<'_>>,
+        own: &'p mut Path<'t>,
+        first: u64,
+    ) -> &'p mut Path<'t> {
         match at {
             Some(p) => {
-                // SAFETY: as our caller promises of `at`.
+                // SAFETY: as our caller promises of `at`: a walk of this
+                // tree as it is.
+                let p = unsafe { rebind(p) };
+                // SAFETY: as above.
                 unsafe { self.aim(p, first) };
                 p
             }
@@ -508,7 +658,7 @@ impl RawTree {
         self.len.set(0);
         if !raw.is_null() {
             if let Some(f) = drop_value {
-                let mut values = |n: NodeRef| {
+                let mut values = |n: NodeRef<'_>| {
                     if n.is_leaf() {
                         leaf_words(n, f);
                     }
@@ -538,7 +688,7 @@ impl RawTree {
 /// `node` is live, and until this returns nobody changes or frees any
 /// node of the subtree except `f`, which frees (if anything) only the node
 /// it is handed.
-pub(crate) unsafe fn visit_subtree(node: NodeRef, f: &mut dyn FnMut(NodeRef)) {
+pub(crate) unsafe fn visit_subtree<'t>(node: NodeRef<'t>, f: &mut dyn FnMut(NodeRef<'t>)) {
     if !node.is_leaf() {
         for i in 0..node.count() {
             // SAFETY: a live internal node's used slots hold live children;
@@ -550,7 +700,7 @@ pub(crate) unsafe fn visit_subtree(node: NodeRef, f: &mut dyn FnMut(NodeRef)) {
 }
 
 /// Hands every non-null word of `leaf` to `f`, in index order.
-pub(crate) fn leaf_words(leaf: NodeRef, f: &mut dyn FnMut(*mut ())) {
+pub(crate) fn leaf_words(leaf: NodeRef<'_>, f: &mut dyn FnMut(*mut ())) {
     debug_assert!(leaf.is_leaf());
     for i in 0..leaf.count() {
         let s = leaf.slot(i);
@@ -571,10 +721,10 @@ pub(crate) fn leaf_words(leaf: NodeRef, f: &mut dyn FnMut(*mut ())) {
 /// (as for [`Slab::free`]).
 pub(crate) unsafe fn free_subtree<'f>(
     slab: &Slab,
-    node: NodeRef,
+    node: NodeRef<'_>,
     mut drop_value: Option<&mut (dyn FnMut(*mut ()) + 'f)>,
 ) {
-    let mut free = |n: NodeRef| {
+    let mut free = |n: NodeRef<'_>| {
         if let (true, Some(f)) = (n.is_leaf(), drop_value.as_deref_mut()) {
             leaf_words(n, f);
         }
@@ -602,20 +752,20 @@ impl<'a> Entrance<'a> {
     }
 
     /// A fresh walk to `index` in the tree as it is now.
-    pub(crate) fn walk(self, index: u64) -> LeafWalk {
+    pub(crate) fn walk(self, index: u64) -> LeafWalk<'a> {
         LeafWalk::new(self.0, index)
     }
 }
 
 /// A walk over leaf slots in index order.
 #[derive(Clone)]
-pub(crate) struct LeafWalk {
-    pub(crate) path: Path,
+pub(crate) struct LeafWalk<'t> {
+    pub(crate) path: Path<'t>,
 }
 
-impl LeafWalk {
+impl<'t> LeafWalk<'t> {
     #[inline]
-    pub(crate) fn new(tree: &RawTree, index: u64) -> LeafWalk {
+    pub(crate) fn new(tree: &'t RawTree, index: u64) -> LeafWalk<'t> {
         let mut w = LeafWalk { path: Path::new() };
         tree.walk_into(index, &mut w.path);
         w

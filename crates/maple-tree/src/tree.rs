@@ -338,7 +338,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// As for [`WriteTarget::write_words`].
     unsafe fn write_raw(
         &mut self,
-        at: Option<&mut Path>,
+        at: Option<&mut Path<'_>>,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (Error, *mut ())> {
@@ -602,7 +602,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         // One walk: the write starts from the walk that found the entry
         // (the tree's kept walk if it has one, see `kept_walk.rs`).
         let mut out = Stored::default();
-        let erase = |raw: &mut RawTree, path: &mut Path| {
+        let erase = |raw: &mut RawTree, path: &mut Path<'_>| {
             let Some((lo, hi, _)) = RawTree::entry_at(path) else {
                 // Nothing written: the walk is still one of the tree.
                 return Ok((false, true));
@@ -1078,7 +1078,7 @@ impl Stats {
 }
 
 impl<V: Handle, W: Writes> WriteTarget<V> for MapleTree<V, W> {
-    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
+    unsafe fn write_words(&mut self, at: Option<&mut Path<'_>>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
         let mut out = Stored::default();
         // SAFETY: the caller's contract.
         let kept = unsafe { self.write_raw(at, op, &mut out) }?;

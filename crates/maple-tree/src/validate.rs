@@ -39,9 +39,9 @@ macro_rules! ensure {
 }
 
 /// Where a node sits, for error messages (formatted only on failure).
-struct At(NodeRef, u64, u64, usize);
+struct At<'t>(NodeRef<'t>, u64, u64, usize);
 
-impl core::fmt::Display for At {
+impl core::fmt::Display for At<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{:?} [{:#x}, {:#x}] depth {}", self.0, self.1, self.2, self.3)
     }
@@ -85,7 +85,7 @@ impl RawTree {
 }
 
 impl Checker<'_> {
-    fn node(&mut self, node: NodeRef, min: u64, max: u64, depth: usize) -> Result<(), ValidateError> {
+    fn node(&mut self, node: NodeRef<'_>, min: u64, max: u64, depth: usize) -> Result<(), ValidateError> {
         let at = At(node, min, max, depth);
         ensure!(node.parent_word() != node.as_ptr().as_ptr(), "dead node reachable: {at}");
         let kind = node.kind();
@@ -160,7 +160,7 @@ impl Checker<'_> {
     }
 }
 
-fn dump_node(node: NodeRef, min: u64, max: u64, depth: usize, out: &mut String, show: &dyn Fn(*mut ()) -> String) {
+fn dump_node(node: NodeRef<'_>, min: u64, max: u64, depth: usize, out: &mut String, show: &dyn Fn(*mut ()) -> String) {
     let indent = "  ".repeat(depth);
     let n = node.count();
     let _ = writeln!(out, "{indent}{:?} {:#x}-{:#x} ({n} slots)", node.kind(), min, max);

@@ -59,7 +59,7 @@ pub(crate) trait WriteTarget<V: Handle> {
     /// `first <= last`; the entry is as described; `split` makes a fresh
     /// handle for the value behind the word it is given; `at` is a walk of
     /// this tree made since its last change (or empty).
-    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())>;
+    unsafe fn write_words(&mut self, at: Option<&mut Path<'_>>, op: Store<'_>) -> Result<bool, (Error, *mut ())>;
 
     /// The tree, for the searches an allocation makes before it writes.
     fn raw(&self) -> &RawTree;
@@ -127,7 +127,7 @@ unsafe fn take_back<V: Handle>(word: *mut ()) -> V {
 /// empty.
 pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
-    at: Option<&mut Path>,
+    at: Option<&mut Path<'_>>,
     range: impl RangeBounds<u64>,
     value: V,
 ) -> Result<bool, InsertError<V>> {
@@ -146,7 +146,7 @@ pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
 /// As for [`insert_range`].
 pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
-    at: Option<&mut Path>,
+    at: Option<&mut Path<'_>>,
     range: impl RangeBounds<u64>,
     value: V,
 ) -> Result<bool, InsertError<V>> {
@@ -168,7 +168,7 @@ pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
 /// As for [`insert_range`].
 pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
-    at: Option<&mut Path>,
+    at: Option<&mut Path<'_>>,
     range: impl RangeBounds<u64>,
 ) -> Result<bool, Error> {
     let (first, last) = to_inclusive(&range)?;

@@ -329,7 +329,6 @@ fn a_value_replaced_through_a_write_cursor_outlives_its_reader() {
         let mut c = w.cursor(43);
         c.replace(Val::new(1040, 1045, &live)).unwrap();
         assert_eq!(c.range(), 40..=45);
-        drop(c);
         w.reclaim();
     }
     for _ in 0..if cfg!(miri) { 8 } else { 100 } {
@@ -408,7 +407,6 @@ fn write_cursor_matches_cursor_mut() {
             }
         }
         assert_eq!(cc.range(), pc.range(), "step {step}: position after op {op}");
-        drop(cc);
         drop(w);
         conc.validate().unwrap();
         plain.validate().unwrap();
@@ -504,7 +502,6 @@ fn with_mut_then_concurrent_again() {
     assert_eq!((held.first, held.last), (20, 25), "a held value changed under its reader");
     assert_eq!(cur.range(), 20..=25, "a node was rewritten in place under a reader");
     assert_eq!(cur.get().map(|v| v.last), Some(25));
-    drop(cur);
     drop(g);
     tree.validate().unwrap();
     drop(tree);
@@ -806,4 +803,26 @@ fn concurrent_iter_both_ends_under_a_writer() {
     let tree = Arc::into_inner(tree).expect("readers are gone");
     drop(tree);
     assert_eq!(settle(&live, 0, || ()), 0, "values leaked or dropped twice");
+}
+
+/// A write cursor holds its guard, and a read cursor or iterator its
+/// read guard, only until its last use: the guard is used again, or
+/// dropped, with them still in scope. (This test is whether it compiles,
+/// as the plain tree's.)
+#[test]
+fn cursors_hold_their_guard_until_their_last_use_only() {
+    let t: ConcurrentMapleTree<U63> = (0..40u64).map(|i| (i * 10..=i * 10 + 4, U63::new(i).unwrap())).collect();
+    let mut w = t.lock();
+    let mut c = w.cursor(0);
+    c.replace(U63::new(7).unwrap()).unwrap();
+    w.reclaim();
+    w.store_range(20..=24, U63::new(9).unwrap()).unwrap();
+    drop(w);
+    let g = t.pin();
+    let r = t.cursor(15, &g);
+    assert_eq!(r.range(), 15..=19);
+    let mut it = t.iter(&g);
+    assert_eq!(it.next().map(|(_, v)| v.get()), Some(7));
+    drop(g);
+    assert_eq!(t.load_with(22, |v| v.map(U63::get)), Some(9));
 }

@@ -57,7 +57,6 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                                 let v = U63::new(v.get() + 1).expect("small");
                                 cur.replace(v).expect("exact fit");
                             }
-                            drop(cur);
                             c.len()
                         })
                         .sum::<usize>()

@@ -367,7 +367,6 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
                 while let Some((_, v)) = c.next() {
                     c.replace(v).expect("replace");
                 }
-                drop(c);
                 n += copy.len();
             }
             n

@@ -44,16 +44,21 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 /// ```
 pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
     guard: &'w mut WriteGuard<'a, V>,
-    pos: Pos,
+    /// A walk of the tree as it is: the tree changes only through this
+    /// cursor while it holds the guard, and every write through it keeps
+    /// the walk current (`settle`).
+    pos: Pos<'w>,
 }
 
 impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
-        let pos = Pos::seek(guard.raw(), index);
+        // SAFETY: a walk of the tree just made under the writer lock; the
+        // tree changes only through this cursor, which keeps it current.
+        let pos = unsafe { Pos::seek(guard.raw(), index).rebind() };
         WriteCursor { guard, pos }
     }
 
-    fn parts(&mut self) -> (&RawTree, &mut Pos) {
+    fn parts(&mut self) -> (&RawTree, &mut Pos<'w>) {
         (self.guard.raw(), &mut self.pos)
     }
 
@@ -70,7 +75,8 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
     read_methods!('_);
 
     fn reseek(&mut self, index: u64) {
-        self.pos = Pos::seek(self.guard.raw(), index);
+        // SAFETY: as in `new`.
+        self.pos = unsafe { Pos::seek(self.guard.raw(), index).rebind() };
     }
 
     /// Stores `value` over exactly the current range (entry or empty

@@ -76,7 +76,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     iter::{iter_bounds, Entries, RawIter},
     kept_walk::KeptTree,
-    node::NodeRef,
+    node::Unlinked,
     raw::{Path, RawTree},
     store::{Store, Stored},
     tree::{abort_oom, clear_values, to_inclusive, MapleTree, Stats},
@@ -179,7 +179,7 @@ struct Writer<V: Handle + Send + 'static> {
 
 /// Retired nodes and removed values waiting for their grace period.
 struct Batch<V: Handle + Send + 'static> {
-    nodes: Vec<NodeRef>,
+    nodes: Vec<Unlinked>,
     values: Vec<NonNull<()>>,
     _v: PhantomData<V>,
 }
@@ -577,7 +577,7 @@ pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
     /// the iterator does.
     _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
     /// The ends, which meet by range (see `Entries`).
-    entries: Entries<true>,
+    entries: Entries<'g, true>,
 }
 
 impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
@@ -630,7 +630,7 @@ impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
 impl<V: Handle + Send + 'static> Writer<V> {
     /// Queues what a write unlinked (replaced nodes, removed value words)
     /// for the grace period; a full batch is sealed.
-    fn defer(&mut self, nodes: impl Iterator<Item = NodeRef>, values: impl FnOnce(&mut Vec<NonNull<()>>)) {
+    fn defer(&mut self, nodes: impl Iterator<Item = Unlinked>, values: impl FnOnce(&mut Vec<NonNull<()>>)) {
         self.pending.nodes.extend(nodes);
         values(&mut self.pending.values);
         if self.pending.len() >= BATCH {
@@ -762,7 +762,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     ///
     /// `path` is a walk of this tree made under this lock since the last
     /// write.
-    pub(crate) unsafe fn replace_here(&mut self, path: &Path, value: V) -> Result<(), V> {
+    pub(crate) unsafe fn replace_here(&mut self, path: &Path<'_>, value: V) -> Result<(), V> {
         let e = value.into_raw().as_ptr();
         // SAFETY: a current walk (the caller's contract) under the writer
         // lock we hold; the handle passes to the tree if the row is taken.
@@ -901,7 +901,7 @@ impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
     /// joins the pending batch, which goes to the epoch collector when
     /// full. Only an exact fit keeps the walk good (every other write
     /// builds fresh nodes).
-    unsafe fn write_words(&mut self, at: Option<&mut Path>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
+    unsafe fn write_words(&mut self, at: Option<&mut Path<'_>>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
         debug_assert!(!op.rebase, "no rebasing writes through the concurrent tree");
         // Free what is due first, so this write's nodes come from the cache.
         // SAFETY: the lock is ours; the slab is the tree's.

@@ -55,7 +55,7 @@ impl RawTree {
     /// change; `entry` is a reserved marker or a value handle whose
     /// ownership passes to the tree; the caller is the tree's only writer.
     #[inline]
-    pub(crate) unsafe fn replace_at(&self, l: Level, entry: *mut ()) -> *mut () {
+    pub(crate) unsafe fn replace_at(&self, l: Level<'_>, entry: *mut ()) -> *mut () {
         debug_assert!(!entry.is_null());
         let old = l.leaf().slot(l.off);
         debug_assert!(!old.is_null());
@@ -68,7 +68,7 @@ impl RawTree {
     }
 }
 
-impl Exclusive<'_> {
+impl<'t> Exclusive<'t> {
     /// A store of `entry` (not null) over `[first, last]` inside the empty
     /// range `[lo, hi]` `lpath` ends at (the table's fill-empty row): that
     /// empty range becomes the entry with what
@@ -95,7 +95,7 @@ impl Exclusive<'_> {
     #[inline(always)]
     pub(super) unsafe fn store_in_empty(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         first: u64,
         last: u64,
         entry: *mut (),
@@ -165,7 +165,7 @@ impl Exclusive<'_> {
     /// change, ending at a slot that holds an entry; the erase takes out
     /// that slot's whole range.
     #[inline(always)]
-    pub(super) unsafe fn erase_entry_in_leaf(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
+    pub(super) unsafe fn erase_entry_in_leaf(self, lpath: &mut Path<'t>, removed: &mut Removed) -> Option<bool> {
         if let Some(l) = self.inside_slot(lpath) {
             // SAFETY: this function's contract; the slot lies inside its
             // leaf.
@@ -185,7 +185,7 @@ impl Exclusive<'_> {
     ///
     /// As for `erase_entry_in_leaf`.
     #[inline(never)]
-    unsafe fn erase_leaf_end(self, lpath: &mut Path, removed: &mut Removed) -> Option<bool> {
+    unsafe fn erase_leaf_end(self, lpath: &mut Path<'t>, removed: &mut Removed) -> Option<bool> {
         let l = *lpath.last()?;
         // Not the first slot (nor so the only one), and a next leaf exists.
         if l.off == 0 || l.node.has_next(l.off) || l.max == u64::MAX {
@@ -247,7 +247,7 @@ impl Exclusive<'_> {
     /// The leaf level of `lpath`, if the erase may empty its slot in place:
     /// neither the leaf's first slot nor its last.
     #[inline(always)]
-    fn inside_slot(self, lpath: &Path) -> Option<Level> {
+    fn inside_slot(self, lpath: &Path<'t>) -> Option<Level<'t>> {
         let l = *lpath.last()?;
         (l.off != 0 && l.node.has_next(l.off)).then_some(l)
     }
@@ -264,7 +264,7 @@ impl Exclusive<'_> {
     /// leaf's last slot and not its first, and the next leaf starts with
     /// an entry.
     #[inline(always)]
-    unsafe fn erase_inside(self, lpath: &mut Path, l: Level, at_end: bool) -> Option<(*mut (), bool)> {
+    unsafe fn erase_inside(self, lpath: &mut Path<'t>, l: Level<'t>, at_end: bool) -> Option<(*mut (), bool)> {
         let node = l.leaf();
         let piv = node.pivots();
         let slots = node.slots();
@@ -319,7 +319,7 @@ impl Exclusive<'_> {
     #[inline(never)]
     unsafe fn erase_leaf_end_by_refill(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         a: usize,
         word: *mut (),
         next_empty: bool,
@@ -359,9 +359,9 @@ impl Exclusive<'_> {
     /// can be in it); `lpath` is a current walk; the slots are as above.
     unsafe fn erase_by_refill(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         a: usize,
-        across: Option<Level>,
+        across: Option<Level<'t>>,
         b: usize,
         last: u64,
         word: *mut (),
@@ -403,7 +403,7 @@ impl Exclusive<'_> {
     #[inline(never)]
     unsafe fn erase_by_cousin(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         a: usize,
         b: usize,
         last: Option<u64>,
@@ -440,7 +440,7 @@ impl Exclusive<'_> {
     /// [`Store`](super::Store)).
     pub(super) unsafe fn store_leaf_lane(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         w: LeafWrite<'_, '_>,
         removed: &mut Removed,
     ) -> Option<Result<(), (StoreFail, *mut ())>> {
@@ -584,7 +584,7 @@ impl Exclusive<'_> {
     #[inline(never)]
     unsafe fn refill_from_lane(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         w: LeafWrite<'_, '_>,
         a: usize,
         b: usize,
@@ -636,7 +636,7 @@ impl Exclusive<'_> {
     /// the root or the right-most leaf. A root leaf left holding one empty
     /// range (`only_empty`: the one slot would be empty) means an empty
     /// tree, which the rebuild handles (it frees the leaf).
-    fn leaf_fill_legal(self, lpath: &Path, new_count: usize, only_empty: bool) -> bool {
+    fn leaf_fill_legal(self, lpath: &Path<'t>, new_count: usize, only_empty: bool) -> bool {
         let leaf = lpath.len() - 1;
         let exempt = leaf == 0 || lpath[leaf].max == u64::MAX;
         new_count <= Kind::Leaf.slots()
@@ -654,7 +654,7 @@ impl Exclusive<'_> {
     /// As for [`store_in_leaf`](Self::store_in_leaf); the result fits.
     unsafe fn splice_and_regap(
         self,
-        lpath: &Path,
+        lpath: &Path<'t>,
         span: RangeInclusive<usize>,
         count: usize,
         pieces: &[Item],
@@ -704,7 +704,7 @@ impl Exclusive<'_> {
     ///
     /// The caller is the tree's only writer (`self` proves that no reader
     /// can be in it).
-    pub(super) unsafe fn store_in_leaf(self, lpath: &Path, r_off: usize, pieces: &[Item]) -> bool {
+    pub(super) unsafe fn store_in_leaf(self, lpath: &Path<'t>, r_off: usize, pieces: &[Item]) -> bool {
         let leaf = lpath.len() - 1;
         let l = lpath[leaf];
         let count = l.node.count();
@@ -735,7 +735,7 @@ impl RawTree {
     /// ancestor, stopping as soon as a value does not change. A parent's own
     /// largest gap is kept incrementally through its largest-gap offset; it
     /// is rescanned only when its largest child gap shrank.
-    pub(crate) fn update_gaps(&self, lpath: &Path, level: usize) {
+    pub(crate) fn update_gaps(&self, lpath: &Path<'_>, level: usize) {
         if !self.gaps || level == 0 {
             return;
         }
@@ -749,7 +749,7 @@ impl RawTree {
 
     /// Records `g` as the largest gap below `lpath[level]`'s slot in its
     /// parent, and so on upwards while the parents' largest gaps change.
-    pub(super) fn propagate_gap(&self, lpath: &Path, level: usize, mut g: u64) {
+    pub(super) fn propagate_gap(&self, lpath: &Path<'_>, level: usize, mut g: u64) {
         for p in lpath[..level].iter().rev() {
             match p.node.set_child_gap(p.off, g) {
                 Some(now) => g = now,

@@ -57,8 +57,8 @@ use crate::{
     error::AllocError,
     handle::is_value,
     navigate::{empty_across, prefetch_siblings},
-    node::{Content, Item, Kind, NodeRef},
-    raw::{Access, Exclusive, Level, Path, RawTree},
+    node::{Content, Item, Kind, NodeRef, Unlinked},
+    raw::{rebind, Access, Exclusive, Level, Path, RawTree},
     sync::Ordering,
 };
 
@@ -132,7 +132,7 @@ enum WriteKind<'t> {
     EmptyRoot,
     /// One entry replaced by another over exactly its range: one slot
     /// store, at this walk level.
-    ExactFit(Level),
+    ExactFit(Level<'t>),
     /// The removal of exactly one entry's range, where no reader can be:
     /// in place, or by the leaf's tail given to the next leaf, or by a
     /// refill with its sibling or cousin ([`leaf`]).
@@ -377,7 +377,7 @@ impl Removed {
 }
 
 /// Nodes a write replaced (see [`Stored::retired`]).
-pub(crate) type Retired = SmallList<NodeRef, 4>;
+pub(crate) type Retired = SmallList<Unlinked, 4>;
 
 /// Why the engine refused a store.
 #[derive(Debug, PartialEq, Eq)]
@@ -461,10 +461,12 @@ impl RawTree {
     /// `t` is decides the kinds of write open (see the module docs).
     pub(crate) unsafe fn store_walked(
         &self,
-        lpath: &mut Path,
+        lpath: &mut Path<'_>,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
+        // SAFETY: the caller's contract: a walk of this tree as it is.
+        let lpath = unsafe { rebind(lpath) };
         // SAFETY: the caller's contract.
         unsafe { Self::store_by(self, lpath, op, out) }
     }
@@ -481,7 +483,7 @@ impl RawTree {
     #[inline(always)]
     unsafe fn store_by<'t>(
         t: impl Access<'t>,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
@@ -544,7 +546,7 @@ impl RawTree {
     /// caller is the only writer; `entry` is a reserved marker or a
     /// handle, which passes to the tree if the row is taken.
     #[inline(always)]
-    pub(crate) unsafe fn replace_here<'t>(t: impl Access<'t>, lpath: &Path, entry: *mut ()) -> Option<*mut ()> {
+    pub(crate) unsafe fn replace_here<'t>(t: impl Access<'t>, lpath: &Path<'t>, entry: *mut ()) -> Option<*mut ()> {
         debug_assert!(!entry.is_null());
         let slot = || lpath.last().map_or((0, u64::MAX), |l| l.leaf_range());
         match Self::classify(t, lpath, entry, true, slot) {
@@ -565,7 +567,7 @@ impl RawTree {
     #[inline(always)]
     fn classify<'t>(
         t: impl Access<'t>,
-        lpath: &Path,
+        lpath: &Path<'t>,
         entry: *mut (),
         exact: bool,
         range: impl FnOnce() -> (u64, u64),
@@ -620,7 +622,7 @@ impl RawTree {
     #[inline(never)]
     unsafe fn store_rest<'t>(
         t: impl Access<'t>,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         op: Store<'_>,
         out: &mut Stored,
         lane: Option<Exclusive<'t>>,
@@ -647,7 +649,7 @@ impl RawTree {
         let mut rpath = Path::new();
         rpath.extend(lpath.iter().copied());
         if last > lpath[leaf].max {
-            t.walk_into(last, &mut rpath);
+            t.tree().walk_into(last, &mut rpath);
         } else {
             rpath[leaf].off = rpath[leaf].node.find_from(lpath[leaf].off, last);
         }
@@ -772,7 +774,7 @@ impl RawTree {
     pub(crate) unsafe fn store_mut_walked(
         &mut self,
         fresh: bool,
-        lpath: &mut Path,
+        lpath: &mut Path<'_>,
         op: Store<'_>,
         out: &mut Stored,
     ) -> Result<bool, (StoreFail, *mut ())> {
@@ -780,6 +782,10 @@ impl RawTree {
             // SAFETY: the caller's contract; `&mut self` makes us the only
             // writer and rules out readers. (Through an `Exclusive` nodes
             // are freed as they are replaced: nothing is retired.)
+            // SAFETY: the caller's contract: a walk of this tree as it is.
+            let lpath = unsafe { rebind(lpath) };
+            // SAFETY: the caller's contract; `&mut self` makes us the only
+            // writer and rules out readers.
             let res = unsafe { Self::store_by(self.exclusive(), lpath, op, out) };
             debug_assert!(out.retired.len() == 0, "a write through an `Exclusive` retired nodes");
             return res;
@@ -801,7 +807,7 @@ impl RawTree {
 
     /// If the range just before `first` is empty, returns its start and
     /// moves `lpath` onto it.
-    fn empty_before(&self, lpath: &mut Path, first: u64) -> Option<u64> {
+    fn empty_before(&self, lpath: &mut Path<'_>, first: u64) -> Option<u64> {
         let leaf = lpath.len() - 1;
         let l = &mut lpath[leaf];
         let (lmin, _) = l.leaf_range();
@@ -824,7 +830,7 @@ impl RawTree {
 
     /// If the range just after `last` is empty, returns its end and moves
     /// `rpath` onto it.
-    fn empty_after(&self, rpath: &mut Path, last: u64) -> Option<u64> {
+    fn empty_after(&self, rpath: &mut Path<'_>, last: u64) -> Option<u64> {
         let leaf = rpath.len() - 1;
         let r = &mut rpath[leaf];
         let (_, rmax) = r.leaf_range();
@@ -848,7 +854,7 @@ impl RawTree {
     /// `node`'s item in its parent, for a node over `[min, max]`: its
     /// bound, its pointer, and (in a gap tree) its largest gap.
     #[inline]
-    pub(super) fn item_for(&self, node: NodeRef, min: u64, max: u64) -> Item {
+    pub(super) fn item_for(&self, node: NodeRef<'_>, min: u64, max: u64) -> Item {
         let gap = if self.gaps { node.max_gap(min, max) } else { 0 };
         Item { last: max, slot: node.encode(), gap }
     }

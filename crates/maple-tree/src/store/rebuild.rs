@@ -55,9 +55,9 @@ enum Publish<'t> {
     /// with their parts.
     Splice { level: usize, to: usize, count: usize, up: ArrayVec<Item, 8>, ex: Exclusive<'t> },
     /// Store this fresh node into its parent's slot (or as the root at level 0).
-    Replace { level: usize, node: NodeRef },
+    Replace { level: usize, node: NodeRef<'t> },
     /// New root (possibly taller or shorter than before).
-    Root { node: NodeRef, height: usize },
+    Root { node: NodeRef<'t>, height: usize },
 }
 
 /// Free slots a push into a sibling must leave across the two leaves it
@@ -169,8 +169,8 @@ pub(super) const PUSH_SIBLING_ROOM: usize = 0;
 /// new nodes in place): written at commit, so a plan that fails has changed nothing.
 /// The reused leaves take the first parts, so the `k`-th of them is item
 /// `k` of the level's new nodes (whose gap is found at commit).
-struct Reuse {
-    node: NodeRef,
+struct Reuse<'t> {
+    node: NodeRef<'t>,
     /// The part: `content[start..end]`, lower bound `min`.
     start: usize,
     end: usize,
@@ -180,22 +180,22 @@ struct Reuse {
 }
 
 /// Nodes allocated by a plan; freed again if the plan fails.
-struct Fresh<'s> {
-    slab: &'s Slab,
-    nodes: ArrayVec<NodeRef, 160>,
+struct Fresh<'t> {
+    slab: &'t Slab,
+    nodes: ArrayVec<NodeRef<'t>, 160>,
 }
 
-impl<'s> Fresh<'s> {
+impl<'t> Fresh<'t> {
     /// # Safety
     ///
     /// While the result lives, the caller is the only user of `slab` (as
     /// for [`Slab::alloc`]).
-    unsafe fn new(slab: &'s Slab) -> Self {
+    unsafe fn new(slab: &'t Slab) -> Self {
         Fresh { slab, nodes: ArrayVec::new() }
     }
 
     /// A fresh node of `kind` holding `items`.
-    fn alloc(&mut self, kind: Kind, items: &[Item]) -> Result<NodeRef, AllocError> {
+    fn alloc(&mut self, kind: Kind, items: &[Item]) -> Result<NodeRef<'t>, AllocError> {
         // SAFETY: `new`'s contract makes us the slab's only user.
         let n = unsafe { self.slab.alloc(kind) }?.fill(items);
         self.nodes.push(n);
@@ -327,13 +327,13 @@ impl RawTree {
     #[inline(never)]
     pub(super) unsafe fn rebuild<'t>(
         t: impl Access<'t>,
-        lpath: &mut Path,
-        rpath: &mut Path,
+        lpath: &mut Path<'t>,
+        rpath: &mut Path<'t>,
         pieces: &[Item],
         out: &mut Stored,
         added: usize,
     ) -> Result<(), StoreFail> {
-        let (this, ex): (&RawTree, _) = (&t, t.no_readers());
+        let (this, ex) = (t.tree(), t.no_readers());
         let leaf = lpath.len() - 1;
         let (l, r) = (lpath[leaf], rpath[leaf]);
         // Leaf-level content.
@@ -344,7 +344,7 @@ impl RawTree {
         r.node.read_items(r.max, r.off + 1..rcount, &mut content);
 
         // Whole subtrees strictly between the two paths.
-        let mut doomed: Vec<NodeRef> = Vec::new();
+        let mut doomed: Vec<NodeRef<'t>> = Vec::new();
         for j in 0..leaf {
             let (a, b) = (lpath[j], rpath[j]);
             let (right_of_a, left_of_b) =
@@ -361,7 +361,7 @@ impl RawTree {
 
         // SAFETY: the caller makes us the tree's only writer.
         let mut fresh = unsafe { Fresh::new(&this.slab) };
-        let mut old: ArrayVec<NodeRef, 160> = ArrayVec::new();
+        let mut old: ArrayVec<NodeRef<'t>, 160> = ArrayVec::new();
         let mut reuse = ArrayVec::new();
         let plan = this.plan(ex, lpath, rpath, &mut content, &mut fresh, &mut old, &mut reuse);
         let publish = match plan {
@@ -404,7 +404,7 @@ impl RawTree {
             // period. Values inside doomed subtrees leave the tree now.
             for &n in &old {
                 n.mark_dead();
-                retired.push(n);
+                retired.push(n.into());
             }
             for d in doomed {
                 collect_subtree(d, retired, removed);
@@ -419,14 +419,14 @@ impl RawTree {
     /// with `ex`, where no reader can be in them).
     #[allow(clippy::too_many_arguments)]
     fn plan<'t>(
-        &self,
+        &'t self,
         ex: Option<Exclusive<'t>>,
-        lpath: &mut Path,
-        rpath: &mut Path,
+        lpath: &mut Path<'t>,
+        rpath: &mut Path<'t>,
         content: &mut Content,
-        fresh: &mut Fresh,
-        old: &mut ArrayVec<NodeRef, 160>,
-        reuse: &mut ArrayVec<Reuse, 2>,
+        fresh: &mut Fresh<'t>,
+        old: &mut ArrayVec<NodeRef<'t>, 160>,
+        reuse: &mut ArrayVec<Reuse<'t>, 2>,
     ) -> Result<Publish<'t>, AllocError> {
         let leaf = lpath.len() - 1;
         // The leaf's items before this offset open the content unchanged.
@@ -504,7 +504,7 @@ impl RawTree {
             // none, and the content mostly lands in nodes already in the
             // cache.
             let splice = ex.and_then(|ex| Some((ex.parent_takes(lpath, rpath, d, ends.len())?, ex)));
-            let mut olds: ArrayVec<NodeRef, 2> = ArrayVec::new();
+            let mut olds: ArrayVec<NodeRef<'t>, 2> = ArrayVec::new();
             olds.push(lpath[d].node);
             if rpath[d].node != lpath[d].node {
                 olds.push(rpath[d].node);
@@ -567,7 +567,13 @@ impl RawTree {
     /// `Splice` with its reused leaves) carry the proof that no reader can
     /// be in the nodes they write; the plan makes them only with content
     /// that fits the nodes' places.
-    unsafe fn publish(&self, publish: Publish<'_>, lpath: &Path, content: &Content, reuse: &[Reuse]) -> Option<usize> {
+    unsafe fn publish<'t>(
+        &'t self,
+        publish: Publish<'t>,
+        lpath: &Path<'t>,
+        content: &Content,
+        reuse: &[Reuse<'t>],
+    ) -> Option<usize> {
         match publish {
             Publish::InPlace { level, ex } => {
                 debug_assert!(ptr::eq(&*ex, self), "the proof is this tree's");
@@ -623,7 +629,7 @@ impl RawTree {
         }
     }
 
-    fn set_root(&self, node: NodeRef, height: usize) {
+    fn set_root(&self, node: NodeRef<'_>, height: usize) {
         node.set_root_parent();
         self.root.store(node.encode(), Ordering::Release);
         self.height.set(height);
@@ -635,7 +641,12 @@ impl RawTree {
     /// # Safety
     ///
     /// As for [`store`](Self::store).
-    unsafe fn collapse_root(&self, ex: Option<Exclusive<'_>>, old: &mut ArrayVec<NodeRef, 160>, fresh: &Fresh<'_>) {
+    unsafe fn collapse_root<'t>(
+        &'t self,
+        ex: Option<Exclusive<'t>>,
+        old: &mut ArrayVec<NodeRef<'t>, 160>,
+        fresh: &Fresh<'t>,
+    ) {
         let Some(mut node) = self.root_node() else {
             return;
         };
@@ -645,7 +656,7 @@ impl RawTree {
         // the root published above, fresh or not, so then all of them are
         // retired; only without readers (`ex`) may a fresh one be freed at
         // once.
-        let retire = |n: NodeRef, old: &mut ArrayVec<NodeRef, 160>| {
+        let retire = |n: NodeRef<'t>, old: &mut ArrayVec<NodeRef<'t>, 160>| {
             if let (Some(ex), true) = (ex, fresh.nodes.contains(&n)) {
                 // SAFETY: `ex`: no reader exists; a fresh node is
                 // listed nowhere else and is now unreachable; we are the
@@ -674,13 +685,13 @@ impl RawTree {
     }
 }
 
-impl Exclusive<'_> {
+impl<'t> Exclusive<'t> {
     /// If the parent of level `d` (one node on both paths) can take `parts`
     /// new nodes in place of the ones the paths lead to at `d`, keeping a
     /// legal fill (what the general step would find, with no items read or
     /// written but the ones that move): its slot count. Only where no
     /// reader can be in the parent.
-    fn parent_takes(self, lpath: &Path, rpath: &Path, d: usize, parts: usize) -> Option<usize> {
+    fn parent_takes(self, lpath: &Path<'t>, rpath: &Path<'t>, d: usize, parts: usize) -> Option<usize> {
         if d == 0 {
             return None;
         }
@@ -698,13 +709,13 @@ impl Exclusive<'_> {
 
 /// Marks every node of an unlinked subtree dead and lists it in `retired`,
 /// and its value words in `removed` (freed after a grace period).
-fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) {
-    let mut collect = |n: NodeRef| {
+fn collect_subtree(node: NodeRef<'_>, retired: &mut Retired, removed: &mut Removed) {
+    let mut collect = |n: NodeRef<'_>| {
         if n.is_leaf() {
             leaf_words(n, &mut |w| removed.push(w));
         }
         n.mark_dead();
-        retired.push(n);
+        retired.push(n.into());
     };
     // SAFETY: the subtree was just unlinked by the tree's only writer (us)
     // and stays allocated until its grace period ends; the callback frees
@@ -713,7 +724,7 @@ fn collect_subtree(node: NodeRef, retired: &mut Retired, removed: &mut Removed) 
 }
 
 /// Points every child of `node` back at it.
-fn fix_children(node: NodeRef) {
+fn fix_children(node: NodeRef<'_>) {
     for i in 0..node.count() {
         // SAFETY: internal node, used slot.
         unsafe { node.child(i) }.set_parent(node);
@@ -725,7 +736,12 @@ fn fix_children(node: NodeRef) {
 /// leave the right path are queued in `old`. The caller has checked that
 /// the current right node is not on the right-most spine, so a neighbour
 /// exists.
-fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<NodeRef, 160>) -> Level {
+fn right_neighbour<'t>(
+    lpath: &Path<'t>,
+    rpath: &mut Path<'t>,
+    d: usize,
+    old: &mut ArrayVec<NodeRef<'t>, 160>,
+) -> Level<'t> {
     let j = fork_level(rpath, d, true).unwrap_or(0);
     debug_assert!(rpath[j].node.has_next(rpath[j].off), "no right neighbour");
     for k in j + 1..=d {
@@ -742,11 +758,11 @@ fn right_neighbour(lpath: &Path, rpath: &mut Path, d: usize, old: &mut ArrayVec<
 /// Moves `rpath` at level `d` onto the next node to the right (see
 /// [`right_neighbour`]), appends that node's items to `content`, and
 /// returns the new right bound of the content.
-fn absorb_right(
-    lpath: &Path,
-    rpath: &mut Path,
+fn absorb_right<'t>(
+    lpath: &Path<'t>,
+    rpath: &mut Path<'t>,
     d: usize,
-    old: &mut ArrayVec<NodeRef, 160>,
+    old: &mut ArrayVec<NodeRef<'t>, 160>,
     content: &mut Content,
 ) -> u64 {
     let nb = right_neighbour(lpath, rpath, d, old);
@@ -757,7 +773,7 @@ fn absorb_right(
 /// Moves `lpath` at level `d` onto the left sibling (same parent) of the
 /// node it is on, and returns that level. The node it leaves stays on
 /// `rpath`, which the caller retires with it.
-fn left_sibling(lpath: &mut Path, d: usize) -> Level {
+fn left_sibling<'t>(lpath: &mut Path<'t>, d: usize) -> Level<'t> {
     debug_assert!(lpath[d - 1].off > 0, "no left sibling");
     sibling_at(lpath, d, false)
 }
@@ -830,10 +846,12 @@ mod tests {
 
     fn pushes_and_splits<W: Writes>(gaps: bool) {
         let fresh = W::FRESH;
-        let children = |t: &MapleTree<U63, W>| -> Vec<NodeRef> {
+        // The root's children: each one's address and fill.
+        let children = |t: &MapleTree<U63, W>| -> Vec<(usize, usize)> {
             let root = t.raw.root_node().unwrap();
             // SAFETY: the root of these trees is internal; used slots.
-            (0..root.count()).map(|i| unsafe { root.child(i) }).collect()
+            let child = |i| unsafe { root.child(i) };
+            (0..root.count()).map(|i| (child(i).as_ptr().addr().get(), child(i).count())).collect()
         };
         // `ranges` touching ranges of 10, bulk-built: full leaves.
         let build = |ranges: u64| -> MapleTree<U63, W> {
@@ -860,10 +878,10 @@ mod tests {
         check(&t, 20, 52);
         assert_eq!(after.len(), 2, "a push");
         for (a, b) in before.iter().zip(&after) {
-            assert_eq!(a == b, !fresh, "gaps {gaps}, fresh {fresh}: a pushed leaf moved or stayed");
+            assert_eq!(a.0 == b.0, !fresh, "gaps {gaps}, fresh {fresh}: a pushed leaf moved or stayed");
         }
         // A split: the first leaf's only sibling is full too.
-        let fills = |c: &[NodeRef]| c.iter().map(|c| c.count()).collect::<Vec<_>>();
+        let fills = |c: &[(usize, usize)]| c.iter().map(|c| c.1).collect::<Vec<_>>();
         let mut t = build(64);
         let before = children(&t);
         assert_eq!(fills(&before), [16, 16, 16, 16, 1]);
@@ -871,8 +889,8 @@ mod tests {
         check(&t, 64, 22);
         let after = children(&t);
         assert_eq!(fills(&after), [9, 9, 16, 16, 16, 1], "a split");
-        assert_eq!(after[0] == before[0], !fresh, "gaps {gaps}, fresh {fresh}: the split leaf");
-        assert!(!before.contains(&after[1]), "the second part is fresh");
+        assert_eq!(after[0].0 == before[0].0, !fresh, "gaps {gaps}, fresh {fresh}: the split leaf");
+        assert!(before.iter().all(|b| b.0 != after[1].0), "the second part is fresh");
     }
 
     fn items(pattern: &[bool]) -> Content {

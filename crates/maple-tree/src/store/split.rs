@@ -127,7 +127,7 @@ impl Run {
     ///
     /// As for [`read`](Self::read).
     #[inline(always)]
-    unsafe fn load_leaf(&mut self, leaf: LeafRef, max: u64, count: usize) {
+    unsafe fn load_leaf(&mut self, leaf: LeafRef<'_>, max: u64, count: usize) {
         let at = self.len;
         assert!(at <= RUN && (1..=Kind::Leaf.slots()).contains(&count));
         let (piv, slots) = (leaf.pivots(), leaf.slots());
@@ -188,7 +188,7 @@ impl Run {
     ///
     /// Nobody writes the leaf meanwhile (the caller is the tree's only
     /// writer).
-    unsafe fn read(&mut self, leaf: LeafRef, max: u64, from: usize, to: usize, count: usize) {
+    unsafe fn read(&mut self, leaf: LeafRef<'_>, max: u64, from: usize, to: usize, count: usize) {
         let k = to - from;
         if k == 0 {
             return;
@@ -254,7 +254,7 @@ struct Upper {
     fresh: Option<FreshNode>,
 }
 
-impl Exclusive<'_> {
+impl<'t> Exclusive<'t> {
     /// Works out how the leaf at the end of `lpath`, with slots
     /// `from..=to` replaced by `pieces`, is refilled when that makes it
     /// overflow or underflow: a push into a sibling, a split, or the next
@@ -288,9 +288,9 @@ impl Exclusive<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn plan_split(
         self,
-        lpath: &Path,
+        lpath: &Path<'t>,
         from: usize,
-        across: Option<Level>,
+        across: Option<Level<'t>>,
         to: usize,
         pieces: &[Item],
         run: &mut Run,
@@ -453,7 +453,7 @@ impl Exclusive<'_> {
     /// parent level's content, sibling's offset). `None` where the rebuild
     /// does more (the parent is the root, or the grandparent cannot take
     /// the result in place).
-    fn plan_upper(self, lpath: &Path) -> Option<(Shape, usize, usize)> {
+    fn plan_upper(self, lpath: &Path<'t>) -> Option<(Shape, usize, usize)> {
         let leaf = lpath.len() - 1;
         if leaf < 2 {
             return None;
@@ -503,7 +503,7 @@ impl Exclusive<'_> {
     /// one is the rebuild's to remove).
     fn plan_take_right(
         self,
-        lpath: &Path,
+        lpath: &Path<'t>,
         run: &Run,
         sib_max: u64,
         from: usize,
@@ -545,7 +545,7 @@ impl Exclusive<'_> {
     ///
     /// As for [`plan_split`](Self::plan_split), with `lpath` and the tree
     /// unchanged since the plan was made.
-    pub(super) unsafe fn apply_split(self, lpath: &Path, plan: SplitPlan, run: &mut Run, pieces: &[Item]) {
+    pub(super) unsafe fn apply_split(self, lpath: &Path<'t>, plan: SplitPlan, run: &mut Run, pieces: &[Item]) {
         let SplitPlan { shape, cut, sib, sib_count, at, from, fresh, upper } = plan;
         for (k, it) in pieces.iter().enumerate() {
             debug_assert!(
@@ -638,7 +638,7 @@ impl Exclusive<'_> {
     /// The caller is the tree's only writer (`self` proves that no reader
     /// can be in it); `up` are the two slots' nodes, in place, and cover
     /// exactly their range.
-    unsafe fn move_bound(self, lpath: &Path, level: usize, first: usize, up: &[Item; 2]) {
+    unsafe fn move_bound(self, lpath: &Path<'t>, level: usize, first: usize, up: &[Item; 2]) {
         let parent = lpath[level].node;
         debug_assert!(parent.slot(first) == up[0].slot && parent.slot(first + 1) == up[1].slot);
         // SAFETY: this function's contract: the slot after `first` is
@@ -662,7 +662,7 @@ impl Exclusive<'_> {
     /// # Safety
     ///
     /// As for [`apply_split`](Self::apply_split); the leaf level is written.
-    unsafe fn apply_upper(self, lpath: &Path, upper: Upper, up: &[Item; 2], fresh_leaf: NodeRef) {
+    unsafe fn apply_upper(self, lpath: &Path<'t>, upper: Upper, up: &[Item; 2], fresh_leaf: NodeRef<'t>) {
         let leaf = lpath.len() - 1;
         let (p, gp) = (lpath[leaf - 1], lpath[leaf - 2]);
         let Upper { shape, cut, sib, fresh } = upper;
@@ -734,12 +734,12 @@ impl Exclusive<'_> {
     /// replaced slots' range.
     pub(super) unsafe fn splice_up(
         self,
-        lpath: &Path,
+        lpath: &Path<'t>,
         level: usize,
         first: usize,
         replaced: usize,
         up: &[Item],
-        fresh: Option<NodeRef>,
+        fresh: Option<NodeRef<'t>>,
     ) {
         let parent = lpath[level].node;
         // SAFETY: this function's contract.
@@ -785,7 +785,7 @@ impl Exclusive<'_> {
     /// that slot) starts with an empty range.
     pub(super) unsafe fn give_tail_to_next(
         self,
-        lpath: &mut Path,
+        lpath: &mut Path<'t>,
         a: usize,
         b: usize,
         d: usize,
@@ -884,7 +884,14 @@ impl Exclusive<'_> {
     /// took it in); its leaf ends its parent and `d` is the lowest level of
     /// `lpath` with a slot after the walk's; with `last` `None`, `b` is the
     /// leaf's last slot and the next leaf's first slot is empty.
-    pub(super) unsafe fn take_in_cousin(self, lpath: &Path, a: usize, b: usize, last: Option<u64>, d: usize) -> bool {
+    pub(super) unsafe fn take_in_cousin(
+        self,
+        lpath: &Path<'t>,
+        a: usize,
+        b: usize,
+        last: Option<u64>,
+        d: usize,
+    ) -> bool {
         let leaf = lpath.len() - 1;
         debug_assert!(d + 1 < leaf && lpath[d].node.has_next(lpath[d].off));
         let l = lpath[leaf];
@@ -987,9 +994,9 @@ impl Exclusive<'_> {
     #[inline(never)]
     pub(super) unsafe fn split_leaf(
         self,
-        lpath: &Path,
+        lpath: &Path<'t>,
         from: usize,
-        across: Option<Level>,
+        across: Option<Level<'t>>,
         to: usize,
         pieces: &[Item],
     ) -> Option<Result<(), AllocError>> {
