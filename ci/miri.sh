@@ -4,7 +4,7 @@
 # provenance: tagged node pointers must keep theirs.
 set -euo pipefail
 MIRIFLAGS="-Zmiri-strict-provenance" \
-    cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup --test mutable --test cursor_writes --test kept_walk --test double_ended --test inline_values --test boxed_values
+    cargo +nightly miri test -p maple-tree --lib --test smoke --test drops --test fault --test kernel --test dup --test mutable --test cursor_writes --test kept_walk --test double_ended --test inline_values --test boxed_values --test update
 
 # maple-mm's one piece of memory management: the VMA record chunks (records
 # made, shared, and freed on other threads; leaks are reported), and the

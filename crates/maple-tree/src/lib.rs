@@ -66,9 +66,12 @@
 //! Values a handle owns alone (`Box<T>`, see [`HandleMut`]) can be changed
 //! in place through `&mut` access to the tree: [`MapleTree::get_mut`],
 //! [`iter_mut`](MapleTree::iter_mut), [`range_mut`](MapleTree::range_mut),
-//! [`values_mut`](MapleTree::values_mut). `Arc<T>` values are shared, so
-//! they offer `&T` only (use interior mutability, or store a new value);
-//! `U63` values are replaced by storing over their range.
+//! [`values_mut`](MapleTree::values_mut). Every kind of value, the small
+//! ones stored in the slot itself included, is changed through
+//! [`MapleTree::update`] (one entry) and [`MapleTree::for_each_mut`]
+//! (every entry): the handle is lent to a closure as `&mut V` and its word
+//! written back after. `Arc<T>` values are shared, so they offer `&T`
+//! only (use interior mutability, or store a new value).
 //!
 //! ## Locking and reading
 //!
@@ -127,6 +130,8 @@
 //! | lowest, highest entry | `first_key_value`, `last_key_value` | `first_range_value`, `last_range_value` | – | [`first`](MapleTree::first), [`last`](MapleTree::last) |
 //! | keep some entries | `retain` | – | – | [`retain`](MapleTree::retain) |
 //! | all entries | `iter` | `iter` | – | [`iter`](MapleTree::iter) |
+//! | change a value in place | `get_mut` after the lookup | – | – | [`update`](MapleTree::update) (any value), [`get_mut`](MapleTree::get_mut) (boxed) |
+//! | change every value | `values_mut` | – | – | [`for_each_mut`](MapleTree::for_each_mut) (any value), [`values_mut`](MapleTree::values_mut) (boxed) |
 //! | split at a key | `split_off` (then trim the entry across it) | – | `split_off` | [`split_off`](MapleTree::split_off) |
 //! | move another map in | `append` (overlaps by hand) | `extend` | – | [`append`](MapleTree::append) |
 //!
@@ -349,6 +354,7 @@ mod set;
 mod store;
 mod sync;
 mod tree;
+mod update;
 mod validate;
 mod write;
 
