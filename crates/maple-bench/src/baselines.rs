@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    ops::RangeInclusive,
     sync::{
         atomic::{AtomicUsize, Ordering},
         RwLock,
@@ -10,6 +11,7 @@ use std::{
 };
 
 use maple_mm::swap::SwapExtents;
+use maple_tree::{MapleTree, U63};
 
 /// The old swap-extent design: extents in a list, walked from a
 /// one-entry "current extent" cache that every lookup reads and writes
@@ -63,6 +65,72 @@ impl Ordered {
     }
 }
 
+/// Values of any type in one slab per map, the tree's slot holding the
+/// value's index: the design the maple tree's own boxing of values
+/// (`MapleTree<String>`, one box per value) is measured against. A value
+/// lives in a `Vec`; an erased one leaves its place to the next insert.
+#[derive(Debug)]
+pub struct SlabValues<V> {
+    tree: MapleTree<U63>,
+    values: Vec<Option<V>>,
+    free: Vec<u64>,
+}
+
+impl<V> Default for SlabValues<V> {
+    fn default() -> Self {
+        SlabValues { tree: MapleTree::new(), values: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<V> SlabValues<V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores `value` over `range` if nothing is there; else hands it
+    /// back.
+    pub fn insert_range(&mut self, range: RangeInclusive<u64>, value: V) -> Result<(), V> {
+        let at = self.free.last().copied().unwrap_or(self.values.len() as u64);
+        let index = U63::new(at).expect("fewer than 2^63 values");
+        if self.tree.insert_range(range, index).is_err() {
+            return Err(value);
+        }
+        if at == self.values.len() as u64 {
+            self.values.push(Some(value));
+        } else {
+            self.free.pop();
+            self.values[at as usize] = Some(value);
+        }
+        Ok(())
+    }
+
+    /// The value of the entry holding `index`.
+    pub fn load(&self, index: u64) -> Option<&V> {
+        let at = self.tree.load(index)?.get();
+        self.values[at as usize].as_ref()
+    }
+
+    /// Removes the entry holding `index` and returns its value.
+    pub fn erase(&mut self, index: u64) -> Option<V> {
+        let at = self.tree.erase(index)?.get();
+        self.free.push(at);
+        self.values[at as usize].take()
+    }
+
+    /// The values in the order of their ranges.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.tree.iter().filter_map(|(_, at)| self.values[at.get() as usize].as_ref())
+    }
+
+    pub fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +143,33 @@ mod tests {
             assert_eq!(list.map(p), map.map(p).ok(), "page {p}");
             assert_eq!(ordered.map(p), map.map(p).ok(), "page {p}");
         }
+    }
+
+    /// The slab map holds what a tree of the same values holds, through
+    /// inserts (some refused), erases (whose places the next inserts
+    /// take) and lookups.
+    #[test]
+    fn slab_values_hold_what_a_tree_of_strings_holds() {
+        let mut slab = SlabValues::new();
+        let mut tree: MapleTree<String> = MapleTree::new();
+        let mut x = 7u64;
+        for step in 0..3000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 33) % 500;
+            let (f, l) = (k * 10, k * 10 + (x >> 20) % 12);
+            if step % 3 == 2 {
+                assert_eq!(slab.erase(f), tree.erase(f), "step {step}");
+            } else {
+                let v = format!("v{step}");
+                assert_eq!(
+                    slab.insert_range(f..=l, v.clone()).is_ok(),
+                    tree.insert_range(f..=l, v).is_ok(),
+                    "step {step}"
+                );
+            }
+            assert_eq!(slab.load(f + 3), tree.load(f + 3), "step {step}");
+        }
+        assert_eq!(slab.len(), tree.len());
+        assert!(slab.values().eq(tree.iter().map(|(_, v)| v)));
     }
 }

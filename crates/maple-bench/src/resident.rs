@@ -24,7 +24,10 @@ use std::{
 
 use maple_tree::{MapleTree, U63};
 
-use crate::workloads::{maple, order, range, u};
+use crate::{
+    baselines::SlabValues,
+    workloads::{maple, order, range, u},
+};
 
 /// The environment variable that turns a run of the program into a probe:
 /// `KIND:N`, KIND one of [`Build`]'s names.
@@ -46,6 +49,11 @@ pub enum Build {
     Ascending,
     /// Inserted one by one in a random order (gap tracking).
     Random,
+    /// `String` values (`"range {i}"`) inserted in a random order into a
+    /// plain tree, which boxes each.
+    StringsBoxed,
+    /// The same in a per-map slab ([`SlabValues`]).
+    StringsSlab,
 }
 
 impl Build {
@@ -55,16 +63,21 @@ impl Build {
             Build::BulkGaps => "bulk-gaps",
             Build::Ascending => "ascending",
             Build::Random => "random",
+            Build::StringsBoxed => "strings-boxed",
+            Build::StringsSlab => "strings-slab",
         }
     }
 
     fn parse(s: &str) -> Option<Build> {
-        [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random].into_iter().find(|b| b.name() == s)
+        Build::ALL.into_iter().find(|b| b.name() == s)
     }
+
+    const ALL: [Build; 6] =
+        [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random, Build::StringsBoxed, Build::StringsSlab];
 
     /// The numbers of `n` ranges in the order this build takes them.
     pub fn order(self, n: u64) -> Vec<u64> {
-        order(n, self == Build::Random)
+        order(n, matches!(self, Build::Random | Build::StringsBoxed | Build::StringsSlab))
     }
 
     /// The tree over the ranges numbered `keys` ([`range`]), built this
@@ -75,7 +88,7 @@ impl Build {
         Some(match self {
             Build::Bulk => maple(n, false),
             Build::BulkGaps => maple(n, true),
-            Build::Ascending | Build::Random => {
+            Build::Ascending | Build::Random | Build::StringsBoxed | Build::StringsSlab => {
                 let mut t = MapleTree::with_gaps();
                 for &i in keys {
                     let (f, l) = range(i);
@@ -83,6 +96,33 @@ impl Build {
                 }
                 t
             }
+        })
+    }
+}
+
+impl Build {
+    /// What this build makes, to hold while measuring: the tree, or the
+    /// map of `String` values.
+    fn hold(self, keys: &[u64]) -> Option<Box<dyn std::any::Any>> {
+        let name = |i: u64| format!("range {i}");
+        Some(match self {
+            Build::StringsBoxed => {
+                let mut t: MapleTree<String> = MapleTree::new();
+                for &i in keys {
+                    let (f, l) = range(i);
+                    t.insert_range(f..=l, name(i)).ok()?;
+                }
+                Box::new(t)
+            }
+            Build::StringsSlab => {
+                let mut t = SlabValues::new();
+                for &i in keys {
+                    let (f, l) = range(i);
+                    t.insert_range(f..=l, name(i)).ok()?;
+                }
+                Box::new(t)
+            }
+            _ => Box::new(self.tree(keys)?),
         })
     }
 }
@@ -123,9 +163,9 @@ fn probe(build: Build, n: u64) -> Option<Resident> {
     // A small tree of the same kind first, kept alive until the end, so
     // that the program's code on this path is resident before measuring
     // (and its chunks are not reused by the measured tree).
-    let warm = build.tree(&build.order(1000))?;
+    let warm = build.hold(&build.order(1000))?;
     let (before, huge_before) = (resident_bytes()?, huge_bytes());
-    let tree = build.tree(&keys)?;
+    let tree = build.hold(&keys)?;
     let (after, huge_after) = (resident_bytes()?, huge_bytes());
     let grew = after.saturating_sub(before);
     let per_range = grew as f64 / n.max(1) as f64;
@@ -185,7 +225,7 @@ mod tests {
 
     #[test]
     fn builds_parse_back_from_their_names() {
-        for b in [Build::Bulk, Build::BulkGaps, Build::Ascending, Build::Random] {
+        for b in Build::ALL {
             assert_eq!(Build::parse(b.name()), Some(b));
         }
         assert_eq!(Build::parse("sideways"), None);

@@ -9,6 +9,7 @@ use rangemap::{RangeInclusiveMap, RangeInclusiveSet};
 
 use super::{div, span};
 use crate::{
+    baselines::SlabValues,
     measure::{alternate, case, Candidate, Timing},
     model::{Cell, Goal, Plot, Section, Table, Unit},
     resident::{self, Build},
@@ -26,6 +27,28 @@ struct Row {
     maple: Timing,
     btree: Timing,
     rangemap: Option<Timing>,
+}
+
+/// One row of the values table: the same `String` values boxed by the
+/// tree and in a per-map slab ([`SlabValues`]).
+struct SlabRow {
+    what: &'static str,
+    n: u64,
+    boxed: Timing,
+    slab: Timing,
+}
+
+/// `n` ranges holding `names`, inserted in `order`, in a tree that boxes
+/// each value and in a per-map slab.
+fn string_maps(order: &[u64], names: &[String]) -> (MapleTree<String>, SlabValues<String>) {
+    let mut t = MapleTree::new();
+    let mut s = SlabValues::new();
+    for &i in order {
+        let (f, l) = range(i);
+        t.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
+        s.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
+    }
+    (t, s)
 }
 
 /// Sums what an iterator yields with a `for` loop, which steps with
@@ -169,6 +192,7 @@ fn gap_sum(it: impl Iterator<Item = std::ops::RangeInclusive<u64>>) -> u64 {
 pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     let mut s = Section::new("compare", "Maple tree vs `BTreeMap` and `rangemap`");
     let mut rows = Vec::new();
+    let mut slab_rows = Vec::new();
     for &n in &opts.sizes {
         let reps = opts.reps;
         let lookups = opts.loops(200_000.0, 1000);
@@ -551,6 +575,24 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             btree: tm[1],
             rangemap: Some(tm[2]),
         });
+        // Every value changed in place: the maple tree's `for_each_mut`
+        // (its `values_mut` for values stored in the slot) against the
+        // idiom's `values_mut`; `rangemap` has no mutable access.
+        let (mut t32, mut m32) = (t32, m32);
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| t32.for_each_mut(|_, v| *v = v.wrapping_add(1))),
+                case(n, || (), |()| m32.values_mut().for_each(|v| v.1 = v.1.wrapping_add(1))),
+            ],
+        );
+        rows.push(Row {
+            what: "iterate mutably, u32 values (inline; for_each_mut)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: None,
+        });
         drop((t32, m32, r32));
 
         let t64: MapleTree<u64> = MapleTree::from_sorted((0..n).map(items)).expect("sorted");
@@ -602,6 +644,49 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         drop((ts, ms, rs));
         let tm = alternate(reps, store_cases(n, &shuffled, |i| names[i as usize].clone()));
         rows.push(Row { what: "store (random), String values", n, maple: tm[0], btree: tm[1], rangemap: Some(tm[2]) });
+
+        // The same values in a per-map slab (the slot holds an index into
+        // one `Vec`), the other way to hold values of any type; both maps
+        // built by inserts in a random order, as a program's would be.
+        progress(&format!("compare: values boxed or in a slab, n = {n}"));
+        let (ts, ss) = string_maps(&shuffled, &names);
+        let tm = alternate(
+            reps,
+            vec![
+                case(lookups, || (), |()| sum(&|k| len(ts.load(k)))),
+                case(lookups, || (), |()| sum(&|k| len(ss.load(k)))),
+            ],
+        );
+        slab_rows.push(SlabRow { what: "load (random)", n, boxed: tm[0], slab: tm[1] });
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| ts.iter().map(|(_, v)| v.len() as u64).sum::<u64>()),
+                case(n, || (), |()| ss.values().map(|v| v.len() as u64).sum::<u64>()),
+            ],
+        );
+        slab_rows.push(SlabRow { what: "iterate", n, boxed: tm[0], slab: tm[1] });
+        drop((ts, ss));
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, MapleTree::<String>::new, |mut t| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        t.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
+                    }
+                    t
+                }),
+                case(n, SlabValues::<String>::new, |mut t| {
+                    for &i in &shuffled {
+                        let (f, l) = range(i);
+                        t.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
+                    }
+                    t
+                }),
+            ],
+        );
+        slab_rows.push(SlabRow { what: "insert (random)", n, boxed: tm[0], slab: tm[1] });
         drop(names);
 
         // A set of ranges: inserts join what they touch (here nothing:
@@ -653,7 +738,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. The value rows at the end store `u32` values inline in the slot, and `u64` and `String` values in a box the tree makes (one allocation per entry; the `BTreeMap` and `rangemap` hold them in their entries); the set rows time `MapleSet` against `rangemap::RangeInclusiveSet` and a `BTreeMap<start, last>` that joins what an insert touches. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. The value rows at the end store `u32` values inline in the slot (changed in place through `for_each_mut`, the `values_mut` of values stored in the slot), and `u64` and `String` values in a box the tree makes (one allocation per entry; the `BTreeMap` and `rangemap` hold them in their entries); the set rows time `MapleSet` against `rangemap::RangeInclusiveSet` and a `BTreeMap<start, last>` that joins what an insert touches. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
@@ -683,6 +768,37 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         ]);
     }
     s.table(tab);
+
+    progress("compare: values boxed or in a slab, memory");
+    s.text("Values of any type, two ways: `String` values boxed by the tree (`MapleTree<String>`: the slot holds a pointer to a box the tree makes, one allocation per value) and the same values in a per-map slab (`SlabValues`, `baselines.rs`: the slot holds an index into one `Vec` of values, whose erased places the next inserts take), both built by inserts in a random order; ns per operation. `iterate` sums the values' lengths. Resident bytes per range are measured as in the memory table (a fresh process; at 100 K ranges and more), the strings' own heap included in both. \"box / slab\" > 1: the slab is faster or smaller.");
+    let mut vt =
+        Table::new("values", 2, &["operation", "ranges", "boxed", "slab", "box / slab", "boxed spread", "slab spread"]);
+    for r in &slab_rows {
+        vt.row(vec![
+            Cell::text(r.what),
+            Cell::num(r.n as f64, Unit::Count),
+            Cell::num(r.boxed.ns(), Unit::Ns),
+            Cell::num(r.slab.ns(), Unit::Ns),
+            Cell::num(div(r.boxed.ns(), r.slab.ns()), Unit::Times),
+            Cell::num(r.boxed.spread(), Unit::Percent),
+            Cell::num(r.slab.spread(), Unit::Percent),
+        ]);
+    }
+    for &n in opts.sizes.iter().filter(|&&n| n >= 100_000) {
+        let boxed = resident::measure(Build::StringsBoxed, n).map(|r| r.per_range);
+        let slab = resident::measure(Build::StringsSlab, n).map(|r| r.per_range);
+        let bytes = |b: Option<f64>| b.map_or_else(|| Cell::text("–"), |b| Cell::num(b, Unit::Bytes));
+        vt.row(vec![
+            Cell::text("resident bytes per range"),
+            Cell::num(n as f64, Unit::Count),
+            bytes(boxed),
+            bytes(slab),
+            boxed.zip(slab).map_or(Cell::Empty, |(b, s)| Cell::num(div(b, s), Unit::Times)),
+            Cell::Empty,
+            Cell::Empty,
+        ]);
+    }
+    s.table(vt);
     for what in ["load (random)", "store (random)", "erase (random)", "iterate"] {
         let id = format!("compare-{}", what.split(' ').next().unwrap_or(what));
         let mut p = Plot::new(&id, &format!("{what}: ns per operation"), "ranges", "ns per operation").log(true, true);
