@@ -25,7 +25,7 @@ where
 /// applied; `validate()` after every step.
 #[test]
 fn inline_values_change_as_the_entries_say() {
-    let steps = if cfg!(miri) { 150 } else { 3000 };
+    let steps = if cfg!(miri) { 60 } else { 3000 };
     for gaps in [false, true] {
         let mut rng = SmallRng::seed_from_u64(61);
         let mut t: MapleTree<u32> = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
