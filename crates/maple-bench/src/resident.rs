@@ -24,10 +24,7 @@ use std::{
 
 use maple_tree::{MapleTree, U63};
 
-use crate::{
-    baselines::SlabValues,
-    workloads::{maple, order, range, u},
-};
+use crate::workloads::{boxed_strings, maple, order, range, slab_strings, u};
 
 /// The environment variable that turns a run of the program into a probe:
 /// `KIND:N`, KIND one of [`Build`]'s names.
@@ -82,13 +79,15 @@ impl Build {
 
     /// The tree over the ranges numbered `keys` ([`range`]), built this
     /// way (bulk builds take the keys as `0..keys.len()`); `None` if memory
-    /// ran out.
+    /// ran out, or for the builds of `String` maps (see
+    /// [`hold`](Self::hold)).
     pub fn tree(self, keys: &[u64]) -> Option<MapleTree<U63>> {
         let n = keys.len() as u64;
         Some(match self {
             Build::Bulk => maple(n, false),
             Build::BulkGaps => maple(n, true),
-            Build::Ascending | Build::Random | Build::StringsBoxed | Build::StringsSlab => {
+            Build::StringsBoxed | Build::StringsSlab => return None,
+            Build::Ascending | Build::Random => {
                 let mut t = MapleTree::with_gaps();
                 for &i in keys {
                     let (f, l) = range(i);
@@ -98,30 +97,13 @@ impl Build {
             }
         })
     }
-}
 
-impl Build {
     /// What this build makes, to hold while measuring: the tree, or the
     /// map of `String` values.
     fn hold(self, keys: &[u64]) -> Option<Box<dyn std::any::Any>> {
-        let name = |i: u64| format!("range {i}");
         Some(match self {
-            Build::StringsBoxed => {
-                let mut t: MapleTree<String> = MapleTree::new();
-                for &i in keys {
-                    let (f, l) = range(i);
-                    t.insert_range(f..=l, name(i)).ok()?;
-                }
-                Box::new(t)
-            }
-            Build::StringsSlab => {
-                let mut t = SlabValues::new();
-                for &i in keys {
-                    let (f, l) = range(i);
-                    t.insert_range(f..=l, name(i)).ok()?;
-                }
-                Box::new(t)
-            }
+            Build::StringsBoxed => Box::new(boxed_strings(keys)),
+            Build::StringsSlab => Box::new(slab_strings(keys)),
             _ => Box::new(self.tree(keys)?),
         })
     }

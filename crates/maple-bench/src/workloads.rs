@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use maple_mm::{swap::SwapExtents, AddressSpace, Layout, MapFlags, Prot, PAGE_SIZE};
 use maple_tree::{MapleTree, U63};
+
+use crate::baselines::SlabValues;
 use rand::{rngs::SmallRng, seq::SliceRandom, Rng, SeedableRng};
 use rangemap::RangeInclusiveMap;
 
@@ -32,6 +34,32 @@ pub fn maple(n: u64, gaps: bool) -> MapleTree<U63> {
     });
     let t = if gaps { MapleTree::from_sorted_with_gaps(items) } else { MapleTree::from_sorted(items) };
     t.expect("sorted built-in data")
+}
+
+/// The `String` value of range `i`.
+pub fn name(i: u64) -> String {
+    format!("range {i}")
+}
+
+/// The ranges numbered `keys`, inserted in that order, each holding its
+/// [`name`], in a plain tree (which boxes each value).
+pub fn boxed_strings(keys: &[u64]) -> MapleTree<String> {
+    let mut t = MapleTree::new();
+    for &i in keys {
+        let (f, l) = range(i);
+        t.insert_range(f..=l, name(i)).expect("ranges apart");
+    }
+    t
+}
+
+/// [`boxed_strings`] in a per-map slab ([`SlabValues`]).
+pub fn slab_strings(keys: &[u64]) -> SlabValues<String> {
+    let mut t = SlabValues::new();
+    for &i in keys {
+        let (f, l) = range(i);
+        t.insert_range(f..=l, name(i)).expect("ranges apart");
+    }
+    t
 }
 
 /// The `BTreeMap` range-map idiom: start → (last, value).

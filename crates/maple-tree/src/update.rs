@@ -20,9 +20,9 @@ use core::{mem::ManuallyDrop, ops::RangeInclusive, ptr::NonNull};
 
 use crate::{
     handle::{is_value, Handle},
+    iter::scan_leaf,
     node::{LeafRef, NodeRef},
     raw::LeafWalk,
-    sync::Ordering,
     tree::{MapleTree, Writes},
 };
 
@@ -107,19 +107,17 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         loop {
             let Some(&lv) = walk.path.last() else { return };
             let leaf = lv.leaf();
-            let (piv, n) = (leaf.pivots(), lv.node.count());
-            let mut lo = lv.min;
-            for (i, slot) in leaf.slots()[..n].iter().enumerate() {
-                let hi = if i + 1 < n { piv[i].load(Ordering::Relaxed) } else { lv.max };
-                let w = slot.load(Ordering::Acquire);
+            // The iterators' leaf scan, counting slots to know which to
+            // write back.
+            let (_, end) = scan_leaf(lv, u64::MAX, lv.off, |i, lo, hi, w| {
                 if is_value(w) {
                     // SAFETY: as in `update`.
                     let mut lent = unsafe { lend::<V>(leaf, i, w) };
                     f(lo..=hi, &mut lent.value);
                 }
-                lo = hi.wrapping_add(1);
-            }
-            if !walk.next_leaf() {
+                i + 1
+            });
+            if end || !walk.next_leaf() {
                 return;
             }
         }

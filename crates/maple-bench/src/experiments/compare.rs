@@ -14,8 +14,8 @@ use crate::{
     model::{Cell, Goal, Plot, Section, Table, Unit},
     resident::{self, Build},
     workloads::{
-        btree, btree_gap, btree_gaps, btree_load, btree_next_from, btree_window_sum, maple, order, random_keys, range,
-        rmap, u, STEP,
+        boxed_strings, btree, btree_gap, btree_gaps, btree_load, btree_next_from, btree_window_sum, maple, name, order,
+        random_keys, range, rmap, slab_strings, u, STEP,
     },
     Options,
 };
@@ -36,19 +36,6 @@ struct SlabRow {
     n: u64,
     boxed: Timing,
     slab: Timing,
-}
-
-/// `n` ranges holding `names`, inserted in `order`, in a tree that boxes
-/// each value and in a per-map slab.
-fn string_maps(order: &[u64], names: &[String]) -> (MapleTree<String>, SlabValues<String>) {
-    let mut t = MapleTree::new();
-    let mut s = SlabValues::new();
-    for &i in order {
-        let (f, l) = range(i);
-        t.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
-        s.insert_range(f..=l, names[i as usize].clone()).expect("ranges apart");
-    }
-    (t, s)
 }
 
 /// Sums what an iterator yields with a `for` loop, which steps with
@@ -621,7 +608,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             rangemap: Some(tm[2]),
         });
 
-        let names: Vec<String> = (0..n).map(|i| format!("range {i}")).collect();
+        let names: Vec<String> = (0..n).map(name).collect();
         let ts: MapleTree<String> =
             MapleTree::from_sorted((0..n).map(|i| (items(i).0, names[i as usize].clone()))).expect("sorted");
         let ms: BTreeMap<u64, (u64, String)> =
@@ -649,7 +636,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
         // one `Vec`), the other way to hold values of any type; both maps
         // built by inserts in a random order, as a program's would be.
         progress(&format!("compare: values boxed or in a slab, n = {n}"));
-        let (ts, ss) = string_maps(&shuffled, &names);
+        let (ts, ss) = (boxed_strings(&shuffled), slab_strings(&shuffled));
         let tm = alternate(
             reps,
             vec![
