@@ -49,7 +49,7 @@ pub enum Build {
     /// `String` values (`"range {i}"`) inserted in a random order into a
     /// plain tree, which boxes each.
     StringsBoxed,
-    /// The same in a per-map slab ([`SlabValues`]).
+    /// The same in a per-map slab ([`SlabValues`](crate::baselines::SlabValues)).
     StringsSlab,
 }
 
@@ -79,8 +79,8 @@ impl Build {
 
     /// The tree over the ranges numbered `keys` ([`range`]), built this
     /// way (bulk builds take the keys as `0..keys.len()`); `None` if memory
-    /// ran out, or for the builds of `String` maps (see
-    /// [`hold`](Self::hold)).
+    /// ran out, or for the builds of `String` maps (which the probe holds
+    /// as they are).
     pub fn tree(self, keys: &[u64]) -> Option<MapleTree<U63>> {
         let n = keys.len() as u64;
         Some(match self {
