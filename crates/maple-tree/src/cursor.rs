@@ -39,6 +39,7 @@ use core::{
 use crate::{
     error::{Error, InsertError},
     handle::{is_value, Handle},
+    key::Key,
     node::PIVOT_UNUSED,
     raw::{rebind, Entrance, LeafWalk, Level, Path, RawTree},
     store::{Store, Stored},
@@ -167,11 +168,11 @@ fn value_in_leaf(lv: &mut Level<'_>, from: usize, forward: bool) -> Option<(u64,
 }
 
 macro_rules! read_methods {
-    ($lt:lifetime) => {
+    ($lt:lifetime, $K:ty) => {
         /// Bounds of the range the cursor is on (an entry or an empty range).
-        pub fn range(&self) -> RangeInclusive<u64> {
+        pub fn range(&self) -> RangeInclusive<$K> {
             let (lo, hi, _) = self.pos.current();
-            lo..=hi
+            $crate::key::keys(lo, hi)
         }
 
         /// The value of the range the cursor is on (`None` if it is empty).
@@ -187,56 +188,62 @@ macro_rules! read_methods {
         }
 
         /// The current range with its value, if it holds one.
-        pub fn get_entry(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+        pub fn get_entry(&self) -> Option<(RangeInclusive<$K>, V::Borrowed<$lt>)> {
             let (lo, hi, v) = self.pos.current();
-            self.borrow(v).map(|b| (lo..=hi, b))
+            self.borrow(v).map(|b| ($crate::key::keys(lo, hi), b))
         }
 
         /// Moves to the range containing `index` and returns its value.
-        pub fn seek(&mut self, index: u64) -> Option<V::Borrowed<$lt>> {
-            self.reseek(index);
+        pub fn seek(&mut self, index: $K) -> Option<V::Borrowed<$lt>> {
+            self.reseek($crate::Key::to_index(index));
             self.get()
         }
 
         /// Moves to the next range, empty or not. `None` (cursor unmoved) at
-        /// the end of the index space.
-        pub fn next_range(&mut self) -> Option<(RangeInclusive<u64>, Option<V::Borrowed<$lt>>)> {
+        /// the end of the key space.
+        pub fn next_range(&mut self) -> Option<(RangeInclusive<$K>, Option<V::Borrowed<$lt>>)> {
             if !self.pos.step(true) {
                 return None;
             }
             let (lo, hi, v) = self.pos.current();
-            Some((lo..=hi, self.borrow(v)))
+            if $crate::key::past_last::<$K>(lo) {
+                // The empty range past the key type's last key.
+                self.pos.step(false);
+                return None;
+            }
+            Some(($crate::key::keys(lo, hi), self.borrow(v)))
         }
 
         /// Moves to the previous range, empty or not. `None` (cursor
-        /// unmoved) at index 0.
-        pub fn prev_range(&mut self) -> Option<(RangeInclusive<u64>, Option<V::Borrowed<$lt>>)> {
+        /// unmoved) at the first key.
+        pub fn prev_range(&mut self) -> Option<(RangeInclusive<$K>, Option<V::Borrowed<$lt>>)> {
             if !self.pos.step(false) {
                 return None;
             }
             let (lo, hi, v) = self.pos.current();
-            Some((lo..=hi, self.borrow(v)))
+            Some(($crate::key::keys(lo, hi), self.borrow(v)))
         }
 
         /// Moves to the next entry after the current range. `None` (cursor
         /// unmoved) if there is none.
         #[allow(clippy::should_implement_trait)]
-        pub fn next(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+        pub fn next(&mut self) -> Option<(RangeInclusive<$K>, V::Borrowed<$lt>)> {
             let (lo, hi, nn) = self.pos.step_entry(true)?;
-            self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+            self.borrow(nn.as_ptr()).map(|b| ($crate::key::keys(lo, hi), b))
         }
 
         /// Moves to the previous entry before the current range. `None`
         /// (cursor unmoved) if there is none.
-        pub fn prev(&mut self) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+        pub fn prev(&mut self) -> Option<(RangeInclusive<$K>, V::Borrowed<$lt>)> {
             let (lo, hi, nn) = self.pos.step_entry(false)?;
-            self.borrow(nn.as_ptr()).map(|b| (lo..=hi, b))
+            self.borrow(nn.as_ptr()).map(|b| ($crate::key::keys(lo, hi), b))
         }
 
         /// The first entry at or after the cursor (the current range
         /// included) that starts at or before `limit`; the cursor moves to it.
         /// `None` (cursor unmoved) if there is none.
-        pub fn find(&mut self, limit: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<$lt>)> {
+        pub fn find(&mut self, limit: $K) -> Option<(RangeInclusive<$K>, V::Borrowed<$lt>)> {
+            let limit = $crate::Key::to_index(limit);
             let (lo, _, v) = self.pos.current();
             if lo > limit {
                 return None;
@@ -268,7 +275,7 @@ pub(crate) use read_methods;
 /// first index written (where it was, if the write failed). A write that
 /// stays in the cursor's leaf walks nothing.
 macro_rules! range_write_methods {
-    ($target:ident, $ty:ident) => {
+    ($target:ident, $ty:ident, $K:ty) => {
         /// After a write through the cursor's walk: `Some(true)` (the walk
         /// still leads to the leaf holding `first`) needs the slot found
         /// within the leaf, `Some(false)` a fresh walk to `first`; a failed
@@ -293,9 +300,10 @@ macro_rules! range_write_methods {
         }
 
         #[doc = concat!("[`", stringify!($ty), "::insert_range`] through the cursor.")]
-        pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+        pub fn insert_range(&mut self, range: impl RangeBounds<$K>, value: V) -> Result<(), InsertError<V>> {
             let was = self.pos.current().0;
-            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
+            let range = $crate::key::inclusive::<$K>(&range);
+            let first = range.map_or(was, |r| r.0);
             use $crate::write;
             // SAFETY: the cursor's walk, of the tree it borrows mutably,
             // kept current by every write through it (`settle`).
@@ -305,12 +313,13 @@ macro_rules! range_write_methods {
         }
 
         #[doc = concat!("[`", stringify!($ty), "::store_range`] through the cursor.")]
-        pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+        pub fn store_range(&mut self, range: impl RangeBounds<$K>, value: V) -> Result<(), InsertError<V>>
         where
             V: Clone,
         {
             let was = self.pos.current().0;
-            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
+            let range = $crate::key::inclusive::<$K>(&range);
+            let first = range.map_or(was, |r| r.0);
             use $crate::write;
             // SAFETY: as in `insert_range`.
             let res = unsafe { write::store_range(&mut *self.$target, Some(&mut self.pos.walk.path), range, value) };
@@ -319,12 +328,13 @@ macro_rules! range_write_methods {
         }
 
         #[doc = concat!("[`", stringify!($ty), "::remove_range`] through the cursor.")]
-        pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+        pub fn remove_range(&mut self, range: impl RangeBounds<$K>) -> Result<(), Error>
         where
             V: Clone,
         {
             let was = self.pos.current().0;
-            let first = $crate::write::to_inclusive(&range).map_or(was, |r| r.0);
+            let range = $crate::key::inclusive::<$K>(&range);
+            let first = range.map_or(was, |r| r.0);
             // SAFETY: as in `insert_range`.
             let res = unsafe { $crate::write::remove_range(&mut *self.$target, Some(&mut self.pos.walk.path), range) };
             self.settle(was, first, res.as_ref().ok().copied());
@@ -335,32 +345,33 @@ macro_rules! range_write_methods {
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) use range_write_methods;
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// A read cursor positioned at the range containing `index`.
-    pub fn cursor(&self, index: u64) -> Cursor<'_, V> {
+    pub fn cursor(&self, index: K) -> Cursor<'_, V, K> {
         // SAFETY: `&'a self` keeps the tree, its nodes and values alive and
         // unchanged for the cursor's lifetime.
-        unsafe { Cursor::on_raw(&self.raw, index) }
+        unsafe { Cursor::on_raw(&self.raw, index.to_index()) }
     }
 
     /// A write cursor positioned at the range containing `index`.
-    pub fn cursor_mut(&mut self, index: u64) -> CursorMut<'_, V, W> {
-        CursorMut::new(self, index)
+    pub fn cursor_mut(&mut self, index: K) -> CursorMut<'_, V, K, W> {
+        CursorMut::new(self, index.to_index())
     }
 }
 
 /// A read cursor over a borrowed tree (or, for a
 /// [`ConcurrentMapleTree`](crate::ConcurrentMapleTree), a tree read under a
 /// guard); see "Normal and advanced API" in the [crate docs](crate).
-pub struct Cursor<'a, V: Handle> {
+pub struct Cursor<'a, V: Handle, K: Key = u64> {
     /// All the cursor keeps of its tree: the way in for a fresh walk
     /// (`seek`). Its steps move through the nodes its walk reached.
     entrance: Entrance<'a>,
     pos: Pos<'a>,
     _values: PhantomData<&'a V>,
+    _keys: PhantomData<fn() -> K>,
 }
 
-impl<'a, V: Handle> Cursor<'a, V> {
+impl<'a, V: Handle, K: Key> Cursor<'a, V, K> {
     /// The current range's word, if it holds a value.
     pub(crate) fn word(&self) -> Option<NonNull<()>> {
         let (_, _, v) = self.pos.current();
@@ -376,7 +387,7 @@ impl<'a, V: Handle> Cursor<'a, V> {
     /// `&'a MapleTree`, or a concurrent tree read under a guard that lives
     /// for `'a`.
     pub(crate) unsafe fn on_raw(raw: &'a RawTree, index: u64) -> Self {
-        Cursor { entrance: Entrance::of(raw), pos: Pos::seek(raw, index), _values: PhantomData }
+        Cursor { entrance: Entrance::of(raw), pos: Pos::seek(raw, index), _values: PhantomData, _keys: PhantomData }
     }
 
     fn reseek(&mut self, index: u64) {
@@ -391,16 +402,16 @@ impl<'a, V: Handle> Cursor<'a, V> {
         Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
     }
 
-    read_methods!('a);
+    read_methods!('a, K);
 }
 
-impl<V: Handle> Clone for Cursor<'_, V> {
+impl<V: Handle, K: Key> Clone for Cursor<'_, V, K> {
     fn clone(&self) -> Self {
-        Cursor { entrance: self.entrance, pos: self.pos.clone(), _values: PhantomData }
+        Cursor { entrance: self.entrance, pos: self.pos.clone(), _values: PhantomData, _keys: PhantomData }
     }
 }
 
-impl<V: Handle> fmt::Debug for Cursor<'_, V> {
+impl<V: Handle, K: Key + fmt::Debug> fmt::Debug for Cursor<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cursor").field("range", &self.range()).finish_non_exhaustive()
     }
@@ -409,15 +420,15 @@ impl<V: Handle> fmt::Debug for Cursor<'_, V> {
 /// A write cursor; see "Normal and advanced API" in the [crate docs](crate).
 /// After any write it stands on
 /// the range containing the first index written.
-pub struct CursorMut<'a, V: Handle, W: Writes = InPlace> {
-    tree: &'a mut MapleTree<V, W>,
+pub struct CursorMut<'a, V: Handle, K: Key = u64, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, K, W>,
     /// A walk of `tree` as it is: every change to the tree is a write
     /// through this cursor, which keeps the walk current (`settle`).
     pos: Pos<'a>,
 }
 
-impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
-    pub(crate) fn new(tree: &'a mut MapleTree<V, W>, index: u64) -> Self {
+impl<'a, V: Handle, K: Key, W: Writes> CursorMut<'a, V, K, W> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V, K, W>, index: u64) -> Self {
         // SAFETY: a walk of the tree just made; the tree changes only
         // through this cursor (it holds it `&mut`), which keeps the walk
         // current.
@@ -429,7 +440,7 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
         self.tree.borrow(raw)
     }
 
-    read_methods!('_);
+    read_methods!('_, K);
 
     fn reseek(&mut self, index: u64) {
         // SAFETY: as in `new`.
@@ -504,10 +515,10 @@ impl<'a, V: Handle, W: Writes> CursorMut<'a, V, W> {
         out.removed.single().map(|nn| unsafe { V::from_raw(nn) })
     }
 
-    range_write_methods!(tree, MapleTree);
+    range_write_methods!(tree, MapleTree, K);
 }
 
-impl<V: Handle, W: Writes> fmt::Debug for CursorMut<'_, V, W> {
+impl<V: Handle, K: Key + fmt::Debug, W: Writes> fmt::Debug for CursorMut<'_, V, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CursorMut").field("range", &self.range()).finish_non_exhaustive()
     }

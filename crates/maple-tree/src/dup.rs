@@ -20,6 +20,7 @@ use crate::{
     alloc::Slab,
     error::AllocError,
     handle::{is_value, reserved_word, Handle},
+    key::Key,
     node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
     tree::{clone_word, MapleTree, Writes},
@@ -188,7 +189,7 @@ fn dup_with<'s, 'c>(
 
 /// The typed duplications: the node copy above, then each value word
 /// replaced by the copy's own.
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// Duplicates the tree in O(number of nodes), as fork does: the nodes
     /// are copied depth-first, one 256-byte copy each (same shape, no
     /// comparisons or splits), then each value of the copy is replaced in
@@ -207,8 +208,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn try_dup_map<U: Handle>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> U,
-    ) -> Result<MapleTree<U, W>, AllocError> {
+        mut f: impl FnMut(RangeInclusive<K>, V::Borrowed<'_>) -> U,
+    ) -> Result<MapleTree<U, K, W>, AllocError> {
         let copy = self.raw.dup_nodes(true)?;
         // Until every word is replaced, the copy holds words of `self`:
         // the guard frees it without dropping those if `f` panics.
@@ -216,7 +217,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         for &(leaf, min, max) in guard.copy.leaves() {
             let replace = |lo: u64, hi: u64, w| {
                 let v = self.borrow(w)?;
-                let new = f(lo..=hi, v).into_raw().as_ptr();
+                let new = f(K::from_index(lo)..=K::from_index(hi), v).into_raw().as_ptr();
                 guard.replaced += 1;
                 Some(new)
             };
@@ -247,8 +248,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn try_dup_map_fallible<U: Handle, E>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<U, E>,
-    ) -> Result<MapleTree<U, W>, DupError<E>> {
+        mut f: impl FnMut(RangeInclusive<K>, V::Borrowed<'_>) -> Result<U, E>,
+    ) -> Result<MapleTree<U, K, W>, DupError<E>> {
         self.dup_words(|r, v, _| f(r, v).map(|w| w.into_raw().as_ptr()))
     }
 
@@ -259,8 +260,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// to share the records of VMAs whose copy would be identical.
     pub fn try_dup_share_or_map<E>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>) -> Result<Option<V>, E>,
-    ) -> Result<MapleTree<V, W>, DupError<E>>
+        mut f: impl FnMut(RangeInclusive<K>, V::Borrowed<'_>) -> Result<Option<V>, E>,
+    ) -> Result<MapleTree<V, K, W>, DupError<E>>
     where
         V: Clone,
     {
@@ -280,8 +281,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// dropped: the values made so far, and every node, are freed.
     fn dup_words<U: Handle, E>(
         &self,
-        mut f: impl FnMut(RangeInclusive<u64>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
-    ) -> Result<MapleTree<U, W>, DupError<E>> {
+        mut f: impl FnMut(RangeInclusive<K>, V::Borrowed<'_>, *mut ()) -> Result<*mut (), E>,
+    ) -> Result<MapleTree<U, K, W>, DupError<E>> {
         let copy = self.raw.dup_nodes(true).map_err(DupError::Alloc)?;
         // Until every word is replaced (or marked), the copy holds words of
         // `self`, and the guard knows which.
@@ -294,7 +295,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
                     return Some(reserved_word());
                 }
                 let v = self.borrow(w)?;
-                match f(lo..=hi, v, w) {
+                match f(K::from_index(lo)..=K::from_index(hi), v, w) {
                     Ok(new) => {
                         guard.replaced += 1;
                         Some(new)
@@ -311,7 +312,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         }
         let made = guard.replaced;
         let raw = guard.into_tree();
-        let copy = MapleTree::<U, W>::from_raw(raw);
+        let copy = MapleTree::<U, K, W>::from_raw(raw);
         match failed {
             None => Ok(copy),
             Some((index, error)) => {

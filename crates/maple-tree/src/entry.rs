@@ -13,33 +13,34 @@ use core::{
 use crate::{
     error::{Error, InsertError},
     handle::{is_value, Handle},
+    key::{self, Key},
     tree::{InPlace, MapleTree, Writes},
-    write::to_inclusive,
+    write,
 };
 
 /// A range of a tree, vacant or occupied; made by [`MapleTree::entry`].
-pub enum RangeEntry<'a, V: Handle, W: Writes = InPlace> {
+pub enum RangeEntry<'a, V: Handle, K: Key = u64, W: Writes = InPlace> {
     /// Every index of the range is empty.
-    Vacant(VacantRange<'a, V, W>),
+    Vacant(VacantRange<'a, V, K, W>),
     /// Something occupies part of the range.
-    Occupied(OccupiedRange<'a, V, W>),
+    Occupied(OccupiedRange<'a, V, K, W>),
 }
 
 /// An empty range, ready to be filled.
-pub struct VacantRange<'a, V: Handle, W: Writes = InPlace> {
-    tree: &'a mut MapleTree<V, W>,
+pub struct VacantRange<'a, V: Handle, K: Key = u64, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, K, W>,
     first: u64,
     last: u64,
 }
 
 /// The lowest entry (or reserved range) overlapping the range asked for.
-pub struct OccupiedRange<'a, V: Handle, W: Writes = InPlace> {
-    tree: &'a mut MapleTree<V, W>,
+pub struct OccupiedRange<'a, V: Handle, K: Key = u64, W: Writes = InPlace> {
+    tree: &'a mut MapleTree<V, K, W>,
     first: u64,
     last: u64,
 }
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// The range as an entry: [`Vacant`](RangeEntry::Vacant) if
     /// every index in it is empty (fill it with
     /// [`insert`](crate::VacantRange::insert)), else
@@ -60,13 +61,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// }
     /// assert_eq!(t.load(25).map(U63::get), Some(2));
     /// ```
-    pub fn entry(&mut self, range: impl RangeBounds<u64>) -> Result<RangeEntry<'_, V, W>, Error> {
-        let (first, last) = to_inclusive(&range)?;
+    pub fn entry(&mut self, range: impl RangeBounds<K>) -> Result<RangeEntry<'_, V, K, W>, Error> {
+        let (first, last) = key::inclusive(&range)?;
         Ok(RangeEntry::new(self, first, last))
     }
 }
 
-impl<V: Handle, W: Writes> fmt::Debug for RangeEntry<'_, V, W> {
+impl<V: Handle, K: Key + fmt::Debug, W: Writes> fmt::Debug for RangeEntry<'_, V, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RangeEntry::Vacant(v) => f.debug_tuple("Vacant").field(&v.range()).finish(),
@@ -75,8 +76,8 @@ impl<V: Handle, W: Writes> fmt::Debug for RangeEntry<'_, V, W> {
     }
 }
 
-impl<'a, V: Handle, W: Writes> RangeEntry<'a, V, W> {
-    pub(crate) fn new(tree: &'a mut MapleTree<V, W>, first: u64, last: u64) -> RangeEntry<'a, V, W> {
+impl<'a, V: Handle, K: Key, W: Writes> RangeEntry<'a, V, K, W> {
+    pub(crate) fn new(tree: &'a mut MapleTree<V, K, W>, first: u64, last: u64) -> RangeEntry<'a, V, K, W> {
         // The slot at `first`, then (if it is empty and ends early) the
         // next entry: the lowest thing overlapping the range.
         let (lo, hi, w) = tree.raw.lookup(first);
@@ -91,32 +92,33 @@ impl<'a, V: Handle, W: Writes> RangeEntry<'a, V, W> {
     }
 }
 
-impl<'a, V: Handle, W: Writes> VacantRange<'a, V, W> {
+impl<'a, V: Handle, K: Key, W: Writes> VacantRange<'a, V, K, W> {
     /// The range.
-    pub fn range(&self) -> RangeInclusive<u64> {
-        self.first..=self.last
+    pub fn range(&self) -> RangeInclusive<K> {
+        key::keys(self.first, self.last)
     }
 
     /// Stores `value` over the range and returns a borrow of it. Fails
     /// only for want of memory, giving the value back.
     pub fn insert(self, value: V) -> Result<V::Borrowed<'a>, InsertError<V>> {
         let (first, last) = (self.first, self.last);
-        self.tree.insert_range(first..=last, value)?;
-        let tree: &'a MapleTree<V, W> = self.tree;
-        Ok(tree.load(first).expect("just inserted"))
+        // SAFETY: no walk is given.
+        unsafe { write::insert_range(&mut *self.tree, None, Ok((first, last)), value) }?;
+        let tree: &'a MapleTree<V, K, W> = self.tree;
+        Ok(tree.borrow(tree.raw.load(first)).expect("just inserted"))
     }
 }
 
-impl<'a, V: Handle, W: Writes> OccupiedRange<'a, V, W> {
+impl<'a, V: Handle, K: Key, W: Writes> OccupiedRange<'a, V, K, W> {
     /// The occupying entry's whole range (it may stick out of the range
     /// asked for).
-    pub fn range(&self) -> RangeInclusive<u64> {
-        self.first..=self.last
+    pub fn range(&self) -> RangeInclusive<K> {
+        key::keys(self.first, self.last)
     }
 
     /// Its value; `None` for a reserved range.
     pub fn get(&self) -> Option<V::Borrowed<'_>> {
-        self.tree.load(self.first)
+        self.tree.borrow(self.tree.raw.load(self.first))
     }
 
     /// Whether it is a reserved range (occupied, no value).
@@ -127,17 +129,17 @@ impl<'a, V: Handle, W: Writes> OccupiedRange<'a, V, W> {
     /// Takes the entry out of the tree (a reserved range is emptied) and
     /// returns its value.
     pub fn remove(self) -> Result<Option<V>, Error> {
-        self.tree.try_erase(self.first).map_err(Error::from)
+        self.tree.try_erase(K::from_index(self.first)).map_err(Error::from)
     }
 }
 
-impl<V: Handle, W: Writes> fmt::Debug for VacantRange<'_, V, W> {
+impl<V: Handle, K: Key + fmt::Debug, W: Writes> fmt::Debug for VacantRange<'_, V, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("VacantRange").field(&self.range()).finish()
     }
 }
 
-impl<V: Handle, W: Writes> fmt::Debug for OccupiedRange<'_, V, W> {
+impl<V: Handle, K: Key + fmt::Debug, W: Writes> fmt::Debug for OccupiedRange<'_, V, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("OccupiedRange").field(&self.range()).finish()
     }

@@ -67,9 +67,10 @@ impl RawTree {
     }
 
     /// Records that id `id` was allocated cyclically: `*next` becomes the
-    /// id after it, and a wrap to 0 is remembered for the next search.
-    pub(crate) fn cyclic_taken(&self, id: u64, next: &mut u64) {
-        *next = id.wrapping_add(1);
+    /// id after it (0 after `max`, the last index of the key type), and a
+    /// wrap to 0 is remembered for the next search.
+    pub(crate) fn cyclic_taken(&self, id: u64, next: &mut u64, max: u64) {
+        *next = if id >= max { 0 } else { id + 1 };
         self.cyclic_wrapped.set(usize::from(*next == 0));
     }
 

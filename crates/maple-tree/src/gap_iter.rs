@@ -13,11 +13,11 @@ use core::{
 use crate::{
     handle::Handle,
     iter::scan_leaf,
+    key::{self, Key},
     node::RANGE64_SLOTS,
     raw::{LeafWalk, Level, Path, RawTree},
     sync::Ordering,
     tree::{MapleTree, Writes},
-    write::to_inclusive,
 };
 
 /// The empty ranges inside a window, ascending (or descending from the
@@ -31,9 +31,9 @@ use crate::{
 /// search, which skips full subtrees: `k` gaps cost at most
 /// O((k + 1) log n) however many entries lie between them. On a plain
 /// tree the leaves are walked.
-pub struct Gaps<'a, V: Handle> {
+pub struct Gaps<'a, V: Handle, K: Key = u64> {
     raw: &'a RawTree,
-    _tree: PhantomData<&'a MapleTree<V>>,
+    _tree: PhantomData<&'a MapleTree<V, K>>,
     /// Lowest index not yet passed from the front.
     front: u64,
     /// Highest index not yet passed from the back.
@@ -50,7 +50,7 @@ pub struct Gaps<'a, V: Handle> {
     bbuf: LeafGaps,
 }
 
-impl<V: Handle> fmt::Debug for Gaps<'_, V> {
+impl<V: Handle, K: Key> fmt::Debug for Gaps<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gaps").field("front", &self.front).field("back", &self.back).field("done", &self.done).finish()
     }
@@ -287,7 +287,7 @@ fn scan_leaf_gaps_back<B>(
     (acc, false)
 }
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// The empty ranges inside `window`, ascending (`.rev()` for
     /// descending), each cut to the window: the complement of
     /// [`range`](Self::range). Reserved ranges are not empty. On a
@@ -305,13 +305,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(holes, [0..=9, 20..=29, 40..=49]);
     /// assert_eq!(t.gaps(15..35).rev().next(), Some(20..=29));
     /// ```
-    pub fn gaps(&self, window: impl RangeBounds<u64>) -> Gaps<'_, V> {
-        Gaps::new(&self.raw, to_inclusive(&window).ok())
+    pub fn gaps(&self, window: impl RangeBounds<K>) -> Gaps<'_, V, K> {
+        Gaps::new(&self.raw, key::inclusive(&window).ok())
     }
 }
 
-impl<'a, V: Handle> Gaps<'a, V> {
-    pub(crate) fn new(raw: &'a RawTree, window: Option<(u64, u64)>) -> Gaps<'a, V> {
+impl<'a, V: Handle, K: Key> Gaps<'a, V, K> {
+    pub(crate) fn new(raw: &'a RawTree, window: Option<(u64, u64)>) -> Gaps<'a, V, K> {
         let (front, back, done) = match window {
             Some((f, b)) => (f, b, false),
             None => (0, 0, true),
@@ -330,10 +330,10 @@ impl<'a, V: Handle> Gaps<'a, V> {
     }
 }
 
-impl<V: Handle> Iterator for Gaps<'_, V> {
-    type Item = RangeInclusive<u64>;
+impl<V: Handle, K: Key> Iterator for Gaps<'_, V, K> {
+    type Item = RangeInclusive<K>;
 
-    fn next(&mut self) -> Option<RangeInclusive<u64>> {
+    fn next(&mut self) -> Option<RangeInclusive<K>> {
         if self.done {
             return None;
         }
@@ -359,13 +359,13 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
         } else {
             self.front = end + 1;
         }
-        Some(start..=end)
+        Some(K::from_index(start)..=K::from_index(end))
     }
 
     /// The gaps left, front to back, in one pass along the leaves (no call
     /// per gap back into the iterator): what `sum`, `count`, `for_each`
     /// and the other whole-iterator consumers run on.
-    fn fold<B, F: FnMut(B, RangeInclusive<u64>) -> B>(mut self, init: B, mut f: F) -> B {
+    fn fold<B, F: FnMut(B, RangeInclusive<K>) -> B>(mut self, init: B, mut f: F) -> B {
         let mut acc = init;
         if self.done {
             return acc;
@@ -376,17 +376,18 @@ impl<V: Handle> Iterator for Gaps<'_, V> {
             if start > back {
                 return acc;
             }
-            acc = f(acc, start..=end.min(back));
+            acc = f(acc, K::from_index(start)..=K::from_index(end.min(back)));
             if end >= back {
                 return acc;
             }
         }
-        self.fwd.scan(self.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, s..=e))
+        self.fwd
+            .scan(self.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, K::from_index(s)..=K::from_index(e)))
     }
 }
 
-impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
-    fn next_back(&mut self) -> Option<RangeInclusive<u64>> {
+impl<V: Handle, K: Key> DoubleEndedIterator for Gaps<'_, V, K> {
+    fn next_back(&mut self) -> Option<RangeInclusive<K>> {
         if self.done {
             return None;
         }
@@ -412,11 +413,11 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
         } else {
             self.back = start - 1;
         }
-        Some(start..=end)
+        Some(K::from_index(start)..=K::from_index(end))
     }
 
     /// The gaps left, back to front, in one pass along the leaves.
-    fn rfold<B, F: FnMut(B, RangeInclusive<u64>) -> B>(mut self, init: B, mut f: F) -> B {
+    fn rfold<B, F: FnMut(B, RangeInclusive<K>) -> B>(mut self, init: B, mut f: F) -> B {
         let mut acc = init;
         if self.done {
             return acc;
@@ -427,16 +428,18 @@ impl<V: Handle> DoubleEndedIterator for Gaps<'_, V> {
             if end < front {
                 return acc;
             }
-            acc = f(acc, start.max(front)..=end);
+            acc = f(acc, K::from_index(start.max(front))..=K::from_index(end));
             if start <= front {
                 return acc;
             }
         }
-        self.bwd.scan(self.raw, false, front, self.back, acc, false, |acc, s, e| f(acc, s..=e))
+        self.bwd.scan(self.raw, false, front, self.back, acc, false, |acc, s, e| {
+            f(acc, K::from_index(s)..=K::from_index(e))
+        })
     }
 }
 
-impl<V: Handle> FusedIterator for Gaps<'_, V> {}
+impl<V: Handle, K: Key> FusedIterator for Gaps<'_, V, K> {}
 
 #[cfg(test)]
 mod tests {

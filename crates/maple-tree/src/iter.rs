@@ -17,11 +17,12 @@ use core::{
 
 use crate::{
     handle::{is_value, Handle, HandleMut},
+    key::{self, Key},
     node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::Ordering,
     tree::{MapleTree, Writes},
-    write::to_inclusive,
+    write::Bounds,
 };
 
 /// The two ends of an iterator over entries, as words and bounds: what
@@ -124,20 +125,20 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
 }
 
 /// Iterator over entries with mutable values; see [`MapleTree::iter_mut`].
-pub struct IterMut<'a, V: HandleMut> {
+pub struct IterMut<'a, V: HandleMut, K: Key = u64> {
     pub(crate) entries: Entries<'a, false>,
     /// The tree stays borrowed mutably: nothing else reads or changes it.
-    pub(crate) _tree: PhantomData<&'a mut MapleTree<V>>,
+    pub(crate) _tree: PhantomData<&'a mut MapleTree<V, K>>,
 }
 
-impl<V: HandleMut> fmt::Debug for IterMut<'_, V> {
+impl<V: HandleMut, K: Key> fmt::Debug for IterMut<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IterMut").finish_non_exhaustive()
     }
 }
 
-impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
-    type Item = (RangeInclusive<u64>, &'a mut V::Target);
+impl<'a, V: HandleMut + 'a, K: Key> Iterator for IterMut<'a, V, K> {
+    type Item = (RangeInclusive<K>, &'a mut V::Target);
 
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next()?;
@@ -145,7 +146,7 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
         // its own handle (a value is never stored in two slots), the tree is
         // borrowed mutably for `'a` so nothing else reaches its values, and
         // the handle stays alive while it is.
-        Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -157,38 +158,38 @@ impl<'a, V: HandleMut + 'a> Iterator for IterMut<'a, V> {
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: each value slot once, of a tree borrowed
             // mutably for 'a.
-            f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
         })
     }
 }
 
-impl<'a, V: HandleMut + 'a> DoubleEndedIterator for IterMut<'a, V> {
+impl<'a, V: HandleMut + 'a, K: Key> DoubleEndedIterator for IterMut<'a, V, K> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: the two ends never hand out the same slot
         // (`Entries`), so each value slot comes once.
-        Some((lo..=hi, unsafe { V::borrow_mut(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next_back`: each value slot once, of a tree
             // borrowed mutably for 'a.
-            f(acc, (lo..=hi, unsafe { V::borrow_mut(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
         })
     }
 }
 
-impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for IterMut<'a, V> {}
+impl<'a, V: HandleMut + 'a, K: Key> core::iter::FusedIterator for IterMut<'a, V, K> {}
 
 /// [`MapleTree::values_mut`]: [`IterMut`]'s values, whose `fold` reads
 /// whole leaves without their bounds.
-struct ValuesMut<'a, V: HandleMut> {
-    inner: IterMut<'a, V>,
+struct ValuesMut<'a, V: HandleMut, K: Key> {
+    inner: IterMut<'a, V, K>,
 }
 
-impl<'a, V: HandleMut + 'a> Iterator for ValuesMut<'a, V> {
+impl<'a, V: HandleMut + 'a, K: Key> Iterator for ValuesMut<'a, V, K> {
     type Item = &'a mut V::Target;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -204,7 +205,7 @@ impl<'a, V: HandleMut + 'a> Iterator for ValuesMut<'a, V> {
     }
 }
 
-impl<'a, V: HandleMut + 'a> DoubleEndedIterator for ValuesMut<'a, V> {
+impl<'a, V: HandleMut + 'a, K: Key> DoubleEndedIterator for ValuesMut<'a, V, K> {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.inner.next_back().map(|(_, v)| v)
     }
@@ -214,9 +215,9 @@ impl<'a, V: HandleMut + 'a> DoubleEndedIterator for ValuesMut<'a, V> {
     }
 }
 
-impl<'a, V: HandleMut + 'a> core::iter::FusedIterator for ValuesMut<'a, V> {}
+impl<'a, V: HandleMut + 'a, K: Key> core::iter::FusedIterator for ValuesMut<'a, V, K> {}
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// Iterates over all entries in ascending order.
     ///
     /// Consumers that take the whole iterator at once (`sum`, `for_each`,
@@ -231,7 +232,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// let total: u64 = t.iter().map(|(_, v)| v.get()).sum();
     /// assert_eq!(total, (0..100).sum());
     /// ```
-    pub fn iter(&self) -> Iter<'_, V> {
+    pub fn iter(&self) -> Iter<'_, V, K> {
         self.range(..)
     }
 
@@ -258,8 +259,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(hits, [4, 3, 2]);
     /// ```
     #[inline]
-    pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_, V> {
-        let (first, last, done) = iter_bounds(&range);
+    pub fn range(&self, range: impl RangeBounds<K>) -> Iter<'_, V, K> {
+        let (first, last, done) = iter_bounds(key::inclusive(&range));
         // No walk yet: each end walks on its first call.
         // SAFETY: the iterator borrows `self` for its lifetime: the tree
         // stays alive and unchanged meanwhile.
@@ -280,7 +281,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!((r, v.as_str(), Arc::strong_count(&v)), (0..=9, "ten", 2));
     /// ```
     #[inline]
-    pub fn range_cloned(&self, range: impl RangeBounds<u64>) -> RangeCloned<'_, V>
+    pub fn range_cloned(&self, range: impl RangeBounds<K>) -> RangeCloned<'_, V, K>
     where
         V: Clone,
     {
@@ -421,8 +422,8 @@ const PREFETCH_AHEAD: usize = 4;
 /// Where an iterator over `range` starts and ends, and whether it is empty
 /// from the start (an invalid range yields nothing).
 #[inline]
-pub(crate) fn iter_bounds(range: &impl RangeBounds<u64>) -> (u64, u64, bool) {
-    match to_inclusive(range) {
+pub(crate) fn iter_bounds(bounds: Bounds) -> (u64, u64, bool) {
+    match bounds {
         Ok((first, last)) => (first, last, false),
         Err(_) => (0, 0, true),
     }
@@ -1267,19 +1268,19 @@ fn rscan_leaf<B>(lv: Level<'_>, mut acc: B, mut emit: impl FnMut(B, u64, u64, *m
 /// assert_eq!(it.next().map(|(r, _)| r), Some(0..=4));
 /// assert_eq!(it.count(), 8);
 /// ```
-pub struct Iter<'a, V: Handle> {
+pub struct Iter<'a, V: Handle, K: Key = u64> {
     /// The tree stays borrowed: its values live while the iterator does.
-    pub(crate) _tree: PhantomData<&'a MapleTree<V>>,
+    pub(crate) _tree: PhantomData<&'a MapleTree<V, K>>,
     pub(crate) entries: Entries<'a, false>,
 }
 
-impl<'a, V: Handle> Iterator for Iter<'a, V> {
-    type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
+impl<'a, V: Handle, K: Key> Iterator for Iter<'a, V, K> {
+    type Item = (RangeInclusive<K>, V::Borrowed<'a>);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: `Entries` yields value words of the tree, which is
         // borrowed for 'a and keeps them alive meanwhile.
-        Some((lo..=hi, unsafe { V::borrow(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
     }
 
     /// The last entry, found from the back (not by stepping through all).
@@ -1290,41 +1291,41 @@ impl<'a, V: Handle> Iterator for Iter<'a, V> {
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
         })
     }
 }
 
-impl<V: Handle> DoubleEndedIterator for Iter<'_, V> {
+impl<V: Handle, K: Key> DoubleEndedIterator for Iter<'_, V, K> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-        Some((lo..=hi, unsafe { V::borrow(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
         })
     }
 }
 
-impl<V: Handle> core::iter::FusedIterator for Iter<'_, V> {}
+impl<V: Handle, K: Key> core::iter::FusedIterator for Iter<'_, V, K> {}
 
 /// Iterator of owned handles; see [`MapleTree::range_cloned`].
-pub struct RangeCloned<'a, V: Handle + Clone> {
-    pub(crate) inner: Iter<'a, V>,
+pub struct RangeCloned<'a, V: Handle + Clone, K: Key = u64> {
+    pub(crate) inner: Iter<'a, V, K>,
 }
 
-impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
-    type Item = (RangeInclusive<u64>, V);
+impl<V: Handle + Clone, K: Key> Iterator for RangeCloned<'_, V, K> {
+    type Item = (RangeInclusive<K>, V);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.inner.entries.next()?;
         // SAFETY: `Entries` yields value words of the borrowed tree, alive
         // while it is borrowed.
-        Some((lo..=hi, unsafe { V::clone_raw(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -1335,35 +1336,35 @@ impl<V: Handle + Clone> Iterator for RangeCloned<'_, V> {
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.inner.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the borrowed tree.
-            f(acc, (lo..=hi, unsafe { V::clone_raw(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
         })
     }
 }
 
-impl<V: Handle + Clone> DoubleEndedIterator for RangeCloned<'_, V> {
+impl<V: Handle + Clone, K: Key> DoubleEndedIterator for RangeCloned<'_, V, K> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.inner.entries.next_back()?;
         // SAFETY: as in `next`: value words of the borrowed tree.
-        Some((lo..=hi, unsafe { V::clone_raw(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
     }
 }
 
-impl<V: Handle + Clone> core::iter::FusedIterator for RangeCloned<'_, V> {}
+impl<V: Handle + Clone, K: Key> core::iter::FusedIterator for RangeCloned<'_, V, K> {}
 
-impl<V: Handle + Clone> fmt::Debug for RangeCloned<'_, V> {
+impl<V: Handle + Clone, K: Key> fmt::Debug for RangeCloned<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RangeCloned").finish_non_exhaustive()
     }
 }
 
-impl<V: Handle> fmt::Debug for Iter<'_, V> {
+impl<V: Handle, K: Key> fmt::Debug for Iter<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Iter").field("done", &self.entries.raw.is_done()).finish_non_exhaustive()
     }
 }
 
-impl<V: HandleMut, W: Writes> MapleTree<V, W> {
+impl<V: HandleMut, K: Key, W: Writes> MapleTree<V, K, W> {
     /// Every entry with its value mutably, ascending.
     ///
     /// ```
@@ -1377,14 +1378,14 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
     /// }
     /// assert_eq!(t.values_mut().map(|v| *v).collect::<Vec<_>>(), [1, 22]);
     /// ```
-    pub fn iter_mut(&mut self) -> IterMut<'_, V> {
+    pub fn iter_mut(&mut self) -> IterMut<'_, V, K> {
         self.range_mut(..)
     }
 
     /// The entries overlapping `range` with their values mutably,
     /// ascending. An invalid range yields nothing.
-    pub fn range_mut(&mut self, range: impl RangeBounds<u64>) -> IterMut<'_, V> {
-        let (first, last, done) = iter_bounds(&range);
+    pub fn range_mut(&mut self, range: impl RangeBounds<K>) -> IterMut<'_, V, K> {
+        let (first, last, done) = iter_bounds(key::inclusive(&range));
         // SAFETY: the iterator borrows `self` mutably for its lifetime:
         // the tree stays alive, and nothing but the iterator (which
         // changes values, not slots) reaches it meanwhile.
@@ -1399,21 +1400,21 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
     }
 }
 
-impl<'a, V: Handle, W: Writes> IntoIterator for &'a MapleTree<V, W> {
-    type Item = (RangeInclusive<u64>, V::Borrowed<'a>);
-    type IntoIter = Iter<'a, V>;
-    fn into_iter(self) -> Iter<'a, V> {
+impl<'a, V: Handle, K: Key, W: Writes> IntoIterator for &'a MapleTree<V, K, W> {
+    type Item = (RangeInclusive<K>, V::Borrowed<'a>);
+    type IntoIter = Iter<'a, V, K>;
+    fn into_iter(self) -> Iter<'a, V, K> {
         self.iter()
     }
 }
 
 /// Owning iterator; see `IntoIterator for MapleTree`.
-pub struct IntoIter<V> {
-    inner: liballoc::vec::IntoIter<(RangeInclusive<u64>, V)>,
+pub struct IntoIter<V, K = u64> {
+    inner: liballoc::vec::IntoIter<(RangeInclusive<K>, V)>,
 }
 
-impl<V> Iterator for IntoIter<V> {
-    type Item = (RangeInclusive<u64>, V);
+impl<V, K> Iterator for IntoIter<V, K> {
+    type Item = (RangeInclusive<K>, V);
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
     }
@@ -1422,34 +1423,34 @@ impl<V> Iterator for IntoIter<V> {
     }
 }
 
-impl<V> DoubleEndedIterator for IntoIter<V> {
+impl<V, K> DoubleEndedIterator for IntoIter<V, K> {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.inner.next_back()
     }
 }
 
-impl<V> ExactSizeIterator for IntoIter<V> {}
+impl<V, K> ExactSizeIterator for IntoIter<V, K> {}
 
-impl<V> core::iter::FusedIterator for IntoIter<V> {}
+impl<V, K> core::iter::FusedIterator for IntoIter<V, K> {}
 
-impl<V> fmt::Debug for IntoIter<V> {
+impl<V, K> fmt::Debug for IntoIter<V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntoIter").field("remaining", &self.inner.len()).finish()
     }
 }
 
-impl<V: Handle, W: Writes> IntoIterator for MapleTree<V, W> {
-    type Item = (RangeInclusive<u64>, V);
-    type IntoIter = IntoIter<V>;
+impl<V: Handle, K: Key, W: Writes> IntoIterator for MapleTree<V, K, W> {
+    type Item = (RangeInclusive<K>, V);
+    type IntoIter = IntoIter<V, K>;
     /// Takes every entry out in ascending order (collected up front).
-    fn into_iter(mut self) -> IntoIter<V> {
+    fn into_iter(mut self) -> IntoIter<V, K> {
         let words: Vec<_> = self.raw_entries().collect();
         // Free the nodes but keep the values: they move into the iterator.
         self.raw.clear_with(None);
         let items: Vec<_> = words
             .into_iter()
             // SAFETY: the nodes are gone; each word is taken back once.
-            .map(|(lo, hi, w)| (lo..=hi, unsafe { V::from_raw(w) }))
+            .map(|(lo, hi, w)| (K::from_index(lo)..=K::from_index(hi), unsafe { V::from_raw(w) }))
             .collect();
         IntoIter { inner: items.into_iter() }
     }

@@ -1,6 +1,6 @@
 //! # maple-tree
 //!
-//! A map from non-overlapping `u64` ranges to values, with the free
+//! A map from non-overlapping key ranges to values, with the free
 //! ranges between them found in O(log n): a userspace implementation of
 //! the Linux kernel's maple tree (the structure that has held each
 //! process's memory areas since Linux 6.1), with its 256-byte nodes, its
@@ -8,8 +8,10 @@
 //! changing anything, and a concurrent flavour whose readers take no
 //! lock.
 //!
-//! Keys are inclusive ranges `[first, last]`; a new tree is one empty
-//! range `[0, u64::MAX]`. Storing over a range overwrites (trimming or
+//! Keys are inclusive ranges `[first, last]` of `u64` by default, or of
+//! any [`Key`] type: every integer type up to 64 bits, `char`, and your
+//! own newtypes (an address, a page frame number). A new tree is one
+//! empty range over every key, `[0, u64::MAX]` for `u64`. Storing over a range overwrites (trimming or
 //! cutting neighbours); storing nothing empties it; `insert` fails if
 //! anything is present; `erase` removes the whole entry holding an index.
 //! Values are one word each ([`Handle`]): small `Copy` values stored in
@@ -109,8 +111,8 @@
 //!
 //! ## Coming from `BTreeMap`, `rangemap` or `nodit`
 //!
-//! Keys are `u64` ranges, inclusive at both ends (`a..=b`; any
-//! `RangeBounds<u64>` is accepted where a range is asked for). A
+//! Keys are ranges inclusive at both ends (`a..=b`; any `RangeBounds`
+//! of the key type is accepted where a range is asked for). A
 //! `BTreeMap<u64, (u64, V)>` from each range's start to its end and value
 //! is the usual hand-written idiom; `rangemap::RangeInclusiveMap` and
 //! `nodit::NoditMap` are crates. Their calls, and ours:
@@ -134,6 +136,7 @@
 //! | change every value | `values_mut` | – | – | [`for_each_mut`](MapleTree::for_each_mut) (any value), [`values_mut`](MapleTree::values_mut) (boxed) |
 //! | split at a key | `split_off` (then trim the entry across it) | – | `split_off` | [`split_off`](MapleTree::split_off) |
 //! | move another map in | `append` (overlaps by hand) | `extend` | – | [`append`](MapleTree::append) |
+//! | keys other than `u64` | `BTreeMap<K, (K, V)>` | `RangeInclusiveMap<K, V>` (`K: StepLite`) | `NoditMap<K, I, V>` | `MapleTree<V, K>` ([`Key`]; made by [`keyed`](MapleTree::keyed)) |
 //!
 //! Differences to know: `len` counts entries as stored (`rangemap` counts
 //! its coalesced ranges, which is ours after storing with
@@ -144,6 +147,24 @@
 //! yet. A value is handed out as
 //! [`Handle::Borrowed`]: `&T` for `Box<T>` and `Arc<T>`, the value itself
 //! for the [`Inline`] kinds.
+//!
+//! A tree of another key type is made with
+//! [`keyed`](MapleTree::keyed) (or `Default`, or `collect`): `new` is for
+//! `u64` keys only, as `HashMap::new` is for its default hasher only, so
+//! that a tree used with bare integer literals keeps `u64` keys rather
+//! than the literals' fallback type, `i32`.
+//!
+//! ```
+//! use maple_tree::MapleTree;
+//!
+//! // Signed keys keep their order: -10 comes before 0.
+//! let mut t: MapleTree<u32, i64> = MapleTree::keyed();
+//! t.insert_range(-10..=-1, 1).unwrap();
+//! t.insert_range(0..=9, 2).unwrap();
+//! assert_eq!(t.iter().map(|(_, v)| v).collect::<Vec<_>>(), [1, 2]);
+//! // The key space ends at the type's last key.
+//! assert_eq!(t.range_at(10).0, 10..=i64::MAX);
+//! ```
 //!
 //! A set of ranges (`rangemap::RangeInclusiveSet`, `BTreeSet` of ranges by
 //! hand) is a [`MapleSet`]: touching and overlapping ranges join as they
@@ -343,6 +364,7 @@ mod gap_iter;
 mod handle;
 mod iter;
 mod kept_walk;
+mod key;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod navigate;
@@ -372,6 +394,7 @@ pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
 pub use handle::{inline_bits, inline_word, Handle, HandleMut, Inline, U63};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
+pub use key::Key;
 #[cfg(feature = "serde")]
 pub use serde_impl::serde_with_gaps;
 pub use set::{Combined, IntoRanges, MapleSet, Ranges};

@@ -275,7 +275,8 @@ pub(crate) struct RawTree {
     pub(crate) root: AtomicPtr<()>,
     pub(crate) height: Shared,
     pub(crate) gaps: bool,
-    /// `alloc_cyclic` handed out `u64::MAX`, so its `next` wrapped to 0;
+    /// `alloc_cyclic` handed out the key type's last index, so its
+    /// `next` wrapped to 0;
     /// the next cyclic allocation reports the wrap (kernel
     /// `MT_FLAGS_ALLOC_WRAPPED`).
     pub(crate) cyclic_wrapped: Shared,

@@ -15,6 +15,7 @@ use crate::{
     error::Error,
     gap_iter::Gaps,
     iter::{IntoIter, Iter},
+    key::Key,
     tree::{abort_oom, MapleTree},
 };
 
@@ -53,11 +54,13 @@ use crate::{
 /// assert_eq!(used.empty_area(.., 4), Ok(100));
 /// assert_eq!(used.empty_area(.., 5), Ok(200));
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MapleSet {
-    tree: MapleTree<()>,
+pub struct MapleSet<K: Key = u64> {
+    tree: MapleTree<(), K>,
 }
 
+/// The constructors of a set of `u64` indices (not generic over the key
+/// type for the reason [`MapleTree::new`] is not); other key types use
+/// [`keyed`](MapleSet::keyed), [`Default`] or [`FromIterator`].
 impl MapleSet {
     const_unless_loom! {
         /// An empty set.
@@ -73,35 +76,62 @@ impl MapleSet {
             MapleSet { tree: MapleTree::with_gaps() }
         }
     }
+}
+
+impl<K: Key> MapleSet<K> {
+    const_unless_loom! {
+        /// An empty set of any key type: what [`new`](MapleSet::new) is
+        /// for `u64`.
+        ///
+        /// ```
+        /// use maple_tree::MapleSet;
+        ///
+        /// let mut letters: MapleSet<char> = MapleSet::keyed();
+        /// letters.insert('a'..='z').unwrap();
+        /// letters.insert('A'..='Z').unwrap();
+        /// assert!(letters.contains('q') && !letters.contains('!'));
+        /// assert_eq!(letters.complement().iter().nth(1), Some('['..='`'));
+        /// ```
+        pub fn keyed() -> Self {
+            MapleSet { tree: MapleTree::keyed() }
+        }
+    }
+
+    const_unless_loom! {
+        /// An empty gap-tracking set of any key type.
+        pub fn keyed_with_gaps() -> Self {
+            MapleSet { tree: MapleTree::keyed_with_gaps() }
+        }
+    }
 
     /// Adds the indices of `range` and returns the range that holds them
     /// now (joined with every range it touched or overlapped). An empty or
     /// reversed range is [`Error::InvalidRange`]; on
     /// [`Error::NoMemory`] the set is unchanged.
-    pub fn insert(&mut self, range: impl RangeBounds<u64>) -> Result<RangeInclusive<u64>, Error> {
+    pub fn insert(&mut self, range: impl RangeBounds<K>) -> Result<RangeInclusive<K>, Error> {
         self.tree.store_range_merging(range, ()).map_err(|e| e.cause)
     }
 
     /// Removes the indices of `range` (a range partly inside keeps the
     /// rest). An empty or reversed range is [`Error::InvalidRange`]; on
     /// [`Error::NoMemory`] the set is unchanged.
-    pub fn remove(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
+    pub fn remove(&mut self, range: impl RangeBounds<K>) -> Result<(), Error> {
         self.tree.remove_range(range)
     }
 
     /// True if `index` is in the set.
-    pub fn contains(&self, index: u64) -> bool {
+    pub fn contains(&self, index: K) -> bool {
         self.tree.contains(index)
     }
 
     /// The range of the set that holds `index`.
-    pub fn get(&self, index: u64) -> Option<RangeInclusive<u64>> {
+    pub fn get(&self, index: K) -> Option<RangeInclusive<K>> {
         self.tree.get_range(index).map(|(r, ())| r)
     }
 
     /// True if any index of `range` is in the set (an empty or reversed
     /// range holds none).
-    pub fn overlaps(&self, range: impl RangeBounds<u64>) -> bool {
+    pub fn overlaps(&self, range: impl RangeBounds<K>) -> bool {
         self.tree.range(range).next().is_some()
     }
 
@@ -121,60 +151,60 @@ impl MapleSet {
     }
 
     /// The lowest range.
-    pub fn first(&self) -> Option<RangeInclusive<u64>> {
+    pub fn first(&self) -> Option<RangeInclusive<K>> {
         self.tree.first().map(|(r, ())| r)
     }
 
     /// The highest range.
-    pub fn last(&self) -> Option<RangeInclusive<u64>> {
+    pub fn last(&self) -> Option<RangeInclusive<K>> {
         self.tree.last().map(|(r, ())| r)
     }
 
     /// The ranges, ascending (or from the back: the iterator is
     /// double-ended).
-    pub fn iter(&self) -> Ranges<'_> {
+    pub fn iter(&self) -> Ranges<'_, K> {
         Ranges(self.tree.iter())
     }
 
     /// The ranges that overlap `range`, whole (not clipped to it).
-    pub fn range(&self, range: impl RangeBounds<u64>) -> Ranges<'_> {
+    pub fn range(&self, range: impl RangeBounds<K>) -> Ranges<'_, K> {
         Ranges(self.tree.range(range))
     }
 
     /// The ranges of indices not in the set inside `window`, clipped to it
     /// (see [`MapleTree::gaps`]).
-    pub fn gaps(&self, window: impl RangeBounds<u64>) -> Gaps<'_, ()> {
+    pub fn gaps(&self, window: impl RangeBounds<K>) -> Gaps<'_, (), K> {
         self.tree.gaps(window)
     }
 
     /// The lowest start of `size` indices in a row inside `window`, none
     /// of them in the set (see [`MapleTree::empty_area`]).
-    pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+    pub fn empty_area(&self, window: impl RangeBounds<K>, size: u64) -> Result<K, Error> {
         self.tree.empty_area(window, size)
     }
 
     /// The highest such start (see [`MapleTree::empty_area_rev`]).
-    pub fn empty_area_rev(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+    pub fn empty_area_rev(&self, window: impl RangeBounds<K>, size: u64) -> Result<K, Error> {
         self.tree.empty_area_rev(window, size)
     }
 
     /// The indices in `self` or in `other`, as ranges, ascending.
-    pub fn union<'a>(&'a self, other: &'a MapleSet) -> Combined<Ranges<'a>, Ranges<'a>> {
+    pub fn union<'a>(&'a self, other: &'a Self) -> Combined<Ranges<'a, K>, Ranges<'a, K>> {
         Combined::new(self.iter(), other.iter(), |a, b| a || b)
     }
 
     /// The indices in both.
-    pub fn intersection<'a>(&'a self, other: &'a MapleSet) -> Combined<Ranges<'a>, Ranges<'a>> {
+    pub fn intersection<'a>(&'a self, other: &'a Self) -> Combined<Ranges<'a, K>, Ranges<'a, K>> {
         Combined::new(self.iter(), other.iter(), |a, b| a && b)
     }
 
     /// The indices in `self` and not in `other`.
-    pub fn difference<'a>(&'a self, other: &'a MapleSet) -> Combined<Ranges<'a>, Ranges<'a>> {
+    pub fn difference<'a>(&'a self, other: &'a Self) -> Combined<Ranges<'a, K>, Ranges<'a, K>> {
         Combined::new(self.iter(), other.iter(), |a, b| a && !b)
     }
 
     /// The indices in exactly one of the two.
-    pub fn symmetric_difference<'a>(&'a self, other: &'a MapleSet) -> Combined<Ranges<'a>, Ranges<'a>> {
+    pub fn symmetric_difference<'a>(&'a self, other: &'a Self) -> Combined<Ranges<'a, K>, Ranges<'a, K>> {
         Combined::new(self.iter(), other.iter(), |a, b| a != b)
     }
 
@@ -186,22 +216,22 @@ impl MapleSet {
     /// let s: MapleSet = [0..=9, 20..=u64::MAX].into_iter().collect();
     /// assert_eq!((!&s).iter().collect::<Vec<_>>(), [10..=19]);
     /// ```
-    pub fn complement(&self) -> MapleSet {
+    pub fn complement(&self) -> Self {
         Self::from_sorted_ranges(self.gaps(..))
     }
 
     /// True if every index of `self` is in `other`.
-    pub fn is_subset(&self, other: &MapleSet) -> bool {
+    pub fn is_subset(&self, other: &Self) -> bool {
         self.difference(other).next().is_none()
     }
 
     /// True if every index of `other` is in `self`.
-    pub fn is_superset(&self, other: &MapleSet) -> bool {
+    pub fn is_superset(&self, other: &Self) -> bool {
         other.is_subset(self)
     }
 
     /// True if no index is in both.
-    pub fn is_disjoint(&self, other: &MapleSet) -> bool {
+    pub fn is_disjoint(&self, other: &Self) -> bool {
         self.intersection(other).next().is_none()
     }
 
@@ -216,39 +246,41 @@ impl MapleSet {
     /// let high = low.split_off(25);
     /// assert_eq!(format!("{low:?} {high:?}"), "{0..=9, 20..=24} {25..=29}");
     /// ```
-    pub fn split_off(&mut self, at: u64) -> MapleSet {
+    pub fn split_off(&mut self, at: K) -> Self {
         MapleSet { tree: self.tree.split_off(at) }
     }
 
     /// Adds every index of `other` and leaves it empty. Aborts on
     /// allocation failure, like `std`.
-    pub fn append(&mut self, other: &mut MapleSet) {
+    pub fn append(&mut self, other: &mut Self) {
         self.extend(other.iter());
         other.clear();
     }
 
     /// The tree underneath: its ranges hold `()`.
-    pub fn as_tree(&self) -> &MapleTree<()> {
+    pub fn as_tree(&self) -> &MapleTree<(), K> {
         &self.tree
     }
 
     /// The tree underneath, for the map's own API.
-    pub fn into_tree(self) -> MapleTree<()> {
+    pub fn into_tree(self) -> MapleTree<(), K> {
         self.tree
     }
 
     /// A set of the indices `tree` holds (touching entries joined).
-    pub fn from_tree(tree: &MapleTree<()>) -> MapleSet {
+    pub fn from_tree(tree: &MapleTree<(), K>) -> Self {
         Self::from_sorted_ranges(tree.iter().map(|(r, ())| r))
     }
 
     /// A set from ranges ascending by start, each its own or overlapping,
     /// touching or apart from the last: joined as they come, then built in
     /// O(n). Aborts on allocation failure, like `std`.
-    fn from_sorted_ranges(ranges: impl IntoIterator<Item = RangeInclusive<u64>>) -> MapleSet {
-        let joined = Join { ranges: ranges.into_iter(), pending: None };
-        match MapleTree::from_sorted(joined.map(|r| (r, ()))) {
-            Ok(tree) => MapleSet { tree },
+    fn from_sorted_ranges(ranges: impl IntoIterator<Item = RangeInclusive<K>>) -> Self {
+        let indices = ranges.into_iter().map(|r| (r.start().to_index(), r.end().to_index()));
+        let joined = Join { ranges: indices, pending: None };
+        let mut tree = MapleTree::keyed();
+        match tree.build(joined.map(|(s, e)| (K::from_index(s)..=K::from_index(e), ()))) {
+            Ok(()) => MapleSet { tree },
             // Joined ranges are ascending and apart: only memory can fail.
             Err(_) => abort_oom(),
         }
@@ -261,45 +293,85 @@ struct Join<I> {
     pending: Option<(u64, u64)>,
 }
 
-impl<I: Iterator<Item = RangeInclusive<u64>>> Iterator for Join<I> {
-    type Item = RangeInclusive<u64>;
+impl<I: Iterator<Item = (u64, u64)>> Iterator for Join<I> {
+    type Item = (u64, u64);
 
-    fn next(&mut self) -> Option<RangeInclusive<u64>> {
-        for r in self.ranges.by_ref() {
-            let (s, e) = (*r.start(), *r.end());
+    fn next(&mut self) -> Option<(u64, u64)> {
+        for (s, e) in self.ranges.by_ref() {
             match self.pending {
                 None => self.pending = Some((s, e)),
                 Some((ps, pe)) if s <= pe.saturating_add(1) => self.pending = Some((ps, pe.max(e))),
                 Some((ps, pe)) => {
                     self.pending = Some((s, e));
-                    return Some(ps..=pe);
+                    return Some((ps, pe));
                 }
             }
         }
-        self.pending.take().map(|(s, e)| s..=e)
+        self.pending.take()
     }
 }
 
-impl fmt::Debug for MapleSet {
+impl<K: Key> Clone for MapleSet<K> {
+    fn clone(&self) -> Self {
+        MapleSet { tree: self.tree.clone() }
+    }
+}
+
+/// An empty set.
+impl<K: Key> Default for MapleSet<K> {
+    fn default() -> Self {
+        Self::keyed()
+    }
+}
+
+/// Sets are equal when they hold the same indices.
+impl<K: Key> PartialEq for MapleSet<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.tree == other.tree
+    }
+}
+
+impl<K: Key> Eq for MapleSet<K> {}
+
+/// Ordered as their ranges are, ascending, lexicographically.
+impl<K: Key> PartialOrd for MapleSet<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Key> Ord for MapleSet<K> {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.tree.cmp(&other.tree)
+    }
+}
+
+impl<K: Key> core::hash::Hash for MapleSet<K> {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.tree.hash(state);
+    }
+}
+
+impl<K: Key + fmt::Debug> fmt::Debug for MapleSet<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.iter()).finish()
     }
 }
 
 /// Collects ranges in any order; empty or reversed ones are skipped.
-impl FromIterator<RangeInclusive<u64>> for MapleSet {
-    fn from_iter<I: IntoIterator<Item = RangeInclusive<u64>>>(iter: I) -> Self {
+impl<K: Key> FromIterator<RangeInclusive<K>> for MapleSet<K> {
+    fn from_iter<I: IntoIterator<Item = RangeInclusive<K>>>(iter: I) -> Self {
         let mut ranges: Vec<(u64, u64)> =
-            iter.into_iter().filter(|r| r.start() <= r.end()).map(|r| (*r.start(), *r.end())).collect();
+            iter.into_iter().map(|r| (r.start().to_index(), r.end().to_index())).filter(|(s, e)| s <= e).collect();
         ranges.sort_unstable();
-        Self::from_sorted_ranges(ranges.into_iter().map(|(s, e)| s..=e))
+        Self::from_sorted_ranges(ranges.into_iter().map(|(s, e)| K::from_index(s)..=K::from_index(e)))
     }
 }
 
 /// Adds each range; empty or reversed ones are skipped. Aborts on
 /// allocation failure, like `std`.
-impl Extend<RangeInclusive<u64>> for MapleSet {
-    fn extend<I: IntoIterator<Item = RangeInclusive<u64>>>(&mut self, iter: I) {
+impl<K: Key> Extend<RangeInclusive<K>> for MapleSet<K> {
+    fn extend<I: IntoIterator<Item = RangeInclusive<K>>>(&mut self, iter: I) {
         for r in iter {
             match self.insert(r) {
                 Ok(_) | Err(Error::InvalidRange) => {}
@@ -310,22 +382,22 @@ impl Extend<RangeInclusive<u64>> for MapleSet {
 }
 
 /// The ranges, ascending (or from the back).
-impl IntoIterator for MapleSet {
-    type Item = RangeInclusive<u64>;
-    type IntoIter = IntoRanges;
+impl<K: Key> IntoIterator for MapleSet<K> {
+    type Item = RangeInclusive<K>;
+    type IntoIter = IntoRanges<K>;
 
-    fn into_iter(self) -> IntoRanges {
+    fn into_iter(self) -> IntoRanges<K> {
         IntoRanges(self.tree.into_iter())
     }
 }
 
 /// The owning iterator of a [`MapleSet`]'s ranges.
-pub struct IntoRanges(IntoIter<()>);
+pub struct IntoRanges<K = u64>(IntoIter<(), K>);
 
-impl Iterator for IntoRanges {
-    type Item = RangeInclusive<u64>;
+impl<K> Iterator for IntoRanges<K> {
+    type Item = RangeInclusive<K>;
 
-    fn next(&mut self) -> Option<RangeInclusive<u64>> {
+    fn next(&mut self) -> Option<RangeInclusive<K>> {
         self.0.next().map(|(r, ())| r)
     }
 
@@ -334,27 +406,27 @@ impl Iterator for IntoRanges {
     }
 }
 
-impl DoubleEndedIterator for IntoRanges {
-    fn next_back(&mut self) -> Option<RangeInclusive<u64>> {
+impl<K> DoubleEndedIterator for IntoRanges<K> {
+    fn next_back(&mut self) -> Option<RangeInclusive<K>> {
         self.0.next_back().map(|(r, ())| r)
     }
 }
 
-impl ExactSizeIterator for IntoRanges {}
+impl<K> ExactSizeIterator for IntoRanges<K> {}
 
-impl FusedIterator for IntoRanges {}
+impl<K> FusedIterator for IntoRanges<K> {}
 
-impl fmt::Debug for IntoRanges {
+impl<K> fmt::Debug for IntoRanges<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntoRanges").field("remaining", &self.0.len()).finish()
     }
 }
 
-impl<'a> IntoIterator for &'a MapleSet {
-    type Item = RangeInclusive<u64>;
-    type IntoIter = Ranges<'a>;
+impl<'a, K: Key> IntoIterator for &'a MapleSet<K> {
+    type Item = RangeInclusive<K>;
+    type IntoIter = Ranges<'a, K>;
 
-    fn into_iter(self) -> Ranges<'a> {
+    fn into_iter(self) -> Ranges<'a, K> {
         self.iter()
     }
 }
@@ -362,10 +434,10 @@ impl<'a> IntoIterator for &'a MapleSet {
 macro_rules! set_operator {
     ($trait:ident, $method:ident, $op:ident, $doc:literal) => {
         #[doc = $doc]
-        impl $trait<&MapleSet> for &MapleSet {
-            type Output = MapleSet;
+        impl<K: Key> $trait<&MapleSet<K>> for &MapleSet<K> {
+            type Output = MapleSet<K>;
 
-            fn $method(self, other: &MapleSet) -> MapleSet {
+            fn $method(self, other: &MapleSet<K>) -> MapleSet<K> {
                 MapleSet::from_sorted_ranges(self.$op(other))
             }
         }
@@ -373,10 +445,10 @@ macro_rules! set_operator {
 }
 
 /// The complement, as a new set.
-impl Not for &MapleSet {
-    type Output = MapleSet;
+impl<K: Key> Not for &MapleSet<K> {
+    type Output = MapleSet<K>;
 
-    fn not(self) -> MapleSet {
+    fn not(self) -> MapleSet<K> {
         self.complement()
     }
 }
@@ -387,27 +459,27 @@ set_operator!(Sub, sub, difference, "The difference, as a new set.");
 set_operator!(BitXor, bitxor, symmetric_difference, "The symmetric difference, as a new set.");
 
 /// The ranges of a [`MapleSet`], ascending or from the back.
-pub struct Ranges<'a>(Iter<'a, ()>);
+pub struct Ranges<'a, K: Key = u64>(Iter<'a, (), K>);
 
-impl Iterator for Ranges<'_> {
-    type Item = RangeInclusive<u64>;
+impl<K: Key> Iterator for Ranges<'_, K> {
+    type Item = RangeInclusive<K>;
 
     #[inline]
-    fn next(&mut self) -> Option<RangeInclusive<u64>> {
+    fn next(&mut self) -> Option<RangeInclusive<K>> {
         self.0.next().map(|(r, ())| r)
     }
 }
 
-impl DoubleEndedIterator for Ranges<'_> {
+impl<K: Key> DoubleEndedIterator for Ranges<'_, K> {
     #[inline]
-    fn next_back(&mut self) -> Option<RangeInclusive<u64>> {
+    fn next_back(&mut self) -> Option<RangeInclusive<K>> {
         self.0.next_back().map(|(r, ())| r)
     }
 }
 
-impl FusedIterator for Ranges<'_> {}
+impl<K: Key> FusedIterator for Ranges<'_, K> {}
 
-impl fmt::Debug for Ranges<'_> {
+impl<K: Key> fmt::Debug for Ranges<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ranges").finish_non_exhaustive()
     }
@@ -440,10 +512,11 @@ pub struct Combined<A: Iterator, B: Iterator> {
     keep: fn(bool, bool) -> bool,
 }
 
-impl<A, B> Combined<A, B>
+impl<K, A, B> Combined<A, B>
 where
-    A: Iterator<Item = RangeInclusive<u64>>,
-    B: Iterator<Item = RangeInclusive<u64>>,
+    K: Key,
+    A: Iterator<Item = RangeInclusive<K>>,
+    B: Iterator<Item = RangeInclusive<K>>,
 {
     /// Combines `a` and `b` (each ascending, disjoint, and without empty
     /// ranges) by `keep(in_a, in_b)`, which must be false for an index in
@@ -460,20 +533,21 @@ where
     /// bounds and whether to keep it; `None` once both streams are done.
     fn piece(&mut self) -> Option<(u64, u64, bool)> {
         let pos = self.pos?;
-        while self.a.next_if(|r| *r.end() < pos).is_some() {}
-        while self.b.next_if(|r| *r.end() < pos).is_some() {}
-        let (a, b) = (self.a.peek().cloned(), self.b.peek().cloned());
+        while self.a.next_if(|r| r.end().to_index() < pos).is_some() {}
+        while self.b.next_if(|r| r.end().to_index() < pos).is_some() {}
+        let index = |r: &RangeInclusive<K>| (r.start().to_index(), r.end().to_index());
+        let (a, b) = (self.a.peek().map(index), self.b.peek().map(index));
         if a.is_none() && b.is_none() {
             self.pos = None;
             return None;
         }
-        let inside = |r: &Option<RangeInclusive<u64>>| r.as_ref().is_some_and(|r| *r.start() <= pos);
+        let inside = |r: &Option<(u64, u64)>| r.is_some_and(|(s, _)| s <= pos);
         // Where a stream's membership next changes: the end of the range
         // `pos` is in, or just before the next one.
-        let until = |r: &Option<RangeInclusive<u64>>, inside: bool| match r {
+        let until = |r: &Option<(u64, u64)>, inside: bool| match *r {
             None => u64::MAX,
-            Some(r) if inside => *r.end(),
-            Some(r) => *r.start() - 1,
+            Some((_, e)) if inside => e,
+            Some((s, _)) => s - 1,
         };
         let (in_a, in_b) = (inside(&a), inside(&b));
         let end = until(&a, in_a).min(until(&b, in_b));
@@ -482,14 +556,15 @@ where
     }
 }
 
-impl<A, B> Iterator for Combined<A, B>
+impl<K, A, B> Iterator for Combined<A, B>
 where
-    A: Iterator<Item = RangeInclusive<u64>>,
-    B: Iterator<Item = RangeInclusive<u64>>,
+    K: Key,
+    A: Iterator<Item = RangeInclusive<K>>,
+    B: Iterator<Item = RangeInclusive<K>>,
 {
-    type Item = RangeInclusive<u64>;
+    type Item = RangeInclusive<K>;
 
-    fn next(&mut self) -> Option<RangeInclusive<u64>> {
+    fn next(&mut self) -> Option<RangeInclusive<K>> {
         let mut out: Option<(u64, u64)> = None;
         while let Some((lo, hi, kept)) = self.piece() {
             match (kept, out) {
@@ -500,14 +575,15 @@ where
                 (false, None) => {}
             }
         }
-        out.map(|(s, e)| s..=e)
+        out.map(|(s, e)| K::from_index(s)..=K::from_index(e))
     }
 }
 
-impl<A, B> FusedIterator for Combined<A, B>
+impl<K, A, B> FusedIterator for Combined<A, B>
 where
-    A: Iterator<Item = RangeInclusive<u64>>,
-    B: Iterator<Item = RangeInclusive<u64>>,
+    K: Key,
+    A: Iterator<Item = RangeInclusive<K>>,
+    B: Iterator<Item = RangeInclusive<K>>,
 {
 }
 

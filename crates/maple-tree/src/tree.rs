@@ -10,11 +10,12 @@ use core::{
     ptr::{self, NonNull},
 };
 
-pub(crate) use crate::write::{clone_word, to_inclusive};
+pub(crate) use crate::write::clone_word;
 use crate::{
     error::{AllocError, Error, InsertError},
     handle::{is_value, reserved_word, Handle, HandleMut},
     kept_walk::KeptTree,
+    key::{self, Key},
     node::NodeRef,
     raw::{Path, RawTree},
     store::{Removed, Store, Stored},
@@ -43,9 +44,10 @@ use crate::{
 // `repr(transparent)`: `WriteGuard::tree` lends the concurrent tree's
 // `KeptTree` out as a `&MapleTree`.
 #[repr(transparent)]
-pub struct MapleTree<V: Handle, W: Writes = InPlace> {
+pub struct MapleTree<V: Handle, K: Key = u64, W: Writes = InPlace> {
     pub(crate) raw: KeptTree,
     _values: PhantomData<V>,
+    _keys: PhantomData<fn() -> K>,
     _writes: PhantomData<W>,
 }
 
@@ -93,22 +95,28 @@ mod sealed {
 }
 
 // SAFETY: the tree owns its values; moving it to another thread moves them.
-unsafe impl<V: Handle + Send, W: Writes> Send for MapleTree<V, W> {}
+unsafe impl<V: Handle + Send, K: Key, W: Writes> Send for MapleTree<V, K, W> {}
 // SAFETY: `&MapleTree` hands out shared borrows of values only (the kept
 // walk, the one part not shared with readers, is touched only through
 // `&mut`).
-unsafe impl<V: Handle + Sync, W: Writes> Sync for MapleTree<V, W> {}
+unsafe impl<V: Handle + Sync, K: Key, W: Writes> Sync for MapleTree<V, K, W> {}
 
 pub(crate) fn abort_oom() -> ! {
     liballoc::alloc::handle_alloc_error(core::alloc::Layout::new::<crate::node::Node>())
 }
 
-impl<V: Handle> Default for MapleTree<V> {
+/// An empty tree without gap tracking, of any key type.
+impl<V: Handle, K: Key> Default for MapleTree<V, K> {
     fn default() -> Self {
-        Self::new()
+        Self::keyed()
     }
 }
 
+/// The constructors of a tree with `u64` keys. (They are not generic over
+/// the key type, as `HashMap::new` is not over the hasher: a tree made
+/// with no type named and used with integer literals would get `i32`
+/// keys, the literals' fallback type. Other key types use
+/// [`keyed`](MapleTree::keyed), [`Default`] or [`FromIterator`].)
 impl<V: Handle> MapleTree<V> {
     const_unless_loom! {
         /// An empty tree without gap tracking. It allocates nothing until
@@ -166,14 +174,42 @@ impl<V: Handle> MapleTree<V> {
     }
 }
 
+impl<V: Handle, K: Key> MapleTree<V, K> {
+    const_unless_loom! {
+        /// An empty tree of any key type without gap tracking: what
+        /// [`new`](MapleTree::new) is for `u64` keys.
+        ///
+        /// ```
+        /// use maple_tree::MapleTree;
+        ///
+        /// let mut temps: MapleTree<char, i16> = MapleTree::keyed();
+        /// temps.insert_range(-40..=0, 'F').unwrap();
+        /// temps.insert_range(1..=25, 'M').unwrap();
+        /// assert_eq!(temps.load(-3), Some('F'));
+        /// assert_eq!(temps.gaps(..).next(), Some(i16::MIN..=-41));
+        /// ```
+        pub fn keyed() -> Self {
+            MapleTree::from_raw(RawTree::new(false))
+        }
+    }
+
+    const_unless_loom! {
+        /// An empty gap-tracking tree of any key type: what
+        /// [`with_gaps`](MapleTree::with_gaps) is for `u64` keys.
+        pub fn keyed_with_gaps() -> Self {
+            MapleTree::from_raw(RawTree::new(true))
+        }
+    }
+}
+
 #[cfg(any(test, feature = "testing"))]
-impl<V: Handle> MapleTree<V, FreshNodes> {
+impl<V: Handle> MapleTree<V, u64, FreshNodes> {
     /// An empty tree that writes every change of more than one word into
     /// fresh nodes (see [`Writes`]), gap-tracking if `gaps`.
     ///
     /// ```
     /// use maple_tree::{FreshNodes, MapleTree, U63};
-    /// let mut t = MapleTree::<U63, FreshNodes>::fresh(true);
+    /// let mut t = MapleTree::<U63, u64, FreshNodes>::fresh(true);
     /// t.insert_range(10..=19, U63::new(1).unwrap()).unwrap();
     /// assert_eq!(t.empty_area(0..=99, 15), Ok(20));
     /// ```
@@ -182,9 +218,9 @@ impl<V: Handle> MapleTree<V, FreshNodes> {
     }
 }
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     pub(crate) const fn from_raw(raw: RawTree) -> Self {
-        MapleTree { raw: KeptTree::new(raw), _values: PhantomData, _writes: PhantomData }
+        MapleTree { raw: KeptTree::new(raw), _values: PhantomData, _keys: PhantomData, _writes: PhantomData }
     }
 
     /// The same tree, written as `W2` says from now on (see [`Writes`]).
@@ -197,7 +233,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// fresh.erase(50);
     /// assert_eq!(fresh.len(), 99);
     /// ```
-    pub fn into_writes<W2: Writes>(self) -> MapleTree<V, W2> {
+    pub fn into_writes<W2: Writes>(self) -> MapleTree<V, K, W2> {
         MapleTree::from_raw(self.into_raw())
     }
 
@@ -240,14 +276,14 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 
     /// The value stored at `index`.
     #[inline]
-    pub fn load(&self, index: u64) -> Option<V::Borrowed<'_>> {
-        self.borrow(self.raw.load(index))
+    pub fn load(&self, index: K) -> Option<V::Borrowed<'_>> {
+        self.borrow(self.raw.load(index.to_index()))
     }
 
     /// The entry containing `index` with its range.
-    pub fn get_range(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        let (lo, hi, v) = self.raw.lookup(index);
-        self.borrow(v).map(|b| (lo..=hi, b))
+    pub fn get_range(&self, index: K) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
+        let (lo, hi, v) = self.raw.lookup(index.to_index());
+        self.borrow(v).map(|b| (K::from_index(lo)..=K::from_index(hi), b))
     }
 
     /// The range holding `index`, with its value: an entry, or the empty
@@ -267,14 +303,14 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.get_range(hole.end() + 1).map(|(r, _)| r), Some(40..=49));
     /// assert_eq!(t.range_at(50), (50..=u64::MAX, None));
     /// ```
-    pub fn range_at(&self, index: u64) -> (RangeInclusive<u64>, Option<V::Borrowed<'_>>) {
-        let (lo, hi, v) = self.raw.lookup(index);
-        (lo..=hi, self.borrow(v))
+    pub fn range_at(&self, index: K) -> (RangeInclusive<K>, Option<V::Borrowed<'_>>) {
+        let (lo, hi, v) = self.raw.lookup(index.to_index());
+        (key::keys(lo, hi), self.borrow(v))
     }
 
     /// True if anything is stored at `index`.
-    pub fn contains(&self, index: u64) -> bool {
-        is_value(self.raw.load(index))
+    pub fn contains(&self, index: K) -> bool {
+        is_value(self.raw.load(index.to_index()))
     }
 
     /// Marks `range` as reserved (the kernel's zero entry): it is occupied
@@ -293,8 +329,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.insert(15, U63::from(1u32)).unwrap_err().cause, Error::Occupied);
     /// assert_eq!((t.len(), t.iter().count()), (0, 0));
     /// ```
-    pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
-        let (first, last) = to_inclusive(&range)?;
+    pub fn reserve_range(&mut self, range: impl RangeBounds<K>) -> Result<(), Error> {
+        let (first, last) = key::inclusive(&range)?;
         let mut out = Stored::default();
         // SAFETY: first <= last; the marker is no handle and owns nothing.
         unsafe { self.write_raw(None, Store::new(first, last).entry(reserved_word()).insert_only(), &mut out) }
@@ -304,8 +340,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 
     /// True if `index` lies in a reserved range (see
     /// [`reserve_range`](Self::reserve_range)).
-    pub fn is_reserved(&self, index: u64) -> bool {
-        self.raw.load(index) == reserved_word()
+    pub fn is_reserved(&self, index: K) -> bool {
+        self.raw.load(index.to_index()) == reserved_word()
     }
 
     /// The writes that need the removed values themselves (erase, the
@@ -385,25 +421,25 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// let err = t.insert_range(9..=12, U63::from(2u32)).unwrap_err();
     /// assert_eq!((err.cause, err.value.get()), (Error::Occupied, 2));
     /// ```
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+    pub fn insert_range(&mut self, range: impl RangeBounds<K>, value: V) -> Result<(), InsertError<V>> {
         // SAFETY: no walk is given.
-        unsafe { write::insert_range(self, None, range, value) }.map(drop)
+        unsafe { write::insert_range(self, None, key::inclusive(&range), value) }.map(drop)
     }
 
     /// Inserts `value` at the single index `index`.
-    pub fn insert(&mut self, index: u64, value: V) -> Result<(), InsertError<V>> {
+    pub fn insert(&mut self, index: K, value: V) -> Result<(), InsertError<V>> {
         self.insert_range(index..=index, value)
     }
 
     /// Stores `value` over `range`, overwriting (and dropping) whatever was
     /// there. Entries that stick out of the range are trimmed; an entry cut in
     /// two by it keeps its value on the left and a clone on the right.
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    pub fn store_range(&mut self, range: impl RangeBounds<K>, value: V) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
         // SAFETY: no walk is given.
-        unsafe { write::store_range(self, None, range, value) }.map(drop)
+        unsafe { write::store_range(self, None, key::inclusive(&range), value) }.map(drop)
     }
 
     /// [`store_range`](Self::store_range), then merged with a neighbour
@@ -425,13 +461,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn store_range_merging(
         &mut self,
-        range: impl RangeBounds<u64>,
+        range: impl RangeBounds<K>,
         value: V,
-    ) -> Result<RangeInclusive<u64>, InsertError<V>>
+    ) -> Result<RangeInclusive<K>, InsertError<V>>
     where
         V: Clone + PartialEq,
     {
-        let (mut first, mut last) = match to_inclusive(&range) {
+        let (mut first, mut last) = match key::inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
@@ -459,7 +495,9 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         }
         // SAFETY: turned back once, from its own `into_raw`.
         let value = unsafe { V::from_raw(word) };
-        self.store_range(first..=last, value).map(|()| first..=last)
+        // SAFETY: no walk is given.
+        unsafe { write::store_range(self, None, Ok((first, last)), value) }
+            .map(|_| K::from_index(first)..=K::from_index(last))
     }
 
     /// [`Extend::extend`] joining equal neighbours: each pair stored with
@@ -476,7 +514,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// let entries: Vec<_> = t.iter().collect();
     /// assert_eq!(entries, [(0..=19, 1), (20..=29, 2)]);
     /// ```
-    pub fn extend_merging(&mut self, iter: impl IntoIterator<Item = (RangeInclusive<u64>, V)>)
+    pub fn extend_merging(&mut self, iter: impl IntoIterator<Item = (RangeInclusive<K>, V)>)
     where
         V: Clone + PartialEq,
     {
@@ -489,7 +527,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     }
 
     /// Stores `value` at the single index `index`, overwriting.
-    pub fn store(&mut self, index: u64, value: V) -> Result<(), InsertError<V>>
+    pub fn store(&mut self, index: K, value: V) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -498,12 +536,12 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 
     /// Empties `range`: entries inside are dropped, entries sticking out are
     /// trimmed (an entry cut in two keeps a clone on the right).
-    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    pub fn remove_range(&mut self, range: impl RangeBounds<K>) -> Result<(), Error>
     where
         V: Clone,
     {
         // SAFETY: no walk is given.
-        unsafe { write::remove_range(self, None, range) }.map(drop)
+        unsafe { write::remove_range(self, None, key::inclusive(&range)) }.map(drop)
     }
 
     /// [`store_range`](Self::store_range) for values that record their own
@@ -536,11 +574,11 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn store_range_with(
         &mut self,
-        range: impl RangeBounds<u64>,
+        range: impl RangeBounds<K>,
         value: V,
-        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved<K>) -> V,
     ) -> Result<(), InsertError<V>> {
-        let (first, last) = match to_inclusive(&range) {
+        let (first, last) = match key::inclusive(&range) {
             Ok(b) => b,
             Err(cause) => return Err(InsertError { value, cause }),
         };
@@ -556,7 +594,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         first: u64,
         last: u64,
         entry: Option<V>,
-        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+        mut rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved<K>) -> V,
     ) -> Result<(), (Error, Option<V>)> {
         if first > last {
             return Err((Error::InvalidRange, entry));
@@ -566,7 +604,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             // of this tree, which `&mut self` keeps free of other borrows;
             // the borrow ends before the call returns.
             let old = unsafe { V::borrow(NonNull::new_unchecked(w)) };
-            rebase(old, Moved { old: was..=l, new: f..=l }).into_raw().as_ptr()
+            rebase(old, Moved { old: key::keys(was, l), new: key::keys(f, l) }).into_raw().as_ptr()
         };
         // SAFETY: first <= last (checked above); `piece` returns a fresh
         // handle, `rebase`'s value turned into a word.
@@ -581,10 +619,10 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// `rebase(old, moved)`, as in [`store_range_with`](Self::store_range_with).
     pub fn remove_range_with(
         &mut self,
-        range: impl RangeBounds<u64>,
-        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved) -> V,
+        range: impl RangeBounds<K>,
+        rebase: impl for<'b> FnMut(V::Borrowed<'b>, Moved<K>) -> V,
     ) -> Result<(), Error> {
-        let (first, last) = to_inclusive(&range)?;
+        let (first, last) = key::inclusive(&range)?;
         self.write_rebased(first, last, None, rebase).map_err(|(e, _)| e)
     }
 
@@ -592,13 +630,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     ///
     /// Aborts like `std` collections if a node cannot be allocated; see
     /// [`try_erase`](Self::try_erase).
-    pub fn erase(&mut self, index: u64) -> Option<V> {
+    pub fn erase(&mut self, index: K) -> Option<V> {
         self.try_erase(index).unwrap_or_else(|_| abort_oom())
     }
 
     /// [`erase`](Self::erase) that reports allocation failure (the tree is
     /// then unchanged).
-    pub fn try_erase(&mut self, index: u64) -> Result<Option<V>, AllocError> {
+    pub fn try_erase(&mut self, index: K) -> Result<Option<V>, AllocError> {
         // One walk: the write starts from the walk that found the entry
         // (the tree's kept walk if it has one, see `kept_walk.rs`).
         let mut out = Stored::default();
@@ -617,7 +655,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         };
         // SAFETY: `true` is the engine's word that the walk is still good,
         // or no write was made.
-        let found = unsafe { self.raw.write_from_walk(index, erase) };
+        let found = unsafe { self.raw.write_from_walk(index.to_index(), erase) };
         if !found.map_err(|_| AllocError)? {
             return Ok(None);
         }
@@ -639,8 +677,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// let left: Vec<_> = t.iter().map(|(_, v)| v).collect();
     /// assert_eq!(left, [0, 3, 6]);
     /// ```
-    pub fn retain(&mut self, mut keep: impl for<'b> FnMut(RangeInclusive<u64>, V::Borrowed<'b>) -> bool) {
-        let mut c = self.cursor_mut(0);
+    pub fn retain(&mut self, mut keep: impl for<'b> FnMut(RangeInclusive<K>, V::Borrowed<'b>) -> bool) {
+        let mut c = self.cursor_mut(K::from_index(0));
         let mut verdict = c.get_entry().map(|(r, v)| keep(r, v));
         loop {
             if verdict == Some(false) {
@@ -679,21 +717,22 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(low.iter().collect::<Vec<_>>(), [(0..=9, 1), (10..=19, 2)]);
     /// assert_eq!(high.iter().collect::<Vec<_>>(), [(20..=29, 2), (40..=49, 3)]);
     /// ```
-    pub fn split_off(&mut self, at: u64) -> Self
+    pub fn split_off(&mut self, at: K) -> Self
     where
         V: Clone,
     {
+        let a = at.to_index();
         let mut right = self.empty_like();
         // What holds `at` and starts before it: its part from `at` on moves.
-        let held = self.range_at(at).0;
-        if *held.start() < at {
-            let hi = *held.end();
+        let (lo, hi, _) = self.raw.lookup(a);
+        if lo < a {
             let cut = self.get_range_cloned(at).map(|(_, v)| v);
             if cut.is_some() || self.is_reserved(at) {
-                self.remove_range(at..=hi).unwrap_or_else(|_| abort_oom());
+                let tail = key::keys::<K>(a, hi);
+                self.remove_range(tail.clone()).unwrap_or_else(|_| abort_oom());
                 match cut {
-                    Some(v) => right.insert_range(at..=hi, v).unwrap_or_else(|_| abort_oom()),
-                    None => right.reserve_range(at..=hi).unwrap_or_else(|_| abort_oom()),
+                    Some(v) => right.insert_range(tail, v).unwrap_or_else(|_| abort_oom()),
+                    None => right.reserve_range(tail).unwrap_or_else(|_| abort_oom()),
                 }
             }
         }
@@ -701,16 +740,16 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
         let mut c = self.cursor_mut(at);
         loop {
             let here = c.range();
-            let (lo, hi) = (*here.start(), *here.end());
-            if lo >= at {
+            let (lo, hi) = (here.start().to_index(), here.end().to_index());
+            if lo >= a {
                 if c.is_reserved() {
-                    c.remove_range(lo..=hi).unwrap_or_else(|_| abort_oom());
-                    right.reserve_range(lo..=hi).unwrap_or_else(|_| abort_oom());
+                    c.remove_range(here.clone()).unwrap_or_else(|_| abort_oom());
+                    right.reserve_range(here).unwrap_or_else(|_| abort_oom());
                 } else if let Some(v) = c.erase() {
-                    right.insert_range(lo..=hi, v).unwrap_or_else(|_| abort_oom());
+                    right.insert_range(here, v).unwrap_or_else(|_| abort_oom());
                 }
             }
-            if hi == u64::MAX || c.next_range().is_none() {
+            if hi >= K::MAX_INDEX || c.next_range().is_none() {
                 return right;
             }
         }
@@ -735,7 +774,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     where
         V: Clone,
     {
-        let reserved: Vec<_> = other.occupied().filter(|(_, _, v)| v.is_none()).map(|(lo, hi, _)| lo..=hi).collect();
+        let reserved: Vec<_> =
+            other.occupied().filter(|(_, _, v)| v.is_none()).map(|(lo, hi, _)| key::keys::<K>(lo, hi)).collect();
         let empty = other.empty_like();
         let taken = core::mem::replace(other, empty);
         for r in reserved {
@@ -761,18 +801,18 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.first(), Some((10..=19, 1)));
     /// assert_eq!(t.last(), Some((40..=49, 2)));
     /// ```
-    pub fn first(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        self.next_after(0)
+    pub fn first(&self) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
+        self.first_in(..)
     }
 
     /// The entry with the highest range, or `None` if the tree holds no
     /// value. `BTreeMap`'s `last_key_value`.
-    pub fn last(&self) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        self.prev_before(u64::MAX)
+    pub fn last(&self) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
+        self.prev_before(K::from_index(K::MAX_INDEX))
     }
 
     /// First entry whose range ends at or after `index` (kernel `mt_find`).
-    pub fn next_after(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+    pub fn next_after(&self, index: K) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
         self.first_in(index..)
     }
 
@@ -789,55 +829,55 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.first_in(20..40).map(|(r, _)| r), None);
     /// assert_eq!(t.first_in(20..).map(|(r, _)| r), Some(40..=49));
     /// ```
-    pub fn first_in(&self, range: impl RangeBounds<u64>) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
-        let (first, last) = to_inclusive(&range).ok()?;
+    pub fn first_in(&self, range: impl RangeBounds<K>) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
+        let (first, last) = key::inclusive(&range).ok()?;
         // Most often the entry holding `first`, or the one just past the
         // empty range holding it: two plain walks, cheaper than a cursor's
         // set-up; a cursor steps on from there (past reserved ranges).
         let (lo, hi, w) = self.raw.lookup(first);
         if let Some(b) = self.borrow(w) {
-            return Some((lo..=hi, b));
+            return Some((key::keys(lo, hi), b));
         }
         let next = hi.checked_add(1).filter(|&n| n <= last)?;
         let (lo, hi, w) = self.raw.lookup(next);
         if let Some(b) = self.borrow(w) {
-            return Some((lo..=hi, b));
+            return Some((key::keys(lo, hi), b));
         }
-        let mut c = self.cursor(next);
-        c.next().filter(|(r, _)| *r.start() <= last)
+        let mut c = self.cursor(K::from_index(next));
+        c.next().filter(|(r, _)| r.start().to_index() <= last)
     }
 
     /// Last entry that starts at or before `index` (kernel `mt_prev` from
     /// `index + 1`).
-    pub fn prev_before(&self, index: u64) -> Option<(RangeInclusive<u64>, V::Borrowed<'_>)> {
+    pub fn prev_before(&self, index: K) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
         // Most often the entry holding `index`, or the one just before the
         // empty range holding it (empty ranges never touch): two plain
         // walks, the second through the lines the first brought in, as
         // `first_in` does; a cursor steps back from there (past reserved
         // ranges). Cheaper than a cursor made at `index` and stepped back:
         // no cursor's path is copied.
-        let (lo, hi, w) = self.raw.lookup(index);
+        let (lo, hi, w) = self.raw.lookup(index.to_index());
         if let Some(b) = self.borrow(w) {
-            return Some((lo..=hi, b));
+            return Some((key::keys(lo, hi), b));
         }
         let before = lo.checked_sub(1)?;
         let (lo, hi, w) = self.raw.lookup(before);
         if let Some(b) = self.borrow(w) {
-            return Some((lo..=hi, b));
+            return Some((key::keys(lo, hi), b));
         }
-        let mut c = self.cursor(before);
+        let mut c = self.cursor(K::from_index(before));
         c.prev()
     }
 
     /// The entry containing `index` with its range, as an owned handle (a
     /// clone of the value).
-    pub fn get_range_cloned(&self, index: u64) -> Option<(RangeInclusive<u64>, V)>
+    pub fn get_range_cloned(&self, index: K) -> Option<(RangeInclusive<K>, V)>
     where
         V: Clone,
     {
-        let (lo, hi, w) = self.raw.lookup(index);
+        let (lo, hi, w) = self.raw.lookup(index.to_index());
         // SAFETY: a value word of this tree, alive while `self` is borrowed.
-        is_value(w).then(|| (lo..=hi, unsafe { V::clone_raw(NonNull::new_unchecked(w)) }))
+        is_value(w).then(|| (key::keys(lo, hi), unsafe { V::clone_raw(NonNull::new_unchecked(w)) }))
     }
 
     /// Lowest `start` such that `[start, start + size - 1]` is empty and lies
@@ -846,16 +886,16 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     ///
     /// Errors: [`Error::InvalidRange`] for a size of 0 or a window that is
     /// invalid or smaller than `size`; [`Error::Busy`] if nothing fits.
-    pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
-        let (min, max) = to_inclusive(&window)?;
-        self.raw.empty_area(min, max, size)
+    pub fn empty_area(&self, window: impl RangeBounds<K>, size: u64) -> Result<K, Error> {
+        let (min, max) = key::inclusive(&window)?;
+        self.raw.empty_area(min, max, size).map(K::from_index)
     }
 
     /// Highest `start` such that `[start, start + size - 1]` is empty and
     /// inside `window` (kernel `mas_empty_area_rev`).
-    pub fn empty_area_rev(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
-        let (min, max) = to_inclusive(&window)?;
-        self.raw.empty_area_rev(min, max, size)
+    pub fn empty_area_rev(&self, window: impl RangeBounds<K>, size: u64) -> Result<K, Error> {
+        let (min, max) = key::inclusive(&window)?;
+        self.raw.empty_area_rev(min, max, size).map(K::from_index)
     }
 
     /// Lowest `start`, a multiple of `align` (a power of two), such that
@@ -877,17 +917,17 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.empty_area_aligned(.., 0x2000, 0x4000), Ok(0x4000));
     /// assert_eq!(t.empty_area_rev_aligned(..0x9fff, 0x2000, 0x4000), Ok(0x4000));
     /// ```
-    pub fn empty_area_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
+    pub fn empty_area_aligned(&self, window: impl RangeBounds<K>, size: u64, align: u64) -> Result<K, Error> {
         let (min, max) = aligned_window(&window, align)?;
         let mut from = min;
         loop {
             let start = self.raw.empty_area(from, max, size)?;
             // The gap holding `start` (cut to the window) and the first
             // aligned index in it.
-            let gap_end = self.gaps(start..=max).next().map_or(max, |g| *g.end());
+            let gap_end = self.gaps(key::keys::<K>(start, max)).next().map_or(max, |g| g.end().to_index());
             if let Some(aligned) = start.checked_next_multiple_of(align) {
                 if aligned.checked_add(size - 1).is_some_and(|last| last <= gap_end) {
-                    return Ok(aligned);
+                    return Ok(K::from_index(aligned));
                 }
             }
             // What is left of the window may be too small for `size`: that
@@ -901,17 +941,17 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 
     /// Highest aligned `start` (see [`empty_area_aligned`](Self::empty_area_aligned))
     /// such that `[start, start + size - 1]` is empty and inside `window`.
-    pub fn empty_area_rev_aligned(&self, window: impl RangeBounds<u64>, size: u64, align: u64) -> Result<u64, Error> {
+    pub fn empty_area_rev_aligned(&self, window: impl RangeBounds<K>, size: u64, align: u64) -> Result<K, Error> {
         let (min, max) = aligned_window(&window, align)?;
         let mut to = max;
         loop {
             let start = self.raw.empty_area_rev(min, to, size)?;
             // The gap holding `start` (cut to the window): the aligned start
             // at or below `start` must not fall below it.
-            let gap_start = self.gaps(min..=start).next_back().map_or(min, |g| *g.start());
+            let gap_start = self.gaps(key::keys::<K>(min, start)).next_back().map_or(min, |g| g.start().to_index());
             let aligned = start & !(align - 1);
             if aligned >= gap_start {
-                return Ok(aligned);
+                return Ok(K::from_index(aligned));
             }
             if gap_start <= min || gap_start - min < size {
                 return Err(Error::Busy);
@@ -922,19 +962,14 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 
     /// Stores `value` in the lowest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_range`).
-    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, window, size, value, false)
+    pub fn alloc_range(&mut self, window: impl RangeBounds<K>, size: u64, value: V) -> Result<K, InsertError<V>> {
+        write::alloc_range(self, key::inclusive(&window), size, value, false).map(K::from_index)
     }
 
     /// Stores `value` in the highest empty window of `size` inside `window`
     /// and returns its start (kernel `mtree_alloc_rrange`).
-    pub fn alloc_range_rev(
-        &mut self,
-        window: impl RangeBounds<u64>,
-        size: u64,
-        value: V,
-    ) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, window, size, value, true)
+    pub fn alloc_range_rev(&mut self, window: impl RangeBounds<K>, size: u64, value: V) -> Result<K, InsertError<V>> {
+        write::alloc_range(self, key::inclusive(&window), size, value, true).map(K::from_index)
     }
 
     /// Allocates one id in `window`, searching upwards from `*next` and
@@ -956,15 +991,18 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// ```
     pub fn alloc_cyclic(
         &mut self,
-        window: impl RangeBounds<u64>,
-        next: &mut u64,
+        window: impl RangeBounds<K>,
+        next: &mut K,
         value: V,
-    ) -> Result<(u64, bool), InsertError<V>> {
-        write::alloc_cyclic(self, window, next, value)
+    ) -> Result<(K, bool), InsertError<V>> {
+        let mut n = next.to_index();
+        let res = write::alloc_cyclic(self, key::inclusive(&window), &mut n, K::MAX_INDEX, value);
+        *next = K::from_index(n);
+        res.map(|(id, wrapped)| (K::from_index(id), wrapped))
     }
 
-    fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<u64>, V)>) -> Result<(), Error> {
-        let iter = entries.into_iter().map(|(r, v)| (*r.start(), *r.end(), v.into_raw().as_ptr()));
+    pub(crate) fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<K>, V)>) -> Result<(), Error> {
+        let iter = entries.into_iter().map(|(r, v)| (r.start().to_index(), r.end().to_index(), v.into_raw().as_ptr()));
         self.raw.build_sorted(iter, &mut |w| {
             // SAFETY: the builder hands back words it did not keep, once each.
             drop(unsafe { V::from_raw(NonNull::new_unchecked(w)) })
@@ -1077,7 +1115,7 @@ impl Stats {
     }
 }
 
-impl<V: Handle, W: Writes> WriteTarget<V> for MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> WriteTarget<V> for MapleTree<V, K, W> {
     unsafe fn write_words(&mut self, at: Option<&mut Path<'_>>, op: Store<'_>) -> Result<bool, (Error, *mut ())> {
         let mut out = Stored::default();
         // SAFETY: the caller's contract.
@@ -1092,15 +1130,17 @@ impl<V: Handle, W: Writes> WriteTarget<V> for MapleTree<V, W> {
     }
 }
 
-impl<V: Handle, W: Writes> Drop for MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> Drop for MapleTree<V, K, W> {
     fn drop(&mut self) {
         self.clear();
     }
 }
 
-impl<V: Handle + fmt::Debug, W: Writes> fmt::Debug for MapleTree<V, W> {
+impl<V: Handle + fmt::Debug, K: Key + fmt::Debug, W: Writes> fmt::Debug for MapleTree<V, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.raw_entries().map(|(lo, hi, w)| (lo..=hi, ValueOf::new(self, w)))).finish()
+        f.debug_map()
+            .entries(self.raw_entries().map(|(lo, hi, w)| (key::keys::<K>(lo, hi), ValueOf::new(self, w))))
+            .finish()
     }
 }
 
@@ -1112,7 +1152,7 @@ struct ValueOf<'t, V: Handle>(NonNull<()>, PhantomData<&'t V>);
 
 impl<'t, V: Handle> ValueOf<'t, V> {
     /// `w`, a value word of `tree`.
-    fn new<W: Writes>(tree: &'t MapleTree<V, W>, w: NonNull<()>) -> Self {
+    fn new<K: Key, W: Writes>(tree: &'t MapleTree<V, K, W>, w: NonNull<()>) -> Self {
         debug_assert!(is_value(w.as_ptr()));
         let _ = tree;
         ValueOf(w, PhantomData)
@@ -1174,7 +1214,7 @@ impl<V: Handle + fmt::Debug> fmt::Debug for ValueOf<'_, V> {
 /// backwards.reserve_range(1000..=1009).unwrap();
 /// assert_ne!(sorted, backwards);
 /// ```
-impl<V: Handle + PartialEq, W: Writes> PartialEq for MapleTree<V, W> {
+impl<V: Handle + PartialEq, K: Key, W: Writes> PartialEq for MapleTree<V, K, W> {
     fn eq(&self, other: &Self) -> bool {
         // The occupied ranges fix the empty ones (empty ranges never
         // touch, `validate` checks it).
@@ -1182,13 +1222,13 @@ impl<V: Handle + PartialEq, W: Writes> PartialEq for MapleTree<V, W> {
     }
 }
 
-impl<V: Handle + Eq, W: Writes> Eq for MapleTree<V, W> {}
+impl<V: Handle + Eq, K: Key, W: Writes> Eq for MapleTree<V, K, W> {}
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// Every occupied range in ascending order, with its value (`None`:
     /// reserved): what `==`, `Hash` and the ordering compare.
     fn occupied(&self) -> impl Iterator<Item = (u64, u64, Option<ValueOf<'_, V>>)> + '_ {
-        let mut c = self.cursor(0);
+        let mut c = self.cursor(K::from_index(0));
         let mut started = false;
         core::iter::from_fn(move || loop {
             if started {
@@ -1196,9 +1236,10 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
             }
             started = true;
             let (r, reserved) = (c.range(), c.is_reserved());
+            let (lo, hi) = (r.start().to_index(), r.end().to_index());
             match c.word() {
-                Some(w) => return Some((*r.start(), *r.end(), Some(ValueOf::new(self, w)))),
-                None if reserved => return Some((*r.start(), *r.end(), None)),
+                Some(w) => return Some((lo, hi, Some(ValueOf::new(self, w)))),
+                None if reserved => return Some((lo, hi, None)),
                 None => {}
             }
         })
@@ -1218,13 +1259,13 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
 /// let c: MapleTree<u32> = [(0..=9, 1)].into_iter().collect();
 /// assert!(a < b && c < a);
 /// ```
-impl<V: Handle + PartialOrd, W: Writes> PartialOrd for MapleTree<V, W> {
+impl<V: Handle + PartialOrd, K: Key, W: Writes> PartialOrd for MapleTree<V, K, W> {
     fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
         self.occupied().partial_cmp(other.occupied())
     }
 }
 
-impl<V: Handle + Ord, W: Writes> Ord for MapleTree<V, W> {
+impl<V: Handle + Ord, K: Key, W: Writes> Ord for MapleTree<V, K, W> {
     fn cmp(&self, other: &Self) -> core::cmp::Ordering {
         self.occupied().cmp(other.occupied())
     }
@@ -1232,7 +1273,7 @@ impl<V: Handle + Ord, W: Writes> Ord for MapleTree<V, W> {
 
 /// Hashes what [`PartialEq`] compares: each occupied range, whether it is
 /// reserved, and its value.
-impl<V: Handle + core::hash::Hash, W: Writes> core::hash::Hash for MapleTree<V, W> {
+impl<V: Handle + core::hash::Hash, K: Key, W: Writes> core::hash::Hash for MapleTree<V, K, W> {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
         self.len().hash(state);
         self.occupied().for_each(|e| e.hash(state));
@@ -1241,7 +1282,7 @@ impl<V: Handle + core::hash::Hash, W: Writes> core::hash::Hash for MapleTree<V, 
 
 /// `clone` is [`try_dup`](MapleTree::try_dup): an O(n) copy of the nodes,
 /// then a clone of every value. Aborts on allocation failure, like `std`.
-impl<V: Handle + Clone, W: Writes> Clone for MapleTree<V, W> {
+impl<V: Handle + Clone, K: Key, W: Writes> Clone for MapleTree<V, K, W> {
     fn clone(&self) -> Self {
         self.try_dup().unwrap_or_else(|_| abort_oom())
     }
@@ -1249,8 +1290,8 @@ impl<V: Handle + Clone, W: Writes> Clone for MapleTree<V, W> {
 
 /// The inclusive bounds of an aligned gap search's window, after checking
 /// that `align` is a power of two (`InvalidRange` otherwise).
-fn aligned_window(window: &impl RangeBounds<u64>, align: u64) -> Result<(u64, u64), Error> {
-    let bounds = to_inclusive(window)?;
+fn aligned_window<K: Key>(window: &impl RangeBounds<K>, align: u64) -> Result<(u64, u64), Error> {
+    let bounds = key::inclusive(window)?;
     if !align.is_power_of_two() {
         return Err(Error::InvalidRange);
     }
@@ -1258,7 +1299,7 @@ fn aligned_window(window: &impl RangeBounds<u64>, align: u64) -> Result<(u64, u6
 }
 
 /// Mutable access to values that a handle owns alone (`Box<T>`).
-impl<V: HandleMut, W: Writes> MapleTree<V, W> {
+impl<V: HandleMut, K: Key, W: Writes> MapleTree<V, K, W> {
     /// The value stored at `index`, mutably.
     ///
     /// ```
@@ -1270,8 +1311,8 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.load(10).unwrap(), &[1, 2]);
     /// assert!(t.get_mut(20).is_none());
     /// ```
-    pub fn get_mut(&mut self, index: u64) -> Option<&mut V::Target> {
-        let w = self.raw.load(index);
+    pub fn get_mut(&mut self, index: K) -> Option<&mut V::Target> {
+        let w = self.raw.load(index.to_index());
         if !is_value(w) {
             return None;
         }
@@ -1285,25 +1326,25 @@ impl<V: HandleMut, W: Writes> MapleTree<V, W> {
 /// Where a piece of a value was and is after a store moved its start; see
 /// [`MapleTree::store_range_with`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Moved {
+pub struct Moved<K = u64> {
     /// The old value's range.
-    pub old: RangeInclusive<u64>,
+    pub old: RangeInclusive<K>,
     /// The piece's range (same end, later start).
-    pub new: RangeInclusive<u64>,
+    pub new: RangeInclusive<K>,
 }
 
-impl Moved {
+impl<K: Key> Moved<K> {
     /// How far the start moved: `new.start() - old.start()`.
     pub fn shift(&self) -> u64 {
-        self.new.start() - self.old.start()
+        self.new.start().to_index() - self.old.start().to_index()
     }
 }
 
 /// Collects with [`store_range`](MapleTree::store_range) semantics: later
 /// ranges overwrite earlier ones. Empty or inverted ranges are skipped.
-impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> {
-    fn from_iter<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(iter: I) -> Self {
-        let mut t = MapleTree::new();
+impl<V: Handle + Clone, K: Key> FromIterator<(RangeInclusive<K>, V)> for MapleTree<V, K> {
+    fn from_iter<I: IntoIterator<Item = (RangeInclusive<K>, V)>>(iter: I) -> Self {
+        let mut t = MapleTree::keyed();
         t.extend(iter);
         t
     }
@@ -1316,8 +1357,8 @@ impl<V: Handle + Clone> FromIterator<(RangeInclusive<u64>, V)> for MapleTree<V> 
 /// [the crate docs](crate#writes)): a pair that starts in the leaf the
 /// previous one was written to (ranges in ascending order, or close
 /// together) is stored without a walk from the root.
-impl<V: Handle + Clone, W: Writes> Extend<(RangeInclusive<u64>, V)> for MapleTree<V, W> {
-    fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
+impl<V: Handle + Clone, K: Key, W: Writes> Extend<(RangeInclusive<K>, V)> for MapleTree<V, K, W> {
+    fn extend<I: IntoIterator<Item = (RangeInclusive<K>, V)>>(&mut self, iter: I) {
         for (r, v) in iter {
             match self.store_range(r, v) {
                 Ok(()) | Err(InsertError { cause: Error::InvalidRange, .. }) => {}

@@ -21,6 +21,7 @@ use core::{mem::ManuallyDrop, ops::RangeInclusive, ptr::NonNull};
 use crate::{
     handle::{is_value, Handle},
     iter::scan_leaf,
+    key::Key,
     node::{LeafRef, NodeRef},
     raw::LeafWalk,
     tree::{MapleTree, Writes},
@@ -62,7 +63,7 @@ unsafe fn lend<V: Handle>(leaf: LeafRef<'_>, off: usize, w: *mut ()) -> Lent<'_,
     Lent { leaf, off, value }
 }
 
-impl<V: Handle, W: Writes> MapleTree<V, W> {
+impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// Calls `f` with the value of the entry holding `index`, mutably, and
     /// returns what it returns; `None` (and `f` not called) if no value is
     /// stored there. Works for every kind of value, small ones stored
@@ -77,8 +78,8 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// assert_eq!(t.load(10), Some(42));
     /// assert_eq!(t.update(20, |v| *v), None);
     /// ```
-    pub fn update<R>(&mut self, index: u64, f: impl FnOnce(&mut V) -> R) -> Option<R> {
-        let walk = LeafWalk::new(&self.raw, index);
+    pub fn update<R>(&mut self, index: K, f: impl FnOnce(&mut V) -> R) -> Option<R> {
+        let walk = LeafWalk::new(&self.raw, index.to_index());
         let lv = *walk.path.last()?;
         let leaf = lv.leaf();
         let w = leaf.slot(lv.off);
@@ -102,7 +103,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
     /// t.for_each_mut(|range, v| *v += *range.start() as u32);
     /// assert_eq!(t.iter().map(|(_, v)| v).collect::<Vec<_>>(), [0, 11, 22, 33]);
     /// ```
-    pub fn for_each_mut(&mut self, mut f: impl FnMut(RangeInclusive<u64>, &mut V)) {
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(RangeInclusive<K>, &mut V)) {
         let mut walk = LeafWalk::new(&self.raw, 0);
         loop {
             let Some(&lv) = walk.path.last() else { return };
@@ -113,7 +114,7 @@ impl<V: Handle, W: Writes> MapleTree<V, W> {
                 if is_value(w) {
                     // SAFETY: as in `update`.
                     let mut lent = unsafe { lend::<V>(leaf, i, w) };
-                    f(lo..=hi, &mut lent.value);
+                    f(K::from_index(lo)..=K::from_index(hi), &mut lent.value);
                 }
                 i + 1
             });

@@ -13,10 +13,7 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{
-    ops::{Bound, RangeBounds},
-    ptr::NonNull,
-};
+use core::ptr::NonNull;
 
 use crate::{
     error::{Error, InsertError},
@@ -25,24 +22,10 @@ use crate::{
     store::Store,
 };
 
-/// Turns any `u64` range into inclusive bounds; an empty or reversed range
-/// is [`Error::InvalidRange`].
-pub(crate) fn to_inclusive(r: &impl RangeBounds<u64>) -> Result<(u64, u64), Error> {
-    let first = match r.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.checked_add(1).ok_or(Error::InvalidRange)?,
-        Bound::Unbounded => 0,
-    };
-    let last = match r.end_bound() {
-        Bound::Included(&e) => e,
-        Bound::Excluded(&e) => e.checked_sub(1).ok_or(Error::InvalidRange)?,
-        Bound::Unbounded => u64::MAX,
-    };
-    if first > last {
-        return Err(Error::InvalidRange);
-    }
-    Ok((first, last))
-}
+/// A range's first and last index, or why it is no range: what the
+/// typed layer hands the writes here (each caller converts its own range
+/// type, so the conversion is inlined where the range's shape is known).
+pub(crate) type Bounds = Result<(u64, u64), Error>;
 
 /// A tree that typed writes go to.
 pub(crate) trait WriteTarget<V: Handle> {
@@ -98,10 +81,10 @@ pub(crate) fn window_last(start: u64, size: u64) -> Option<u64> {
     size.checked_sub(1).and_then(|s| start.checked_add(s))
 }
 
-/// The bounds of `range` and `value` as a word (a fresh handle); on an
+/// The bounds of a range and `value` as a word (a fresh handle); on an
 /// invalid range, the value back with the error.
-fn range_and_word<V: Handle>(range: &impl RangeBounds<u64>, value: V) -> Result<(u64, u64, *mut ()), InsertError<V>> {
-    match to_inclusive(range) {
+fn range_and_word<V: Handle>(bounds: Bounds, value: V) -> Result<(u64, u64, *mut ()), InsertError<V>> {
+    match bounds {
         Ok((first, last)) => Ok((first, last, value.into_raw().as_ptr())),
         Err(cause) => Err(InsertError { value, cause }),
     }
@@ -128,10 +111,10 @@ unsafe fn take_back<V: Handle>(word: *mut ()) -> V {
 pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path<'_>>,
-    range: impl RangeBounds<u64>,
+    bounds: Bounds,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last, e) = range_and_word(&range, value)?;
+    let (first, last, e) = range_and_word(bounds, value)?;
     // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
     // an insert; `at` is as our contract says.
     unsafe { w.write_words(at, Store::new(first, last).entry(e).insert_only()) }
@@ -147,10 +130,10 @@ pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
 pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path<'_>>,
-    range: impl RangeBounds<u64>,
+    bounds: Bounds,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last, e) = range_and_word(&range, value)?;
+    let (first, last, e) = range_and_word(bounds, value)?;
     // SAFETY: the engine passes words of live values of this tree, which
     // the writer's exclusive access keeps from being borrowed mutably.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
@@ -169,9 +152,9 @@ pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
 pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
     w: &mut W,
     at: Option<&mut Path<'_>>,
-    range: impl RangeBounds<u64>,
+    bounds: Bounds,
 ) -> Result<bool, Error> {
-    let (first, last) = to_inclusive(&range)?;
+    let (first, last) = bounds?;
     // SAFETY: as in `store_range`.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
     // SAFETY: first <= last; null is no handle; `clone` and `at` as in
@@ -184,36 +167,41 @@ pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
 /// `window` and returns its start.
 pub(crate) fn alloc_range<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
-    window: impl RangeBounds<u64>,
+    window: Bounds,
     size: u64,
     value: V,
     highest: bool,
 ) -> Result<u64, InsertError<V>> {
-    let found = to_inclusive(&window).and_then(|(a, b)| {
-        if highest {
-            w.raw().empty_area_rev(a, b, size)
-        } else {
-            w.raw().empty_area(a, b, size)
-        }
-    });
+    let found =
+        window.and_then(
+            |(a, b)| {
+                if highest {
+                    w.raw().empty_area_rev(a, b, size)
+                } else {
+                    w.raw().empty_area(a, b, size)
+                }
+            },
+        );
     alloc_at(w, found, size, value)
 }
 
 /// `alloc_cyclic` of both trees: one id in `window`, searching upwards
 /// from `*next` and wrapping once; the id and whether the search wrapped.
+/// `max` is the key type's last index: past it, `*next` wraps to 0.
 pub(crate) fn alloc_cyclic<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
-    window: impl RangeBounds<u64>,
+    window: Bounds,
     next: &mut u64,
+    max: u64,
     value: V,
 ) -> Result<(u64, bool), InsertError<V>> {
-    let (lo, hi) = match to_inclusive(&window) {
+    let (lo, hi) = match window {
         Ok(b) => b,
         Err(cause) => return Err(InsertError { value, cause }),
     };
     let (found, wrapped) = w.raw().cyclic_search(lo, hi, *next);
     let id = alloc_at(w, found, 1, value)?;
-    w.raw().cyclic_taken(id, next);
+    w.raw().cyclic_taken(id, next, max);
     Ok((id, wrapped))
 }
 
@@ -233,5 +221,5 @@ fn alloc_at<V: Handle, W: WriteTarget<V>>(
         return Err(InsertError { value, cause: Error::InvalidRange });
     };
     // SAFETY: no walk is given.
-    unsafe { insert_range(w, None, start..=last, value) }.map(|_| start)
+    unsafe { insert_range(w, None, Ok((start, last)), value) }.map(|_| start)
 }

@@ -36,7 +36,7 @@ fn live() -> i64 {
     LIVE.with(|l| l.get())
 }
 
-fn random_ops<W: Writes>(t: &mut MapleTree<Box<Tracked>, W>, rng: &mut SmallRng, n: usize) {
+fn random_ops<W: Writes>(t: &mut MapleTree<Box<Tracked>, u64, W>, rng: &mut SmallRng, n: usize) {
     for i in 0..n as u64 {
         let f = rng.gen_range(0..5000u64);
         let l = f + rng.gen_range(0..80u64);
@@ -62,7 +62,7 @@ fn values_dropped_exactly_once() {
     let mut rng = SmallRng::seed_from_u64(7);
     for gaps in [false, true] {
         drops_once(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, &mut rng);
-        drops_once(MapleTree::<_, FreshNodes>::fresh(gaps), &mut rng);
+        drops_once(MapleTree::<_, u64, FreshNodes>::fresh(gaps), &mut rng);
     }
     let mut t = MapleTree::new();
     random_ops(&mut t, &mut rng, if cfg!(miri) { 100 } else { 2000 });
@@ -75,7 +75,7 @@ fn values_dropped_exactly_once() {
     assert_eq!(fault::live(), nodes, "nodes leaked");
 }
 
-fn drops_once<W: Writes>(mut t: MapleTree<Box<Tracked>, W>, rng: &mut SmallRng) {
+fn drops_once<W: Writes>(mut t: MapleTree<Box<Tracked>, u64, W>, rng: &mut SmallRng) {
     random_ops(&mut t, rng, if cfg!(miri) { 60 } else { 20_000 });
     assert_eq!(live(), t.len() as i64, "live values != entries");
     // Clone shares nothing.

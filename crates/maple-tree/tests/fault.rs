@@ -12,9 +12,9 @@ fn shifted(old: U63, m: Moved) -> U63 {
     U63::new_truncate(old.get() + m.shift())
 }
 
-type Op<W> = dyn Fn(&mut MapleTree<U63, W>) -> Result<(), Error>;
+type Op<W> = dyn Fn(&mut MapleTree<U63, u64, W>) -> Result<(), Error>;
 
-fn build<W: Writes>(n: u64, gaps: bool) -> MapleTree<U63, W> {
+fn build<W: Writes>(n: u64, gaps: bool) -> MapleTree<U63, u64, W> {
     let mut t = empty::<W>(gaps);
     for i in 0..n {
         t.insert_range(i * 10..=i * 10 + 5, v(i)).unwrap();
@@ -22,7 +22,7 @@ fn build<W: Writes>(n: u64, gaps: bool) -> MapleTree<U63, W> {
     t
 }
 
-fn exercise<W: Writes>(name: &str, setup: &dyn Fn() -> MapleTree<U63, W>, op: &Op<W>) -> u64 {
+fn exercise<W: Writes>(name: &str, setup: &dyn Fn() -> MapleTree<U63, u64, W>, op: &Op<W>) -> u64 {
     // What the operation leaves without injection.
     let want = {
         let mut t = setup();

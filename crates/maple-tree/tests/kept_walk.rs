@@ -38,7 +38,7 @@ std::thread_local! {
 
 /// Validates `t` and compares the model's view of `f` and `l` with the
 /// tree's (counting its height in [`HEIGHTS`]).
-fn check_step<W: Writes>(t: &MapleTree<U63, W>, m: &Model, f: u64, l: u64, what: &str) {
+fn check_step<W: Writes>(t: &MapleTree<U63, u64, W>, m: &Model, f: u64, l: u64, what: &str) {
     HEIGHTS.with(|h| h.borrow_mut()[t.height().min(7)] += 1);
     if let Err(e) = t.validate() {
         panic!("{what}: {e}");
@@ -65,7 +65,14 @@ fn fill(t: &mut MapleTree<U63>, m: &mut Model, rng: &mut SmallRng, shape: Shape)
 
 /// `steps` writes through the tree's own methods near a point that drifts
 /// upwards (wrapping within `span`), checking after each.
-fn burst<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, rng: &mut SmallRng, steps: usize, span: u64, what: &str) {
+fn burst<W: Writes>(
+    t: &mut MapleTree<U63, u64, W>,
+    m: &mut Model,
+    rng: &mut SmallRng,
+    steps: usize,
+    span: u64,
+    what: &str,
+) {
     let mut locus = rng.gen_range(0..span);
     for step in 0..steps {
         let what = format!("{what}, step {step}");

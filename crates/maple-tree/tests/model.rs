@@ -42,7 +42,7 @@ enum Op {
     Retain(u64, u64),
 }
 
-fn apply<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usize) {
+fn apply<W: Writes>(t: &mut MapleTree<U63, u64, W>, m: &mut Model, op: &Op, step: usize) {
     let what = format!("step {step}: {op:x?}");
     match *op {
         Op::Store(f, l, x) => expect_store(t.store_range(f..=l, v(x)).map_err(|e| e.cause), m, (f, l, x), &what),
@@ -195,7 +195,7 @@ fn apply<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usi
 
 /// Walks every range (entries and gaps) from `i` to one end and compares
 /// with the model's entries and free runs.
-fn cursor_walk<W: Writes>(t: &MapleTree<U63, W>, m: &Model, i: u64, forward: bool, what: &str) {
+fn cursor_walk<W: Writes>(t: &MapleTree<U63, u64, W>, m: &Model, i: u64, forward: bool, what: &str) {
     let mut want: Vec<(u64, u64, Option<u64>)> =
         m.entries().into_iter().map(|(s, e, x)| (s, e, (x != RESERVED).then_some(x))).collect();
     want.extend(m.free_runs().into_iter().map(|(s, e)| (s, e, None)));
@@ -225,7 +225,7 @@ fn cursor_walk<W: Writes>(t: &MapleTree<U63, W>, m: &Model, i: u64, forward: boo
 /// `gaps(a..=b)` against the model's free runs cut to the window, read
 /// forwards (`how % 5 == 0`), backwards (1), from both ends in turn (2), by
 /// `fold` (3), or by `fold` after a step from each end (4).
-fn gaps<W: Writes>(t: &MapleTree<U63, W>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
+fn gaps<W: Writes>(t: &MapleTree<U63, u64, W>, m: &Model, a: u64, b: u64, how: u8, what: &str) {
     let want: Vec<(u64, u64)> = if a > b {
         Vec::new()
     } else {
@@ -310,13 +310,13 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
 
 fn run(ops: &[Op], gaps: bool, fresh: bool) {
     if fresh {
-        run_on(MapleTree::<U63, FreshNodes>::fresh(gaps), ops);
+        run_on(MapleTree::<U63, u64, FreshNodes>::fresh(gaps), ops);
     } else {
         run_on(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, ops);
     }
 }
 
-fn run_on<W: Writes>(mut t: MapleTree<U63, W>, ops: &[Op]) {
+fn run_on<W: Writes>(mut t: MapleTree<U63, u64, W>, ops: &[Op]) {
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
         apply(&mut t, &mut m, op, i);
@@ -367,14 +367,14 @@ fn range_iteration_stops_at_every_bound() {
 fn long_random_sequences_reach_height_4() {
     for (seed, gaps, fresh) in [(1u64, true, false), (2, false, false), (3, true, true)] {
         if fresh {
-            long_random_sequence(MapleTree::<U63, FreshNodes>::fresh(gaps), seed);
+            long_random_sequence(MapleTree::<U63, u64, FreshNodes>::fresh(gaps), seed);
         } else {
             long_random_sequence(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, seed);
         }
     }
 }
 
-fn long_random_sequence<W: Writes>(mut t: MapleTree<U63, W>, seed: u64) {
+fn long_random_sequence<W: Writes>(mut t: MapleTree<U63, u64, W>, seed: u64) {
     let n = if cfg!(miri) { 60 } else { 9000 };
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut m = Model::default();
@@ -401,12 +401,12 @@ fn long_random_sequence<W: Writes>(mut t: MapleTree<U63, W>, seed: u64) {
     }
 }
 
-fn apply_fast<W: Writes>(t: &mut MapleTree<U63, W>, m: &mut Model, op: &Op, step: usize) {
+fn apply_fast<W: Writes>(t: &mut MapleTree<U63, u64, W>, m: &mut Model, op: &Op, step: usize) {
     if step % 16 == 0 {
         apply(t, m, op, step);
         return;
     }
-    let validate = |t: &MapleTree<U63, W>| {
+    let validate = |t: &MapleTree<U63, u64, W>| {
         if let Err(e) = t.validate() {
             panic!("step {step} {op:x?}: {e}");
         }

@@ -37,7 +37,7 @@ fn run(ops: &[Op], gaps: bool, fresh: bool) {
     }
 }
 
-fn run_on<W: Writes>(mut t: MapleTree<U63, W>, ops: &[Op]) {
+fn run_on<W: Writes>(mut t: MapleTree<U63, u64, W>, ops: &[Op]) {
     let mut model: Vec<Option<u64>> = vec![None; KEYS as usize];
     for (step, op) in ops.iter().enumerate() {
         match *op {

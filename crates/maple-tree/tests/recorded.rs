@@ -11,13 +11,13 @@ use maple_tree::{FreshNodes, MapleTree, Writes, U63};
 
 fn replay(name: &str, text: &str, gaps: bool, fresh: bool) {
     if fresh {
-        replay_on(MapleTree::<U63, FreshNodes>::fresh(gaps), name, text);
+        replay_on(MapleTree::<U63, u64, FreshNodes>::fresh(gaps), name, text);
     } else {
         replay_on(if gaps { MapleTree::with_gaps() } else { MapleTree::new() }, name, text);
     }
 }
 
-fn replay_on<W: Writes>(mut t: MapleTree<U63, W>, name: &str, text: &str) {
+fn replay_on<W: Writes>(mut t: MapleTree<U63, u64, W>, name: &str, text: &str) {
     let mut m = Model::default();
     let mut max_height = 0;
     for (lineno, line) in text.lines().enumerate() {

@@ -87,5 +87,5 @@ fn a_set_is_its_ranges() {
     let joined: maple_tree::MapleSet = serde_json::from_str("[[20,25],[0,9],[26,31],[5,12]]").unwrap();
     assert_eq!(format!("{joined:?}"), "{0..=12, 20..=31}");
     let err = serde_json::from_str::<maple_tree::MapleSet>("[[0,9],[7,3]]").unwrap_err().to_string();
-    assert!(err.contains("range 1: 0x7..=0x3 is backwards"), "{err}");
+    assert!(err.contains("range 1: 7..=3 is backwards"), "{err}");
 }

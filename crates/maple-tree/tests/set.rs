@@ -167,7 +167,7 @@ fn combined_takes_any_sorted_ranges() {
     assert_eq!(odd.collect::<Vec<_>>(), [0..=4]);
     let top = Combined::new([u64::MAX - 1..=u64::MAX], [0..=u64::MAX], |a, b| b && !a);
     assert_eq!(top.collect::<Vec<_>>(), [0..=u64::MAX - 2]);
-    let none = Combined::new(Vec::new(), Vec::new(), |a, b| a || b);
+    let none = Combined::new(Vec::<std::ops::RangeInclusive<u64>>::new(), Vec::new(), |a, b| a || b);
     assert_eq!(none.count(), 0);
 }
 

@@ -72,7 +72,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
     }
 
-    read_methods!('_);
+    read_methods!('_, u64);
 
     fn reseek(&mut self, index: u64) {
         // SAFETY: as in `new`.
@@ -106,7 +106,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         Ok(is_value(v))
     }
 
-    range_write_methods!(guard, WriteGuard);
+    range_write_methods!(guard, WriteGuard, u64);
 }
 
 impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {

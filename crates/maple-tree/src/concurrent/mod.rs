@@ -76,10 +76,11 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     iter::{iter_bounds, Entries, RawIter},
     kept_walk::KeptTree,
+    key,
     node::Unlinked,
     raw::{Path, RawTree},
     store::{Store, Stored},
-    tree::{abort_oom, clear_values, to_inclusive, MapleTree, Stats},
+    tree::{abort_oom, clear_values, MapleTree, Stats},
     write::{self, WriteTarget},
 };
 
@@ -340,7 +341,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// ```
     pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
         let _ = guard;
-        let (first, last, done) = iter_bounds(&range);
+        let (first, last, done) = iter_bounds(key::inclusive(&range));
         // The walk comes with the first call, as `MapleTree::range`'s does.
         // SAFETY: the root is read now, under `guard`, which outlives the
         // iterator ('g) and keeps every node reachable from that root
@@ -410,7 +411,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// Lowest free window of `size` in `window`; see
     /// [`MapleTree::empty_area`]. Without the lock the answer may be stale.
     pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
-        let (min, max) = to_inclusive(&window)?;
+        let (min, max) = key::inclusive(&window)?;
         let _g = self.pin();
         self.raw.empty_area(min, max, size)
     }
@@ -804,7 +805,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// [`MapleTree::insert_range`].
     pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
         // SAFETY: no walk is given.
-        unsafe { write::insert_range(self, None, range, value) }.map(drop)
+        unsafe { write::insert_range(self, None, key::inclusive(&range), value) }.map(drop)
     }
 
     /// Stores `value` over `range`, overwriting; see
@@ -814,7 +815,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         V: Clone,
     {
         // SAFETY: no walk is given.
-        unsafe { write::store_range(self, None, range, value) }.map(drop)
+        unsafe { write::store_range(self, None, key::inclusive(&range), value) }.map(drop)
     }
 
     /// Empties `range`; see [`MapleTree::remove_range`].
@@ -823,7 +824,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         V: Clone,
     {
         // SAFETY: no walk is given.
-        unsafe { write::remove_range(self, None, range) }.map(drop)
+        unsafe { write::remove_range(self, None, key::inclusive(&range)) }.map(drop)
     }
 
     /// Removes the entry containing `index`. Its value is dropped after the
@@ -842,8 +843,8 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 
     /// Reserves `range`; see [`MapleTree::reserve_range`].
     pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
-        let (first, last) = to_inclusive(&range)?;
-        // SAFETY: `to_inclusive` gives first <= last; the reserved marker
+        let (first, last) = key::inclusive(&range)?;
+        // SAFETY: `key::inclusive` gives first <= last; the reserved marker
         // is a word a slot may hold; no `split`.
         unsafe { self.write(Store::new(first, last).entry(reserved_word()).insert_only()) }.map_err(|(c, _)| c)
     }
@@ -851,7 +852,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// Stores `value` in the lowest free window of `size` in `window`; the
     /// search and the store happen under the lock, so they agree.
     pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, window, size, value, false)
+        write::alloc_range(self, key::inclusive(&window), size, value, false)
     }
 
     /// Stores `value` in the highest free window of `size` in `window`.
@@ -861,7 +862,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         size: u64,
         value: V,
     ) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, window, size, value, true)
+        write::alloc_range(self, key::inclusive(&window), size, value, true)
     }
 
     /// Allocates one id in `window`, searching upwards from `*next` and
@@ -883,7 +884,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
         next: &mut u64,
         value: V,
     ) -> Result<(u64, bool), InsertError<V>> {
-        write::alloc_cyclic(self, window, next, value)
+        write::alloc_cyclic(self, key::inclusive(&window), next, u64::MAX, value)
     }
 
     /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep

@@ -847,21 +847,21 @@ mod tests {
     fn pushes_and_splits<W: Writes>(gaps: bool) {
         let fresh = W::FRESH;
         // The root's children: each one's address and fill.
-        let children = |t: &MapleTree<U63, W>| -> Vec<(usize, usize)> {
+        let children = |t: &MapleTree<U63, u64, W>| -> Vec<(usize, usize)> {
             let root = t.raw.root_node().unwrap();
             // SAFETY: the root of these trees is internal; used slots.
             let child = |i| unsafe { root.child(i) };
             (0..root.count()).map(|i| (child(i).as_ptr().addr().get(), child(i).count())).collect()
         };
         // `ranges` touching ranges of 10, bulk-built: full leaves.
-        let build = |ranges: u64| -> MapleTree<U63, W> {
+        let build = |ranges: u64| -> MapleTree<U63, u64, W> {
             let mut t = if gaps { MapleTree::with_gaps() } else { MapleTree::new() };
             for i in 0..ranges {
                 t.insert_range(i * 10..=i * 10 + 9, U63::new(i).unwrap()).unwrap();
             }
             t.into_writes()
         };
-        let check = |t: &MapleTree<U63, W>, ranges: u64, cut: u64| {
+        let check = |t: &MapleTree<U63, u64, W>, ranges: u64, cut: u64| {
             t.validate().unwrap();
             let mut want: Vec<_> = (0..ranges).map(|i| (i * 10..=i * 10 + 9, i)).collect();
             let i = (cut / 10) as usize;

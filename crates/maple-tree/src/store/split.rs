@@ -1038,13 +1038,13 @@ mod tests {
     /// A tree of the same flavour that writes every change of more than
     /// one word in fresh nodes: the rebuild does all of them, so none of
     /// the in-place shapes is open to it. The tests' oracle.
-    fn oracle(gaps: bool) -> MapleTree<U63, FreshNodes> {
+    fn oracle(gaps: bool) -> MapleTree<U63, u64, FreshNodes> {
         MapleTree::fresh(gaps)
     }
 
     /// Erases the range starting at `k * 10` (holding `k`) from `t` and
     /// from `general` (the oracle).
-    fn erase_both(t: &mut MapleTree<U63>, general: &mut MapleTree<U63, FreshNodes>, k: u64) {
+    fn erase_both(t: &mut MapleTree<U63>, general: &mut MapleTree<U63, u64, FreshNodes>, k: u64) {
         assert_eq!(t.erase(k * 10).map(U63::get), Some(k), "k {k}");
         assert_eq!(general.erase(k * 10).map(U63::get), Some(k), "k {k}");
     }
@@ -1053,7 +1053,7 @@ mod tests {
     /// way): `validate()`, the content, and in a gap tree the largest
     /// empty range below `end`, found where it is (the gaps recorded
     /// above the leaves).
-    fn check_against(t: &MapleTree<U63>, general: &MapleTree<U63, FreshNodes>, end: u64, what: &str) {
+    fn check_against(t: &MapleTree<U63>, general: &MapleTree<U63, u64, FreshNodes>, end: u64, what: &str) {
         t.validate().unwrap_or_else(|e| panic!("{what}: {e:?}"));
         assert!(t.iter().eq(general.iter()), "{what}");
         if t.tracks_gaps() && !t.is_empty() {
@@ -1209,7 +1209,7 @@ mod tests {
     }
 
     /// `op` on `t`: whether it was done.
-    fn apply<W: Writes>(t: &mut MapleTree<U63, W>, op: &Op) -> bool {
+    fn apply<W: Writes>(t: &mut MapleTree<U63, u64, W>, op: &Op) -> bool {
         match *op {
             Op::Remove(lo, hi) => t.remove_range(lo..=hi).is_ok(),
             Op::Store(lo, hi, v) => t.store_range(lo..=hi, U63::new_truncate(v)).is_ok(),
@@ -1236,7 +1236,7 @@ mod tests {
         let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d_u64);
         // One write on both trees: same result, and (while `shape`) the
         // same picture. Returns the number of leaves.
-        let both = |d: &mut MapleTree<U63>, r: &mut MapleTree<U63, FreshNodes>, i: u64, op: Op, shape: bool| {
+        let both = |d: &mut MapleTree<U63>, r: &mut MapleTree<U63, u64, FreshNodes>, i: u64, op: Op, shape: bool| {
             assert_eq!(apply(d, &op), apply(r, &op), "write {i}");
             if i % every != 0 && !d.is_empty() {
                 return 0;

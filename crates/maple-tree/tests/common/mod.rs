@@ -198,16 +198,16 @@ pub fn v(x: u64) -> U63 {
 }
 
 /// An empty tree of `U63`s, gap-tracking if `gaps`, written as `W` says.
-pub fn empty<W: Writes>(gaps: bool) -> MapleTree<U63, W> {
+pub fn empty<W: Writes>(gaps: bool) -> MapleTree<U63, u64, W> {
     if gaps { MapleTree::with_gaps() } else { MapleTree::new() }.into_writes()
 }
 
-pub fn entries<W: Writes>(t: &MapleTree<U63, W>) -> Vec<(u64, u64, u64)> {
+pub fn entries<W: Writes>(t: &MapleTree<U63, u64, W>) -> Vec<(u64, u64, u64)> {
     t.iter().map(|(r, v)| (*r.start(), *r.end(), v.get())).collect()
 }
 
 /// Validates and compares the full contents, with a dump on failure.
-pub fn check<W: Writes>(t: &MapleTree<U63, W>, m: &Model, what: &str) {
+pub fn check<W: Writes>(t: &MapleTree<U63, u64, W>, m: &Model, what: &str) {
     if let Err(e) = t.validate() {
         panic!("{what}: {e}\n{}", t.dump());
     }
