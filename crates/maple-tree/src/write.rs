@@ -165,6 +165,7 @@ pub(crate) unsafe fn remove_range<V: Handle + Clone, W: WriteTarget<V>>(
 /// `alloc_range` (`highest` false) and `alloc_range_rev` of both trees:
 /// stores `value` in the lowest (highest) empty window of `size` inside
 /// `window` and returns its start.
+#[inline]
 pub(crate) fn alloc_range<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
     window: Bounds,
@@ -207,6 +208,7 @@ pub(crate) fn alloc_cyclic<V: Handle, W: WriteTarget<V>>(
 
 /// Stores `value` over the `size` indices from the start a search
 /// `found`, or hands it back with the search's error.
+#[inline]
 fn alloc_at<V: Handle, W: WriteTarget<V>>(
     w: &mut W,
     found: Result<u64, Error>,

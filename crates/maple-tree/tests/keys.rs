@@ -59,20 +59,53 @@ fn windows<K: Key>(span: u64, mid: u64) -> Vec<u64> {
     w
 }
 
+/// The random calls' ranges: in the window of `span` indices from
+/// `base` (cut to the key type), each up to 24 keys long, with the
+/// window of 8 keys either side that the queries after each call look at.
+struct Calls {
+    next: Box<dyn FnMut() -> u64>,
+    base: u64,
+    span: u64,
+    top: u64,
+}
+
+impl Calls {
+    fn new<K: Key>(seed: u64, base: u64, span: u64, gaps: bool) -> Calls {
+        let span = span.min((K::MAX_INDEX - base).saturating_add(1));
+        let next = Box::new(words(seed ^ base ^ u64::from(gaps) ^ K::MAX_INDEX));
+        Calls { next, base, span, top: base + (span - 1) }
+    }
+
+    fn steps() -> usize {
+        if cfg!(miri) {
+            20
+        } else {
+            1_500
+        }
+    }
+
+    fn word(&mut self) -> u64 {
+        (self.next)()
+    }
+
+    /// The next call's range, and the window around it, as indices.
+    fn range(&mut self) -> ((u64, u64), (u64, u64)) {
+        let first = self.base + self.word() % self.span;
+        let last = first.saturating_add(self.word() % 24).min(self.top);
+        ((first, last), (first.saturating_sub(8).max(self.base), last.saturating_add(8).min(self.top)))
+    }
+}
+
 fn map_against_rangemap<K: TestKey>(base: u64, span: u64, gaps: bool) {
     let what = format!("{} base {base:#x}, gaps {gaps}", std::any::type_name::<K>());
-    let span = span.min((K::MAX_INDEX - base).saturating_add(1));
     let mut theirs: RangeInclusiveMap<K, u32> = RangeInclusiveMap::new();
     let mut ours: MapleTree<u32, K> = if gaps { MapleTree::keyed_with_gaps() } else { MapleTree::keyed() };
-    let mut next = words(0x2545_f491_4f6c_dd1d ^ base ^ u64::from(gaps) ^ K::MAX_INDEX);
-    let steps = if cfg!(miri) { 20 } else { 1_500 };
-    let top = base + (span - 1);
-    for step in 0..steps {
-        let first = base + next() % span;
-        let last = first.saturating_add(next() % 24).min(top);
+    let mut calls = Calls::new::<K>(0x2545_f491_4f6c_dd1d, base, span, gaps);
+    for step in 0..Calls::steps() {
+        let ((first, last), (lo, hi)) = calls.range();
         let range = key::<K>(first)..=key::<K>(last);
-        let v = (next() % 3) as u32;
-        if next() % 4 == 0 {
+        let v = (calls.word() % 3) as u32;
+        if calls.word() % 4 == 0 {
             theirs.remove(range.clone());
             ours.remove_range(range).unwrap();
         } else {
@@ -84,8 +117,6 @@ fn map_against_rangemap<K: TestKey>(base: u64, span: u64, gaps: bool) {
         assert_eq!(ours.iter().collect::<Vec<_>>(), t, "{what} step {step}");
         assert_eq!(ours.first(), theirs.first_range_value().map(|(r, v)| (r.clone(), *v)), "{what} step {step}");
         assert_eq!(ours.last(), theirs.last_range_value().map(|(r, v)| (r.clone(), *v)), "{what} step {step}");
-        let lo = first.saturating_sub(8).max(base);
-        let hi = last.saturating_add(8).min(top);
         for i in lo..=hi {
             let k = key::<K>(i);
             assert_eq!(ours.load(k), theirs.get(&k).copied(), "{what} step {step} key {k:?}");
@@ -116,17 +147,13 @@ fn map_against_rangemap<K: TestKey>(base: u64, span: u64, gaps: bool) {
 
 fn set_against_rangemap<K: TestKey>(base: u64, span: u64, gaps: bool) {
     let what = format!("{} set base {base:#x}, gaps {gaps}", std::any::type_name::<K>());
-    let span = span.min((K::MAX_INDEX - base).saturating_add(1));
     let mut theirs: RangeInclusiveSet<K> = RangeInclusiveSet::new();
     let mut ours: MapleSet<K> = if gaps { MapleSet::keyed_with_gaps() } else { MapleSet::keyed() };
-    let mut next = words(0x9e37_79b9_7f4a_7c15 ^ base ^ u64::from(gaps) ^ K::MAX_INDEX);
-    let steps = if cfg!(miri) { 20 } else { 1_500 };
-    let top = base + (span - 1);
-    for step in 0..steps {
-        let first = base + next() % span;
-        let last = first.saturating_add(next() % 24).min(top);
+    let mut calls = Calls::new::<K>(0x9e37_79b9_7f4a_7c15, base, span, gaps);
+    for step in 0..Calls::steps() {
+        let ((first, last), (lo, hi)) = calls.range();
         let range = key::<K>(first)..=key::<K>(last);
-        if next() % 3 == 0 {
+        if calls.word() % 3 == 0 {
             theirs.remove(range.clone());
             ours.remove(range).unwrap();
         } else {
@@ -137,8 +164,6 @@ fn set_against_rangemap<K: TestKey>(base: u64, span: u64, gaps: bool) {
         ours.as_tree().validate().unwrap_or_else(|e| panic!("{what} step {step}: {e:?}"));
         let t: Vec<_> = theirs.iter().cloned().collect();
         assert_eq!(ours.iter().collect::<Vec<_>>(), t, "{what} step {step}");
-        let lo = first.saturating_sub(8).max(base);
-        let hi = last.saturating_add(8).min(top);
         for i in lo..=hi {
             let k = key::<K>(i);
             assert_eq!(ours.contains(k), theirs.contains(&k), "{what} step {step} key {k:?}");
