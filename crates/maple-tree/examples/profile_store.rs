@@ -143,12 +143,17 @@ fn main() {
         println!("{}", (0..20_000).map(|_| sum_by_for(&t)).sum::<u64>());
         return;
     }
-    if mode == "for-each-mut" {
-        // Every inline value changed in place, 20 000 times over.
+    if mode == "for-each-mut" || mode == "for-each-value-mut" {
+        // Every inline value changed in place, 20 000 times over, with its
+        // range or without.
         let mut t: MapleTree<u32> =
             MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, i as u32))).unwrap();
         for _ in 0..20_000 {
-            t.for_each_mut(|_, v| *v = v.wrapping_add(1));
+            if mode == "for-each-mut" {
+                t.for_each_mut(|_, v| *v = v.wrapping_add(1));
+            } else {
+                t.for_each_value_mut(|v| *v = v.wrapping_add(1));
+            }
         }
         println!("{}", t.load(16).unwrap_or(0));
         return;

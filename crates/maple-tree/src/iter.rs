@@ -636,7 +636,7 @@ impl<'t> RawIter<'t> {
                 self.last_leaf = end;
                 continue;
             }
-            acc = scan_values(lv.leaf(), acc, &mut f);
+            acc = scan_values(lv.leaf(), acc, &mut |acc, _, nn| f(acc, nn));
             self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
             // The leaf's later siblings the range wants whole, straight
             // from the parent's arrays (the walk kept in step, for the
@@ -661,7 +661,7 @@ impl<'t> RawIter<'t> {
                     unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
                 }
                 let leaf = child.as_leaf().expect("the children of a leaf's parent are leaves");
-                acc = scan_values(leaf, acc, &mut f);
+                acc = scan_values(leaf, acc, &mut |acc, _, nn| f(acc, nn));
                 self.walk.path[d].off = k;
                 self.walk.path[n - 1] = Level { node: child, min, max, off: 0 };
                 min = max.wrapping_add(1);
@@ -1171,15 +1171,15 @@ fn up_to(upto: usize) -> u32 {
     u32::MAX >> (31 - (upto & 15))
 }
 
-/// Calls `f(acc, word)` for every value slot of `leaf`, in order: all
-/// sixteen slots are read (unused ones are null), no bound is.
+/// Calls `f(acc, slot, word)` for every value slot of `leaf`, in order:
+/// all sixteen slots are read (unused ones are null), no bound is.
 #[inline(always)]
-fn scan_values<B>(leaf: LeafRef<'_>, mut acc: B, f: &mut impl FnMut(B, NonNull<()>) -> B) -> B {
-    for s in leaf.slots() {
+pub(crate) fn scan_values<B>(leaf: LeafRef<'_>, mut acc: B, f: &mut impl FnMut(B, usize, NonNull<()>) -> B) -> B {
+    for (i, s) in leaf.slots().iter().enumerate() {
         let w = s.load(Ordering::Acquire);
         if is_value(w) {
             // SAFETY: a value word is non-null.
-            acc = f(acc, unsafe { NonNull::new_unchecked(w) });
+            acc = f(acc, i, unsafe { NonNull::new_unchecked(w) });
         }
     }
     acc

@@ -133,7 +133,7 @@
 //! | keep some entries | `retain` | – | – | [`retain`](MapleTree::retain) |
 //! | all entries | `iter` | `iter` | – | [`iter`](MapleTree::iter) |
 //! | change a value in place | `get_mut` after the lookup | – | – | [`update`](MapleTree::update) (any value), [`get_mut`](MapleTree::get_mut) (boxed) |
-//! | change every value | `values_mut` | – | – | [`for_each_mut`](MapleTree::for_each_mut) (any value), [`values_mut`](MapleTree::values_mut) (boxed) |
+//! | change every value | `values_mut` (`iter_mut` with the keys) | – | – | [`for_each_value_mut`](MapleTree::for_each_value_mut) ([`for_each_mut`](MapleTree::for_each_mut) with the ranges; any value), [`values_mut`](MapleTree::values_mut) (boxed) |
 //! | split at a key | `split_off` (then trim the entry across it) | – | `split_off` | [`split_off`](MapleTree::split_off) |
 //! | move another map in | `append` (overlaps by hand) | `extend` | – | [`append`](MapleTree::append) |
 //! | keys other than `u64` | `BTreeMap<K, (K, V)>` | `RangeInclusiveMap<K, V>` (`K: StepLite`) | `NoditMap<K, I, V>` | `MapleTree<V, K>` ([`Key`]; made by [`keyed`](MapleTree::keyed)) |

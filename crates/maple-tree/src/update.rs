@@ -20,7 +20,7 @@ use core::{mem::ManuallyDrop, ops::RangeInclusive, ptr::NonNull};
 
 use crate::{
     handle::{is_value, Handle},
-    iter::scan_leaf,
+    iter::{scan_leaf, scan_values},
     key::Key,
     node::{LeafRef, NodeRef},
     raw::LeafWalk,
@@ -119,6 +119,34 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
                 i + 1
             });
             if end || !walk.next_leaf() {
+                return;
+            }
+        }
+    }
+
+    /// Calls `f` on every value in ascending order, mutably, without its
+    /// range: the `values_mut` of every kind of value, small ones stored
+    /// inline included. A leaf's slots are read straight through, with no
+    /// bounds worked out. Reserved ranges are skipped.
+    ///
+    /// ```
+    /// use maple_tree::MapleTree;
+    ///
+    /// let mut t: MapleTree<u32> = (0..4u64).map(|i| (i * 10..=i * 10 + 4, i as u32)).collect();
+    /// t.for_each_value_mut(|v| *v *= 10);
+    /// assert_eq!(t.iter().map(|(_, v)| v).collect::<Vec<_>>(), [0, 10, 20, 30]);
+    /// ```
+    pub fn for_each_value_mut(&mut self, mut f: impl FnMut(&mut V)) {
+        let mut walk = LeafWalk::new(&self.raw, 0);
+        loop {
+            let Some(&lv) = walk.path.last() else { return };
+            let leaf = lv.leaf();
+            scan_values(leaf, (), &mut |(), i, w| {
+                // SAFETY: as in `update`.
+                let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
+                f(&mut lent.value);
+            });
+            if !walk.next_leaf() {
                 return;
             }
         }

@@ -1,5 +1,5 @@
-//! `update` and `for_each_mut`: values changed where they are stored, for
-//! inline values, handles and the values the tree boxes itself, checked
+//! `update`, `for_each_mut` and `for_each_value_mut`: values changed
+//! where they are stored, for inline values, handles and the values the tree boxes itself, checked
 //! against the entries as read before the change; a closure that panics
 //! leaves every value owned once.
 
@@ -46,6 +46,11 @@ fn inline_values_change_as_the_entries_say() {
                 for (s, _, v) in &mut want {
                     *v = v.wrapping_mul(3) ^ *s as u32;
                 }
+            } else if step % 50 == 25 {
+                t.for_each_value_mut(|v| *v = v.rotate_left(5) ^ 0x5a);
+                for (_, _, v) in &mut want {
+                    *v = v.rotate_left(5) ^ 0x5a;
+                }
             } else {
                 let k = rng.gen_range(0..2030u64);
                 let got = t.update(k, |v| {
@@ -77,6 +82,9 @@ fn handles_may_be_replaced_and_boxed_values_change() {
             (0..300u64).map(|i| (i * 8..=i * 8 + 3, Box::new(Tracked::new(i)))).collect();
         t.for_each_mut(|_, v| *v = Box::new(Tracked::new(v.0 + 1000)));
         assert_eq!(live(), 300);
+        t.for_each_value_mut(|v| *v = Box::new(Tracked::new(v.0 - 1000)));
+        t.for_each_value_mut(|v| *v = Box::new(Tracked::new(v.0 + 1000)));
+        assert_eq!(live(), 300);
         assert_eq!(t.update(17, |v| v.0), Some(1002));
         assert!(t.iter().map(|(_, v)| v.0).eq(1000..1300));
         t.validate().unwrap();
@@ -86,7 +94,8 @@ fn handles_may_be_replaced_and_boxed_values_change() {
     s.insert_range(5..=9, "map".to_string()).unwrap();
     s.update(7, |v| v.push_str("le")).unwrap();
     s.for_each_mut(|_, v| v.push('!'));
-    assert_eq!(s.load(5).map(String::as_str), Some("maple!"));
+    s.for_each_value_mut(|v| v.push('?'));
+    assert_eq!(s.load(5).map(String::as_str), Some("maple!?"));
 }
 
 /// A closure that panics part way: the entries before are changed, the
@@ -122,6 +131,18 @@ fn a_closure_that_panics_leaves_every_value_owned_once() {
             })
             .collect();
         assert_eq!(got, want);
+        assert_eq!(live(), 100);
+        let res = catch_unwind(AssertUnwindSafe(|| {
+            t.for_each_value_mut(|v| {
+                if v.0 == 60 {
+                    *v = Box::new(Tracked::new(60));
+                    panic!("at 60");
+                }
+            })
+        }));
+        assert!(res.is_err());
+        t.validate().unwrap();
+        assert!(t.iter().map(|(_, v)| v.0).eq(want.iter().copied()));
         assert_eq!(live(), 100);
         let res = catch_unwind(AssertUnwindSafe(|| t.update(8 * 50, |_| panic!("in update"))));
         assert!(res.is_err());

@@ -562,19 +562,35 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
             btree: tm[1],
             rangemap: Some(tm[2]),
         });
-        // Every value changed in place: the maple tree's `for_each_mut`
-        // (its `values_mut` for values stored in the slot) against the
-        // idiom's `values_mut`; `rangemap` has no mutable access.
+        // Every value changed in place: the maple tree's
+        // `for_each_value_mut` (the `values_mut` of values stored in the
+        // slot) against the idiom's `values_mut`, and `for_each_mut`, which
+        // hands out each range too, against the idiom's `iter_mut`;
+        // `rangemap` has no mutable access.
         let (mut t32, mut m32) = (t32, m32);
         let tm = alternate(
             reps,
             vec![
-                case(n, || (), |()| t32.for_each_mut(|_, v| *v = v.wrapping_add(1))),
+                case(n, || (), |()| t32.for_each_value_mut(|v| *v = v.wrapping_add(1))),
                 case(n, || (), |()| m32.values_mut().for_each(|v| v.1 = v.1.wrapping_add(1))),
             ],
         );
         rows.push(Row {
-            what: "iterate mutably, u32 values (inline; for_each_mut)",
+            what: "iterate mutably, u32 values (inline; for_each_value_mut)",
+            n,
+            maple: tm[0],
+            btree: tm[1],
+            rangemap: None,
+        });
+        let tm = alternate(
+            reps,
+            vec![
+                case(n, || (), |()| t32.for_each_mut(|r, v| *v = v.wrapping_add(*r.start() as u32))),
+                case(n, || (), |()| m32.iter_mut().for_each(|(k, v)| v.1 = v.1.wrapping_add(*k as u32))),
+            ],
+        );
+        rows.push(Row {
+            what: "iterate mutably with ranges, u32 values (inline; for_each_mut)",
             n,
             maple: tm[0],
             btree: tm[1],
@@ -725,7 +741,7 @@ pub(super) fn run(opts: &Options, progress: &mut dyn FnMut(&str)) -> Section {
     }
 
     s.text(format!(
-        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. The value rows at the end store `u32` values inline in the slot (changed in place through `for_each_mut`, the `values_mut` of values stored in the slot), and `u64` and `String` values in a box the tree makes (one allocation per entry; the `BTreeMap` and `rangemap` hold them in their entries); the set rows time `MapleSet` against `rangemap::RangeInclusiveSet` and a `BTreeMap<start, last>` that joins what an insert touches. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
+        "Ranges `[i*16, i*16+9]`; ns per operation (median of {} alternating rounds); a ratio > 1 means the maple tree is faster. The `BTreeMap` baseline is `BTreeMap<u64, (u64, V)>` with `range(..=i).next_back()`; its gap search is a linear scan. `iterate` sums the values with `Iterator::sum` (which runs on each structure's `fold`), `iterate (for loop)` steps with `next`, `iterate backwards (rev)` with `next_back` from the last entry down, `iterate backwards (rev, sum)` by `sum` over `.rev()` (which runs on `rfold`). `iterate mutably` adds one to every value through `values_mut`: the maple tree's values are boxed (a slot holds a pointer), the idiom's inline, and in the `both boxed` row the `BTreeMap`'s are boxed too, which leaves the two traversals. The range queries run at the lookups' keys: the first range ending at or after the key (the `BTreeMap` idiom looks at the range starting at or before it, then the next), the last range starting at or before it (`range(..=k).next_back()`; `rangemap` has no such query: its `overlapping(0..=k)` from the back steps down from the map's last range), and the ranges overlapping a window of `8 × 16` indices from it, summed. The value rows at the end store `u32` values inline in the slot (changed in place through `for_each_value_mut`, the `values_mut` of values stored in the slot, and through `for_each_mut`, which hands out each range too, against the idiom's `iter_mut`), and `u64` and `String` values in a box the tree makes (one allocation per entry; the `BTreeMap` and `rangemap` hold them in their entries); the set rows time `MapleSet` against `rangemap::RangeInclusiveSet` and a `BTreeMap<start, last>` that joins what an insert touches. A store, as a range map's must, trims or splits whatever the new range overlaps (the idiom: look at the entry starting before it and those starting inside it, then insert), and an erase takes the entry holding an index (the idiom: `range(..=k).next_back()`, then `remove`); the `bare BTreeMap insert` and `remove` rows time the idiom without that work (a bare `insert` corrupts the map on an overlap), a lower bound no range map reaches. `store` rounds build a fresh map each and drop it after the clock stops, as a program that rebuilds its maps does: each structure builds in memory the last round gave back (the global allocator keeps a dropped `BTreeMap`'s nodes in its heap, the maple tree's thread keeps up to 64 MiB of node chunks).",
         opts.reps
     ));
     let mut tab = Table::new(
