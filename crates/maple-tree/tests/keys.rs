@@ -327,3 +327,63 @@ fn keys_print_and_round_trip() {
     let e = serde_json::from_str::<MapleSet<char>>("[[\"z\",\"a\"]]").unwrap_err().to_string();
     assert!(e.contains("'z'..='a' is backwards"), "{e}");
 }
+
+/// The concurrent tree with signed keys: a writer inserts ranges (each
+/// valued by its own first key) and erases them while readers iterate
+/// from either end and walk cursors; every entry a reader sees holds its
+/// own start, in ascending order of keys, negative ones first.
+#[test]
+fn concurrent_readers_see_signed_keys_in_order() {
+    use maple_tree::ConcurrentMapleTree;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let t: ConcurrentMapleTree<i32, i16> = ConcurrentMapleTree::keyed_with_gaps();
+    let done = AtomicBool::new(false);
+    let steps = if cfg!(miri) { 50 } else { 20_000 };
+    std::thread::scope(|s| {
+        for r in 0..2 {
+            let (t, done) = (&t, &done);
+            s.spawn(move || {
+                let mut seen = 0u64;
+                while !done.load(Ordering::Relaxed) || seen == 0 {
+                    let g = t.pin();
+                    let forward: Vec<_> = if r == 0 { t.iter(&g).collect() } else { t.iter(&g).rev().collect() };
+                    for (range, v) in &forward {
+                        assert_eq!(*v, i32::from(*range.start()), "an entry holds its own start");
+                    }
+                    let starts: Vec<i16> = forward.iter().map(|(r, _)| *r.start()).collect();
+                    let mut sorted = starts.clone();
+                    sorted.sort_unstable();
+                    if r == 1 {
+                        sorted.reverse();
+                    }
+                    assert_eq!(starts, sorted, "in order of keys");
+                    let mut c = t.cursor(-1, &g);
+                    if let Some((range, v)) = c.next() {
+                        assert!(*range.start() >= -1 || range.contains(&-1));
+                        assert_eq!(v, i32::from(*range.start()));
+                    }
+                    seen += forward.len() as u64 + 1;
+                }
+            });
+        }
+        let mut next = words(7);
+        let mut w = t.lock();
+        for _ in 0..steps {
+            let first = (next() % 4000) as i16 - 2000;
+            let last = first.saturating_add((next() % 8) as i16);
+            if next() % 3 == 0 {
+                w.erase(first).unwrap();
+            } else {
+                let _ = w.insert_range(first..=last, i32::from(first));
+            }
+        }
+        assert_eq!(w.tree().empty_area(.., 1), Ok(i16::MIN));
+        assert_eq!(t.empty_area(.., 1), Ok(i16::MIN));
+        drop(w);
+        done.store(true, Ordering::Relaxed);
+    });
+    t.validate().unwrap();
+    let plain = t.into_inner();
+    assert!(plain.iter().all(|(r, v)| v == i32::from(*r.start())));
+}

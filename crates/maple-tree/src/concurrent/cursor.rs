@@ -11,13 +11,14 @@ use crate::{
     cursor::{range_write_methods, read_methods, Pos},
     error::{Error, InsertError},
     handle::{is_value, Handle},
+    key::Key,
     raw::RawTree,
 };
 
-impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
+impl<'a, V: Handle + Send + Sync + 'static, K: Key> WriteGuard<'a, V, K> {
     /// A write cursor at the range containing `index`.
-    pub fn cursor(&mut self, index: u64) -> WriteCursor<'_, 'a, V> {
-        WriteCursor::new(self, index)
+    pub fn cursor(&mut self, index: K) -> WriteCursor<'_, 'a, V, K> {
+        WriteCursor::new(self, index.to_index())
     }
 }
 
@@ -42,16 +43,16 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 /// drop(w);
 /// assert_eq!(t.load_with(35, |v| v.map(U63::get)), Some(4));
 /// ```
-pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static> {
-    guard: &'w mut WriteGuard<'a, V>,
+pub struct WriteCursor<'w, 'a, V: Handle + Send + Sync + 'static, K: Key = u64> {
+    guard: &'w mut WriteGuard<'a, V, K>,
     /// A walk of the tree as it is: the tree changes only through this
     /// cursor while it holds the guard, and every write through it keeps
     /// the walk current (`settle`).
     pos: Pos<'w>,
 }
 
-impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
-    pub(crate) fn new(guard: &'w mut WriteGuard<'a, V>, index: u64) -> Self {
+impl<'w, 'a, V: Handle + Send + Sync + 'static, K: Key> WriteCursor<'w, 'a, V, K> {
+    pub(crate) fn new(guard: &'w mut WriteGuard<'a, V, K>, index: u64) -> Self {
         // SAFETY: a walk of the tree just made under the writer lock; the
         // tree changes only through this cursor, which keeps it current.
         let pos = unsafe { Pos::seek(guard.raw(), index).rebind() };
@@ -72,7 +73,7 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         Some(unsafe { V::borrow(NonNull::new_unchecked(raw)) })
     }
 
-    read_methods!('_, u64);
+    read_methods!('_, K);
 
     fn reseek(&mut self, index: u64) {
         // SAFETY: as in `new`.
@@ -106,10 +107,10 @@ impl<'w, 'a, V: Handle + Send + Sync + 'static> WriteCursor<'w, 'a, V> {
         Ok(is_value(v))
     }
 
-    range_write_methods!(guard, WriteGuard, u64);
+    range_write_methods!(guard, WriteGuard, K);
 }
 
-impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteCursor<'_, '_, V> {
+impl<V: Handle + Send + Sync + 'static, K: Key + fmt::Debug> fmt::Debug for WriteCursor<'_, '_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WriteCursor").field("range", &self.range()).finish_non_exhaustive()
     }

@@ -76,7 +76,7 @@ use crate::{
     handle::{is_value, reserved_word, Handle},
     iter::{iter_bounds, Entries, RawIter},
     kept_walk::KeptTree,
-    key,
+    key::{self, Key},
     node::Unlinked,
     raw::{Path, RawTree},
     store::{Store, Stored},
@@ -118,12 +118,13 @@ impl fmt::Debug for ReadGuard {
 /// assert!(seen == Some(1) || seen == Some(2));
 /// assert_eq!(t.load_with(15, |v| v.map(U63::get)), Some(2));
 /// ```
-pub struct ConcurrentMapleTree<V: Handle + Send + Sync + 'static> {
+pub struct ConcurrentMapleTree<V: Handle + Send + Sync + 'static, K: Key = u64> {
     // Readers touch only `raw.root` (and the nodes); `raw.len`, the
     // writer's lock and its garbage live on other cache lines, so a busy
     // writer does not make every lookup miss on the line holding the root.
     raw: Lines,
     writer: CachePadded<Mutex<Writer<V>>>,
+    _keys: PhantomData<fn() -> K>,
 }
 
 /// A [`RawTree`] placed so that its `len` (written by nearly every write)
@@ -240,37 +241,54 @@ const BATCH: usize = 32;
 
 // SAFETY: values are `Send + Sync`; the raw tree is atomics and owned nodes;
 // writers are serialised by the mutex and readers only read.
-unsafe impl<V: Handle + Send + Sync + 'static> Send for ConcurrentMapleTree<V> {}
+unsafe impl<V: Handle + Send + Sync + 'static, K: Key> Send for ConcurrentMapleTree<V, K> {}
 // SAFETY: as above.
-unsafe impl<V: Handle + Send + Sync + 'static> Sync for ConcurrentMapleTree<V> {}
+unsafe impl<V: Handle + Send + Sync + 'static, K: Key> Sync for ConcurrentMapleTree<V, K> {}
 
-impl<V: Handle + Send + Sync + 'static> Default for ConcurrentMapleTree<V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> Default for ConcurrentMapleTree<V, K> {
     fn default() -> Self {
-        Self::new()
+        Self::keyed()
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentMapleTree<V> {
+/// The constructors of a tree with `u64` keys (see [`MapleTree::new`] on
+/// why they are not generic over the key type).
+impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
+    /// An empty tree without gap tracking.
+    pub fn new() -> Self {
+        Self::keyed()
+    }
+
+    /// An empty gap-tracking tree.
+    pub fn with_gaps() -> Self {
+        Self::keyed_with_gaps()
+    }
+}
+
+impl<V: Handle + Send + Sync + 'static, K: Key> fmt::Debug for ConcurrentMapleTree<V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrentMapleTree").field("len", &self.len()).finish_non_exhaustive()
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> ConcurrentMapleTree<V, K> {
     fn with_raw(raw: RawTree) -> Self {
         ConcurrentMapleTree {
             raw: Lines::new(raw),
             writer: CachePadded::new(Mutex::new(Writer { pending: Batch::new(), sealed: VecDeque::new() })),
+            _keys: PhantomData,
         }
     }
 
-    /// An empty tree without gap tracking.
-    pub fn new() -> Self {
+    /// An empty tree of any key type without gap tracking: what
+    /// [`new`](ConcurrentMapleTree::new) is for `u64` keys (see
+    /// [`MapleTree::keyed`]).
+    pub fn keyed() -> Self {
         Self::with_raw(RawTree::new(false))
     }
 
-    /// An empty gap-tracking tree.
-    pub fn with_gaps() -> Self {
+    /// An empty gap-tracking tree of any key type.
+    pub fn keyed_with_gaps() -> Self {
         Self::with_raw(RawTree::new(true))
     }
 
@@ -289,31 +307,31 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     }
 
     /// The value at `index`, valid while `guard` lives.
-    pub fn load<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Option<V::Borrowed<'g>> {
+    pub fn load<'g>(&'g self, index: K, guard: &'g ReadGuard) -> Option<V::Borrowed<'g>> {
         let _ = guard;
-        self.borrow(self.raw.load_rcu(index))
+        self.borrow(self.raw.load_rcu(index.to_index()))
     }
 
     /// The entry containing `index` with its range.
-    pub fn get_range<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Option<(RangeInclusive<u64>, V::Borrowed<'g>)> {
+    pub fn get_range<'g>(&'g self, index: K, guard: &'g ReadGuard) -> Option<(RangeInclusive<K>, V::Borrowed<'g>)> {
         let _ = guard;
-        let (lo, hi, w) = self.raw.lookup_rcu(index);
-        self.borrow(w).map(|b| (lo..=hi, b))
+        let (lo, hi, w) = self.raw.lookup_rcu(index.to_index());
+        self.borrow(w).map(|b| (key::keys(lo, hi), b))
     }
 
     /// Calls `f` with the value at `index` (pinning for the duration).
-    pub fn load_with<R>(&self, index: u64, f: impl FnOnce(Option<V::Borrowed<'_>>) -> R) -> R {
+    pub fn load_with<R>(&self, index: K, f: impl FnOnce(Option<V::Borrowed<'_>>) -> R) -> R {
         let g = self.pin();
         f(self.load(index, &g))
     }
 
     /// A clone of the value at `index` (for `Arc` and `Copy`-like values).
-    pub fn load_cloned(&self, index: u64) -> Option<V>
+    pub fn load_cloned(&self, index: K) -> Option<V>
     where
         V: Clone,
     {
         let _g = self.pin();
-        let w = self.raw.load_rcu(index);
+        let w = self.raw.load_rcu(index.to_index());
         // SAFETY: a live value word of this tree, kept alive by `_g`.
         is_value(w).then(|| unsafe { V::clone_raw(NonNull::new_unchecked(w)) })
     }
@@ -339,7 +357,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// let top: Vec<u64> = t.iter(&g).rev().take(3).map(|(_, v)| v.get()).collect();
     /// assert_eq!(top, [9, 8, 7]);
     /// ```
-    pub fn range<'g>(&'g self, range: impl RangeBounds<u64>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
+    pub fn range<'g>(&'g self, range: impl RangeBounds<K>, guard: &'g ReadGuard) -> ConcurrentIter<'g, V, K> {
         let _ = guard;
         let (first, last, done) = iter_bounds(key::inclusive(&range));
         // The walk comes with the first call, as `MapleTree::range`'s does.
@@ -380,16 +398,16 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// assert!(c.next().is_none()); // nothing after: the cursor stays
     /// assert_eq!(c.range(), 30..=34);
     /// ```
-    pub fn cursor<'g>(&'g self, index: u64, guard: &'g ReadGuard) -> Cursor<'g, V> {
+    pub fn cursor<'g>(&'g self, index: K, guard: &'g ReadGuard) -> Cursor<'g, V, K> {
         let _ = guard;
         // SAFETY: the guard (living for 'g) keeps every node and value the
         // cursor can reach from being freed, and writers change reachable
         // nodes only as RCU publication allows.
-        unsafe { Cursor::on_raw(&self.raw, index) }
+        unsafe { Cursor::on_raw(&self.raw, index.to_index()) }
     }
 
     /// All entries, ascending, under `guard`.
-    pub fn iter<'g>(&'g self, guard: &'g ReadGuard) -> ConcurrentIter<'g, V> {
+    pub fn iter<'g>(&'g self, guard: &'g ReadGuard) -> ConcurrentIter<'g, V, K> {
         self.range(.., guard)
     }
 
@@ -410,16 +428,16 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
 
     /// Lowest free window of `size` in `window`; see
     /// [`MapleTree::empty_area`]. Without the lock the answer may be stale.
-    pub fn empty_area(&self, window: impl RangeBounds<u64>, size: u64) -> Result<u64, Error> {
+    pub fn empty_area(&self, window: impl RangeBounds<K>, size: u64) -> Result<K, Error> {
         let (min, max) = key::inclusive(&window)?;
         let _g = self.pin();
-        self.raw.empty_area(min, max, size)
+        self.raw.empty_area(min, max, size).map(K::from_index)
     }
 
     /// Takes the writer lock. Waits for another writer, never for readers.
     /// Taking it again on a thread that already holds it deadlocks: write
     /// through the guard you have.
-    pub fn lock(&self) -> WriteGuard<'_, V> {
+    pub fn lock(&self) -> WriteGuard<'_, V, K> {
         // A writer that panicked left the tree consistent (writes commit
         // atomically), so a poisoned lock is safe to take over.
         let state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -427,7 +445,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     }
 
     /// Takes the writer lock if no other writer holds it.
-    pub fn try_lock(&self) -> Option<WriteGuard<'_, V>> {
+    pub fn try_lock(&self) -> Option<WriteGuard<'_, V, K>> {
         let state = match self.writer.try_lock() {
             Ok(s) => s,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -466,18 +484,18 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     /// assert_eq!(old.map(U63::get), Some(1));
     /// assert!(t.is_empty());
     /// ```
-    pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut MapleTree<V>) -> R) -> R {
+    pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut MapleTree<V, K>) -> R) -> R {
         self.free_garbage();
         // The tree is lent out as a plain tree and put back, even if `f`
         // panics; `&mut self` means no reader or writer can reach it
         // meanwhile, so its writes in place are sound.
-        let mut lent = Lent { home: &mut self.raw, tree: MapleTree::new() };
+        let mut lent = Lent { home: &mut self.raw, tree: MapleTree::keyed() };
         core::mem::swap(lent.home, &mut *lent.tree.raw);
         f(&mut lent.tree)
     }
 
     /// Back to a plain tree (no readers can exist: `self` is owned).
-    pub fn into_inner(mut self) -> MapleTree<V> {
+    pub fn into_inner(mut self) -> MapleTree<V, K> {
         self.free_garbage();
         MapleTree::from_raw(core::mem::replace(&mut *self.raw, RawTree::new(false)))
     }
@@ -485,12 +503,12 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
 
 /// A concurrent tree's nodes lent out as a plain tree by
 /// [`ConcurrentMapleTree::with_mut`], and given back when it goes.
-struct Lent<'a, V: Handle> {
+struct Lent<'a, V: Handle, K: Key> {
     home: &'a mut RawTree,
-    tree: MapleTree<V>,
+    tree: MapleTree<V, K>,
 }
 
-impl<V: Handle> Drop for Lent<'_, V> {
+impl<V: Handle, K: Key> Drop for Lent<'_, V, K> {
     fn drop(&mut self) {
         // (The plain tree keeps the empty tree it was made with, and
         // drops it.)
@@ -498,15 +516,15 @@ impl<V: Handle> Drop for Lent<'_, V> {
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> From<MapleTree<V>> for ConcurrentMapleTree<V> {
-    fn from(t: MapleTree<V>) -> Self {
+impl<V: Handle + Send + Sync + 'static, K: Key> From<MapleTree<V, K>> for ConcurrentMapleTree<V, K> {
+    fn from(t: MapleTree<V, K>) -> Self {
         Self::with_raw(t.into_raw())
     }
 }
 
 /// A duplicate made under the writer lock (readers keep reading); see
 /// [`MapleTree::try_dup`]. Aborts on allocation failure, like `std`.
-impl<V: Handle + Clone + Send + Sync + 'static> Clone for ConcurrentMapleTree<V> {
+impl<V: Handle + Clone + Send + Sync + 'static, K: Key> Clone for ConcurrentMapleTree<V, K> {
     fn clone(&self) -> Self {
         let copy = self.lock().try_dup().unwrap_or_else(|_| abort_oom());
         Self::from(copy)
@@ -514,21 +532,23 @@ impl<V: Handle + Clone + Send + Sync + 'static> Clone for ConcurrentMapleTree<V>
 }
 
 /// Collects like [`MapleTree`]'s `FromIterator` (later ranges overwrite).
-impl<V: Handle + Clone + Send + Sync + 'static> FromIterator<(RangeInclusive<u64>, V)> for ConcurrentMapleTree<V> {
-    fn from_iter<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(iter: I) -> Self {
+impl<V: Handle + Clone + Send + Sync + 'static, K: Key> FromIterator<(RangeInclusive<K>, V)>
+    for ConcurrentMapleTree<V, K>
+{
+    fn from_iter<I: IntoIterator<Item = (RangeInclusive<K>, V)>>(iter: I) -> Self {
         Self::from(MapleTree::from_iter(iter))
     }
 }
 
 /// Stores each pair through [`with_mut`](ConcurrentMapleTree::with_mut)
 /// (`&mut self`: in place, no lock); see [`MapleTree`]'s `Extend`.
-impl<V: Handle + Clone + Send + Sync + 'static> Extend<(RangeInclusive<u64>, V)> for ConcurrentMapleTree<V> {
-    fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, V)>>(&mut self, iter: I) {
+impl<V: Handle + Clone + Send + Sync + 'static, K: Key> Extend<(RangeInclusive<K>, V)> for ConcurrentMapleTree<V, K> {
+    fn extend<I: IntoIterator<Item = (RangeInclusive<K>, V)>>(&mut self, iter: I) {
         self.with_mut(|m| m.extend(iter));
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> ConcurrentMapleTree<V, K> {
     /// Frees the writer's pending garbage and every sealed batch, due or
     /// not. `&mut self`: no reader is left (every read borrows the tree),
     /// so no grace period is needed. The collector may still run the
@@ -548,7 +568,7 @@ impl<V: Handle + Send + Sync + 'static> ConcurrentMapleTree<V> {
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> Drop for ConcurrentMapleTree<V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> Drop for ConcurrentMapleTree<V, K> {
     fn drop(&mut self) {
         // `&mut self`: no reader or writer is left.
         self.free_garbage();
@@ -573,21 +593,21 @@ pub fn collect_garbage() {
 /// either end (see [`ConcurrentMapleTree::range`]): every entry present
 /// the whole time comes once, in order, however a writer changes the tree
 /// meanwhile.
-pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static> {
+pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static, K: Key = u64> {
     /// The tree and the guard stay borrowed: the values read live while
     /// the iterator does.
-    _tree: PhantomData<&'g ConcurrentMapleTree<V>>,
+    _tree: PhantomData<&'g ConcurrentMapleTree<V, K>>,
     /// The ends, which meet by range (see `Entries`).
     entries: Entries<'g, true>,
 }
 
-impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
-    type Item = (RangeInclusive<u64>, V::Borrowed<'g>);
+impl<'g, V: Handle + Send + Sync + 'static, K: Key> Iterator for ConcurrentIter<'g, V, K> {
+    type Item = (RangeInclusive<K>, V::Borrowed<'g>);
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: value words read under the guard that 'g borrows;
         // writers defer their drop until that guard is gone.
-        Some((lo..=hi, unsafe { V::borrow(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -599,30 +619,30 @@ impl<'g, V: Handle + Send + Sync + 'static> Iterator for ConcurrentIter<'g, V> {
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
             // borrows.
-            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
         })
     }
 }
 
-impl<'g, V: Handle + Send + Sync + 'static> DoubleEndedIterator for ConcurrentIter<'g, V> {
+impl<'g, V: Handle + Send + Sync + 'static, K: Key> DoubleEndedIterator for ConcurrentIter<'g, V, K> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: a value word read under the guard.
-        Some((lo..=hi, unsafe { V::borrow(nn) }))
+        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: a value word read under the guard.
-            f(acc, (lo..=hi, unsafe { V::borrow(nn) }))
+            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
         })
     }
 }
 
-impl<'g, V: Handle + Send + Sync + 'static> core::iter::FusedIterator for ConcurrentIter<'g, V> {}
+impl<'g, V: Handle + Send + Sync + 'static, K: Key> core::iter::FusedIterator for ConcurrentIter<'g, V, K> {}
 
-impl<V: Handle + Send + Sync + 'static> fmt::Debug for ConcurrentIter<'_, V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> fmt::Debug for ConcurrentIter<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrentIter").finish_non_exhaustive()
     }
@@ -687,18 +707,18 @@ impl<V: Handle + Send + 'static> Writer<V> {
 
 /// The writer's handle; see [`ConcurrentMapleTree::lock`].
 #[must_use]
-pub struct WriteGuard<'a, V: Handle + Send + Sync + 'static> {
-    tree: &'a ConcurrentMapleTree<V>,
+pub struct WriteGuard<'a, V: Handle + Send + Sync + 'static, K: Key = u64> {
+    tree: &'a ConcurrentMapleTree<V, K>,
     state: MutexGuard<'a, Writer<V>>,
 }
 
-impl<V: Handle + Send + Sync + 'static> fmt::Debug for WriteGuard<'_, V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> fmt::Debug for WriteGuard<'_, V, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WriteGuard").finish_non_exhaustive()
     }
 }
 
-impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
+impl<'a, V: Handle + Send + Sync + 'static, K: Key> WriteGuard<'a, V, K> {
     /// One RCU-mode store from a fresh walk (see [`WriteTarget::write_words`]).
     ///
     /// # Safety
@@ -741,16 +761,16 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// assert_eq!(w.tree().next_after(0).map(|(r, _)| r), Some(10..=19));
     /// assert_eq!(w.tree().empty_area(0..=100, 10), Ok(0));
     /// ```
-    pub fn tree(&self) -> &MapleTree<V> {
+    pub fn tree(&self) -> &MapleTree<V, K> {
         let raw: *const KeptTree = &self.tree.raw.raw;
-        // SAFETY: `MapleTree<V>` is a `repr(transparent)` `KeptTree` whose
+        // SAFETY: `MapleTree<V, K>` is a `repr(transparent)` `KeptTree` whose
         // value words are `V`s, as this tree's are. Only `&self` methods
         // are reachable through the shared reference, and none of them
         // writes. Holding the writer lock (this guard) means no other
         // thread changes or frees anything while the borrow lives, and our
         // own writes need `&mut self`, which the borrow excludes; readers
         // elsewhere only read.
-        unsafe { &*raw.cast::<MapleTree<V>>() }
+        unsafe { &*raw.cast::<MapleTree<V, K>>() }
     }
 
     /// Replaces the entry `path` stands on (a walk made under this lock
@@ -803,14 +823,14 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 
     /// Stores `value` over `range` if it is empty; see
     /// [`MapleTree::insert_range`].
-    pub fn insert_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>> {
+    pub fn insert_range(&mut self, range: impl RangeBounds<K>, value: V) -> Result<(), InsertError<V>> {
         // SAFETY: no walk is given.
         unsafe { write::insert_range(self, None, key::inclusive(&range), value) }.map(drop)
     }
 
     /// Stores `value` over `range`, overwriting; see
     /// [`MapleTree::store_range`].
-    pub fn store_range(&mut self, range: impl RangeBounds<u64>, value: V) -> Result<(), InsertError<V>>
+    pub fn store_range(&mut self, range: impl RangeBounds<K>, value: V) -> Result<(), InsertError<V>>
     where
         V: Clone,
     {
@@ -819,7 +839,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     }
 
     /// Empties `range`; see [`MapleTree::remove_range`].
-    pub fn remove_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error>
+    pub fn remove_range(&mut self, range: impl RangeBounds<K>) -> Result<(), Error>
     where
         V: Clone,
     {
@@ -829,10 +849,10 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 
     /// Removes the entry containing `index`. Its value is dropped after the
     /// readers that may see it are gone; returns whether one was removed.
-    pub fn erase(&mut self, index: u64) -> Result<bool, Error> {
+    pub fn erase(&mut self, index: K) -> Result<bool, Error> {
         // One walk: the write starts from the walk that found the entry.
         let mut path = Path::new();
-        let Some((lo, hi, w)) = self.tree.raw.walk_to_entry(index, &mut path) else { return Ok(false) };
+        let Some((lo, hi, w)) = self.tree.raw.walk_to_entry(index.to_index(), &mut path) else { return Ok(false) };
         // SAFETY: lo <= hi; no entry and nothing cut (the write covers its
         // slot exactly); `path` is a walk of this tree to `index`, made
         // just now under the lock (no other writer), whose leaf holds `lo`.
@@ -842,7 +862,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     }
 
     /// Reserves `range`; see [`MapleTree::reserve_range`].
-    pub fn reserve_range(&mut self, range: impl RangeBounds<u64>) -> Result<(), Error> {
+    pub fn reserve_range(&mut self, range: impl RangeBounds<K>) -> Result<(), Error> {
         let (first, last) = key::inclusive(&range)?;
         // SAFETY: `key::inclusive` gives first <= last; the reserved marker
         // is a word a slot may hold; no `split`.
@@ -851,18 +871,13 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
 
     /// Stores `value` in the lowest free window of `size` in `window`; the
     /// search and the store happen under the lock, so they agree.
-    pub fn alloc_range(&mut self, window: impl RangeBounds<u64>, size: u64, value: V) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, key::inclusive(&window), size, value, false)
+    pub fn alloc_range(&mut self, window: impl RangeBounds<K>, size: u64, value: V) -> Result<K, InsertError<V>> {
+        write::alloc_range(self, key::inclusive(&window), size, value, false).map(K::from_index)
     }
 
     /// Stores `value` in the highest free window of `size` in `window`.
-    pub fn alloc_range_rev(
-        &mut self,
-        window: impl RangeBounds<u64>,
-        size: u64,
-        value: V,
-    ) -> Result<u64, InsertError<V>> {
-        write::alloc_range(self, key::inclusive(&window), size, value, true)
+    pub fn alloc_range_rev(&mut self, window: impl RangeBounds<K>, size: u64, value: V) -> Result<K, InsertError<V>> {
+        write::alloc_range(self, key::inclusive(&window), size, value, true).map(K::from_index)
     }
 
     /// Allocates one id in `window`, searching upwards from `*next` and
@@ -880,16 +895,19 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     /// ```
     pub fn alloc_cyclic(
         &mut self,
-        window: impl RangeBounds<u64>,
-        next: &mut u64,
+        window: impl RangeBounds<K>,
+        next: &mut K,
         value: V,
-    ) -> Result<(u64, bool), InsertError<V>> {
-        write::alloc_cyclic(self, key::inclusive(&window), next, u64::MAX, value)
+    ) -> Result<(K, bool), InsertError<V>> {
+        let mut n = next.to_index();
+        let res = write::alloc_cyclic(self, key::inclusive(&window), &mut n, K::MAX_INDEX, value);
+        *next = K::from_index(n);
+        res.map(|(id, wrapped)| (K::from_index(id), wrapped))
     }
 
     /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep
     /// reading: the writer lock keeps other writers out during the copy.
-    pub fn try_dup(&self) -> Result<MapleTree<V>, crate::AllocError>
+    pub fn try_dup(&self) -> Result<MapleTree<V, K>, crate::AllocError>
     where
         V: Clone,
     {
@@ -897,7 +915,7 @@ impl<'a, V: Handle + Send + Sync + 'static> WriteGuard<'a, V> {
     }
 }
 
-impl<V: Handle + Send + Sync + 'static> WriteTarget<V> for WriteGuard<'_, V> {
+impl<V: Handle + Send + Sync + 'static, K: Key> WriteTarget<V> for WriteGuard<'_, V, K> {
     /// An RCU-mode store; its garbage (replaced nodes, removed values)
     /// joins the pending batch, which goes to the epoch collector when
     /// full. Only an exact fit keeps the walk good (every other write
