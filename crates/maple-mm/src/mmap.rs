@@ -466,7 +466,7 @@ impl<T: VmaStore> AddressSpace<T> {
             }
             match self.find_vma(start + len) {
                 Some(next)
-                    if next.start < start + len + self.layout.stack_guard_gap
+                    if next.start < (start + len).saturating_add(self.layout.stack_guard_gap)
                         && self.start_gap(&next) < start + len =>
                 {
                     high = self.start_gap(&next);
