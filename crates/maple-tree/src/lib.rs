@@ -70,8 +70,9 @@
 //! [`iter_mut`](MapleTree::iter_mut), [`range_mut`](MapleTree::range_mut),
 //! [`values_mut`](MapleTree::values_mut). Every kind of value, the small
 //! ones stored in the slot itself included, is changed through
-//! [`MapleTree::update`] (one entry) and [`MapleTree::for_each_mut`]
-//! (every entry): the handle is lent to a closure as `&mut V` and its word
+//! [`MapleTree::update`] (one entry), [`MapleTree::for_each_mut`] (every
+//! entry, with its range) and [`for_each_value_mut`](MapleTree::for_each_value_mut)
+//! (every value): the handle is lent to a closure as `&mut V` and its word
 //! written back after. `Arc<T>` values are shared, so they offer `&T`
 //! only (use interior mutability, or store a new value).
 //!
