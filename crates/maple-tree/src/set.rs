@@ -65,7 +65,7 @@ impl MapleSet {
     const_unless_loom! {
         /// An empty set.
         pub fn new() -> Self {
-            MapleSet { tree: MapleTree::new() }
+            Self::keyed()
         }
     }
 
@@ -73,7 +73,7 @@ impl MapleSet {
         /// An empty set on a gap-tracking tree: [`empty_area`](Self::empty_area)
         /// in O(log n).
         pub fn with_gaps() -> Self {
-            MapleSet { tree: MapleTree::with_gaps() }
+            Self::keyed_with_gaps()
         }
     }
 }

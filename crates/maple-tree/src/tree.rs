@@ -131,7 +131,7 @@ impl<V: Handle> MapleTree<V> {
         /// assert_eq!(FRAMES.lock().unwrap().load(0x1800), Some(7));
         /// ```
         pub fn new() -> Self {
-            MapleTree::from_raw(RawTree::new(false))
+            Self::keyed()
         }
     }
 
@@ -151,7 +151,7 @@ impl<V: Handle> MapleTree<V> {
         /// nodes keep the largest empty range below each child, making
         /// [`empty_area`](Self::empty_area) O(log n).
         pub fn with_gaps() -> Self {
-            MapleTree::from_raw(RawTree::new(true))
+            Self::keyed_with_gaps()
         }
     }
 
@@ -995,10 +995,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
         next: &mut K,
         value: V,
     ) -> Result<(K, bool), InsertError<V>> {
-        let mut n = next.to_index();
-        let res = write::alloc_cyclic(self, key::inclusive(&window), &mut n, K::MAX_INDEX, value);
-        *next = K::from_index(n);
-        res.map(|(id, wrapped)| (K::from_index(id), wrapped))
+        write::alloc_cyclic(self, key::inclusive(&window), next, value)
     }
 
     pub(crate) fn build(&mut self, entries: impl IntoIterator<Item = (RangeInclusive<K>, V)>) -> Result<(), Error> {

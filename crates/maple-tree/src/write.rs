@@ -18,6 +18,7 @@ use core::ptr::NonNull;
 use crate::{
     error::{Error, InsertError},
     handle::Handle,
+    key::Key,
     raw::{Path, RawTree},
     store::Store,
 };
@@ -188,22 +189,23 @@ pub(crate) fn alloc_range<V: Handle, W: WriteTarget<V>>(
 
 /// `alloc_cyclic` of both trees: one id in `window`, searching upwards
 /// from `*next` and wrapping once; the id and whether the search wrapped.
-/// `max` is the key type's last index: past it, `*next` wraps to 0.
-pub(crate) fn alloc_cyclic<V: Handle, W: WriteTarget<V>>(
+/// Past the key type's last key, `*next` wraps to the first.
+pub(crate) fn alloc_cyclic<K: Key, V: Handle, W: WriteTarget<V>>(
     w: &mut W,
     window: Bounds,
-    next: &mut u64,
-    max: u64,
+    next: &mut K,
     value: V,
-) -> Result<(u64, bool), InsertError<V>> {
+) -> Result<(K, bool), InsertError<V>> {
     let (lo, hi) = match window {
         Ok(b) => b,
         Err(cause) => return Err(InsertError { value, cause }),
     };
-    let (found, wrapped) = w.raw().cyclic_search(lo, hi, *next);
+    let (found, wrapped) = w.raw().cyclic_search(lo, hi, next.to_index());
     let id = alloc_at(w, found, 1, value)?;
-    w.raw().cyclic_taken(id, next, max);
-    Ok((id, wrapped))
+    let mut n = 0;
+    w.raw().cyclic_taken(id, &mut n, K::MAX_INDEX);
+    *next = K::from_index(n);
+    Ok((K::from_index(id), wrapped))
 }
 
 /// Stores `value` over the `size` indices from the start a search

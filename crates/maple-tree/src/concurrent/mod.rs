@@ -899,10 +899,7 @@ impl<'a, V: Handle + Send + Sync + 'static, K: Key> WriteGuard<'a, V, K> {
         next: &mut K,
         value: V,
     ) -> Result<(K, bool), InsertError<V>> {
-        let mut n = next.to_index();
-        let res = write::alloc_cyclic(self, key::inclusive(&window), &mut n, K::MAX_INDEX, value);
-        *next = K::from_index(n);
-        res.map(|(id, wrapped)| (K::from_index(id), wrapped))
+        write::alloc_cyclic(self, key::inclusive(&window), next, value)
     }
 
     /// Duplicates the tree (see [`MapleTree::try_dup`]) while readers keep
