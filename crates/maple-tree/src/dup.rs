@@ -20,7 +20,7 @@ use crate::{
     alloc::Slab,
     error::AllocError,
     handle::{is_value, reserved_word, Handle},
-    key::Key,
+    key::{self, Key},
     node::{LeafRef, NodeRef, RANGE64_SLOTS},
     raw::RawTree,
     tree::{clone_word, MapleTree, Writes},
@@ -217,7 +217,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
         for &(leaf, min, max) in guard.copy.leaves() {
             let replace = |lo: u64, hi: u64, w| {
                 let v = self.borrow(w)?;
-                let new = f(K::from_index(lo)..=K::from_index(hi), v).into_raw().as_ptr();
+                let new = f(key::span(lo, hi), v).into_raw().as_ptr();
                 guard.replaced += 1;
                 Some(new)
             };
@@ -295,7 +295,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
                     return Some(reserved_word());
                 }
                 let v = self.borrow(w)?;
-                match f(K::from_index(lo)..=K::from_index(hi), v, w) {
+                match f(key::span(lo, hi), v, w) {
                     Ok(new) => {
                         guard.replaced += 1;
                         Some(new)

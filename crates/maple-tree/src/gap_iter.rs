@@ -359,7 +359,7 @@ impl<V: Handle, K: Key> Iterator for Gaps<'_, V, K> {
         } else {
             self.front = end + 1;
         }
-        Some(K::from_index(start)..=K::from_index(end))
+        Some(key::span(start, end))
     }
 
     /// The gaps left, front to back, in one pass along the leaves (no call
@@ -376,13 +376,12 @@ impl<V: Handle, K: Key> Iterator for Gaps<'_, V, K> {
             if start > back {
                 return acc;
             }
-            acc = f(acc, K::from_index(start)..=K::from_index(end.min(back)));
+            acc = f(acc, key::span(start, end.min(back)));
             if end >= back {
                 return acc;
             }
         }
-        self.fwd
-            .scan(self.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, K::from_index(s)..=K::from_index(e)))
+        self.fwd.scan(self.raw, true, self.front, back, acc, false, |acc, s, e| f(acc, key::span(s, e)))
     }
 }
 
@@ -413,7 +412,7 @@ impl<V: Handle, K: Key> DoubleEndedIterator for Gaps<'_, V, K> {
         } else {
             self.back = start - 1;
         }
-        Some(K::from_index(start)..=K::from_index(end))
+        Some(key::span(start, end))
     }
 
     /// The gaps left, back to front, in one pass along the leaves.
@@ -428,14 +427,12 @@ impl<V: Handle, K: Key> DoubleEndedIterator for Gaps<'_, V, K> {
             if end < front {
                 return acc;
             }
-            acc = f(acc, K::from_index(start.max(front))..=K::from_index(end));
+            acc = f(acc, key::span(start.max(front), end));
             if start <= front {
                 return acc;
             }
         }
-        self.bwd.scan(self.raw, false, front, self.back, acc, false, |acc, s, e| {
-            f(acc, K::from_index(s)..=K::from_index(e))
-        })
+        self.bwd.scan(self.raw, false, front, self.back, acc, false, |acc, s, e| f(acc, key::span(s, e)))
     }
 }
 

@@ -146,7 +146,7 @@ impl<'a, V: HandleMut + 'a, K: Key> Iterator for IterMut<'a, V, K> {
         // its own handle (a value is never stored in two slots), the tree is
         // borrowed mutably for `'a` so nothing else reaches its values, and
         // the handle stays alive while it is.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow_mut(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -158,7 +158,7 @@ impl<'a, V: HandleMut + 'a, K: Key> Iterator for IterMut<'a, V, K> {
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: each value slot once, of a tree borrowed
             // mutably for 'a.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow_mut(nn) }))
         })
     }
 }
@@ -169,14 +169,14 @@ impl<'a, V: HandleMut + 'a, K: Key> DoubleEndedIterator for IterMut<'a, V, K> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: the two ends never hand out the same slot
         // (`Entries`), so each value slot comes once.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow_mut(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next_back`: each value slot once, of a tree
             // borrowed mutably for 'a.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow_mut(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow_mut(nn) }))
         })
     }
 }
@@ -1280,7 +1280,7 @@ impl<'a, V: Handle, K: Key> Iterator for Iter<'a, V, K> {
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: `Entries` yields value words of the tree, which is
         // borrowed for 'a and keeps them alive meanwhile.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow(nn) }))
     }
 
     /// The last entry, found from the back (not by stepping through all).
@@ -1291,7 +1291,7 @@ impl<'a, V: Handle, K: Key> Iterator for Iter<'a, V, K> {
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow(nn) }))
         })
     }
 }
@@ -1301,13 +1301,13 @@ impl<V: Handle, K: Key> DoubleEndedIterator for Iter<'_, V, K> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the tree borrowed for 'a.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow(nn) }))
         })
     }
 }
@@ -1325,7 +1325,7 @@ impl<V: Handle + Clone, K: Key> Iterator for RangeCloned<'_, V, K> {
         let (lo, hi, nn) = self.inner.entries.next()?;
         // SAFETY: `Entries` yields value words of the borrowed tree, alive
         // while it is borrowed.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
+        Some((key::span(lo, hi), unsafe { V::clone_raw(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -1336,7 +1336,7 @@ impl<V: Handle + Clone, K: Key> Iterator for RangeCloned<'_, V, K> {
     fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.inner.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words of the borrowed tree.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::clone_raw(nn) }))
         })
     }
 }
@@ -1346,7 +1346,7 @@ impl<V: Handle + Clone, K: Key> DoubleEndedIterator for RangeCloned<'_, V, K> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.inner.entries.next_back()?;
         // SAFETY: as in `next`: value words of the borrowed tree.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::clone_raw(nn) }))
+        Some((key::span(lo, hi), unsafe { V::clone_raw(nn) }))
     }
 }
 
@@ -1450,7 +1450,7 @@ impl<V: Handle, K: Key, W: Writes> IntoIterator for MapleTree<V, K, W> {
         let items: Vec<_> = words
             .into_iter()
             // SAFETY: the nodes are gone; each word is taken back once.
-            .map(|(lo, hi, w)| (K::from_index(lo)..=K::from_index(hi), unsafe { V::from_raw(w) }))
+            .map(|(lo, hi, w)| (key::span(lo, hi), unsafe { V::from_raw(w) }))
             .collect();
         IntoIter { inner: items.into_iter() }
     }

@@ -144,6 +144,13 @@ pub(crate) fn inclusive<K: Key>(range: &impl RangeBounds<K>) -> Result<(u64, u64
     Ok((first, last))
 }
 
+/// The indices `[lo, hi]` of an entry (or of a range cut to a window of
+/// keys) as keys.
+#[inline(always)]
+pub(crate) fn span<K: Key>(lo: u64, hi: u64) -> RangeInclusive<K> {
+    K::from_index(lo)..=K::from_index(hi)
+}
+
 /// The indices `[lo, hi]` as keys, `hi` cut to the last key: an empty
 /// range the tree reports runs to `u64::MAX`, past the last key of a
 /// narrower type.

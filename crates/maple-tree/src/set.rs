@@ -15,7 +15,7 @@ use crate::{
     error::Error,
     gap_iter::Gaps,
     iter::{IntoIter, Iter},
-    key::Key,
+    key::{self, Key},
     tree::{abort_oom, MapleTree},
 };
 
@@ -279,7 +279,7 @@ impl<K: Key> MapleSet<K> {
         let indices = ranges.into_iter().map(|r| (r.start().to_index(), r.end().to_index()));
         let joined = Join { ranges: indices, pending: None };
         let mut tree = MapleTree::keyed();
-        match tree.build(joined.map(|(s, e)| (K::from_index(s)..=K::from_index(e), ()))) {
+        match tree.build(joined.map(|(s, e)| (key::span(s, e), ()))) {
             Ok(()) => MapleSet { tree },
             // Joined ranges are ascending and apart: only memory can fail.
             Err(_) => abort_oom(),
@@ -364,7 +364,7 @@ impl<K: Key> FromIterator<RangeInclusive<K>> for MapleSet<K> {
         let mut ranges: Vec<(u64, u64)> =
             iter.into_iter().map(|r| (r.start().to_index(), r.end().to_index())).filter(|(s, e)| s <= e).collect();
         ranges.sort_unstable();
-        Self::from_sorted_ranges(ranges.into_iter().map(|(s, e)| K::from_index(s)..=K::from_index(e)))
+        Self::from_sorted_ranges(ranges.into_iter().map(|(s, e)| key::span(s, e)))
     }
 }
 
@@ -575,7 +575,7 @@ where
                 (false, None) => {}
             }
         }
-        out.map(|(s, e)| K::from_index(s)..=K::from_index(e))
+        out.map(|(s, e)| key::span(s, e))
     }
 }
 

@@ -283,7 +283,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// The entry containing `index` with its range.
     pub fn get_range(&self, index: K) -> Option<(RangeInclusive<K>, V::Borrowed<'_>)> {
         let (lo, hi, v) = self.raw.lookup(index.to_index());
-        self.borrow(v).map(|b| (K::from_index(lo)..=K::from_index(hi), b))
+        self.borrow(v).map(|b| (key::span(lo, hi), b))
     }
 
     /// The range holding `index`, with its value: an entry, or the empty
@@ -496,8 +496,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
         // SAFETY: turned back once, from its own `into_raw`.
         let value = unsafe { V::from_raw(word) };
         // SAFETY: no walk is given.
-        unsafe { write::store_range(self, None, Ok((first, last)), value) }
-            .map(|_| K::from_index(first)..=K::from_index(last))
+        unsafe { write::store_range(self, None, Ok((first, last)), value) }.map(|_| key::span(first, last))
     }
 
     /// [`Extend::extend`] joining equal neighbours: each pair stored with

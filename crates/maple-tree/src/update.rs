@@ -21,7 +21,7 @@ use core::{mem::ManuallyDrop, ops::RangeInclusive, ptr::NonNull};
 use crate::{
     handle::{is_value, Handle},
     iter::{scan_leaf, scan_values},
-    key::Key,
+    key::{self, Key},
     node::{LeafRef, NodeRef},
     raw::LeafWalk,
     tree::{MapleTree, Writes},
@@ -114,7 +114,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
                 if is_value(w) {
                     // SAFETY: as in `update`.
                     let mut lent = unsafe { lend::<V>(leaf, i, w) };
-                    f(K::from_index(lo)..=K::from_index(hi), &mut lent.value);
+                    f(key::span(lo, hi), &mut lent.value);
                 }
                 i + 1
             });

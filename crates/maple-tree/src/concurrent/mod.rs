@@ -607,7 +607,7 @@ impl<'g, V: Handle + Send + Sync + 'static, K: Key> Iterator for ConcurrentIter<
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: value words read under the guard that 'g borrows;
         // writers defer their drop until that guard is gone.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow(nn) }))
     }
 
     /// The last entry, found from the back.
@@ -619,7 +619,7 @@ impl<'g, V: Handle + Send + Sync + 'static, K: Key> Iterator for ConcurrentIter<
         self.entries.fold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: value words read under the guard 'g
             // borrows.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow(nn) }))
         })
     }
 }
@@ -629,13 +629,13 @@ impl<'g, V: Handle + Send + Sync + 'static, K: Key> DoubleEndedIterator for Conc
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next_back()?;
         // SAFETY: as in `next`: a value word read under the guard.
-        Some((K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+        Some((key::span(lo, hi), unsafe { V::borrow(nn) }))
     }
 
     fn rfold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
         self.entries.rfold(init, |acc, lo, hi, nn| {
             // SAFETY: as in `next`: a value word read under the guard.
-            f(acc, (K::from_index(lo)..=K::from_index(hi), unsafe { V::borrow(nn) }))
+            f(acc, (key::span(lo, hi), unsafe { V::borrow(nn) }))
         })
     }
 }
