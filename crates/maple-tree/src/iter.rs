@@ -16,11 +16,11 @@ use core::{
 };
 
 use crate::{
-    handle::{is_value, Handle, HandleMut},
+    handle::{is_value_word, Handle, HandleMut},
     key::{self, Key},
     node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
-    sync::Ordering,
+    sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
     write::Bounds,
 };
@@ -101,7 +101,7 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
             }
             return acc;
         }
-        self.raw.fold_entries(init, f)
+        self.raw.fold_entries::<true, B>(init, f)
     }
 
     /// What is left from the back, leaf by leaf (see
@@ -386,7 +386,7 @@ impl LeafCopy {
         for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
             let v = s.load(Ordering::Acquire);
             *w = MaybeUninit::new(v);
-            mask |= u32::from(is_value(v)) << i;
+            mask |= u32::from(is_value_word(v)) << i;
         }
         self.max = lv.max;
         mask
@@ -579,27 +579,39 @@ impl<'t> RawIter<'t> {
 
     /// Folds `f` over the entries left, leaf by leaf: what the loaded leaf
     /// still holds, then each further leaf's slots straight from its
-    /// arrays, with no copy and no call per entry back into the iterator (what
-    /// `Iterator::fold`, hence `sum`, `for_each`, `count` and friends, run
-    /// on).
+    /// arrays, with no copy and no call per entry back into the iterator
+    /// (what `Iterator::fold`, hence `sum`, `for_each`, `count` and
+    /// friends, run on). The leaves the range wants whole go through
+    /// [`LeafWalk::fold_whole`] and [`scan_whole`]; with `BOUNDS` false
+    /// their slots' bounds are not read (`f` gets `0, 0`).
     #[inline]
-    pub(crate) fn fold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
+    pub(crate) fn fold_entries<const BOUNDS: bool, B>(
+        &mut self,
+        init: B,
+        mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
+    ) -> B {
         let mut acc = init;
         self.start_front();
+        while let Some((lo, hi, nn)) = self.take() {
+            acc = f(acc, lo, hi, nn);
+        }
         loop {
-            while let Some((lo, hi, nn)) = self.take() {
-                acc = f(acc, lo, hi, nn);
-            }
             if self.last_leaf || !self.walk.next_leaf() {
                 return acc;
             }
             self.prefetch_ahead(false);
             let Some(&lv) = self.walk.path.last() else { return acc };
+            if lv.off == 0 && lv.max <= self.last {
+                (acc, self.last_leaf) = self.walk.fold_whole(self.last, acc, |acc, leaf, min, max| {
+                    scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| f(acc, lo, hi, nn))
+                });
+                continue;
+            }
             let end;
-            (acc, end) = scan_leaf(lv, self.last, acc, |acc, lo, hi, v| {
-                if is_value(v) {
+            (acc, end) = scan_leaf(lv, self.last, acc, |acc, lo, hi, w| {
+                if is_value_word(w) {
                     // SAFETY: a value word is non-null.
-                    f(acc, lo, hi, unsafe { NonNull::new_unchecked(v) })
+                    f(acc, lo, hi, unsafe { NonNull::new_unchecked(w) })
                 } else {
                     acc
                 }
@@ -608,66 +620,11 @@ impl<'t> RawIter<'t> {
         }
     }
 
-    /// [`fold_entries`](Self::fold_entries) for the values alone: a leaf
-    /// the range wants whole is read as its used slots only, with no
-    /// bounds worked out.
+    /// [`fold_entries`](Self::fold_entries) for the values alone, with no
+    /// bounds read where a leaf is wanted whole.
+    #[inline]
     pub(crate) fn fold_values<B>(&mut self, init: B, mut f: impl FnMut(B, NonNull<()>) -> B) -> B {
-        let mut acc = init;
-        self.start_front();
-        while let Some((_, _, nn)) = self.take() {
-            acc = f(acc, nn);
-        }
-        loop {
-            if self.last_leaf || !self.walk.next_leaf() {
-                return acc;
-            }
-            self.prefetch_ahead(false);
-            let Some(&lv) = self.walk.path.last() else { return acc };
-            if lv.off != 0 || lv.max > self.last {
-                let end;
-                (acc, end) = scan_leaf(lv, self.last, acc, |acc, _, _, w| {
-                    if is_value(w) {
-                        // SAFETY: a value word is non-null.
-                        f(acc, unsafe { NonNull::new_unchecked(w) })
-                    } else {
-                        acc
-                    }
-                });
-                self.last_leaf = end;
-                continue;
-            }
-            acc = scan_values(lv.leaf(), acc, &mut |acc, _, nn| f(acc, nn));
-            self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
-            // The leaf's later siblings the range wants whole, straight
-            // from the parent's arrays (the walk kept in step, for the
-            // step across parents and the partial leaf at the end).
-            let n = self.walk.path.len();
-            let Some(d) = n.checked_sub(2) else { continue };
-            let p = self.walk.path[d];
-            let (piv, slots) = p.node.arrays();
-            let mut k = p.off;
-            let mut min = lv.max.wrapping_add(1);
-            while !self.last_leaf && p.node.has_next(k) {
-                let max = if k + 1 < piv.len() { piv[k + 1].load(Ordering::Relaxed).min(p.max) } else { p.max };
-                if max > self.last {
-                    break;
-                }
-                k += 1;
-                // SAFETY: slot `k` follows a used one (`has_next`), so it
-                // holds a live child: a leaf, one level above being leaves.
-                let child = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
-                if p.node.has_next(k + PREFETCH_AHEAD - 1) {
-                    // SAFETY: as above.
-                    unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
-                }
-                let leaf = child.as_leaf().expect("the children of a leaf's parent are leaves");
-                acc = scan_values(leaf, acc, &mut |acc, _, nn| f(acc, nn));
-                self.walk.path[d].off = k;
-                self.walk.path[n - 1] = Level { node: child, min, max, off: 0 };
-                min = max.wrapping_add(1);
-                self.last_leaf = max == self.last || max == u64::MAX;
-            }
-        }
+        self.fold_entries::<false, B>(init, |acc, _, _, nn| f(acc, nn))
     }
 
     /// The back end's fold (what `DoubleEndedIterator::rfold`, hence
@@ -697,13 +654,8 @@ impl<'t> RawIter<'t> {
                 .then(|| unsafe { back.step_to_sibling::<true, false>(self.stop) })
                 .flatten();
             if let Some(lv) = next {
-                acc = rscan_leaf(lv, acc, |acc, lo, hi, w| {
-                    if is_value(w) {
-                        // SAFETY: a value word is non-null.
-                        f(acc, lo, hi, unsafe { NonNull::new_unchecked(w) })
-                    } else {
-                        acc
-                    }
+                acc = scan_whole::<true, true, B>(lv.leaf(), lv.min, lv.max, acc, &mut |acc, _, lo, hi, nn| {
+                    f(acc, lo, hi, nn)
                 });
                 // As `pop_back` leaves it after the leaf's lowest entry
                 // (`lv.min` lies above `stop`, so it is not 0).
@@ -1171,16 +1123,126 @@ fn up_to(upto: usize) -> u32 {
     u32::MAX >> (31 - (upto & 15))
 }
 
-/// Calls `f(acc, slot, word)` for every value slot of `leaf`, in order:
-/// all sixteen slots are read (unused ones are null), no bound is.
-#[inline(always)]
-pub(crate) fn scan_values<B>(leaf: LeafRef<'_>, mut acc: B, f: &mut impl FnMut(B, usize, NonNull<()>) -> B) -> B {
-    for (i, s) in leaf.slots().iter().enumerate() {
-        let w = s.load(Ordering::Acquire);
-        if is_value(w) {
-            // SAFETY: a value word is non-null.
-            acc = f(acc, i, unsafe { NonNull::new_unchecked(w) });
+impl<'t> LeafWalk<'t> {
+    /// Folds `f(acc, leaf, min, max)` over the leaf the walk stands on and
+    /// its later siblings under the same parent, in order, while they end
+    /// at or before `last`: the leaves a range ending at `last` wants
+    /// whole, taken straight from the parent's arrays, with no step of the
+    /// walk per leaf. Leaves the walk on the last leaf folded and returns
+    /// whether that leaf reached `last` or the tree's end. The walk's own
+    /// leaf must end at or before `last`.
+    #[inline(always)]
+    pub(crate) fn fold_whole<B>(
+        &mut self,
+        last: u64,
+        mut acc: B,
+        mut f: impl FnMut(B, LeafRef<'t>, u64, u64) -> B,
+    ) -> (B, bool) {
+        let n = self.path.len();
+        let Some(&lv) = self.path.last() else { return (acc, true) };
+        acc = f(acc, lv.leaf(), lv.min, lv.max);
+        let mut end = lv.max == last || lv.max == u64::MAX;
+        let Some(d) = n.checked_sub(2) else { return (acc, end) };
+        let p = self.path[d];
+        let (piv, slots) = p.node.arrays();
+        let count = p.node.count();
+        // The walk is brought in step once, after the loop: `f` cannot
+        // see it.
+        let (mut k, mut cur) = (p.off, lv);
+        while !end && k + 1 < count {
+            let (min, max) =
+                (cur.max.wrapping_add(1), piv.get(k + 1).map_or(p.max, |x| x.load(Ordering::Relaxed).min(p.max)));
+            if max > last {
+                break;
+            }
+            k += 1;
+            // SAFETY: slot `k` is below the count, so it holds a live
+            // child: a leaf, one level above being leaves.
+            let child = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
+            if k + PREFETCH_AHEAD < count {
+                // SAFETY: as above.
+                unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
+            }
+            let leaf = child.as_leaf().expect("the children of a leaf's parent are leaves");
+            acc = f(acc, leaf, min, max);
+            cur = Level { node: child, min, max, off: 0 };
+            end = max == last || max == u64::MAX;
         }
+        self.path[d].off = k;
+        self.path[n - 1] = cur;
+        (acc, end)
+    }
+}
+
+/// Calls `f(acc, slot, lo, hi, word)` for every value slot of `leaf`,
+/// whose bounds are `min..=max`, in order (from the last slot down with
+/// `REV`): all sixteen slots are read
+/// (unused ones are null), with no count and no loop bound to check, and a
+/// slot's bounds are read only when it holds a value and `BOUNDS` asks for
+/// them (`0, 0` otherwise). Fully unrolled: the slot and pivot offsets are
+/// constants.
+#[inline(always)]
+pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
+    leaf: LeafRef<'_>,
+    min: u64,
+    max: u64,
+    mut acc: B,
+    f: &mut impl FnMut(B, usize, u64, u64, NonNull<()>) -> B,
+) -> B {
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    let piv: &[AtomicU64; RANGE64_SLOTS - 1] = piv.try_into().expect("a leaf has fifteen pivots");
+    let slots: &[AtomicPtr<()>; RANGE64_SLOTS] = slots.try_into().expect("a leaf has sixteen slots");
+    // Slot `i` of the leaf, from `lo` to `hi`, if it holds a value. A used
+    // slot after the first starts after its predecessor's pivot, which is
+    // used (below `max`); one before the last ends at its pivot, unused
+    // (`u64::MAX`) if it is the last used slot, so capped at `max`.
+    macro_rules! slot {
+        ($i:literal, $lo:expr, $hi:expr) => {{
+            let w = slots[$i].load(Ordering::Acquire);
+            if is_value_word(w) {
+                let (lo, hi) = if BOUNDS { ($lo, $hi) } else { (0, 0) };
+                // SAFETY: a value word is non-null.
+                acc = f(acc, $i, lo, hi, unsafe { NonNull::new_unchecked(w) });
+            }
+        }};
+        ($i:literal) => {
+            slot!($i, piv[$i - 1].load(Ordering::Relaxed).wrapping_add(1), piv[$i].load(Ordering::Relaxed).min(max))
+        };
+    }
+    if REV {
+        slot!(15, piv[14].load(Ordering::Relaxed).wrapping_add(1), max);
+        slot!(14);
+        slot!(13);
+        slot!(12);
+        slot!(11);
+        slot!(10);
+        slot!(9);
+        slot!(8);
+        slot!(7);
+        slot!(6);
+        slot!(5);
+        slot!(4);
+        slot!(3);
+        slot!(2);
+        slot!(1);
+        slot!(0, min, piv[0].load(Ordering::Relaxed).min(max));
+    } else {
+        slot!(0, min, piv[0].load(Ordering::Relaxed).min(max));
+        slot!(1);
+        slot!(2);
+        slot!(3);
+        slot!(4);
+        slot!(5);
+        slot!(6);
+        slot!(7);
+        slot!(8);
+        slot!(9);
+        slot!(10);
+        slot!(11);
+        slot!(12);
+        slot!(13);
+        slot!(14);
+        slot!(15, piv[14].load(Ordering::Relaxed).wrapping_add(1), max);
     }
     acc
 }
@@ -1229,26 +1291,6 @@ pub(crate) fn scan_leaf<B>(
             lo = hi + 1;
         }
     }
-}
-
-/// Calls `emit(acc, lo, hi, word)` for every used slot of the leaf `lv`,
-/// from its last down to its first, threading the accumulator (the
-/// mirror of [`scan_leaf`] for a whole leaf). The leaf's pivots never
-/// change while it is reachable; its last used slot ends at `lv.max`.
-#[inline(always)]
-fn rscan_leaf<B>(lv: Level<'_>, mut acc: B, mut emit: impl FnMut(B, u64, u64, *mut ()) -> B) -> B {
-    let leaf = lv.leaf();
-    let (piv, slots) = (leaf.pivots(), leaf.slots());
-    // `& 15`: a leaf has 16 slots (spares the bound checks).
-    let mut i = (lv.node.count() - 1) & 15;
-    let mut hi = lv.max;
-    while i > 0 {
-        let lo = piv[i - 1].load(Ordering::Relaxed) + 1;
-        acc = emit(acc, lo, hi, slots[i].load(Ordering::Acquire));
-        hi = lo - 1;
-        i -= 1;
-    }
-    emit(acc, lv.min, hi, slots[0].load(Ordering::Acquire))
 }
 
 /// Iterator over entries in ascending order; see [`MapleTree::iter`].

@@ -20,7 +20,7 @@ use core::{mem::ManuallyDrop, ops::RangeInclusive, ptr::NonNull};
 
 use crate::{
     handle::{is_value, Handle},
-    iter::{scan_leaf, scan_values},
+    iter::scan_whole,
     key::{self, Key},
     node::{LeafRef, NodeRef},
     raw::LeafWalk,
@@ -106,17 +106,13 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     pub fn for_each_mut(&mut self, mut f: impl FnMut(RangeInclusive<K>, &mut V)) {
         let mut walk = LeafWalk::new(&self.raw, 0);
         loop {
-            let Some(&lv) = walk.path.last() else { return };
-            let leaf = lv.leaf();
-            // The iterators' leaf scan, counting slots to know which to
-            // write back.
-            let (_, end) = scan_leaf(lv, u64::MAX, lv.off, |i, lo, hi, w| {
-                if is_value(w) {
+            // The iterators' scan of the leaves wanted whole: every leaf.
+            let ((), end) = walk.fold_whole(u64::MAX, (), |(), leaf, min, max| {
+                scan_whole::<true, false, ()>(leaf, min, max, (), &mut |(), i, lo, hi, w| {
                     // SAFETY: as in `update`.
-                    let mut lent = unsafe { lend::<V>(leaf, i, w) };
+                    let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
                     f(key::span(lo, hi), &mut lent.value);
-                }
-                i + 1
+                });
             });
             if end || !walk.next_leaf() {
                 return;
@@ -139,14 +135,14 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     pub fn for_each_value_mut(&mut self, mut f: impl FnMut(&mut V)) {
         let mut walk = LeafWalk::new(&self.raw, 0);
         loop {
-            let Some(&lv) = walk.path.last() else { return };
-            let leaf = lv.leaf();
-            scan_values(leaf, (), &mut |(), i, w| {
-                // SAFETY: as in `update`.
-                let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
-                f(&mut lent.value);
+            let ((), end) = walk.fold_whole(u64::MAX, (), |(), leaf, min, max| {
+                scan_whole::<false, false, ()>(leaf, min, max, (), &mut |(), i, _, _, w| {
+                    // SAFETY: as in `update`.
+                    let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
+                    f(&mut lent.value);
+                });
             });
-            if !walk.next_leaf() {
+            if end || !walk.next_leaf() {
                 return;
             }
         }
