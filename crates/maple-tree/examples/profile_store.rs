@@ -128,6 +128,23 @@ fn main() {
         }
         return;
     }
+    if mode == "window" || mode == "window-rev" {
+        // Eight ranges summed from each of 200 000 keys of a 1 K-range
+        // tree, by `sum` (`fold`) or, backwards, by `.rev()` and `sum`.
+        let t = bulk(1000);
+        let mut sum = 0u64;
+        for i in 0..200_000u64 {
+            let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % (1000 * 16);
+            let r = t.range(k..k + 8 * 16);
+            sum += if mode == "window" {
+                r.map(|(_, v)| v.get()).sum::<u64>()
+            } else {
+                r.rev().map(|(_, v)| v.get()).sum()
+            };
+        }
+        println!("{sum}");
+        return;
+    }
     if mode == "iter" {
         let t = bulk(1000);
         let mut sum = 0;

@@ -357,8 +357,10 @@ impl LeafCopy {
     #[inline(always)]
     const fn new() -> LeafCopy {
         LeafCopy {
-            bound: [MaybeUninit::uninit(); RANGE64_SLOTS + 1],
-            words: [MaybeUninit::uninit(); RANGE64_SLOTS],
+            // (Inline consts: a repeated `uninit()` value compiles to a
+            // memset of the arrays.)
+            bound: [const { MaybeUninit::uninit() }; RANGE64_SLOTS + 1],
+            words: [const { MaybeUninit::uninit() }; RANGE64_SLOTS],
             max: 0,
         }
     }
@@ -583,7 +585,8 @@ impl<'t> RawIter<'t> {
     /// (what `Iterator::fold`, hence `sum`, `for_each`, `count` and
     /// friends, run on). The leaves the range wants whole go through
     /// [`LeafWalk::fold_whole`] and [`scan_whole`]; with `BOUNDS` false
-    /// their slots' bounds are not read (`f` gets `0, 0`).
+    /// their slots' bounds are not read (`f` gets `0, 0`). Leaves the
+    /// iterator spent.
     #[inline]
     pub(crate) fn fold_entries<const BOUNDS: bool, B>(
         &mut self,
@@ -591,16 +594,29 @@ impl<'t> RawIter<'t> {
         mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
     ) -> B {
         let mut acc = init;
-        self.start_front();
+        // A front that has not walked yet (a fresh iterator: `sum` over a
+        // range) reads its first leaf in place too, with no copy.
+        let mut fresh = false;
+        if !self.last_leaf {
+            if let Some(root) = self.pending.take() {
+                // SAFETY: the root `lazy` recorded, whose nodes stay alive
+                // while the iterator lives (`lazy`'s contract).
+                unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
+                self.prefetch_ahead(true);
+                fresh = true;
+            }
+        }
         while let Some((lo, hi, nn)) = self.take() {
             acc = f(acc, lo, hi, nn);
         }
         loop {
-            if self.last_leaf || !self.walk.next_leaf() {
-                return acc;
+            if !core::mem::take(&mut fresh) {
+                if self.last_leaf || !self.walk.next_leaf() {
+                    break;
+                }
+                self.prefetch_ahead(false);
             }
-            self.prefetch_ahead(false);
-            let Some(&lv) = self.walk.path.last() else { return acc };
+            let Some(&lv) = self.walk.path.last() else { break };
             if lv.off == 0 && lv.max <= self.last {
                 (acc, self.last_leaf) = self.walk.fold_whole(self.last, acc, |acc, leaf, min, max| {
                     scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| f(acc, lo, hi, nn))
@@ -618,6 +634,9 @@ impl<'t> RawIter<'t> {
             });
             self.last_leaf = end;
         }
+        // (Spent: the front did not keep its copy in step.)
+        self.finish();
+        acc
     }
 
     /// [`fold_entries`](Self::fold_entries) for the values alone, with no
@@ -671,7 +690,6 @@ impl<'t> RawIter<'t> {
     }
 
     /// Hands out nothing more, from either end.
-    #[cfg_attr(any(not(feature = "std"), loom), allow(dead_code))]
     pub(crate) fn finish(&mut self) {
         self.last_leaf = true;
         self.mask = 0;
