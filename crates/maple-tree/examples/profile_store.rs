@@ -145,6 +145,20 @@ fn main() {
         println!("{sum}");
         return;
     }
+    if mode == "before" || mode == "after" {
+        // The entry at or before each of 1 M keys of a 1 K-range tree
+        // (`range(..=k).next_back()`), or at or after it
+        // (`range(k..).next()`).
+        let t = bulk(1000);
+        let mut sum = 0u64;
+        for i in 0..1_000_000u64 {
+            let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % (1000 * 16);
+            let e = if mode == "before" { t.range(..=k).next_back() } else { t.range(k..).next() };
+            sum += e.map_or(0, |(_, v)| v.get());
+        }
+        println!("{sum}");
+        return;
+    }
     if mode == "iter" {
         let t = bulk(1000);
         let mut sum = 0;
