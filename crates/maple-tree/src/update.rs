@@ -104,20 +104,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// assert_eq!(t.iter().map(|(_, v)| v).collect::<Vec<_>>(), [0, 11, 22, 33]);
     /// ```
     pub fn for_each_mut(&mut self, mut f: impl FnMut(RangeInclusive<K>, &mut V)) {
-        let mut walk = LeafWalk::new(&self.raw, 0);
-        loop {
-            // The iterators' scan of the leaves wanted whole: every leaf.
-            let ((), end) = walk.fold_whole(u64::MAX, (), |(), leaf, min, max| {
-                scan_whole::<true, false, ()>(leaf, min, max, (), &mut |(), i, lo, hi, w| {
-                    // SAFETY: as in `update`.
-                    let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
-                    f(key::span(lo, hi), &mut lent.value);
-                });
-            });
-            if end || !walk.next_leaf() {
-                return;
-            }
-        }
+        self.lend_each::<true>(|lo, hi, v| f(key::span(lo, hi), v));
     }
 
     /// Calls `f` on every value in ascending order, mutably, without its
@@ -133,13 +120,20 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     /// assert_eq!(t.iter().map(|(_, v)| v).collect::<Vec<_>>(), [0, 10, 20, 30]);
     /// ```
     pub fn for_each_value_mut(&mut self, mut f: impl FnMut(&mut V)) {
+        self.lend_each::<false>(|_, _, v| f(v));
+    }
+
+    /// Lends every value in ascending order to `f` with its bounds (with
+    /// `BOUNDS`; `0, 0` without, and none are read): the iterators' scan
+    /// of the leaves wanted whole, over every leaf.
+    fn lend_each<const BOUNDS: bool>(&mut self, mut f: impl FnMut(u64, u64, &mut V)) {
         let mut walk = LeafWalk::new(&self.raw, 0);
         loop {
             let ((), end) = walk.fold_whole(u64::MAX, (), |(), leaf, min, max| {
-                scan_whole::<false, false, ()>(leaf, min, max, (), &mut |(), i, _, _, w| {
+                scan_whole::<BOUNDS, false, ()>(leaf, min, max, (), &mut |(), i, lo, hi, w| {
                     // SAFETY: as in `update`.
                     let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
-                    f(&mut lent.value);
+                    f(lo, hi, &mut lent.value);
                 });
             });
             if end || !walk.next_leaf() {
