@@ -11,8 +11,9 @@
 //! or the holes of a gap-tracking tree filled by `alloc_range` (`alloc`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
 //! process (1 M ranges by default), `writes-vs-btree` random inserts,
-//! overwrites or erases (see [`writes_vs_btree`]); `btree-rand` and `btree-erase` run
-//! the `BTreeMap` idiom on `rand`'s and `erase-bulk`'s work, for its
+//! overwrites or erases (see [`writes_vs_btree`]); `btree-rand`, `btree-erase`,
+//! `btree-for` and `btree-rev` run the `BTreeMap` idiom on `rand`'s,
+//! `erase-bulk`'s, `iter-for`'s and `iter-rev`'s work, for its
 //! instruction count. For `asc`, `rand` and `erase`,
 //! `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
@@ -197,6 +198,28 @@ fn main() {
             sum += t.iter().rev().map(|(_, v)| v.get()).sum::<u64>();
         }
         println!("{sum}");
+        return;
+    }
+    if mode == "btree-for" || mode == "btree-rev" {
+        // The `BTreeMap` idiom (start → (end, value)) on `iter-for`'s and
+        // `iter-rev`'s work, for its instruction count.
+        let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..1000u64).map(|i| (i * 16, (i * 16 + 9, i))).collect();
+        let total: u64 = (0..20_000)
+            .map(|_| {
+                let mut sum = 0;
+                if mode == "btree-for" {
+                    for (_, v) in std::hint::black_box(&t).values() {
+                        sum += v;
+                    }
+                } else {
+                    for (_, v) in std::hint::black_box(&t).values().rev() {
+                        sum += v;
+                    }
+                }
+                sum
+            })
+            .sum();
+        println!("{total}");
         return;
     }
     if mode == "iter-rev" {

@@ -10,7 +10,6 @@ use crate::prelude::*;
 use core::{
     fmt,
     marker::PhantomData,
-    mem::MaybeUninit,
     ops::{RangeBounds, RangeInclusive},
     ptr::NonNull,
 };
@@ -18,7 +17,7 @@ use core::{
 use crate::{
     handle::{is_value_word, Handle, HandleMut},
     key::{self, Key},
-    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -29,21 +28,23 @@ use crate::{
 /// [`Iter`], [`IterMut`], [`RangeCloned`] and the concurrent tree's
 /// iterator share, each turning the word into its item. Every value slot
 /// comes once: from the front ascending, from the back descending, until
-/// the ends meet.
+/// the ends meet (by index: see [`RawIter`]).
 ///
 /// `SHARED` (the concurrent tree's): a writer may change the tree while the
 /// iterator lives, and either end may reach a newer version of a leaf than
-/// the back read before (the front by stepping on, the back by walking
-/// again from the recorded root, whose subtrees a writer may have
-/// replaced), in which an entry written meanwhile reaches into what the
-/// back handed out. `floor` keeps the lowest start the back handed out:
-/// the front stops at an entry reaching it (the ends meet) and the back
-/// skips one. An entry present the whole time cannot reach it: it would
-/// overlap what the back handed out.
+/// the other read (the front by stepping on, the back by walking again from
+/// the recorded root, whose subtrees a writer may have replaced), in which
+/// an entry written meanwhile reaches into what the other end handed out.
+/// `floor` keeps the lowest start the back handed out, `ceil` the highest
+/// end the front did: the front stops at an entry reaching `floor` and the
+/// back at one reaching down to `ceil` (the ends meet), and the back skips
+/// an entry reaching `floor` (it met a newer version of what it handed
+/// out). An entry present the whole time cannot reach either: it would
+/// overlap what was handed out.
 pub(crate) struct Entries<'t, const SHARED: bool> {
     pub(crate) raw: RawIter<'t>,
-    back: Back<'t>,
     floor: Option<u64>,
+    ceil: Option<u64>,
 }
 
 impl<'t, const SHARED: bool> Entries<'t, SHARED> {
@@ -51,23 +52,28 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
     ///
     /// # Safety
     ///
-    /// As [`RawIter::next_back_entry`] asks of its `SHARED`: without it,
-    /// the tree `raw` walks does not change while the result lives; with
-    /// it, the nodes reachable from the root `raw` recorded stay alive
-    /// meanwhile, changed at most by the single-word slot stores readers
-    /// may meet, and so do the values they held.
+    /// Without `SHARED`, the tree `raw` walks has not changed since it was
+    /// made and does not change while the result lives (the plain tree's
+    /// iterators, which borrow it), so that no slot is handed out twice
+    /// (`IterMut` hands out `&mut`). With `SHARED`: the nodes reachable
+    /// from the root `raw` recorded stay alive meanwhile, changed at most
+    /// by the single-word slot stores readers may meet, and so do the
+    /// values they held.
     #[inline]
     pub(crate) unsafe fn new(raw: RawIter<'t>) -> Self {
-        Entries { raw, back: Back::new(), floor: None }
+        Entries { raw, floor: None, ceil: None }
     }
 
     #[inline]
     pub(crate) fn next(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         let (lo, hi, nn) = self.raw.next_entry()?;
-        if SHARED && self.floor.is_some_and(|f| hi >= f) {
-            // The ends meet (see `floor`).
-            self.raw.finish();
-            return None;
+        if SHARED {
+            if self.floor.is_some_and(|f| hi >= f) {
+                // The ends meet (see `floor`).
+                self.raw.finish();
+                return None;
+            }
+            self.ceil = Some(hi);
         }
         Some((lo, hi, nn))
     }
@@ -75,9 +81,13 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
     #[inline]
     pub(crate) fn next_back(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
-            // SAFETY: `new`'s contract.
-            let (lo, hi, nn) = unsafe { self.raw.next_back_entry::<SHARED>(&mut self.back) }?;
+            let (lo, hi, nn) = self.raw.next_back_entry()?;
             if SHARED {
+                if self.ceil.is_some_and(|c| lo <= c) {
+                    // The ends meet (see `ceil`).
+                    self.raw.finish();
+                    return None;
+                }
                 if self.floor.is_some_and(|f| hi >= f) {
                     // Skipped (see `floor`).
                     continue;
@@ -108,19 +118,19 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
     /// [`RawIter::rfold_entries`]).
     #[inline]
     pub(crate) fn rfold<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
-        let mut floor = self.floor;
+        let (mut floor, ceil) = (self.floor, self.ceil);
         let g = |acc, lo, hi, nn| {
             if SHARED {
-                if floor.is_some_and(|f| hi >= f) {
-                    // As in `next_back`.
+                if ceil.is_some_and(|c| lo <= c) || floor.is_some_and(|f| hi >= f) {
+                    // As in `next_back` (what reaches down to `ceil` is
+                    // below everything the back has left).
                     return acc;
                 }
                 floor = Some(lo);
             }
             f(acc, lo, hi, nn)
         };
-        // SAFETY: `new`'s contract.
-        unsafe { self.raw.rfold_entries::<SHARED, B>(&mut self.back, init, g) }
+        self.raw.rfold_entries::<B>(init, g)
     }
 }
 
@@ -140,6 +150,7 @@ impl<V: HandleMut, K: Key> fmt::Debug for IterMut<'_, V, K> {
 impl<'a, V: HandleMut + 'a, K: Key> Iterator for IterMut<'a, V, K> {
     type Item = (RangeInclusive<K>, &'a mut V::Target);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: `Entries` yields each value slot once, each slot holds
@@ -192,6 +203,7 @@ struct ValuesMut<'a, V: HandleMut, K: Key> {
 impl<'a, V: HandleMut + 'a, K: Key> Iterator for ValuesMut<'a, V, K> {
     type Item = &'a mut V::Target;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next().map(|(_, v)| v)
     }
@@ -206,6 +218,7 @@ impl<'a, V: HandleMut + 'a, K: Key> Iterator for ValuesMut<'a, V, K> {
 }
 
 impl<'a, V: HandleMut + 'a, K: Key> DoubleEndedIterator for ValuesMut<'a, V, K> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         self.inner.next_back().map(|(_, v)| v)
     }
@@ -297,125 +310,44 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     }
 }
 
-/// Entry-by-entry walk shared by the iterators. Each leaf is read once
-/// into a [`LeafCopy`] and a mask of the slots holding values, which
-/// `next_entry` then hands out (the next one is the mask's lowest bit);
-/// the root-to-leaf path is consulted once per leaf.
+/// Entry-by-entry walk shared by the iterators: a front end that reads its
+/// leaf in place, slot by slot from the lowest, and a back end ([`Back`])
+/// that does the same from the highest, each keeping where it stands in
+/// its leaf (no copy of a leaf, no mask of its values).
+///
+/// The ends meet by index, not by node: the front hands out only slots
+/// that start at or before `last`, which the back lowers below each entry
+/// it hands out, and the back only slots that end at or after `lo`, where
+/// the front's next slot starts. So each slot comes from one end at most,
+/// whether or not the two stand on the same leaf, or (the concurrent
+/// tree's) on two versions of one. Where an index would leave `u64`
+/// (the back hands out the entry at 0, the front passes the tree's last
+/// index), the end doing it stops the other outright.
 pub(crate) struct RawIter<'t> {
     walk: LeafWalk<'t>,
-    /// The current leaf, read ([`load_leaf`](Self::load_leaf)).
-    copy: LeafCopy,
-    /// The slots of `copy` not yet handed out that hold values, one bit
-    /// each (empty until the first leaf read).
-    mask: u32,
-    /// The mask holds the last entries to hand out: the scan reached
-    /// `last` or the tree's last leaf, the tree is empty, or the iterator
-    /// was made done (an invalid range).
-    last_leaf: bool,
-    last: u64,
-    /// Where the front end starts: the iterator's first index.
-    first: u64,
-    /// The root the front end walks from on its first call, while it has
-    /// not walked yet (see [`lazy`](Self::lazy)). A front that has not
-    /// walked with `last_leaf` set never will: the back has handed out
-    /// everything.
-    pending: Option<NodeRef<'t>>,
-    /// The back end stops the front (sets `last_leaf`) when it hands out
-    /// an entry that starts at or below this: the index after the front's
-    /// leaf, or, before the front has walked, the first index. (One
-    /// comparison for both, in the back's hot path.)
-    stop: u64,
-}
-
-/// A copy of one leaf's bounds and slot words, read in one pass, from
-/// which an end of an iterator hands out entries by slot number without
-/// reading the node again and without a branch on where the slot lies
-/// (first, last, inner): the front end and the back end keep one each.
-///
-/// Reading a leaf at once is also what readers of the concurrent tree
-/// want: a leaf they can reach changes in place only by single-word slot
-/// stores, and the words read stay alive while their guard does.
-#[derive(Clone, Copy)]
-pub(crate) struct LeafCopy {
-    /// Slot `i` starts at `bound[i] + 1` (wrapping: `bound[0]` is the
-    /// leaf's minimum less one) and ends at `bound[i + 1]`, capped at
-    /// `max` (the last slot's pivot is unused, `u64::MAX`, or absent,
-    /// `bound[16]`).
-    ///
-    /// `bound` and `words` are all set by every [`load`](Self::load) and
-    /// read only for the slots it reported: a copy is made without zeroing
-    /// them (264 bytes, a noticeable part of a short query).
-    bound: [MaybeUninit<u64>; RANGE64_SLOTS + 1],
-    /// The slot words.
-    words: [MaybeUninit<*mut ()>; RANGE64_SLOTS],
-    /// The leaf's maximum.
+    /// The front's leaf while it has slots left there for the front: none
+    /// before its first walk, between leaves, and once it has stopped.
+    leaf: Option<LeafRef<'t>>,
+    /// The next slot of `leaf` the front looks at.
+    off: usize,
+    /// Where the front's next slot starts (past its leaf's end between
+    /// leaves): the back hands out only slots ending at or after it (and
+    /// the first index). Before the front walks, the first index.
+    lo: u64,
+    /// The front's leaf's maximum.
     max: u64,
-}
-
-impl LeafCopy {
-    /// A copy of no leaf yet.
-    #[inline(always)]
-    const fn new() -> LeafCopy {
-        LeafCopy {
-            // (Inline consts: a repeated `uninit()` value compiles to a
-            // memset of the arrays.)
-            bound: [const { MaybeUninit::uninit() }; RANGE64_SLOTS + 1],
-            words: [const { MaybeUninit::uninit() }; RANGE64_SLOTS],
-            max: 0,
-        }
-    }
-
-    /// Reads the leaf `lv` stands on and returns the mask of its slots
-    /// that hold values, one bit each.
-    ///
-    /// # Safety
-    ///
-    /// `lv`'s node is a live leaf, changed at most by the single-word slot
-    /// stores readers may meet.
-    #[inline(always)]
-    unsafe fn load(&mut self, lv: Level<'_>) -> u32 {
-        let leaf = lv.leaf();
-        let (piv, slots) = (leaf.pivots(), leaf.slots());
-        self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
-        // SAFETY: a leaf's pivots never change while it is reachable (the
-        // writes readers may meet in place are single slot stores), and
-        // this one is (the contract), so plain reads race with nothing.
-        // One block copy, cheaper than fifteen atomic loads.
-        unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
-        self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
-        // Unused slots are null, so only used slots can be in the mask.
-        let mut mask = 0u32;
-        for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
-            let v = s.load(Ordering::Acquire);
-            *w = MaybeUninit::new(v);
-            mask |= u32::from(is_value_word(v)) << i;
-        }
-        self.max = lv.max;
-        mask
-    }
-
-    /// Slot `i` of the leaf read: its bounds and word.
-    ///
-    /// # Safety
-    ///
-    /// `i` is in the mask the last [`load`](Self::load) returned: a leaf
-    /// has been read, and slot `i` held a value.
-    #[inline(always)]
-    unsafe fn entry(&self, i: usize) -> (u64, u64, NonNull<()>) {
-        let i = i & 15;
-        // SAFETY: a read set all of `bound` and `words`; `i < 16`, so
-        // `i + 1 <= 16`.
-        let (lo, hi, w) = unsafe {
-            (
-                self.bound[i].assume_init().wrapping_add(1),
-                self.bound[i + 1].assume_init().min(self.max),
-                self.words[i].assume_init(),
-            )
-        };
-        // SAFETY: slot `i` held a value (the contract), and value words
-        // are non-null.
-        (lo, hi, unsafe { NonNull::new_unchecked(w) })
-    }
+    /// The front hands out only slots starting at or before it: the
+    /// iterator's last index, lowered below each entry the back hands out.
+    last: u64,
+    /// Where the front's walk starts: the iterator's first index.
+    first: u64,
+    /// The root the ends walk from first, while the front has not walked
+    /// (see [`lazy`](Self::lazy)); the front's walk keeps it afterwards.
+    pending: Option<NodeRef<'t>>,
+    /// The front hands out nothing more: it has reached `last`, or the
+    /// back has reached it.
+    stopped: bool,
+    back: Back<'t>,
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -431,10 +363,29 @@ pub(crate) fn iter_bounds(bounds: Bounds) -> (u64, u64, bool) {
     }
 }
 
+/// A leaf's pivots and slots as fixed-size arrays (the offsets a scan
+/// uses are then checked at compile time or not at all).
+#[inline(always)]
+fn leaf_arrays<'a>(leaf: &'a LeafRef<'_>) -> (&'a [AtomicU64; RANGE64_SLOTS - 1], &'a [AtomicPtr<()>; RANGE64_SLOTS]) {
+    let (piv, slots) = (leaf.pivots(), leaf.slots());
+    (piv.try_into().expect("a leaf has fifteen pivots"), slots.try_into().expect("a leaf has sixteen slots"))
+}
+
+/// `(lo, hi, w)` if `w` is a value word.
+#[inline(always)]
+fn value_entry(lo: u64, hi: u64, w: *mut ()) -> Option<(u64, u64, NonNull<()>)> {
+    // (A value word is non-null.)
+    if is_value_word(w) {
+        NonNull::new(w).map(|nn| (lo, hi, nn))
+    } else {
+        None
+    }
+}
+
 impl<'t> RawIter<'t> {
     /// An iterator over `first..=last` of `tree` (nothing if `done`) whose
-    /// front end walks on its first call, not here: what is made and
-    /// never stepped forwards (`range(..=k).next_back()`, the entry at or
+    /// ends walk on their first calls, not here: what is made and never
+    /// stepped forwards (`range(..=k).next_back()`, the entry at or
     /// before `k`; `.rev()`) walks only from the back, and making one
     /// costs no walk.
     ///
@@ -449,42 +400,20 @@ impl<'t> RawIter<'t> {
     #[inline]
     pub(crate) unsafe fn lazy(tree: &'t RawTree, first: u64, last: u64, done: bool) -> RawIter<'t> {
         let pending = if done { None } else { tree.root_node() };
-        // One literal (no local changed, then moved): the iterator is
-        // ~1.3 KiB, and each move of it a copy of all of that.
+        // One literal (no local changed, then moved): the iterator's path
+        // is 1.2 KiB, and each move of it a copy of all of that.
         RawIter {
             walk: LeafWalk { path: Path::new() },
-            copy: LeafCopy::new(),
-            mask: 0,
-            // (An empty tree: nothing to hand out.)
-            last_leaf: pending.is_none(),
+            leaf: None,
+            off: 0,
+            lo: first,
+            max: 0,
             last,
             first,
+            stopped: pending.is_none(),
             pending,
-            stop: first,
+            back: Back::new(),
         }
-    }
-
-    /// The front end's first walk, from the root [`lazy`](Self::lazy)
-    /// recorded, if it has not walked yet and the back has not handed out
-    /// everything (`last_leaf`); true if it walked.
-    #[inline(always)]
-    fn start_front(&mut self) -> bool {
-        if self.last_leaf {
-            return false;
-        }
-        let Some(root) = self.pending.take() else { return false };
-        self.walk_front(root);
-        true
-    }
-
-    /// [`start_front`](Self::start_front)'s walk, out of line.
-    #[cold]
-    #[inline(never)]
-    fn walk_front(&mut self, root: NodeRef<'t>) {
-        // SAFETY: the root `lazy` recorded, whose nodes stay alive while
-        // the iterator lives (`lazy`'s contract).
-        unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
-        self.load_leaf(true);
     }
 
     /// Prefetches the leaves `PREFETCH_AHEAD` on from the one the walk has
@@ -520,70 +449,163 @@ impl<'t> RawIter<'t> {
         }
     }
 
-    /// Reads the leaf the walk stands on: its bounds, its words, and the
-    /// mask of its value slots from the walk's current slot up to the slot
-    /// reaching `last`.
-    fn load_leaf(&mut self, fresh: bool) {
-        let Some(&lv) = self.walk.path.last() else {
-            // An empty tree.
-            self.last_leaf = true;
-            return;
-        };
-        self.prefetch_ahead(fresh);
-        // SAFETY: the walk's leaf, alive (`lazy`'s contract).
-        let mut mask = unsafe { self.copy.load(lv) };
-        // From the walk's slot on.
-        mask &= u32::MAX << lv.off;
-        // (The back's leaf lies after this one: `max` is below `u64::MAX`
-        // whenever the back reads `stop`.)
-        self.stop = lv.max.wrapping_add(1);
-        if lv.max > self.last {
-            // The slot reaching `last` is in this leaf, at the latest its
-            // last: nothing after it.
-            let mut i = lv.off;
-            let leaf = lv.leaf();
-            let piv = leaf.pivots();
-            while i < RANGE64_SLOTS - 1 && piv[i].load(Ordering::Relaxed) < self.last {
-                i += 1;
-            }
-            mask &= u32::MAX >> (31 - i);
-            self.last_leaf = true;
-        } else {
-            self.last_leaf = lv.max == self.last || lv.max == u64::MAX;
-        }
-        self.mask = mask;
+    /// Stands the front on the walk's leaf, at slot `off` (starting at
+    /// `lo`).
+    #[inline(always)]
+    fn enter(&mut self, lv: Level<'t>, off: usize, lo: u64) {
+        self.leaf = Some(lv.leaf());
+        (self.off, self.lo, self.max) = (off, lo, lv.max);
     }
 
-    /// Takes the next entry of the loaded leaf, if one is left.
+    /// The front's next entry in its leaf, read in place: the slots from
+    /// `off` up, until a value or the slot reaching `last` or the leaf's
+    /// end. `None` when the leaf has none left for the front (`leaf` is
+    /// then none).
+    ///
+    /// Slot `off` is always the front's to hand out: the back lowers
+    /// `last` below each entry it hands out, and stops the front when it
+    /// hands out the slot where the front stands.
     #[inline(always)]
     fn take(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        if self.mask == 0 {
-            return None;
+        let leaf = self.leaf?;
+        let (mut i, mut lo, max) = (self.off, self.lo, self.max);
+        let lim = self.last.min(max);
+        let (piv, slots) = leaf_arrays(&leaf);
+        // Slots before the last end at their pivots: a slot's pivot at or
+        // above `lim` ends what the front wants of this leaf (the leaf's
+        // last used slot has its pivot at `max` or unused, `u64::MAX`, so
+        // the unused slots after it are never read).
+        while i < RANGE64_SLOTS - 1 {
+            // (The leaf is alive, `lazy`'s contract, and its pivots do not
+            // change while a reader can reach it.)
+            let w = slots[i].load(Ordering::Acquire);
+            let p = piv[i].load(Ordering::Relaxed);
+            i += 1;
+            if p >= lim {
+                return self.leave_leaf(lo, p, w);
+            }
+            if is_value_word(w) {
+                (self.off, self.lo) = (i, p + 1);
+                // SAFETY: a value word is non-null.
+                return Some((lo, p, unsafe { NonNull::new_unchecked(w) }));
+            }
+            lo = p + 1;
         }
-        // `& 15`: a leaf has 16 slots (spares the bound checks).
-        let i = self.mask.trailing_zeros() as usize & 15;
-        self.mask &= self.mask - 1;
-        // SAFETY: `i` was in the mask: a value slot of the leaf read.
-        Some(unsafe { self.copy.entry(i) })
+        // The last slot, which ends at the leaf's maximum.
+        self.leave_leaf(lo, max, slots[RANGE64_SLOTS - 1].load(Ordering::Acquire))
     }
 
-    /// Takes the last entry of the loaded leaf, if one is left (the back
-    /// end's, where the two ends meet).
-    fn take_last(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        if self.mask == 0 {
-            return None;
+    /// The front's last slot of its leaf, from `lo` to `p` (capped at the
+    /// leaf's maximum), holding `w`: the front has nothing left there.
+    #[inline(always)]
+    fn leave_leaf(&mut self, lo: u64, p: u64, w: *mut ()) -> Option<(u64, u64, NonNull<()>)> {
+        let hi = p.min(self.max);
+        self.leaf = None;
+        self.lo = hi.wrapping_add(1);
+        if hi == u64::MAX {
+            // The front has passed the tree's last index: nothing is left
+            // for the back (whose bound, `lo`, would wrap).
+            self.back.stop();
         }
-        let i = (31 - self.mask.leading_zeros()) as usize & 15;
-        self.mask &= !(1 << i);
-        // SAFETY: as in `take`.
-        Some(unsafe { self.copy.entry(i) })
+        value_entry(lo, hi, w)
     }
 
-    /// Folds `f` over the entries left, leaf by leaf: what the loaded leaf
-    /// still holds, then each further leaf's slots straight from its
-    /// arrays, with no copy and no call per entry back into the iterator
-    /// (what `Iterator::fold`, hence `sum`, `for_each`, `count` and
-    /// friends, run on). The leaves the range wants whole go through
+    /// The next non-empty slot that starts at or before `last` (the walk
+    /// starts in the slot holding the first index, at or before `last`).
+    #[inline(always)]
+    pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        loop {
+            if let Some(entry) = self.take() {
+                return Some(entry);
+            }
+            if !self.step_front() {
+                return None;
+            }
+        }
+    }
+
+    /// Moves the front to the next leaf it reads (the first: walks from
+    /// the root `lazy` recorded); false if there is none: the front has
+    /// reached `last` (what it has not handed out, the back has), or the
+    /// back stopped it. Out of line: once per leaf.
+    #[inline(never)]
+    fn step_front(&mut self) -> bool {
+        if self.pending.is_some() || self.stopped {
+            return self.walk_front();
+        }
+        if self.max >= self.last {
+            self.finish();
+            return false;
+        }
+        let n = self.walk.path.len();
+        if let Some(p) = n.checked_sub(2).map(|d| &mut self.walk.path[d]) {
+            if self.max < p.max {
+                // The common case: the next leaf is a sibling (the front's
+                // leaf ends below its parent's end, so the parent's next
+                // slot is used), with its bounds from the parent's pivots.
+                let k = p.off + 1;
+                let (piv, slots) = p.node.arrays();
+                let max = piv.get(k).map_or(p.max, |x| x.load(Ordering::Relaxed).min(p.max));
+                // SAFETY: a used slot of a live internal node (`lazy`'s
+                // contract keeps the front's nodes alive) holds an encoded
+                // live child.
+                let node = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
+                // The leaf `PREFETCH_AHEAD` on, if it is under this parent
+                // (the slot before it ends below the parent's end).
+                let ahead = k + PREFETCH_AHEAD;
+                if piv.get(ahead - 1).is_some_and(|x| x.load(Ordering::Relaxed) < p.max) {
+                    // SAFETY: as above, for that slot.
+                    unsafe { p.node.child(ahead) }.prefetch();
+                } else if n >= PREFETCH_HEIGHT {
+                    prefetch_cousin(&self.walk.path, n - 2, ahead);
+                }
+                let p = &mut self.walk.path[n - 2];
+                p.off = k;
+                let lv = Level { node, min: self.max + 1, max, off: 0 };
+                self.walk.path[n - 1] = lv;
+                self.enter(lv, 0, lv.min);
+                return true;
+            }
+        }
+        self.step_front_far()
+    }
+
+    /// [`step_front`](Self::step_front)'s first walk, from the root `lazy`
+    /// recorded, unless the front has stopped.
+    #[cold]
+    #[inline(never)]
+    fn walk_front(&mut self) -> bool {
+        if self.stopped {
+            return false;
+        }
+        let Some(root) = self.pending.take() else { return false };
+        // SAFETY: the root `lazy` recorded, whose nodes stay alive while
+        // the iterator lives (`lazy`'s contract).
+        unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
+        let Some(&lv) = self.walk.path.last() else { return false };
+        self.prefetch_ahead(true);
+        self.enter(lv, lv.off, lv.node.slot_min(lv.off, lv.min));
+        true
+    }
+
+    /// [`step_front`](Self::step_front) to a leaf under another parent.
+    #[inline(never)]
+    fn step_front_far(&mut self) -> bool {
+        if !self.walk.next_leaf() {
+            self.finish();
+            return false;
+        }
+        self.prefetch_ahead(false);
+        let Some(&lv) = self.walk.path.last() else { return false };
+        self.enter(lv, 0, lv.min);
+        true
+    }
+
+    /// Folds `f` over the entries left from the front, leaf by leaf: what
+    /// its leaf still holds, then each further leaf's slots straight from
+    /// its arrays, with no call per entry back into the iterator (what
+    /// `Iterator::fold`, hence `sum`, `for_each`, `count` and friends, run
+    /// on). The leaves the range wants whole go through
     /// [`LeafWalk::fold_whole`] and [`scan_whole`]; with `BOUNDS` false
     /// their slots' bounds are not read (`f` gets `0, 0`). Leaves the
     /// iterator spent.
@@ -594,47 +616,52 @@ impl<'t> RawIter<'t> {
         mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
     ) -> B {
         let mut acc = init;
-        // A front that has not walked yet (a fresh iterator: `sum` over a
-        // range) reads its first leaf in place too, with no copy.
-        let mut fresh = false;
-        if !self.last_leaf {
+        if !self.stopped {
             if let Some(root) = self.pending.take() {
+                // A front that has not walked (a fresh iterator: `sum` over
+                // a range) walks here and scans its first leaf below, with
+                // no call out.
                 // SAFETY: the root `lazy` recorded, whose nodes stay alive
                 // while the iterator lives (`lazy`'s contract).
                 unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
-                self.prefetch_ahead(true);
-                fresh = true;
+                if let Some(&lv) = self.walk.path.last() {
+                    self.prefetch_ahead(true);
+                    (self.leaf, self.off, self.max) = (Some(lv.leaf()), lv.off, lv.max);
+                }
             }
-        }
-        while let Some((lo, hi, nn)) = self.take() {
-            acc = f(acc, lo, hi, nn);
         }
         loop {
-            if !core::mem::take(&mut fresh) {
-                if self.last_leaf || !self.walk.next_leaf() {
+            if self.leaf.take().is_some() {
+                let Some(&lv) = self.walk.path.last() else { break };
+                let end;
+                if self.off == 0 && lv.max <= self.last {
+                    // The range wants the leaf whole, and maybe some of
+                    // its later siblings.
+                    (acc, end) = self.walk.fold_whole(self.last, acc, |acc, leaf, min, max| {
+                        scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| {
+                            f(acc, lo, hi, nn)
+                        })
+                    });
+                    // Past the last leaf folded (the walk stands on it).
+                    self.max = self.walk.path.last().map_or(u64::MAX, |l| l.max);
+                } else {
+                    // What the leaf has left, scanned in place (the
+                    // iterator ends spent: its position is not kept).
+                    (acc, end) = scan_leaf(Level { off: self.off, ..lv }, self.last, acc, |acc, lo, hi, w| {
+                        match value_entry(lo, hi, w) {
+                            Some((lo, hi, nn)) => f(acc, lo, hi, nn),
+                            None => acc,
+                        }
+                    });
+                }
+                if end {
                     break;
                 }
-                self.prefetch_ahead(false);
             }
-            let Some(&lv) = self.walk.path.last() else { break };
-            if lv.off == 0 && lv.max <= self.last {
-                (acc, self.last_leaf) = self.walk.fold_whole(self.last, acc, |acc, leaf, min, max| {
-                    scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| f(acc, lo, hi, nn))
-                });
-                continue;
+            if !self.step_front() {
+                break;
             }
-            let end;
-            (acc, end) = scan_leaf(lv, self.last, acc, |acc, lo, hi, w| {
-                if is_value_word(w) {
-                    // SAFETY: a value word is non-null.
-                    f(acc, lo, hi, unsafe { NonNull::new_unchecked(w) })
-                } else {
-                    acc
-                }
-            });
-            self.last_leaf = end;
         }
-        // (Spent: the front did not keep its copy in step.)
         self.finish();
         acc
     }
@@ -648,41 +675,30 @@ impl<'t> RawIter<'t> {
 
     /// The back end's fold (what `DoubleEndedIterator::rfold`, hence
     /// `.rev()` with `sum`, `for_each`, `fold` and friends, runs on):
-    /// entry by entry through [`next_back_entry`](Self::next_back_entry)
-    /// where the ends may meet or the range cuts a leaf, and every leaf
-    /// wholly after the front's (or, before the front has walked, after
-    /// `first`) under the back's parent straight from its arrays, highest
-    /// slot first, with no mask and no call per entry back into the
-    /// iterator.
-    ///
-    /// # Safety
-    ///
-    /// As for `next_back_entry`.
+    /// entry by entry where the ends may meet or the range cuts a leaf,
+    /// and every leaf before the back's under the same parent that lies
+    /// wholly after the front's bound straight from its arrays, highest
+    /// slot first, with no call per entry back into the iterator.
     #[inline]
-    pub(crate) unsafe fn rfold_entries<const SHARED: bool, B>(
-        &mut self,
-        back: &mut Back<'t>,
-        init: B,
-        mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
-    ) -> B {
+    pub(crate) fn rfold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
         loop {
-            // SAFETY: this function's contract keeps the back's nodes
-            // alive.
-            let next = (!self.last_leaf && back.mask == 0)
-                .then(|| unsafe { back.step_to_sibling::<true, false>(self.stop) })
-                .flatten();
-            if let Some(lv) = next {
+            while let Some((lo, hi, nn)) = self.take_back() {
+                acc = f(acc, lo, hi, nn);
+            }
+            // (The front does not move meanwhile.)
+            let bound = self.lo.max(self.first);
+            // SAFETY: `lazy`'s contract keeps the back's nodes alive.
+            while let Some(lv) = unsafe { self.back.step_to_sibling::<true>(bound) } {
                 acc = scan_whole::<true, true, B>(lv.leaf(), lv.min, lv.max, acc, &mut |acc, _, lo, hi, nn| {
                     f(acc, lo, hi, nn)
                 });
-                // As `pop_back` leaves it after the leaf's lowest entry
-                // (`lv.min` lies above `stop`, so it is not 0).
+                // As `take_back` leaves it after the leaf's lowest slot
+                // (`lv.min` lies above the front's bound: it is not 0).
                 self.last = lv.min - 1;
-                continue;
+                self.back.off = 0;
             }
-            // SAFETY: this function's contract.
-            match unsafe { self.next_back_entry::<SHARED>(back) } {
+            match self.next_back_slow() {
                 Some((lo, hi, nn)) => acc = f(acc, lo, hi, nn),
                 None => return acc,
             }
@@ -691,199 +707,119 @@ impl<'t> RawIter<'t> {
 
     /// Hands out nothing more, from either end.
     pub(crate) fn finish(&mut self) {
-        self.last_leaf = true;
-        self.mask = 0;
-        self.pending = None;
+        self.stop_front();
+        self.back.stop();
     }
 
-    /// Nothing is left to hand out.
+    /// Known to hand out nothing more (both ends have stopped).
     pub(crate) fn is_done(&self) -> bool {
-        self.last_leaf && self.mask == 0
+        self.stopped && self.back.walked && self.back.node.is_none()
     }
 
-    /// The entry before the last one the back end `back` handed out (at
-    /// first, the entry reaching `last`), unless the front end has handed
-    /// it out already: the back half of a double-ended iterator.
-    ///
-    /// The back end walks leaves down from `last` (see [`Back`]), starting
-    /// on its first call from the root the front's walk recorded. It
-    /// hands out the values of each leaf from the highest slot down, and
-    /// keeps the front from reaching what it has handed out by lowering
-    /// `last` below each entry it hands out (a call that steps onto a leaf
-    /// hands out an entry of it, or has met the front), so `last` lies in
-    /// the back's leaf (or ends the leaf before it), and the front, which
-    /// stops on the leaf reaching `last` (told so when `last` falls to its
-    /// leaf's end), never passes it. Where the two ends meet, on the leaf
-    /// whose range reaches into the front's (in a tree that does not
-    /// change, the front's leaf itself), both take from the front's copy
-    /// of its leaf, lowest and highest bit, and the front stops there for
-    /// good (`last_leaf`), whatever `last` says.
-    ///
-    /// `SHARED`: the concurrent tree, read under a guard, where a writer
-    /// may replace leaves between the two ends' walks (so that the back
-    /// can stand on another version of the front's leaf, and meets it by
-    /// range, entry by entry) and store into a slot the back has seen (so
-    /// that a slot in its mask may hold no value by the time it is read).
-    /// Entries present the whole time come once; entries written meanwhile
-    /// may come in their old form or their new one, or not at all.
-    ///
-    /// # Safety
-    ///
-    /// Without `SHARED`: the tree this iterator walks has not changed since
-    /// it was made and does not change while it lives (the plain tree's
-    /// iterators, which borrow it), so that no slot is handed out twice
-    /// (`IterMut` hands out `&mut`). With `SHARED`: the nodes reachable
-    /// from the root the iterator recorded stay alive while it lives,
-    /// changed at most by the single-word slot stores readers may meet,
-    /// and so do the values they held meanwhile (the concurrent tree read
-    /// under a guard).
-    #[inline]
-    pub(crate) unsafe fn next_back_entry<const SHARED: bool>(
-        &mut self,
-        back: &mut Back<'t>,
-    ) -> Option<(u64, u64, NonNull<()>)> {
-        // The common case: the back's own leaf still has values, and the
-        // front cannot be on it (the front stands on the back's leaf only
-        // with `last_leaf` set: it stops on the leaf reaching `last`, and
-        // the back, meeting it, sets it too).
-        if !self.last_leaf {
-            // A leaf done with: the step to the leaf before under the same
-            // parent, when that leaf lies wholly after where the front
-            // stands (or, before the front has walked, after `first`), has
-            // nothing to check but that: the slow path's meeting and
-            // cutting do not arise.
-            let ready = back.mask != 0 || {
-                // SAFETY: this function's contract keeps the back's nodes
-                // alive.
-                let stepped = unsafe { back.step_to_sibling::<true, true>(self.stop) }.is_some();
-                // (The step leaves the mask of the leaf it steps to.)
-                stepped && back.mask != 0
-            };
-            if ready {
-                if let Some(entry) = self.pop_back::<SHARED>(back) {
-                    return Some(entry);
-                }
-            }
-        }
-        // SAFETY: this function's contract.
-        unsafe { self.next_back_slow::<SHARED>(back) }
-    }
-
-    /// Hands out the highest value slot of `back`'s own leaf (its mask is
-    /// not empty) and lowers `last` below it. Always `Some` without
-    /// `SHARED`; with it, `None` where the back has met the front and the
-    /// front's copy has nothing left.
+    /// Stops the front for good.
     #[inline(always)]
-    fn pop_back<const SHARED: bool>(&mut self, back: &mut Back<'t>) -> Option<(u64, u64, NonNull<()>)> {
-        debug_assert_ne!(back.mask, 0);
-        let i = (31 - back.mask.leading_zeros()) as usize & 15;
-        back.mask &= !(1 << i);
-        // SAFETY: `i` was in the back's mask, which holds value slots of
-        // the leaf its copy read.
-        let (lo, hi, nn) = unsafe { back.copy.entry(i) };
-        if SHARED && self.pending.is_none() && lo <= self.copy.max {
-            // The entry starts in the front's leaf, of which the back
-            // stands on another version (a writer replaced leaves between
-            // the two ends' walks): the ends meet, and what is left there
-            // is the front copy's.
-            self.last_leaf = true;
-            back.mask = 0;
-            return self.take_last();
+    fn stop_front(&mut self) {
+        (self.leaf, self.pending, self.stopped) = (None, None, true);
+    }
+
+    /// The back's next entry in its leaf, read in place: the slots below
+    /// `back.off` down, until a value or the slot reaching the front's
+    /// bound `lo` or the leaf's first. `None` when the leaf has none left
+    /// for the back (`back.off` is then 0).
+    #[inline(always)]
+    fn take_back(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        let b = &mut self.back;
+        let (mut j, mut hi) = (b.off, b.hi);
+        let bound = self.lo.max(self.first);
+        let leaf = b.node?;
+        if j == 0 || hi < bound {
+            // (`hi < bound`: the front has handed out the rest.)
+            b.off = 0;
+            return None;
         }
-        // (`lo` is 0 only for an entry holding `first`, after which
-        // `last` is not read again.)
-        self.last = lo.wrapping_sub(1);
-        if lo <= self.stop {
-            // Nothing is left after the front's leaf: the front must not
-            // step on (it only steps while `last` lies beyond its leaf, so
-            // the leaf it steps onto reaches `last`). Or, before the front
-            // has walked, the entry holding `first` is handed out: nothing
-            // is left at all (`last_leaf` keeps the front from walking).
-            self.last_leaf = true;
+        let (piv, slots) = leaf_arrays(&leaf);
+        while j > 1 {
+            j -= 1;
+            let w = slots[j].load(Ordering::Acquire);
+            // Slot `j` starts after the pivot before it.
+            let p = piv[j - 1].load(Ordering::Relaxed);
+            if p < bound {
+                // The slot before ends before the front's bound: nothing
+                // below this slot is the back's, and this one is where the
+                // front stands (or, before it walks, the one holding the
+                // first index): nothing is left for either end.
+                self.finish();
+                return value_entry(p + 1, hi, w);
+            }
+            if is_value_word(w) {
+                // (A used slot's predecessor ends below the leaf's end.)
+                (b.off, b.hi, self.last) = (j, p, p);
+                // SAFETY: a value word is non-null.
+                return Some((p + 1, hi, unsafe { NonNull::new_unchecked(w) }));
+            }
+            // (The pivots of unused slots, at the leaf's end, are unused:
+            // `u64::MAX`.)
+            hi = p.min(b.max);
         }
-        Some((lo, hi, nn))
+        // The first slot, which starts at the leaf's minimum.
+        b.off = 0;
+        let min = b.min;
+        let e = value_entry(min, hi, slots[0].load(Ordering::Acquire));
+        if min <= bound {
+            // As above (and the entry at 0: `last` would wrap).
+            self.finish();
+        } else if e.is_some() {
+            self.last = min - 1;
+        }
+        e
+    }
+
+    /// The entry before the last one the back end handed out (at first,
+    /// the entry reaching `last`), unless the front has handed it out
+    /// already: the back half of a double-ended iterator (see [`Back`]).
+    ///
+    /// With the concurrent tree, a writer may replace leaves between the
+    /// two ends' walks, so that the back can stand on another version of
+    /// the front's leaf: the ends meet by index all the same, so entries
+    /// present the whole time come once; entries written meanwhile may
+    /// come in their old form or their new one, or not at all.
+    #[inline]
+    pub(crate) fn next_back_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        if let Some(entry) = self.take_back() {
+            return Some(entry);
+        }
+        self.next_back_slow()
     }
 
     /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
-    /// nothing left for it: the first walk, the steps back, and the ends
-    /// meeting.
-    ///
-    /// # Safety
-    ///
-    /// As for `next_back_entry`.
+    /// nothing left for it: the first walk and the steps back.
     #[inline(never)]
-    unsafe fn next_back_slow<const SHARED: bool>(&mut self, back: &mut Back<'t>) -> Option<(u64, u64, NonNull<()>)> {
-        if self.is_done() {
-            return None;
-        }
-        // While the front has not walked (`pending`), it has no leaf to
-        // meet, and the back walks from the root it will walk from.
-        let front_max = self.walk.path.last().map(|l| l.max);
-        let root = match self.pending {
-            Some(root) => root,
-            None => self.walk.path.first()?.node,
-        };
-        if back.leaf.is_none() {
-            // SAFETY: the root of the tree the iterator was made over,
-            // whose nodes stay alive (this function's contract).
-            unsafe { back.walk(root, self.last, true) };
-        }
+    fn next_back_slow(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
-            let lv = back.leaf?;
-            // The back's leaf lies at or after the front's: it reaches into
-            // the front's range only where it is the front's leaf, or, in
-            // a tree that changes, another version of it, which may reach
-            // beyond the front's: there the back hands out what it holds
-            // above the front's leaf first (`pop_back` meets the front at
-            // the first entry that starts inside it).
-            if front_max.is_some_and(|m| lv.min <= m) && (!SHARED || back.mask == 0) {
-                // The ends meet: what is left is the front's, and it need
-                // not step on (what lies after has been handed out).
-                self.last_leaf = true;
-                return self.take_last();
-            }
-            if self.pending.is_some() && lv.min <= self.first {
-                // The leaf the front would start on: the back ends at the
-                // slot holding `first`.
-                back.mask &= u32::MAX << lv.node.find(self.first);
-                if back.mask == 0 {
-                    // Nothing is left at all (the front's mask is empty:
-                    // it has not walked).
-                    self.last_leaf = true;
+            // While the front has not walked (`pending`), the back walks
+            // from the root it will walk from.
+            let root = match self.pending {
+                Some(root) => root,
+                None => self.walk.path.first()?.node,
+            };
+            if !self.back.walked {
+                // SAFETY: the root of the tree the iterator was made over,
+                // whose nodes stay alive (`lazy`'s contract).
+                unsafe { self.back.walk(root, self.last, true) };
+            } else {
+                // Its leaf has nothing left: the one before has, unless
+                // the front's bound is in this leaf or before it.
+                let min = self.back.node.map(|_| self.back.min)?;
+                // SAFETY: as above.
+                if min <= self.lo.max(self.first) || !unsafe { self.back.step_back(root) } {
+                    // (What the back has not handed out, the front has.)
+                    self.finish();
                     return None;
                 }
             }
-            if back.mask != 0 {
-                // (`None`: `SHARED`, and the ends met with nothing left.)
-                return self.pop_back::<SHARED>(back);
-            }
-            // SAFETY: as for the walk above.
-            if !unsafe { back.step_back(root) } {
-                return None;
-            }
-        }
-    }
-
-    /// The next non-empty slot that starts at or before `last`. (The walk
-    /// starts in the slot holding the first index, at or before `last`,
-    /// and stops after the slot reaching `last`, so no slot it looks at
-    /// starts beyond `last`.)
-    #[inline]
-    pub(crate) fn next_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        loop {
-            if let Some(entry) = self.take() {
+            if let Some(entry) = self.take_back() {
                 return Some(entry);
             }
-            if self.last_leaf || !self.walk.next_leaf() {
-                // (A front that has not walked has an empty path: it walks
-                // here, on its first call.)
-                if self.start_front() {
-                    continue;
-                }
-                self.last_leaf = true;
-                return None;
-            }
-            self.load_leaf(false);
         }
     }
 }
@@ -915,55 +851,87 @@ fn prefetch_cousin(path: &Path<'_>, d: usize, k: usize) {
 
 /// The back end of a double-ended iterator over a [`MapleTree`] (see
 /// [`RawIter::next_back_entry`]): its leaf and the leaf's parent (none
-/// until the first `next_back`), and the value slots of the leaf not yet
-/// handed out. Three levels, not a whole path, so that every iterator
-/// stays cheap to make and move (a path is 1.2 KiB, and short range
-/// queries make and drop an iterator each): a step back to a leaf under
-/// the parent before goes through the grandparent, and only a step under
-/// another grandparent walks from the root again.
+/// until the first `next_back`), and where it stands in the leaf. Three
+/// levels, not a whole path, so that every iterator stays cheap to make
+/// and move (a path is 1.2 KiB, and short range queries make and drop an
+/// iterator each): a step back to a leaf under the parent before goes
+/// through the grandparent, and only a step under another grandparent
+/// walks from the root again.
 #[derive(Clone)]
 pub(crate) struct Back<'t> {
-    leaf: Option<Level<'t>>,
+    /// The leaf: none before the first walk, or once the back has stopped.
+    node: Option<LeafRef<'t>>,
+    /// The leaf's bounds.
+    min: u64,
+    max: u64,
+    /// The slots `0..off` of the leaf are left to look at.
+    off: usize,
+    /// Where slot `off - 1` ends.
+    hi: u64,
     parent: Option<Level<'t>>,
     /// The parent's parent, in trees of three levels or more.
     grand: Option<Level<'t>>,
     /// A tree of [`PREFETCH_HEIGHT`] levels or more, where steps back ask
     /// for leaves under the parent before.
     tall: bool,
-    /// The leaf, read when the back steps onto it (not by the steps
-    /// `rfold` takes, which scan leaves in place).
-    copy: LeafCopy,
-    /// The slots of `copy` not yet handed out that hold values.
-    mask: u32,
     /// The first walk asked only for the leaf before: the first step back
     /// asks for the leaves before that (see [`walk`](Self::walk)).
     ramp: bool,
+    /// The back has walked (or stopped): it does not walk from the root
+    /// again but to step back.
+    walked: bool,
 }
 
 impl<'t> Back<'t> {
     /// A back end that has not walked yet.
     #[inline]
     pub(crate) fn new() -> Back<'t> {
-        Back { leaf: None, parent: None, grand: None, tall: false, copy: LeafCopy::new(), mask: 0, ramp: false }
+        Back {
+            node: None,
+            min: 0,
+            max: 0,
+            off: 0,
+            hi: 0,
+            parent: None,
+            grand: None,
+            tall: false,
+            ramp: false,
+            walked: false,
+        }
+    }
+
+    /// Hands out nothing more.
+    #[inline(always)]
+    fn stop(&mut self) {
+        (self.node, self.parent, self.grand, self.off, self.walked) = (None, None, None, 0, true);
+    }
+
+    /// Stands on the leaf `lv`, with its slots `0..off` to look at, the
+    /// last of them ending at `hi`.
+    #[inline(always)]
+    fn enter(&mut self, lv: Level<'t>, off: usize, hi: u64) {
+        self.node = Some(lv.leaf());
+        (self.min, self.max, self.off, self.hi) = (lv.min, lv.max, off, hi);
     }
 
     /// Walks from `root` to the leaf holding `index` and stands there,
-    /// with the value slots up to the one holding `index` to hand out.
+    /// with the slots up to the one holding `index` to look at.
     ///
     /// # Safety
     ///
-    /// As for [`descend`]: `root` is the root of a tree that stays alive
-    /// and unchanged meanwhile.
+    /// As for [`descend`]: `root` is the root of a tree whose nodes stay
+    /// alive meanwhile.
     unsafe fn walk(&mut self, root: NodeRef<'t>, index: u64, first: bool) {
         let mut path = Path::new();
         // SAFETY: this function's contract.
         unsafe { descend::<false>(root, index, &mut path) };
-        self.leaf = path.last().copied();
+        self.walked = true;
+        let Some(&lv) = path.last() else { return self.stop() };
+        let (_, hi) = lv.slot_range();
+        self.enter(lv, lv.off + 1, hi);
         self.parent = path.len().checked_sub(2).map(|d| path[d]);
         self.grand = path.len().checked_sub(3).map(|d| path[d]);
         self.tall = path.len() >= PREFETCH_HEIGHT;
-        // SAFETY: the walk's leaf, alive (this function's contract).
-        self.mask = self.leaf.map_or(0, |lv| unsafe { self.copy.load(lv) } & up_to(lv.off));
         if let Some(p) = self.parent {
             if first {
                 // The first walk of a back end, often its only one (the
@@ -989,21 +957,22 @@ impl<'t> Back<'t> {
     }
 
     /// Steps to the leaf before this one (under the same parent, or by a
-    /// walk from `root`), with all its value slots to hand out; false at
-    /// the tree's start.
+    /// walk from `root`), with all its slots to look at; false at the
+    /// tree's start.
     ///
     /// # Safety
     ///
     /// As for [`walk`](Self::walk).
-    // (Inline: it runs once per leaf of every backward scan.)
     #[inline(always)]
     unsafe fn step_back(&mut self, root: NodeRef<'t>) -> bool {
-        let Some(leaf) = self.leaf else { return false };
+        if self.node.is_none() {
+            return false;
+        }
         // SAFETY: this function's contract.
-        if unsafe { self.step_to_sibling::<false, true>(0) }.is_some() {
+        if unsafe { self.step_to_sibling::<false>(0) }.is_some() {
             return true;
         }
-        if leaf.min == 0 {
+        if self.min == 0 {
             return false;
         }
         // SAFETY: this function's contract.
@@ -1011,16 +980,16 @@ impl<'t> Back<'t> {
             return true;
         }
         // SAFETY: this function's contract. The walk ends on the leaf
-        // before, in its last slot (which ends at `leaf.min - 1`).
-        unsafe { self.walk(root, leaf.min - 1, false) };
+        // before, in its last slot (which ends at `min - 1`).
+        unsafe { self.walk(root, self.min - 1, false) };
         true
     }
 
     /// Steps to the last leaf under the parent before this leaf's (the
-    /// grandparent's slot before), with all its value slots to hand out;
-    /// false (nothing changed) where there is no grandparent or the parent
-    /// is its first child. What a walk from the root to the index before
-    /// this leaf would find, without the walk.
+    /// grandparent's slot before), with all its slots to look at; false
+    /// (nothing changed) where there is no grandparent or the parent is its
+    /// first child. What a walk from the root to the index before this
+    /// leaf would find, without the walk.
     ///
     /// # Safety
     ///
@@ -1040,12 +1009,9 @@ impl<'t> Back<'t> {
         // SAFETY: as above: `last` is the parent's last used slot.
         let node = unsafe { NodeRef::decode(pslots[last].load(Ordering::Acquire)) };
         self.parent = Some(Level { node: parent, min, max, off: last });
-        // Its last slot, wherever that is (as `step_to_sibling` says).
-        let lv = Level { node, min: lmin, max: lmax, off: RANGE64_SLOTS - 1 };
-        self.leaf = Some(lv);
-        // SAFETY: the leaf just stepped to, alive (this function's
-        // contract).
-        self.mask = unsafe { self.copy.load(lv) };
+        // All its slots, wherever its last used one is (`take_back`
+        // passes the unused ones).
+        self.enter(Level { node, min: lmin, max: lmax, off: 0 }, RANGE64_SLOTS, lmax);
         // Under a new parent: the leaves the next steps back reach, as a
         // walk onto it asks.
         // SAFETY: as above: a live internal node, `last` a used slot.
@@ -1054,16 +1020,19 @@ impl<'t> Back<'t> {
     }
 
     /// Steps to the leaf before this one under the same parent, with all
-    /// its value slots to hand out (with `MASK`; without, none: the caller
-    /// reads the leaf itself), and returns it; `None` (nothing changed)
-    /// where the leaf is its parent's first, the back has not walked, or,
-    /// with `BOUNDED`, the leaf before starts at or below `above`.
+    /// its slots to look at, and returns it; `None` (nothing changed) where
+    /// the back's leaf has slots left to look at, the leaf is its parent's
+    /// first, the back has not walked or has stopped, or, with `BOUNDED`,
+    /// the leaf before starts at or below `above`.
     ///
     /// # Safety
     ///
     /// As for [`walk`](Self::walk): the back's nodes are alive.
     #[inline(always)]
-    unsafe fn step_to_sibling<const BOUNDED: bool, const MASK: bool>(&mut self, above: u64) -> Option<Level<'t>> {
+    unsafe fn step_to_sibling<const BOUNDED: bool>(&mut self, above: u64) -> Option<Level<'t>> {
+        if self.off != 0 {
+            return None;
+        }
         let p = self.parent.as_mut()?;
         let (off, min, max) = slot_before(p)?;
         if BOUNDED && min <= above {
@@ -1073,9 +1042,7 @@ impl<'t> Back<'t> {
         // SAFETY: a used slot (one before a used one) of a live internal
         // node (this function's contract) holds an encoded live child.
         let node = unsafe { p.node.child(off) };
-        // Its last slot, wherever that is: unused slots are empty and never
-        // in a value mask, so no count is needed.
-        let lv = Level { node, min, max, off: RANGE64_SLOTS - 1 };
+        let lv = Level { node, min, max, off: 0 };
         if core::mem::take(&mut self.ramp) {
             // The first step after the first walk: the leaves before this
             // one, up to `PREFETCH_AHEAD` back, as a walk onto a new parent
@@ -1088,13 +1055,10 @@ impl<'t> Back<'t> {
         } else if let Some(g) = self.grand.filter(|_| self.tall) {
             prefetch_cousin_before(g, PREFETCH_AHEAD - off);
         }
-        self.leaf = Some(lv);
-        // SAFETY: as above.
-        self.mask = if MASK { unsafe { self.copy.load(lv) } } else { 0 };
+        self.enter(lv, RANGE64_SLOTS, max);
         Some(lv)
     }
 }
-
 /// Asks for the children of `parent` in the [`PREFETCH_AHEAD`] slots
 /// before `off`, the leaves the next steps back reach.
 ///
@@ -1133,12 +1097,6 @@ fn prefetch_cousin_before(g: Level<'_>, back: usize) {
         // SAFETY: as above: `k` is below the parent's count.
         unsafe { prev.child(k) }.prefetch();
     }
-}
-
-/// The slots `0..=upto` of a leaf, one bit each.
-#[inline(always)]
-fn up_to(upto: usize) -> u32 {
-    u32::MAX >> (31 - (upto & 15))
 }
 
 impl<'t> LeafWalk<'t> {
@@ -1207,9 +1165,7 @@ pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
     mut acc: B,
     f: &mut impl FnMut(B, usize, u64, u64, NonNull<()>) -> B,
 ) -> B {
-    let (piv, slots) = (leaf.pivots(), leaf.slots());
-    let piv: &[AtomicU64; RANGE64_SLOTS - 1] = piv.try_into().expect("a leaf has fifteen pivots");
-    let slots: &[AtomicPtr<()>; RANGE64_SLOTS] = slots.try_into().expect("a leaf has sixteen slots");
+    let (piv, slots) = leaf_arrays(&leaf);
     // Slot `i` of the leaf, from `lo` to `hi`, if it holds a value. A used
     // slot after the first starts after its predecessor's pivot, which is
     // used (below `max`); one before the last ends at its pivot, unused
@@ -1336,6 +1292,7 @@ pub struct Iter<'a, V: Handle, K: Key = u64> {
 
 impl<'a, V: Handle, K: Key> Iterator for Iter<'a, V, K> {
     type Item = (RangeInclusive<K>, V::Borrowed<'a>);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.entries.next()?;
         // SAFETY: `Entries` yields value words of the tree, which is
@@ -1381,6 +1338,7 @@ pub struct RangeCloned<'a, V: Handle + Clone, K: Key = u64> {
 
 impl<V: Handle + Clone, K: Key> Iterator for RangeCloned<'_, V, K> {
     type Item = (RangeInclusive<K>, V);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi, nn) = self.inner.entries.next()?;
         // SAFETY: `Entries` yields value words of the borrowed tree, alive
@@ -1475,6 +1433,7 @@ pub struct IntoIter<V, K = u64> {
 
 impl<V, K> Iterator for IntoIter<V, K> {
     type Item = (RangeInclusive<K>, V);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
     }
@@ -1484,6 +1443,7 @@ impl<V, K> Iterator for IntoIter<V, K> {
 }
 
 impl<V, K> DoubleEndedIterator for IntoIter<V, K> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         self.inner.next_back()
     }

@@ -24,7 +24,7 @@ use loom::{
 use crate::{
     cursor::Cursor,
     handle::U63,
-    iter::{Back, RawIter},
+    iter::{Entries, RawIter},
     raw::{rebind, LeafWalk, Path, RawTree},
     store::{Removed, Store, Stored},
 };
@@ -221,7 +221,7 @@ fn loom_reader_races_emptying_the_tree() {
 }
 
 /// A reader iterating (`RawIter`, what every entry iterator runs on: it
-/// copies a leaf's bounds and words at once, then hands the entries out)
+/// reads a leaf's slots in place, each word once)
 /// races an in-place replacement and then the replacement of a leaf: it
 /// sees every entry once, ascending, each with its old or its new value,
 /// and nothing freed under it.
@@ -268,11 +268,11 @@ fn loom_iterator_races_in_place_and_leaf_writes() {
 /// by a fresh copy, and an insert that overflows that leaf and pushes
 /// entries into the next one (the bound between the two moves): the two
 /// ends can stand on versions of a leaf with different bounds and meet
-/// by range. Every entry once, the front ascending, the back descending,
+/// by index. Every entry once, the front ascending, the back descending,
 /// the front's before the back's, each with its old or its new value.
 /// (Loom explores few interleavings of this model, about sixty; the
 /// stress test `concurrent_iter_both_ends_under_a_writer` is the one that
-/// catches ends meeting by address instead of by range.)
+/// catches ends meeting by address instead of by index.)
 #[test]
 fn loom_iterator_from_both_ends_races_leaf_writes() {
     builder().check(|| {
@@ -283,18 +283,15 @@ fn loom_iterator_from_both_ends_races_leaf_writes() {
                 // SAFETY: as in the model above: what the writer replaces
                 // is freed only after this thread is joined, and a node it
                 // can reach changes only by single-word slot stores.
-                let mut it = unsafe { RawIter::lazy(&t, 0, u64::MAX, false) };
-                let mut back = Back::new();
+                let mut it = unsafe { Entries::<true>::new(RawIter::lazy(&t, 0, u64::MAX, false)) };
                 let (mut front, mut rear) = (Vec::new(), Vec::new());
                 loop {
-                    // SAFETY: `SHARED`'s contract, as above.
-                    let Some((lo, hi, nn)) = (unsafe { it.next_back_entry::<true>(&mut back) }) else { break };
+                    let Some((lo, hi, nn)) = it.next_back() else { break };
                     rear.push((lo, hi, val(nn.as_ptr())));
-                    let Some((lo, hi, nn)) = it.next_entry() else { break };
+                    let Some((lo, hi, nn)) = it.next() else { break };
                     front.push((lo, hi, val(nn.as_ptr())));
                 }
-                // SAFETY: as above.
-                assert!(it.next_entry().is_none() && unsafe { it.next_back_entry::<true>(&mut back) }.is_none());
+                assert!(it.next().is_none() && it.next_back().is_none());
                 (front, rear)
             })
         };

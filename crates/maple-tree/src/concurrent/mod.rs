@@ -597,7 +597,7 @@ pub struct ConcurrentIter<'g, V: Handle + Send + Sync + 'static, K: Key = u64> {
     /// The tree and the guard stay borrowed: the values read live while
     /// the iterator does.
     _tree: PhantomData<&'g ConcurrentMapleTree<V, K>>,
-    /// The ends, which meet by range (see `Entries`).
+    /// The ends, which meet by index (see `Entries`).
     entries: Entries<'g, true>,
 }
 
