@@ -357,3 +357,46 @@ fn range_cloned_from_the_back() {
     let (r, v) = t.range_cloned(..).next_back().unwrap();
     assert_eq!((r, *v, Arc::strong_count(&v)), (396..=397, 99, 2));
 }
+
+/// The ends of the key space: entries at `0..=0` (or starting at 0) and
+/// ending at `u64::MAX`, where an index past what an end handed out would
+/// leave `u64`. The front takes `k` entries, the back the rest, then both
+/// are asked again; and the other way round (the back first); on a tree
+/// of one leaf and on one of several levels, with and without an empty
+/// range at each end.
+#[test]
+fn the_ends_meet_at_the_ends_of_the_key_space() {
+    let ns: &[u64] = if cfg!(miri) { &[3, 40] } else { &[3, 40, 400] };
+    for &n in ns {
+        for (at_zero, at_max) in [(true, true), (true, false), (false, true), (false, false)] {
+            let mut t: MapleTree<U63> = MapleTree::new();
+            let mut m = Model::default();
+            let lo = u64::from(!at_zero);
+            let step = u64::MAX / (n + 2);
+            let mut ranges = vec![(lo, lo + 2)];
+            ranges.extend((1..n).map(|i| (i * step, i * step + 9)));
+            ranges.push((u64::MAX - 5, u64::MAX - u64::from(!at_max)));
+            for (i, &(f, l)) in ranges.iter().enumerate() {
+                t.store_range(f..=l, U63::new(i as u64).unwrap()).unwrap();
+                m.store(f, l, i as u64);
+            }
+            let want = expected(&m, 0, u64::MAX);
+            for k in 0..=want.len() {
+                // The front first.
+                let mut it = t.iter();
+                let front: Vec<Entry> = it.by_ref().take(k).map(entry).collect();
+                let mut back: Vec<Entry> = std::iter::from_fn(|| it.next_back().map(entry)).collect();
+                back.reverse();
+                assert_eq!((&front[..], &back[..]), want.split_at(k), "n {n}, front first, split at {k}");
+                assert!(it.next().is_none() && it.next_back().is_none(), "n {n}: more after the ends met");
+                // The back first.
+                let mut it = t.iter();
+                let mut back: Vec<Entry> = it.by_ref().rev().take(want.len() - k).map(entry).collect();
+                back.reverse();
+                let front: Vec<Entry> = it.by_ref().map(entry).collect();
+                assert_eq!((&front[..], &back[..]), want.split_at(k), "n {n}, back first, split at {k}");
+                assert!(it.next_back().is_none() && it.next().is_none(), "n {n}: more after the ends met");
+            }
+        }
+    }
+}
