@@ -64,7 +64,7 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
         Entries { raw, floor: None, ceil: None }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         let (lo, hi, nn) = self.raw.next_entry()?;
         if SHARED {
@@ -78,7 +78,7 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
         Some((lo, hi, nn))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_back(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
             let (lo, hi, nn) = self.raw.next_back_entry()?;
@@ -783,7 +783,7 @@ impl<'t> RawIter<'t> {
     /// the front's leaf: the ends meet by index all the same, so entries
     /// present the whole time come once; entries written meanwhile may
     /// come in their old form or their new one, or not at all.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_back_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         if let Some(entry) = self.take_back() {
             return Some(entry);
