@@ -10,6 +10,7 @@ use crate::prelude::*;
 use core::{
     fmt,
     marker::PhantomData,
+    mem::MaybeUninit,
     ops::{RangeBounds, RangeInclusive},
     ptr::NonNull,
 };
@@ -17,7 +18,7 @@ use core::{
 use crate::{
     handle::{is_value_word, Handle, HandleMut},
     key::{self, Key},
-    node::{slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -313,7 +314,8 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
 /// Entry-by-entry walk shared by the iterators: a front end that reads its
 /// leaf in place, slot by slot from the lowest, and a back end ([`Back`])
 /// that does the same from the highest, each keeping where it stands in
-/// its leaf (no copy of a leaf, no mask of its values).
+/// its leaf. (A front that steps on while the back has not walked reads
+/// each further leaf whole into [`LeafCopy`] instead: see `copy`.)
 ///
 /// The ends meet by index, not by node: the front hands out only slots
 /// that start at or before `last`, which the back lowers below each entry
@@ -330,6 +332,16 @@ pub(crate) struct RawIter<'t> {
     leaf: Option<LeafRef<'t>>,
     /// The next slot of `leaf` the front looks at.
     off: usize,
+    /// The leaf the front has stepped onto while the back has not walked,
+    /// read whole: a scan forwards alone hands out its entries from here,
+    /// by the mask's lowest bit, with no branch per slot and no check per
+    /// entry (nothing lowers `last` meanwhile). The back's first walk
+    /// turns it back into a position in the leaf (`leaf`, `off`, `lo`).
+    copy: LeafCopy,
+    /// The slots of `copy` not yet handed out that hold values and start
+    /// at or before `last`, one bit each; empty while the front reads a
+    /// leaf in place.
+    mask: u32,
     /// Where the front's next slot starts (past its leaf's end between
     /// leaves): the back hands out only slots ending at or after it (and
     /// the first index). Before the front walks, the first index.
@@ -348,6 +360,97 @@ pub(crate) struct RawIter<'t> {
     /// back has reached it.
     stopped: bool,
     back: Back<'t>,
+}
+
+/// A copy of one leaf's bounds and slot words, read in one pass, from
+/// which the front hands out entries by slot number without reading the
+/// node again and without a branch on where the slot lies (first, last,
+/// inner) or on which slots hold values (the mask says).
+///
+/// Reading a leaf at once is also what readers of the concurrent tree
+/// want: a leaf they can reach changes in place only by single-word slot
+/// stores, and the words read stay alive while their guard does.
+#[derive(Clone, Copy)]
+pub(crate) struct LeafCopy {
+    /// Slot `i` starts at `bound[i] + 1` (wrapping: `bound[0]` is the
+    /// leaf's minimum less one) and ends at `bound[i + 1]`, capped at
+    /// `max` (the last slot's pivot is unused, `u64::MAX`, or absent,
+    /// `bound[16]`).
+    ///
+    /// `bound` and `words` are all set by every [`load`](Self::load) and
+    /// read only for the slots it reported: a copy is made without zeroing
+    /// them (264 bytes, a noticeable part of a short query).
+    bound: [MaybeUninit<u64>; RANGE64_SLOTS + 1],
+    /// The slot words.
+    words: [MaybeUninit<*mut ()>; RANGE64_SLOTS],
+    /// The leaf's maximum.
+    max: u64,
+}
+
+impl LeafCopy {
+    /// A copy of no leaf yet.
+    #[inline(always)]
+    const fn new() -> LeafCopy {
+        LeafCopy {
+            // (Inline consts: a repeated `uninit()` value compiles to a
+            // memset of the arrays.)
+            bound: [const { MaybeUninit::uninit() }; RANGE64_SLOTS + 1],
+            words: [const { MaybeUninit::uninit() }; RANGE64_SLOTS],
+            max: 0,
+        }
+    }
+
+    /// Reads the leaf `lv` stands on and returns the mask of its slots
+    /// that hold values, one bit each.
+    ///
+    /// # Safety
+    ///
+    /// `lv`'s node is a live leaf, changed at most by the single-word slot
+    /// stores readers may meet.
+    #[inline(always)]
+    unsafe fn load(&mut self, lv: Level<'_>) -> u32 {
+        let leaf = lv.leaf();
+        let (piv, slots) = (leaf.pivots(), leaf.slots());
+        self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
+        // SAFETY: a leaf's pivots never change while it is reachable (the
+        // writes readers may meet in place are single slot stores), and
+        // this one is (the contract), so plain reads race with nothing.
+        // One block copy, cheaper than fifteen atomic loads.
+        unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
+        self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
+        // Unused slots are null, so only used slots can be in the mask.
+        let mut mask = 0u32;
+        for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
+            let v = s.load(Ordering::Acquire);
+            *w = MaybeUninit::new(v);
+            mask |= u32::from(is_value_word(v)) << i;
+        }
+        self.max = lv.max;
+        mask
+    }
+
+    /// Slot `i` of the leaf read: its bounds and word.
+    ///
+    /// # Safety
+    ///
+    /// `i` is in the mask the last [`load`](Self::load) returned: a leaf
+    /// has been read, and slot `i` held a value.
+    #[inline(always)]
+    unsafe fn entry(&self, i: usize) -> (u64, u64, NonNull<()>) {
+        let i = i & 15;
+        // SAFETY: a read set all of `bound` and `words`; `i < 16`, so
+        // `i + 1 <= 16`.
+        let (lo, hi, w) = unsafe {
+            (
+                self.bound[i].assume_init().wrapping_add(1),
+                self.bound[i + 1].assume_init().min(self.max),
+                self.words[i].assume_init(),
+            )
+        };
+        // SAFETY: slot `i` held a value (the contract), and value words
+        // are non-null.
+        (lo, hi, unsafe { NonNull::new_unchecked(w) })
+    }
 }
 
 /// How many leaves ahead iteration prefetches.
@@ -406,6 +509,8 @@ impl<'t> RawIter<'t> {
             walk: LeafWalk { path: Path::new() },
             leaf: None,
             off: 0,
+            copy: LeafCopy::new(),
+            mask: 0,
             lo: first,
             max: 0,
             last,
@@ -467,6 +572,9 @@ impl<'t> RawIter<'t> {
     /// hands out the slot where the front stands.
     #[inline(always)]
     fn take(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        if self.mask != 0 {
+            return Some(self.take_copied());
+        }
         let leaf = self.leaf?;
         let (mut i, mut lo, max) = (self.off, self.lo, self.max);
         let lim = self.last.min(max);
@@ -495,6 +603,59 @@ impl<'t> RawIter<'t> {
         self.leave_leaf(lo, max, slots[RANGE64_SLOTS - 1].load(Ordering::Acquire))
     }
 
+    /// The lowest entry left in the front's copy of its leaf (the mask is
+    /// not empty).
+    #[inline(always)]
+    fn take_copied(&mut self) -> (u64, u64, NonNull<()>) {
+        let i = self.mask.trailing_zeros() as usize & 15;
+        self.mask &= self.mask - 1;
+        // SAFETY: `i` was in the mask: a value slot of the leaf read.
+        unsafe { self.copy.entry(i) }
+    }
+
+    /// Stands the front on the leaf `lv` it has stepped onto, from its
+    /// first slot: read whole into the copy (`COPY`, for `next`, while the
+    /// back has not walked), or in place.
+    #[inline(always)]
+    fn enter_stepped<const COPY: bool>(&mut self, lv: Level<'t>) {
+        if COPY && !self.back.walked {
+            // SAFETY: the walk's leaf, alive (`lazy`'s contract).
+            let mut mask = unsafe { self.copy.load(lv) };
+            if lv.max > self.last {
+                // Up to the slot reaching `last` (the leaf's last at the
+                // latest).
+                mask &= u32::MAX >> (31 - (lv.node.find(self.last) & 15));
+            }
+            // (`off` past the slots: the front's leaf is the copy.)
+            (self.mask, self.leaf, self.off, self.max) = (mask, None, RANGE64_SLOTS, lv.max);
+        } else {
+            self.enter(lv, 0, lv.min);
+        }
+    }
+
+    /// Turns the front's copy of its leaf into a position in it (or past
+    /// it), for the back's first walk: from then on `last` may fall, and
+    /// the front reads in place. False if the front has handed out the
+    /// tree's last entry: nothing is left for the back.
+    #[cold]
+    fn uncopy(&mut self) -> bool {
+        if self.off != RANGE64_SLOTS {
+            return true;
+        }
+        self.off = 0;
+        if self.mask != 0 {
+            let i = self.mask.trailing_zeros() as usize & 15;
+            // SAFETY: `i` was in the mask: a value slot of the leaf read.
+            let (lo, _, _) = unsafe { self.copy.entry(i) };
+            let Some(&lv) = self.walk.path.last() else { return false };
+            (self.mask, self.leaf, self.off, self.lo) = (0, Some(lv.leaf()), i, lo);
+            return true;
+        }
+        // Spent: every value of the leaf up to `last` has been handed out.
+        self.lo = self.max.wrapping_add(1);
+        self.max != u64::MAX
+    }
+
     /// The front's last slot of its leaf, from `lo` to `p` (capped at the
     /// leaf's maximum), holding `w`: the front has nothing left there.
     #[inline(always)]
@@ -518,7 +679,7 @@ impl<'t> RawIter<'t> {
             if let Some(entry) = self.take() {
                 return Some(entry);
             }
-            if !self.step_front() {
+            if !self.step_front::<true>() {
                 return None;
             }
         }
@@ -529,7 +690,7 @@ impl<'t> RawIter<'t> {
     /// reached `last` (what it has not handed out, the back has), or the
     /// back stopped it. Out of line: once per leaf.
     #[inline(never)]
-    fn step_front(&mut self) -> bool {
+    fn step_front<const COPY: bool>(&mut self) -> bool {
         if self.pending.is_some() || self.stopped {
             return self.walk_front();
         }
@@ -563,11 +724,11 @@ impl<'t> RawIter<'t> {
                 p.off = k;
                 let lv = Level { node, min: self.max + 1, max, off: 0 };
                 self.walk.path[n - 1] = lv;
-                self.enter(lv, 0, lv.min);
+                self.enter_stepped::<COPY>(lv);
                 return true;
             }
         }
-        self.step_front_far()
+        self.step_front_far::<COPY>()
     }
 
     /// [`step_front`](Self::step_front)'s first walk, from the root `lazy`
@@ -590,14 +751,14 @@ impl<'t> RawIter<'t> {
 
     /// [`step_front`](Self::step_front) to a leaf under another parent.
     #[inline(never)]
-    fn step_front_far(&mut self) -> bool {
+    fn step_front_far<const COPY: bool>(&mut self) -> bool {
         if !self.walk.next_leaf() {
             self.finish();
             return false;
         }
         self.prefetch_ahead(false);
         let Some(&lv) = self.walk.path.last() else { return false };
-        self.enter(lv, 0, lv.min);
+        self.enter_stepped::<COPY>(lv);
         true
     }
 
@@ -631,6 +792,12 @@ impl<'t> RawIter<'t> {
             }
         }
         loop {
+            // What the front's copy of its leaf has left (`next` was
+            // called before).
+            while self.mask != 0 {
+                let (lo, hi, nn) = self.take_copied();
+                acc = f(acc, lo, hi, nn);
+            }
             if self.leaf.take().is_some() {
                 let Some(&lv) = self.walk.path.last() else { break };
                 let end;
@@ -658,7 +825,7 @@ impl<'t> RawIter<'t> {
                     break;
                 }
             }
-            if !self.step_front() {
+            if !self.step_front::<false>() {
                 break;
             }
         }
@@ -719,7 +886,7 @@ impl<'t> RawIter<'t> {
     /// Stops the front for good.
     #[inline(always)]
     fn stop_front(&mut self) {
-        (self.leaf, self.pending, self.stopped) = (None, None, true);
+        (self.leaf, self.mask, self.pending, self.stopped) = (None, 0, None, true);
     }
 
     /// The back's next entry in its leaf, read in place: the slots below
@@ -803,6 +970,10 @@ impl<'t> RawIter<'t> {
                 None => self.walk.path.first()?.node,
             };
             if !self.back.walked {
+                if !self.uncopy() {
+                    self.finish();
+                    return None;
+                }
                 // SAFETY: the root of the tree the iterator was made over,
                 // whose nodes stay alive (`lazy`'s contract).
                 unsafe { self.back.walk(root, self.last, true) };
