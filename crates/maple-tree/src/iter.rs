@@ -344,7 +344,9 @@ pub(crate) struct RawIter<'t> {
     mask: u32,
     /// Where the front's next slot starts (past its leaf's end between
     /// leaves): the back hands out only slots ending at or after it (and
-    /// the first index). Before the front walks, the first index.
+    /// the first index). Before the front walks, the first index. Not kept
+    /// while the front reads a copy: the back's first walk sets it
+    /// (`uncopy`) before it reads it.
     lo: u64,
     /// The front's leaf's maximum.
     max: u64,
@@ -562,10 +564,10 @@ impl<'t> RawIter<'t> {
         (self.off, self.lo, self.max) = (off, lo, lv.max);
     }
 
-    /// The front's next entry in its leaf, read in place: the slots from
-    /// `off` up, until a value or the slot reaching `last` or the leaf's
-    /// end. `None` when the leaf has none left for the front (`leaf` is
-    /// then none).
+    /// The front's next entry in its leaf: from the copy while it has one
+    /// (`mask`), else read in place, the slots from `off` up, until a value
+    /// or the slot reaching `last` or the leaf's end. `None` when the leaf
+    /// has none left for the front (`leaf` is then none).
     ///
     /// Slot `off` is always the front's to hand out: the back lowers
     /// `last` below each entry it hands out, and stops the front when it
