@@ -16,9 +16,9 @@ use core::{
 };
 
 use crate::{
-    handle::{is_value_word, Handle, HandleMut},
+    handle::{is_value_word, value_mask, Handle, HandleMut},
     key::{self, Key},
-    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_ptrs, load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -43,7 +43,7 @@ use crate::{
 /// out). An entry present the whole time cannot reach either: it would
 /// overlap what was handed out.
 pub(crate) struct Entries<'t, const SHARED: bool> {
-    pub(crate) raw: RawIter<'t>,
+    pub(crate) raw: RawIter<'t, SHARED>,
     floor: Option<u64>,
     ceil: Option<u64>,
 }
@@ -61,7 +61,7 @@ impl<'t, const SHARED: bool> Entries<'t, SHARED> {
     /// by the single-word slot stores readers may meet, and so do the
     /// values they held.
     #[inline]
-    pub(crate) unsafe fn new(raw: RawIter<'t>) -> Self {
+    pub(crate) unsafe fn new(raw: RawIter<'t, SHARED>) -> Self {
         Entries { raw, floor: None, ceil: None }
     }
 
@@ -306,7 +306,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = (u64, u64, NonNull<()>)> + '_ {
         // SAFETY: the closure borrows `self`, so the tree stays alive and
         // unchanged while the iterator lives.
-        let mut raw = unsafe { RawIter::lazy(&self.raw, 0, u64::MAX, false) };
+        let mut raw = unsafe { RawIter::<false>::lazy(&self.raw, 0, u64::MAX, false) };
         core::iter::from_fn(move || raw.next_entry())
     }
 }
@@ -314,7 +314,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
 /// Entry-by-entry walk shared by the iterators: a front end that reads its
 /// leaf in place, slot by slot from the lowest, and a back end ([`Back`])
 /// that does the same from the highest, each keeping where it stands in
-/// its leaf. (A front that steps on while the back has not walked reads
+/// its leaf. (An end that steps on while the other has not walked reads
 /// each further leaf whole into [`LeafCopy`] instead: see `copy`.)
 ///
 /// The ends meet by index, not by node: the front hands out only slots
@@ -325,7 +325,12 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
 /// tree's) on two versions of one. Where an index would leave `u64`
 /// (the back hands out the entry at 0, the front passes the tree's last
 /// index), the end doing it stops the other outright.
-pub(crate) struct RawIter<'t> {
+///
+/// `SHARED` is the concurrent tree's: without it the tree does not change
+/// while the iterator lives ([`lazy`](Self::lazy)'s contract), and the
+/// copies read a leaf's slots by plain loads, sixteen at a time
+/// ([`value_mask`]); with it, one atomic load each.
+pub(crate) struct RawIter<'t, const SHARED: bool> {
     walk: LeafWalk<'t>,
     /// The front's leaf while it has slots left there for the front: none
     /// before its first walk, between leaves, and once it has stopped.
@@ -337,6 +342,10 @@ pub(crate) struct RawIter<'t> {
     /// by the mask's lowest bit, with no branch per slot and no check per
     /// entry (nothing lowers `last` meanwhile). The back's first walk
     /// turns it back into a position in the leaf (`leaf`, `off`, `lo`).
+    /// Or, the other way round, the leaf the back has stepped onto while
+    /// the front has not walked (see [`Back::mask`]): the two never hold
+    /// a copy at once, since each copies only while the other has not
+    /// walked.
     copy: LeafCopy,
     /// The slots of `copy` not yet handed out that hold values and start
     /// at or before `last`, one bit each; empty while the front reads a
@@ -402,32 +411,40 @@ impl LeafCopy {
         }
     }
 
-    /// Reads the leaf `lv` stands on and returns the mask of its slots
-    /// that hold values, one bit each.
+    /// Reads `leaf`, which spans `min..=max`, and returns the mask of its
+    /// slots that hold values, one bit each.
     ///
     /// # Safety
     ///
-    /// `lv`'s node is a live leaf, changed at most by the single-word slot
-    /// stores readers may meet.
+    /// `leaf` is live, changed at most by the single-word slot stores
+    /// readers may meet, and without `SHARED` not at all while the copy is
+    /// read (a plain tree's, borrowed meanwhile).
     #[inline(always)]
-    unsafe fn load(&mut self, lv: Level<'_>) -> u32 {
-        let leaf = lv.leaf();
+    unsafe fn load<const SHARED: bool>(&mut self, leaf: LeafRef<'_>, min: u64, max: u64) -> u32 {
         let (piv, slots) = (leaf.pivots(), leaf.slots());
-        self.bound[0] = MaybeUninit::new(lv.min.wrapping_sub(1));
+        self.bound[0] = MaybeUninit::new(min.wrapping_sub(1));
         // SAFETY: a leaf's pivots never change while it is reachable (the
         // writes readers may meet in place are single slot stores), and
         // this one is (the contract), so plain reads race with nothing.
         // One block copy, cheaper than fifteen atomic loads.
         unsafe { load_words(piv, &mut self.bound[1..RANGE64_SLOTS]) };
         self.bound[RANGE64_SLOTS] = MaybeUninit::new(PIVOT_UNUSED);
+        self.max = max;
         // Unused slots are null, so only used slots can be in the mask.
+        if !SHARED {
+            // SAFETY: nothing changes the leaf meanwhile (the contract),
+            // so plain loads race with nothing.
+            return unsafe {
+                load_ptrs(slots, &mut self.words);
+                value_mask(leaf_arrays(&leaf).1)
+            };
+        }
         let mut mask = 0u32;
         for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
             let v = s.load(Ordering::Acquire);
             *w = MaybeUninit::new(v);
             mask |= u32::from(is_value_word(v)) << i;
         }
-        self.max = lv.max;
         mask
     }
 
@@ -487,7 +504,7 @@ fn value_entry(lo: u64, hi: u64, w: *mut ()) -> Option<(u64, u64, NonNull<()>)> 
     }
 }
 
-impl<'t> RawIter<'t> {
+impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     /// An iterator over `first..=last` of `tree` (nothing if `done`) whose
     /// ends walk on their first calls, not here: what is made and never
     /// stepped forwards (`range(..=k).next_back()`, the entry at or
@@ -498,12 +515,13 @@ impl<'t> RawIter<'t> {
     ///
     /// Every node reachable from `tree`'s root now stays alive while the
     /// iterator lives, changed at most by the single-word slot stores
-    /// readers may meet: a plain tree borrowed for as long (which then
-    /// does not change at all), or the concurrent tree read under a guard
-    /// that outlives the iterator. The root recorded here is walked from
-    /// later, by the iterator's safe methods.
+    /// readers may meet (the concurrent tree read under a guard that
+    /// outlives the iterator); without `SHARED`, not changed at all (a
+    /// plain tree borrowed for as long), so that the ends may read its
+    /// leaves by plain loads. The root recorded here is walked from later,
+    /// by the iterator's safe methods.
     #[inline]
-    pub(crate) unsafe fn lazy(tree: &'t RawTree, first: u64, last: u64, done: bool) -> RawIter<'t> {
+    pub(crate) unsafe fn lazy(tree: &'t RawTree, first: u64, last: u64, done: bool) -> RawIter<'t, SHARED> {
         let pending = if done { None } else { tree.root_node() };
         // One literal (no local changed, then moved): the iterator's path
         // is 1.2 KiB, and each move of it a copy of all of that.
@@ -621,8 +639,9 @@ impl<'t> RawIter<'t> {
     #[inline(always)]
     fn enter_stepped<const COPY: bool>(&mut self, lv: Level<'t>) {
         if COPY && !self.back.walked {
-            // SAFETY: the walk's leaf, alive (`lazy`'s contract).
-            let mut mask = unsafe { self.copy.load(lv) };
+            // SAFETY: the walk's leaf, alive, and unchanged without
+            // `SHARED` (`lazy`'s contract).
+            let mut mask = unsafe { self.copy.load::<SHARED>(lv.leaf(), lv.min, lv.max) };
             if lv.max > self.last {
                 // Up to the slot reaching `last` (the leaf's last at the
                 // latest).
@@ -700,35 +719,13 @@ impl<'t> RawIter<'t> {
             self.finish();
             return false;
         }
-        let n = self.walk.path.len();
-        if let Some(p) = n.checked_sub(2).map(|d| &mut self.walk.path[d]) {
-            if self.max < p.max {
-                // The common case: the next leaf is a sibling (the front's
-                // leaf ends below its parent's end, so the parent's next
-                // slot is used), with its bounds from the parent's pivots.
-                let k = p.off + 1;
-                let (piv, slots) = p.node.arrays();
-                let max = piv.get(k).map_or(p.max, |x| x.load(Ordering::Relaxed).min(p.max));
-                // SAFETY: a used slot of a live internal node (`lazy`'s
-                // contract keeps the front's nodes alive) holds an encoded
-                // live child.
-                let node = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
-                // The leaf `PREFETCH_AHEAD` on, if it is under this parent
-                // (the slot before it ends below the parent's end).
-                let ahead = k + PREFETCH_AHEAD;
-                if piv.get(ahead - 1).is_some_and(|x| x.load(Ordering::Relaxed) < p.max) {
-                    // SAFETY: as above, for that slot.
-                    unsafe { p.node.child(ahead) }.prefetch();
-                } else if n >= PREFETCH_HEIGHT {
-                    prefetch_cousin(&self.walk.path, n - 2, ahead);
-                }
-                let p = &mut self.walk.path[n - 2];
-                p.off = k;
-                let lv = Level { node, min: self.max + 1, max, off: 0 };
-                self.walk.path[n - 1] = lv;
-                self.enter_stepped::<COPY>(lv);
-                return true;
-            }
+        // The common case: the next leaf is a sibling, reached through the
+        // parent's arrays.
+        if self.walk.step_to_sibling(true) {
+            self.prefetch_ahead(false);
+            let Some(&lv) = self.walk.path.last() else { return false };
+            self.enter_stepped::<COPY>(lv);
+            return true;
         }
         self.step_front_far::<COPY>()
     }
@@ -740,6 +737,9 @@ impl<'t> RawIter<'t> {
     fn walk_front(&mut self) -> bool {
         if self.stopped {
             return false;
+        }
+        if self.back.walked {
+            self.uncopy_back();
         }
         let Some(root) = self.pending.take() else { return false };
         // SAFETY: the root `lazy` recorded, whose nodes stay alive while
@@ -779,7 +779,10 @@ impl<'t> RawIter<'t> {
         mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B,
     ) -> B {
         let mut acc = init;
-        if !self.stopped {
+        if !self.stopped && self.pending.is_some() {
+            if self.back.walked {
+                self.uncopy_back();
+            }
             if let Some(root) = self.pending.take() {
                 // A front that has not walked (a fresh iterator: `sum` over
                 // a range) walks here and scans its first leaf below, with
@@ -852,6 +855,10 @@ impl<'t> RawIter<'t> {
     pub(crate) fn rfold_entries<B>(&mut self, init: B, mut f: impl FnMut(B, u64, u64, NonNull<()>) -> B) -> B {
         let mut acc = init;
         loop {
+            while self.back.mask != 0 {
+                let (lo, hi, nn) = self.take_back_copied();
+                acc = f(acc, lo, hi, nn);
+            }
             while let Some((lo, hi, nn)) = self.take_back() {
                 acc = f(acc, lo, hi, nn);
             }
@@ -943,6 +950,60 @@ impl<'t> RawIter<'t> {
         e
     }
 
+    /// The highest entry left in the back's copy of its leaf (its mask is
+    /// not empty).
+    #[inline(always)]
+    fn take_back_copied(&mut self) -> (u64, u64, NonNull<()>) {
+        let i = (31 - self.back.mask.leading_zeros()) as usize & 15;
+        self.back.mask ^= 1 << i;
+        // SAFETY: `i` was in the mask: a value slot of the leaf read.
+        unsafe { self.copy.entry(i) }
+    }
+
+    /// Reads the leaf the back has stepped onto whole into the copy, while
+    /// the front has not walked and the range wants the whole leaf: a scan
+    /// backwards alone then hands out its entries by the mask's highest
+    /// bit, with no branch per slot and no check per entry (the front's
+    /// bound stays at the first index, below the leaf, and `last`, which
+    /// nothing reads meanwhile, is set when the front walks: see
+    /// [`uncopy_back`](Self::uncopy_back)). Out of line: the short
+    /// queries that step back without it keep their walk's registers.
+    #[inline(never)]
+    fn copy_back(&mut self) {
+        let b = &mut self.back;
+        let Some(leaf) = b.node else { return };
+        // SAFETY: the back's leaf, alive, and unchanged without `SHARED`
+        // (`lazy`'s contract).
+        b.mask = unsafe { self.copy.load::<SHARED>(leaf, b.min, b.max) };
+        b.off = 0;
+    }
+
+    /// Turns the back's copy of its leaf into a position in it, for the
+    /// front's first walk: sets `last` below what the back has handed out
+    /// (not kept while it reads copies), and stops both ends if the back
+    /// has handed out everything.
+    #[cold]
+    #[inline(never)]
+    fn uncopy_back(&mut self) {
+        let b = &mut self.back;
+        if b.mask != 0 {
+            let i = (31 - b.mask.leading_zeros()) as usize & 15;
+            // SAFETY: `i` is in the mask: a value slot of the leaf read.
+            let (_, hi, _) = unsafe { self.copy.entry(i) };
+            // Slot `i` is the back's highest left: the front may hand out
+            // what starts at or before its end.
+            (b.mask, b.off, b.hi, self.last) = (0, i + 1, hi, hi);
+        } else if b.node.is_some() && b.off == 0 {
+            // The back's leaf is spent (a copy or in place): everything in
+            // it from the first index up has been handed out.
+            if b.min <= self.first {
+                self.finish();
+            } else {
+                self.last = b.min - 1;
+            }
+        }
+    }
+
     /// The entry before the last one the back end handed out (at first,
     /// the entry reaching `last`), unless the front has handed it out
     /// already: the back half of a double-ended iterator (see [`Back`]).
@@ -954,17 +1015,23 @@ impl<'t> RawIter<'t> {
     /// come in their old form or their new one, or not at all.
     #[inline(always)]
     pub(crate) fn next_back_entry(&mut self) -> Option<(u64, u64, NonNull<()>)> {
-        if let Some(entry) = self.take_back() {
-            return Some(entry);
+        if self.back.mask != 0 {
+            return Some(self.take_back_copied());
         }
         self.next_back_slow()
     }
 
-    /// [`next_back_entry`](Self::next_back_entry) when the back's leaf has
-    /// nothing left for it: the first walk and the steps back.
+    /// [`next_back_entry`](Self::next_back_entry) when the back does not
+    /// read a copy: its leaf read in place, then the first walk and the
+    /// steps back (onto a copy of the leaf, if the front has not walked
+    /// and the range wants the leaf whole). Out of line: a scan backwards
+    /// alone comes here once per leaf.
     #[inline(never)]
     fn next_back_slow(&mut self) -> Option<(u64, u64, NonNull<()>)> {
         loop {
+            if let Some(entry) = self.take_back() {
+                return Some(entry);
+            }
             // While the front has not walked (`pending`), the back walks
             // from the root it will walk from.
             let root = match self.pending {
@@ -989,9 +1056,12 @@ impl<'t> RawIter<'t> {
                     self.finish();
                     return None;
                 }
-            }
-            if let Some(entry) = self.take_back() {
-                return Some(entry);
+                if self.pending.is_some() && self.back.min > self.first {
+                    self.copy_back();
+                    if self.back.mask != 0 {
+                        return Some(self.take_back_copied());
+                    }
+                }
             }
         }
     }
@@ -1053,6 +1123,10 @@ pub(crate) struct Back<'t> {
     /// The back has walked (or stopped): it does not walk from the root
     /// again but to step back.
     walked: bool,
+    /// The slots of the iterator's `copy` that hold values not yet handed
+    /// out, one bit each, while the back reads a copy of its leaf (`off`
+    /// is then 0; see [`RawIter::copy_back`]); else empty.
+    mask: u32,
 }
 
 impl<'t> Back<'t> {
@@ -1070,13 +1144,14 @@ impl<'t> Back<'t> {
             tall: false,
             ramp: false,
             walked: false,
+            mask: 0,
         }
     }
 
     /// Hands out nothing more.
     #[inline(always)]
     fn stop(&mut self) {
-        (self.node, self.parent, self.grand, self.off, self.walked) = (None, None, None, 0, true);
+        (self.node, self.parent, self.grand, self.off, self.walked, self.mask) = (None, None, None, 0, true, 0);
     }
 
     /// Stands on the leaf `lv`, with its slots `0..off` to look at, the

@@ -236,7 +236,7 @@ fn loom_iterator_races_in_place_and_leaf_writes() {
                 // SAFETY: the writers free what they replace only after
                 // this thread is joined (`retire` below), and change what
                 // a reader reaches only by single-word slot stores.
-                let mut it = unsafe { RawIter::lazy(&t, 0, u64::MAX, false) };
+                let mut it = unsafe { RawIter::<true>::lazy(&t, 0, u64::MAX, false) };
                 let mut seen = Vec::new();
                 while let Some((lo, hi, nn)) = it.next_entry() {
                     seen.push((lo, hi, val(nn.as_ptr())));
