@@ -654,84 +654,164 @@ impl Inline for f32 {
     }
 }
 
-/// `Handle` and `HandleMut` for values stored behind a box the tree makes
-/// (one allocation per entry, as `Box<T>` would be): the `Copy` values
-/// wider than a slot's 63 bits, handed out by value (`copy`), and the
-/// owning ones, handed out by reference (`owned`).
+/// A value's word in a box the tree makes ([`boxed_value!`]): the box's
+/// pointer.
+#[doc(hidden)]
+#[inline]
+pub fn boxed_word<T>(value: T) -> NonNull<()> {
+    Box::new(value).into_raw()
+}
+
+/// The value back out of its box, which is freed (see [`boxed_word`]).
+///
+/// # Safety
+///
+/// `raw` comes from `boxed_word::<T>` and is turned back once.
+#[doc(hidden)]
+#[inline]
+pub unsafe fn boxed_take<T>(raw: NonNull<()>) -> T {
+    // SAFETY: the caller's contract: a `Box<T>`'s word, turned back once.
+    *unsafe { <Box<T> as Handle>::from_raw(raw) }
+}
+
+/// The value in its box (see [`boxed_word`]).
+///
+/// # Safety
+///
+/// `raw` comes from `boxed_word::<T>`, and the box is not turned back
+/// nor borrowed mutably while the borrow lives.
+#[doc(hidden)]
+#[inline]
+pub unsafe fn boxed_ref<'a, T: 'a>(raw: NonNull<()>) -> &'a T {
+    // SAFETY: the caller's contract.
+    unsafe { <Box<T> as Handle>::borrow(raw) }
+}
+
+/// The value in its box, mutably (see [`boxed_word`]).
+///
+/// # Safety
+///
+/// `raw` comes from `boxed_word::<T>`, and nothing else reaches the box
+/// while the borrow lives.
+#[doc(hidden)]
+#[inline]
+pub unsafe fn boxed_mut<'a, T: 'a>(raw: NonNull<()>) -> &'a mut T {
+    // SAFETY: the caller's contract.
+    unsafe { <Box<T> as HandleMut>::borrow_mut(raw) }
+}
+
+/// Makes your own type a value the tree boxes itself, in one line and
+/// without `unsafe`: `MapleTree<YourType>` then keeps each value in a box
+/// it makes (one allocation per entry, as for `String`), hands it out by
+/// reference, changes it in place through `get_mut`, `values_mut` and
+/// friends, and drops it with its entry. (A small `Copy` type is faster
+/// stored in the slot itself: see [`Inline`].)
+///
+/// ```
+/// use maple_tree::MapleTree;
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Mapping {
+///     name: String,
+///     writable: bool,
+/// }
+/// maple_tree::boxed_value!(Mapping);
+///
+/// let mut t: MapleTree<Mapping> = MapleTree::new();
+/// t.insert_range(0x1000..=0x1fff, Mapping { name: "heap".into(), writable: true }).unwrap();
+/// t.get_mut(0x1800).unwrap().writable = false;
+/// assert_eq!(t.load(0x1000).map(|m| (m.name.as_str(), m.writable)), Some(("heap", false)));
+/// ```
+///
+/// Several types go in one call (`boxed_value!(A, B)`); a generic type
+/// names its parameters in brackets first
+/// (`boxed_value!([T: Clone] Labelled<T>)`); `boxed_value!(copy T)`
+/// hands a `Copy` type out by value instead of by reference (as the
+/// tree's own `u64` and `f64`).
+#[macro_export]
 macro_rules! boxed_value {
-    (copy $($t:ty),+) => {$(
-        boxed_value!(@impl [] $t, $t, |b: &$t| *b);
+    (copy $($t:ty),+ $(,)?) => {$(
+        $crate::boxed_value!(@impl [] $t, $t, |b: &$t| *b);
     )+};
-    (owned [$($generics:tt)*] $t:ty) => {
-        boxed_value!(@impl [$($generics)*] $t, &'a $t, |b: &'a $t| b);
-    };
     (@impl [$($generics:tt)*] $t:ty, $borrowed:ty, $out:expr) => {
-        // SAFETY: the word is a `Box<$t>`'s (see `Box`'s implementation:
-        // non-null, never the reserved page), made here and turned back
-        // once by `from_raw`; `borrow` reads the live box; `clone_raw`
-        // clones the value without taking the box.
-        unsafe impl<$($generics)*> Handle for $t {
+        // SAFETY: the word is a `Box<$t>`'s (`boxed_word`: non-null, never
+        // the reserved page), made here and turned back once by
+        // `from_raw`; `borrow` and `with_ref` read the live box, and
+        // `clone_raw` clones the value without taking the box. Each entry's
+        // box is its own: two never share a value, so `borrow_mut` may
+        // hand out `&mut`.
+        unsafe impl<$($generics)*> $crate::Handle for $t {
             type Borrowed<'a>
                 = $borrowed
             where
                 Self: 'a;
 
             #[inline]
-            fn into_raw(self) -> NonNull<()> {
-                Box::new(self).into_raw()
+            fn into_raw(self) -> ::core::ptr::NonNull<()> {
+                $crate::boxed_word(self)
             }
 
             #[inline]
-            unsafe fn from_raw(raw: NonNull<()>) -> Self {
+            unsafe fn from_raw(raw: ::core::ptr::NonNull<()>) -> Self {
                 // SAFETY: the caller's contract: a word from `into_raw`,
-                // which is a `Box<$t>`'s, turned back once.
-                *unsafe { <Box<$t> as Handle>::from_raw(raw) }
+                // turned back once.
+                unsafe { $crate::boxed_take(raw) }
             }
 
             #[inline]
-            unsafe fn borrow<'a>(raw: NonNull<()>) -> $borrowed
+            unsafe fn borrow<'a>(raw: ::core::ptr::NonNull<()>) -> $borrowed
             where
                 Self: 'a,
             {
                 // SAFETY: the caller's contract: the box is alive while
                 // the borrow lives.
-                let b: &'a $t = unsafe { <Box<$t> as Handle>::borrow(raw) };
+                let b: &'a $t = unsafe { $crate::boxed_ref(raw) };
                 ($out)(b)
             }
 
-            unsafe fn clone_raw(raw: NonNull<()>) -> Self
+            // (`for<'x>`: the bound is the trait's, for a type that may
+            // not be `Clone`, where a plain `Self: Clone` is an error.)
+            unsafe fn clone_raw(raw: ::core::ptr::NonNull<()>) -> Self
             where
-                Self: Clone,
+                for<'x> Self: ::core::clone::Clone,
             {
                 // SAFETY: as for `borrow`; the tree's box stays.
-                let b: &$t = unsafe { <Box<$t> as Handle>::borrow(raw) };
-                b.clone()
+                let b: &$t = unsafe { $crate::boxed_ref(raw) };
+                ::core::clone::Clone::clone(b)
             }
 
-            unsafe fn with_ref<R>(raw: NonNull<()>, f: impl FnOnce(&Self) -> R) -> R {
+            unsafe fn with_ref<R>(raw: ::core::ptr::NonNull<()>, f: impl FnOnce(&Self) -> R) -> R {
                 // SAFETY: as for `borrow`.
-                f(unsafe { <Box<$t> as Handle>::borrow(raw) })
+                f(unsafe { $crate::boxed_ref(raw) })
             }
         }
 
-        // SAFETY: each entry's box is its own: two never share a value.
-        unsafe impl<$($generics)*> HandleMut for $t {
+        // SAFETY: see above.
+        unsafe impl<$($generics)*> $crate::HandleMut for $t {
             type Target = $t;
 
-            unsafe fn borrow_mut<'a>(raw: NonNull<()>) -> &'a mut $t
+            #[inline]
+            unsafe fn borrow_mut<'a>(raw: ::core::ptr::NonNull<()>) -> &'a mut $t
             where
                 Self: 'a,
             {
-                // SAFETY: the caller's contract, as for `Box<$t>`.
-                unsafe { <Box<$t> as HandleMut>::borrow_mut(raw) }
+                // SAFETY: the caller's contract: nothing else reaches the
+                // box meanwhile.
+                unsafe { $crate::boxed_mut(raw) }
             }
         }
     };
+    ([$($generics:tt)*] $t:ty) => {
+        $crate::boxed_value!(@impl [$($generics)*] $t, &'a $t, |b: &'a $t| b);
+    };
+    ($($t:ty),+ $(,)?) => {$(
+        $crate::boxed_value!(@impl [] $t, &'a $t, |b: &'a $t| b);
+    )+};
 }
 
 boxed_value!(copy u64, i64, usize, isize, u128, i128, f64);
-boxed_value!(owned [] String);
-boxed_value!(owned [T] Vec<T>);
+boxed_value!(String);
+boxed_value!([T] Vec<T>);
 
 #[cfg(test)]
 mod tests {

@@ -18,8 +18,9 @@
 //! the slot itself ([`Inline`]: `u8`…`u32`, `i8`…`i32`, `f32`, `bool`,
 //! `char`, [`U63`], tuples of them, and your own small types); `u64`,
 //! `i64`, `usize`, `u128`, `f64`, `String` and `Vec<T>` in a box the tree
-//! makes (one allocation per entry); `Box<T>` and `Arc<T>` for anything
-//! else.
+//! makes (one allocation per entry), and so your own types, in one line
+//! ([`boxed_value!`]); `Box<T>` and `Arc<T>` too (an `Arc` shares one
+//! value between entries and trees).
 //!
 //! ```
 //! use maple_tree::{MapleTree, U63};
@@ -125,7 +126,10 @@
 //! | is a key covered | the same | `contains_key(&k)` | – | [`contains`](MapleTree::contains) |
 //! | insert where nothing is | check the neighbours, then `insert` | – | `insert_strict` | [`insert_range`](MapleTree::insert_range) |
 //! | store over what is there | trim or split the neighbours by hand | – | `insert_overwrite` | [`store_range`](MapleTree::store_range) |
-//! | store, joining equal neighbours | by hand | `insert` | – | [`store_range_merging`](MapleTree::store_range_merging) |
+//! | store, joining equal neighbours | by hand | `insert` | `insert_merge_touching_if_values_equal` (which fails on an overlap; ours overwrites) | [`store_range_merging`](MapleTree::store_range_merging) |
+//! | insert, joining whatever touches it | by hand | – | `insert_merge_touching` | [`insert_merge_touching`](MapleTree::insert_merge_touching) |
+//! | insert, joining whatever it overlaps | by hand | – | `insert_merge_overlapping` | [`insert_merge_overlapping`](MapleTree::insert_merge_overlapping) |
+//! | insert, joining both | by hand | – | `insert_merge_touching_or_overlapping` | [`insert_merge_touching_or_overlapping`](MapleTree::insert_merge_touching_or_overlapping) (a [`MapleSet`]'s `insert` always joins both) |
 //! | empty a range | trim or split by hand | `remove` | `cut` (ours hands back nothing: read [`range`](MapleTree::range) first) | [`remove_range`](MapleTree::remove_range) |
 //! | entries overlapping a range | `range(..=b)` from the entry before `a` | `overlapping(&r)` | – | [`range`](MapleTree::range) |
 //! | any overlap at all | the same | `overlaps(&r)` | – | `range(r).next().is_some()` |
@@ -138,16 +142,17 @@
 //! | split at a key | `split_off` (then trim the entry across it) | – | `split_off` | [`split_off`](MapleTree::split_off) |
 //! | move another map in | `append` (overlaps by hand) | `extend` | – | [`append`](MapleTree::append) |
 //! | keys other than `u64` | `BTreeMap<K, (K, V)>` | `RangeInclusiveMap<K, V>` (`K: StepLite`) | `NoditMap<K, I, V>` | `MapleTree<V, K>` ([`Key`]; made by [`keyed`](MapleTree::keyed)) |
+//! | a value of your own type | any `V` | `V: Clone + PartialEq` | any `V` | `V` after one [`boxed_value!`] line (boxed by the tree), or [`Inline`] for a small `Copy` type (in the slot) |
 //!
 //! Differences to know: `len` counts entries as stored (`rangemap` counts
 //! its coalesced ranges, which is ours after storing with
 //! `store_range_merging` only); `collect` and `extend` store without
 //! joining equal neighbours ([`from_iter_merging`](MapleTree::from_iter_merging)
 //! and [`extend_merging`](MapleTree::extend_merging) join, as `rangemap`'s
-//! do); `nodit`'s merging inserts (`insert_merge_*`) have no counterpart
-//! yet. A value is handed out as
-//! [`Handle::Borrowed`]: `&T` for `Box<T>` and `Arc<T>`, the value itself
-//! for the [`Inline`] kinds.
+//! do). A value is handed out as
+//! [`Handle::Borrowed`]: `&T` for `Box<T>`, `Arc<T>` and the boxed
+//! kinds (`String`, your [`boxed_value!`] types), the value itself for the
+//! [`Inline`] kinds and the wide integers.
 //!
 //! A tree of another key type is made with
 //! [`keyed`](MapleTree::keyed) (or `Default`, or `collect`): `new` is for
@@ -368,6 +373,7 @@ mod kept_walk;
 mod key;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod merge;
 mod navigate;
 mod node;
 mod raw;
@@ -393,7 +399,9 @@ pub use dup::DupError;
 pub use entry::{OccupiedRange, RangeEntry, VacantRange};
 pub use error::{AllocError, Error, InsertError};
 pub use gap_iter::Gaps;
-pub use handle::{inline_bits, inline_word, Handle, HandleMut, Inline, U63};
+pub use handle::{
+    boxed_mut, boxed_ref, boxed_take, boxed_word, inline_bits, inline_word, Handle, HandleMut, Inline, U63,
+};
 pub use iter::{IntoIter, Iter, IterMut, RangeCloned};
 pub use key::Key;
 #[cfg(feature = "serde")]

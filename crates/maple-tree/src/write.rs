@@ -145,6 +145,28 @@ pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
         .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
 }
 
+/// Stores `value` over a range that takes every entry it reaches whole
+/// (the merging inserts widen theirs to do so): nothing is cut in two,
+/// so no clone is needed. True if `at` is still good.
+///
+/// # Safety
+///
+/// As for [`insert_range`].
+pub(crate) unsafe fn store_whole<V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    at: Option<&mut Path<'_>>,
+    bounds: Bounds,
+    value: V,
+) -> Result<bool, InsertError<V>> {
+    let (first, last, e) = range_and_word(bounds, value)?;
+    // SAFETY: first <= last; `e` is a fresh handle; without a way to
+    // split, a write that would cut an entry in two fails and changes
+    // nothing; `at` is as our contract says.
+    unsafe { w.write_words(at, Store::new(first, last).entry(e)) }
+        // SAFETY: the engine hands back the entry it did not keep.
+        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
+}
+
 /// `remove_range` of both trees and cursors: true if `at` is still good.
 ///
 /// # Safety

@@ -40,6 +40,9 @@ enum Op {
     /// `retain`: keeps the entries whose value is not `k` modulo 3, and
     /// those starting below the key given.
     Retain(u64, u64),
+    /// `insert_merge_touching` (0), `insert_merge_overlapping` (1) or
+    /// `insert_merge_touching_or_overlapping` (2).
+    MergeInsert(u64, u64, u64, u8),
 }
 
 fn apply<W: Writes>(t: &mut MapleTree<U63, u64, W>, m: &mut Model, op: &Op, step: usize) {
@@ -147,6 +150,34 @@ fn apply<W: Writes>(t: &mut MapleTree<U63, u64, W>, m: &mut Model, op: &Op, step
                 // range) joins the stored range.
                 let lo = f.checked_sub(1).and_then(|p| m.get(p)).filter(|e| e.2 == x).map_or(f, |e| e.0);
                 let hi = l.checked_add(1).and_then(|n| m.get(n)).filter(|e| e.2 == x).map_or(l, |e| e.1);
+                assert_eq!(got, Ok(lo..=hi), "{what}");
+                m.store(lo, hi, x);
+            }
+        }
+        Op::MergeInsert(f, l, x, kind) => {
+            let (touching, overlapping) = [(true, false), (false, true), (true, true)][usize::from(kind % 3)];
+            let got = match kind % 3 {
+                0 => t.insert_merge_touching(f..=l, v(x)),
+                1 => t.insert_merge_overlapping(f..=l, v(x)),
+                _ => t.insert_merge_touching_or_overlapping(f..=l, v(x)),
+            };
+            let got = got.map_err(|e| (e.cause, e.value.get()));
+            if f > l {
+                assert_eq!(got, Err((Error::InvalidRange, x)), "{what}");
+            } else if !overlapping && !m.is_free(f, l) {
+                assert_eq!(got, Err((Error::Occupied, x)), "{what}");
+            } else {
+                // Widened to the entries (values or reserved ranges) under
+                // its ends, then to those beside it.
+                let (mut lo, mut hi) = (f, l);
+                if overlapping {
+                    lo = m.get_any(f).map_or(lo, |e| e.0);
+                    hi = m.get_any(l).map_or(hi, |e| e.1);
+                }
+                if touching {
+                    lo = lo.checked_sub(1).and_then(|p| m.get_any(p)).map_or(lo, |e| e.0);
+                    hi = hi.checked_add(1).and_then(|n| m.get_any(n)).map_or(hi, |e| e.1);
+                }
                 assert_eq!(got, Ok(lo..=hi), "{what}");
                 m.store(lo, hi, x);
             }
@@ -305,6 +336,7 @@ fn op(max: u64) -> impl Strategy<Value = Op> {
         1 => range.clone().prop_map(|(a, b)| Op::Range(a, b)),
         1 => Just(Op::Ends),
         1 => (0..3u64, key(max)).prop_map(|(k, below)| Op::Retain(k, below)),
+        3 => (range.clone(), any::<u32>(), 0..3u8).prop_map(|((f, l), x, k)| Op::MergeInsert(f, l, x.into(), k)),
     ]
 }
 
