@@ -102,6 +102,32 @@ unsafe fn take_back<V: Handle>(word: *mut ()) -> V {
     unsafe { V::from_raw(NonNull::new_unchecked(word)) }
 }
 
+/// Writes `value` over `bounds` as `how` shapes the store (from a plain
+/// overwrite of the range with the value's word): true if `at` is still
+/// good; on failure the value comes back and nothing has changed.
+///
+/// # Safety
+///
+/// `at`, if given, is a walk of `w`'s tree made since its last change
+/// (a cursor's, which every write through the cursor keeps current), or
+/// empty; what `how` adds is the engine's to use: `insert_only`, or a
+/// `split` that makes fresh handles.
+unsafe fn write_value<'p, V: Handle, W: WriteTarget<V>>(
+    w: &mut W,
+    at: Option<&mut Path<'_>>,
+    bounds: Bounds,
+    value: V,
+    how: impl FnOnce(Store<'p>) -> Store<'p>,
+) -> Result<bool, InsertError<V>> {
+    let (first, last, e) = range_and_word(bounds, value)?;
+    // SAFETY: first <= last; `e` is a fresh handle; without a way to
+    // split, a write that would cut an entry in two fails and changes
+    // nothing; `how` and `at` are as our contract says.
+    unsafe { w.write_words(at, how(Store::new(first, last).entry(e))) }
+        // SAFETY: the engine hands back the entry it did not keep.
+        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
+}
+
 /// `insert_range` of both trees and cursors: true if `at` is still good.
 ///
 /// # Safety
@@ -115,12 +141,8 @@ pub(crate) unsafe fn insert_range<V: Handle, W: WriteTarget<V>>(
     bounds: Bounds,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last, e) = range_and_word(bounds, value)?;
-    // SAFETY: first <= last; `e` is a fresh handle; no split is needed for
-    // an insert; `at` is as our contract says.
-    unsafe { w.write_words(at, Store::new(first, last).entry(e).insert_only()) }
-        // SAFETY: the engine hands back the entry it did not keep.
-        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
+    // SAFETY: our contract; an insert cuts nothing.
+    unsafe { write_value(w, at, bounds, value, Store::insert_only) }
 }
 
 /// `store_range` of both trees and cursors: true if `at` is still good.
@@ -134,15 +156,11 @@ pub(crate) unsafe fn store_range<V: Handle + Clone, W: WriteTarget<V>>(
     bounds: Bounds,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last, e) = range_and_word(bounds, value)?;
     // SAFETY: the engine passes words of live values of this tree, which
     // the writer's exclusive access keeps from being borrowed mutably.
     let mut clone = |w, _, _, _| unsafe { clone_word::<V>(w) };
-    // SAFETY: first <= last; `e` is a fresh handle; `clone` makes fresh
-    // handles; `at` is as our contract says.
-    unsafe { w.write_words(at, Store::new(first, last).entry(e).split(&mut clone)) }
-        // SAFETY: the engine hands back the entry it did not keep.
-        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
+    // SAFETY: our contract; `clone` makes fresh handles.
+    unsafe { write_value(w, at, bounds, value, |s| s.split(&mut clone)) }
 }
 
 /// Stores `value` over a range that takes every entry it reaches whole
@@ -158,13 +176,8 @@ pub(crate) unsafe fn store_whole<V: Handle, W: WriteTarget<V>>(
     bounds: Bounds,
     value: V,
 ) -> Result<bool, InsertError<V>> {
-    let (first, last, e) = range_and_word(bounds, value)?;
-    // SAFETY: first <= last; `e` is a fresh handle; without a way to
-    // split, a write that would cut an entry in two fails and changes
-    // nothing; `at` is as our contract says.
-    unsafe { w.write_words(at, Store::new(first, last).entry(e)) }
-        // SAFETY: the engine hands back the entry it did not keep.
-        .map_err(|(cause, e)| InsertError { value: unsafe { take_back(e) }, cause })
+    // SAFETY: our contract; a write that would cut an entry fails.
+    unsafe { write_value(w, at, bounds, value, |s| s) }
 }
 
 /// `remove_range` of both trees and cursors: true if `at` is still good.
