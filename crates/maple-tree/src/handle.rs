@@ -81,11 +81,11 @@ pub(crate) unsafe fn value_mask(slots: &[AtomicPtr<()>; 16]) -> u32 {
         // `STEP` and clearing that bit leaves zero; a 64-bit lane is zero
         // when both its 32-bit halves are, which SSE2 compares.
         // SAFETY: the target has SSE2 (this block is compiled only where
-        // it does), so its intrinsics run on any CPU this code runs on. `AtomicPtr<()>` has
-        // a pointer's layout, so the sixteen slots are 128 bytes, read 16
-        // at a time (`loadu` takes any alignment); nobody writes them
-        // meanwhile (this function's contract): the plain loads race with
-        // nothing.
+        // it does), so its intrinsics run on any CPU this code runs on.
+        // `AtomicPtr<()>` has a pointer's layout, so the sixteen slots are
+        // 128 bytes, read 16 at a time (`loadu` takes any alignment);
+        // nobody writes them meanwhile (this function's contract): the
+        // plain loads race with nothing.
         unsafe {
             let (step, keep) = (_mm_set1_epi64x(STEP as i64), _mm_set1_epi64x(!STEP as i64));
             let mut empty = 0;

@@ -472,6 +472,18 @@ impl LeafCopy {
     }
 }
 
+/// The lowest slot in a copy's non-empty value mask (the front's next).
+#[inline(always)]
+fn lowest_slot(mask: u32) -> usize {
+    mask.trailing_zeros() as usize & 15
+}
+
+/// The highest slot in a copy's non-empty value mask (the back's next).
+#[inline(always)]
+fn highest_slot(mask: u32) -> usize {
+    (31 - mask.leading_zeros()) as usize & 15
+}
+
 /// How many leaves ahead iteration prefetches.
 const PREFETCH_AHEAD: usize = 4;
 
@@ -627,7 +639,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     /// not empty).
     #[inline(always)]
     fn take_copied(&mut self) -> (u64, u64, NonNull<()>) {
-        let i = self.mask.trailing_zeros() as usize & 15;
+        let i = lowest_slot(self.mask);
         self.mask &= self.mask - 1;
         // SAFETY: `i` was in the mask: a value slot of the leaf read.
         unsafe { self.copy.entry(i) }
@@ -665,7 +677,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
         }
         self.off = 0;
         if self.mask != 0 {
-            let i = self.mask.trailing_zeros() as usize & 15;
+            let i = lowest_slot(self.mask);
             // SAFETY: `i` was in the mask: a value slot of the leaf read.
             let (lo, _, _) = unsafe { self.copy.entry(i) };
             let Some(&lv) = self.walk.path.last() else { return false };
@@ -954,7 +966,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     /// not empty).
     #[inline(always)]
     fn take_back_copied(&mut self) -> (u64, u64, NonNull<()>) {
-        let i = (31 - self.back.mask.leading_zeros()) as usize & 15;
+        let i = highest_slot(self.back.mask);
         self.back.mask ^= 1 << i;
         // SAFETY: `i` was in the mask: a value slot of the leaf read.
         unsafe { self.copy.entry(i) }
@@ -987,7 +999,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     fn uncopy_back(&mut self) {
         let b = &mut self.back;
         if b.mask != 0 {
-            let i = (31 - b.mask.leading_zeros()) as usize & 15;
+            let i = highest_slot(b.mask);
             // SAFETY: `i` is in the mask: a value slot of the leaf read.
             let (_, hi, _) = unsafe { self.copy.entry(i) };
             // Slot `i` is the back's highest left: the front may hand out

@@ -89,6 +89,16 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
         self.insert_merge(range, value, true, true)
     }
 
+    /// `first..=last` widened to the entries just before and just after it
+    /// whose words `join` accepts (the merging stores' and inserts' one
+    /// rule for neighbours).
+    #[inline]
+    pub(crate) fn widen_to_neighbours(&self, first: u64, last: u64, join: impl Fn(*mut ()) -> bool) -> (u64, u64) {
+        let lo = first.checked_sub(1).map(|before| self.raw.lookup(before)).filter(|&(_, _, w)| join(w));
+        let hi = last.checked_add(1).map(|after| self.raw.lookup(after)).filter(|&(_, _, w)| join(w));
+        (lo.map_or(first, |(lo, _, _)| lo), hi.map_or(last, |(_, hi, _)| hi))
+    }
+
     /// The three above: `range` widened to the entries holding its ends
     /// (`overlapping`; else it must be empty), then to those touching it
     /// (`touching`), stored in one write.
@@ -118,18 +128,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
             return Err(InsertError { value, cause: Error::Occupied });
         }
         if touching {
-            if let Some(before) = first.checked_sub(1) {
-                let (lo, _, w) = self.raw.lookup(before);
-                if !w.is_null() {
-                    first = lo;
-                }
-            }
-            if let Some(after) = last.checked_add(1) {
-                let (_, hi, w) = self.raw.lookup(after);
-                if !w.is_null() {
-                    last = hi;
-                }
-            }
+            (first, last) = self.widen_to_neighbours(first, last, |w| !w.is_null());
         }
         // SAFETY: no walk is given.
         unsafe { write::store_whole(self, None, Ok((first, last)), value) }.map(|_| key::span(first, last))

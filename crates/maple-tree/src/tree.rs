@@ -481,18 +481,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
                 // it; `word` is a live handle we own until `from_raw` below.
                 && unsafe { V::with_ref(NonNull::new_unchecked(w), |theirs| V::with_ref(word, |ours| theirs == ours)) }
         };
-        if let Some(prev) = first.checked_sub(1) {
-            let (lo, _, w) = self.raw.lookup(prev);
-            if equal(w) {
-                first = lo;
-            }
-        }
-        if let Some(next) = last.checked_add(1) {
-            let (_, hi, w) = self.raw.lookup(next);
-            if equal(w) {
-                last = hi;
-            }
-        }
+        (first, last) = self.widen_to_neighbours(first, last, equal);
         // SAFETY: turned back once, from its own `into_raw`.
         let value = unsafe { V::from_raw(word) };
         // SAFETY: no walk is given.
