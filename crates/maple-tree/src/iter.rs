@@ -16,10 +16,10 @@ use core::{
 };
 
 use crate::{
-    handle::{is_value_word, value_mask, Handle, HandleMut},
+    handle::{copy_value_mask, is_value_word, Handle, HandleMut},
     key::{self, Key},
-    node::{load_ptrs, load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
-    raw::{descend, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
+    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    raw::{descend, Children, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
     write::Bounds,
@@ -329,7 +329,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
 /// `SHARED` is the concurrent tree's: without it the tree does not change
 /// while the iterator lives ([`lazy`](Self::lazy)'s contract), and the
 /// copies read a leaf's slots by plain loads, sixteen at a time
-/// ([`value_mask`]); with it, one atomic load each.
+/// ([`copy_value_mask`]); with it, one atomic load each.
 pub(crate) struct RawIter<'t, const SHARED: bool> {
     walk: LeafWalk<'t>,
     /// The front's leaf while it has slots left there for the front: none
@@ -434,10 +434,7 @@ impl LeafCopy {
         if !SHARED {
             // SAFETY: nothing changes the leaf meanwhile (the contract),
             // so plain loads race with nothing.
-            return unsafe {
-                load_ptrs(slots, &mut self.words);
-                value_mask(leaf_arrays(&leaf).1)
-            };
+            return unsafe { copy_value_mask(leaf_arrays(&leaf).1, &mut self.words) };
         }
         let mut mask = 0u32;
         for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
@@ -557,11 +554,15 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     /// just reached (one leaf's scan is much shorter than a miss to
     /// memory): the one that far ahead, and those before it too when the
     /// walk has just come under this parent (its start, or a step to a
-    /// cousin leaf).
+    /// cousin leaf). Only in trees of [`PREFETCH_HEIGHT`] levels or more.
     #[inline(always)]
     fn prefetch_ahead(&self, fresh: bool) {
         let path = &self.walk.path;
-        let Some(d) = path.len().checked_sub(2) else { return };
+        if path.len() < PREFETCH_HEIGHT {
+            // A smaller tree stays in the cache, as lookups assume.
+            return;
+        }
+        let d = path.len() - 2;
         let p = &path[d];
         if !fresh && p.off != 0 {
             // A step to the next sibling: the one leaf that far ahead is
@@ -572,7 +573,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
                 // SAFETY: an internal node's used slot (`has_next` of the
                 // one before) holds a live child.
                 unsafe { p.node.child(k) }.prefetch();
-            } else if path.len() >= PREFETCH_HEIGHT {
+            } else {
                 prefetch_cousin(path, d, k);
             }
             return;
@@ -733,13 +734,44 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
         }
         // The common case: the next leaf is a sibling, reached through the
         // parent's arrays.
-        if self.walk.step_to_sibling(true) {
-            self.prefetch_ahead(false);
-            let Some(&lv) = self.walk.path.last() else { return false };
+        if let Some(lv) = self.step_to_sibling() {
             self.enter_stepped::<COPY>(lv);
             return true;
         }
         self.step_front_far::<COPY>()
+    }
+
+    /// Moves the walk to the next leaf under the same parent and returns
+    /// it, asking for the one [`PREFETCH_AHEAD`] on; `None` (unmoved) at
+    /// the parent's last child, or where the walk has no parent.
+    #[inline(always)]
+    fn step_to_sibling(&mut self) -> Option<Level<'t>> {
+        let (leaf, up) = self.walk.path.split_last_mut()?;
+        let d = up.len().checked_sub(1)?;
+        let p = &mut up[d];
+        let kids = Children::of(&p.node);
+        if !kids.has_next(p.off) {
+            return None;
+        }
+        let k = p.off + 1;
+        // SAFETY: slot `k` is used (the one before has a successor), and
+        // the walk's nodes stay alive (`lazy`'s contract).
+        let node = unsafe { kids.child(k) };
+        p.off = k;
+        let max = kids.piv.get(k).map_or(p.max, |x| x.load(Ordering::Relaxed).min(p.max));
+        // (The leaf has a sibling after it: it does not end the key space.)
+        *leaf = Level { node, min: leaf.max + 1, max, off: 0 };
+        let lv = *leaf;
+        // (A smaller tree stays in the cache, as lookups assume.)
+        if d + 2 >= PREFETCH_HEIGHT {
+            if kids.has_next(k + PREFETCH_AHEAD - 1) {
+                // SAFETY: as above, for the slot that far on.
+                unsafe { kids.child(k + PREFETCH_AHEAD) }.prefetch();
+            } else {
+                prefetch_cousin(&self.walk.path, d, k + PREFETCH_AHEAD);
+            }
+        }
+        Some(lv)
     }
 
     /// [`step_front`](Self::step_front)'s first walk, from the root `lazy`
@@ -987,7 +1019,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
         // SAFETY: the back's leaf, alive, and unchanged without `SHARED`
         // (`lazy`'s contract).
         b.mask = unsafe { self.copy.load::<SHARED>(leaf, b.min, b.max) };
-        b.off = 0;
+        (b.off, b.copied) = (0, true);
     }
 
     /// Turns the back's copy of its leaf into a position in it, for the
@@ -1040,6 +1072,17 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
     /// alone comes here once per leaf.
     #[inline(never)]
     fn next_back_slow(&mut self) -> Option<(u64, u64, NonNull<()>)> {
+        if self.back.copied && self.pending.is_some() {
+            // A scan backwards alone whose copy is spent: straight onto a
+            // copy of the leaf before, if the range wants it whole.
+            // SAFETY: `lazy`'s contract keeps the back's nodes alive.
+            if unsafe { self.back.step_to_sibling::<true>(self.first) }.is_some() {
+                self.copy_back();
+                if self.back.mask != 0 {
+                    return Some(self.take_back_copied());
+                }
+            }
+        }
         loop {
             if let Some(entry) = self.take_back() {
                 return Some(entry);
@@ -1127,7 +1170,7 @@ pub(crate) struct Back<'t> {
     /// The parent's parent, in trees of three levels or more.
     grand: Option<Level<'t>>,
     /// A tree of [`PREFETCH_HEIGHT`] levels or more, where steps back ask
-    /// for leaves under the parent before.
+    /// for the leaves before (a smaller tree stays in the cache).
     tall: bool,
     /// The first walk asked only for the leaf before: the first step back
     /// asks for the leaves before that (see [`walk`](Self::walk)).
@@ -1139,6 +1182,9 @@ pub(crate) struct Back<'t> {
     /// out, one bit each, while the back reads a copy of its leaf (`off`
     /// is then 0; see [`RawIter::copy_back`]); else empty.
     mask: u32,
+    /// The back's leaf was read into the copy (its entries come by
+    /// `mask`, and once that is empty the leaf is spent).
+    copied: bool,
 }
 
 impl<'t> Back<'t> {
@@ -1157,6 +1203,7 @@ impl<'t> Back<'t> {
             ramp: false,
             walked: false,
             mask: 0,
+            copied: false,
         }
     }
 
@@ -1171,7 +1218,7 @@ impl<'t> Back<'t> {
     #[inline(always)]
     fn enter(&mut self, lv: Level<'t>, off: usize, hi: u64) {
         self.node = Some(lv.leaf());
-        (self.min, self.max, self.off, self.hi) = (lv.min, lv.max, off, hi);
+        (self.min, self.max, self.off, self.hi, self.copied) = (lv.min, lv.max, off, hi, false);
     }
 
     /// Walks from `root` to the leaf holding `index` and stands there,
@@ -1294,16 +1341,26 @@ impl<'t> Back<'t> {
             return None;
         }
         let p = self.parent.as_mut()?;
-        let (off, min, max) = slot_before(p)?;
+        let off = p.off.checked_sub(1)?;
+        let kids = Children::of(&p.node);
+        let min = match off.checked_sub(1) {
+            Some(j) => kids.piv.get(j)?.load(Ordering::Relaxed) + 1,
+            None => p.min,
+        };
         if BOUNDED && min <= above {
             return None;
         }
-        p.off = off;
         // SAFETY: a used slot (one before a used one) of a live internal
         // node (this function's contract) holds an encoded live child.
-        let node = unsafe { p.node.child(off) };
+        let node = unsafe { kids.child(off) };
+        p.off = off;
+        // (The leaves under a parent tile its range: the one before ends
+        // where this one starts, above the parent's minimum.)
+        let max = self.min - 1;
         let lv = Level { node, min, max, off: 0 };
-        if core::mem::take(&mut self.ramp) {
+        if !self.tall {
+            // (A smaller tree stays in the cache, as lookups assume.)
+        } else if core::mem::take(&mut self.ramp) {
             // The first step after the first walk: the leaves before this
             // one, up to `PREFETCH_AHEAD` back, as a walk onto a new parent
             // asks (the first walk asked for this one only).
@@ -1311,8 +1368,8 @@ impl<'t> Back<'t> {
             unsafe { prefetch_before(p.node, off) };
         } else if let Some(k) = off.checked_sub(PREFETCH_AHEAD) {
             // SAFETY: as above, for a slot further before.
-            unsafe { p.node.child(k) }.prefetch();
-        } else if let Some(g) = self.grand.filter(|_| self.tall) {
+            unsafe { kids.child(k) }.prefetch();
+        } else if let Some(g) = self.grand {
             prefetch_cousin_before(g, PREFETCH_AHEAD - off);
         }
         self.enter(lv, RANGE64_SLOTS, max);
@@ -1395,7 +1452,7 @@ impl<'t> LeafWalk<'t> {
             // SAFETY: slot `k` is below the count, so it holds a live
             // child: a leaf, one level above being leaves.
             let child = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
-            if k + PREFETCH_AHEAD < count {
+            if n >= PREFETCH_HEIGHT && k + PREFETCH_AHEAD < count {
                 // SAFETY: as above.
                 unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
             }

@@ -16,8 +16,8 @@ use core::{
 
 use crate::{
     alloc::Slab,
-    node::{find_in, slot_bounds, Kind, LeafRef, NoReaders, NodeRef, MAX_HEIGHT},
-    sync::{AtomicPtr, AtomicUsize, Ordering},
+    node::{find_in, slot_bounds, Kind, LeafRef, NoReaders, NodeRef, MAX_HEIGHT, PIVOT_UNUSED},
+    sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// One level of a walk: the node, its implied bounds and the slot taken.
@@ -48,6 +48,44 @@ impl<'t> Level<'t> {
     #[inline]
     pub(crate) fn leaf(&self) -> LeafRef<'t> {
         self.node.as_leaf().expect("the last level of a walk is a leaf")
+    }
+}
+
+/// An internal node's arrays, found by one dispatch on its kind: what an
+/// iterator's step between a parent's leaves reads (the accessors of
+/// [`NodeRef`] dispatch once each).
+#[derive(Clone, Copy)]
+pub(crate) struct Children<'t> {
+    /// The node's pivots.
+    pub(crate) piv: &'t [AtomicU64],
+    /// Its slots.
+    slots: &'t [AtomicPtr<()>],
+}
+
+impl<'a> Children<'a> {
+    /// The arrays of `node`, an internal node.
+    #[inline(always)]
+    pub(crate) fn of(node: &'a NodeRef<'_>) -> Children<'a> {
+        let (piv, slots) = node.arrays();
+        Children { piv, slots }
+    }
+
+    /// Whether slot `k`, a used one, has a used slot after it.
+    #[inline(always)]
+    pub(crate) fn has_next(&self, k: usize) -> bool {
+        self.piv.get(k).is_some_and(|p| p.load(Ordering::Relaxed) != PIVOT_UNUSED)
+    }
+
+    /// Child `k`.
+    ///
+    /// # Safety
+    ///
+    /// Slot `k` is used, and the node's children outlive `'t`: the slot
+    /// holds an encoded live child.
+    #[inline(always)]
+    pub(crate) unsafe fn child<'t>(&self, k: usize) -> NodeRef<'t> {
+        // SAFETY: a used slot's word (this function's contract).
+        unsafe { NodeRef::decode(self.slots[k].load(Ordering::Acquire)) }
     }
 }
 
