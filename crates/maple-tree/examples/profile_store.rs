@@ -12,9 +12,10 @@
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
 //! process (1 M ranges by default), `writes-vs-btree` random inserts,
 //! overwrites or erases (see [`writes_vs_btree`]); `btree-rand`, `btree-erase`,
-//! `btree-for` and `btree-rev` run the `BTreeMap` idiom on `rand`'s,
-//! `erase-bulk`'s, `iter-for`'s and `iter-rev`'s work, for its
-//! instruction count. For `asc`, `rand` and `erase`,
+//! `btree-for`, `btree-rev` and `btree-values-mut` run the `BTreeMap` idiom
+//! on `rand`'s, `erase-bulk`'s, `iter-for`'s, `iter-rev`'s and
+//! `for-each-value-mut`'s work, for its instruction count. For `asc`,
+//! `rand`, `erase` and the three value loops (1000 by default),
 //! `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
@@ -175,12 +176,23 @@ fn main() {
         println!("{}", (0..20_000).map(|_| sum_by_for(&t)).sum::<u64>());
         return;
     }
-    if mode == "for-each-mut" || mode == "for-each-value-mut" {
-        // Every inline value changed in place, 20 000 times over, with its
-        // range or without.
-        let mut t: MapleTree<u32> =
-            MapleTree::from_sorted((0..1000u64).map(|i| (i * 16..=i * 16 + 9, i as u32))).unwrap();
-        for _ in 0..20_000 {
+    if mode == "for-each-mut" || mode == "for-each-value-mut" || mode == "btree-values-mut" {
+        // Every inline value of `N` ranges (1000 by default) changed in
+        // place, 20 M values in all, with its range or without; or the
+        // `BTreeMap` idiom's `values_mut` on the same work.
+        let n = env_u64("N", 1000);
+        let rounds = env_u64("ROUNDS", (20_000_000 / n).max(1));
+        if mode == "btree-values-mut" {
+            let mut m: std::collections::BTreeMap<u64, (u64, u32)> =
+                (0..n).map(|i| (i * 16, (i * 16 + 9, i as u32))).collect();
+            for _ in 0..rounds {
+                m.values_mut().for_each(|v| v.1 = v.1.wrapping_add(1));
+            }
+            println!("{}", m.get(&16).map_or(0, |v| v.1));
+            return;
+        }
+        let mut t: MapleTree<u32> = MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, i as u32))).unwrap();
+        for _ in 0..rounds {
             if mode == "for-each-mut" {
                 t.for_each_mut(|_, v| *v = v.wrapping_add(1));
             } else {

@@ -1400,6 +1400,28 @@ fn slot_before(l: &Level<'_>) -> Option<(usize, u64, u64)> {
     Some((off, min, max))
 }
 
+/// Asks for the first [`PREFETCH_AHEAD`] leaves under the parent after the
+/// one at `path[d]` (the next slot of its own parent, `path[d - 1]`): what
+/// a scan of leaves wants next as it nears its parent's end. Nothing where
+/// that parent is the grandparent's last child.
+#[cold]
+fn prefetch_next_parent(path: &Path<'_>, d: usize) {
+    let Some(g) = d.checked_sub(1).map(|g| &path[g]) else { return };
+    if !g.node.has_next(g.off) {
+        return;
+    }
+    // SAFETY: `has_next` says the grandparent's next slot is used: it
+    // holds a live child, the next parent.
+    let next = unsafe { g.node.child(g.off + 1) };
+    for j in 0..PREFETCH_AHEAD {
+        if j > 0 && !next.has_next(j - 1) {
+            break;
+        }
+        // SAFETY: slot `j` is used (the first, or one after a used one).
+        unsafe { next.child(j) }.prefetch();
+    }
+}
+
 /// Near the start of its parent, the leaf [`PREFETCH_AHEAD`] before the one
 /// a backward walk stands on lies under the parent before: asks for it
 /// there, the `back`-th child from that parent's end (its grandparent
@@ -1441,7 +1463,7 @@ impl<'t> LeafWalk<'t> {
         let count = p.node.count();
         // The walk is brought in step once, after the loop: `f` cannot
         // see it.
-        let (mut k, mut cur) = (p.off, lv);
+        let (mut k, mut cur, mut asked_next) = (p.off, lv, false);
         while !end && k + 1 < count {
             let (min, max) =
                 (cur.max.wrapping_add(1), piv.get(k + 1).map_or(p.max, |x| x.load(Ordering::Relaxed).min(p.max)));
@@ -1452,9 +1474,16 @@ impl<'t> LeafWalk<'t> {
             // SAFETY: slot `k` is below the count, so it holds a live
             // child: a leaf, one level above being leaves.
             let child = unsafe { NodeRef::decode(slots[k].load(Ordering::Acquire)) };
-            if n >= PREFETCH_HEIGHT && k + PREFETCH_AHEAD < count {
+            if n < PREFETCH_HEIGHT {
+                // (A smaller tree stays in the cache.)
+            } else if k + PREFETCH_AHEAD < count {
                 // SAFETY: as above.
                 unsafe { p.node.child(k + PREFETCH_AHEAD) }.prefetch();
+            } else if !asked_next {
+                // The leaf that far on is under the next parent, where the
+                // walk steps after the loop: its first leaves, once.
+                asked_next = true;
+                prefetch_next_parent(&self.path, d);
             }
             let leaf = child.as_leaf().expect("the children of a leaf's parent are leaves");
             acc = f(acc, leaf, min, max);
