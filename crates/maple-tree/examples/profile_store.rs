@@ -15,9 +15,12 @@
 //! `btree-for`, `btree-rev` and `btree-values-mut` run the `BTreeMap` idiom
 //! on `rand`'s, `erase-bulk`'s, `iter-for`'s, `iter-rev`'s and
 //! `for-each-value-mut`'s work, for its instruction count. For `asc`,
-//! `rand`, `erase` and the three value loops (1000 by default),
-//! `N=1000000` sets the number of ranges
-//! (100 K by default) and `GAPS=1` builds gap-tracking trees; `rand` prints
+//! `rand` and `erase`, `N=1000000` sets the number of ranges
+//! (100 K by default) and `GAPS=1` builds gap-tracking trees; for
+//! `iter-for`, `iter-rev`, the value loops (`for-each-mut`,
+//! `for-each-value-mut`) and the idiom's `btree-for`, `btree-rev` and
+//! `btree-values-mut`, `N` sets it too (1000 by default) and `ROUNDS` the
+//! passes over the tree (20 M entries in all by default); `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
 //! wall-clock comparisons that outlast the machine's swings.
@@ -171,9 +174,11 @@ fn main() {
         return;
     }
     if mode == "iter-for" {
-        // The same, entry by entry through `next` (a `for` loop).
-        let t = bulk(1000);
-        println!("{}", (0..20_000).map(|_| sum_by_for(&t)).sum::<u64>());
+        // The same, entry by entry through `next` (a `for` loop), over `N`
+        // ranges (1000 by default), 20 M entries in all.
+        let n = env_u64("N", 1000);
+        let t = bulk(n);
+        println!("{}", (0..env_u64("ROUNDS", (20_000_000 / n).max(1))).map(|_| sum_by_for(&t)).sum::<u64>());
         return;
     }
     if mode == "for-each-mut" || mode == "for-each-value-mut" || mode == "btree-values-mut" {
@@ -215,8 +220,9 @@ fn main() {
     if mode == "btree-for" || mode == "btree-rev" {
         // The `BTreeMap` idiom (start → (end, value)) on `iter-for`'s and
         // `iter-rev`'s work, for its instruction count.
-        let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..1000u64).map(|i| (i * 16, (i * 16 + 9, i))).collect();
-        let total: u64 = (0..20_000)
+        let n = env_u64("N", 1000);
+        let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect();
+        let total: u64 = (0..env_u64("ROUNDS", (20_000_000 / n).max(1)))
             .map(|_| {
                 let mut sum = 0;
                 if mode == "btree-for" {
@@ -236,8 +242,9 @@ fn main() {
     }
     if mode == "iter-rev" {
         // The same backwards, entry by entry through `next_back`.
-        let t = bulk(1000);
-        let total: u64 = (0..20_000)
+        let n = env_u64("N", 1000);
+        let t = bulk(n);
+        let total: u64 = (0..env_u64("ROUNDS", (20_000_000 / n).max(1)))
             .map(|_| {
                 let mut sum = 0;
                 for (_, v) in t.iter().rev() {
