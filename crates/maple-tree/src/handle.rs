@@ -19,7 +19,7 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use core::{fmt, mem::MaybeUninit, ptr::NonNull};
+use core::{fmt, ptr::NonNull};
 use liballoc::sync::Arc;
 
 use crate::sync::AtomicPtr;
@@ -56,12 +56,11 @@ pub(crate) fn is_value_word(w: *mut ()) -> bool {
     w.addr().wrapping_add(STEP) & !STEP != 0
 }
 
-/// Copies sixteen slot words into `dst` and says which are values, one bit
-/// each ([`is_value_word`] of slot `i` in bit `i`): a leaf read whole in
-/// one pass. On x86-64 (whose baseline has SSE2) the words are read as
-/// plain loads, two to a 128-bit register, each stored as read and tested
-/// by one compare per four words: about half the instructions of one test
-/// per word, which is what other targets (and loom's atomics) do.
+/// Which of sixteen slot words are values, one bit each ([`is_value_word`]
+/// of slot `i` in bit `i`). On x86-64 (whose baseline has SSE2) the words
+/// are read as plain loads, two to a 128-bit compare: about half the
+/// instructions of one test per word, which is what other targets (and
+/// loom's atomics) do.
 ///
 /// # Safety
 ///
@@ -69,35 +68,30 @@ pub(crate) fn is_value_word(w: *mut ()) -> bool {
 /// borrowed, never one the concurrent tree's readers can reach (its
 /// writers store slots in place under them).
 #[inline(always)]
-pub(crate) unsafe fn copy_value_mask(slots: &[AtomicPtr<()>; 16], dst: &mut [MaybeUninit<*mut ()>; 16]) -> u32 {
+pub(crate) unsafe fn value_mask(slots: &[AtomicPtr<()>; 16]) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
     {
         use core::arch::x86_64::{
             __m128i, _mm_add_epi64, _mm_and_si128, _mm_castps_si128, _mm_castsi128_ps, _mm_cmpeq_epi32,
             _mm_loadu_si128, _mm_movemask_ps, _mm_or_si128, _mm_set1_epi64x, _mm_setzero_si128, _mm_shuffle_ps,
-            _mm_storeu_si128,
         };
         const STEP: usize = RESERVED_ADDR.wrapping_neg();
         let src = slots.as_ptr().cast::<__m128i>();
-        let out = dst.as_mut_ptr().cast::<__m128i>();
         // As in `is_value_word`: a word is no value exactly when adding
         // `STEP` and clearing that bit leaves zero; a 64-bit lane is zero
         // when both its 32-bit halves are, which SSE2 compares.
         // SAFETY: the target has SSE2 (this block is compiled only where
         // it does), so its intrinsics run on any CPU this code runs on.
-        // `AtomicPtr<()>` and `MaybeUninit<*mut ()>` have a pointer's
-        // layout, so both arrays are 128 bytes, read and written 16 at a
-        // time (`loadu` and `storeu` take any alignment); nobody writes
-        // `slots` meanwhile (this function's contract), so the plain loads
-        // race with nothing, and `dst` is borrowed mutably.
+        // `AtomicPtr<()>` has a pointer's layout, so the sixteen slots are
+        // 128 bytes, read 16 at a time (`loadu` takes any alignment);
+        // nobody writes them meanwhile (this function's contract): the
+        // plain loads race with nothing.
         unsafe {
             let (step, keep) = (_mm_set1_epi64x(STEP as i64), _mm_set1_epi64x(!STEP as i64));
             let mut empty = 0;
             for k in 0..4 {
                 let a = _mm_loadu_si128(src.add(2 * k));
                 let b = _mm_loadu_si128(src.add(2 * k + 1));
-                _mm_storeu_si128(out.add(2 * k), a);
-                _mm_storeu_si128(out.add(2 * k + 1), b);
                 let a = _mm_castsi128_ps(_mm_and_si128(_mm_add_epi64(a, step), keep));
                 let b = _mm_castsi128_ps(_mm_and_si128(_mm_add_epi64(b, step), keep));
                 // The low halves of slots 4k..4k+4 in one vector, their
@@ -113,10 +107,8 @@ pub(crate) unsafe fn copy_value_mask(slots: &[AtomicPtr<()>; 16], dst: &mut [May
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]
     {
         let mut mask = 0;
-        for (i, (s, d)) in slots.iter().zip(dst).enumerate() {
-            let w = s.load(Ordering::Relaxed);
-            d.write(w);
-            mask |= u32::from(is_value_word(w)) << i;
+        for (i, s) in slots.iter().enumerate() {
+            mask |= u32::from(is_value_word(s.load(Ordering::Relaxed))) << i;
         }
         mask
     }
@@ -839,9 +831,9 @@ mod tests {
 
     /// The sixteen-word mask agrees with the one-word test in every slot,
     /// for words around both non-values and at the ends, each tried in
-    /// every slot beside every other kind, and the copy is the words.
+    /// every slot beside every other kind.
     #[test]
-    fn copy_value_mask_is_is_value_word_per_slot() {
+    fn value_mask_is_is_value_word_per_slot() {
         let around = |w: usize| (0..=0x11usize).flat_map(move |d| [w.wrapping_add(d << 8), w.wrapping_sub(d << 8)]);
         let mut words: Vec<usize> = around(0).chain(around(RESERVED_ADDR)).chain(around(usize::MAX / 2)).collect();
         words.extend([0x1000, 0xffff_ffff, 0x1_0000_0000, 0xffff_ffff_0000_0000, 0xffff_f000, 0xffff_ffff_ffff_f001]);
@@ -856,14 +848,8 @@ mod tests {
                 });
                 let expected: u32 =
                     (0..16).map(|i| u32::from(is_value_word(slots[i].load(crate::sync::Ordering::Relaxed))) << i).sum();
-                let mut copy = [MaybeUninit::uninit(); 16];
                 // SAFETY: nobody else can reach these slots.
-                assert_eq!(unsafe { copy_value_mask(&slots, &mut copy) }, expected, "word {w:#x} in slot {at}");
-                for (i, c) in copy.iter().enumerate() {
-                    // SAFETY: `copy_value_mask` writes every word.
-                    let word = unsafe { c.assume_init() };
-                    assert_eq!(word, slots[i].load(crate::sync::Ordering::Relaxed), "copy of slot {i}");
-                }
+                assert_eq!(unsafe { value_mask(&slots) }, expected, "word {w:#x} in slot {at}");
             }
         }
     }

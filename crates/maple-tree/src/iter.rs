@@ -16,9 +16,9 @@ use core::{
 };
 
 use crate::{
-    handle::{copy_value_mask, is_value_word, Handle, HandleMut},
+    handle::{is_value_word, value_mask, Handle, HandleMut},
     key::{self, Key},
-    node::{load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_ptrs, load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, Children, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -329,7 +329,7 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
 /// `SHARED` is the concurrent tree's: without it the tree does not change
 /// while the iterator lives ([`lazy`](Self::lazy)'s contract), and the
 /// copies read a leaf's slots by plain loads, sixteen at a time
-/// ([`copy_value_mask`]); with it, one atomic load each.
+/// ([`value_mask`]); with it, one atomic load each.
 pub(crate) struct RawIter<'t, const SHARED: bool> {
     walk: LeafWalk<'t>,
     /// The front's leaf while it has slots left there for the front: none
@@ -434,7 +434,12 @@ impl LeafCopy {
         if !SHARED {
             // SAFETY: nothing changes the leaf meanwhile (the contract),
             // so plain loads race with nothing.
-            return unsafe { copy_value_mask(leaf_arrays(&leaf).1, &mut self.words) };
+            // (The words are copied as pointers, which keeps their
+            // provenance; the mask reads them again as integers.)
+            return unsafe {
+                load_ptrs(slots, &mut self.words);
+                value_mask(leaf_arrays(&leaf).1)
+            };
         }
         let mut mask = 0u32;
         for (i, (w, s)) in self.words.iter_mut().zip(slots).enumerate() {
