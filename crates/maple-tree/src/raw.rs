@@ -52,14 +52,14 @@ impl<'t> Level<'t> {
 }
 
 /// An internal node's arrays, found by one dispatch on its kind: what an
-/// iterator's step between a parent's leaves reads (the accessors of
-/// [`NodeRef`] dispatch once each).
+/// iterator's step between a parent's leaves reads (each of
+/// [`NodeRef`]'s accessors dispatches on its own).
 #[derive(Clone, Copy)]
-pub(crate) struct Children<'t> {
+pub(crate) struct Children<'a> {
     /// The node's pivots.
-    pub(crate) piv: &'t [AtomicU64],
+    pub(crate) piv: &'a [AtomicU64],
     /// Its slots.
-    slots: &'t [AtomicPtr<()>],
+    slots: &'a [AtomicPtr<()>],
 }
 
 impl<'a> Children<'a> {
