@@ -217,15 +217,20 @@ fn main() {
         println!("{sum}");
         return;
     }
-    if mode == "btree-for" || mode == "btree-rev" {
-        // The `BTreeMap` idiom (start → (end, value)) on `iter-for`'s and
-        // `iter-rev`'s work, for its instruction count.
+    if mode == "btree-for" || mode == "btree-rev" || mode == "btree-sum" || mode == "btree-rev-sum" {
+        // The `BTreeMap` idiom (start → (end, value)) on `iter-for`'s,
+        // `iter-rev`'s, `iter`'s and `iter-rev-sum`'s work, for its
+        // instruction count.
         let n = env_u64("N", 1000);
         let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect();
         let total: u64 = (0..env_u64("ROUNDS", (20_000_000 / n).max(1)))
             .map(|_| {
                 let mut sum = 0;
-                if mode == "btree-for" {
+                if mode == "btree-sum" {
+                    sum = std::hint::black_box(&t).values().map(|(_, v)| v).sum();
+                } else if mode == "btree-rev-sum" {
+                    sum = std::hint::black_box(&t).values().rev().map(|(_, v)| v).sum();
+                } else if mode == "btree-for" {
                     for (_, v) in std::hint::black_box(&t).values() {
                         sum += v;
                     }

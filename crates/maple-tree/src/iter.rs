@@ -18,7 +18,7 @@ use core::{
 use crate::{
     handle::{is_value_word, value_mask, Handle, HandleMut},
     key::{self, Key},
-    node::{load_ptrs, load_words, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_ptrs, load_words, read_word, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, Children, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -859,9 +859,13 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
                     // The range wants the leaf whole, and maybe some of
                     // its later siblings.
                     (acc, end) = self.walk.fold_whole(self.last, acc, |acc, leaf, min, max| {
-                        scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| {
-                            f(acc, lo, hi, nn)
-                        })
+                        // SAFETY: a leaf of the walk, whose pivots nothing
+                        // writes (`lazy`'s contract).
+                        unsafe {
+                            scan_whole::<BOUNDS, false, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| {
+                                f(acc, lo, hi, nn)
+                            })
+                        }
                     });
                     // Past the last leaf folded (the walk stands on it).
                     self.max = self.walk.path.last().map_or(u64::MAX, |l| l.max);
@@ -913,15 +917,20 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
             }
             // (The front does not move meanwhile.)
             let bound = self.lo.max(self.first);
+            let scan = |acc, leaf, min, max| {
+                // SAFETY: a leaf of the back's, whose pivots nothing writes
+                // (`lazy`'s contract).
+                unsafe {
+                    scan_whole::<true, true, B>(leaf, min, max, acc, &mut |acc, _, lo, hi, nn| f(acc, lo, hi, nn))
+                }
+            };
             // SAFETY: `lazy`'s contract keeps the back's nodes alive.
-            while let Some(lv) = unsafe { self.back.step_to_sibling::<true>(bound) } {
-                acc = scan_whole::<true, true, B>(lv.leaf(), lv.min, lv.max, acc, &mut |acc, _, lo, hi, nn| {
-                    f(acc, lo, hi, nn)
-                });
+            let (a, spent) = unsafe { self.back.fold_before(bound, acc, scan) };
+            acc = a;
+            if let Some(min) = spent {
                 // As `take_back` leaves it after the leaf's lowest slot
-                // (`lv.min` lies above the front's bound: it is not 0).
-                self.last = lv.min - 1;
-                self.back.off = 0;
+                // (`min` lies above the front's bound: it is not 0).
+                self.last = min - 1;
             }
             match self.next_back_slow() {
                 Some((lo, hi, nn)) => acc = f(acc, lo, hi, nn),
@@ -1380,6 +1389,68 @@ impl<'t> Back<'t> {
         self.enter(lv, RANGE64_SLOTS, max);
         Some(lv)
     }
+
+    /// Folds `f(acc, leaf, min, max)` over the leaves before the back's
+    /// under the same parent, highest first, while each starts above
+    /// `above`: the leaves a scan backwards wants whole, taken straight
+    /// from the parent's arrays, the back brought in step once after the
+    /// loop. Leaves the back on the last leaf folded, spent, and returns
+    /// that leaf's minimum (`None`, nothing changed, where
+    /// [`step_to_sibling`](Self::step_to_sibling) would not step).
+    ///
+    /// # Safety
+    ///
+    /// As for [`walk`](Self::walk): the back's nodes are alive.
+    #[inline(always)]
+    unsafe fn fold_before<B>(
+        &mut self,
+        above: u64,
+        mut acc: B,
+        mut f: impl FnMut(B, LeafRef<'t>, u64, u64) -> B,
+    ) -> (B, Option<u64>) {
+        let (Some(p), 0) = (self.parent, self.off) else { return (acc, None) };
+        let kids = Children::of(&p.node);
+        // (The leaves under a parent tile its range: each one before ends
+        // where the one after starts, above the parent's minimum.)
+        let (mut off, mut max, mut last) = (p.off, self.min.wrapping_sub(1), None);
+        while let Some(o) = off.checked_sub(1) {
+            let min = match o.checked_sub(1) {
+                Some(j) => match kids.piv.get(j) {
+                    Some(x) => x.load(Ordering::Relaxed) + 1,
+                    None => break,
+                },
+                None => p.min,
+            };
+            if min <= above {
+                break;
+            }
+            // SAFETY: a used slot (one before a used one) of a live
+            // internal node (this function's contract) holds an encoded
+            // live child, a leaf.
+            let node = unsafe { kids.child(o) };
+            // As `step_to_sibling` asks.
+            if !self.tall {
+            } else if core::mem::take(&mut self.ramp) {
+                // SAFETY: as above: a live internal node, `o` a used slot.
+                unsafe { prefetch_before(p.node, o) };
+            } else if let Some(k) = o.checked_sub(PREFETCH_AHEAD) {
+                // SAFETY: as above, for a slot further before.
+                unsafe { kids.child(k) }.prefetch();
+            } else if let Some(g) = self.grand {
+                prefetch_cousin_before(g, PREFETCH_AHEAD - o);
+            }
+            let leaf = node.as_leaf().expect("the children of a leaf's parent are leaves");
+            acc = f(acc, leaf, min, max);
+            (off, max, last) = (o, min - 1, Some(Level { node, min, max, off: 0 }));
+        }
+        let Some(lv) = last else { return (acc, None) };
+        if let Some(p) = self.parent.as_mut() {
+            p.off = off;
+        }
+        // Spent: no slot left to look at.
+        self.enter(lv, 0, lv.min);
+        (acc, Some(lv.min))
+    }
 }
 /// Asks for the children of `parent` in the [`PREFETCH_AHEAD`] slots
 /// before `off`, the leaves the next steps back reach.
@@ -1507,9 +1578,16 @@ impl<'t> LeafWalk<'t> {
 /// (unused ones are null), with no count and no loop bound to check, and a
 /// slot's bounds are read only when it holds a value and `BOUNDS` asks for
 /// them (`0, 0` otherwise). Fully unrolled: the slot and pivot offsets are
-/// constants.
+/// constants. The pivots are read as plain loads, which the compiler drops
+/// where `f` ignores the bounds.
+///
+/// # Safety
+///
+/// Nobody writes `leaf`'s pivots meanwhile, as for [`load_words`]: a leaf
+/// of a plain tree borrowed meanwhile, or of the concurrent tree (whose
+/// writer changes reachable leaves in place only by slot stores).
 #[inline(always)]
-pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
+pub(crate) unsafe fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
     leaf: LeafRef<'_>,
     min: u64,
     max: u64,
@@ -1517,6 +1595,8 @@ pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
     f: &mut impl FnMut(B, usize, u64, u64, NonNull<()>) -> B,
 ) -> B {
     let (piv, slots) = leaf_arrays(&leaf);
+    // SAFETY: nobody writes the pivots meanwhile (the contract).
+    let piv = |i: usize| unsafe { read_word(&piv[i]) };
     // Slot `i` of the leaf, from `lo` to `hi`, if it holds a value. A used
     // slot after the first starts after its predecessor's pivot, which is
     // used (below `max`); one before the last ends at its pivot, unused
@@ -1531,11 +1611,11 @@ pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
             }
         }};
         ($i:literal) => {
-            slot!($i, piv[$i - 1].load(Ordering::Relaxed).wrapping_add(1), piv[$i].load(Ordering::Relaxed).min(max))
+            slot!($i, piv($i - 1).wrapping_add(1), piv($i).min(max))
         };
     }
     if REV {
-        slot!(15, piv[14].load(Ordering::Relaxed).wrapping_add(1), max);
+        slot!(15, piv(14).wrapping_add(1), max);
         slot!(14);
         slot!(13);
         slot!(12);
@@ -1550,9 +1630,9 @@ pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
         slot!(3);
         slot!(2);
         slot!(1);
-        slot!(0, min, piv[0].load(Ordering::Relaxed).min(max));
+        slot!(0, min, piv(0).min(max));
     } else {
-        slot!(0, min, piv[0].load(Ordering::Relaxed).min(max));
+        slot!(0, min, piv(0).min(max));
         slot!(1);
         slot!(2);
         slot!(3);
@@ -1567,7 +1647,7 @@ pub(crate) fn scan_whole<const BOUNDS: bool, const REV: bool, B>(
         slot!(12);
         slot!(13);
         slot!(14);
-        slot!(15, piv[14].load(Ordering::Relaxed).wrapping_add(1), max);
+        slot!(15, piv(14).wrapping_add(1), max);
     }
     acc
 }

@@ -1118,6 +1118,24 @@ pub(crate) unsafe fn load_ptrs(src: &[AtomicPtr<()>], dst: &mut [MaybeUninit<*mu
     }
 }
 
+/// One word of `src` read as a plain load: where the value goes unused
+/// (a fold over values that ignores their bounds) the compiler drops the
+/// read, which it may not do with an atomic load.
+///
+/// # Safety
+///
+/// As for [`load_words`].
+#[inline(always)]
+pub(crate) unsafe fn read_word(src: &AtomicU64) -> u64 {
+    #[cfg(not(loom))]
+    // SAFETY: `AtomicU64` is an `UnsafeCell<u64>` of `u64`'s layout, so
+    // its word may be read through a pointer from a shared reference; no
+    // concurrent write (this function's contract).
+    return unsafe { src.as_ptr().read() };
+    #[cfg(loom)]
+    return src.load(Ordering::Relaxed);
+}
+
 /// Writes `src` into the words `dst` (of the same length) as plain
 /// stores: the block-move counterpart of [`load_words`].
 ///

@@ -130,11 +130,15 @@ impl<V: Handle, K: Key, W: Writes> MapleTree<V, K, W> {
         let mut walk = LeafWalk::new(&self.raw, 0);
         loop {
             let ((), end) = walk.fold_whole(u64::MAX, (), |(), leaf, min, max| {
-                scan_whole::<BOUNDS, false, ()>(leaf, min, max, (), &mut |(), i, lo, hi, w| {
-                    // SAFETY: as in `update`.
-                    let mut lent = unsafe { lend::<V>(leaf, i, w.as_ptr()) };
-                    f(lo, hi, &mut lent.value);
-                });
+                // SAFETY: the tree is borrowed mutably: nothing else writes
+                // its pivots meanwhile.
+                unsafe {
+                    scan_whole::<BOUNDS, false, ()>(leaf, min, max, (), &mut |(), i, lo, hi, w| {
+                        // SAFETY: as in `update`.
+                        let mut lent = lend::<V>(leaf, i, w.as_ptr());
+                        f(lo, hi, &mut lent.value);
+                    });
+                }
             });
             if end || !walk.next_leaf() {
                 return;
