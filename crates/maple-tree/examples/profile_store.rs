@@ -5,22 +5,26 @@
 //! (`iter` by `sum`, `iter-for` by a `for` loop, `iter-rev` by a `for`
 //! loop over `.rev()`, `iter-rev-sum` by `sum` over `.rev()`), the gaps of a window
 //! (`gaps` by `fold`, `gaps-for` by a `for` loop, `gaps-rev` by a `for`
-//! loop over `.rev()`), random erases (`erase`
+//! loop over `.rev()`), a cursor through 500 entries (`cursor-next`,
+//! `cursor-prev`: the kernel section's `next` and `prev`), random erases (`erase`
 //! by range, `erase-at` by index, `erase-bulk` by index from a bulk-built tree), a fork through a cursor (`fork`), or
 //! ascending stores through `extend` (`extend`) or a loop (`asc-loop`),
 //! or the holes of a gap-tracking tree filled by `alloc_range` (`alloc`).
 //! `lookup` times random lookups against the `BTreeMap` idiom in one
 //! process (1 M ranges by default), `writes-vs-btree` random inserts,
 //! overwrites or erases (see [`writes_vs_btree`]); `btree-rand`, `btree-erase`,
-//! `btree-for`, `btree-rev` and `btree-values-mut` run the `BTreeMap` idiom
-//! on `rand`'s, `erase-bulk`'s, `iter-for`'s, `iter-rev`'s and
-//! `for-each-value-mut`'s work, for its instruction count. For `asc`,
+//! `btree-for`, `btree-rev`, `btree-sum`, `btree-rev-sum` and
+//! `btree-values-mut` run the `BTreeMap` idiom on `rand`'s,
+//! `erase-bulk`'s, `iter-for`'s, `iter-rev`'s, `iter`'s, `iter-rev-sum`'s
+//! and `for-each-value-mut`'s work, for its instruction count. For `asc`,
 //! `rand` and `erase`, `N=1000000` sets the number of ranges
 //! (100 K by default) and `GAPS=1` builds gap-tracking trees; for
 //! `iter-for`, `iter-rev`, the value loops (`for-each-mut`,
 //! `for-each-value-mut`) and the idiom's `btree-for`, `btree-rev` and
 //! `btree-values-mut`, `N` sets it too (1000 by default) and `ROUNDS` the
-//! passes over the tree (20 M entries in all by default); `rand` prints
+//! passes over the tree (20 M entries in all by default), and `WIDTH=16`
+//! makes the iterated ranges `[16i, 16i + 15]`, adjacent, where by default
+//! they are `[16i, 16i + 9]`, a gap after each; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
 //! wall-clock comparisons that outlast the machine's swings.
@@ -164,6 +168,31 @@ fn main() {
         println!("{sum}");
         return;
     }
+    if mode == "cursor-next" || mode == "cursor-prev" {
+        // The kernel section's `next` and `prev` loops: a cursor through
+        // 500 entries of a gap-tracking tree, 20 000 times.
+        let mut t: MapleTree<U63> = MapleTree::with_gaps();
+        for i in (0..2500u64).step_by(5) {
+            t.insert_range(i..=i + if i % 30 == 0 { 3 } else { 4 }, U63::new_truncate(i)).unwrap();
+        }
+        let mut sum = 0u64;
+        for _ in 0..20_000 {
+            if mode == "cursor-next" {
+                let mut c = t.cursor(std::hint::black_box(0));
+                sum = sum.wrapping_add(c.get().map_or(0, |v| v.get()));
+                while let Some((_, v)) = c.next() {
+                    sum = sum.wrapping_add(v.get());
+                }
+            } else {
+                let mut c = t.cursor(std::hint::black_box(u64::MAX));
+                while let Some((_, v)) = c.prev() {
+                    sum = sum.wrapping_add(v.get());
+                }
+            }
+        }
+        println!("{sum}");
+        return;
+    }
     if mode == "iter" {
         let t = bulk(1000);
         let mut sum = 0;
@@ -222,7 +251,8 @@ fn main() {
         // `iter-rev`'s, `iter`'s and `iter-rev-sum`'s work, for its
         // instruction count.
         let n = env_u64("N", 1000);
-        let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect();
+        let t: std::collections::BTreeMap<u64, (u64, u64)> =
+            (0..n).map(|i| (i * 16, (i * 16 + width() - 1, i))).collect();
         let total: u64 = (0..env_u64("ROUNDS", (20_000_000 / n).max(1)))
             .map(|_| {
                 let mut sum = 0;
@@ -298,7 +328,7 @@ fn main() {
                     b.insert(i * 16, (i * 16 + 9, i));
                 }
             } else {
-                b = (0..n).map(|i| (i * 16, (i * 16 + 9, i))).collect();
+                b = (0..n).map(|i| (i * 16, (i * 16 + width() - 1, i))).collect();
                 for &i in order.iter().rev() {
                     std::hint::black_box(b.remove(&(i * 16)));
                 }
@@ -450,7 +480,13 @@ fn seed_tree() -> MapleTree<U63> {
 
 /// A bulk-built tree of the ranges `[i * 16, i * 16 + 9]`, `i < n`.
 fn bulk(n: u64) -> MapleTree<U63> {
-    MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + 9, U63::new_truncate(i)))).unwrap()
+    let w = width();
+    MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + w - 1, U63::new_truncate(i)))).unwrap()
+}
+
+/// How many indices each range of [`bulk`] spans (`WIDTH`, 1 to 16).
+fn width() -> u64 {
+    env_u64("WIDTH", 10).clamp(1, 16)
 }
 
 /// The kernel's slot-store loop (`reps` rounds); the tree's length.

@@ -555,40 +555,24 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
         }
     }
 
-    /// Prefetches the leaves `PREFETCH_AHEAD` on from the one the walk has
-    /// just reached (one leaf's scan is much shorter than a miss to
-    /// memory): the one that far ahead, and those before it too when the
-    /// walk has just come under this parent (its start, or a step to a
-    /// cousin leaf). Only in trees of [`PREFETCH_HEIGHT`] levels or more.
+    /// Asks for the [`PREFETCH_AHEAD`] leaves after the one the walk has
+    /// just reached under a parent (its first walk, or a step to a cousin
+    /// leaf): one leaf's scan is much shorter than a miss to memory. The
+    /// steps to a sibling after it ask for one more each
+    /// ([`step_to_sibling`](Self::step_to_sibling)). Only in trees of
+    /// [`PREFETCH_HEIGHT`] levels or more.
     #[inline(always)]
-    fn prefetch_ahead(&self, fresh: bool) {
+    fn prefetch_ahead(&self) {
         let path = &self.walk.path;
         if path.len() < PREFETCH_HEIGHT {
             // A smaller tree stays in the cache, as lookups assume.
             return;
         }
-        let d = path.len() - 2;
-        let p = &path[d];
-        if !fresh && p.off != 0 {
-            // A step to the next sibling: the one leaf that far ahead is
-            // the only one not asked for yet (no loop, no copy of the
-            // level: this runs once per leaf).
-            let k = p.off + PREFETCH_AHEAD;
-            if p.node.has_next(k - 1) {
-                // SAFETY: an internal node's used slot (`has_next` of the
-                // one before) holds a live child.
-                unsafe { p.node.child(k) }.prefetch();
-            } else {
-                prefetch_cousin(path, d, k);
-            }
-            return;
-        }
-        for k in p.off + 1..=p.off + PREFETCH_AHEAD {
-            if !p.node.has_next(k - 1) {
-                break;
-            }
-            // SAFETY: as above.
-            unsafe { p.node.child(k) }.prefetch();
+        let p = &path[path.len() - 2];
+        if p.node.has_next(p.off) {
+            // SAFETY: a live internal node (`lazy`'s contract), and
+            // `p.off + 1` is after a used slot.
+            unsafe { prefetch_from(p.node, p.off + 1) };
         }
     }
 
@@ -748,7 +732,11 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
 
     /// Moves the walk to the next leaf under the same parent and returns
     /// it, asking for the one [`PREFETCH_AHEAD`] on; `None` (unmoved) at
-    /// the parent's last child, or where the walk has no parent.
+    /// the parent's last child, or where the walk has no parent. The step
+    /// is `LeafWalk::step_to_sibling`'s, written here again so that the
+    /// prefetch reuses the parent's arrays and the bounds come from the
+    /// leaf before: that step followed by a prefetch of its own costs a
+    /// `for` loop about twenty instructions more a leaf.
     #[inline(always)]
     fn step_to_sibling(&mut self) -> Option<Level<'t>> {
         let (leaf, up) = self.walk.path.split_last_mut()?;
@@ -795,7 +783,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
         // the iterator lives (`lazy`'s contract).
         unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
         let Some(&lv) = self.walk.path.last() else { return false };
-        self.prefetch_ahead(true);
+        self.prefetch_ahead();
         self.enter(lv, lv.off, lv.node.slot_min(lv.off, lv.min));
         true
     }
@@ -807,7 +795,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
             self.finish();
             return false;
         }
-        self.prefetch_ahead(false);
+        self.prefetch_ahead();
         let Some(&lv) = self.walk.path.last() else { return false };
         self.enter_stepped::<COPY>(lv);
         true
@@ -840,7 +828,7 @@ impl<'t, const SHARED: bool> RawIter<'t, SHARED> {
                 // while the iterator lives (`lazy`'s contract).
                 unsafe { descend::<false>(root, self.first, &mut self.walk.path) };
                 if let Some(&lv) = self.walk.path.last() {
-                    self.prefetch_ahead(true);
+                    self.prefetch_ahead();
                     (self.leaf, self.off, self.max) = (Some(lv.leaf()), lv.off, lv.max);
                 }
             }
@@ -1489,12 +1477,28 @@ fn prefetch_next_parent(path: &Path<'_>, d: usize) {
     // SAFETY: `has_next` says the grandparent's next slot is used: it
     // holds a live child, the next parent.
     let next = unsafe { g.node.child(g.off + 1) };
-    for j in 0..PREFETCH_AHEAD {
-        if j > 0 && !next.has_next(j - 1) {
+    // SAFETY: as above: a live internal node, whose slot 0 is used.
+    unsafe { prefetch_from(next, 0) };
+}
+
+/// Asks for the children of `parent` in the [`PREFETCH_AHEAD`] slots from
+/// `from` on, up to its last used slot: the leaves the next steps forward
+/// reach. The mirror of [`prefetch_before`].
+///
+/// # Safety
+///
+/// `parent` is a live internal node, and `from` its first slot or one
+/// after a used slot (the slots it reaches are then used, while
+/// `has_next` says so, and hold live children).
+#[inline(always)]
+unsafe fn prefetch_from(parent: NodeRef<'_>, from: usize) {
+    for k in from..from + PREFETCH_AHEAD {
+        if k > from && !parent.has_next(k - 1) {
             break;
         }
-        // SAFETY: slot `j` is used (the first, or one after a used one).
-        unsafe { next.child(j) }.prefetch();
+        // SAFETY: this function's contract: slot `from`, or one after a
+        // used slot, of a live internal node.
+        unsafe { parent.child(k) }.prefetch();
     }
 }
 
