@@ -1342,7 +1342,7 @@ impl<'t> Back<'t> {
         if self.off != 0 {
             return None;
         }
-        let p = self.parent.as_mut()?;
+        let p = self.parent?;
         let off = p.off.checked_sub(1)?;
         let kids = Children::of(&p.node);
         let min = match off.checked_sub(1) {
@@ -1355,27 +1355,42 @@ impl<'t> Back<'t> {
         // SAFETY: a used slot (one before a used one) of a live internal
         // node (this function's contract) holds an encoded live child.
         let node = unsafe { kids.child(off) };
-        p.off = off;
+        if let Some(p) = self.parent.as_mut() {
+            p.off = off;
+        }
         // (The leaves under a parent tile its range: the one before ends
         // where this one starts, above the parent's minimum.)
         let max = self.min - 1;
         let lv = Level { node, min, max, off: 0 };
+        // SAFETY: as above: a live internal node, `off` a used slot.
+        unsafe { self.prefetch_on_step(p.node, &kids, off) };
+        self.enter(lv, RANGE64_SLOTS, max);
+        Some(lv)
+    }
+
+    /// Asks for the leaf [`PREFETCH_AHEAD`] before the one a step back has
+    /// just reached, slot `off` of the back's parent `parent` (whose arrays
+    /// are `kids`; on the first
+    /// step after the first walk, the leaves up to that one: a walk onto a
+    /// new parent asks for them all, and the first walk asked for the leaf
+    /// before only). Only in trees of [`PREFETCH_HEIGHT`] levels or more: a
+    /// smaller tree stays in the cache, as lookups assume.
+    ///
+    /// # Safety
+    ///
+    /// `parent` is a live internal node and `off` one of its used slots.
+    #[inline(always)]
+    unsafe fn prefetch_on_step(&mut self, parent: NodeRef<'t>, kids: &Children<'_>, off: usize) {
         if !self.tall {
-            // (A smaller tree stays in the cache, as lookups assume.)
         } else if core::mem::take(&mut self.ramp) {
-            // The first step after the first walk: the leaves before this
-            // one, up to `PREFETCH_AHEAD` back, as a walk onto a new parent
-            // asks (the first walk asked for this one only).
-            // SAFETY: as above: a live internal node, `off` a used slot.
-            unsafe { prefetch_before(p.node, off) };
+            // SAFETY: this function's contract.
+            unsafe { prefetch_before(parent, off) };
         } else if let Some(k) = off.checked_sub(PREFETCH_AHEAD) {
-            // SAFETY: as above, for a slot further before.
+            // SAFETY: as above, for a slot further before (a used one).
             unsafe { kids.child(k) }.prefetch();
         } else if let Some(g) = self.grand {
             prefetch_cousin_before(g, PREFETCH_AHEAD - off);
         }
-        self.enter(lv, RANGE64_SLOTS, max);
-        Some(lv)
     }
 
     /// Folds `f(acc, leaf, min, max)` over the leaves before the back's
@@ -1416,17 +1431,8 @@ impl<'t> Back<'t> {
             // internal node (this function's contract) holds an encoded
             // live child, a leaf.
             let node = unsafe { kids.child(o) };
-            // As `step_to_sibling` asks.
-            if !self.tall {
-            } else if core::mem::take(&mut self.ramp) {
-                // SAFETY: as above: a live internal node, `o` a used slot.
-                unsafe { prefetch_before(p.node, o) };
-            } else if let Some(k) = o.checked_sub(PREFETCH_AHEAD) {
-                // SAFETY: as above, for a slot further before.
-                unsafe { kids.child(k) }.prefetch();
-            } else if let Some(g) = self.grand {
-                prefetch_cousin_before(g, PREFETCH_AHEAD - o);
-            }
+            // SAFETY: as above: a live internal node, `o` a used slot.
+            unsafe { self.prefetch_on_step(p.node, &kids, o) };
             let leaf = node.as_leaf().expect("the children of a leaf's parent are leaves");
             acc = f(acc, leaf, min, max);
             (off, max, last) = (o, min - 1, Some(Level { node, min, max, off: 0 }));
