@@ -1369,12 +1369,12 @@ impl<'t> Back<'t> {
     }
 
     /// Asks for the leaf [`PREFETCH_AHEAD`] before the one a step back has
-    /// just reached, slot `off` of the back's parent `parent` (whose arrays
-    /// are `kids`; on the first
-    /// step after the first walk, the leaves up to that one: a walk onto a
-    /// new parent asks for them all, and the first walk asked for the leaf
-    /// before only). Only in trees of [`PREFETCH_HEIGHT`] levels or more: a
-    /// smaller tree stays in the cache, as lookups assume.
+    /// just reached, slot `off` of the back's parent `parent`, whose arrays
+    /// are `kids` (on the first step after the first walk, the leaves up to
+    /// that one: a walk onto a new parent asks for them all, and the first
+    /// walk asked for the leaf before only). Only in trees of
+    /// [`PREFETCH_HEIGHT`] levels or more: a smaller tree stays in the
+    /// cache, as lookups assume.
     ///
     /// # Safety
     ///
