@@ -18,7 +18,7 @@ use core::{
 use crate::{
     handle::{is_value_word, value_mask, Handle, HandleMut},
     key::{self, Key},
-    node::{load_ptrs, load_words, read_word, slot_bounds, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
+    node::{load_ptrs, load_words, read_word, slot_bounds, slot_lo, LeafRef, NodeRef, PIVOT_UNUSED, RANGE64_SLOTS},
     raw::{descend, Children, LeafWalk, Level, Path, RawTree, PREFETCH_HEIGHT},
     sync::{AtomicPtr, AtomicU64, Ordering},
     tree::{MapleTree, Writes},
@@ -1345,10 +1345,7 @@ impl<'t> Back<'t> {
         let p = self.parent?;
         let off = p.off.checked_sub(1)?;
         let kids = Children::of(&p.node);
-        let min = match off.checked_sub(1) {
-            Some(j) => kids.piv.get(j)?.load(Ordering::Relaxed) + 1,
-            None => p.min,
-        };
+        let min = slot_lo(kids.piv, off, p.min);
         if BOUNDED && min <= above {
             return None;
         }
@@ -1417,13 +1414,7 @@ impl<'t> Back<'t> {
         // where the one after starts, above the parent's minimum.)
         let (mut off, mut max, mut last) = (p.off, self.min.wrapping_sub(1), None);
         while let Some(o) = off.checked_sub(1) {
-            let min = match o.checked_sub(1) {
-                Some(j) => match kids.piv.get(j) {
-                    Some(x) => x.load(Ordering::Relaxed) + 1,
-                    None => break,
-                },
-                None => p.min,
-            };
+            let min = slot_lo(kids.piv, o, p.min);
             if min <= above {
                 break;
             }

@@ -1377,9 +1377,9 @@ pub(crate) fn slot_bounds(piv: &[AtomicU64], off: usize, min: u64, max: u64) -> 
     (slot_lo(piv, off, min), slot_hi(piv, off, max))
 }
 
-/// The lower half of [`slot_bounds`].
+/// The lower half of [`slot_bounds`]: where slot `off` starts.
 #[inline]
-fn slot_lo(piv: &[AtomicU64], off: usize, min: u64) -> u64 {
+pub(crate) fn slot_lo(piv: &[AtomicU64], off: usize, min: u64) -> u64 {
     if off == 0 {
         min
     } else {
