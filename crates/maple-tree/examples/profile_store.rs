@@ -23,7 +23,8 @@
 //! `for-each-value-mut`) and the idiom's `btree-for`, `btree-rev` and
 //! `btree-values-mut`, `N` sets it too (1000 by default) and `ROUNDS` the
 //! passes over the tree (20 M entries in all by default), and `WIDTH=16`
-//! makes the iterated ranges `[16i, 16i + 15]`, adjacent, where by default
+//! makes the bulk-built ranges (the iteration modes', `erase-bulk`'s and
+//! the idiom's beside them) `[16i, 16i + 15]`, adjacent, where by default
 //! they are `[16i, 16i + 9]`, a gap after each; `rand` prints
 //! the node count of its tree to stderr; `REPS=10000000` runs the kernel
 //! loops (`slot`, `node`) ten times longer than the default 1 M rounds, for
@@ -250,9 +251,8 @@ fn main() {
         // The `BTreeMap` idiom (start → (end, value)) on `iter-for`'s,
         // `iter-rev`'s, `iter`'s and `iter-rev-sum`'s work, for its
         // instruction count.
-        let n = env_u64("N", 1000);
-        let t: std::collections::BTreeMap<u64, (u64, u64)> =
-            (0..n).map(|i| (i * 16, (i * 16 + width() - 1, i))).collect();
+        let (n, w) = (env_u64("N", 1000), width());
+        let t: std::collections::BTreeMap<u64, (u64, u64)> = (0..n).map(|i| (i * 16, (i * 16 + w - 1, i))).collect();
         let total: u64 = (0..env_u64("ROUNDS", (20_000_000 / n).max(1)))
             .map(|_| {
                 let mut sum = 0;
@@ -318,7 +318,7 @@ fn main() {
     if mode == "btree-rand" || mode == "btree-erase" {
         // The `BTreeMap` idiom on `rand`'s and `erase-bulk`'s work (the
         // compare section's baseline), for its instruction count.
-        let n = env_u64("N", 100_000);
+        let (n, w) = (env_u64("N", 100_000), width());
         let order = random_order(n);
         let mut total = 0;
         for _ in 0..10 {
@@ -328,7 +328,7 @@ fn main() {
                     b.insert(i * 16, (i * 16 + 9, i));
                 }
             } else {
-                b = (0..n).map(|i| (i * 16, (i * 16 + width() - 1, i))).collect();
+                b = (0..n).map(|i| (i * 16, (i * 16 + w - 1, i))).collect();
                 for &i in order.iter().rev() {
                     std::hint::black_box(b.remove(&(i * 16)));
                 }
@@ -478,7 +478,7 @@ fn seed_tree() -> MapleTree<U63> {
     MapleTree::from_sorted_with_gaps((0..135u64).map(|i| (i * 10..=i * 10 + 5, U63::new_truncate(i)))).unwrap()
 }
 
-/// A bulk-built tree of the ranges `[i * 16, i * 16 + 9]`, `i < n`.
+/// A bulk-built tree of the ranges `[i * 16, i * 16 + WIDTH - 1]`, `i < n`.
 fn bulk(n: u64) -> MapleTree<U63> {
     let w = width();
     MapleTree::from_sorted((0..n).map(|i| (i * 16..=i * 16 + w - 1, U63::new_truncate(i)))).unwrap()
